@@ -1,0 +1,390 @@
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"netspec.dev/netspec/internal/diag"
+)
+
+// DefaultMaxFileSize is the largest spec file netspec reads unless told otherwise.
+const DefaultMaxFileSize = 8 << 20
+
+// unit is one thing the loader validates as a whole: a YAML/JSON file, or
+// the .cue files of one directory (one CUE package).
+type unit struct {
+	dir   string   // for CUE: the slash path of the directory, "." for the root
+	files []string // slash paths relative to the root
+	data  [][]byte
+	isCUE bool
+}
+
+// walk lists the units of the tree below root. Dot-directories and dotfiles
+// are skipped; symlinks are followed only when they stay inside the tree.
+func walk(root string, maxSize int64, dl *diag.List) ([]*unit, error) {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", root, err)
+	}
+	st, err := os.Stat(realRoot)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", root, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("tree %s: not a directory", root)
+	}
+	w := &walker{root: root, realRoot: realRoot, maxSize: maxSize, dl: dl, cue: map[string]*unit{}, visited: map[string]bool{}}
+	w.dir(realRoot, ".")
+	units := w.units
+	for _, u := range w.cue {
+		units = append(units, u)
+	}
+	sort.Slice(units, func(i, j int) bool { return units[i].files[0] < units[j].files[0] })
+	return units, nil
+}
+
+type walker struct {
+	root, realRoot string
+	maxSize        int64
+	dl             *diag.List
+	units          []*unit
+	cue            map[string]*unit
+	visited        map[string]bool // real directory paths already walked (symlink loops)
+}
+
+func (w *walker) dir(real, rel string) {
+	if w.visited[real] {
+		return
+	}
+	w.visited[real] = true
+	entries, err := os.ReadDir(real)
+	if err != nil {
+		w.dl.Errorf(diag.Pos{File: rel}, nil, "cannot read directory: %v", unwrapPath(err))
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		childReal := filepath.Join(real, name)
+		childRel := path.Join(rel, name)
+		mode := e.Type()
+		if mode&fs.ModeSymlink != 0 {
+			target, err := filepath.EvalSymlinks(childReal)
+			if err != nil {
+				w.dl.Errorf(diag.Pos{File: childRel}, nil, "broken symlink: %v", unwrapPath(err))
+				continue
+			}
+			if !within(w.realRoot, target) {
+				w.dl.Errorf(diag.Pos{File: childRel}, nil, "symlink points outside the tree (to %s); not followed", target)
+				continue
+			}
+			st, err := os.Stat(target)
+			if err != nil {
+				w.dl.Errorf(diag.Pos{File: childRel}, nil, "%v", unwrapPath(err))
+				continue
+			}
+			childReal = target
+			mode = st.Mode().Type()
+		}
+		switch {
+		case mode.IsDir():
+			w.dir(childReal, childRel)
+		case mode.IsRegular():
+			w.file(childReal, childRel, name)
+		}
+	}
+}
+
+func (w *walker) file(real, rel, name string) {
+	ext := strings.ToLower(path.Ext(name))
+	switch ext {
+	case ".yaml", ".yml", ".json", ".cue":
+	default:
+		return
+	}
+	data, err := readLimited(real, w.maxSize)
+	if err != nil {
+		w.dl.Errorf(diag.Pos{File: rel}, nil, "%v", err)
+		return
+	}
+	if ext != ".cue" {
+		w.units = append(w.units, &unit{files: []string{rel}, data: [][]byte{data}})
+		return
+	}
+	dir := path.Dir(rel)
+	u := w.cue[dir]
+	if u == nil {
+		u = &unit{dir: dir, isCUE: true}
+		w.cue[dir] = u
+	}
+	u.files = append(u.files, rel)
+	u.data = append(u.data, data)
+}
+
+func within(root, p string) bool {
+	if p == root {
+		return true
+	}
+	r, err := filepath.Rel(root, p)
+	return err == nil && r != ".." && !strings.HasPrefix(r, "../")
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func readLimited(name string, max int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("file is larger than the %s limit (--max-file-size)", humanBytes(max))
+	}
+	return data, nil
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// rawObject is one object as written, before validation.
+type rawObject struct {
+	src  Source
+	raw  map[string]any
+	kind string
+	// locate gives the position of a field's value, locateKey of the field's
+	// name, while the parsed document is at hand.
+	locate, locateKey func(diag.Path) diag.Pos
+}
+
+// Ignored is an object of a kind that netspec does not use; it is listed,
+// never dropped silently.
+type Ignored struct {
+	APIVersion, Kind, Name string
+	Pos                    diag.Pos
+}
+
+func (ig Ignored) String() string {
+	return fmt.Sprintf("%s %s %s in %s", ig.APIVersion, ig.Kind, ig.Name, ig.Pos.File)
+}
+
+// splitYAML parses a YAML or JSON file into objects. Documents that are
+// empty are skipped; a kind: List contributes its items.
+func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignored []Ignored) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for doc := 0; ; doc++ {
+		var n yaml.Node
+		err := decodeNode(dec, &n)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			dl.Errorf(yamlErrPos(file, err), nil, "%s", yamlErrMsg(err))
+			return
+		}
+		conv := newConverter(file, &n)
+		v := conv.value(&n, 0)
+		if conv.err != nil {
+			dl.Errorf(conv.errPos, nil, "%v", conv.err)
+			continue
+		}
+		if v == nil {
+			continue
+		}
+		root := &n
+		m, ok := v.(map[string]any)
+		if !ok {
+			dl.Errorf(locateYAML(file, root, nil), nil, "a document must be a mapping with apiVersion and kind, not %s", typeName(v))
+			continue
+		}
+		src := Source{File: file, Doc: doc, Item: -1}
+		if k, _ := m["kind"].(string); k == "List" || strings.HasSuffix(k, "List") && isList(m) {
+			items, ok := m["items"].([]any)
+			if !ok {
+				dl.Errorf(locateYAML(file, root, diag.Path{"items"}), diag.Path{"items"}, "a List needs a list of items")
+				continue
+			}
+			itemsNode := childNode(docRoot(root), "items")
+			for i, it := range items {
+				im, ok := it.(map[string]any)
+				p := diag.Path{"items", i}
+				if !ok {
+					dl.Errorf(locateYAML(file, root, p), p, "a List item must be a mapping with apiVersion and kind")
+					continue
+				}
+				s := src
+				s.Item = i
+				var itemNode *yaml.Node
+				if itemsNode != nil && i < len(itemsNode.Content) {
+					itemNode = itemsNode.Content[i]
+				}
+				o, ig, ok := classify(s, im, yamlLocator(file, itemNode), dl)
+				o.locateKey = yamlKeyLocator(file, itemNode)
+				if ok {
+					objs = append(objs, o)
+				} else if ig != nil {
+					ignored = append(ignored, *ig)
+				}
+			}
+			continue
+		}
+		o, ig, ok := classify(src, m, yamlLocator(file, root), dl)
+		o.locateKey = yamlKeyLocator(file, root)
+		if ok {
+			objs = append(objs, o)
+		} else if ig != nil {
+			ignored = append(ignored, *ig)
+		}
+	}
+}
+
+// decodeNode wraps Decode so that a panic in the YAML library on hostile
+// input becomes an error.
+func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: cannot parse: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+func isList(m map[string]any) bool { _, ok := m["items"]; return ok }
+
+func docRoot(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	return n
+}
+
+func yamlLocator(file string, root *yaml.Node) func(diag.Path) diag.Pos {
+	return func(p diag.Path) diag.Pos {
+		if root == nil {
+			return diag.Pos{File: file}
+		}
+		return locateYAML(file, root, p)
+	}
+}
+
+func yamlKeyLocator(file string, root *yaml.Node) func(diag.Path) diag.Pos {
+	return func(p diag.Path) diag.Pos {
+		if root == nil {
+			return diag.Pos{File: file}
+		}
+		return locateYAMLKey(file, root, p)
+	}
+}
+
+// classify decides whether m is an object netspec reads. Known kinds are
+// matched by API group and kind; the schema checks the exact apiVersion.
+func classify(src Source, m map[string]any, loc func(diag.Path) diag.Pos, dl *diag.List) (rawObject, *Ignored, bool) {
+	apiVersion, _ := m["apiVersion"].(string)
+	kind, _ := m["kind"].(string)
+	if apiVersion == "" || kind == "" {
+		var missing []string
+		if apiVersion == "" {
+			missing = append(missing, "apiVersion")
+		}
+		if kind == "" {
+			missing = append(missing, "kind")
+		}
+		dl.Errorf(loc(nil), nil, "object has no %s (string)", strings.Join(missing, " or "))
+		return rawObject{}, nil, false
+	}
+	if k := knownKind(apiVersion, kind); k != "" {
+		return rawObject{src: src, raw: m, kind: k, locate: loc}, nil, true
+	}
+	name := ""
+	if md, ok := m["metadata"].(map[string]any); ok {
+		name, _ = md["name"].(string)
+	}
+	return rawObject{}, &Ignored{APIVersion: apiVersion, Kind: kind, Name: name, Pos: loc(nil)}, false
+}
+
+func knownKind(apiVersion, kind string) string {
+	group := ""
+	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
+		group = apiVersion[:i]
+	}
+	switch {
+	case group == "" && (kind == KindService || kind == KindEndpoints || kind == KindPod || kind == KindNode):
+		return kind
+	case group == "discovery.k8s.io" && kind == KindEndpointSlice:
+		return kind
+	case group == "netspec.dev" && kind == KindCluster:
+		return kind
+	}
+	return ""
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// yamlErrPos extracts "line N" from a yaml.v3 error message.
+func yamlErrPos(file string, err error) diag.Pos {
+	msg := err.Error()
+	if i := strings.Index(msg, "line "); i >= 0 {
+		var line int
+		if _, e := fmt.Sscanf(msg[i:], "line %d", &line); e == nil {
+			return diag.Pos{File: file, Line: line}
+		}
+	}
+	return diag.Pos{File: file}
+}
+
+func yamlErrMsg(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if i := strings.Index(msg, "line "); i >= 0 {
+		if j := strings.Index(msg[i:], ": "); j >= 0 {
+			msg = msg[:i] + msg[i+j+2:]
+		}
+	}
+	return "invalid YAML: " + strings.TrimSpace(msg)
+}

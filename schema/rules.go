@@ -1,0 +1,461 @@
+package schema
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"netspec.dev/netspec/internal/diag"
+)
+
+// The rules in this file relate several fields of one object; the CUE
+// schema has already checked each field on its own. Rules that need other
+// objects or the Cluster settings live in the compiler.
+
+type reporter struct {
+	dl     *diag.List
+	locate func(diag.Path) diag.Pos
+	have   map[string]bool // paths the schema already reported
+}
+
+func (r *reporter) errorf(p diag.Path, format string, args ...any) {
+	if r.have[p.String()] {
+		return
+	}
+	r.dl.Errorf(r.locate(p), p, format, args...)
+}
+
+func checkObject(o *Object, r *reporter) {
+	switch {
+	case o.Service != nil:
+		checkMetaName(o, r, 63)
+		checkService(o.Service, r)
+	case o.Endpoints != nil:
+		checkMetaName(o, r, 253)
+		checkEndpoints(o.Endpoints, r)
+	case o.EndpointSlice != nil:
+		checkMetaName(o, r, 253)
+		checkSlice(o.EndpointSlice, r)
+	case o.Pod != nil:
+		checkMetaName(o, r, 253)
+		checkPod(o.Pod, r)
+	case o.Node != nil:
+		checkMetaName(o, r, 253)
+		checkNode(o.Node, r)
+	case o.Cluster != nil:
+		checkCluster(o.Cluster, r)
+	}
+}
+
+func checkMetaName(o *Object, r *reporter, max int) {
+	if n := o.Meta().Name; len(n) > max {
+		r.errorf(diag.Path{"metadata", "name"}, "is %d characters long; at most %d are allowed", len(n), max)
+	}
+}
+
+// ---- Service ----
+
+var (
+	pSpec      = diag.Path{"spec"}
+	pClusterIP = diag.Path{"spec", "clusterIP"}
+)
+
+func checkService(s *Service, r *reporter) {
+	sp := &s.Spec
+	headless := sp.ClusterIP == "None" || len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == "None"
+	external := sp.Type == "ExternalName"
+
+	if len(sp.Ports) == 0 && !headless && !external {
+		r.errorf(pSpec.Key("ports"), "a Service needs at least one port (only headless and ExternalName Services may have none)")
+	}
+	checkServicePorts(sp, r)
+
+	switch {
+	case external:
+		checkExternalName(sp, r)
+	default:
+		checkClusterIPs(sp, r)
+	}
+	if headless && (sp.Type == "NodePort" || sp.Type == "LoadBalancer") {
+		r.errorf(pClusterIP, "a %s Service cannot be headless (clusterIP: None)", sp.Type)
+	}
+
+	if sp.SessionAffinity != "ClientIP" && sp.SessionAffinityConfig != nil {
+		r.errorf(pSpec.Key("sessionAffinityConfig"), "may only be set when sessionAffinity is ClientIP")
+	}
+	if sp.ExternalTrafficPolicy != "" && sp.Type != "NodePort" && sp.Type != "LoadBalancer" && len(sp.ExternalIPs) == 0 {
+		r.errorf(pSpec.Key("externalTrafficPolicy"), "may only be set for NodePort and LoadBalancer Services, or Services with externalIPs")
+	}
+	if sp.HealthCheckNodePort != 0 && (sp.Type != "LoadBalancer" || sp.ExternalTrafficPolicy != "Local") {
+		r.errorf(pSpec.Key("healthCheckNodePort"), "may only be set for LoadBalancer Services with externalTrafficPolicy Local")
+	}
+	if len(sp.LoadBalancerSourceRanges) > 0 && sp.Type != "LoadBalancer" {
+		r.errorf(pSpec.Key("loadBalancerSourceRanges"), "may only be set for LoadBalancer Services")
+	}
+	for i, c := range sp.LoadBalancerSourceRanges {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(c)); err != nil {
+			r.errorf(pSpec.Key("loadBalancerSourceRanges").Index(i), "%q is not a CIDR (such as 203.0.113.0/24)", c)
+		}
+	}
+	if sp.LoadBalancerIP != "" {
+		if sp.Type != "LoadBalancer" {
+			r.errorf(pSpec.Key("loadBalancerIP"), "may only be set for LoadBalancer Services")
+		}
+		if _, err := netip.ParseAddr(sp.LoadBalancerIP); err != nil {
+			r.errorf(pSpec.Key("loadBalancerIP"), "%q is not an IP address", sp.LoadBalancerIP)
+		}
+	}
+	for i, ing := range s.Status.LoadBalancer.Ingress {
+		if ing.IP == "" {
+			continue
+		}
+		if _, err := netip.ParseAddr(ing.IP); err != nil {
+			r.errorf(diag.Path{"status", "loadBalancer", "ingress", i, "ip"}, "%q is not an IP address", ing.IP)
+		}
+	}
+	for i, ip := range sp.ExternalIPs {
+		p := pSpec.Key("externalIPs").Index(i)
+		a, err := netip.ParseAddr(ip)
+		if err != nil {
+			r.errorf(p, "%q is not an IP address", ip)
+			continue
+		}
+		if msg := EndpointIPProblem(a); msg != "" {
+			r.errorf(p, "%s is %s and cannot be an external IP", ip, msg)
+		}
+	}
+}
+
+func checkServicePorts(sp *ServiceSpec, r *reporter) {
+	names := map[string]int{}
+	ports := map[string]int{}
+	nodePorts := map[string]int{}
+	for i, p := range sp.Ports {
+		pp := pSpec.Key("ports").Index(i)
+		if p.Name == "" && len(sp.Ports) > 1 {
+			r.errorf(pp.Key("name"), "is required when a Service has more than one port")
+		}
+		if p.Name != "" {
+			if j, ok := names[p.Name]; ok {
+				r.errorf(pp.Key("name"), "%q is already the name of ports[%d]", p.Name, j)
+			} else {
+				names[p.Name] = i
+			}
+		}
+		key := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+		if j, ok := ports[key]; ok {
+			r.errorf(pp.Key("port"), "%s is already used by ports[%d]", key, j)
+		} else {
+			ports[key] = i
+		}
+		if p.NodePort != 0 {
+			if sp.Type != "NodePort" && sp.Type != "LoadBalancer" {
+				r.errorf(pp.Key("nodePort"), "may only be set when type is NodePort or LoadBalancer, not %s", sp.Type)
+			}
+			nk := fmt.Sprintf("%d/%s", p.NodePort, p.Protocol)
+			if j, ok := nodePorts[nk]; ok {
+				r.errorf(pp.Key("nodePort"), "node port %s is already used by ports[%d]", nk, j)
+			} else {
+				nodePorts[nk] = i
+			}
+		}
+	}
+}
+
+var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// IsDNS1123Subdomain reports whether s is a DNS-1123 subdomain (at most 253
+// characters of dot-separated labels).
+func IsDNS1123Subdomain(s string) bool {
+	return len(s) <= 253 && dns1123Subdomain.MatchString(s)
+}
+
+func checkExternalName(sp *ServiceSpec, r *reporter) {
+	name := strings.TrimSuffix(sp.ExternalName, ".")
+	switch {
+	case sp.ExternalName == "":
+		r.errorf(pSpec.Key("externalName"), "is required for an ExternalName Service")
+	case !IsDNS1123Subdomain(name):
+		r.errorf(pSpec.Key("externalName"), "%q is not a valid DNS name (a DNS-1123 subdomain, such as db.example.com)", sp.ExternalName)
+	}
+	if sp.ClusterIP != "" {
+		r.errorf(pClusterIP, "must not be set for an ExternalName Service")
+	}
+	if len(sp.ClusterIPs) > 0 {
+		r.errorf(pSpec.Key("clusterIPs"), "must not be set for an ExternalName Service")
+	}
+	if len(sp.IPFamilies) > 0 {
+		r.errorf(pSpec.Key("ipFamilies"), "must not be set for an ExternalName Service")
+	}
+	if sp.IPFamilyPolicy != "" {
+		r.errorf(pSpec.Key("ipFamilyPolicy"), "must not be set for an ExternalName Service")
+	}
+}
+
+// Family returns "IPv4" or "IPv6" for an address.
+func Family(a netip.Addr) string {
+	if a.Is4() || a.Is4In6() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+func checkClusterIPs(sp *ServiceSpec, r *reporter) {
+	pIPs := pSpec.Key("clusterIPs")
+	if sp.ClusterIP != "" && len(sp.ClusterIPs) > 0 && sp.ClusterIP != sp.ClusterIPs[0] {
+		r.errorf(pClusterIP, "%q differs from clusterIPs[0] %q; they must be equal", sp.ClusterIP, sp.ClusterIPs[0])
+	}
+	ips := sp.ClusterIPs
+	base := pIPs
+	if len(ips) == 0 && sp.ClusterIP != "" {
+		ips = []string{sp.ClusterIP}
+		base = nil
+	}
+	if len(ips) > 2 {
+		r.errorf(pIPs, "has %d addresses; at most two are allowed, one per family", len(ips))
+	}
+	at := func(i int) diag.Path {
+		if base == nil {
+			return pClusterIP
+		}
+		return base.Index(i)
+	}
+	var fams []string
+	for i, ip := range ips {
+		if ip == "None" {
+			if len(ips) > 1 {
+				r.errorf(at(i), "None must be the only cluster IP")
+			}
+			continue
+		}
+		if ip == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(ip)
+		if err != nil || a.Zone() != "" {
+			r.errorf(at(i), "%q is not an IP address (nor None, for a headless Service)", ip)
+			continue
+		}
+		f := Family(a)
+		for j, g := range fams {
+			if g == f {
+				r.errorf(at(i), "%s is a second %s address (clusterIPs[%d] is one); dual-stack needs one IPv4 and one IPv6 address", ip, f, j)
+			}
+		}
+		fams = append(fams, f)
+		if i < len(sp.IPFamilies) && sp.IPFamilies[i] != f {
+			r.errorf(pSpec.Key("ipFamilies").Index(i), "%s does not match clusterIPs[%d] %s, which is %s", sp.IPFamilies[i], i, ip, f)
+		}
+	}
+	if len(sp.IPFamilies) > 2 {
+		r.errorf(pSpec.Key("ipFamilies"), "has %d families; at most two are allowed", len(sp.IPFamilies))
+	}
+	if len(sp.IPFamilies) == 2 && sp.IPFamilies[0] == sp.IPFamilies[1] {
+		r.errorf(pSpec.Key("ipFamilies").Index(1), "%s is listed twice", sp.IPFamilies[1])
+	}
+	if sp.IPFamilyPolicy == "SingleStack" && (len(ips) > 1 || len(sp.IPFamilies) > 1) {
+		r.errorf(pSpec.Key("ipFamilyPolicy"), "SingleStack allows one cluster IP and one family; use PreferDualStack or RequireDualStack for two")
+	}
+}
+
+// ---- endpoints ----
+
+// EndpointIPProblem says why an address cannot be a backend, or "" when it
+// can: the unspecified address, loopback, link-local and link-local
+// multicast addresses are refused, as the Kubernetes API server does.
+func EndpointIPProblem(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a.IsLinkLocalMulticast():
+		return "a link-local multicast address"
+	}
+	return ""
+}
+
+func checkEndpointIP(r *reporter, p diag.Path, ip string, family string) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || a.Zone() != "" {
+		r.errorf(p, "%q is not an IP address", ip)
+		return
+	}
+	if msg := EndpointIPProblem(a); msg != "" {
+		r.errorf(p, "%s is %s and cannot be an endpoint", ip, msg)
+		return
+	}
+	if family != "" && Family(a) != family {
+		r.errorf(p, "%s is not an %s address, as the slice's addressType says", ip, family)
+	}
+}
+
+func checkEndpoints(e *Endpoints, r *reporter) {
+	for i, s := range e.Subsets {
+		ps := diag.Path{"subsets", i}
+		for j, a := range s.Addresses {
+			checkEndpointIP(r, ps.Key("addresses").Index(j).Key("ip"), a.IP, "")
+		}
+		for j, a := range s.NotReadyAddresses {
+			checkEndpointIP(r, ps.Key("notReadyAddresses").Index(j).Key("ip"), a.IP, "")
+		}
+		checkEndpointPorts(s.Ports, ps.Key("ports"), r)
+	}
+}
+
+func checkEndpointPorts(ports []EndpointPort, base diag.Path, r *reporter) {
+	names := map[string]int{}
+	for i, p := range ports {
+		if len(ports) > 1 && p.Name == "" {
+			r.errorf(base.Index(i).Key("name"), "is required when there is more than one port")
+		}
+		if j, ok := names[p.Name]; ok && p.Name != "" {
+			r.errorf(base.Index(i).Key("name"), "%q is already the name of ports[%d]", p.Name, j)
+		}
+		names[p.Name] = i
+	}
+}
+
+// MaxSliceEndpoints is the most endpoints one EndpointSlice may hold.
+const MaxSliceEndpoints = 1000
+
+func checkSlice(s *EndpointSlice, r *reporter) {
+	if n := len(s.Endpoints); n > MaxSliceEndpoints {
+		r.errorf(diag.Path{"endpoints"}, "has %d endpoints; a slice holds at most %d", n, MaxSliceEndpoints)
+	}
+	for i, ep := range s.Endpoints {
+		pe := diag.Path{"endpoints", i}
+		if len(ep.Addresses) == 0 {
+			r.errorf(pe.Key("addresses"), "needs at least one address")
+		}
+		if len(ep.Addresses) > 100 {
+			r.errorf(pe.Key("addresses"), "has %d addresses; at most 100 are allowed", len(ep.Addresses))
+		}
+		for j, a := range ep.Addresses {
+			p := pe.Key("addresses").Index(j)
+			if s.AddressType == "FQDN" {
+				if !IsDNS1123Subdomain(a) {
+					r.errorf(p, "%q is not a valid DNS name", a)
+				}
+				continue
+			}
+			checkEndpointIP(r, p, a, s.AddressType)
+		}
+	}
+	ports := make([]EndpointPort, len(s.Ports))
+	copy(ports, s.Ports)
+	checkEndpointPorts(ports, diag.Path{"ports"}, r)
+}
+
+// ---- Pod and Node ----
+
+func checkPod(p *Pod, r *reporter) {
+	ips := p.Status.PodIPs
+	if p.Status.PodIP != "" {
+		checkEndpointIP(r, diag.Path{"status", "podIP"}, p.Status.PodIP, "")
+		if len(ips) > 0 && ips[0].IP != p.Status.PodIP {
+			r.errorf(diag.Path{"status", "podIPs", 0, "ip"}, "%q differs from status.podIP %q; they must be equal", ips[0].IP, p.Status.PodIP)
+		}
+	}
+	if len(ips) > 2 {
+		r.errorf(diag.Path{"status", "podIPs"}, "has %d addresses; at most two are allowed, one per family", len(ips))
+	}
+	fams := map[string]int{}
+	for i, ip := range ips {
+		pp := diag.Path{"status", "podIPs", i, "ip"}
+		checkEndpointIP(r, pp, ip.IP, "")
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			if j, ok := fams[Family(a)]; ok {
+				r.errorf(pp, "%s is a second %s address (podIPs[%d] is one)", ip.IP, Family(a), j)
+			}
+			fams[Family(a)] = i
+		}
+	}
+	names := map[string]string{}
+	for i, c := range p.Spec.Containers {
+		for j, cp := range c.Ports {
+			if cp.Name == "" {
+				continue
+			}
+			path := diag.Path{"spec", "containers", i, "ports", j, "name"}
+			if where, ok := names[cp.Name]; ok {
+				r.errorf(path, "%q is already the name of a port of %s; container port names are unique in a pod", cp.Name, where)
+			}
+			names[cp.Name] = fmt.Sprintf("containers[%d]", i)
+		}
+	}
+}
+
+func checkNode(n *Node, r *reporter) {
+	for i, a := range n.Status.Addresses {
+		if a.Type != "InternalIP" && a.Type != "ExternalIP" {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err != nil || ip.Zone() != "" {
+			r.errorf(diag.Path{"status", "addresses", i, "address"}, "%q is not an IP address, as type %s needs", a.Address, a.Type)
+		}
+	}
+}
+
+// ---- Cluster ----
+
+func checkCluster(c *Cluster, r *reporter) {
+	sp := &c.Spec
+	ps := diag.Path{"spec", "serviceCIDRs"}
+	if len(sp.ServiceCIDRs) == 0 {
+		r.errorf(ps, "needs at least one CIDR")
+	}
+	fams := map[string]int{}
+	for i, s := range sp.ServiceCIDRs {
+		pf, ok := checkCIDR(r, ps.Index(i), s)
+		if !ok {
+			continue
+		}
+		f := Family(pf.Addr())
+		if j, dup := fams[f]; dup {
+			r.errorf(ps.Index(i), "%s is a second %s CIDR (serviceCIDRs[%d] is one); at most one per family", s, f, j)
+		}
+		fams[f] = i
+		bits := pf.Addr().BitLen() - pf.Bits()
+		if bits < 2 {
+			r.errorf(ps.Index(i), "%s is too small to allocate service IPs from", s)
+		}
+	}
+	if _, _, err := ParsePortRange(sp.NodePortRange); err != nil {
+		r.errorf(diag.Path{"spec", "nodePortRange"}, "%q %v", sp.NodePortRange, err)
+	}
+	for i, s := range sp.ExternalIPCIDRs {
+		checkCIDR(r, diag.Path{"spec", "externalIPCIDRs", i}, s)
+	}
+	for i, s := range sp.PodCIDRs {
+		checkCIDR(r, diag.Path{"spec", "podCIDRs", i}, s)
+	}
+}
+
+func checkCIDR(r *reporter, p diag.Path, s string) (netip.Prefix, bool) {
+	pf, err := netip.ParsePrefix(s)
+	if err != nil {
+		r.errorf(p, "%q is not a CIDR (such as 10.96.0.0/12)", s)
+		return pf, false
+	}
+	if pf.Masked() != pf {
+		r.errorf(p, "%s has host bits set; write %s", s, pf.Masked())
+		return pf, false
+	}
+	return pf, true
+}
+
+// ParsePortRange parses a node port range such as 30000-32767.
+func ParsePortRange(s string) (from, to int, err error) {
+	if _, e := fmt.Sscanf(s, "%d-%d", &from, &to); e != nil || fmt.Sprintf("%d-%d", from, to) != s {
+		return 0, 0, fmt.Errorf("is not a port range (FROM-TO, such as 30000-32767)")
+	}
+	if from < 1 || to > 65535 || from > to {
+		return 0, 0, fmt.Errorf("is not a port range within 1-65535 with FROM <= TO")
+	}
+	return from, to, nil
+}

@@ -1,0 +1,254 @@
+package schema
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"cuelang.org/go/cue"
+	"go.yaml.in/yaml/v3"
+
+	"netspec.dev/netspec/internal/diag"
+)
+
+// Options tune Load.
+type Options struct {
+	// MaxFileSize is the largest file read; larger files are errors.
+	// 0 means DefaultMaxFileSize.
+	MaxFileSize int64
+	// Cache, when set, remembers the result of each file by content, so
+	// that an unchanged file is not validated again.
+	Cache Cache
+	// Workers is how many files are validated at once; 0 means GOMAXPROCS.
+	Workers int
+}
+
+// Cache stores validation results by content key. Implementations must be
+// safe for concurrent use and must never return a result stored under
+// another key.
+type Cache interface {
+	Get(key Key) (*UnitResult, bool)
+	Put(key Key, r *UnitResult)
+}
+
+// Key identifies a file's (or a CUE package's) content, paths and the
+// schema version.
+type Key [32]byte
+
+// UnitResult is what validating one file (or one CUE package) yields.
+type UnitResult struct {
+	Objects []*Object
+	Ignored []Ignored
+	Diags   diag.List
+}
+
+// Tree is a loaded and validated tree of spec files.
+type Tree struct {
+	Root    string
+	Objects []*Object // in file order, then document order
+	Ignored []Ignored
+	Files   int       // spec files read
+	Diags   diag.List // sorted
+	// Cached counts the files (or CUE packages) whose result came from the cache.
+	Cached int
+
+	hashes map[string][32]byte // content hash per file, to locate positions later
+	mu     sync.Mutex
+	docs   map[string][]*yaml.Node // parsed documents, by file, for Locate
+}
+
+// Load reads, validates and decodes every spec file below root. Problems in
+// the files are reported in Tree.Diags; the error is for a root that cannot
+// be read at all.
+func Load(root string, opt Options) (*Tree, error) {
+	if opt.MaxFileSize <= 0 {
+		opt.MaxFileSize = DefaultMaxFileSize
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = runtime.GOMAXPROCS(0)
+	}
+	t := &Tree{Root: root, hashes: map[string][32]byte{}}
+	units, err := walk(root, opt.MaxFileSize, &t.Diags)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*UnitResult, len(units))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	var cached int64
+	var cmu sync.Mutex
+	for w := 0; w < opt.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var v *validator
+			for i := range next {
+				u := units[i]
+				key := unitKey(u)
+				if opt.Cache != nil {
+					if r, ok := opt.Cache.Get(key); ok {
+						results[i] = r
+						cmu.Lock()
+						cached++
+						cmu.Unlock()
+						continue
+					}
+				}
+				if v == nil {
+					v = newValidator()
+				}
+				r := v.unit(u)
+				results[i] = r
+				if opt.Cache != nil {
+					opt.Cache.Put(key, r)
+				}
+			}
+		}()
+	}
+	for i := range units {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	for i, u := range units {
+		for j, f := range u.files {
+			t.hashes[f] = sha256.Sum256(u.data[j])
+		}
+		t.Files += len(u.files)
+		r := results[i]
+		t.Objects = append(t.Objects, r.Objects...)
+		t.Ignored = append(t.Ignored, r.Ignored...)
+		t.Diags.Add(r.Diags...)
+	}
+	t.Cached = int(cached)
+	t.Diags.Sort()
+	return t, nil
+}
+
+// unitKey hashes the schema version, the unit's paths and contents.
+func unitKey(u *unit) Key {
+	h := sha256.New()
+	io.WriteString(h, "netspec-unit\x00"+Version+"\x00")
+	for i, f := range u.files {
+		io.WriteString(h, f)
+		h.Write([]byte{0})
+		var n [8]byte
+		l := len(u.data[i])
+		for k := range n {
+			n[k] = byte(l >> (8 * k))
+		}
+		h.Write(n[:])
+		h.Write(u.data[i])
+	}
+	var k Key
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// unit validates one file or CUE package.
+func (v *validator) unit(u *unit) *UnitResult {
+	r := &UnitResult{}
+	var raws []rawObject
+	if u.isCUE {
+		raws, r.Ignored = splitCUE(u, &r.Diags)
+	} else {
+		raws, r.Ignored = splitYAML(u.files[0], u.data[0], &r.Diags)
+	}
+	for _, raw := range raws {
+		if o := v.check(raw, &r.Diags); o != nil {
+			r.Objects = append(r.Objects, o)
+		}
+	}
+	return r
+}
+
+// Locate finds the position of a field of an object, for diagnostics made
+// after loading (cross-object checks). It reads the file again when needed;
+// when the file changed since Load, it returns the file alone.
+func (t *Tree) Locate(src Source, p diag.Path) diag.Pos {
+	if src.CUE != "" {
+		return t.locateCUE(src, p)
+	}
+	docs := t.yamlDocs(src.File)
+	if src.Doc >= len(docs) {
+		return diag.Pos{File: src.File}
+	}
+	root := docs[src.Doc]
+	if src.Item >= 0 {
+		items := childNode(docRoot(root), "items")
+		if items == nil || src.Item >= len(items.Content) {
+			return diag.Pos{File: src.File}
+		}
+		root = items.Content[src.Item]
+	}
+	return locateYAML(src.File, root, p)
+}
+
+func (t *Tree) read(file string) ([]byte, bool) {
+	data, err := os.ReadFile(filepath.Join(t.Root, filepath.FromSlash(file)))
+	if err != nil || sha256.Sum256(data) != t.hashes[file] {
+		return nil, false
+	}
+	return data, true
+}
+
+func (t *Tree) yamlDocs(file string) []*yaml.Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.docs == nil {
+		t.docs = map[string][]*yaml.Node{}
+	}
+	if d, ok := t.docs[file]; ok {
+		return d
+	}
+	var docs []*yaml.Node
+	if data, ok := t.read(file); ok {
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			n := new(yaml.Node)
+			if err := decodeNode(dec, n); err != nil {
+				break
+			}
+			docs = append(docs, n)
+		}
+	}
+	t.docs[file] = docs
+	return docs
+}
+
+func (t *Tree) locateCUE(src Source, p diag.Path) diag.Pos {
+	dir := path.Dir(src.File)
+	u := &unit{dir: dir, isCUE: true}
+	var files []string
+	for f := range t.hashes {
+		if path.Dir(f) == dir && path.Ext(f) == ".cue" {
+			files = append(files, f)
+		}
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		data, ok := t.read(f)
+		if !ok {
+			return diag.Pos{File: src.File}
+		}
+		u.files = append(u.files, f)
+		u.data = append(u.data, data)
+	}
+	var dl diag.List
+	v, ok := buildCUE(u, &dl)
+	if !ok {
+		return diag.Pos{File: src.File}
+	}
+	obj := v.LookupPath(cue.ParsePath(src.CUE))
+	if !obj.Exists() {
+		return diag.Pos{File: src.File}
+	}
+	return cueLocator(obj, src.File)(p)
+}

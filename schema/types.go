@@ -1,0 +1,368 @@
+package schema
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// Kind names of the objects netspec reads.
+const (
+	KindService       = "Service"
+	KindEndpoints     = "Endpoints"
+	KindEndpointSlice = "EndpointSlice"
+	KindPod           = "Pod"
+	KindNode          = "Node"
+	KindCluster       = "Cluster"
+)
+
+// Source says where an object was written, so that a position can be found
+// again for any of its fields, also when the object came from the cache.
+type Source struct {
+	File string // slash path relative to the tree root; for CUE, the first file of the package
+	Doc  int    // YAML document index in the file (0-based)
+	Item int    // index in a kind: List, -1 otherwise
+	CUE  string // for CUE packages: the CUE path of the object, such as services.web
+}
+
+// ObjectMeta is the part of Kubernetes' metadata that netspec uses.
+type ObjectMeta struct {
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
+}
+
+// Object is one validated object with its kind-specific value set; exactly one
+// of the pointers is non-nil.
+type Object struct {
+	Src           Source
+	APIVersion    string
+	Kind          string
+	Service       *Service       `json:",omitempty"`
+	Endpoints     *Endpoints     `json:",omitempty"`
+	EndpointSlice *EndpointSlice `json:",omitempty"`
+	Pod           *Pod           `json:",omitempty"`
+	Node          *Node          `json:",omitempty"`
+	Cluster       *Cluster       `json:",omitempty"`
+}
+
+// Meta returns the object's metadata.
+func (o *Object) Meta() *ObjectMeta {
+	switch {
+	case o.Service != nil:
+		return &o.Service.Metadata
+	case o.Endpoints != nil:
+		return &o.Endpoints.Metadata
+	case o.EndpointSlice != nil:
+		return &o.EndpointSlice.Metadata
+	case o.Pod != nil:
+		return &o.Pod.Metadata
+	case o.Node != nil:
+		return &o.Node.Metadata
+	case o.Cluster != nil:
+		return &o.Cluster.Metadata
+	}
+	return &ObjectMeta{}
+}
+
+// Namespaced reports whether objects of the kind live in a namespace.
+func Namespaced(kind string) bool {
+	return kind != KindNode && kind != KindCluster
+}
+
+// IntOrString is a targetPort: a port number or the name of a container port.
+type IntOrString struct {
+	Int int32
+	Str string // set when the value is a name
+}
+
+// IsName reports whether the value names a container port.
+func (v IntOrString) IsName() bool { return v.Str != "" }
+
+func (v IntOrString) String() string {
+	if v.IsName() {
+		return v.Str
+	}
+	return strconv.Itoa(int(v.Int))
+}
+
+// MarshalJSON writes a number or a string, as Kubernetes does.
+func (v IntOrString) MarshalJSON() ([]byte, error) {
+	if v.IsName() {
+		return json.Marshal(v.Str)
+	}
+	return json.Marshal(v.Int)
+}
+
+// UnmarshalJSON reads a number or a string.
+func (v *IntOrString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &v.Str)
+	}
+	return json.Unmarshal(b, &v.Int)
+}
+
+// Service is a Kubernetes v1 Service.
+type Service struct {
+	Metadata ObjectMeta    `json:"metadata"`
+	Spec     ServiceSpec   `json:"spec"`
+	Status   ServiceStatus `json:"status,omitempty"`
+}
+
+// ServiceSpec holds the fields of a Service spec that netspec implements.
+type ServiceSpec struct {
+	Type                          string                 `json:"type"`
+	Ports                         []ServicePort          `json:"ports,omitempty"`
+	Selector                      map[string]string      `json:"selector,omitempty"`
+	ClusterIP                     string                 `json:"clusterIP,omitempty"`
+	ClusterIPs                    []string               `json:"clusterIPs,omitempty"`
+	IPFamilies                    []string               `json:"ipFamilies,omitempty"`
+	IPFamilyPolicy                string                 `json:"ipFamilyPolicy,omitempty"`
+	ExternalIPs                   []string               `json:"externalIPs,omitempty"`
+	ExternalName                  string                 `json:"externalName,omitempty"`
+	SessionAffinity               string                 `json:"sessionAffinity"`
+	SessionAffinityConfig         *SessionAffinityConfig `json:"sessionAffinityConfig,omitempty"`
+	ExternalTrafficPolicy         string                 `json:"externalTrafficPolicy,omitempty"`
+	InternalTrafficPolicy         string                 `json:"internalTrafficPolicy,omitempty"`
+	LoadBalancerIP                string                 `json:"loadBalancerIP,omitempty"`
+	LoadBalancerSourceRanges      []string               `json:"loadBalancerSourceRanges,omitempty"`
+	PublishNotReadyAddresses      bool                   `json:"publishNotReadyAddresses,omitempty"`
+	TrafficDistribution           string                 `json:"trafficDistribution,omitempty"`
+	AllocateLoadBalancerNodePorts *bool                  `json:"allocateLoadBalancerNodePorts,omitempty"`
+	HealthCheckNodePort           int32                  `json:"healthCheckNodePort,omitempty"`
+}
+
+// ServicePort is one port of a Service.
+type ServicePort struct {
+	Name        string      `json:"name,omitempty"`
+	Protocol    string      `json:"protocol"`
+	Port        int32       `json:"port"`
+	TargetPort  IntOrString `json:"targetPort"`
+	NodePort    int32       `json:"nodePort,omitempty"`
+	AppProtocol string      `json:"appProtocol,omitempty"`
+}
+
+// SessionAffinityConfig holds the ClientIP affinity timeout.
+type SessionAffinityConfig struct {
+	ClientIP *ClientIPConfig `json:"clientIP,omitempty"`
+}
+
+// ClientIPConfig holds the affinity timeout in seconds.
+type ClientIPConfig struct {
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+}
+
+// ServiceStatus carries the load balancer ingress addresses.
+type ServiceStatus struct {
+	LoadBalancer LoadBalancerStatus `json:"loadBalancer,omitempty"`
+}
+
+// LoadBalancerStatus lists the load balancer's ingress points.
+type LoadBalancerStatus struct {
+	Ingress []LoadBalancerIngress `json:"ingress,omitempty"`
+}
+
+// LoadBalancerIngress is one ingress point; netspec uses its IP.
+type LoadBalancerIngress struct {
+	IP       string `json:"ip,omitempty"`
+	Hostname string `json:"hostname,omitempty"`
+	IPMode   string `json:"ipMode,omitempty"`
+}
+
+// Endpoints is a Kubernetes v1 Endpoints object: manual endpoints of the
+// selectorless Service of the same name.
+type Endpoints struct {
+	Metadata ObjectMeta       `json:"metadata"`
+	Subsets  []EndpointSubset `json:"subsets,omitempty"`
+}
+
+// EndpointSubset is a group of addresses sharing ports.
+type EndpointSubset struct {
+	Addresses         []EndpointAddress `json:"addresses,omitempty"`
+	NotReadyAddresses []EndpointAddress `json:"notReadyAddresses,omitempty"`
+	Ports             []EndpointPort    `json:"ports,omitempty"`
+}
+
+// EndpointAddress is one backend address.
+type EndpointAddress struct {
+	IP       string `json:"ip"`
+	Hostname string `json:"hostname,omitempty"`
+	NodeName string `json:"nodeName,omitempty"`
+}
+
+// EndpointPort is a port of an Endpoints subset or an EndpointSlice.
+type EndpointPort struct {
+	Name        string `json:"name,omitempty"`
+	Port        int32  `json:"port"`
+	Protocol    string `json:"protocol"`
+	AppProtocol string `json:"appProtocol,omitempty"`
+}
+
+// EndpointSlice is a discovery.k8s.io/v1 EndpointSlice, linked to its Service
+// by the label kubernetes.io/service-name.
+type EndpointSlice struct {
+	Metadata    ObjectMeta      `json:"metadata"`
+	AddressType string          `json:"addressType"`
+	Endpoints   []SliceEndpoint `json:"endpoints"`
+	Ports       []EndpointPort  `json:"ports,omitempty"`
+}
+
+// ServiceNameLabel links an EndpointSlice to its Service.
+const ServiceNameLabel = "kubernetes.io/service-name"
+
+// SliceEndpoint is one endpoint of an EndpointSlice.
+type SliceEndpoint struct {
+	Addresses  []string           `json:"addresses"`
+	Conditions EndpointConditions `json:"conditions"`
+	Hostname   string             `json:"hostname,omitempty"`
+	NodeName   string             `json:"nodeName,omitempty"`
+	Zone       string             `json:"zone,omitempty"`
+	Hints      *EndpointHints     `json:"hints,omitempty"`
+}
+
+// EndpointConditions are the endpoint's states; defaults are applied, so
+// they are never nil after validation.
+type EndpointConditions struct {
+	Ready       bool `json:"ready"`
+	Serving     bool `json:"serving"`
+	Terminating bool `json:"terminating"`
+}
+
+// EndpointHints carry topology hints.
+type EndpointHints struct {
+	ForZones []ForZone `json:"forZones,omitempty"`
+	ForNodes []ForNode `json:"forNodes,omitempty"`
+}
+
+// ForZone names a zone that should use the endpoint.
+type ForZone struct {
+	Name string `json:"name"`
+}
+
+// ForNode names a node that should use the endpoint.
+type ForNode struct {
+	Name string `json:"name"`
+}
+
+// Pod is the part of a Kubernetes v1 Pod that selectors and DNS need.
+type Pod struct {
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     PodSpec    `json:"spec"`
+	Status   PodStatus  `json:"status,omitempty"`
+}
+
+// PodSpec holds placement, DNS identity and container ports.
+type PodSpec struct {
+	NodeName   string      `json:"nodeName,omitempty"`
+	Hostname   string      `json:"hostname,omitempty"`
+	Subdomain  string      `json:"subdomain,omitempty"`
+	Containers []Container `json:"containers,omitempty"`
+}
+
+// Container lists the ports a container exposes, for named targetPorts.
+type Container struct {
+	Name  string          `json:"name"`
+	Image string          `json:"image,omitempty"`
+	Ports []ContainerPort `json:"ports,omitempty"`
+}
+
+// ContainerPort is a port a container listens on.
+type ContainerPort struct {
+	Name          string `json:"name,omitempty"`
+	ContainerPort int32  `json:"containerPort"`
+	Protocol      string `json:"protocol"`
+}
+
+// PodStatus holds the pod's IPs and conditions.
+type PodStatus struct {
+	PodIP      string         `json:"podIP,omitempty"`
+	PodIPs     []PodIP        `json:"podIPs,omitempty"`
+	Conditions []PodCondition `json:"conditions,omitempty"`
+}
+
+// PodIP is one of the pod's IPs.
+type PodIP struct {
+	IP string `json:"ip"`
+}
+
+// PodCondition is a pod condition such as Ready.
+type PodCondition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+}
+
+// Ready reports whether the pod's Ready condition is True.
+func (p *Pod) Ready() bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+// IPs returns the pod's IPs: status.podIPs, or status.podIP when podIPs is empty.
+func (p *Pod) IPs() []string {
+	if len(p.Status.PodIPs) > 0 {
+		out := make([]string, len(p.Status.PodIPs))
+		for i, ip := range p.Status.PodIPs {
+			out[i] = ip.IP
+		}
+		return out
+	}
+	if p.Status.PodIP != "" {
+		return []string{p.Status.PodIP}
+	}
+	return nil
+}
+
+// Node is the part of a Kubernetes v1 Node that node ports and traffic
+// policies need.
+type Node struct {
+	Metadata ObjectMeta `json:"metadata"`
+	Status   NodeStatus `json:"status,omitempty"`
+}
+
+// NodeStatus lists the node's addresses.
+type NodeStatus struct {
+	Addresses []NodeAddress `json:"addresses,omitempty"`
+}
+
+// NodeAddress is one address of a node (InternalIP, ExternalIP, Hostname, ...).
+type NodeAddress struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
+}
+
+// ZoneLabel is the well-known label that gives a node's zone.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// Cluster is netspec's own cluster-wide configuration.
+type Cluster struct {
+	Metadata ObjectMeta  `json:"metadata"`
+	Spec     ClusterSpec `json:"spec"`
+}
+
+// ClusterSpec holds the cluster-wide settings; DefaultClusterSpec gives the
+// values used when a tree has no Cluster object.
+type ClusterSpec struct {
+	ServiceCIDRs    []string `json:"serviceCIDRs"`
+	NodePortRange   string   `json:"nodePortRange"`
+	ClusterDomain   string   `json:"clusterDomain"`
+	DNSTTL          int32    `json:"dnsTTL"`
+	ExternalIPCIDRs []string `json:"externalIPCIDRs"`
+	PodCIDRs        []string `json:"podCIDRs"`
+}
+
+// DefaultClusterSpec returns the settings of a tree without a Cluster object.
+func DefaultClusterSpec() ClusterSpec {
+	return ClusterSpec{
+		ServiceCIDRs:    []string{"10.96.0.0/12"},
+		NodePortRange:   "30000-32767",
+		ClusterDomain:   "cluster.local",
+		DNSTTL:          5,
+		ExternalIPCIDRs: []string{},
+		PodCIDRs:        []string{},
+	}
+}

@@ -3,6 +3,7 @@ package schema
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -28,7 +29,17 @@ func splitCUE(u *unit, dl *diag.List) (objs []rawObject, ignored []Ignored) {
 	if !ok {
 		return nil, nil
 	}
-	w := cueWalker{file: u.files[0], dl: dl}
+	// Conflicts anywhere in the package are reported once here; objects
+	// below a conflict are then skipped, so nothing is reported twice.
+	bad := map[string]bool{}
+	if err := v.Validate(); err != nil {
+		for _, e := range cueerrors.Errors(err) {
+			p := strings.Join(e.Path(), ".")
+			bad[p] = true
+		}
+		addCUEErrors(dl, err, u.files[0])
+	}
+	w := cueWalker{file: u.files[0], dl: dl, bad: bad}
 	w.search(v, cue.MakePath(), 0)
 	return w.objs, w.ignored
 }
@@ -42,7 +53,7 @@ func buildCUE(u *unit, dl *diag.List) (cue.Value, bool) {
 	for i, name := range u.files {
 		f, err := parser.ParseFile(name, u.data[i], parser.ParseComments)
 		if err != nil {
-			addCUEErrors(dl, err, "")
+			addCUEErrors(dl, err, name)
 			ok = false
 			continue
 		}
@@ -62,22 +73,25 @@ func buildCUE(u *unit, dl *diag.List) (cue.Value, bool) {
 			}
 		}
 		if err := inst.AddSyntax(f); err != nil {
-			addCUEErrors(dl, err, "")
+			addCUEErrors(dl, err, name)
 			ok = false
 		}
 	}
 	if !ok {
 		return cue.Value{}, false
 	}
+	// A conflict inside any field makes the package value an error too, but
+	// its fields can still be read: the other objects are still checked.
 	v := ctx.BuildInstance(inst)
-	if err := v.Err(); err != nil {
-		addCUEErrors(dl, err, "")
+	if _, err := v.Fields(); err != nil {
+		addCUEErrors(dl, v.Err(), u.files[0])
 		return cue.Value{}, false
 	}
 	return v, true
 }
 
 type cueWalker struct {
+	bad     map[string]bool // paths (dot-joined) with a conflict already reported
 	file    string
 	dl      *diag.List
 	objs    []rawObject
@@ -88,26 +102,17 @@ func (w *cueWalker) search(v cue.Value, p cue.Path, depth int) {
 	if depth > maxCUEObjectDepth {
 		return
 	}
-	switch v.IncompleteKind() {
-	case cue.StructKind:
-		if depth > 0 && (v.LookupPath(cue.MakePath(cue.Str("kind"))).Exists() || v.LookupPath(cue.MakePath(cue.Str("apiVersion"))).Exists()) {
-			w.object(v, p)
-			return
-		}
-		it, err := v.Fields()
-		if err != nil {
-			addCUEErrors(w.dl, err, "")
-			return
-		}
+	if depth > 0 && (v.LookupPath(cue.MakePath(cue.Str("kind"))).Exists() || v.LookupPath(cue.MakePath(cue.Str("apiVersion"))).Exists()) {
+		w.object(v, p)
+		return
+	}
+	if it, err := v.Fields(); err == nil {
 		for it.Next() {
 			w.search(it.Value(), cue.MakePath(append(p.Selectors(), it.Selector())...), depth+1)
 		}
-	case cue.ListKind:
-		it, err := v.List()
-		if err != nil {
-			addCUEErrors(w.dl, err, "")
-			return
-		}
+		return
+	}
+	if it, err := v.List(); err == nil {
 		for i := 0; it.Next(); i++ {
 			w.search(it.Value(), cue.MakePath(append(p.Selectors(), cue.Index(i))...), depth+1)
 		}
@@ -116,8 +121,14 @@ func (w *cueWalker) search(v cue.Value, p cue.Path, depth int) {
 
 func (w *cueWalker) object(v cue.Value, p cue.Path) {
 	loc := cueLocator(v, w.file)
+	prefix := strings.Join(selectorStrings(p), ".")
+	for b := range w.bad {
+		if b == prefix || strings.HasPrefix(b, prefix+".") {
+			return
+		}
+	}
 	if err := v.Validate(cue.Concrete(true)); err != nil {
-		addCUEErrors(w.dl, err, "")
+		addCUEErrors(w.dl, err, w.file)
 		return
 	}
 	var m map[string]any
@@ -137,6 +148,18 @@ func (w *cueWalker) object(v cue.Value, p cue.Path) {
 	} else if ig != nil {
 		w.ignored = append(w.ignored, *ig)
 	}
+}
+
+func selectorStrings(p cue.Path) []string {
+	var out []string
+	for _, s := range p.Selectors() {
+		if s.Type() == cue.IndexLabel {
+			out = append(out, strconv.Itoa(s.Index()))
+		} else {
+			out = append(out, s.Unquoted())
+		}
+	}
+	return out
 }
 
 // normalizeNumbers turns the float64 and json.Number values that a CUE
@@ -206,9 +229,21 @@ func addCUEErrors(dl *diag.List, err error, fallback string) {
 		}
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
+		if strings.Contains(msg, "errors in empty disjunction") {
+			continue // a header; the errors of the branches follow
+		}
+		if strings.HasPrefix(msg, "incomplete value ") {
+			msg = "has no concrete value (" + msg + "); an object must be fully specified"
+		}
 		var dp diag.Path
 		for _, s := range e.Path() {
-			dp = append(dp, s)
+			if n, err := strconv.Atoi(s); err == nil {
+				dp = append(dp, n)
+			} else if u, err := strconv.Unquote(s); err == nil {
+				dp = append(dp, u)
+			} else {
+				dp = append(dp, s)
+			}
 		}
 		dl.Errorf(pos, dp, "%s", msg)
 	}

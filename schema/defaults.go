@@ -97,7 +97,7 @@ func defaultService(s *ServiceSpec, raw map[string]any) {
 		s.ExternalTrafficPolicy = "Cluster"
 	}
 	if s.IPFamilyPolicy == "" && s.Type != "ExternalName" {
-		if len(s.ClusterIPs) == 2 || len(s.IPFamilies) == 2 {
+		if len(s.ClusterIPs) > 1 || len(s.IPFamilies) > 1 {
 			s.IPFamilyPolicy = "RequireDualStack"
 		} else {
 			s.IPFamilyPolicy = "SingleStack"

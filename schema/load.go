@@ -25,13 +25,30 @@ const DefaultMaxFileSize = 8 << 20
 type unit struct {
 	dir   string   // for CUE: the slash path of the directory, "." for the root
 	files []string // slash paths relative to the root
-	data  [][]byte
+	real  []string // the files' paths on disk, symlinks resolved
+	data  [][]byte // the files' contents, once read
 	isCUE bool
+}
+
+// read reads the unit's files, each at most max bytes. Reading happens in
+// the workers, so that a large tree is read in parallel.
+func (u *unit) read(max int64, dl *diag.List) bool {
+	ok := true
+	u.data = make([][]byte, len(u.real))
+	for i, name := range u.real {
+		data, err := readLimited(name, max)
+		if err != nil {
+			dl.Errorf(diag.Pos{File: u.files[i]}, nil, "%v", err)
+			ok = false
+		}
+		u.data[i] = data
+	}
+	return ok
 }
 
 // walk lists the units of the tree below root. Dot-directories and dotfiles
 // are skipped; symlinks are followed only when they stay inside the tree.
-func walk(root string, maxSize int64, dl *diag.List) ([]*unit, error) {
+func walk(root string, dl *diag.List) ([]*unit, error) {
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, fmt.Errorf("tree %s: %w", root, err)
@@ -43,7 +60,7 @@ func walk(root string, maxSize int64, dl *diag.List) ([]*unit, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("tree %s: not a directory", root)
 	}
-	w := &walker{root: root, realRoot: realRoot, maxSize: maxSize, dl: dl, cue: map[string]*unit{}, visited: map[string]bool{}}
+	w := &walker{root: root, realRoot: realRoot, dl: dl, cue: map[string]*unit{}, visited: map[string]bool{}, files: map[string]bool{}}
 	w.dir(realRoot, ".")
 	units := w.units
 	for _, u := range w.cue {
@@ -55,11 +72,11 @@ func walk(root string, maxSize int64, dl *diag.List) ([]*unit, error) {
 
 type walker struct {
 	root, realRoot string
-	maxSize        int64
 	dl             *diag.List
 	units          []*unit
 	cue            map[string]*unit
 	visited        map[string]bool // real directory paths already walked (symlink loops)
+	files          map[string]bool // real file paths already listed: a file linked twice is read once
 }
 
 func (w *walker) dir(real, rel string) {
@@ -114,13 +131,12 @@ func (w *walker) file(real, rel, name string) {
 	default:
 		return
 	}
-	data, err := readLimited(real, w.maxSize)
-	if err != nil {
-		w.dl.Errorf(diag.Pos{File: rel}, nil, "%v", err)
+	if w.files[real] {
 		return
 	}
+	w.files[real] = true
 	if ext != ".cue" {
-		w.units = append(w.units, &unit{files: []string{rel}, data: [][]byte{data}})
+		w.units = append(w.units, &unit{files: []string{rel}, real: []string{real}})
 		return
 	}
 	dir := path.Dir(rel)
@@ -130,7 +146,7 @@ func (w *walker) file(real, rel, name string) {
 		w.cue[dir] = u
 	}
 	u.files = append(u.files, rel)
-	u.data = append(u.data, data)
+	u.real = append(u.real, real)
 }
 
 func within(root, p string) bool {

@@ -84,8 +84,9 @@ func checkService(s *Service, r *reporter) {
 	if sp.SessionAffinity != "ClientIP" && sp.SessionAffinityConfig != nil {
 		r.errorf(pSpec.Key("sessionAffinityConfig"), "may only be set when sessionAffinity is ClientIP")
 	}
-	if sp.ExternalTrafficPolicy != "" && sp.Type != "NodePort" && sp.Type != "LoadBalancer" && len(sp.ExternalIPs) == 0 {
-		r.errorf(pSpec.Key("externalTrafficPolicy"), "may only be set for NodePort and LoadBalancer Services, or Services with externalIPs")
+	externallyAccessible := sp.Type == "NodePort" || sp.Type == "LoadBalancer" || sp.Type == "ClusterIP" && len(sp.ExternalIPs) > 0
+	if sp.ExternalTrafficPolicy != "" && !externallyAccessible {
+		r.errorf(pSpec.Key("externalTrafficPolicy"), "may only be set for NodePort and LoadBalancer Services, or ClusterIP Services with externalIPs")
 	}
 	if sp.HealthCheckNodePort != 0 && (sp.Type != "LoadBalancer" || sp.ExternalTrafficPolicy != "Local") {
 		r.errorf(pSpec.Key("healthCheckNodePort"), "may only be set for LoadBalancer Services with externalTrafficPolicy Local")
@@ -102,7 +103,7 @@ func checkService(s *Service, r *reporter) {
 		if sp.Type != "LoadBalancer" {
 			r.errorf(pSpec.Key("loadBalancerIP"), "may only be set for LoadBalancer Services")
 		}
-		if _, err := netip.ParseAddr(sp.LoadBalancerIP); err != nil {
+		if a, err := netip.ParseAddr(sp.LoadBalancerIP); err != nil || a.Zone() != "" {
 			r.errorf(pSpec.Key("loadBalancerIP"), "%q is not an IP address", sp.LoadBalancerIP)
 		}
 	}
@@ -117,7 +118,7 @@ func checkService(s *Service, r *reporter) {
 	for i, ip := range sp.ExternalIPs {
 		p := pSpec.Key("externalIPs").Index(i)
 		a, err := netip.ParseAddr(ip)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
 			r.errorf(p, "%q is not an IP address", ip)
 			continue
 		}
@@ -337,6 +338,9 @@ func checkSlice(s *EndpointSlice, r *reporter) {
 		}
 		for j, a := range ep.Addresses {
 			p := pe.Key("addresses").Index(j)
+			if s.AddressType != "IPv4" && s.AddressType != "IPv6" && s.AddressType != "FQDN" {
+				break // the schema reported the address type; the addresses cannot be judged
+			}
 			if s.AddressType == "FQDN" {
 				if !IsDNS1123Subdomain(a) {
 					r.errorf(p, "%q is not a valid DNS name", a)

@@ -3,128 +3,339 @@ package schema
 import (
 	"fmt"
 	"sort"
-	"sync"
+	"strings"
 
 	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
 
 	"netspec.dev/netspec/internal/diag"
 )
 
-// CUE reports at most one error for a struct that has a field it does not
-// allow, and a missing required field (name!) only when an object has no
-// other error. So that a user sees every mistake in one run, the shape of
-// each kind (which fields exist, which are required) is read from the
-// schema once; unknown and missing fields are reported from that, and
-// unknown fields are removed before CUE checks the values.
+// Validation walks each object along the schema's shape instead of unifying
+// the whole object with its definition: the shape (which fields exist,
+// which are required, which are open) is read from the schema once per
+// worker, and every scalar is checked by CUE against the constraint the
+// schema gives its field. Most values repeat across a tree (protocols,
+// namespaces, labels, ports), so each (field, value) pair is checked once and
+// remembered. This is what makes a cold tree of 30,000 objects validate in
+// about a second on two cores, where unifying whole objects took several.
+//
+// The walk also reports what CUE reports poorly: every unknown field of a
+// struct (CUE stops at the first) and every missing required field (CUE
+// reports them only when an object has no other error).
+// TestShapeAgreesWithCUE checks that the walk finds the same errors as
+// unifying whole objects, on the examples and on every rule test.
 
 // shape is the structure the schema allows at one place in an object.
 type shape struct {
-	open     bool              // any field name is allowed (labels, or "...")
-	fields   map[string]*shape // allowed fields; a nil shape allows anything below
+	id       int               // stable index of this place in the schema, for the memo
+	fields   map[string]*shape // allowed fields of a struct; a nil *shape allows anything
 	required []string          // sorted
+	open     bool              // fields other than those listed are allowed
+	pattern  *shape            // the shape of those other fields, when the schema says
 	elem     *shape            // for lists: the shape of each element
+	isStruct bool
+	isList   bool
+	leaf     cue.Value // for scalars: the constraint a value must meet
+	isLeaf   bool
+	plain    plainKind // the constraint is exactly a basic type, checked in Go
+	msg      string    // the field's @msg: what to say when its constraint fails
 }
 
-var (
-	shapesOnce sync.Once
-	shapes     map[string]*shape // by kind
+// compiled is the schema turned into shapes, in one CUE context.
+type compiled struct {
+	ctx   *cue.Context
+	kinds map[string]*shape
+	basic []cue.Value // by plainKind
+}
+
+// plainKind names a basic type that a constraint accepts in full (string,
+// int, ...). A value of that type needs no evaluation: CUE would accept it,
+// and unique values (IPs, node names) are too many to remember.
+type plainKind int
+
+const (
+	notPlain plainKind = iota
+	plainString
+	plainInt
+	plainBool
+	plainNumber
+	plainNullOrString
 )
 
-func kindShape(kind string) *shape {
-	shapesOnce.Do(func() {
-		shapes = map[string]*shape{}
-		s := cuecontext.New().CompileBytes(schemaSource)
-		for _, k := range []string{KindService, KindEndpoints, KindEndpointSlice, KindPod, KindNode, KindCluster} {
-			shapes[k] = shapeOf(s.LookupPath(cue.ParsePath("#"+k)), 0)
-		}
-	})
-	return shapes[kind]
+var plainSource = map[plainKind]string{
+	plainString:       "string",
+	plainInt:          "int",
+	plainBool:         "bool",
+	plainNumber:       "number",
+	plainNullOrString: "null | string",
 }
 
-func shapeOf(v cue.Value, depth int) *shape {
-	if depth > 12 {
+// holds reports whether a value of the plain kind's Go type is given.
+func (k plainKind) holds(v any) bool {
+	switch v.(type) {
+	case string:
+		return k == plainString || k == plainNullOrString
+	case int64:
+		return k == plainInt || k == plainNumber
+	case float64:
+		return k == plainNumber
+	case bool:
+		return k == plainBool
+	case nil:
+		return k == plainNullOrString
+	}
+	return false
+}
+
+func compile(ctx *cue.Context, s cue.Value) *compiled {
+	c := &compiled{ctx: ctx, kinds: map[string]*shape{}, basic: make([]cue.Value, len(plainSource)+1)}
+	for k, src := range plainSource {
+		c.basic[k] = ctx.CompileString(src)
+	}
+	id := 0
+	for _, k := range []string{KindService, KindEndpoints, KindEndpointSlice, KindPod, KindNode, KindCluster} {
+		c.kinds[k] = c.shapeOf(s.LookupPath(cue.ParsePath("#"+k)), "", 0, &id)
+	}
+	return c
+}
+
+// plainOf tells whether v accepts every value of a basic type (v subsumes
+// the type), most general type first.
+func (c *compiled) plainOf(v cue.Value) plainKind {
+	for _, k := range []plainKind{plainNullOrString, plainNumber, plainString, plainInt, plainBool} {
+		if v.Subsume(c.basic[k]) == nil {
+			return k
+		}
+	}
+	return notPlain
+}
+
+func (c *compiled) shapeOf(v cue.Value, msg string, depth int, id *int) *shape {
+	if depth > 16 {
 		return nil
 	}
-	switch v.IncompleteKind() {
+	k := v.IncompleteKind()
+	if k == cue.TopKind {
+		return nil
+	}
+	*id++
+	sh := &shape{id: *id, msg: msg}
+	switch k {
 	case cue.StructKind:
-		sh := &shape{fields: map[string]*shape{}, open: v.Allows(cue.AnyString)}
 		it, err := v.Fields(cue.Optional(true))
 		if err != nil {
-			return nil
+			break
 		}
+		sh.isStruct = true
+		sh.fields = map[string]*shape{}
+		sh.open = v.Allows(cue.AnyString)
 		for it.Next() {
 			sel := it.Selector()
 			if !sel.IsString() {
 				continue
 			}
 			name := sel.Unquoted()
-			sh.fields[name] = shapeOf(it.Value(), depth+1)
+			fv := it.Value()
+			sh.fields[name] = c.shapeOf(fv, attrMsg(fv), depth+1, id)
 			if sel.ConstraintType() == cue.RequiredConstraint {
 				sh.required = append(sh.required, name)
 			}
 		}
 		sort.Strings(sh.required)
+		if sh.open {
+			if pv := v.LookupPath(cue.MakePath(cue.AnyString)); pv.Exists() {
+				sh.pattern = c.shapeOf(pv, "", depth+1, id)
+			}
+		}
 		return sh
 	case cue.ListKind:
-		return &shape{elem: shapeOf(v.LookupPath(cue.MakePath(cue.AnyIndex)), depth+1)}
+		ev := listElem(v)
+		if !ev.Exists() {
+			break
+		}
+		sh.isList = true
+		sh.elem = c.shapeOf(ev, msg, depth+1, id)
+		return sh
 	}
-	return nil
+	sh.isLeaf = true
+	sh.leaf = v
+	sh.plain = c.plainOf(v)
+	return sh
 }
 
-// checkShape reports fields the schema does not know and required fields
-// that are missing, and deletes the unknown fields from v so that CUE
-// reports the remaining value errors in full.
-func checkShape(dl *diag.List, r rawObject, v any, sh *shape, at diag.Path) {
+// listElem returns the constraint on the elements of a list, also for a
+// list with a default (*["10.96.0.0/12"] | [...string]).
+func listElem(v cue.Value) cue.Value {
+	if ev := v.LookupPath(cue.MakePath(cue.AnyIndex)); ev.Exists() {
+		return ev
+	}
+	// Expr gives the disjuncts of a value with a default (or, as CUE
+	// simplifies it, the one non-default disjunct).
+	if _, args := v.Expr(); len(args) > 0 {
+		for _, a := range args {
+			if ev := a.LookupPath(cue.MakePath(cue.AnyIndex)); ev.Exists() {
+				return ev
+			}
+		}
+	}
+	return cue.Value{}
+}
+
+func attrMsg(v cue.Value) string {
+	a := v.Attribute("msg")
+	if a.Err() != nil {
+		return ""
+	}
+	s, err := a.String(0)
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+// memoKey names a scalar value at a place in the schema.
+type memoKey struct {
+	shape int
+	value any // string, int64, float64, bool or nil
+}
+
+// walk checks v against sh, reporting into dl. It deletes unknown fields
+// from v, so that the decoded object holds only what the schema allows.
+func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag.Path) {
 	if sh == nil {
 		return
 	}
-	switch x := v.(type) {
-	case map[string]any:
-		if sh.fields == nil {
-			return // a list shape given a map: CUE reports the type
-		}
-		if !sh.open {
-			var unknown []string
-			for k := range x {
-				if _, ok := sh.fields[k]; !ok {
-					unknown = append(unknown, k)
-				}
-			}
-			sort.Strings(unknown)
-			for _, k := range unknown {
-				p := at.Key(k)
-				msg := fmt.Sprintf("unknown field %q", k)
-				if best := closest(k, sh.names()); best != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", best)
-				}
-				loc := r.locateKey
-				if loc == nil {
-					loc = r.locate
-				}
-				dl.Errorf(loc(p), p, "%s", msg)
-				delete(x, k)
-			}
-		}
-		for _, k := range sh.required {
-			if _, ok := x[k]; !ok {
-				p := at.Key(k)
-				dl.Errorf(r.locate(at), p, "is required")
-			}
-		}
-		for k, e := range x {
-			if f, ok := sh.fields[k]; ok {
-				checkShape(dl, r, e, f, at.Key(k))
-			}
-		}
-	case []any:
-		if sh.elem == nil && sh.fields != nil {
+	switch {
+	case sh.isStruct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			dl.Errorf(r.locate(at), at, "%s is %s; want a mapping", formatValue(v), typeName(v))
 			return
 		}
-		for i, e := range x {
-			checkShape(dl, r, e, sh.elem, at.Index(i))
+		val.walkStruct(dl, r, m, sh, at)
+	case sh.isList:
+		l, ok := v.([]any)
+		if !ok {
+			dl.Errorf(r.locate(at), at, "%s is %s; want a list", formatValue(v), typeName(v))
+			return
+		}
+		for i, e := range l {
+			val.walk(dl, r, e, sh.elem, at.Index(i))
+		}
+	case sh.isLeaf:
+		if msg := val.checkLeaf(sh, v); msg != "" {
+			dl.Errorf(r.locate(at), at, "%s", msg)
 		}
 	}
+}
+
+func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, sh *shape, at diag.Path) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f, known := sh.fields[k]
+		switch {
+		case known:
+			val.walk(dl, r, m[k], f, at.Key(k))
+		case sh.open:
+			val.walk(dl, r, m[k], sh.pattern, at.Key(k))
+		default:
+			p := at.Key(k)
+			msg := fmt.Sprintf("unknown field %q", k)
+			if best := closest(k, sh.names()); best != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", best)
+			}
+			loc := r.locateKey
+			if loc == nil {
+				loc = r.locate
+			}
+			dl.Errorf(loc(p), p, "%s", msg)
+			delete(m, k)
+		}
+	}
+	for _, k := range sh.required {
+		if _, ok := m[k]; !ok {
+			dl.Errorf(r.locate(at), at.Key(k), "is required")
+		}
+	}
+}
+
+// checkLeaf checks a scalar against its field's constraint with CUE and
+// returns the message for a person, or "" when the value is allowed.
+func (val *validator) checkLeaf(sh *shape, v any) string {
+	if sh.plain != notPlain && sh.plain.holds(v) {
+		return ""
+	}
+	key := memoKey{shape: sh.id, value: v}
+	comparable := true
+	switch v.(type) {
+	case map[string]any, []any:
+		comparable = false
+	}
+	if comparable {
+		if msg, ok := val.memo[key]; ok {
+			return msg
+		}
+	}
+	val.use()
+	u := sh.leaf.Unify(val.c.ctx.Encode(v))
+	msg := ""
+	if err := u.Validate(cue.Concrete(true)); err != nil {
+		var msgs []string
+		for _, e := range cueerrors.Errors(err) {
+			f, args := e.Msg()
+			msgs = append(msgs, fmt.Sprintf(f, args...))
+		}
+		msg = describeLeaf(sh.msg, v, msgs)
+	}
+	if comparable {
+		if len(val.memo) >= maxMemo {
+			clear(val.memo)
+		}
+		val.memo[key] = msg
+	}
+	return msg
+}
+
+// maxMemo bounds the memo of checked values of one worker.
+const maxMemo = 1 << 18
+
+// describeLeaf words a failed constraint: the schema's @msg for the field,
+// else a type mismatch, else the allowed values, else CUE's own message.
+func describeLeaf(fieldMsg string, v any, msgs []string) string {
+	for _, m := range msgs {
+		if strings.Contains(m, "mismatched types") && fieldMsg == "" {
+			return fmt.Sprintf("%s is %s, which this field cannot hold (%s)", formatValue(v), typeName(v), strings.TrimSpace(m))
+		}
+	}
+	if fieldMsg != "" {
+		return fmt.Sprintf("%s %s", formatValue(v), fieldMsg)
+	}
+	var allowed []string
+	for _, m := range msgs {
+		if rest, ok := strings.CutPrefix(m, "conflicting values "); ok {
+			if i := strings.Index(rest, " and "); i >= 0 {
+				allowed = append(allowed, rest[:i])
+			}
+		}
+	}
+	if len(allowed) > 0 {
+		sort.Strings(allowed)
+		if len(allowed) == 1 {
+			return fmt.Sprintf("%s must be %s", formatValue(v), allowed[0])
+		}
+		return fmt.Sprintf("%s is not one of %s", formatValue(v), strings.Join(allowed, ", "))
+	}
+	for _, m := range msgs {
+		if !strings.Contains(m, "errors in empty disjunction") {
+			return fmt.Sprintf("%s: %s", formatValue(v), strings.TrimSpace(m))
+		}
+	}
+	return fmt.Sprintf("%s is not allowed here", formatValue(v))
 }
 
 func (sh *shape) names() []string {

@@ -74,7 +74,7 @@ func Load(root string, opt Options) (*Tree, error) {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
 	t := &Tree{Root: root, hashes: map[string][32]byte{}}
-	units, err := walk(root, opt.MaxFileSize, &t.Diags)
+	units, err := walk(root, &t.Diags)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +90,11 @@ func Load(root string, opt Options) (*Tree, error) {
 			var v *validator
 			for i := range next {
 				u := units[i]
+				var readDiags diag.List
+				if !u.read(opt.MaxFileSize, &readDiags) {
+					results[i] = &UnitResult{Diags: readDiags}
+					continue
+				}
 				key := unitKey(u)
 				if opt.Cache != nil {
 					if r, ok := opt.Cache.Get(key); ok {

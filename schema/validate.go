@@ -4,15 +4,13 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"sort"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
-	cueerrors "cuelang.org/go/cue/errors"
 
 	"netspec.dev/netspec/internal/diag"
 )
@@ -20,7 +18,7 @@ import (
 //go:embed netspec.cue
 var schemaSource []byte
 
-// Source returns the embedded CUE schema, for `netspec schema` and for
+// SchemaSource returns the embedded CUE schema, for `netspec schema` and for
 // users who want to vet their files with cue directly.
 func SchemaSource() []byte { return schemaSource }
 
@@ -30,54 +28,58 @@ var Version = func() string {
 	return hex.EncodeToString(h[:8])
 }()
 
-// objectsPerContext bounds how many objects one CUE context evaluates
-// before it is replaced: CUE keeps everything it evaluates, so a context
-// per tree would grow without bound, and a context per object would pay
-// the schema compile every time.
-const objectsPerContext = 256
+// leavesPerContext bounds how many values one CUE context checks before it
+// is replaced: CUE keeps everything it evaluates, so a context per tree
+// would grow without bound.
+const leavesPerContext = 20000
 
 // validator checks raw objects against the CUE schema. It is not safe for
 // concurrent use: each worker has its own.
 type validator struct {
-	ctx  *cue.Context
-	defs map[string]cue.Value
+	c    *compiled
 	used int
+	memo map[memoKey]string
 }
 
 func newValidator() *validator {
-	v := &validator{}
+	v := &validator{memo: map[memoKey]string{}}
 	v.reset()
 	return v
 }
 
-func (v *validator) reset() {
-	v.ctx = cuecontext.New()
-	s := v.ctx.CompileBytes(schemaSource, cue.Filename("schema/netspec.cue"))
+// compileSchema compiles the embedded schema into ctx.
+func compileSchema(ctx *cue.Context) cue.Value {
+	s := ctx.CompileBytes(schemaSource, cue.Filename("schema/netspec.cue"))
 	if err := s.Err(); err != nil {
 		panic(fmt.Sprintf("embedded schema does not compile: %v", err)) // a build defect, not user input
 	}
-	v.defs = map[string]cue.Value{}
-	for _, k := range []string{KindService, KindEndpoints, KindEndpointSlice, KindPod, KindNode, KindCluster} {
-		v.defs[k] = s.LookupPath(cue.ParsePath("#" + k))
-	}
+	return s
+}
+
+func (v *validator) reset() {
+	ctx := cuecontext.New()
+	v.c = compile(ctx, compileSchema(ctx))
 	v.used = 0
 }
 
-// check validates one raw object: the CUE schema first, then the Go rules
-// of rules.go on the decoded value. It returns the object when it decoded.
-func (v *validator) check(r rawObject, dl *diag.List) *Object {
-	if v.used >= objectsPerContext {
+// use counts one CUE evaluation, replacing the context when it has grown.
+func (v *validator) use() {
+	if v.used >= leavesPerContext {
 		v.reset()
 	}
 	v.used++
-	def := v.defs[r.kind]
+}
+
+// check validates one raw object: the schema first (shape and values),
+// then the Go rules of rules.go on the decoded value. It returns the object
+// when it decoded.
+func (v *validator) check(r rawObject, dl *diag.List) *Object {
 	var local diag.List
-	checkShape(&local, r, r.raw, kindShape(r.kind), nil)
-	u := def.Unify(v.ctx.Encode(r.raw))
-	if err := u.Validate(cue.Concrete(true), cue.All()); err != nil {
-		cueDiagnostics(&local, u, r, err)
-	}
+	v.walk(&local, r, r.raw, v.c.kinds[r.kind], nil)
 	obj, err := decode(r)
+	if err != nil && local.Errors() > 0 {
+		checkPruned(r, &local)
+	}
 	if err != nil {
 		if local.Errors() == 0 {
 			local.Errorf(r.locate(nil), nil, "cannot decode %s: %v", r.kind, err)
@@ -91,14 +93,76 @@ func (v *validator) check(r rawObject, dl *diag.List) *Object {
 	return obj
 }
 
+// checkPruned runs the rules of rules.go on an object that cannot be
+// decoded because the schema refused a value of the wrong type (port: "80"),
+// so that its other mistakes are still reported in the same run: the
+// refused values are left out, and findings at or below them are dropped.
+func checkPruned(r rawObject, local *diag.List) {
+	pruned := copyRaw(r.raw).(map[string]any)
+	for _, d := range *local {
+		deleteRaw(pruned, d.Path)
+	}
+	r.raw = pruned
+	obj, err := decode(r)
+	if err != nil {
+		return
+	}
+	var more diag.List
+	checkObject(obj, &reporter{dl: &more, locate: r.locate, have: pathsOf(*local)})
+	for _, d := range more {
+		below := false
+		for _, l := range *local {
+			below = below || len(l.Path) > 0 && len(l.Path) <= len(d.Path) && l.Path.String() == d.Path[:len(l.Path)].String()
+		}
+		if !below {
+			local.Add(d)
+		}
+	}
+}
+
+func copyRaw(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = copyRaw(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = copyRaw(e)
+		}
+		return l
+	}
+	return v
+}
+
+// deleteRaw removes the value at p (a list element becomes null).
+func deleteRaw(v any, p diag.Path) {
+	if len(p) == 0 {
+		return
+	}
+	parent, ok := lookupRaw(v, p[:len(p)-1])
+	if !ok {
+		return
+	}
+	switch e := p[len(p)-1].(type) {
+	case string:
+		if m, ok := parent.(map[string]any); ok {
+			delete(m, e)
+		}
+	case int:
+		if l, ok := parent.([]any); ok && e >= 0 && e < len(l) {
+			l[e] = nil
+		}
+	}
+}
+
 // decode turns a raw object into its typed form with the Kubernetes
 // defaults applied. The defaults are the same as the schema's; a test
 // checks that both agree on every example.
 func decode(r rawObject) (*Object, error) {
-	b, err := json.Marshal(r.raw)
-	if err != nil {
-		return nil, err
-	}
 	o := &Object{Src: r.src, Kind: r.kind}
 	o.APIVersion, _ = r.raw["apiVersion"].(string)
 	var target any
@@ -122,141 +186,11 @@ func decode(r rawObject) (*Object, error) {
 		o.Cluster = &Cluster{Spec: DefaultClusterSpec()}
 		target = o.Cluster
 	}
-	if err := json.Unmarshal(b, target); err != nil {
+	if err := decodeValue(reflect.ValueOf(target).Elem(), r.raw); err != nil {
 		return nil, err
 	}
 	applyDefaults(o, r.raw)
 	return o, nil
-}
-
-// cueDiagnostics turns CUE's errors into one diagnostic per field path,
-// worded for a person: the schema's @msg for the field when it has one, an
-// unknown-field message with a suggestion, or a cleaned-up CUE message.
-func cueDiagnostics(dl *diag.List, u cue.Value, r rawObject, err error) {
-	type group struct {
-		path diag.Path
-		msgs []string
-	}
-	groups := map[string]*group{}
-	var order []string
-	for _, e := range cueerrors.Errors(err) {
-		var p diag.Path
-		for i, s := range e.Path() {
-			if i == 0 && strings.HasPrefix(s, "#") {
-				continue
-			}
-			if n, err := strconv.Atoi(s); err == nil {
-				p = append(p, n)
-			} else {
-				p = append(p, s)
-			}
-		}
-		format, args := e.Msg()
-		msg := fmt.Sprintf(format, args...)
-		if strings.Contains(msg, "required but not present") {
-			continue // reported by checkShape, which sees all of them
-		}
-		k := p.String()
-		g := groups[k]
-		if g == nil {
-			g = &group{path: p}
-			groups[k] = g
-			order = append(order, k)
-		}
-		g.msgs = append(g.msgs, msg)
-	}
-	for _, k := range order {
-		g := groups[k]
-		val, has := lookupRaw(r.raw, g.path)
-		dl.Errorf(r.locate(g.path), g.path, "%s", describe(u, g.path, val, has, g.msgs))
-	}
-}
-
-func describe(u cue.Value, p diag.Path, val any, has bool, msgs []string) string {
-	for _, m := range msgs {
-		if strings.Contains(m, "field not allowed") {
-			return unknownField(u, p)
-		}
-	}
-	for _, m := range msgs {
-		if i := strings.Index(m, "mismatched types "); i >= 0 {
-			want := m[i+len("mismatched types "):]
-			want = strings.TrimSuffix(want, ")")
-			parts := strings.SplitN(want, " and ", 2)
-			got := typeName(val)
-			exp := parts[0]
-			if len(parts) == 2 && strings.HasPrefix(got, "a") && strings.Contains(got, parts[0]) {
-				exp = parts[1]
-			}
-			_ = exp
-			if a := fieldMsg(u, p); a != "" {
-				return fmt.Sprintf("%s %s", formatValue(val), a)
-			}
-			return fmt.Sprintf("%s is %s, which this field cannot hold", formatValue(val), got)
-		}
-	}
-	if a := fieldMsg(u, p); a != "" && has {
-		return fmt.Sprintf("%s %s", formatValue(val), a)
-	}
-	// Enumerations without a message: list the allowed values.
-	var allowed []string
-	for _, m := range msgs {
-		if strings.HasPrefix(m, "conflicting values ") {
-			rest := strings.TrimPrefix(m, "conflicting values ")
-			if i := strings.Index(rest, " and "); i >= 0 {
-				allowed = append(allowed, rest[:i])
-			}
-		}
-	}
-	if len(allowed) > 0 && has {
-		sort.Strings(allowed)
-		if len(allowed) == 1 {
-			return fmt.Sprintf("%s must be %s", formatValue(val), allowed[0])
-		}
-		return fmt.Sprintf("%s is not one of %s", formatValue(val), strings.Join(allowed, ", "))
-	}
-	for _, m := range msgs {
-		if !strings.Contains(m, "errors in empty disjunction") {
-			return strings.TrimSpace(m)
-		}
-	}
-	return strings.TrimSpace(msgs[0])
-}
-
-// fieldMsg returns the @msg attribute of the schema field at p.
-func fieldMsg(u cue.Value, p diag.Path) string {
-	f := u.LookupPath(cuePath(p))
-	if !f.Exists() {
-		return ""
-	}
-	a := f.Attribute("msg")
-	if a.Err() != nil {
-		return ""
-	}
-	s, err := a.String(0)
-	if err != nil {
-		return ""
-	}
-	return s
-}
-
-func unknownField(u cue.Value, p diag.Path) string {
-	name := fmt.Sprint(p[len(p)-1])
-	parent := u.LookupPath(cuePath(p[:len(p)-1]))
-	var known []string
-	if it, err := parent.Fields(cue.Optional(true)); err == nil {
-		for it.Next() {
-			s := it.Selector()
-			if s.IsString() {
-				known = append(known, s.Unquoted())
-			}
-		}
-	}
-	msg := fmt.Sprintf("unknown field %q", name)
-	if best := closest(name, known); best != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return msg
 }
 
 // closest returns the known name nearest to name, if it is near enough to
@@ -294,19 +228,6 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-func cuePath(p diag.Path) cue.Path {
-	sels := make([]cue.Selector, 0, len(p))
-	for _, e := range p {
-		switch e := e.(type) {
-		case string:
-			sels = append(sels, cue.Str(e))
-		case int:
-			sels = append(sels, cue.Index(e))
-		}
-	}
-	return cue.MakePath(sels...)
 }
 
 func lookupRaw(v any, p diag.Path) (any, bool) {

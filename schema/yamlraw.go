@@ -126,7 +126,23 @@ func (c *converter) mapping(m map[string]any, n *yaml.Node, depth int) {
 }
 
 func (c *converter) merge(m map[string]any, v *yaml.Node, depth int) {
-	for v.Kind == yaml.AliasNode {
+	// Merges count against the alias budget and the depth limit as values
+	// do: a mapping that merges itself (&m {<<: *m}) recurses forever, and
+	// nested merge lists grow exponentially.
+	if c.err != nil {
+		return
+	}
+	c.budget--
+	if c.budget < 0 {
+		c.fail(v, errAliasBomb)
+		return
+	}
+	if depth > maxDepth {
+		c.fail(v, fmt.Errorf("nesting deeper than %d levels", maxDepth))
+		return
+	}
+	at := v // report at the merge's value as written, not where an alias leads
+	for v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
 	}
 	switch v.Kind {
@@ -143,7 +159,7 @@ func (c *converter) merge(m map[string]any, v *yaml.Node, depth int) {
 			c.merge(m, e, depth+1)
 		}
 	default:
-		c.fail(v, fmt.Errorf("a merge key (<<) needs a mapping or a list of mappings"))
+		c.fail(at, fmt.Errorf("a merge key (<<) needs a mapping or a list of mappings"))
 	}
 }
 

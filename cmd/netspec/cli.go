@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strings"
+)
+
+// Exit codes, as DESIGN.md's CLI contract gives them.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// command is one subcommand of netspec.
+type command struct {
+	name    string
+	args    string // positional arguments, for the usage line
+	summary string
+	help    string // what it does and examples
+	flags   func(fs *flag.FlagSet) any
+	run     func(e *env, opts any, args []string) int
+}
+
+// env is what a command may touch: its output streams and working directory.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) { commands[c.name] = c }
+
+const mainHelp = `netspec turns a directory of Kubernetes Service, Endpoints, EndpointSlice,
+Pod and Node files (YAML, JSON or CUE) into load-balancing rules, DNS data and
+service environment files on each node, without a Kubernetes API server.
+
+Usage:
+  netspec <command> [arguments] [flags]
+
+Commands:
+%s
+Run 'netspec <command> --help' for a command's flags and examples.
+
+Examples:
+  netspec validate examples/basic
+  netspec lock examples/basic
+  netspec validate --locked examples/basic   # in CI: fail when netspec.lock is stale
+`
+
+// Main runs the netspec command line and returns the process exit code.
+func Main() int {
+	// NETSPEC_CPUPROFILE=FILE writes a CPU profile, for performance work.
+	if f := os.Getenv("NETSPEC_CPUPROFILE"); f != "" {
+		if out, err := os.Create(f); err == nil {
+			defer out.Close()
+			if pprof.StartCPUProfile(out) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
+	return run(os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr})
+}
+
+func run(args []string, e *env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage())
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "-help", "help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				printCommandHelp(e.stdout, c, nil)
+				return exitOK
+			}
+			fmt.Fprintf(e.stderr, "netspec help: unknown command %q\n", args[1])
+			return exitUsage
+		}
+		fmt.Fprint(e.stdout, usage())
+		return exitOK
+	case "-v", "--version":
+		name = "version"
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(e.stderr, "netspec: unknown command %q\n\n%s", name, usage())
+		return exitUsage
+	}
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var opts any
+	if c.flags != nil {
+		opts = c.flags(fs)
+	}
+	pos, err := parseInterleaved(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		printCommandHelp(e.stdout, c, fs)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec %s: %v\nRun 'netspec %s --help' for usage.\n", c.name, err, c.name)
+		return exitUsage
+	}
+	return c.run(e, opts, pos)
+}
+
+// parseInterleaved parses flags that may come before, between or after the
+// positional arguments (netspec validate TREE --locked), as users expect.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func usage() string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
+	}
+	return fmt.Sprintf(mainHelp, b.String())
+}
+
+func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: netspec %s %s\n\n%s\n", c.name, c.args, strings.TrimSpace(c.help))
+	if fs == nil {
+		fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
+		if c.flags != nil {
+			c.flags(fs)
+		}
+	}
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintf(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.VisitAll(func(f *flag.Flag) {
+			name, u := flag.UnquoteUsage(f)
+			if name != "" {
+				name = " " + name
+			}
+			def := ""
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				def = fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			fmt.Fprintf(w, "  --%s%s\n        %s%s\n", f.Name, name, u, def)
+		})
+	}
+}
+
+// needArgs checks the count of positional arguments.
+func needArgs(e *env, c string, args []string, n int, what string) bool {
+	if len(args) != n {
+		fmt.Fprintf(e.stderr, "netspec %s: want %s, got %d argument(s)\nRun 'netspec %s --help' for usage.\n", c, what, len(args), c)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/cache"
+	"netspec.dev/netspec/internal/diag"
+	"netspec.dev/netspec/schema"
+)
+
+// LockFile is the name of the allocation lock at the root of a tree.
+const LockFile = "netspec.lock"
+
+// loadFlags are the flags of every command that reads a tree.
+type loadFlags struct {
+	maxFileSize byteSize
+	cacheDir    string
+	noCache     bool
+}
+
+func (l *loadFlags) register(fs *flag.FlagSet) {
+	l.maxFileSize = schema.DefaultMaxFileSize
+	fs.Var(&l.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
+	fs.StringVar(&l.cacheDir, "cache-dir", cache.DefaultDir(), "remember validation results by file content in `DIR`, so unchanged files are not validated again")
+	fs.BoolVar(&l.noCache, "no-cache", false, "validate every file, without reading or writing the cache")
+}
+
+// loaded is a tree read, validated and checked across objects.
+type loaded struct {
+	tree    *schema.Tree
+	checked *compiler.Checked
+	lock    *compiler.Lock // nil when the tree has no lock file
+	diags   diag.List      // all diagnostics, sorted
+}
+
+// loadTree reads and validates a tree and its lock. It prints nothing; the
+// error is for a tree that cannot be read at all.
+func loadTree(e *env, root string, lf *loadFlags) (*loaded, error) {
+	opts := schema.Options{MaxFileSize: int64(lf.maxFileSize)}
+	var dc *cache.Disk
+	if !lf.noCache && lf.cacheDir != "" {
+		var err error
+		dc, err = cache.OpenDisk(lf.cacheDir, root)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec: warning: cache disabled: %v\n", err)
+		} else {
+			opts.Cache = dc
+		}
+	}
+	t, err := schema.Load(root, opts)
+	if err != nil {
+		return nil, err
+	}
+	if dc != nil {
+		if err := dc.Save(); err != nil {
+			fmt.Fprintf(e.stderr, "netspec: warning: cache not saved: %v\n", err)
+		}
+	}
+	l := &loaded{tree: t}
+	l.diags = append(l.diags, t.Diags...)
+	lock, ld := readLock(root)
+	l.lock = lock
+	l.diags = append(l.diags, ld...)
+	l.checked = compiler.Validate(t.Objects, lock, t)
+	l.diags = append(l.diags, l.checked.Diags...)
+	l.diags.Sort()
+	return l, nil
+}
+
+// readLock reads TREE/netspec.lock; a missing lock is not an error.
+func readLock(root string) (*compiler.Lock, diag.List) {
+	var dl diag.List
+	data, err := os.ReadFile(filepath.Join(root, LockFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		dl.Errorf(diag.Pos{File: LockFile}, nil, "cannot read: %v", err)
+		return nil, dl
+	}
+	lock, err := compiler.ParseLock(data)
+	if err != nil {
+		msg := err.Error()
+		pos := diag.Pos{File: LockFile}
+		if strings.HasPrefix(msg, LockFile+":") {
+			rest := strings.TrimPrefix(msg, LockFile+":")
+			if i := strings.Index(rest, ":"); i > 0 {
+				if n, err := strconv.Atoi(rest[:i]); err == nil {
+					pos.Line = n
+					msg = strings.TrimSpace(rest[i+1:])
+				}
+			}
+		}
+		dl.Errorf(pos, nil, "%s (run 'netspec lock' to rewrite it)", msg)
+		return nil, dl
+	}
+	return lock, nil
+}
+
+// printDiags writes diagnostics to stderr, errors and warnings alike.
+func printDiags(e *env, dl diag.List) {
+	for _, d := range dl {
+		fmt.Fprintln(e.stderr, d.String())
+	}
+}
+
+// byteSize is a flag value of bytes, accepting KiB, MiB and GiB suffixes.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	n := int64(*b)
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("want a positive size such as 8MiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}

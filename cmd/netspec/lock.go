@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"netspec.dev/netspec/compiler"
+)
+
+type lockFlags struct {
+	loadFlags
+}
+
+func init() {
+	register(&command{
+		name:    "lock",
+		args:    "TREE",
+		summary: "record cluster IP and node port allocations in TREE/netspec.lock",
+		help: `Lock validates TREE and writes TREE/netspec.lock, which records the cluster
+IPs and node ports of every Service: explicit ones from the specs, and those
+netspec derived (a hash of namespace/name into the service CIDR or node port
+range). Once recorded, an allocation never moves when other Services are
+added or removed, and every node agrees on it without talking to the others.
+Entries of deleted Services are removed. Commit the file.
+
+Lock writes nothing when the tree is invalid.
+
+Examples:
+  netspec lock examples/basic
+  git diff examples/basic/netspec.lock`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &lockFlags{}
+			f.register(fs)
+			return f
+		},
+		run: runLock,
+	})
+}
+
+func runLock(e *env, opts any, args []string) int {
+	f := opts.(*lockFlags)
+	if !needArgs(e, "lock", args, 1, "one TREE") {
+		return exitUsage
+	}
+	root := args[0]
+	l, err := loadTree(e, root, &f.loadFlags)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec lock: %v\n", err)
+		return exitError
+	}
+	printDiags(e, l.diags)
+	if n := l.diags.Errors(); n > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s; %s not written\n", plural(l.diags.Files(), "file"), plural(n, "error"), LockFile)
+		return exitError
+	}
+	want := l.checked.Alloc.Lock()
+	data := want.Marshal()
+	name := filepath.Join(root, LockFile)
+	if old, err := os.ReadFile(name); err == nil && bytes.Equal(old, data) {
+		fmt.Fprintf(e.stdout, "%s is up to date\n", LockFile)
+		return exitOK
+	}
+	changes := compiler.LockDiff(l.lock, want)
+	if err := writeFileAtomic(name, data, 0o644); err != nil {
+		fmt.Fprintf(e.stderr, "netspec lock: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(e.stdout, "wrote %s\n", name)
+	for _, c := range changes {
+		fmt.Fprintf(e.stdout, "  %s\n", lockChange(c))
+	}
+	return exitOK
+}
+
+// lockChange words a LockDiff line as a change made to the lock.
+func lockChange(line string) string {
+	for _, r := range []struct{ from, to string }{{"missing: ", "+ "}, {"stale: ", "- "}, {"differs: ", "~ "}} {
+		if rest, ok := strings.CutPrefix(line, r.from); ok {
+			return r.to + rest
+		}
+	}
+	return line
+}
+
+// writeFileAtomic writes data to name through a temporary file in the same
+// directory, synced and renamed, so that readers see the old or the new
+// content and never a part.
+func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(name)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+
+	"netspec.dev/netspec/schema"
+)
+
+func init() {
+	register(&command{
+		name:    "schema",
+		summary: "print the embedded CUE schema that validate checks objects against",
+		help: `Schema prints the CUE schema embedded in this netspec: the kinds it reads
+(#Service, #Endpoints, #EndpointSlice, #Pod, #Node, #Cluster), their fields,
+formats, ranges and defaults. Rules that relate several fields or objects are
+checked in Go and listed in README.md.
+
+Example:
+  netspec schema > netspec-schema.cue`,
+		run: func(e *env, _ any, args []string) int {
+			if !needArgs(e, "schema", args, 0, "no arguments") {
+				return exitUsage
+			}
+			fmt.Fprint(e.stdout, string(schema.SchemaSource()))
+			return exitOK
+		},
+	})
+}

@@ -1,0 +1,532 @@
+package compiler
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"net/netip"
+	"sort"
+	"strconv"
+
+	"netspec.dev/netspec/internal/diag"
+	"netspec.dev/netspec/schema"
+)
+
+// Origin says where an allocated cluster IP or node port came from.
+type Origin int
+
+// The origins, in the order of precedence.
+const (
+	// Explicit values are written in the Service's spec.
+	Explicit Origin = iota + 1
+	// Locked values are recorded in netspec.lock.
+	Locked
+	// Derived values are hashed from the Service's name, probing past taken values.
+	Derived
+)
+
+// String returns explicit, locked or derived.
+func (o Origin) String() string {
+	switch o {
+	case Explicit:
+		return "explicit"
+	case Locked:
+		return "locked"
+	case Derived:
+		return "derived"
+	}
+	return "Origin(" + strconv.Itoa(int(o)) + ")"
+}
+
+// ClusterIP is one cluster IP of a Service.
+type ClusterIP struct {
+	Family string // IPv4 or IPv6
+	Addr   netip.Addr
+	Origin Origin
+}
+
+// NodePort is the node port of one port of a Service.
+type NodePort struct {
+	Index    int    // index of the port in spec.ports
+	Key      string // the port's name (or number, when unnamed) and protocol, as in the lock: http/TCP
+	Protocol string
+	Port     int32
+	Origin   Origin
+}
+
+// ServiceAlloc is what one Service was allocated. Explicit values that are
+// errors (outside the CIDR or range, or another Service's) are left out.
+type ServiceAlloc struct {
+	Namespace  string
+	Name       string
+	ClusterIPs []ClusterIP // in the Service's family order
+	NodePorts  []NodePort  // in port order; only ports that have a node port
+}
+
+// Key returns namespace/name.
+func (s ServiceAlloc) Key() string { return s.Namespace + "/" + s.Name }
+
+// NodePortOf returns the node port of spec.ports[index], if it has one.
+func (s ServiceAlloc) NodePortOf(index int) (NodePort, bool) {
+	for _, np := range s.NodePorts {
+		if np.Index == index {
+			return np, true
+		}
+	}
+	return NodePort{}, false
+}
+
+// Allocations holds the cluster IPs and node ports of every Service that
+// has any, so that later stages and the lock see one consistent answer.
+type Allocations struct {
+	services []ServiceAlloc // sorted by namespace/name
+	byKey    map[string]int
+}
+
+// Services returns the allocations sorted by namespace/name. The result is a
+// copy; changing it does not change a.
+func (a *Allocations) Services() []ServiceAlloc {
+	if a == nil {
+		return nil
+	}
+	out := make([]ServiceAlloc, len(a.services))
+	for i, s := range a.services {
+		s.ClusterIPs = append([]ClusterIP(nil), s.ClusterIPs...)
+		s.NodePorts = append([]NodePort(nil), s.NodePorts...)
+		out[i] = s
+	}
+	return out
+}
+
+// Service returns the allocations of one Service, if it has any.
+func (a *Allocations) Service(namespace, name string) (ServiceAlloc, bool) {
+	if a == nil {
+		return ServiceAlloc{}, false
+	}
+	i, ok := a.byKey[namespace+"/"+name]
+	if !ok {
+		return ServiceAlloc{}, false
+	}
+	s := a.services[i]
+	s.ClusterIPs = append([]ClusterIP(nil), s.ClusterIPs...)
+	s.NodePorts = append([]NodePort(nil), s.NodePorts...)
+	return s, true
+}
+
+// Lock returns the lock that records these allocations, all origins
+// included, so that a value stays when the spec stops setting it.
+func (a *Allocations) Lock() *Lock {
+	l := &Lock{services: map[string]lockEntry{}}
+	if a == nil {
+		return l
+	}
+	for _, s := range a.services {
+		var e lockEntry
+		for _, ip := range s.ClusterIPs {
+			e.clusterIPs = append(e.clusterIPs, ip.Addr)
+		}
+		for _, np := range s.NodePorts {
+			if e.nodePorts == nil {
+				e.nodePorts = map[string]int{}
+			}
+			e.nodePorts[np.Key] = int(np.Port)
+		}
+		l.set(s.Key(), e)
+	}
+	return l
+}
+
+// ---- allocation ----
+
+// hash maps an allocation key to a number; a variable so that tests can
+// force collisions.
+var hash = func(key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return h.Sum64()
+}
+
+// ipSlot is one cluster IP a Service needs.
+type ipSlot struct {
+	family   string
+	explicit netip.Addr // set by the spec; invalid when left to the allocator
+	valid    bool       // explicit is inside the family's CIDR and allocatable
+	path     diag.Path  // of the explicit value
+	addr     netip.Addr // the result
+	origin   Origin
+	refused  bool // explicit but reported as an error: left out of the result
+}
+
+// portSlot is one node port a Service needs.
+type portSlot struct {
+	index    int
+	key      string // http/TCP
+	protocol string
+	explicit int       // set by the spec; 0 when left to the allocator
+	valid    bool      // explicit is inside the node port range
+	path     diag.Path // spec.ports[i].nodePort
+	port     int
+	origin   Origin
+	refused  bool // explicit but reported as an error: left out of the result
+}
+
+type svcPlan struct {
+	svc   *service
+	ips   []ipSlot
+	ports []portSlot
+}
+
+// allocate gives every Service its cluster IPs and node ports: explicit
+// values are reserved first, then the lock's, then the rest are derived in
+// namespace/name order. svcs must be sorted by key.
+func allocate(svcs []*service, cl *cluster, lock *Lock, r *reporter) *Allocations {
+	var plans []*svcPlan
+	for _, s := range svcs {
+		p := &svcPlan{svc: s, ips: clusterIPSlots(s, cl, r), ports: nodePortSlots(s, cl, r)}
+		if len(p.ips) > 0 || len(p.ports) > 0 {
+			plans = append(plans, p)
+		}
+	}
+	ipPools := map[string]*ipPool{}
+	for _, c := range cl.serviceCIDRs {
+		ipPools[schema.Family(c.Addr())] = newIPPool(c)
+	}
+	portPools := map[string]*portPool{}
+	portPool := func(proto string) *portPool {
+		pp := portPools[proto]
+		if pp == nil {
+			pp = &portPool{from: cl.nodePortFrom, to: cl.nodePortTo, taken: map[int]bool{}}
+			portPools[proto] = pp
+		}
+		return pp
+	}
+
+	// The lock's values that still apply: the slot is not set in the spec
+	// and the value fits the current CIDR or range.
+	type portID struct {
+		proto string
+		port  int
+	}
+	lockedIPs := map[netip.Addr]string{}
+	lockedPorts := map[portID]string{}
+	for _, p := range plans {
+		e := lock.entry(p.svc.key)
+		for i := range p.ips {
+			sl := &p.ips[i]
+			if sl.explicit.IsValid() {
+				continue
+			}
+			if a, ok := e.ip(sl.family); ok && ipPools[sl.family].problem(a) == "" {
+				sl.addr, sl.origin = a, Locked
+				if _, dup := lockedIPs[a]; !dup {
+					lockedIPs[a] = p.svc.key
+				}
+			}
+		}
+		for i := range p.ports {
+			sl := &p.ports[i]
+			if sl.explicit != 0 {
+				continue
+			}
+			if n, ok := e.nodePorts[sl.key]; ok && n >= cl.nodePortFrom && n <= cl.nodePortTo {
+				sl.port, sl.origin = n, Locked
+				id := portID{sl.protocol, n}
+				if _, dup := lockedPorts[id]; !dup {
+					lockedPorts[id] = p.svc.key
+				}
+			}
+		}
+	}
+
+	// Explicit values first. One that another Service has in the lock is an
+	// error: a locked allocation never moves.
+	explicitIPs := map[netip.Addr]string{}
+	explicitPorts := map[portID]string{}
+	for _, p := range plans {
+		key := p.svc.key
+		for i := range p.ips {
+			sl := &p.ips[i]
+			if !sl.explicit.IsValid() {
+				continue
+			}
+			sl.addr, sl.origin = sl.explicit, Explicit
+			if !sl.valid {
+				sl.refused = true
+				continue
+			}
+			if o, ok := explicitIPs[sl.addr]; ok {
+				if o != key {
+					r.errorf(p.svc.obj, sl.path, "%s is already the cluster IP of %s", sl.addr, o)
+					sl.refused = true
+				}
+				continue
+			}
+			if o, ok := lockedIPs[sl.addr]; ok && o != key {
+				r.errorf(p.svc.obj, sl.path, "%s is the cluster IP of %s in netspec.lock; locked allocations never move, so choose another address", sl.addr, o)
+			}
+			explicitIPs[sl.addr] = key
+			ipPools[sl.family].take(sl.addr)
+		}
+		for i := range p.ports {
+			sl := &p.ports[i]
+			if sl.explicit == 0 {
+				continue
+			}
+			sl.port, sl.origin = sl.explicit, Explicit
+			if !sl.valid {
+				sl.refused = true
+				continue
+			}
+			id := portID{sl.protocol, sl.port}
+			if o, ok := explicitPorts[id]; ok {
+				if o != key {
+					r.errorf(p.svc.obj, sl.path, "%d/%s is already a node port of %s", sl.port, sl.protocol, o)
+					sl.refused = true
+				}
+				continue
+			}
+			if o, ok := lockedPorts[id]; ok && o != key {
+				r.errorf(p.svc.obj, sl.path, "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", sl.port, sl.protocol, o)
+			}
+			explicitPorts[id] = key
+			portPool(sl.protocol).take(sl.port)
+		}
+	}
+
+	// Then the lock's values, unless an explicit value or an earlier lock
+	// entry took them; dropped ones are derived again below.
+	for _, p := range plans {
+		for i := range p.ips {
+			sl := &p.ips[i]
+			if sl.origin != Locked {
+				continue
+			}
+			if pool := ipPools[sl.family]; pool.taken[sl.addr] {
+				sl.addr, sl.origin = netip.Addr{}, 0
+			} else {
+				pool.take(sl.addr)
+			}
+		}
+		for i := range p.ports {
+			sl := &p.ports[i]
+			if sl.origin != Locked {
+				continue
+			}
+			if pool := portPool(sl.protocol); pool.taken[sl.port] {
+				sl.port, sl.origin = 0, 0
+			} else {
+				pool.take(sl.port)
+			}
+		}
+	}
+
+	// The rest is derived, in namespace/name order.
+	for _, p := range plans {
+		for i := range p.ips {
+			sl := &p.ips[i]
+			if sl.origin != 0 {
+				continue
+			}
+			pool := ipPools[sl.family]
+			a, ok := pool.derive(p.svc.key + "/" + sl.family)
+			if !ok {
+				r.errorf(p.svc.obj, pName, "no free %s cluster IP is left in the service CIDR %s for %s; use a larger CIDR or fewer Services",
+					sl.family, pool.prefix, p.svc.key)
+				continue
+			}
+			sl.addr, sl.origin = a, Derived
+		}
+		for i := range p.ports {
+			sl := &p.ports[i]
+			if sl.origin != 0 {
+				continue
+			}
+			n, ok := portPool(sl.protocol).derive(p.svc.key + "/" + sl.key)
+			if !ok {
+				r.errorf(p.svc.obj, pSpec.Key("ports").Index(sl.index), "no free %s node port is left in the range %s for port %s of %s; widen the Cluster's nodePortRange or use fewer node ports",
+					sl.protocol, cl.spec.NodePortRange, sl.key, p.svc.key)
+				continue
+			}
+			sl.port, sl.origin = n, Derived
+		}
+	}
+
+	out := &Allocations{byKey: map[string]int{}}
+	for _, p := range plans {
+		m := p.svc.obj.Service.Metadata
+		sa := ServiceAlloc{Namespace: m.Namespace, Name: m.Name}
+		for _, sl := range p.ips {
+			if sl.origin != 0 && !sl.refused {
+				sa.ClusterIPs = append(sa.ClusterIPs, ClusterIP{Family: sl.family, Addr: sl.addr, Origin: sl.origin})
+			}
+		}
+		for _, sl := range p.ports {
+			if sl.origin != 0 && !sl.refused {
+				sa.NodePorts = append(sa.NodePorts, NodePort{Index: sl.index, Key: sl.key, Protocol: sl.protocol, Port: int32(sl.port), Origin: sl.origin})
+			}
+		}
+		if len(sa.ClusterIPs) == 0 && len(sa.NodePorts) == 0 {
+			continue
+		}
+		out.byKey[sa.Key()] = len(out.services)
+		out.services = append(out.services, sa)
+	}
+	sort.SliceStable(out.services, func(i, j int) bool { return out.services[i].Key() < out.services[j].Key() })
+	for i, s := range out.services {
+		out.byKey[s.Key()] = i
+	}
+	return out
+}
+
+// ipPool hands out the addresses of one service CIDR. Derivation looks at
+// the first 2^63 addresses at most, which is plenty for any IPv6 CIDR.
+type ipPool struct {
+	prefix      netip.Prefix
+	v4          bool
+	first, last uint64 // the offsets derivation may use
+	taken       map[netip.Addr]bool
+	inRange     uint64 // taken addresses with offsets in [first, last]
+}
+
+func newIPPool(p netip.Prefix) *ipPool {
+	host := p.Addr().BitLen() - p.Bits()
+	if host > 63 {
+		host = 63
+	}
+	pool := &ipPool{prefix: p, v4: p.Addr().Is4(), first: 1, last: 1<<host - 1, taken: map[netip.Addr]bool{}}
+	if pool.v4 {
+		pool.last-- // the broadcast address
+	}
+	return pool
+}
+
+// problem says why a cannot be a cluster IP of this CIDR, or "" when it can.
+func (p *ipPool) problem(a netip.Addr) string {
+	fam := schema.Family(p.prefix.Addr())
+	switch {
+	case !p.prefix.Contains(a):
+		return a.String() + " is outside the " + fam + " service CIDR " + p.prefix.String()
+	case a == p.prefix.Addr():
+		return a.String() + " is the network address of the " + fam + " service CIDR " + p.prefix.String() + " and cannot be a cluster IP"
+	case p.v4 && a == lastAddr(p.prefix):
+		return a.String() + " is the broadcast address of the " + fam + " service CIDR " + p.prefix.String() + " and cannot be a cluster IP"
+	}
+	return ""
+}
+
+// offset returns the host part of an address of the CIDR and whether it is
+// within the offsets derivation uses.
+func (p *ipPool) offset(a netip.Addr) (uint64, bool) {
+	host := p.prefix.Addr().BitLen() - p.prefix.Bits()
+	var hi, lo uint64
+	if p.v4 {
+		b := a.As4()
+		lo = uint64(binary.BigEndian.Uint32(b[:]))
+	} else {
+		b := a.As16()
+		hi, lo = binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	}
+	switch {
+	case host < 64:
+		hi, lo = 0, lo&(1<<host-1)
+	case host < 128:
+		hi &= 1<<(host-64) - 1
+	}
+	return lo, hi == 0 && lo >= p.first && lo <= p.last
+}
+
+// at returns the address at an offset (below 2^63) of the CIDR.
+func (p *ipPool) at(off uint64) netip.Addr {
+	if p.v4 {
+		b := p.prefix.Addr().As4()
+		binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(b[:])|uint32(off))
+		return netip.AddrFrom4(b)
+	}
+	b := p.prefix.Addr().As16()
+	binary.BigEndian.PutUint64(b[8:], binary.BigEndian.Uint64(b[8:])|off)
+	return netip.AddrFrom16(b)
+}
+
+func (p *ipPool) take(a netip.Addr) {
+	if p.taken[a] {
+		return
+	}
+	p.taken[a] = true
+	if _, ok := p.offset(a); ok {
+		p.inRange++
+	}
+}
+
+// derive hashes key into the CIDR and probes upwards, wrapping around, to
+// the first free address. It fails when none is free.
+func (p *ipPool) derive(key string) (netip.Addr, bool) {
+	n := p.last - p.first + 1
+	if p.inRange >= n {
+		return netip.Addr{}, false
+	}
+	start := hash(key) % n
+	// At most inRange addresses are taken, so this ends within inRange+1 steps.
+	for i := uint64(0); ; i++ {
+		a := p.at(p.first + (start+i)%n)
+		if !p.taken[a] {
+			p.take(a)
+			return a, true
+		}
+	}
+}
+
+// lastAddr returns the last address of a prefix.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	host := len(b)*8 - p.Bits()
+	for i := len(b) - 1; i >= 0 && host > 0; i-- {
+		bits := min(host, 8)
+		b[i] |= byte(1<<bits - 1)
+		host -= bits
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// portPool hands out the node ports of one protocol.
+type portPool struct {
+	from, to int
+	taken    map[int]bool
+	inRange  int
+}
+
+func (p *portPool) take(n int) {
+	if p.taken[n] {
+		return
+	}
+	p.taken[n] = true
+	if n >= p.from && n <= p.to {
+		p.inRange++
+	}
+}
+
+// derive hashes key into the range and probes upwards, wrapping around, to
+// the first free port. It fails when none is free.
+func (p *portPool) derive(key string) (int, bool) {
+	n := p.to - p.from + 1
+	if p.inRange >= n {
+		return 0, false
+	}
+	start := int(hash(key) % uint64(n))
+	for i := 0; ; i++ {
+		port := p.from + (start+i)%n
+		if !p.taken[port] {
+			p.take(port)
+			return port, true
+		}
+	}
+}
+
+// portKey names a Service port in the lock: its name, or its number when
+// it has none, and its protocol.
+func portKey(p schema.ServicePort) string {
+	name := p.Name
+	if name == "" {
+		name = strconv.Itoa(int(p.Port))
+	}
+	return name + "/" + p.Protocol
+}

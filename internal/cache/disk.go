@@ -1,0 +1,305 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"netspec.dev/netspec/schema"
+)
+
+// Pack file layout (all integers little-endian):
+//
+//	magic    [8]byte  "netspec\xca"
+//	version  uint32   formatVersion
+//	salt     [32]byte binarySalt: the build of netspec that wrote it
+//	count    uint32   number of entries
+//	bodyLen  uint64   length of the body
+//	crc      uint32   CRC-32C of the body
+//	body     count × (key [32]byte, uvarint length, encoded UnitResult)
+//
+// A pack that does not match in every header field, or whose body fails
+// the checksum or does not parse, is ignored as a whole.
+const (
+	packMagic     = "netspec\xca"
+	formatVersion = 1
+	headerLen     = 8 + 4 + 32 + 4 + 8 + 4
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// DefaultDir returns the directory the CLI keeps its packs in:
+// os.UserCacheDir()/netspec, or "" when the user has no cache directory.
+func DefaultDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil || d == "" {
+		return ""
+	}
+	return filepath.Join(d, "netspec")
+}
+
+// Disk is a schema.Cache kept in one pack file per tree root. OpenDisk reads
+// the pack once; Get decodes an entry on first use; Save writes the entries
+// used since OpenDisk (Get hits and Puts), so that the pack holds the
+// current tree's results and does not grow. It is safe for concurrent use.
+type Disk struct {
+	path string
+	salt [32]byte
+
+	mu      sync.RWMutex
+	entries map[schema.Key]*entry
+	dirty   bool // a Put happened since the pack was read or written
+	clean   bool // the pack on disk holds exactly entries (before any use)
+
+	// Loaded is the number of entries read from the pack (0 when it was
+	// missing or ignored); Ignored says why a pack was not trusted ("" when
+	// it was, or when there was none).
+	Loaded  int
+	Ignored string
+}
+
+type entry struct {
+	raw  []byte // encoded result; never modified
+	used atomic.Bool
+	res  atomic.Pointer[schema.UnitResult]
+}
+
+// OpenDisk opens the cache of the tree at treeRoot, kept in dir. A missing,
+// unreadable, corrupt, truncated or foreign pack (another format version or
+// another netspec build) counts as empty. The error is for a cache that
+// cannot work at all.
+func OpenDisk(dir, treeRoot string) (*Disk, error) {
+	if dir == "" {
+		return nil, errors.New("cache: no cache directory")
+	}
+	if _, err := unitCodec(); err != nil {
+		return nil, err
+	}
+	root, err := filepath.Abs(treeRoot)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	sum := sha256.Sum256([]byte("netspec-tree\x00" + root))
+	d := &Disk{
+		path:    filepath.Join(dir, hex.EncodeToString(sum[:16])+".pack"),
+		salt:    binarySalt(),
+		entries: map[schema.Key]*entry{},
+	}
+	if d.salt == unusableSalt {
+		d.Ignored = "cannot identify the running executable"
+		return d, nil
+	}
+	data, err := os.ReadFile(d.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return d, nil
+	case err != nil:
+		d.Ignored = err.Error()
+		return d, nil
+	}
+	entries, why := parsePack(data, d.salt)
+	if why != "" {
+		d.Ignored = why
+		return d, nil
+	}
+	d.entries = entries
+	d.Loaded = len(entries)
+	d.clean = true
+	return d, nil
+}
+
+// Path returns the pack file's name.
+func (d *Disk) Path() string { return d.path }
+
+func parsePack(data []byte, salt [32]byte) (map[schema.Key]*entry, string) {
+	if len(data) < headerLen || string(data[:8]) != packMagic {
+		return nil, "not a netspec cache pack"
+	}
+	le := binary.LittleEndian
+	if v := le.Uint32(data[8:]); v != formatVersion {
+		return nil, fmt.Sprintf("pack format %d, want %d", v, formatVersion)
+	}
+	if !bytes.Equal(data[12:44], salt[:]) {
+		return nil, "written by another netspec build"
+	}
+	count := le.Uint32(data[44:])
+	bodyLen := le.Uint64(data[48:])
+	body := data[headerLen:]
+	if bodyLen != uint64(len(body)) {
+		return nil, "truncated"
+	}
+	if crc32.Checksum(body, crcTable) != le.Uint32(data[56:]) {
+		return nil, "checksum mismatch"
+	}
+	if uint64(count) > uint64(len(body))/(32+1) {
+		return nil, "corrupt"
+	}
+	entries := make(map[schema.Key]*entry, count)
+	for range count {
+		if len(body) < 32 {
+			return nil, "corrupt"
+		}
+		var k schema.Key
+		copy(k[:], body)
+		body = body[32:]
+		n, w := binary.Uvarint(body)
+		if w <= 0 || n > uint64(len(body)-w) {
+			return nil, "corrupt"
+		}
+		body = body[w:]
+		entries[k] = &entry{raw: body[:n:n]}
+		body = body[n:]
+	}
+	if len(body) != 0 {
+		return nil, "corrupt"
+	}
+	return entries, ""
+}
+
+// Get returns the result stored under key, decoding it on first use. An
+// entry that does not decode is a miss.
+func (d *Disk) Get(key schema.Key) (*schema.UnitResult, bool) {
+	d.mu.RLock()
+	e := d.entries[key]
+	d.mu.RUnlock()
+	if e == nil {
+		return nil, false
+	}
+	r := e.res.Load()
+	if r == nil {
+		var err error
+		if r, err = decodeResult(e.raw); err != nil {
+			return nil, false
+		}
+		if !e.res.CompareAndSwap(nil, r) {
+			r = e.res.Load()
+		}
+	}
+	e.used.Store(true)
+	return r, true
+}
+
+// Put stores r under key. The result is encoded at once, so that what
+// Save writes is r as it is now. A result the cache cannot encode is not
+// stored.
+func (d *Disk) Put(key schema.Key, r *schema.UnitResult) {
+	if r == nil {
+		return
+	}
+	raw, err := encodeResult(nil, r)
+	if err != nil {
+		return
+	}
+	e := &entry{raw: raw}
+	e.used.Store(true)
+	d.mu.Lock()
+	d.entries[key] = e
+	d.dirty = true
+	d.mu.Unlock()
+}
+
+// Save writes the entries used since OpenDisk (or the last Save) to the
+// pack, atomically: a temporary file in the same directory, fsync, rename.
+// It writes nothing when the pack already holds exactly those entries.
+func (d *Disk) Save() error {
+	if d.salt == unusableSalt {
+		return errors.New("cache: cannot identify the running executable; not saving")
+	}
+	d.mu.Lock()
+	keys := make([]schema.Key, 0, len(d.entries))
+	size := headerLen
+	for k, e := range d.entries {
+		if e.used.Load() {
+			keys = append(keys, k)
+			size += 32 + binary.MaxVarintLen64 + len(e.raw)
+		}
+	}
+	if d.clean && !d.dirty && len(keys) == len(d.entries) {
+		d.mu.Unlock()
+		return nil
+	}
+	slices.SortFunc(keys, func(a, b schema.Key) int { return bytes.Compare(a[:], b[:]) })
+	buf := make([]byte, headerLen, size)
+	for _, k := range keys {
+		buf = append(buf, k[:]...)
+		raw := d.entries[k].raw
+		buf = binary.AppendUvarint(buf, uint64(len(raw)))
+		buf = append(buf, raw...)
+	}
+	// Forget what was not used: the pack will not hold it either.
+	for k, e := range d.entries {
+		if !e.used.Load() {
+			delete(d.entries, k)
+		}
+	}
+	d.dirty, d.clean = false, false
+	d.mu.Unlock()
+
+	le := binary.LittleEndian
+	copy(buf, packMagic)
+	le.PutUint32(buf[8:], formatVersion)
+	copy(buf[12:44], d.salt[:])
+	le.PutUint32(buf[44:], uint32(len(keys)))
+	le.PutUint64(buf[48:], uint64(len(buf)-headerLen))
+	le.PutUint32(buf[56:], crc32.Checksum(buf[headerLen:], crcTable))
+	if err := writeAtomic(d.path, buf); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	d.mu.Lock()
+	d.clean = !d.dirty
+	d.mu.Unlock()
+	return nil
+}
+
+// writeAtomic writes data to name through a temporary file in the same
+// directory, synced before the rename, with mode 0600 in a 0700 directory.
+func writeAtomic(name string, data []byte) (err error) {
+	dir := filepath.Dir(name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), name); err != nil {
+		return err
+	}
+	if df, err := os.Open(dir); err == nil {
+		df.Sync() // make the rename durable; not all systems support it
+		df.Close()
+	}
+	return nil
+}
+
+var _ schema.Cache = (*Disk)(nil)

@@ -1,0 +1,225 @@
+package schema
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+
+	"netspec.dev/netspec/internal/diag"
+)
+
+// fullCUE validates a raw object the slow, obvious way: unify the whole
+// object with its definition in the embedded schema. It returns the
+// sorted field paths CUE reports, and whether CUE found the object valid.
+func fullCUE(ctx *cue.Context, s cue.Value, kind string, raw map[string]any) (paths []string, valid bool) {
+	u := s.LookupPath(cue.ParsePath("#" + kind)).Unify(ctx.Encode(raw))
+	err := u.Validate(cue.Concrete(true), cue.All())
+	if err == nil {
+		return nil, true
+	}
+	var dl diag.List
+	r := rawObject{raw: raw, kind: kind, locate: func(diag.Path) diag.Pos { return diag.Pos{} }}
+	cueDiagnostics(&dl, u, r, err)
+	for _, d := range dl {
+		paths = append(paths, d.Path.String())
+	}
+	sort.Strings(paths)
+	return paths, false
+}
+
+// shapeWalk validates a raw object the fast way (the shape walk alone,
+// without the Go rules) and returns the sorted field paths it reports.
+func shapeWalk(v *validator, kind string, raw map[string]any) diag.List {
+	var dl diag.List
+	r := rawObject{raw: raw, kind: kind, locate: func(diag.Path) diag.Pos { return diag.Pos{} }}
+	v.walk(&dl, r, raw, v.c.kinds[kind], nil)
+	return dl
+}
+
+// leaves lists the paths of every scalar in v.
+func leaves(v any, at diag.Path, out *[]diag.Path) {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			leaves(x[k], at.Key(k), out)
+		}
+	case []any:
+		for i, e := range x {
+			leaves(e, at.Index(i), out)
+		}
+	default:
+		*out = append(*out, at)
+	}
+}
+
+func setAt(v any, p diag.Path, x any) {
+	for i, e := range p {
+		last := i == len(p)-1
+		switch e := e.(type) {
+		case string:
+			m := v.(map[string]any)
+			if last {
+				m[e] = x
+				return
+			}
+			v = m[e]
+		case int:
+			l := v.([]any)
+			if last {
+				l[e] = x
+				return
+			}
+			v = l[e]
+		}
+	}
+}
+
+// corpus returns the raw objects of the example trees.
+func corpus(t *testing.T) []rawObject {
+	t.Helper()
+	var out []rawObject
+	for _, dir := range []string{"../examples/basic", "../examples/cue", "../examples/broken"} {
+		var dl diag.List
+		units, err := walk(dir, &dl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range units {
+			u.read(DefaultMaxFileSize, &dl)
+			var raws []rawObject
+			if u.isCUE {
+				raws, _ = splitCUE(u, &dl)
+			} else {
+				raws, _ = splitYAML(u.files[0], u.data[0], &dl)
+			}
+			out = append(out, raws...)
+		}
+	}
+	if len(out) < 30 {
+		t.Fatalf("corpus has only %d objects", len(out))
+	}
+	return out
+}
+
+// TestShapeAgreesWithCUE checks the fast shape walk against unifying whole
+// objects with the schema: on every example object, and on every example
+// object with each of its values replaced by values of other types and
+// out-of-range values, and with an unknown field added at every level.
+// Both must agree on validity, and every field CUE blames must be blamed
+// by the walk too (the walk reports more: CUE stops at the first unknown
+// field of a struct and hides missing required fields behind other errors).
+func TestShapeAgreesWithCUE(t *testing.T) {
+	ctx := cuecontext.New()
+	s := compileSchema(ctx)
+	v := newValidator()
+	replacements := []any{"X_Y", int64(0), int64(70000), int64(-1), true, nil, "", "a--b", float64(1.5), map[string]any{"x": "y"}, []any{"z"}}
+	cases := 0
+	check := func(name, kind string, raw map[string]any) {
+		cases++
+		want, valid := fullCUE(ctx, s, kind, copyRaw(raw).(map[string]any))
+		got := shapeWalk(v, kind, copyRaw(raw).(map[string]any))
+		if valid != (len(got) == 0) {
+			t.Errorf("%s: CUE says valid=%v (%v), the shape walk reports %v", name, valid, want, got)
+			return
+		}
+		for _, p := range want {
+			if !blames(got, p) {
+				t.Errorf("%s: CUE blames %s, the shape walk does not (it reports %v)", name, p, got)
+			}
+		}
+	}
+	for _, r := range corpus(t) {
+		name := fmt.Sprintf("%s#%d%s", r.src.File, r.src.Doc, r.src.CUE)
+		check(name, r.kind, r.raw)
+		var ls []diag.Path
+		leaves(r.raw, nil, &ls)
+		for _, p := range ls {
+			for _, x := range replacements {
+				m := copyRaw(r.raw).(map[string]any)
+				setAt(m, p, x)
+				check(fmt.Sprintf("%s %s=%#v", name, p, x), r.kind, m)
+			}
+		}
+		// An unknown field at the top and in every nested struct.
+		var structs []diag.Path
+		collectStructs(r.raw, nil, &structs)
+		for _, p := range structs {
+			m := copyRaw(r.raw).(map[string]any)
+			target, _ := lookupRaw(m, p)
+			target.(map[string]any)["zzUnknown"] = "x"
+			check(fmt.Sprintf("%s %s.zzUnknown", name, p), r.kind, m)
+		}
+	}
+	t.Logf("%d objects compared", cases)
+}
+
+func collectStructs(v any, at diag.Path, out *[]diag.Path) {
+	switch x := v.(type) {
+	case map[string]any:
+		*out = append(*out, at)
+		for k, e := range x {
+			collectStructs(e, at.Key(k), out)
+		}
+	case []any:
+		for i, e := range x {
+			collectStructs(e, at.Index(i), out)
+		}
+	}
+}
+
+// blames reports whether the walk blamed s, a field below it, or the
+// unknown field that holds it (CUE blames the inside of an unknown field).
+func blames(dl diag.List, s string) bool {
+	for _, d := range dl {
+		x := d.Path.String()
+		if x == s || strings.HasPrefix(x, s+".") || strings.HasPrefix(x, s+"[") {
+			return true
+		}
+		if strings.HasPrefix(d.Msg, "unknown field") && (strings.HasPrefix(s, x+".") || strings.HasPrefix(s, x+"[")) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPlainKinds pins which schema fields are checked by their Go type
+// alone, so that a constraint added to such a field is not skipped.
+func TestPlainKinds(t *testing.T) {
+	v := newValidator()
+	var plain []string
+	var visit func(sh *shape, at string)
+	visit = func(sh *shape, at string) {
+		if sh == nil {
+			return
+		}
+		if sh.plain != notPlain {
+			plain = append(plain, at+"="+plainSource[sh.plain])
+		}
+		for _, k := range sh.names() {
+			visit(sh.fields[k], at+"."+k)
+		}
+		visit(sh.pattern, at+".*")
+		visit(sh.elem, at+"[]")
+	}
+	visit(v.c.kinds[KindPod], "Pod")
+	got := strings.Join(plain, "\n")
+	for _, want := range []string{"Pod.status.podIP=string", "Pod.spec.nodeName=string", "Pod.metadata.labels.*=string"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s is not plain; plain fields:\n%s", want, got)
+		}
+	}
+	for _, notWant := range []string{"Pod.metadata.name=", "Pod.metadata.namespace=", "Pod.spec.hostname=", "containerPort="} {
+		if strings.Contains(got, notWant) {
+			t.Errorf("%s is checked as a plain type, but the schema constrains it further; plain fields:\n%s", notWant, got)
+		}
+	}
+}

@@ -22,6 +22,8 @@ type Checked struct {
 	Cluster schema.ClusterSpec // the tree's Cluster spec, defaults when the tree has none
 	Alloc   *Allocations
 	Diags   diag.List // errors and warnings, unsorted
+
+	pods *podIndex // the tree's pods by label, for Compile
 }
 
 // Validate runs the checks that need the Cluster settings or several
@@ -37,8 +39,9 @@ func Validate(objs []*schema.Object, lock *Lock, loc Locator) *Checked {
 	checkExternalIPs(objs, cl, r)
 	checkEndpointIPs(objs, svcs, alloc, r)
 	checkEndpointLinks(objs, svcs, r)
-	checkSelectors(objs, r)
-	return &Checked{Cluster: cl.spec, Alloc: alloc, Diags: r.dl}
+	pods := newPodIndex(objs)
+	checkSelectors(objs, pods, r)
+	return &Checked{Cluster: cl.spec, Alloc: alloc, Diags: r.dl, pods: pods}
 }
 
 // reporter adds positioned diagnostics.
@@ -423,8 +426,7 @@ func checkEndpointLinks(objs []*schema.Object, svcs []*service, r *reporter) {
 
 // checkSelectors warns about Services whose selector matches no Pod: they
 // have no endpoints, which is legal but usually a typo.
-func checkSelectors(objs []*schema.Object, r *reporter) {
-	idx := newPodIndex(objs)
+func checkSelectors(objs []*schema.Object, idx *podIndex, r *reporter) {
 	for _, o := range objs {
 		if o.Service == nil || o.Service.Spec.Type == "ExternalName" || len(o.Service.Spec.Selector) == 0 {
 			continue

@@ -1,0 +1,730 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+)
+
+type diffFlags struct {
+	loadFlags
+	node     string
+	format   string
+	detailed bool
+}
+
+// diffFormatVersion is the version of diff --format json.
+const diffFormatVersion = 1
+
+// everyNode names the node a tree without Node objects is compiled for.
+const everyNode = "*"
+
+func init() {
+	register(&command{
+		name:    "diff",
+		args:    "OLD_TREE NEW_TREE [--node N] [--format text|markdown|json] [--detailed-exitcode]",
+		summary: "show what changing OLD_TREE into NEW_TREE changes, for review",
+		help: `Diff validates both trees, compiles each for every node (the Node objects of
+either tree) and compares the results: not the files, but what the nodes
+would do.
+
+It reports Services added, removed and changed (type, cluster IPs, external
+and LoadBalancer IPs, node ports, session affinity, traffic policies, ports),
+endpoints added, removed or changed (ready, serving, terminating, node), the
+endpoints a node starts or stops forwarding traffic to (under a Local traffic
+policy or topology this differs between nodes and is reported per node),
+DNS records added and removed per zone, service environment variables per
+namespace, and per node an estimate of the nftables changes: chains (one per
+service port and per endpoint) and map elements (one per frontend) added,
+removed or changed. A change that is the same on every node is reported once.
+
+An invalid tree is an error: its diagnostics are printed and diff exits 1.
+
+Formats:
+  text      one line per change: + added, - removed, ~ changed (default)
+  markdown  for a pull-request comment: summary, a section per Service,
+            DNS and env changes as diff blocks, the per-node counts as a table
+  json      the whole diff, with stable lowerCamelCase field names
+
+Exit status: 0 done, whether or not there are differences; 1 error (an
+invalid tree, a node in neither tree); 2 bad usage. With --detailed-exitcode,
+as terraform plan: 0 no differences, 2 differences, 1 error.
+
+Examples:
+  netspec diff main/ pr/
+  netspec diff --node node-1 main/ pr/
+  netspec diff --format markdown main/ pr/ > comment.md
+  netspec diff --format json main/ pr/ | jq '.services[].name'
+  netspec diff --detailed-exitcode main/ pr/; [ $? -ne 1 ]   # in CI: 2 means changes
+  git worktree add /tmp/main origin/main && netspec diff /tmp/main .`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &diffFlags{}
+			f.register(fs)
+			fs.StringVar(&f.node, "node", "", "compare the plans of node `N` only (default: every node of either tree)")
+			fs.StringVar(&f.format, "format", "text", "output `FORMAT`: text, markdown or json")
+			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when there are no differences, 2 when there are, 1 on error")
+			return f
+		},
+		run: runDiff,
+	})
+}
+
+func runDiff(e *env, opts any, args []string) int {
+	f := opts.(*diffFlags)
+	if !needArgs(e, "diff", args, 2, "OLD_TREE and NEW_TREE") {
+		return exitUsage
+	}
+	switch f.format {
+	case "text", "markdown", "json":
+	default:
+		fmt.Fprintf(e.stderr, "netspec diff: --format %q: want text, markdown or json\n", f.format)
+		return exitUsage
+	}
+	var trees [2]*loaded
+	failed := false
+	for i, root := range args {
+		l, err := loadTree(e, root, &f.loadFlags)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
+			return exitError
+		}
+		if n := l.diags.Errors(); n > 0 {
+			printDiags(e, l.diags)
+			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.diags.Files(), "file"), plural(n, "error"))
+			failed = true
+		}
+		trees[i] = l
+	}
+	if failed {
+		return exitError
+	}
+
+	names := map[string]bool{}
+	for _, l := range trees {
+		for _, n := range treeNodes(l.tree) {
+			names[n] = true
+		}
+	}
+	if f.node != "" {
+		if !names[f.node] {
+			fmt.Fprintf(e.stderr, "netspec diff: node %s is in neither tree (their nodes: %s)\n", f.node, nodeList(names))
+			return exitError
+		}
+		names = map[string]bool{f.node: true}
+	}
+	var plans [2]map[string]*plan.Plan
+	for i, l := range trees {
+		p, err := compileNodes(l, names)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec diff: %s: %v\n", args[i], err)
+			return exitError
+		}
+		plans[i] = p
+	}
+	d := compiler.Diff(plans[0], plans[1])
+
+	switch f.format {
+	case "json":
+		out := struct {
+			FormatVersion int  `json:"formatVersion"`
+			Differences   bool `json:"differences"`
+			*compiler.PlanDiff
+		}{FormatVersion: diffFormatVersion, Differences: !d.Empty(), PlanDiff: d}
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
+			return exitError
+		}
+		e.stdout.Write(append(b, '\n'))
+	case "markdown":
+		writeDiffMarkdown(e.stdout, d)
+	default:
+		writeDiffText(e.stdout, d)
+	}
+	if f.detailed && !d.Empty() {
+		return 2
+	}
+	return exitOK
+}
+
+// treeNodes returns the names of a tree's Node objects, sorted.
+func treeNodes(t *schema.Tree) []string {
+	var out []string
+	for _, o := range t.Objects {
+		if o.Node != nil {
+			out = append(out, o.Node.Metadata.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func nodeList(names map[string]bool) string {
+	var s []string
+	for n := range names {
+		s = append(s, n)
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
+
+// compileNodes compiles a tree for each of the nodes it has. When neither
+// tree has Node objects (names is empty), the tree is compiled for a node
+// of its own, everyNode, that holds no endpoint.
+func compileNodes(l *loaded, names map[string]bool) (map[string]*plan.Plan, error) {
+	objs := l.tree.Objects
+	has := map[string]bool{}
+	for _, n := range treeNodes(l.tree) {
+		has[n] = true
+	}
+	if len(names) == 0 {
+		names = map[string]bool{everyNode: true}
+		objs = append(objs[:len(objs):len(objs)], &schema.Object{
+			APIVersion: "v1", Kind: schema.KindNode,
+			Node: &schema.Node{Metadata: schema.ObjectMeta{Name: everyNode}},
+		})
+		has[everyNode] = true
+	}
+	out := map[string]*plan.Plan{}
+	for n := range names {
+		if !has[n] {
+			continue
+		}
+		p, err := compiler.Compile(objs, l.checked, n)
+		if err != nil {
+			return nil, err
+		}
+		out[n] = p
+	}
+	return out, nil
+}
+
+// ---- text ----
+
+func nodeName(n string) string {
+	if n == everyNode {
+		return "every node"
+	}
+	return n
+}
+
+func writeDiffText(w io.Writer, d *compiler.PlanDiff) {
+	if d.Empty() {
+		fmt.Fprintln(w, "no differences")
+		return
+	}
+	for _, n := range d.Nodes {
+		switch n.Change {
+		case compiler.DiffAdded:
+			fmt.Fprintf(w, "+ node %s\n", n.Name)
+		case compiler.DiffRemoved:
+			fmt.Fprintf(w, "- node %s\n", n.Name)
+		}
+		if len(n.Fields) > 0 {
+			fmt.Fprintf(w, "~ node %s: %s\n", n.Name, fieldPhrases(n.Fields))
+		}
+	}
+	if len(d.Cluster) > 0 {
+		fmt.Fprintf(w, "~ cluster: %s\n", fieldPhrases(d.Cluster))
+	}
+	for i := range d.Services {
+		s := &d.Services[i]
+		subject := "service " + s.Key()
+		if s.Node != "" {
+			subject += " on " + nodeName(s.Node)
+		}
+		switch s.Change {
+		case compiler.DiffAdded:
+			fmt.Fprintf(w, "+ %s: %s\n", subject, serviceSentence(s.Service))
+		case compiler.DiffRemoved:
+			fmt.Fprintf(w, "- %s\n", subject)
+		default:
+			for _, p := range servicePhrases(s) {
+				fmt.Fprintf(w, "~ %s: %s\n", subject, p)
+			}
+		}
+	}
+	for _, z := range d.DNS {
+		fmt.Fprintf(w, "%s dns %s%s: %s\n", changeMark(z.Change), z.Zone, onNode(z.Node), strings.Join(zoneLines(z), ", "))
+	}
+	for _, v := range d.Env {
+		fmt.Fprintf(w, "%s env %s%s: %s\n", changeMark(v.Change), v.Namespace, onNode(v.Node), strings.Join(envLines(v), ", "))
+	}
+	fmt.Fprintln(w, dataPlaneLine(d.Nodes))
+}
+
+func changeMark(c string) string {
+	switch c {
+	case compiler.DiffAdded:
+		return "+"
+	case compiler.DiffRemoved:
+		return "-"
+	}
+	return "~"
+}
+
+func onNode(n string) string {
+	if n == "" {
+		return ""
+	}
+	return " on " + nodeName(n)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func fieldPhrase(f compiler.FieldChange) string {
+	return fmt.Sprintf("%s %s -> %s", f.Field, orNone(f.Old), orNone(f.New))
+}
+
+func fieldPhrases(fs []compiler.FieldChange) string {
+	var s []string
+	for _, f := range fs {
+		s = append(s, fieldPhrase(f))
+	}
+	return strings.Join(s, ", ")
+}
+
+// serviceSentence sums up a Service: ClusterIP 10.96.14.3, ports http
+// 80/TCP -> 8080 (2 endpoints).
+func serviceSentence(si *compiler.ServiceInfo) string {
+	var parts []string
+	switch {
+	case si.Type == "ExternalName":
+		return "ExternalName " + si.ExternalName
+	case si.Headless:
+		parts = append(parts, si.Type+" None (headless)")
+	default:
+		parts = append(parts, si.Type+" "+joinStrings(si.ClusterIPs))
+	}
+	if len(si.ExternalIPs) > 0 {
+		parts = append(parts, "externalIPs "+joinStrings(si.ExternalIPs))
+	}
+	if len(si.LoadBalancerIPs) > 0 {
+		parts = append(parts, "loadBalancer "+joinStrings(si.LoadBalancerIPs))
+	}
+	if len(si.SourceRanges) > 0 {
+		parts = append(parts, "sourceRanges "+joinStrings(si.SourceRanges))
+	}
+	if si.AffinitySeconds > 0 {
+		parts = append(parts, fmt.Sprintf("ClientIP affinity %ds", si.AffinitySeconds))
+	}
+	if si.InternalTrafficPolicy == "Local" {
+		parts = append(parts, "internalTrafficPolicy Local")
+	}
+	if si.ExternalTrafficPolicy == "Local" {
+		parts = append(parts, "externalTrafficPolicy Local")
+	}
+	var ports []string
+	for _, p := range si.Ports {
+		ports = append(ports, portSentence(p))
+	}
+	if len(ports) > 0 {
+		parts = append(parts, "ports "+strings.Join(ports, ", "))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func joinStrings[T fmt.Stringer](xs []T) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, x.String())
+	}
+	return strings.Join(s, ",")
+}
+
+// portSentence: http 80/TCP -> 8080 nodePort 30080 (2 endpoints).
+func portSentence(p compiler.PortInfo) string {
+	s := portLabel(p)
+	if len(p.TargetPorts) > 0 {
+		s += " -> " + joinPorts(p.TargetPorts)
+	}
+	if p.NodePort != 0 {
+		s += fmt.Sprintf(" nodePort %d", p.NodePort)
+	}
+	return s + " (" + endpointCount(p) + ")"
+}
+
+// portLabel: http 80/TCP, or 80/TCP for an unnamed port.
+func portLabel(p compiler.PortInfo) string {
+	s := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+	if p.Name != "" {
+		s = p.Name + " " + s
+	}
+	return s
+}
+
+func joinPorts(ps []uint16) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, fmt.Sprint(p))
+	}
+	return strings.Join(s, ",")
+}
+
+func endpointCount(p compiler.PortInfo) string {
+	switch {
+	case p.EndpointCount == 0:
+		return "no endpoints"
+	case p.ReadyCount == p.EndpointCount:
+		return plural(p.EndpointCount, "endpoint")
+	}
+	return fmt.Sprintf("%s, %d ready", plural(p.EndpointCount, "endpoint"), p.ReadyCount)
+}
+
+// servicePhrases words the changes of a changed Service, one a line.
+func servicePhrases(s *compiler.ServiceDiff) []string {
+	var out []string
+	for _, f := range s.Fields {
+		out = append(out, fieldPhrase(f))
+	}
+	for i := range s.Ports {
+		p := &s.Ports[i]
+		switch p.Change {
+		case compiler.DiffAdded:
+			out = append(out, "port "+portSentence(p.PortInfo)+" added")
+			continue
+		case compiler.DiffRemoved:
+			out = append(out, "port "+portLabel(p.PortInfo)+" removed")
+			continue
+		}
+		// Name the port when it has a name; an unnamed port is the only one.
+		prefix := ""
+		if p.Name != "" {
+			prefix = "port " + p.Name + ": "
+		}
+		for _, f := range p.Fields {
+			out = append(out, prefix+fieldPhrase(f))
+		}
+		if len(s.Ports) == 1 && len(p.Fields) == 0 {
+			prefix = "" // endpoints of a single port need no label
+		}
+		for _, e := range p.Endpoints {
+			out = append(out, prefix+endpointPhrase(e))
+		}
+		out = append(out, forwardingPhrases(prefix, p.Forwarding)...)
+	}
+	return out
+}
+
+// endpointPhrase: endpoint 10.244.2.7:8080 added (ready, node-2).
+func endpointPhrase(e compiler.EndpointDiff) string {
+	switch e.Change {
+	case compiler.DiffAdded, compiler.DiffRemoved:
+		where := e.State()
+		if e.NodeName != "" {
+			where += ", " + e.NodeName
+		}
+		return fmt.Sprintf("endpoint %s %s (%s)", e.Endpoint, e.Change, where)
+	}
+	var s []string
+	for _, f := range e.Fields {
+		if f.Field == "state" {
+			s = append(s, f.Old+" -> "+f.New)
+			continue
+		}
+		s = append(s, fieldPhrase(f))
+	}
+	return fmt.Sprintf("endpoint %s: %s", e.Endpoint, strings.Join(s, ", "))
+}
+
+// forwardingPhrases: now forwards traffic to A, B; no longer forwards
+// external traffic to C. Cluster and external changes that are the same
+// are said once, as traffic.
+func forwardingPhrases(prefix string, fs []compiler.ForwardingChange) []string {
+	set := map[[2]string][]string{}
+	for _, f := range fs {
+		k := [2]string{f.Change, f.Traffic}
+		set[k] = append(set[k], f.Endpoint.String())
+	}
+	var out []string
+	for _, change := range []string{compiler.DiffAdded, compiler.DiffRemoved} {
+		verb := "now forwards"
+		if change == compiler.DiffRemoved {
+			verb = "no longer forwards"
+		}
+		c, x := set[[2]string{change, compiler.TrafficCluster}], set[[2]string{change, compiler.TrafficExternal}]
+		if len(c) > 0 && strings.Join(c, ",") == strings.Join(x, ",") {
+			out = append(out, fmt.Sprintf("%s%s traffic to %s", prefix, verb, strings.Join(c, ", ")))
+			continue
+		}
+		if len(c) > 0 {
+			out = append(out, fmt.Sprintf("%s%s cluster traffic to %s", prefix, verb, strings.Join(c, ", ")))
+		}
+		if len(x) > 0 {
+			out = append(out, fmt.Sprintf("%s%s external traffic to %s", prefix, verb, strings.Join(x, ", ")))
+		}
+	}
+	return out
+}
+
+// zoneLines: + name type data, one per record.
+func zoneLines(z compiler.ZoneDiff) []string {
+	var out []string
+	for _, r := range z.Added {
+		out = append(out, "+ "+r.String())
+	}
+	for _, r := range z.Removed {
+		out = append(out, "- "+r.String())
+	}
+	return out
+}
+
+// envLines: + KEY=value, ~ KEY=old -> new, - KEY=value.
+func envLines(v compiler.EnvDiff) []string {
+	var out []string
+	for _, a := range v.Added {
+		out = append(out, "+ "+a.Name+"="+a.Value)
+	}
+	for _, c := range v.Changed {
+		out = append(out, "~ "+c.Name+"="+c.Old+" -> "+c.New)
+	}
+	for _, r := range v.Removed {
+		out = append(out, "- "+r.Name+"="+r.Value)
+	}
+	return out
+}
+
+// dataPlanePhrase: 3 map elements and 2 chains added, 1 chain changed.
+func dataPlanePhrase(c compiler.DataPlaneChanges) string {
+	if c.Zero() {
+		return "no data-plane changes"
+	}
+	var out []string
+	group := func(elements, chains int, verb string) {
+		var g []string
+		if elements > 0 {
+			g = append(g, plural(elements, "map element"))
+		}
+		if chains > 0 {
+			g = append(g, plural(chains, "chain"))
+		}
+		if len(g) > 0 {
+			out = append(out, strings.Join(g, " and ")+" "+verb)
+		}
+	}
+	group(c.ElementsAdded, c.ChainsAdded, "added")
+	group(c.ElementsRemoved, c.ChainsRemoved, "removed")
+	group(0, c.ChainsChanged, "changed")
+	return strings.Join(out, ", ")
+}
+
+// dataPlaneLine: node-1: 3 map elements and 2 chains added; node-2: same.
+func dataPlaneLine(nodes []compiler.NodeDiff) string {
+	var out []string
+	prev := ""
+	for _, n := range nodes {
+		p := dataPlanePhrase(n.DataPlane)
+		name := nodeName(n.Name)
+		if n.Change != "" {
+			name += " (" + n.Change + ")"
+		}
+		if p == prev {
+			out = append(out, name+": same")
+			continue
+		}
+		out = append(out, name+": "+p)
+		prev = p
+	}
+	return strings.Join(out, "; ")
+}
+
+// ---- markdown ----
+
+func writeDiffMarkdown(w io.Writer, d *compiler.PlanDiff) {
+	fmt.Fprintf(w, "## netspec diff\n\n")
+	if d.Empty() {
+		fmt.Fprintf(w, "No differences on %s.\n", nodesWord(d.Nodes))
+		return
+	}
+	fmt.Fprintf(w, "%s\n", markdownSummary(d))
+
+	var nodeLines []string
+	for _, n := range d.Nodes {
+		if n.Change != "" {
+			nodeLines = append(nodeLines, fmt.Sprintf("- `%s` %s", n.Name, n.Change))
+		}
+		if len(n.Fields) > 0 {
+			nodeLines = append(nodeLines, fmt.Sprintf("- `%s`: %s", n.Name, fieldPhrases(n.Fields)))
+		}
+	}
+	if len(nodeLines) > 0 {
+		fmt.Fprintf(w, "\n### Nodes\n\n%s\n", strings.Join(nodeLines, "\n"))
+	}
+	if len(d.Cluster) > 0 {
+		fmt.Fprintf(w, "\n### Cluster\n\n")
+		for _, f := range d.Cluster {
+			fmt.Fprintf(w, "- %s\n", fieldPhrase(f))
+		}
+	}
+	if len(d.Services) > 0 {
+		fmt.Fprintf(w, "\n### Services\n")
+		prev := ""
+		for i := range d.Services {
+			s := &d.Services[i]
+			if s.Key() != prev {
+				fmt.Fprintf(w, "\n#### `%s` %s\n", s.Key(), s.Change)
+				prev = s.Key()
+			}
+			if s.Node != "" {
+				fmt.Fprintf(w, "\nOn `%s`:\n", nodeName(s.Node))
+			}
+			switch s.Change {
+			case compiler.DiffAdded:
+				writeServiceMarkdown(w, s.Service)
+			case compiler.DiffRemoved:
+				fmt.Fprintf(w, "\nWas: %s.\n", serviceSentence(s.Service))
+			default:
+				fmt.Fprintln(w)
+				for _, p := range servicePhrases(s) {
+					fmt.Fprintf(w, "- %s\n", p)
+				}
+			}
+		}
+	}
+	if len(d.DNS) > 0 {
+		fmt.Fprintf(w, "\n### DNS\n")
+		for _, z := range d.DNS {
+			fmt.Fprintf(w, "\nZone `%s`%s %s:\n\n```diff\n%s\n```\n", z.Zone, onNode(z.Node), z.Change, strings.Join(zoneLines(z), "\n"))
+		}
+	}
+	if len(d.Env) > 0 {
+		fmt.Fprintf(w, "\n### Environment\n")
+		for _, v := range d.Env {
+			var lines []string
+			for _, a := range v.Added {
+				lines = append(lines, "+ "+a.Name+"="+a.Value)
+			}
+			for _, c := range v.Changed {
+				lines = append(lines, "- "+c.Name+"="+c.Old, "+ "+c.Name+"="+c.New)
+			}
+			for _, r := range v.Removed {
+				lines = append(lines, "- "+r.Name+"="+r.Value)
+			}
+			fmt.Fprintf(w, "\nNamespace `%s`%s %s:\n\n```diff\n%s\n```\n", v.Namespace, onNode(v.Node), v.Change, strings.Join(lines, "\n"))
+		}
+	}
+	fmt.Fprintf(w, "\n### Data plane (nftables estimate)\n\n")
+	fmt.Fprintf(w, "| node | map elements added | map elements removed | chains added | chains removed | chains changed |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|\n")
+	for _, n := range d.Nodes {
+		c := n.DataPlane
+		name := "`" + nodeName(n.Name) + "`"
+		if n.Change != "" {
+			name += " (" + n.Change + ")"
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d |\n", name, c.ElementsAdded, c.ElementsRemoved, c.ChainsAdded, c.ChainsRemoved, c.ChainsChanged)
+	}
+}
+
+func writeServiceMarkdown(w io.Writer, si *compiler.ServiceInfo) {
+	head := si
+	if si.Type != "ExternalName" && len(si.Ports) > 0 {
+		c := *si
+		c.Ports = nil
+		head = &c
+	}
+	fmt.Fprintf(w, "\n%s.\n", serviceSentence(head))
+	if head == si {
+		return
+	}
+	fmt.Fprintf(w, "\n| port | target | node port | endpoints |\n|---|---|---|---|\n")
+	for _, p := range si.Ports {
+		np := ""
+		if p.NodePort != 0 {
+			np = fmt.Sprint(p.NodePort)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", portLabel(p), joinPorts(p.TargetPorts), np, endpointCount(p))
+	}
+}
+
+func nodesWord(nodes []compiler.NodeDiff) string {
+	var names []string
+	for _, n := range nodes {
+		if n.Name == everyNode {
+			return "any node"
+		}
+		names = append(names, "`"+n.Name+"`")
+	}
+	if len(names) == 0 {
+		return "no node"
+	}
+	return plural(len(names), "node") + " (" + strings.Join(names, ", ") + ")"
+}
+
+// markdownSummary: **Services:** 1 added, 1 changed. **DNS:** 2 records
+// added. **Env:** 8 variables added. Compared on 2 nodes (node-1, node-2).
+func markdownSummary(d *compiler.PlanDiff) string {
+	var parts []string
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for _, s := range d.Services {
+		if !seen[s.Key()] {
+			seen[s.Key()] = true
+			counts[s.Change]++
+		}
+	}
+	var sv []string
+	for _, c := range []string{compiler.DiffAdded, compiler.DiffChanged, compiler.DiffRemoved} {
+		if counts[c] > 0 {
+			sv = append(sv, fmt.Sprintf("%d %s", counts[c], c))
+		}
+	}
+	if len(sv) > 0 {
+		parts = append(parts, "**Services:** "+strings.Join(sv, ", ")+".")
+	}
+	var added, removed int
+	for _, z := range d.DNS {
+		added += len(z.Added)
+		removed += len(z.Removed)
+	}
+	if s := countWords(added, 0, removed, "record"); s != "" {
+		parts = append(parts, "**DNS:** "+s+".")
+	}
+	var eadd, echg, erem int
+	for _, v := range d.Env {
+		eadd += len(v.Added)
+		echg += len(v.Changed)
+		erem += len(v.Removed)
+	}
+	if s := countWords(eadd, echg, erem, "variable"); s != "" {
+		parts = append(parts, "**Env:** "+s+".")
+	}
+	if len(d.Cluster) > 0 {
+		parts = append(parts, "**Cluster:** "+plural(len(d.Cluster), "setting")+" changed.")
+	}
+	parts = append(parts, "Compared on "+nodesWord(d.Nodes)+".")
+	return strings.Join(parts, " ")
+}
+
+func countWords(added, changed, removed int, noun string) string {
+	var s []string
+	for _, c := range []struct {
+		n    int
+		verb string
+	}{{added, "added"}, {changed, "changed"}, {removed, "removed"}} {
+		if c.n == 0 {
+			continue
+		}
+		if len(s) == 0 {
+			s = append(s, plural(c.n, noun)+" "+c.verb)
+		} else {
+			s = append(s, fmt.Sprintf("%d %s", c.n, c.verb))
+		}
+	}
+	return strings.Join(s, ", ")
+}

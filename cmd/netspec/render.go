@@ -1,0 +1,150 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/render"
+)
+
+type renderFlags struct {
+	loadFlags
+	node      string
+	out       string
+	dataplane string
+}
+
+func init() {
+	register(&command{
+		name:    "render",
+		args:    "TREE --node NODE --out DIR [--dataplane nftables|ipvs]",
+		summary: "write a node's ruleset, DNS zones, env files and plan as text, for review",
+		help: `Render validates TREE, compiles the plan of one node and writes it as text:
+
+  DIR/nftables.nft          the node's ruleset, loadable with 'nft -f'
+  DIR/dns/<zone>.zone       RFC 1035 zone files: the cluster domain and reverse zones
+  DIR/env/<namespace>.env   service variables as the kubelet sets them
+  DIR/plan.json             the plan itself
+
+Commit the output (for example under golden/) and every pull request shows
+exactly which rules, DNS records and variables change on which node.
+Files of these kinds that the plan no longer has (a zone or namespace that
+is gone) are removed from DIR; other files in DIR are left alone. Nothing is
+written when the tree is invalid.
+
+Examples:
+  netspec render examples/basic --node node-1 --out out/node-1
+  for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &renderFlags{}
+			f.register(fs)
+			fs.StringVar(&f.node, "node", "", "the `NODE` to render the plan of (a Node object's name)")
+			fs.StringVar(&f.out, "out", "", "the `DIR` to write into (created when missing)")
+			fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane to render: nftables or ipvs")
+			return f
+		},
+		run: runRender,
+	})
+}
+
+func runRender(e *env, opts any, args []string) int {
+	f := opts.(*renderFlags)
+	if !needArgs(e, "render", args, 1, "one TREE") {
+		return exitUsage
+	}
+	if f.node == "" || f.out == "" {
+		fmt.Fprintf(e.stderr, "netspec render: --node and --out are required\nRun 'netspec render --help' for usage.\n")
+		return exitUsage
+	}
+	if f.dataplane != "nftables" && f.dataplane != "ipvs" {
+		fmt.Fprintf(e.stderr, "netspec render: --dataplane must be nftables or ipvs, not %q\n", f.dataplane)
+		return exitUsage
+	}
+	l, err := loadTree(e, args[0], &f.loadFlags)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
+		return exitError
+	}
+	printDiags(e, l.diags)
+	if n := l.diags.Errors(); n > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s; nothing written\n", plural(l.diags.Files(), "file"), plural(n, "error"))
+		return exitError
+	}
+	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
+		return exitError
+	}
+	files, err := render.Files(p, render.Dataplane(f.dataplane))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
+		return exitError
+	}
+	written, removed, err := writeRendered(f.out, files)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(e.stdout, "rendered node %s into %s: %s\n", f.node, f.out, strings.Join(written, ", "))
+	if len(removed) > 0 {
+		fmt.Fprintf(e.stdout, "removed files the plan no longer has: %s\n", strings.Join(removed, ", "))
+	}
+	return exitOK
+}
+
+// renderedKind reports whether a path inside an output directory is a file
+// that render writes, so that stale ones can be removed and nothing else is.
+func renderedKind(rel string) bool {
+	switch dir, base := path.Split(rel); dir {
+	case "":
+		return base == "nftables.nft" || base == "ipvs.txt" || base == "plan.json"
+	case "dns/":
+		return strings.HasSuffix(base, ".zone")
+	case "env/":
+		return strings.HasSuffix(base, ".env")
+	}
+	return false
+}
+
+// writeRendered writes files (slash paths) below dir, each atomically,
+// skipping files whose content is unchanged, and removes rendered files
+// that are not in files. It returns the written paths (all of files, in
+// order) and the removed ones.
+func writeRendered(dir string, files map[string][]byte) (written, removed []string, err error) {
+	for name := range files {
+		written = append(written, name)
+	}
+	sort.Strings(written)
+	for _, name := range written {
+		full := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return nil, nil, err
+		}
+		if old, err := os.ReadFile(full); err == nil && string(old) == string(files[name]) {
+			continue
+		}
+		if err := writeFileAtomic(full, files[name], 0o644); err != nil {
+			return nil, nil, err
+		}
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if _, keep := files[rel]; keep || !renderedKind(rel) {
+			return nil
+		}
+		removed = append(removed, rel)
+		return os.Remove(p)
+	})
+	return written, removed, err
+}

@@ -1,0 +1,986 @@
+package compiler
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"netspec.dev/netspec/plan"
+)
+
+// The kinds of change a diff entry records.
+const (
+	DiffAdded   = "added"
+	DiffRemoved = "removed"
+	DiffChanged = "changed"
+)
+
+// Traffic kinds of a forwarding change: what the cluster IPs receive, and
+// what node ports, external and LoadBalancer IPs receive.
+const (
+	TrafficCluster  = "cluster"
+	TrafficExternal = "external"
+)
+
+// PlanDiff is the semantic difference between the Plans of two trees, for
+// review. Changes that are the same on every node compared are reported
+// once, with Node ""; the rest once per node, with Node set. Every list is
+// sorted.
+type PlanDiff struct {
+	// Nodes are every node of either side, by name, with their own changes
+	// and the data-plane estimate.
+	Nodes []NodeDiff `json:"nodes"`
+	// Cluster lists changes of the cluster-wide settings.
+	Cluster  []FieldChange `json:"cluster,omitempty"`
+	Services []ServiceDiff `json:"services,omitempty"`
+	DNS      []ZoneDiff    `json:"dns,omitempty"`
+	Env      []EnvDiff     `json:"env,omitempty"`
+}
+
+// NodeDiff is one node: added (only in the new tree), removed (only in the
+// old one) or in both, with the changes of its own settings and the
+// estimated data-plane changes.
+type NodeDiff struct {
+	Name      string           `json:"name"`
+	Change    string           `json:"change,omitempty"` // added, removed, or "" when in both trees
+	Fields    []FieldChange    `json:"fields,omitempty"` // zone, addresses
+	DataPlane DataPlaneChanges `json:"dataPlane"`
+}
+
+// DataPlaneChanges estimates, in nftables terms, what applying the new
+// Plan on a node changes: one chain per service port and one per endpoint
+// traffic is forwarded to, one map element per frontend (cluster, external
+// or LoadBalancer IP and port, or node port). A chain is changed when what
+// it jumps to or its settings change.
+type DataPlaneChanges struct {
+	ChainsAdded     int `json:"chainsAdded"`
+	ChainsRemoved   int `json:"chainsRemoved"`
+	ChainsChanged   int `json:"chainsChanged"`
+	ElementsAdded   int `json:"elementsAdded"`
+	ElementsRemoved int `json:"elementsRemoved"`
+}
+
+// Zero reports whether nothing changes.
+func (c DataPlaneChanges) Zero() bool { return c == DataPlaneChanges{} }
+
+// FieldChange is one setting's old and new value, in words; "" is none.
+type FieldChange struct {
+	Field string `json:"field"`
+	Old   string `json:"old"`
+	New   string `json:"new"`
+}
+
+// ServiceDiff is one Service added, removed or changed.
+type ServiceDiff struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Node is "" for changes seen on every node compared, else the one
+	// node this entry is about (endpoint selection under Local traffic
+	// policies or topology).
+	Node   string `json:"node,omitempty"`
+	Change string `json:"change"` // added, removed, changed
+	// Service is the new Service when added, the old one when removed.
+	Service *ServiceInfo  `json:"service,omitempty"`
+	Fields  []FieldChange `json:"fields,omitempty"`
+	Ports   []PortDiff    `json:"ports,omitempty"`
+}
+
+// Key is namespace/name.
+func (s *ServiceDiff) Key() string { return s.Namespace + "/" + s.Name }
+
+// ServiceInfo sums up a Service.
+type ServiceInfo struct {
+	Type                  string         `json:"type"`
+	ClusterIPs            []netip.Addr   `json:"clusterIPs,omitempty"`
+	Headless              bool           `json:"headless,omitempty"`
+	ExternalName          string         `json:"externalName,omitempty"`
+	ExternalIPs           []netip.Addr   `json:"externalIPs,omitempty"`
+	LoadBalancerIPs       []netip.Addr   `json:"loadBalancerIPs,omitempty"`
+	SourceRanges          []netip.Prefix `json:"sourceRanges,omitempty"`
+	AffinitySeconds       int32          `json:"affinitySeconds,omitempty"`
+	InternalTrafficPolicy string         `json:"internalTrafficPolicy"`
+	ExternalTrafficPolicy string         `json:"externalTrafficPolicy"`
+	Ports                 []PortInfo     `json:"ports,omitempty"`
+}
+
+// PortInfo sums up a Service port.
+type PortInfo struct {
+	Name     string `json:"name,omitempty"`
+	Protocol string `json:"protocol"`
+	Port     uint16 `json:"port"`
+	NodePort uint16 `json:"nodePort,omitempty"`
+	// TargetPorts are the distinct ports of its endpoints.
+	TargetPorts   []uint16 `json:"targetPorts,omitempty"`
+	EndpointCount int      `json:"endpointCount"`
+	ReadyCount    int      `json:"readyCount"`
+}
+
+// PortDiff is one port of a Service, matched by name.
+type PortDiff struct {
+	PortInfo                      // the new port (the old one when removed)
+	Change     string             `json:"change"` // added, removed, changed
+	Fields     []FieldChange      `json:"fields,omitempty"`
+	Endpoints  []EndpointDiff     `json:"endpointChanges,omitempty"`
+	Forwarding []ForwardingChange `json:"forwarding,omitempty"`
+}
+
+// EndpointDiff is one endpoint of a port added, removed or changed, with
+// its state (the new one; the old one when removed).
+type EndpointDiff struct {
+	Endpoint    netip.AddrPort `json:"endpoint"`
+	Change      string         `json:"change"`
+	Ready       bool           `json:"ready"`
+	Serving     bool           `json:"serving"`
+	Terminating bool           `json:"terminating"`
+	NodeName    string         `json:"nodeName,omitempty"`
+	// Fields lists what changed: state, nodeName, zone, hostname,
+	// zoneHints, nodeHints, pod.
+	Fields []FieldChange `json:"fields,omitempty"`
+}
+
+// State is the endpoint's state in words: ready, not ready, terminating,
+// serving and terminating.
+func (e *EndpointDiff) State() string {
+	return endpointState(plan.Endpoint{Ready: e.Ready, Serving: e.Serving, Terminating: e.Terminating})
+}
+
+// ForwardingChange is an endpoint, present in both trees, that a node
+// starts or stops forwarding cluster or external traffic to. Endpoints
+// added or removed are not listed: their state says it.
+type ForwardingChange struct {
+	Traffic  string         `json:"traffic"` // cluster or external
+	Change   string         `json:"change"`  // added (now forwards) or removed
+	Endpoint netip.AddrPort `json:"endpoint"`
+}
+
+// ZoneDiff is the change of one DNS zone. SOA records are not compared
+// (their serial follows the content), nor are TTLs (see the cluster's
+// dnsTTL).
+type ZoneDiff struct {
+	Zone    string      `json:"zone"`
+	Node    string      `json:"node,omitempty"`
+	Change  string      `json:"change"` // added, removed, changed
+	Added   []DNSRecord `json:"added,omitempty"`
+	Removed []DNSRecord `json:"removed,omitempty"`
+}
+
+// DNSRecord is one resource record.
+type DNSRecord struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	TTL  uint32 `json:"ttl"`
+	Data string `json:"data"`
+}
+
+// String is the record without its TTL: name type data.
+func (r DNSRecord) String() string { return r.Name + " " + r.Type + " " + r.Data }
+
+// EnvDiff is the change of one namespace's service environment.
+type EnvDiff struct {
+	Namespace string      `json:"namespace"`
+	Node      string      `json:"node,omitempty"`
+	Change    string      `json:"change"` // added, removed, changed
+	Added     []EnvVar    `json:"added,omitempty"`
+	Removed   []EnvVar    `json:"removed,omitempty"`
+	Changed   []EnvChange `json:"changed,omitempty"`
+}
+
+// EnvVar is one variable.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// EnvChange is one variable whose value changed.
+type EnvChange struct {
+	Name string `json:"name"`
+	Old  string `json:"old"`
+	New  string `json:"new"`
+}
+
+// Empty reports whether the two sides do the same.
+func (d *PlanDiff) Empty() bool {
+	if len(d.Cluster)+len(d.Services)+len(d.DNS)+len(d.Env) > 0 {
+		return false
+	}
+	for _, n := range d.Nodes {
+		if n.Change != "" || len(n.Fields) > 0 || !n.DataPlane.Zero() {
+			return false
+		}
+	}
+	return true
+}
+
+// Diff compares the Plans of two trees, keyed by node name: every node of
+// either map (a nil Plan counts as absent). Nodes in only one map are
+// reported as added or removed with their whole data plane; Services, DNS
+// and env are compared on the nodes in both. It is pure and deterministic.
+func Diff(old, new map[string]*plan.Plan) *PlanDiff {
+	d := &PlanDiff{Nodes: []NodeDiff{}}
+	names := map[string]bool{}
+	for n, p := range old {
+		if p != nil {
+			names[n] = true
+		}
+	}
+	for n, p := range new {
+		if p != nil {
+			names[n] = true
+		}
+	}
+	var sorted, common []string
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		o, nw := old[n], new[n]
+		nd := NodeDiff{Name: n, DataPlane: dataPlaneDiff(o, nw)}
+		switch {
+		case o == nil:
+			nd.Change = DiffAdded
+		case nw == nil:
+			nd.Change = DiffRemoved
+		default:
+			common = append(common, n)
+			nd.Fields = nodeFields(o.Node, nw.Node)
+		}
+		d.Nodes = append(d.Nodes, nd)
+	}
+	if len(common) == 0 {
+		return d
+	}
+	// The cluster settings come from the tree, not the node.
+	d.Cluster = clusterFields(old[common[0]].Cluster, new[common[0]].Cluster)
+	d.Services = mergeServices(old, new, common)
+	d.DNS = mergePerNode(common, func(n string) []ZoneDiff { return diffDNS(old[n].DNS, new[n].DNS) },
+		func(z *ZoneDiff, n string) { z.Node = n })
+	d.Env = mergePerNode(common, func(n string) []EnvDiff { return diffEnv(old[n].Env, new[n].Env) },
+		func(e *EnvDiff, n string) { e.Node = n })
+	return d
+}
+
+// mergePerNode reports the per-node lists once when every node has the
+// same one, else each node's with its name.
+func mergePerNode[T any](nodes []string, per func(string) []T, setNode func(*T, string)) []T {
+	lists := make([][]T, len(nodes))
+	same := true
+	for i, n := range nodes {
+		lists[i] = per(n)
+		if i > 0 && !reflect.DeepEqual(lists[i], lists[0]) {
+			same = false
+		}
+	}
+	if same {
+		return lists[0]
+	}
+	var out []T
+	for i, n := range nodes {
+		for j := range lists[i] {
+			setNode(&lists[i][j], n)
+		}
+		out = append(out, lists[i]...)
+	}
+	return out
+}
+
+// ---- services ----
+
+// fwdItem is one forwarding change of one node, comparable across nodes.
+type fwdItem struct {
+	svc, port string // service key, port name
+	ForwardingChange
+}
+
+// mergeServices diffs the Services of every common node and reports what
+// is equal on all of them once.
+func mergeServices(old, new map[string]*plan.Plan, nodes []string) []ServiceDiff {
+	bases := make([]map[string]ServiceDiff, len(nodes))
+	fwds := make([][]fwdItem, len(nodes))
+	count := map[fwdItem]int{}
+	keys := map[string]bool{}
+	for i, n := range nodes {
+		bases[i], fwds[i] = diffServices(old[n], new[n])
+		for k := range bases[i] {
+			keys[k] = true
+		}
+		for _, f := range fwds[i] {
+			count[f]++
+			keys[f.svc] = true
+		}
+	}
+	// Port infos and order, from the first node (Services do not depend on the node).
+	ref := serviceIndex(old[nodes[0]], new[nodes[0]])
+
+	var sortedKeys []string
+	for k := range keys {
+		sortedKeys = append(sortedKeys, k)
+	}
+	sort.Strings(sortedKeys)
+	var out []ServiceDiff
+	for _, k := range sortedKeys {
+		first, ok := bases[0][k]
+		shared := ok
+		for i := 1; i < len(nodes) && shared; i++ {
+			b, ok := bases[i][k]
+			shared = ok && reflect.DeepEqual(b, first)
+		}
+		ns, name, _ := strings.Cut(k, "/")
+		entry := ServiceDiff{Namespace: ns, Name: name, Change: DiffChanged}
+		if shared {
+			entry = first
+			entry.Ports = slices.Clone(first.Ports)
+		}
+		for _, f := range fwds[0] {
+			if f.svc == k && count[f] == len(nodes) {
+				addForwarding(&entry, ref, f)
+			}
+		}
+		if shared || len(entry.Ports) > 0 {
+			out = append(out, entry)
+		}
+		for i, n := range nodes {
+			e := ServiceDiff{Namespace: ns, Name: name, Node: n, Change: DiffChanged}
+			if b, ok := bases[i][k]; ok && !shared {
+				e = b
+				e.Node = n
+			}
+			for _, f := range fwds[i] {
+				if f.svc == k && count[f] < len(nodes) {
+					addForwarding(&e, ref, f)
+				}
+			}
+			if _, ok := bases[i][k]; ok && !shared || len(e.Ports) > 0 {
+				out = append(out, e)
+			}
+		}
+	}
+	for i := range out {
+		sortPorts(&out[i], ref)
+	}
+	return out
+}
+
+// svcRef is a Service of both sides, for port order and infos.
+type svcRef struct{ old, new *plan.Service }
+
+func serviceIndex(old, new *plan.Plan) map[string]svcRef {
+	m := map[string]svcRef{}
+	for i := range old.Services {
+		s := &old.Services[i]
+		r := m[s.Key()]
+		r.old = s
+		m[s.Key()] = r
+	}
+	for i := range new.Services {
+		s := &new.Services[i]
+		r := m[s.Key()]
+		r.new = s
+		m[s.Key()] = r
+	}
+	return m
+}
+
+func addForwarding(e *ServiceDiff, ref map[string]svcRef, f fwdItem) {
+	for i := range e.Ports {
+		if e.Ports[i].Name == f.port {
+			e.Ports[i].Forwarding = append(e.Ports[i].Forwarding, f.ForwardingChange)
+			return
+		}
+	}
+	pd := PortDiff{Change: DiffChanged}
+	if s := ref[f.svc].new; s != nil {
+		if p := findPort(s, f.port); p != nil {
+			pd.PortInfo = portInfo(p)
+		}
+	}
+	pd.Forwarding = []ForwardingChange{f.ForwardingChange}
+	e.Ports = append(e.Ports, pd)
+}
+
+// sortPorts puts ports in the new Service's order, removed ones after in
+// the old one's, and sorts each port's forwarding changes.
+func sortPorts(e *ServiceDiff, ref map[string]svcRef) {
+	r := ref[e.Key()]
+	order := func(name string) int {
+		if r.new != nil {
+			if i := slices.IndexFunc(r.new.Ports, func(p plan.Port) bool { return p.Name == name }); i >= 0 {
+				return i
+			}
+		}
+		if r.old != nil {
+			if i := slices.IndexFunc(r.old.Ports, func(p plan.Port) bool { return p.Name == name }); i >= 0 {
+				return 1<<16 + i
+			}
+		}
+		return 1 << 20
+	}
+	sort.SliceStable(e.Ports, func(i, j int) bool { return order(e.Ports[i].Name) < order(e.Ports[j].Name) })
+	for i := range e.Ports {
+		slices.SortFunc(e.Ports[i].Forwarding, compareForwarding)
+	}
+}
+
+func compareForwarding(a, b ForwardingChange) int {
+	if c := strings.Compare(a.Traffic, b.Traffic); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Change, b.Change); c != 0 {
+		return c
+	}
+	return a.Endpoint.Compare(b.Endpoint)
+}
+
+func findPort(s *plan.Service, name string) *plan.Port {
+	for i := range s.Ports {
+		if s.Ports[i].Name == name {
+			return &s.Ports[i]
+		}
+	}
+	return nil
+}
+
+// diffServices compares the Services of one node's two Plans: the changes
+// without forwarding, by key, and the forwarding changes.
+func diffServices(old, new *plan.Plan) (map[string]ServiceDiff, []fwdItem) {
+	out := map[string]ServiceDiff{}
+	var fwd []fwdItem
+	olds := map[string]*plan.Service{}
+	for i := range old.Services {
+		olds[old.Services[i].Key()] = &old.Services[i]
+	}
+	news := map[string]*plan.Service{}
+	for i := range new.Services {
+		s := &new.Services[i]
+		news[s.Key()] = s
+		o := olds[s.Key()]
+		if o == nil {
+			out[s.Key()] = ServiceDiff{Namespace: s.Namespace, Name: s.Name, Change: DiffAdded, Service: serviceInfo(s)}
+			continue
+		}
+		sd, f := diffService(o, s)
+		if len(sd.Fields) > 0 || len(sd.Ports) > 0 {
+			out[s.Key()] = sd
+		}
+		fwd = append(fwd, f...)
+	}
+	for k, o := range olds {
+		if news[k] == nil {
+			out[k] = ServiceDiff{Namespace: o.Namespace, Name: o.Name, Change: DiffRemoved, Service: serviceInfo(o)}
+		}
+	}
+	return out, fwd
+}
+
+func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
+	sd := ServiceDiff{Namespace: n.Namespace, Name: n.Name, Change: DiffChanged}
+	oi, ni := serviceInfo(o), serviceInfo(n)
+	field := func(name, a, b string) {
+		if a != b {
+			sd.Fields = append(sd.Fields, FieldChange{Field: name, Old: a, New: b})
+		}
+	}
+	field("type", oi.Type, ni.Type)
+	field("clusterIPs", clusterIPWords(oi), clusterIPWords(ni))
+	field("externalName", oi.ExternalName, ni.ExternalName)
+	field("externalIPs", joinAddrs(oi.ExternalIPs), joinAddrs(ni.ExternalIPs))
+	field("loadBalancerIPs", joinAddrs(oi.LoadBalancerIPs), joinAddrs(ni.LoadBalancerIPs))
+	field("loadBalancerSourceRanges", joinPrefixes(oi.SourceRanges), joinPrefixes(ni.SourceRanges))
+	field("sessionAffinity", affinityWords(oi.AffinitySeconds), affinityWords(ni.AffinitySeconds))
+	field("internalTrafficPolicy", oi.InternalTrafficPolicy, ni.InternalTrafficPolicy)
+	field("externalTrafficPolicy", oi.ExternalTrafficPolicy, ni.ExternalTrafficPolicy)
+
+	var fwd []fwdItem
+	routed := len(o.ClusterIPs) > 0 && len(n.ClusterIPs) > 0
+	external := hasExternal(o) && hasExternal(n)
+	for i := range n.Ports {
+		np := &n.Ports[i]
+		op := findPort(o, np.Name)
+		if op == nil {
+			sd.Ports = append(sd.Ports, PortDiff{PortInfo: portInfo(np), Change: DiffAdded})
+			continue
+		}
+		pd := PortDiff{PortInfo: portInfo(np), Change: DiffChanged}
+		opi := portInfo(op)
+		pf := func(name, a, b string) {
+			if a != b {
+				pd.Fields = append(pd.Fields, FieldChange{Field: name, Old: a, New: b})
+			}
+		}
+		pf("protocol", op.Protocol, np.Protocol)
+		pf("port", fmt.Sprint(op.Port), fmt.Sprint(np.Port))
+		pf("nodePort", portWords(op.NodePort), portWords(np.NodePort))
+		pf("targetPort", joinPorts(opi.TargetPorts), joinPorts(pd.TargetPorts))
+		pd.Endpoints = diffEndpoints(op.Endpoints, np.Endpoints)
+		if len(pd.Fields) > 0 || len(pd.Endpoints) > 0 {
+			sd.Ports = append(sd.Ports, pd)
+		}
+		if routed {
+			for _, f := range forwarding(TrafficCluster, op, op.Cluster, np, np.Cluster) {
+				fwd = append(fwd, fwdItem{svc: n.Key(), port: np.Name, ForwardingChange: f})
+			}
+		}
+		if external {
+			for _, f := range forwarding(TrafficExternal, op, op.External, np, np.External) {
+				fwd = append(fwd, fwdItem{svc: n.Key(), port: np.Name, ForwardingChange: f})
+			}
+		}
+	}
+	for i := range o.Ports {
+		if findPort(n, o.Ports[i].Name) == nil {
+			sd.Ports = append(sd.Ports, PortDiff{PortInfo: portInfo(&o.Ports[i]), Change: DiffRemoved})
+		}
+	}
+	return sd, fwd
+}
+
+// forwarding compares the endpoints one traffic kind goes to, for
+// endpoints on both sides.
+func forwarding(traffic string, op *plan.Port, oldSet []int, np *plan.Port, newSet []int) []ForwardingChange {
+	inOld, inNew := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
+	for _, e := range op.Endpoints {
+		inOld[e.AddrPort()] = true
+	}
+	for _, e := range np.Endpoints {
+		inNew[e.AddrPort()] = true
+	}
+	was, is := addrSet(op.Endpoints, oldSet), addrSet(np.Endpoints, newSet)
+	var out []ForwardingChange
+	for a := range is {
+		if !was[a] && inOld[a] {
+			out = append(out, ForwardingChange{Traffic: traffic, Change: DiffAdded, Endpoint: a})
+		}
+	}
+	for a := range was {
+		if !is[a] && inNew[a] {
+			out = append(out, ForwardingChange{Traffic: traffic, Change: DiffRemoved, Endpoint: a})
+		}
+	}
+	slices.SortFunc(out, compareForwarding)
+	return out
+}
+
+func addrSet(eps []plan.Endpoint, idx []int) map[netip.AddrPort]bool {
+	m := map[netip.AddrPort]bool{}
+	for _, i := range idx {
+		if i >= 0 && i < len(eps) {
+			m[eps[i].AddrPort()] = true
+		}
+	}
+	return m
+}
+
+func hasExternal(s *plan.Service) bool {
+	if len(s.ExternalIPs) > 0 || len(s.LoadBalancerIPs) > 0 {
+		return true
+	}
+	for _, p := range s.Ports {
+		if p.NodePort != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func diffEndpoints(old, new []plan.Endpoint) []EndpointDiff {
+	olds := map[netip.AddrPort]plan.Endpoint{}
+	for _, e := range old {
+		olds[e.AddrPort()] = e
+	}
+	news := map[netip.AddrPort]bool{}
+	var out []EndpointDiff
+	for _, e := range new {
+		news[e.AddrPort()] = true
+		o, ok := olds[e.AddrPort()]
+		if !ok {
+			out = append(out, endpointDiff(e, DiffAdded))
+			continue
+		}
+		var fields []FieldChange
+		f := func(name, a, b string) {
+			if a != b {
+				fields = append(fields, FieldChange{Field: name, Old: a, New: b})
+			}
+		}
+		f("state", endpointState(o), endpointState(e))
+		f("nodeName", o.NodeName, e.NodeName)
+		f("zone", o.Zone, e.Zone)
+		f("hostname", o.Hostname, e.Hostname)
+		f("zoneHints", strings.Join(o.ZoneHints, ","), strings.Join(e.ZoneHints, ","))
+		f("nodeHints", strings.Join(o.NodeHints, ","), strings.Join(e.NodeHints, ","))
+		f("pod", o.Pod, e.Pod)
+		if len(fields) > 0 {
+			ed := endpointDiff(e, DiffChanged)
+			ed.Fields = fields
+			out = append(out, ed)
+		}
+	}
+	for _, e := range old {
+		if !news[e.AddrPort()] {
+			out = append(out, endpointDiff(e, DiffRemoved))
+		}
+	}
+	slices.SortFunc(out, func(a, b EndpointDiff) int { return a.Endpoint.Compare(b.Endpoint) })
+	return out
+}
+
+func endpointDiff(e plan.Endpoint, change string) EndpointDiff {
+	return EndpointDiff{
+		Endpoint: e.AddrPort(), Change: change,
+		Ready: e.Ready, Serving: e.Serving, Terminating: e.Terminating, NodeName: e.NodeName,
+	}
+}
+
+func endpointState(e plan.Endpoint) string {
+	switch {
+	case e.Ready && e.Terminating:
+		return "ready, terminating"
+	case e.Ready:
+		return "ready"
+	case e.Terminating && e.Serving:
+		return "serving, terminating"
+	case e.Terminating:
+		return "terminating"
+	case e.Serving:
+		return "serving, not ready"
+	}
+	return "not ready"
+}
+
+func serviceInfo(s *plan.Service) *ServiceInfo {
+	si := &ServiceInfo{
+		Type:                  s.Type,
+		ClusterIPs:            slices.Clone(s.ClusterIPs),
+		Headless:              s.Headless,
+		ExternalName:          s.ExternalName,
+		ExternalIPs:           slices.Clone(s.ExternalIPs),
+		LoadBalancerIPs:       slices.Clone(s.LoadBalancerIPs),
+		SourceRanges:          slices.Clone(s.SourceRanges),
+		AffinitySeconds:       s.AffinitySeconds,
+		InternalTrafficPolicy: policyWord(s.InternalLocal),
+		ExternalTrafficPolicy: policyWord(s.ExternalLocal),
+	}
+	for i := range s.Ports {
+		si.Ports = append(si.Ports, portInfo(&s.Ports[i]))
+	}
+	return si
+}
+
+func portInfo(p *plan.Port) PortInfo {
+	pi := PortInfo{Name: p.Name, Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort, EndpointCount: len(p.Endpoints)}
+	for _, e := range p.Endpoints {
+		if e.Ready {
+			pi.ReadyCount++
+		}
+		if !slices.Contains(pi.TargetPorts, e.Port) {
+			pi.TargetPorts = append(pi.TargetPorts, e.Port)
+		}
+	}
+	slices.Sort(pi.TargetPorts)
+	return pi
+}
+
+func policyWord(local bool) string {
+	if local {
+		return "Local"
+	}
+	return "Cluster"
+}
+
+func clusterIPWords(s *ServiceInfo) string {
+	if s.Headless {
+		return "None"
+	}
+	return joinAddrs(s.ClusterIPs)
+}
+
+func affinityWords(sec int32) string {
+	if sec > 0 {
+		return fmt.Sprintf("ClientIP %ds", sec)
+	}
+	return "None"
+}
+
+func portWords(p uint16) string {
+	if p == 0 {
+		return ""
+	}
+	return fmt.Sprint(p)
+}
+
+func joinAddrs(a []netip.Addr) string {
+	s := make([]string, len(a))
+	for i, x := range a {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func joinPrefixes(a []netip.Prefix) string {
+	s := make([]string, len(a))
+	for i, x := range a {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func joinPorts(a []uint16) string {
+	s := make([]string, len(a))
+	for i, x := range a {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// ---- node and cluster ----
+
+func nodeFields(o, n plan.Node) []FieldChange {
+	var out []FieldChange
+	if o.Zone != n.Zone {
+		out = append(out, FieldChange{Field: "zone", Old: o.Zone, New: n.Zone})
+	}
+	if a, b := joinAddrs(o.IPs), joinAddrs(n.IPs); a != b {
+		out = append(out, FieldChange{Field: "addresses", Old: a, New: b})
+	}
+	return out
+}
+
+func clusterFields(o, n plan.Cluster) []FieldChange {
+	var out []FieldChange
+	f := func(name, a, b string) {
+		if a != b {
+			out = append(out, FieldChange{Field: name, Old: a, New: b})
+		}
+	}
+	f("clusterDomain", o.Domain, n.Domain)
+	f("serviceCIDRs", joinPrefixes(o.ServiceCIDRs), joinPrefixes(n.ServiceCIDRs))
+	f("podCIDRs", joinPrefixes(o.PodCIDRs), joinPrefixes(n.PodCIDRs))
+	f("dnsTTL", fmt.Sprint(o.DNSTTL), fmt.Sprint(n.DNSTTL))
+	return out
+}
+
+// ---- DNS and env ----
+
+func diffDNS(old, new plan.DNS) []ZoneDiff {
+	oz := map[string]*plan.Zone{}
+	for i := range old.Zones {
+		oz[old.Zones[i].Name] = &old.Zones[i]
+	}
+	nz := map[string]*plan.Zone{}
+	for i := range new.Zones {
+		nz[new.Zones[i].Name] = &new.Zones[i]
+	}
+	var names []string
+	for n := range oz {
+		names = append(names, n)
+	}
+	for n := range nz {
+		if oz[n] == nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var out []ZoneDiff
+	for _, name := range names {
+		zd := ZoneDiff{Zone: name, Change: DiffChanged}
+		switch {
+		case oz[name] == nil:
+			zd.Change = DiffAdded
+		case nz[name] == nil:
+			zd.Change = DiffRemoved
+		}
+		was, is := recordSet(oz[name]), recordSet(nz[name])
+		for _, r := range recordList(nz[name]) {
+			if _, ok := was[recordKey(r)]; !ok {
+				zd.Added = append(zd.Added, r)
+			}
+		}
+		for _, r := range recordList(oz[name]) {
+			if _, ok := is[recordKey(r)]; !ok {
+				zd.Removed = append(zd.Removed, r)
+			}
+		}
+		if zd.Change != DiffChanged || len(zd.Added)+len(zd.Removed) > 0 {
+			out = append(out, zd)
+		}
+	}
+	return out
+}
+
+func recordKey(r DNSRecord) string { return r.Name + "\x00" + r.Type + "\x00" + r.Data }
+
+// recordList is a zone's records but the SOA, in zone order.
+func recordList(z *plan.Zone) []DNSRecord {
+	if z == nil {
+		return nil
+	}
+	var out []DNSRecord
+	for _, r := range z.Records {
+		if r.Type != "SOA" {
+			out = append(out, DNSRecord{Name: r.Name, Type: r.Type, TTL: r.TTL, Data: r.Data})
+		}
+	}
+	return out
+}
+
+func recordSet(z *plan.Zone) map[string]bool {
+	m := map[string]bool{}
+	for _, r := range recordList(z) {
+		m[recordKey(r)] = true
+	}
+	return m
+}
+
+func diffEnv(old, new []plan.EnvFile) []EnvDiff {
+	of := map[string]*plan.EnvFile{}
+	for i := range old {
+		of[old[i].Namespace] = &old[i]
+	}
+	nf := map[string]*plan.EnvFile{}
+	for i := range new {
+		nf[new[i].Namespace] = &new[i]
+	}
+	var names []string
+	for n := range of {
+		names = append(names, n)
+	}
+	for n := range nf {
+		if of[n] == nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	vars := func(f *plan.EnvFile) map[string]string {
+		m := map[string]string{}
+		if f != nil {
+			for _, v := range f.Vars {
+				m[v.Name] = v.Value
+			}
+		}
+		return m
+	}
+	sortedNames := func(m map[string]string) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	var out []EnvDiff
+	for _, ns := range names {
+		ed := EnvDiff{Namespace: ns, Change: DiffChanged}
+		switch {
+		case of[ns] == nil:
+			ed.Change = DiffAdded
+		case nf[ns] == nil:
+			ed.Change = DiffRemoved
+		}
+		was, is := vars(of[ns]), vars(nf[ns])
+		for _, k := range sortedNames(is) {
+			v, ok := was[k]
+			switch {
+			case !ok:
+				ed.Added = append(ed.Added, EnvVar{Name: k, Value: is[k]})
+			case v != is[k]:
+				ed.Changed = append(ed.Changed, EnvChange{Name: k, Old: v, New: is[k]})
+			}
+		}
+		for _, k := range sortedNames(was) {
+			if _, ok := is[k]; !ok {
+				ed.Removed = append(ed.Removed, EnvVar{Name: k, Value: was[k]})
+			}
+		}
+		// A namespace that appears or goes without variables changes no file content worth reviewing.
+		if len(ed.Added)+len(ed.Removed)+len(ed.Changed) > 0 {
+			out = append(out, ed)
+		}
+	}
+	return out
+}
+
+// ---- data plane ----
+
+// nftModel is the estimate of a Plan's nftables objects: chains with a
+// fingerprint of their content, and frontend map elements.
+type nftModel struct {
+	chains   map[string]string
+	elements map[string]bool
+}
+
+func nftOf(p *plan.Plan) nftModel {
+	m := nftModel{chains: map[string]string{}, elements: map[string]bool{}}
+	if p == nil {
+		return m
+	}
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.Type == "ExternalName" || len(s.ClusterIPs) == 0 && !hasExternal(s) {
+			continue
+		}
+		settings := fmt.Sprintf("affinity=%d internal=%t external=%t ranges=%s", s.AffinitySeconds, s.InternalLocal, s.ExternalLocal, joinPrefixes(s.SourceRanges))
+		for j := range s.Ports {
+			port := &s.Ports[j]
+			chain := fmt.Sprintf("svc %s %s/%s", s.Key(), port.Name, port.Protocol)
+			var used []int
+			used = append(used, port.Cluster...)
+			used = append(used, port.External...)
+			slices.Sort(used)
+			used = slices.Compact(used)
+			var b strings.Builder
+			b.WriteString(settings)
+			for _, set := range [][]int{port.Cluster, port.External} {
+				b.WriteString(" |")
+				for _, k := range set {
+					fmt.Fprintf(&b, " %s", port.Endpoints[k].AddrPort())
+				}
+			}
+			m.chains[chain] = b.String()
+			for _, k := range used {
+				m.chains[chain+" ep "+port.Endpoints[k].AddrPort().String()] = fmt.Sprintf("affinity=%d", s.AffinitySeconds)
+			}
+			for _, ips := range [][]netip.Addr{s.ClusterIPs, s.ExternalIPs, s.LoadBalancerIPs} {
+				for _, ip := range ips {
+					m.elements[fmt.Sprintf("%s . %s . %d : %s", ip, port.Protocol, port.Port, chain)] = true
+				}
+			}
+			if port.NodePort != 0 {
+				m.elements[fmt.Sprintf("%s . %d : %s", port.Protocol, port.NodePort, chain)] = true
+			}
+		}
+	}
+	return m
+}
+
+func dataPlaneDiff(old, new *plan.Plan) DataPlaneChanges {
+	o, n := nftOf(old), nftOf(new)
+	var c DataPlaneChanges
+	for k, v := range n.chains {
+		ov, ok := o.chains[k]
+		switch {
+		case !ok:
+			c.ChainsAdded++
+		case ov != v:
+			c.ChainsChanged++
+		}
+	}
+	for k := range o.chains {
+		if _, ok := n.chains[k]; !ok {
+			c.ChainsRemoved++
+		}
+	}
+	for k := range n.elements {
+		if !o.elements[k] {
+			c.ElementsAdded++
+		}
+	}
+	for k := range o.elements {
+		if !n.elements[k] {
+			c.ElementsRemoved++
+		}
+	}
+	return c
+}

@@ -1,0 +1,204 @@
+package compiler
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"netspec.dev/netspec/plan"
+)
+
+// DNSSchemaVersion is the version of the Kubernetes DNS specification the
+// records follow, served as the dns-version TXT record.
+const DNSSchemaVersion = "1.1.0"
+
+// dnsRecords builds the zones of a Plan per the Kubernetes DNS-Based Service
+// Discovery specification 1.1.0: the cluster domain, and one reverse zone
+// per service and pod CIDR (on an octet or nibble boundary) for PTRs.
+func dnsRecords(p *plan.Plan) plan.DNS {
+	domain := p.Cluster.Domain + "."
+	ttl := p.Cluster.DNSTTL
+	// Every zone is served by the node itself (netspec watch) or by a local
+	// authoritative server fed the zone files: the name server is
+	// localhost., as in BIND's own local zones, which needs no glue and is
+	// the same on every node.
+	const ns = "localhost."
+	fwd := &zoneBuilder{name: domain, ttl: ttl, ns: ns}
+	fwd.add("dns-version."+domain, "TXT", `"`+DNSSchemaVersion+`"`)
+
+	var reverse []*zoneBuilder
+	for _, c := range append(slices.Clone(p.Cluster.ServiceCIDRs), p.Cluster.PodCIDRs...) {
+		name := reverseZone(c)
+		if !slices.ContainsFunc(reverse, func(z *zoneBuilder) bool { return z.name == name }) {
+			reverse = append(reverse, &zoneBuilder{name: name, ttl: ttl, ns: ns})
+		}
+	}
+	// A reverse zone inside another is served by the larger one.
+	reverse = slices.DeleteFunc(reverse, func(z *zoneBuilder) bool {
+		return slices.ContainsFunc(reverse, func(o *zoneBuilder) bool {
+			return o.name != z.name && strings.HasSuffix(z.name, "."+o.name)
+		})
+	})
+	ptr := func(ip netip.Addr, target string) {
+		name := reverseName(ip)
+		for _, z := range reverse {
+			if strings.HasSuffix(name, "."+z.name) {
+				z.add(name, "PTR", target)
+				return
+			}
+		}
+	}
+
+	for i := range p.Services {
+		s := &p.Services[i]
+		svc := fmt.Sprintf("%s.%s.svc.%s", s.Name, s.Namespace, domain)
+		switch {
+		case s.Type == "ExternalName":
+			fwd.add(svc, "CNAME", s.ExternalName+".")
+		case s.Headless:
+			headlessRecords(fwd, ptr, s, svc)
+		default:
+			for _, ip := range s.ClusterIPs {
+				fwd.add(svc, addrType(ip), ip.String())
+				ptr(ip, svc)
+			}
+			for _, port := range s.Ports {
+				if port.Name != "" {
+					fwd.add(srvName(port, svc), "SRV", fmt.Sprintf("0 100 %d %s", port.Port, svc))
+				}
+			}
+		}
+	}
+
+	zones := []plan.Zone{fwd.zone()}
+	for _, z := range reverse {
+		zones = append(zones, z.zone())
+	}
+	slices.SortFunc(zones, func(a, b plan.Zone) int { return strings.Compare(a.Name, b.Name) })
+	return plan.DNS{Zones: zones}
+}
+
+// headlessRecords gives a headless Service A/AAAA records for its ready
+// endpoints at the Service name (none: the name does not exist), a name
+// per endpoint (its hostname, else its address with dashes), SRV records
+// for named ports that point at those names, and PTRs.
+func headlessRecords(fwd *zoneBuilder, ptr func(netip.Addr, string), s *plan.Service, svc string) {
+	seen := map[netip.Addr]bool{}
+	for _, port := range s.Ports {
+		for _, e := range port.Endpoints {
+			if !e.Ready {
+				continue
+			}
+			host := e.Hostname
+			if host == "" {
+				host = dashed(e.IP)
+			}
+			name := host + "." + svc
+			if !seen[e.IP] {
+				seen[e.IP] = true
+				fwd.add(svc, addrType(e.IP), e.IP.String())
+				fwd.add(name, addrType(e.IP), e.IP.String())
+				ptr(e.IP, name)
+			}
+			if port.Name != "" {
+				fwd.add(srvName(port, svc), "SRV", fmt.Sprintf("0 100 %d %s", e.Port, name))
+			}
+		}
+	}
+}
+
+func srvName(port plan.Port, svc string) string {
+	return fmt.Sprintf("_%s._%s.%s", port.Name, strings.ToLower(port.Protocol), svc)
+}
+
+func addrType(ip netip.Addr) string {
+	if ip.Is4() {
+		return "A"
+	}
+	return "AAAA"
+}
+
+// dashed names an endpoint without a hostname: 10-244-1-30, or for IPv6
+// the address with colons as dashes (fd00--1), as CoreDNS does.
+func dashed(ip netip.Addr) string {
+	return strings.NewReplacer(".", "-", ":", "-").Replace(ip.String())
+}
+
+// reverseName is the PTR owner name of an address.
+func reverseName(ip netip.Addr) string {
+	b := ip.AsSlice()
+	var parts []string
+	if ip.Is4() {
+		for i := len(b) - 1; i >= 0; i-- {
+			parts = append(parts, fmt.Sprint(b[i]))
+		}
+		return strings.Join(parts, ".") + ".in-addr.arpa."
+	}
+	for i := len(b) - 1; i >= 0; i-- {
+		parts = append(parts, fmt.Sprintf("%x", b[i]&0xf), fmt.Sprintf("%x", b[i]>>4))
+	}
+	return strings.Join(parts, ".") + ".ip6.arpa."
+}
+
+// reverseZone is the reverse zone that holds a CIDR: its prefix rounded
+// down to an octet (IPv4) or nibble (IPv6) boundary.
+func reverseZone(c netip.Prefix) string {
+	step, suffix := 8, "in-addr.arpa."
+	if c.Addr().Is6() {
+		step, suffix = 4, "ip6.arpa."
+	}
+	labels := c.Bits() / step
+	full := strings.TrimSuffix(reverseName(c.Addr()), suffix)
+	parts := strings.Split(strings.TrimSuffix(full, "."), ".")
+	keep := parts[len(parts)-labels:]
+	if len(keep) == 0 {
+		return suffix
+	}
+	return strings.Join(keep, ".") + "." + suffix
+}
+
+// zoneBuilder collects the records of one zone.
+type zoneBuilder struct {
+	name    string
+	ns      string // the name server, in the SOA and the NS record
+	ttl     uint32
+	records []plan.Record
+}
+
+func (z *zoneBuilder) add(name, typ, data string) {
+	z.records = append(z.records, plan.Record{Name: strings.ToLower(name), Type: typ, TTL: z.ttl, Data: data})
+}
+
+// zone sorts the records, drops repeats and puts the SOA and NS at the
+// apex. The SOA serial is a hash of the other records, so it changes
+// whenever the zone's content does and never otherwise.
+func (z *zoneBuilder) zone() plan.Zone {
+	slices.SortFunc(z.records, compareRecords)
+	z.records = slices.Compact(z.records)
+	h := sha256.New()
+	for _, r := range z.records {
+		fmt.Fprintf(h, "%s %d %s %s\n", r.Name, r.TTL, r.Type, r.Data)
+	}
+	serial := binary.BigEndian.Uint32(h.Sum(nil)) | 1 // never 0
+	ns := z.ns
+	apex := []plan.Record{
+		{Name: z.name, Type: "SOA", TTL: z.ttl, Data: fmt.Sprintf("%s hostmaster.%s %d 7200 1800 86400 %d", ns, z.name, serial, z.ttl)},
+		{Name: z.name, Type: "NS", TTL: z.ttl, Data: ns},
+	}
+	return plan.Zone{Name: z.name, Records: append(apex, z.records...)}
+}
+
+var typeOrder = map[string]int{"SOA": 0, "NS": 1, "A": 2, "AAAA": 3, "CNAME": 4, "SRV": 5, "PTR": 6, "TXT": 7}
+
+func compareRecords(a, b plan.Record) int {
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	if c := typeOrder[a.Type] - typeOrder[b.Type]; c != 0 {
+		return c
+	}
+	return strings.Compare(a.Data, b.Data)
+}

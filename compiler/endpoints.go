@@ -1,0 +1,284 @@
+package compiler
+
+import (
+	"net/netip"
+	"slices"
+	"sort"
+
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+)
+
+// endpointsOf returns the endpoints of one Service port, sorted by address:
+// from the pods the selector matches, or for a Service without selector
+// from its Endpoints object and EndpointSlices.
+func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
+	var eps []plan.Endpoint
+	if len(svc.Spec.Selector) > 0 {
+		for _, pod := range c.pods.selectPods(svc.Metadata.Namespace, svc.Spec.Selector) {
+			eps = append(eps, c.podEndpoints(svc, pod, port, fams)...)
+		}
+	} else {
+		key := svc.Metadata.Namespace + "/" + svc.Metadata.Name
+		if e := c.endpoints[key]; e != nil {
+			eps = append(eps, c.manualEndpoints(e, port, fams)...)
+		}
+		for _, s := range c.slices[key] {
+			eps = append(eps, c.sliceEndpoints(s, port, fams)...)
+		}
+	}
+	slices.SortStableFunc(eps, func(a, b plan.Endpoint) int {
+		if c := a.AddrPort().Compare(b.AddrPort()); c != 0 {
+			return c
+		}
+		return state(b) - state(a)
+	})
+	// One address and port once: the most usable copy wins (ready, then
+	// serving), whatever order the files came in.
+	return slices.CompactFunc(eps, func(a, b plan.Endpoint) bool { return a.AddrPort() == b.AddrPort() })
+}
+
+// state ranks an endpoint's usefulness: ready, serving, then neither.
+func state(e plan.Endpoint) int {
+	switch {
+	case e.Ready:
+		return 2
+	case e.Serving:
+		return 1
+	}
+	return 0
+}
+
+func (c *compilation) zoneOf(node string) string {
+	if n := c.nodes[node]; n != nil {
+		return n.Metadata.Labels[schema.ZoneLabel]
+	}
+	return ""
+}
+
+// podEndpoints turns a selected pod into endpoints of a port: one per pod
+// IP of the Service's families, at the target port (a named targetPort is
+// looked up in the pod's container ports; a pod without it is left out).
+func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
+	target := port.TargetPort.Int
+	if port.TargetPort.IsName() {
+		target = 0
+		for _, ct := range pod.Spec.Containers {
+			for _, cp := range ct.Ports {
+				if cp.Name == port.TargetPort.Str && cp.Protocol == port.Protocol {
+					target = cp.ContainerPort
+				}
+			}
+		}
+		if target == 0 {
+			return nil
+		}
+	}
+	terminating := pod.Metadata.DeletionTimestamp != ""
+	serving := pod.Ready()
+	ready := serving && !terminating
+	if svc.Spec.PublishNotReadyAddresses {
+		ready = true
+	}
+	hostname := ""
+	if pod.Spec.Hostname != "" && pod.Spec.Subdomain == svc.Metadata.Name {
+		hostname = pod.Spec.Hostname
+	}
+	var out []plan.Endpoint
+	for _, s := range pod.IPs() {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || !fams[schema.Family(ip)] {
+			continue
+		}
+		out = append(out, plan.Endpoint{
+			IP: ip.Unmap(), Port: uint16(target),
+			Ready: ready, Serving: serving, Terminating: terminating,
+			NodeName: pod.Spec.NodeName, Zone: c.zoneOf(pod.Spec.NodeName),
+			Hostname: hostname,
+			Pod:      pod.Metadata.Namespace + "/" + pod.Metadata.Name,
+		})
+	}
+	return out
+}
+
+// endpointPort finds the port of an Endpoints subset or EndpointSlice that
+// serves a Service port: the one of the same name and protocol.
+func endpointPort(ports []schema.EndpointPort, port schema.ServicePort) (uint16, bool) {
+	for _, p := range ports {
+		if p.Name == port.Name && p.Protocol == port.Protocol && p.Port > 0 {
+			return uint16(p.Port), true
+		}
+	}
+	return 0, false
+}
+
+func (c *compilation) manualEndpoints(e *schema.Endpoints, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
+	var out []plan.Endpoint
+	for _, s := range e.Subsets {
+		target, ok := endpointPort(s.Ports, port)
+		if !ok {
+			continue
+		}
+		add := func(addrs []schema.EndpointAddress, ready bool) {
+			for _, a := range addrs {
+				ip, err := netip.ParseAddr(a.IP)
+				if err != nil || !fams[schema.Family(ip)] {
+					continue
+				}
+				out = append(out, plan.Endpoint{
+					IP: ip.Unmap(), Port: target, Ready: ready, Serving: ready,
+					NodeName: a.NodeName, Zone: c.zoneOf(a.NodeName), Hostname: a.Hostname,
+				})
+			}
+		}
+		add(s.Addresses, true)
+		add(s.NotReadyAddresses, false)
+	}
+	return out
+}
+
+func (c *compilation) sliceEndpoints(s *schema.EndpointSlice, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
+	if s.AddressType == "FQDN" {
+		return nil // kube-proxy does not route to FQDN slices either
+	}
+	target, ok := endpointPort(s.Ports, port)
+	if !ok {
+		return nil
+	}
+	var out []plan.Endpoint
+	for _, e := range s.Endpoints {
+		if len(e.Addresses) == 0 {
+			continue
+		}
+		// Kubernetes uses the first address of a slice endpoint.
+		ip, err := netip.ParseAddr(e.Addresses[0])
+		if err != nil || !fams[schema.Family(ip)] {
+			continue
+		}
+		zone := e.Zone
+		if zone == "" {
+			zone = c.zoneOf(e.NodeName)
+		}
+		pe := plan.Endpoint{
+			IP: ip.Unmap(), Port: target,
+			Ready: e.Conditions.Ready, Serving: e.Conditions.Serving, Terminating: e.Conditions.Terminating,
+			NodeName: e.NodeName, Zone: zone, Hostname: e.Hostname,
+		}
+		if e.Hints != nil {
+			for _, z := range e.Hints.ForZones {
+				pe.ZoneHints = append(pe.ZoneHints, z.Name)
+			}
+			for _, n := range e.Hints.ForNodes {
+				pe.NodeHints = append(pe.NodeHints, n.Name)
+			}
+			sort.Strings(pe.ZoneHints)
+			sort.Strings(pe.NodeHints)
+		}
+		out = append(out, pe)
+	}
+	return out
+}
+
+// pick chooses the endpoints internal (Cluster) and external traffic use
+// on this node, as kube-proxy does:
+//   - ready endpoints; when none is ready, the serving and terminating
+//     ones (the terminating fallback, so that connections drain);
+//   - a Local traffic policy keeps only this node's endpoints (and then no
+//     endpoint means drop, which the renderer decides);
+//   - topology, for Cluster policies: trafficDistribution PreferSameNode
+//     keeps this node's endpoints when it has ready ones, PreferSameZone
+//     and PreferClose this zone's; zone hints of EndpointSlices are used
+//     when every candidate carries hints and one names this node's zone
+//     (node hints likewise, before zone hints). Topology never narrows the
+//     terminating fallback.
+func pick(eps []plan.Endpoint, svc *plan.Service, distribution string, node plan.Node) (cluster, external []int) {
+	all := usable(eps, func(plan.Endpoint) bool { return true })
+	local := usable(eps, func(e plan.Endpoint) bool { return e.NodeName == node.Name })
+	topo := all
+	if len(all) > 0 && eps[all[0]].Ready {
+		// Topology narrows ready endpoints only: the terminating fallback
+		// uses every draining endpoint, as kube-proxy does.
+		topo = topology(eps, all, distribution, node)
+	}
+	cluster, external = topo, topo
+	if svc.InternalLocal {
+		cluster = local
+	}
+	if svc.ExternalLocal {
+		external = local
+	}
+	return cluster, external
+}
+
+// usable returns the indexes of the ready endpoints that keep holds for,
+// or, when none is ready, of the serving and terminating ones.
+func usable(eps []plan.Endpoint, keep func(plan.Endpoint) bool) []int {
+	var ready, draining []int
+	for i, e := range eps {
+		if !keep(e) {
+			continue
+		}
+		switch {
+		case e.Ready:
+			ready = append(ready, i)
+		case e.Serving && e.Terminating:
+			draining = append(draining, i)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return draining
+}
+
+func topology(eps []plan.Endpoint, cand []int, distribution string, node plan.Node) []int {
+	filter := func(keep func(plan.Endpoint) bool) []int {
+		var out []int
+		for _, i := range cand {
+			if keep(eps[i]) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	switch distribution {
+	case "PreferSameNode":
+		if l := filter(func(e plan.Endpoint) bool { return e.NodeName == node.Name }); len(l) > 0 {
+			return l
+		}
+		fallthrough
+	case "PreferSameZone", "PreferClose":
+		if node.Zone != "" {
+			if z := filter(func(e plan.Endpoint) bool { return e.Zone == node.Zone }); len(z) > 0 {
+				return z
+			}
+		}
+		return cand
+	}
+	// Hints written in EndpointSlices: all or nothing, as kube-proxy. Node
+	// hints (PreferSameNode) first, then zone hints.
+	if len(cand) == 0 {
+		return cand
+	}
+	allNodeHints := true
+	for _, i := range cand {
+		allNodeHints = allNodeHints && len(eps[i].NodeHints) > 0
+	}
+	if allNodeHints {
+		if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.NodeHints, node.Name) }); len(h) > 0 {
+			return h
+		}
+	}
+	if node.Zone == "" {
+		return cand
+	}
+	for _, i := range cand {
+		if len(eps[i].ZoneHints) == 0 {
+			return cand
+		}
+	}
+	if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.ZoneHints, node.Zone) }); len(h) > 0 {
+		return h
+	}
+	return cand
+}

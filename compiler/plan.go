@@ -1,0 +1,244 @@
+package compiler
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+)
+
+// Compile makes the Plan of one node from a validated tree: objs are the
+// tree's objects and checked is what Validate returned for them (it must
+// hold no errors). It is pure: the same input gives the same Plan.
+func Compile(objs []*schema.Object, checked *Checked, node string) (*plan.Plan, error) {
+	if n := checked.Diags.Errors(); n > 0 {
+		return nil, fmt.Errorf("the tree has %d errors; validate it first", n)
+	}
+	c := newCompilation(objs, checked)
+	n, err := c.node(node)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan.Plan{FormatVersion: plan.FormatVersion, Node: n, Cluster: c.clusterPlan()}
+	for _, o := range c.services {
+		p.Services = append(p.Services, c.service(o.Service, n))
+	}
+	p.DNS = dnsRecords(p)
+	p.Env = envFiles(p, c.namespaces)
+	return p, nil
+}
+
+// compilation holds the indexes of one tree.
+type compilation struct {
+	checked    *Checked
+	services   []*schema.Object // sorted by namespace/name
+	nodes      map[string]*schema.Node
+	pods       *podIndex
+	endpoints  map[string]*schema.Endpoints       // by namespace/name
+	slices     map[string][]*schema.EndpointSlice // by namespace/service name, in object order
+	namespaces []string                           // every namespace of the tree, sorted
+}
+
+func newCompilation(objs []*schema.Object, checked *Checked) *compilation {
+	c := &compilation{
+		checked:   checked,
+		nodes:     map[string]*schema.Node{},
+		pods:      checked.pods,
+		endpoints: map[string]*schema.Endpoints{},
+		slices:    map[string][]*schema.EndpointSlice{},
+	}
+	ns := map[string]bool{}
+	for _, o := range objs {
+		if schema.Namespaced(o.Kind) {
+			ns[o.Meta().Namespace] = true
+		}
+		switch {
+		case o.Service != nil:
+			c.services = append(c.services, o)
+		case o.Node != nil:
+			c.nodes[o.Node.Metadata.Name] = o.Node
+		case o.Endpoints != nil:
+			c.endpoints[o.Endpoints.Metadata.Namespace+"/"+o.Endpoints.Metadata.Name] = o.Endpoints
+		case o.EndpointSlice != nil:
+			if svc := o.EndpointSlice.Metadata.Labels[schema.ServiceNameLabel]; svc != "" {
+				k := o.EndpointSlice.Metadata.Namespace + "/" + svc
+				c.slices[k] = append(c.slices[k], o.EndpointSlice)
+			}
+		}
+	}
+	if c.pods == nil {
+		c.pods = newPodIndex(objs)
+	}
+	sort.SliceStable(c.services, func(i, j int) bool {
+		a, b := c.services[i].Service.Metadata, c.services[j].Service.Metadata
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	})
+	for n := range ns {
+		c.namespaces = append(c.namespaces, n)
+	}
+	sort.Strings(c.namespaces)
+	return c
+}
+
+func (c *compilation) node(name string) (plan.Node, error) {
+	n, ok := c.nodes[name]
+	if !ok {
+		var names []string
+		for k := range c.nodes {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return plan.Node{}, fmt.Errorf("node %s: the tree has no Node objects; add one for every node that runs netspec", name)
+		}
+		return plan.Node{}, fmt.Errorf("node %s is not in the tree (its nodes: %s)", name, strings.Join(names, ", "))
+	}
+	pn := plan.Node{Name: name, Zone: n.Metadata.Labels[schema.ZoneLabel]}
+	for _, a := range n.Status.Addresses {
+		if a.Type != "InternalIP" && a.Type != "ExternalIP" {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			pn.IPs = append(pn.IPs, ip.Unmap())
+		}
+	}
+	sortAddrs(&pn.IPs)
+	return pn, nil
+}
+
+func (c *compilation) clusterPlan() plan.Cluster {
+	spec := c.checked.Cluster
+	pc := plan.Cluster{Domain: strings.TrimSuffix(spec.ClusterDomain, "."), DNSTTL: uint32(spec.DNSTTL)}
+	for _, s := range spec.ServiceCIDRs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			pc.ServiceCIDRs = append(pc.ServiceCIDRs, p.Masked())
+		}
+	}
+	for _, s := range spec.PodCIDRs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			pc.PodCIDRs = append(pc.PodCIDRs, p.Masked())
+		}
+	}
+	return pc
+}
+
+func sortAddrs(a *[]netip.Addr) {
+	slices.SortFunc(*a, func(x, y netip.Addr) int { return x.Compare(y) })
+	*a = slices.Compact(*a)
+}
+
+func parseAddrs(ss []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	sortAddrs(&out)
+	return out
+}
+
+func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
+	sp := &o.Spec
+	ps := plan.Service{
+		Namespace:     o.Metadata.Namespace,
+		Name:          o.Metadata.Name,
+		Type:          sp.Type,
+		Headless:      sp.ClusterIP == "None" || len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == "None",
+		ExternalIPs:   parseAddrs(sp.ExternalIPs),
+		InternalLocal: sp.InternalTrafficPolicy == "Local",
+		ExternalLocal: sp.ExternalTrafficPolicy == "Local",
+	}
+	if sp.Type == "ExternalName" {
+		ps.ExternalName = strings.ToLower(strings.TrimSuffix(sp.ExternalName, "."))
+		ps.Headless = false
+	}
+	alloc, _ := c.checked.Alloc.Service(ps.Namespace, ps.Name)
+	for _, ip := range alloc.ClusterIPs {
+		ps.ClusterIPs = append(ps.ClusterIPs, ip.Addr.Unmap())
+	}
+	if sp.Type == "LoadBalancer" {
+		lb := []string{}
+		if sp.LoadBalancerIP != "" {
+			lb = append(lb, sp.LoadBalancerIP)
+		}
+		for _, in := range o.Status.LoadBalancer.Ingress {
+			// ipMode Proxy: the load balancer proxies, so its IP is not
+			// a destination nodes see (kube-proxy skips it too).
+			if in.IP != "" && in.IPMode != "Proxy" {
+				lb = append(lb, in.IP)
+			}
+		}
+		ps.LoadBalancerIPs = parseAddrs(lb)
+		for _, r := range sp.LoadBalancerSourceRanges {
+			if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil {
+				ps.SourceRanges = append(ps.SourceRanges, p.Masked())
+			}
+		}
+		slices.SortFunc(ps.SourceRanges, func(a, b netip.Prefix) int {
+			if c := a.Addr().Compare(b.Addr()); c != 0 {
+				return c
+			}
+			return a.Bits() - b.Bits()
+		})
+		ps.SourceRanges = slices.Compact(ps.SourceRanges)
+	}
+	if sp.SessionAffinity == "ClientIP" && sp.SessionAffinityConfig != nil && sp.SessionAffinityConfig.ClientIP != nil {
+		ps.AffinitySeconds = sp.SessionAffinityConfig.ClientIP.TimeoutSeconds
+	}
+	fams := c.serviceFamilies(o, ps.ClusterIPs)
+	for i, port := range sp.Ports {
+		pp := plan.Port{Name: port.Name, Protocol: port.Protocol, Port: uint16(port.Port)}
+		if np, ok := alloc.NodePortOf(i); ok {
+			pp.NodePort = uint16(np.Port)
+		}
+		if sp.Type != "ExternalName" {
+			pp.Endpoints = c.endpointsOf(o, port, fams)
+			pp.Cluster, pp.External = pick(pp.Endpoints, &ps, sp.TrafficDistribution, node)
+		}
+		ps.Ports = append(ps.Ports, pp)
+	}
+	return ps
+}
+
+// serviceFamilies returns the IP families whose endpoints a Service uses,
+// as the API server assigns them: those of its cluster IPs; for a headless
+// Service its ipFamilies, else with a selector the cluster's families its
+// ipFamilyPolicy asks for (SingleStack: the first), and without a selector
+// every family (Kubernetes makes those RequireDualStack).
+func (c *compilation) serviceFamilies(o *schema.Service, ips []netip.Addr) map[string]bool {
+	f := map[string]bool{}
+	for _, ip := range ips {
+		f[schema.Family(ip)] = true
+	}
+	if len(f) > 0 {
+		return f
+	}
+	for _, fam := range o.Spec.IPFamilies {
+		f[fam] = true
+	}
+	if len(f) > 0 {
+		return f
+	}
+	var cluster []string
+	for _, s := range c.checked.Cluster.ServiceCIDRs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			cluster = append(cluster, schema.Family(p.Addr()))
+		}
+	}
+	if len(o.Spec.Selector) == 0 || len(cluster) == 0 {
+		f["IPv4"], f["IPv6"] = true, true
+		return f
+	}
+	if o.Spec.IPFamilyPolicy == "SingleStack" || o.Spec.IPFamilyPolicy == "" {
+		cluster = cluster[:1]
+	}
+	for _, fam := range cluster {
+		f[fam] = true
+	}
+	return f
+}

@@ -1,0 +1,145 @@
+// Package plan defines the Plan: what one node must do for a tree of
+// service specs. The compiler makes it, the renderers turn it into text and
+// the applier installs it; it is the only thing that crosses from compile
+// to apply. A Plan is data: sorted, comparable, with no kernel detail that
+// a renderer could derive.
+package plan
+
+import "net/netip"
+
+// FormatVersion is the version of plan.json; it changes when a field's
+// meaning changes.
+const FormatVersion = 1
+
+// Plan is the compiled tree for one node.
+type Plan struct {
+	FormatVersion int
+	Node          Node
+	Cluster       Cluster
+	// Services in namespace/name order, ExternalName Services included.
+	Services []Service
+	// DNS holds the records of the cluster domain and the reverse zones.
+	DNS DNS
+	// Env holds the service environment variables, one set per namespace.
+	Env []EnvFile
+}
+
+// Node is the node a Plan is for.
+type Node struct {
+	Name string
+	Zone string // topology.kubernetes.io/zone label, "" when absent
+	// IPs are the node's InternalIP and ExternalIP addresses, sorted: the
+	// addresses node ports are reached on.
+	IPs []netip.Addr
+}
+
+// Cluster holds the cluster-wide settings the data plane needs.
+type Cluster struct {
+	Domain       string         // clusterDomain, without trailing dot
+	ServiceCIDRs []netip.Prefix // one per family
+	// PodCIDRs: traffic to a cluster IP from outside these is masqueraded;
+	// empty means all of it is (kube-proxy's masquerade-all).
+	PodCIDRs []netip.Prefix
+	DNSTTL   uint32
+}
+
+// Service is one Service with everything its ports share.
+type Service struct {
+	Namespace string
+	Name      string
+	Type      string // ClusterIP, NodePort, LoadBalancer, ExternalName
+	// ClusterIPs in the Service's family order; empty for headless and
+	// ExternalName Services.
+	ClusterIPs      []netip.Addr
+	Headless        bool
+	ExternalName    string       // for type ExternalName, without trailing dot
+	ExternalIPs     []netip.Addr // sorted
+	LoadBalancerIPs []netip.Addr // loadBalancerIP and status ingress IPs, sorted
+	// SourceRanges limit who may reach the LoadBalancer IPs; empty allows all.
+	SourceRanges []netip.Prefix
+	// AffinitySeconds > 0 keeps a client on one endpoint for that long
+	// (sessionAffinity ClientIP).
+	AffinitySeconds int32
+	// InternalLocal and ExternalLocal are the traffic policies: Local means
+	// only endpoints on this node serve, and none means drop.
+	InternalLocal bool
+	ExternalLocal bool
+	Ports         []Port // in spec order
+}
+
+// Key is namespace/name.
+func (s *Service) Key() string { return s.Namespace + "/" + s.Name }
+
+// Port is one port of a Service with its endpoints as seen from this node.
+type Port struct {
+	Name     string // "" for the only, unnamed port
+	Protocol string // TCP, UDP, SCTP
+	Port     uint16
+	NodePort uint16 // 0 when none
+	// Endpoints are every endpoint of this port, sorted by IP and port,
+	// with their state. The sets below index into it.
+	Endpoints []Endpoint
+	// Cluster lists the endpoints internal traffic (to the cluster IPs)
+	// goes to on this node, after internalTrafficPolicy, topology and the
+	// terminating fallback.
+	Cluster []int
+	// External lists the endpoints external traffic (node ports, external
+	// and LoadBalancer IPs) goes to on this node, after
+	// externalTrafficPolicy.
+	External []int
+}
+
+// Endpoint is one backend of a port.
+type Endpoint struct {
+	IP          netip.Addr
+	Port        uint16
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	NodeName    string
+	Zone        string
+	Hostname    string   // DNS hostname (pod hostname+subdomain, or slice hostname)
+	ZoneHints   []string // hints.forZones, sorted
+	NodeHints   []string // hints.forNodes, sorted
+	// Pod is namespace/name of the pod behind it, "" for manual endpoints.
+	Pod string
+}
+
+// AddrPort is the endpoint's address and port.
+func (e Endpoint) AddrPort() netip.AddrPort { return netip.AddrPortFrom(e.IP, e.Port) }
+
+// DNS holds the records netspec serves and writes as zone files.
+type DNS struct {
+	// Zones in name order: the cluster domain and the reverse zones that
+	// hold PTR records (in-addr.arpa and ip6.arpa zones of the service and
+	// pod CIDRs).
+	Zones []Zone
+}
+
+// Zone is one authoritative zone.
+type Zone struct {
+	Name    string   // fully qualified, with trailing dot
+	Records []Record // sorted by name, type, data
+}
+
+// Record is one resource record.
+type Record struct {
+	Name string // fully qualified, with trailing dot, lower case
+	Type string // A, AAAA, SRV, PTR, CNAME, TXT, SOA, NS
+	TTL  uint32
+	// Data is the record's RDATA in master-file form, e.g. "10.96.0.10",
+	// "0 50 80 web.shop.svc.cluster.local.", "\"1.1.0\"".
+	Data string
+}
+
+// EnvFile is the service environment of one namespace, as the kubelet
+// gives it to a pod's containers.
+type EnvFile struct {
+	Namespace string
+	Vars      []EnvVar // sorted by name
+}
+
+// EnvVar is one KEY=value.
+type EnvVar struct {
+	Name, Value string
+}

@@ -1,0 +1,211 @@
+package plan
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Packet is the first packet of a connection, as it arrives at the node's
+// service rules.
+type Packet struct {
+	Src, Dst netip.Addr
+	Protocol string // TCP, UDP, SCTP
+	Port     uint16 // destination port
+	// FromLocal: the packet was sent by a process on this node (host
+	// network), not by a pod and not from another machine.
+	FromLocal bool
+}
+
+// Verdict is what the node's service rules do with a Packet.
+type Verdict struct {
+	// Action is "dnat" (forwarded to one of Endpoints), "reject" (the
+	// Service has no endpoints, or a cluster IP was reached on a port it
+	// does not serve), "drop" (a Local traffic policy found no endpoint on
+	// this node, the source is outside loadBalancerSourceRanges, or the
+	// address is an unallocated one of a service CIDR) or "accept" (not a
+	// service address: the rules leave the packet alone).
+	Action string
+	// Endpoints is the set the packet may be DNATed to, in Plan order;
+	// only for "dnat".
+	Endpoints []netip.AddrPort
+	// Masquerade: the packet's source is rewritten to the node's address.
+	Masquerade bool
+	// Service is namespace/name of the Service whose frontend matched,
+	// Port the name of its port ("" for an unnamed port).
+	Service string
+	Port    string
+}
+
+// Verdict actions.
+const (
+	ActionDNAT   = "dnat"
+	ActionReject = "reject"
+	ActionDrop   = "drop"
+	ActionAccept = "accept"
+)
+
+// Trace walks a packet through the Plan and says what the node does with
+// it. It is the specification the renderers (nftables, IPVS) implement:
+// for any packet, the installed rules must give the same verdict. It
+// follows kube-proxy (pkg/proxy/nftables), whose rule order it keeps:
+//
+//  1. Frontends: a cluster IP, external IP or LoadBalancer IP with the
+//     packet's protocol and port; else, when Dst is one of Node.IPs, a
+//     node port. Headless and ExternalName Services have no frontends:
+//     their traffic is accepted untouched. A cluster IP reached on a port
+//     it does not serve is rejected; an unallocated address of a service
+//     CIDR is dropped; any other address is accepted.
+//  2. LoadBalancer IPs of a Service with SourceRanges drop sources outside
+//     them.
+//  3. Only endpoints of the destination's IP family are candidates (an
+//     IPv4 packet is never DNATed to an IPv6 endpoint).
+//  4. Cluster IPs forward to Port.Cluster. The packet is masqueraded when
+//     its source is outside Cluster.PodCIDRs (always when that is empty).
+//  5. External frontends (external IPs, LoadBalancer IPs, node ports)
+//     forward to Port.External and masquerade, under
+//     externalTrafficPolicy Cluster. Under Local they do not masquerade,
+//     except for kube-proxy's short-circuit: traffic from a pod CIDR goes
+//     to Port.Cluster as it would through the cluster IP, and traffic from
+//     a process on the node goes to Port.Cluster masqueraded.
+//  6. A port with no usable endpoint anywhere (ready, or serving and
+//     terminating) rejects. A port that has endpoints but an empty set for
+//     this frontend (a Local policy with no endpoint on this node) drops.
+//  7. Hairpin: a packet whose source is one of the endpoints it may be
+//     DNATed to is masqueraded, so that the reply comes back through the
+//     node.
+func (p *Plan) Trace(pk Packet) Verdict {
+	src, dst := pk.Src.Unmap(), pk.Dst.Unmap()
+	// 1. Service addresses first (kube-proxy's service-ips map).
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.Headless || s.Type == "ExternalName" {
+			continue
+		}
+		kind := frontendOf(s, dst)
+		if kind == frontendNone {
+			continue
+		}
+		port := s.portFor(pk.Protocol, pk.Port, false)
+		if port == nil {
+			if kind == frontendClusterIP {
+				return Verdict{Action: ActionReject, Service: s.Key()}
+			}
+			continue
+		}
+		return p.forward(s, port, kind, src, dst, pk.FromLocal)
+	}
+	// Then node ports on the node's addresses.
+	if slices.Contains(p.Node.IPs, dst) {
+		for i := range p.Services {
+			s := &p.Services[i]
+			if s.Headless || s.Type == "ExternalName" {
+				continue
+			}
+			if port := s.portFor(pk.Protocol, pk.Port, true); port != nil {
+				return p.forward(s, port, frontendNodePort, src, dst, pk.FromLocal)
+			}
+		}
+	}
+	for _, c := range p.Cluster.ServiceCIDRs {
+		if c.Contains(dst) {
+			return Verdict{Action: ActionDrop}
+		}
+	}
+	return Verdict{Action: ActionAccept}
+}
+
+type frontend int
+
+const (
+	frontendNone frontend = iota
+	frontendClusterIP
+	frontendExternalIP
+	frontendLoadBalancerIP
+	frontendNodePort
+)
+
+func frontendOf(s *Service, dst netip.Addr) frontend {
+	switch {
+	case slices.Contains(s.ClusterIPs, dst):
+		return frontendClusterIP
+	case slices.Contains(s.ExternalIPs, dst):
+		return frontendExternalIP
+	case slices.Contains(s.LoadBalancerIPs, dst):
+		return frontendLoadBalancerIP
+	}
+	return frontendNone
+}
+
+// portFor finds the Service port serving protocol and port: its Port, or
+// with nodePort its NodePort.
+func (s *Service) portFor(protocol string, port uint16, nodePort bool) *Port {
+	for i := range s.Ports {
+		sp := &s.Ports[i]
+		if sp.Protocol != protocol {
+			continue
+		}
+		if nodePort && sp.NodePort != 0 && sp.NodePort == port || !nodePort && sp.Port == port {
+			return sp
+		}
+	}
+	return nil
+}
+
+func (p *Plan) forward(s *Service, port *Port, kind frontend, src, dst netip.Addr, fromLocal bool) Verdict {
+	v := Verdict{Service: s.Key(), Port: port.Name}
+	// 2. The LoadBalancer firewall.
+	if kind == frontendLoadBalancerIP && len(s.SourceRanges) > 0 &&
+		!slices.ContainsFunc(s.SourceRanges, func(r netip.Prefix) bool { return r.Contains(src) }) {
+		v.Action = ActionDrop
+		return v
+	}
+	// 3. Candidates of the destination's family.
+	sameFamily := func(e Endpoint) bool { return e.IP.Is4() == dst.Is4() }
+	usable := slices.ContainsFunc(port.Endpoints, func(e Endpoint) bool {
+		return sameFamily(e) && (e.Ready || e.Serving && e.Terminating)
+	})
+	if !usable {
+		v.Action = ActionReject
+		return v
+	}
+	// 4. and 5. The set and masquerading.
+	var set []int
+	switch {
+	case kind == frontendClusterIP:
+		set = port.Cluster
+		v.Masquerade = !p.inPodCIDRs(src)
+	case !s.ExternalLocal:
+		set = port.External
+		v.Masquerade = true
+	case p.inPodCIDRs(src):
+		set = port.Cluster
+	case fromLocal:
+		set = port.Cluster
+		v.Masquerade = true
+	default:
+		set = port.External
+	}
+	for _, i := range set {
+		if e := port.Endpoints[i]; sameFamily(e) {
+			v.Endpoints = append(v.Endpoints, e.AddrPort())
+		}
+	}
+	// 6. Nothing on this node under a Local policy.
+	if len(v.Endpoints) == 0 {
+		v.Action, v.Masquerade = ActionDrop, false
+		return v
+	}
+	// 7. Hairpin.
+	if slices.ContainsFunc(v.Endpoints, func(e netip.AddrPort) bool { return e.Addr() == src }) {
+		v.Masquerade = true
+	}
+	v.Action = ActionDNAT
+	return v
+}
+
+// inPodCIDRs reports whether traffic from src counts as pod traffic, which
+// is not masqueraded on its way to a cluster IP; with no PodCIDRs nothing
+// does (kube-proxy's masquerade-all).
+func (p *Plan) inPodCIDRs(src netip.Addr) bool {
+	return slices.ContainsFunc(p.Cluster.PodCIDRs, func(c netip.Prefix) bool { return c.Contains(src) })
+}

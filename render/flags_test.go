@@ -1,0 +1,5 @@
+package render
+
+import "flag"
+
+var update = flag.Bool("update", false, "rewrite golden files")

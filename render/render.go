@@ -1,0 +1,85 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"netspec.dev/netspec/plan"
+)
+
+// Dataplane is the kernel load balancer a node uses.
+type Dataplane string
+
+// The data planes.
+const (
+	DataplaneNFTables Dataplane = "nftables"
+	DataplaneIPVS     Dataplane = "ipvs"
+)
+
+// Files renders every artifact of a Plan for data plane dp, keyed by the
+// slash-separated path DESIGN.md gives it under `netspec render --out`:
+//
+//	nftables.nft        the ruleset (NFTables)
+//	dns/<zone>.zone     each zone (ZoneFile), named without the trailing dot
+//	env/<namespace>.env each namespace's service variables (EnvFile)
+//	plan.json           the Plan (PlanJSON)
+//
+// It writes nothing: the caller does. Two zones or env files that would
+// share a path, or a zone name or namespace that is not a plain file name,
+// are errors.
+func Files(p *plan.Plan, dp Dataplane) (map[string][]byte, error) {
+	if p == nil {
+		return nil, errors.New("render: no plan")
+	}
+	files := make(map[string][]byte)
+	switch dp {
+	case DataplaneNFTables:
+		files["nftables.nft"] = NFTables(p)
+	case DataplaneIPVS:
+		return nil, errors.New("the ipvs data plane is not implemented yet")
+	default:
+		return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
+	}
+	add := func(path string, data []byte) error {
+		if _, dup := files[path]; dup {
+			return fmt.Errorf("render: two artifacts are named %s", path)
+		}
+		files[path] = data
+		return nil
+	}
+	for _, z := range p.DNS.Zones {
+		name := strings.TrimSuffix(z.Name, ".")
+		if err := checkFileName("zone", z.Name, name); err != nil {
+			return nil, err
+		}
+		if err := add("dns/"+name+".zone", ZoneFile(z)); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range p.Env {
+		if err := checkFileName("namespace", f.Namespace, f.Namespace); err != nil {
+			return nil, err
+		}
+		if err := add("env/"+f.Namespace+".env", EnvFile(f)); err != nil {
+			return nil, err
+		}
+	}
+	j, err := PlanJSON(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := add("plan.json", j); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// checkFileName rejects a name that would not stay one file inside its
+// directory.
+func checkFileName(what, orig, name string) error {
+	if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("render: %s %q cannot name a file", what, orig)
+	}
+	return nil
+}

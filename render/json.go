@@ -10,8 +10,8 @@ import (
 	"netspec.dev/netspec/plan"
 )
 
-// PlanJSON renders the Plan as plan.json: JSON indented by two spaces,
-// "formatVersion" first, lowerCamelCase field names as Kubernetes spells
+// PlanJSON renders the Plan as plan.json: JSON indented by two spaces, with
+// one line per endpoint, DNS record and variable (see indentJSON), "formatVersion" first, lowerCamelCase field names as Kubernetes spells
 // them ("clusterIPs", "dnsTTL", "ips", "ttl"), addresses and prefixes as
 // strings, fields in a fixed order and lists in the plan's order, every
 // field present (lists as [], never null), no HTML escaping, and a
@@ -28,12 +28,11 @@ func PlanJSON(p *plan.Plan) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(toJSONPlan(p)); err != nil {
 		return nil, fmt.Errorf("plan.json: %w", err)
 	}
-	return b.Bytes(), nil
+	return indentJSON(bytes.TrimSpace(b.Bytes())), nil
 }
 
 // ParsePlanJSON reads what PlanJSON wrote (for the applier, which keeps the

@@ -69,29 +69,14 @@ func TestPlanJSONFormat(t *testing.T) {
 	}
 	want := `{
   "formatVersion": 1,
-  "node": {
-    "name": "n1",
-    "zone": "",
-    "ips": [
-      "192.168.1.10"
-    ]
-  },
-  "cluster": {
-    "domain": "cluster.local",
-    "serviceCIDRs": [
-      "10.96.0.0/12"
-    ],
-    "podCIDRs": [],
-    "dnsTTL": 5
-  },
+  "node": {"name": "n1", "zone": "", "ips": ["192.168.1.10"]},
+  "cluster": {"domain": "cluster.local", "serviceCIDRs": ["10.96.0.0/12"], "podCIDRs": [], "dnsTTL": 5},
   "services": [
     {
       "namespace": "ns",
       "name": "web",
       "type": "NodePort",
-      "clusterIPs": [
-        "fd00::1"
-      ],
+      "clusterIPs": ["fd00::1"],
       "headless": false,
       "externalName": "",
       "externalIPs": [],
@@ -107,23 +92,9 @@ func TestPlanJSONFormat(t *testing.T) {
           "port": 80,
           "nodePort": 30080,
           "endpoints": [
-            {
-              "ip": "10.244.0.5",
-              "port": 8080,
-              "ready": true,
-              "serving": true,
-              "terminating": false,
-              "nodeName": "",
-              "zone": "",
-              "hostname": "",
-              "zoneHints": [],
-              "nodeHints": [],
-              "pod": "ns/web<1>&"
-            }
+            {"ip": "10.244.0.5", "port": 8080, "ready": true, "serving": true, "terminating": false, "nodeName": "", "zone": "", "hostname": "", "zoneHints": [], "nodeHints": [], "pod": "ns/web<1>&"}
           ],
-          "cluster": [
-            0
-          ],
+          "cluster": [0],
           "external": []
         }
       ]
@@ -134,12 +105,7 @@ func TestPlanJSONFormat(t *testing.T) {
       {
         "name": "cluster.local.",
         "records": [
-          {
-            "name": "web.ns.svc.cluster.local.",
-            "type": "AAAA",
-            "ttl": 5,
-            "data": "fd00::1"
-          }
+          {"name": "web.ns.svc.cluster.local.", "type": "AAAA", "ttl": 5, "data": "fd00::1"}
         ]
       }
     ]
@@ -148,10 +114,7 @@ func TestPlanJSONFormat(t *testing.T) {
     {
       "namespace": "ns",
       "vars": [
-        {
-          "name": "WEB_SERVICE_HOST",
-          "value": "fd00::1"
-        }
+        {"name": "WEB_SERVICE_HOST", "value": "fd00::1"}
       ]
     }
   ]

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"netspec.dev/netspec/plan"
 )
@@ -33,14 +34,22 @@ func Files(p *plan.Plan, dp Dataplane) (map[string][]byte, error) {
 		return nil, errors.New("render: no plan")
 	}
 	files := make(map[string][]byte)
+	// The ruleset and plan.json are the large artifacts of a big tree: they
+	// are made at the same time. Both only read the Plan.
+	var ruleset, planJSON []byte
+	var jsonErr error
+	var wg sync.WaitGroup
 	switch dp {
 	case DataplaneNFTables:
-		files["nftables.nft"] = NFTables(p)
+		wg.Go(func() { ruleset = NFTables(p) })
 	case DataplaneIPVS:
 		return nil, errors.New("the ipvs data plane is not implemented yet")
 	default:
 		return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
 	}
+	wg.Go(func() { planJSON, jsonErr = PlanJSON(p) })
+	wg.Wait()
+	files["nftables.nft"] = ruleset
 	add := func(path string, data []byte) error {
 		if _, dup := files[path]; dup {
 			return fmt.Errorf("render: two artifacts are named %s", path)
@@ -65,11 +74,10 @@ func Files(p *plan.Plan, dp Dataplane) (map[string][]byte, error) {
 			return nil, err
 		}
 	}
-	j, err := PlanJSON(p)
-	if err != nil {
-		return nil, err
+	if jsonErr != nil {
+		return nil, jsonErr
 	}
-	if err := add("plan.json", j); err != nil {
+	if err := add("plan.json", planJSON); err != nil {
 		return nil, err
 	}
 	return files, nil

@@ -52,6 +52,8 @@ Examples:
   netspec validate examples/basic
   netspec lock examples/basic
   netspec validate --locked examples/basic   # in CI: fail when netspec.lock is stale
+  netspec render examples/basic --node node-1 --out out/node-1
+  netspec diff main-checkout/ pr-checkout/   # what a pull request changes, in sentences
 `
 
 // Main runs the netspec command line and returns the process exit code.

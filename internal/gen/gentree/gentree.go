@@ -210,8 +210,10 @@ func (g *gen) service(b *bytes.Buffer, i int) {
 			ports = append(ports, port{name: "dns", proto: "UDP", port: 53, container: 5353})
 		}
 	}
+	// Every 10th service is a NodePort, up to a thousand of them: the
+	// default node port range holds 2,768 ports and some services have two.
 	typ := "ClusterIP"
-	if i%10 == 0 {
+	if i%10 == 0 && i < 10000 {
 		typ = "NodePort"
 	}
 	team := "team-" + strconv.Itoa(g.rng.IntN(12)+1)
@@ -252,7 +254,7 @@ metadata:
   labels:
     app: %s
     team: %s
-    pod-template-hash: %s
+    pod-template-hash: "%s"
 spec:
   nodeName: %s
   containers:

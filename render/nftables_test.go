@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -244,23 +242,7 @@ func nftLongNames() plan.Service {
 // rewrites the file.
 func nftGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	file := filepath.Join("testdata", "nftables", name+".nft")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (go test ./render -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./render -update rewrites it)\n--- got\n%s", file, got)
-	}
+	compareTextGolden(t, "nftables/"+name+".nft", got)
 }
 
 func TestNFTablesGolden(t *testing.T) {

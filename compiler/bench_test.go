@@ -6,8 +6,47 @@ import (
 
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/gen/gentree"
+	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
 )
+
+// BenchmarkCompileRender measures what render does after loading: the
+// cross-object checks, the Plan of one node and its text artifacts.
+func BenchmarkCompileRender(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			tr := loadGenerated(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				c := compiler.Validate(tr.Objects, nil, tr)
+				p, err := compiler.Compile(tr.Objects, c, "node-1")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := render.Files(p, render.DataplaneNFTables); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func loadGenerated(b *testing.B, n int) *schema.Tree {
+	b.Helper()
+	dir := b.TempDir()
+	if err := gentree.Write(dir, gentree.Config{Services: n, PodsPerService: 2}); err != nil {
+		b.Fatal(err)
+	}
+	tr, err := schema.Load(dir, schema.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if tr.Diags.Errors() > 0 {
+		b.Fatal(tr.Diags.Err())
+	}
+	return tr
+}
 
 // BenchmarkCompile measures the cross-object checks, the allocation and
 // the Plan of one node, on trees loaded beforehand (loading is measured in
@@ -15,17 +54,7 @@ import (
 func BenchmarkCompile(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			dir := b.TempDir()
-			if err := gentree.Write(dir, gentree.Config{Services: n, PodsPerService: 2}); err != nil {
-				b.Fatal(err)
-			}
-			tr, err := schema.Load(dir, schema.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if tr.Diags.Errors() > 0 {
-				b.Fatal(tr.Diags.Err())
-			}
+			tr := loadGenerated(b, n)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/schema"
@@ -33,14 +34,24 @@ type Checked struct {
 func Validate(objs []*schema.Object, lock *Lock, loc Locator) *Checked {
 	r := &reporter{loc: loc}
 	cl := findCluster(objs, r)
-	checkDuplicates(objs, r)
 	svcs := services(objs)
+	// The allocation and the checks that need it run beside the others,
+	// each with its own reporter; callers sort the diagnostics, so the
+	// result does not depend on which finishes first.
+	other := &reporter{loc: loc}
+	var pods *podIndex
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		checkDuplicates(objs, other)
+		checkExternalIPs(objs, cl, other)
+		checkEndpointLinks(objs, svcs, other)
+		pods = newPodIndex(objs)
+		checkSelectors(objs, pods, other)
+	})
 	alloc := allocate(svcs, cl, lock, r)
-	checkExternalIPs(objs, cl, r)
 	checkEndpointIPs(objs, svcs, alloc, r)
-	checkEndpointLinks(objs, svcs, r)
-	pods := newPodIndex(objs)
-	checkSelectors(objs, pods, r)
+	wg.Wait()
+	r.dl = append(r.dl, other.dl...)
 	return &Checked{Cluster: cl.spec, Alloc: alloc, Diags: r.dl, pods: pods}
 }
 

@@ -3,9 +3,11 @@ package compiler
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
@@ -24,12 +26,30 @@ func Compile(objs []*schema.Object, checked *Checked, node string) (*plan.Plan, 
 		return nil, err
 	}
 	p := &plan.Plan{FormatVersion: plan.FormatVersion, Node: n, Cluster: c.clusterPlan()}
-	for _, o := range c.services {
-		p.Services = append(p.Services, c.service(o.Service, n))
-	}
-	p.DNS = dnsRecords(p)
+	// Services are independent of each other, and DNS and env only read
+	// them: both steps use every core. Results land in fixed slots, so
+	// the Plan does not depend on scheduling.
+	p.Services = make([]plan.Service, len(c.services))
+	parallel(len(c.services), func(i int) { p.Services[i] = c.service(c.services[i].Service, n) })
+	var wg sync.WaitGroup
+	wg.Go(func() { p.DNS = dnsRecords(p) })
 	p.Env = envFiles(p, c.namespaces)
+	wg.Wait()
 	return p, nil
+}
+
+// parallel calls f(i) for i in [0, n), spread over the available cores.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), max(1, n/256))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // compilation holds the indexes of one tree.

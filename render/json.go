@@ -11,7 +11,8 @@ import (
 )
 
 // PlanJSON renders the Plan as plan.json: JSON indented by two spaces, with
-// one line per endpoint, DNS record and variable (see indentJSON), "formatVersion" first, lowerCamelCase field names as Kubernetes spells
+// one line per endpoint, DNS record and variable (see indentJSON),
+// "formatVersion" first, lowerCamelCase field names as Kubernetes spells
 // them ("clusterIPs", "dnsTTL", "ips", "ttl"), addresses and prefixes as
 // strings, fields in a fixed order and lists in the plan's order, every
 // field present (lists as [], never null), no HTML escaping, and a
@@ -19,6 +20,13 @@ import (
 //
 // A Plan whose FormatVersion is 0 is written as plan.FormatVersion; any
 // other version than plan.FormatVersion is an error.
+//
+// The text is exactly what encoding/json makes of the json* mirror types
+// below (with SetEscapeHTML(false)), laid out by indentJSON; it is written
+// directly, without reflection or an intermediate compact form, because
+// plans of ten thousand services make tens of megabytes of it. The tests
+// check the two paths give the same bytes and that every field of plan's
+// types is written.
 func PlanJSON(p *plan.Plan) ([]byte, error) {
 	if p == nil {
 		return nil, errors.New("plan.json: no plan")
@@ -26,13 +34,214 @@ func PlanJSON(p *plan.Plan) ([]byte, error) {
 	if p.FormatVersion != 0 && p.FormatVersion != plan.FormatVersion {
 		return nil, fmt.Errorf("plan.json: plan has format version %d, this netspec writes %d", p.FormatVersion, plan.FormatVersion)
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(toJSONPlan(p)); err != nil {
-		return nil, fmt.Errorf("plan.json: %w", err)
+	w := jsonWriter{b: make([]byte, 0, planJSONSize(p))}
+	w.plan(p)
+	return append(w.b, '\n'), nil
+}
+
+// plan writes the Plan. Every object holds its fields in the order of
+// plan's types, named as the json tags of the mirror types say. An object
+// is laid out on one line when it holds no other object (see indentJSON):
+// endpoints, records and variables always; a Service, port, zone or env
+// file when its list of objects is empty.
+func (w *jsonWriter) plan(p *plan.Plan) {
+	w.open('{', false)
+	w.int("formatVersion", plan.FormatVersion)
+
+	w.key("node")
+	w.open('{', true)
+	w.str("name", p.Node.Name)
+	w.str("zone", p.Node.Zone)
+	w.addrs("ips", p.Node.IPs)
+	w.close('}')
+
+	w.key("cluster")
+	w.open('{', true)
+	w.str("domain", p.Cluster.Domain)
+	w.prefixes("serviceCIDRs", p.Cluster.ServiceCIDRs)
+	w.prefixes("podCIDRs", p.Cluster.PodCIDRs)
+	w.uint("dnsTTL", uint64(p.Cluster.DNSTTL))
+	w.close('}')
+
+	writeObjects(w, "services", p.Services, (*jsonWriter).service)
+
+	w.key("dns")
+	w.open('{', len(p.DNS.Zones) == 0)
+	writeObjects(w, "zones", p.DNS.Zones, (*jsonWriter).zone)
+	w.close('}')
+
+	writeObjects(w, "env", p.Env, (*jsonWriter).envFile)
+	w.close('}')
+}
+
+func (w *jsonWriter) service(s *plan.Service) {
+	w.open('{', len(s.Ports) == 0)
+	w.str("namespace", s.Namespace)
+	w.str("name", s.Name)
+	w.str("type", s.Type)
+	w.addrs("clusterIPs", s.ClusterIPs)
+	w.bool("headless", s.Headless)
+	w.str("externalName", s.ExternalName)
+	w.addrs("externalIPs", s.ExternalIPs)
+	w.addrs("loadBalancerIPs", s.LoadBalancerIPs)
+	w.prefixes("sourceRanges", s.SourceRanges)
+	w.int("affinitySeconds", int64(s.AffinitySeconds))
+	w.bool("internalLocal", s.InternalLocal)
+	w.bool("externalLocal", s.ExternalLocal)
+	writeObjects(w, "ports", s.Ports, (*jsonWriter).port)
+	w.close('}')
+}
+
+func (w *jsonWriter) port(pt *plan.Port) {
+	w.open('{', len(pt.Endpoints) == 0)
+	w.str("name", pt.Name)
+	w.str("protocol", pt.Protocol)
+	w.uint("port", uint64(pt.Port))
+	w.uint("nodePort", uint64(pt.NodePort))
+	writeObjects(w, "endpoints", pt.Endpoints, (*jsonWriter).endpoint)
+	w.ints("cluster", pt.Cluster)
+	w.ints("external", pt.External)
+	w.close('}')
+}
+
+func (w *jsonWriter) endpoint(e *plan.Endpoint) {
+	w.open('{', true)
+	w.key("ip")
+	w.b = appendJSONText(w.b, e.IP)
+	w.uint("port", uint64(e.Port))
+	w.bool("ready", e.Ready)
+	w.bool("serving", e.Serving)
+	w.bool("terminating", e.Terminating)
+	w.str("nodeName", e.NodeName)
+	w.str("zone", e.Zone)
+	w.str("hostname", e.Hostname)
+	w.strs("zoneHints", e.ZoneHints)
+	w.strs("nodeHints", e.NodeHints)
+	w.str("pod", e.Pod)
+	w.close('}')
+}
+
+func (w *jsonWriter) zone(z *plan.Zone) {
+	w.open('{', len(z.Records) == 0)
+	w.str("name", z.Name)
+	writeObjects(w, "records", z.Records, (*jsonWriter).record)
+	w.close('}')
+}
+
+func (w *jsonWriter) record(r *plan.Record) {
+	w.open('{', true)
+	w.str("name", r.Name)
+	w.str("type", r.Type)
+	w.uint("ttl", uint64(r.TTL))
+	w.str("data", r.Data)
+	w.close('}')
+}
+
+func (w *jsonWriter) envFile(f *plan.EnvFile) {
+	w.open('{', len(f.Vars) == 0)
+	w.str("namespace", f.Namespace)
+	writeObjects(w, "vars", f.Vars, (*jsonWriter).envVar)
+	w.close('}')
+}
+
+func (w *jsonWriter) envVar(v *plan.EnvVar) {
+	w.open('{', true)
+	w.str("name", v.Name)
+	w.str("value", v.Value)
+	w.close('}')
+}
+
+// writeObjects writes the member key: a list with one object per element
+// of xs, each written by f. The list is on one line only when empty.
+func writeObjects[T any](w *jsonWriter, key string, xs []T, f func(*jsonWriter, *T)) {
+	w.key(key)
+	w.open('[', len(xs) == 0)
+	for i := range xs {
+		w.elem()
+		f(w, &xs[i])
 	}
-	return indentJSON(bytes.TrimSpace(b.Bytes())), nil
+	w.close(']')
+}
+
+// planJSONSize estimates the length of plan.json, on the generous side, so
+// that PlanJSON allocates its buffer once. Each constant is the length of
+// an element's line(s) with empty strings and lists and the longest
+// numbers, rounded up; strings count their own length (escapes aside) and
+// addresses their longest form.
+func planJSONSize(p *plan.Plan) int {
+	const (
+		plan    = 256
+		service = 360
+		port    = 220
+		endp    = 190
+		zone    = 64
+		record  = 68
+		envFile = 64
+		envVar  = 36
+		number  = len(`-9223372036854775808, `)
+		hint    = len(`"", `)
+	)
+	n := plan + len(p.Node.Name) + len(p.Node.Zone) + len(p.Cluster.Domain) +
+		addrsSize(p.Node.IPs) + prefixesSize(p.Cluster.ServiceCIDRs) + prefixesSize(p.Cluster.PodCIDRs)
+	for i := range p.Services {
+		s := &p.Services[i]
+		n += service + len(s.Namespace) + len(s.Name) + len(s.Type) + len(s.ExternalName) +
+			addrsSize(s.ClusterIPs) + addrsSize(s.ExternalIPs) + addrsSize(s.LoadBalancerIPs) + prefixesSize(s.SourceRanges)
+		for j := range s.Ports {
+			pt := &s.Ports[j]
+			n += port + len(pt.Name) + len(pt.Protocol) + number*(len(pt.Cluster)+len(pt.External))
+			for k := range pt.Endpoints {
+				e := &pt.Endpoints[k]
+				n += endp + addrSize(e.IP) + len(e.NodeName) + len(e.Zone) + len(e.Hostname) + len(e.Pod)
+				for _, h := range e.ZoneHints {
+					n += hint + len(h)
+				}
+				for _, h := range e.NodeHints {
+					n += hint + len(h)
+				}
+			}
+		}
+	}
+	for i := range p.DNS.Zones {
+		z := &p.DNS.Zones[i]
+		n += zone + len(z.Name)
+		for j := range z.Records {
+			r := &z.Records[j]
+			n += record + len(r.Name) + len(r.Type) + len(r.Data)
+		}
+	}
+	for i := range p.Env {
+		f := &p.Env[i]
+		n += envFile + len(f.Namespace)
+		for j := range f.Vars {
+			n += envVar + len(f.Vars[j].Name) + len(f.Vars[j].Value)
+		}
+	}
+	return n
+}
+
+// addrSize is the most an address takes in a list of plan.json.
+func addrSize(a netip.Addr) int {
+	if a.Is4() {
+		return len(`"255.255.255.255", `)
+	}
+	return len(`"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", `) + len(a.Zone())
+}
+
+func addrsSize(as []netip.Addr) int {
+	n := 0
+	for _, a := range as {
+		n += addrSize(a)
+	}
+	return n
+}
+
+func prefixesSize(ps []netip.Prefix) int {
+	n := 0
+	for _, p := range ps {
+		n += addrSize(p.Addr()) + len("/128")
+	}
+	return n
 }
 
 // ParsePlanJSON reads what PlanJSON wrote (for the applier, which keeps the
@@ -59,8 +268,10 @@ func ParsePlanJSON(data []byte) (*plan.Plan, error) {
 }
 
 // The json* types mirror plan's types field by field, in the same order,
-// with the JSON names. A field added to plan must be added here too: the
-// round-trip test catches one that is not.
+// with the JSON names: ParsePlanJSON decodes into them, and they define
+// what PlanJSON writes. A field added to plan must be added here, to
+// fromJSONPlan and to the jsonWriter methods above: the tests catch one
+// that is not.
 
 type jsonPlan struct {
 	FormatVersion int           `json:"formatVersion"`
@@ -161,70 +372,6 @@ func jsonList[T, U any](in []T, f func(T) U) []U {
 }
 
 func jsonSame[T any](x T) T { return x }
-
-func toJSONPlan(p *plan.Plan) *jsonPlan {
-	return &jsonPlan{
-		FormatVersion: plan.FormatVersion,
-		Node:          jsonNode{Name: p.Node.Name, Zone: p.Node.Zone, IPs: jsonList(p.Node.IPs, jsonSame)},
-		Cluster: jsonCluster{
-			Domain:       p.Cluster.Domain,
-			ServiceCIDRs: jsonList(p.Cluster.ServiceCIDRs, jsonSame),
-			PodCIDRs:     jsonList(p.Cluster.PodCIDRs, jsonSame),
-			DNSTTL:       p.Cluster.DNSTTL,
-		},
-		Services: jsonList(p.Services, func(s plan.Service) jsonService {
-			return jsonService{
-				Namespace:       s.Namespace,
-				Name:            s.Name,
-				Type:            s.Type,
-				ClusterIPs:      jsonList(s.ClusterIPs, jsonSame),
-				Headless:        s.Headless,
-				ExternalName:    s.ExternalName,
-				ExternalIPs:     jsonList(s.ExternalIPs, jsonSame),
-				LoadBalancerIPs: jsonList(s.LoadBalancerIPs, jsonSame),
-				SourceRanges:    jsonList(s.SourceRanges, jsonSame),
-				AffinitySeconds: s.AffinitySeconds,
-				InternalLocal:   s.InternalLocal,
-				ExternalLocal:   s.ExternalLocal,
-				Ports: jsonList(s.Ports, func(pt plan.Port) jsonPort {
-					return jsonPort{
-						Name:     pt.Name,
-						Protocol: pt.Protocol,
-						Port:     pt.Port,
-						NodePort: pt.NodePort,
-						Endpoints: jsonList(pt.Endpoints, func(e plan.Endpoint) jsonEndpoint {
-							return jsonEndpoint{
-								IP:          e.IP,
-								Port:        e.Port,
-								Ready:       e.Ready,
-								Serving:     e.Serving,
-								Terminating: e.Terminating,
-								NodeName:    e.NodeName,
-								Zone:        e.Zone,
-								Hostname:    e.Hostname,
-								ZoneHints:   jsonList(e.ZoneHints, jsonSame),
-								NodeHints:   jsonList(e.NodeHints, jsonSame),
-								Pod:         e.Pod,
-							}
-						}),
-						Cluster:  jsonList(pt.Cluster, jsonSame),
-						External: jsonList(pt.External, jsonSame),
-					}
-				}),
-			}
-		}),
-		DNS: jsonDNS{Zones: jsonList(p.DNS.Zones, func(z plan.Zone) jsonZone {
-			return jsonZone{Name: z.Name, Records: jsonList(z.Records, func(r plan.Record) jsonRecord {
-				return jsonRecord{Name: r.Name, Type: r.Type, TTL: r.TTL, Data: r.Data}
-			})}
-		})},
-		Env: jsonList(p.Env, func(f plan.EnvFile) jsonEnvFile {
-			return jsonEnvFile{Namespace: f.Namespace, Vars: jsonList(f.Vars, func(v plan.EnvVar) jsonEnvVar {
-				return jsonEnvVar{Name: v.Name, Value: v.Value}
-			})}
-		}),
-	}
-}
 
 func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 	return &plan.Plan{

@@ -1,12 +1,20 @@
 package render
 
-import "strings"
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // indentJSON lays out compact JSON for review in a diff: a container that
 // holds only plain values and lists of plain values (an endpoint, a DNS
 // record, a variable, a list of addresses) stays on one line; others get
 // one member per line, indented by two spaces. A plan of 10,000 services
 // then has one line per endpoint instead of fifteen.
+//
+// PlanJSON lays plan.json out this way as it writes it (see jsonWriter);
+// indentJSON is the definition the tests hold it to.
 func indentJSON(compact []byte) []byte {
 	inline := simpleContainers(compact)
 	out := make([]byte, 0, len(compact)+len(compact)/4)
@@ -106,3 +114,211 @@ func skipString(b []byte, i int) int {
 	}
 	return len(b)
 }
+
+// jsonWriter appends JSON to b in indentJSON's layout. The caller says, as
+// it opens each container, whether it is laid out on one line: it must be
+// exactly when indentJSON would, that is when the container holds no
+// object and no list that holds an object or a list. Lists of plain values
+// (addrs, prefixes, strs, ints) are always on one line and written whole.
+type jsonWriter struct {
+	b     []byte
+	stack []jsonFrame // the open containers, innermost last
+}
+
+// jsonFrame is an open container.
+type jsonFrame struct {
+	inline bool // laid out on one line
+	empty  bool // nothing written in it yet
+}
+
+// open starts a container: c is '{' or '['.
+func (w *jsonWriter) open(c byte, inline bool) {
+	w.b = append(w.b, c)
+	w.stack = append(w.stack, jsonFrame{inline: inline, empty: true})
+}
+
+// close ends the innermost container: c is '}' or ']'.
+func (w *jsonWriter) close(c byte) {
+	f := w.stack[len(w.stack)-1]
+	w.stack = w.stack[:len(w.stack)-1]
+	if !f.inline {
+		w.b = newline(w.b, len(w.stack))
+	}
+	w.b = append(w.b, c)
+}
+
+// elem starts the next member or element of the innermost container: a
+// comma after the one before, then a space on one line, or a new line.
+func (w *jsonWriter) elem() {
+	f := &w.stack[len(w.stack)-1]
+	if !f.empty {
+		w.b = append(w.b, ',')
+		if f.inline {
+			w.b = append(w.b, ' ')
+		}
+	}
+	f.empty = false
+	if !f.inline {
+		w.b = newline(w.b, len(w.stack))
+	}
+}
+
+// key starts the next member of the innermost object. Keys are written
+// as they are: they are Go identifiers, which need no escaping.
+func (w *jsonWriter) key(k string) {
+	w.elem()
+	w.b = append(w.b, '"')
+	w.b = append(w.b, k...)
+	w.b = append(w.b, '"', ':', ' ')
+}
+
+func (w *jsonWriter) str(k, v string) {
+	w.key(k)
+	w.b = appendJSONString(w.b, v)
+}
+
+func (w *jsonWriter) int(k string, v int64) {
+	w.key(k)
+	w.b = strconv.AppendInt(w.b, v, 10)
+}
+
+func (w *jsonWriter) uint(k string, v uint64) {
+	w.key(k)
+	w.b = strconv.AppendUint(w.b, v, 10)
+}
+
+func (w *jsonWriter) bool(k string, v bool) {
+	w.key(k)
+	w.b = strconv.AppendBool(w.b, v)
+}
+
+func (w *jsonWriter) strs(k string, v []string) {
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, s := range v {
+		if i > 0 {
+			w.b = append(w.b, ',', ' ')
+		}
+		w.b = appendJSONString(w.b, s)
+	}
+	w.b = append(w.b, ']')
+}
+
+func (w *jsonWriter) ints(k string, v []int) {
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, n := range v {
+		if i > 0 {
+			w.b = append(w.b, ',', ' ')
+		}
+		w.b = strconv.AppendInt(w.b, int64(n), 10)
+	}
+	w.b = append(w.b, ']')
+}
+
+func (w *jsonWriter) addrs(k string, v []netip.Addr) {
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, a := range v {
+		if i > 0 {
+			w.b = append(w.b, ',', ' ')
+		}
+		w.b = appendJSONText(w.b, a)
+	}
+	w.b = append(w.b, ']')
+}
+
+func (w *jsonWriter) prefixes(k string, v []netip.Prefix) {
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, p := range v {
+		if i > 0 {
+			w.b = append(w.b, ',', ' ')
+		}
+		w.b = appendJSONText(w.b, p)
+	}
+	w.b = append(w.b, ']')
+}
+
+// appendJSONText appends v's text form (what its MarshalText returns:
+// AppendTo gives the same, "" for the zero value) as a JSON string, as
+// encoding/json writes an encoding.TextMarshaler.
+func appendJSONText[T interface{ AppendTo([]byte) []byte }](b []byte, v T) []byte {
+	b = append(b, '"')
+	start := len(b)
+	b = v.AppendTo(b)
+	for _, c := range b[start:] {
+		if !jsonSafe[c] {
+			// Only an IPv6 zone can hold such bytes: quote the text the slow way.
+			s := string(b[start:])
+			return appendJSONString(b[:start-1], s)
+		}
+	}
+	return append(b, '"')
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it with SetEscapeHTML(false): '"' and '\\' escaped with a
+// backslash; \b, \f, \n, \r and \t as such and other bytes below 0x20 as
+// \u00XX; U+2028 and U+2029 as \u2028 and \u2029; each byte of invalid
+// UTF-8 as \ufffd; everything else, '<', '>' and '&' included, as it is.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0 // s[start:i] is still to be copied
+	for i := 0; i < len(s); {
+		c := s[i]
+		if jsonSafe[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe tells which bytes appendJSONString copies without looking
+// further: ASCII other than control characters, '"' and '\\'.
+var jsonSafe = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()

@@ -1,15 +1,14 @@
 package render
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/base32"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"netspec.dev/netspec/plan"
 )
@@ -40,6 +39,13 @@ import (
 //	firewall-HASH8-...                 loadBalancerSourceRanges
 //	endpoint-HASH8-...__ip/port        one per endpoint: hairpin masquerade, affinity, DNAT
 //	set affinity-HASH8-...__ip/port    ClientIP affinity, one per endpoint
+//
+// Rendering is on the path of every apply and plans reach tens of thousands
+// of endpoints, so the text is appended to byte slices (no fmt), every name
+// is computed once, and scratch space is reused from port to port. Each
+// table takes two passes over its service ports (see nftTable), so that the
+// maps, which gather elements from every port, are written before the
+// ports' chains without holding those chains in a second buffer.
 
 const (
 	// masqueradeMark is the packet mark bit that asks nat-postrouting to
@@ -52,6 +58,8 @@ const (
 
 	rejectVerdict = "goto reject-chain"
 	dropVerdict   = "drop"
+
+	jumpMasquerade = "jump mark-for-masquerade"
 )
 
 // nftFamily is one of the two tables.
@@ -79,15 +87,23 @@ func NFTables(p *plan.Plan) []byte {
 	if p == nil {
 		p = &plan.Plan{}
 	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# nftables ruleset of node %s, rendered by netspec: do not edit.\n", commentText(p.Node.Name))
-	b.WriteString("# `nft -f` replaces the tables ip netspec and ip6 netspec in one transaction\n")
-	b.WriteString("# and touches no other table.\n")
-	for _, fam := range nftFamilies {
-		b.WriteByte('\n')
-		newNFTTable(p, fam).write(&b)
+	tables := make([]*nftTable, len(nftFamilies))
+	size := 256 + len(p.Node.Name)
+	for i, fam := range nftFamilies {
+		tables[i] = newNFTTable(p, fam)
+		size += tables[i].sizeHint()
 	}
-	return b.Bytes()
+	b := make([]byte, 0, size)
+	b = append(b, "# nftables ruleset of node "...)
+	b = appendCommentText(b, p.Node.Name)
+	b = append(b, ", rendered by netspec: do not edit.\n"...)
+	b = append(b, "# `nft -f` replaces the tables ip netspec and ip6 netspec in one transaction\n"...)
+	b = append(b, "# and touches no other table.\n"...)
+	for _, t := range tables {
+		b = append(b, '\n')
+		b = t.appendTo(b)
+	}
+	return b
 }
 
 // nftElement is one map element.
@@ -99,105 +115,151 @@ type nftElement struct {
 	comment string
 }
 
-func (e nftElement) key() string {
-	if !e.addr.IsValid() {
-		return fmt.Sprintf("%s . %d", e.proto, e.port)
+// appendKey appends the element's key: "addr . proto . port", or
+// "proto . port" for node ports.
+func (e *nftElement) appendKey(b []byte) []byte {
+	if e.addr.IsValid() {
+		b = e.addr.AppendTo(b)
+		b = append(b, " . "...)
 	}
-	return fmt.Sprintf("%s . %s . %d", e.addr, e.proto, e.port)
+	b = append(b, e.proto...)
+	b = append(b, " . "...)
+	return strconv.AppendUint(b, uint64(e.port), 10)
 }
 
+// sameKey tells whether a and b have the same key (appendKey).
+func (e *nftElement) sameKey(o *nftElement) bool {
+	return e.addr == o.addr && e.proto == o.proto && e.port == o.port
+}
+
+// compareElements orders elements by key, then verdict and comment. Each
+// field is compared only when the ones before it are equal (cmp.Or would
+// compare them all).
 func compareElements(a, b nftElement) int {
-	return cmp.Or(a.addr.Compare(b.addr), cmp.Compare(a.proto, b.proto), cmp.Compare(a.port, b.port),
-		cmp.Compare(a.verdict, b.verdict), cmp.Compare(a.comment, b.comment))
+	if c := a.addr.Compare(b.addr); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.proto, b.proto); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.port, b.port); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.verdict, b.verdict); c != 0 {
+		return c
+	}
+	return strings.Compare(a.comment, b.comment)
 }
 
-// nftChain is a regular chain with the comment line written above it.
-type nftChain struct {
-	comment string
-	name    string
-	rules   []string
-}
-
-// nftSet is a ClientIP affinity set.
-type nftSet struct {
-	comment string
-	name    string
-	timeout int32
-}
-
-// nftGroup holds the chains and sets of one service port, written together.
-type nftGroup struct {
-	title  string
-	sets   []nftSet
-	chains []nftChain
-}
-
-type nftTable struct {
-	fam      nftFamily
-	ports    int
-	podCIDRs []netip.Prefix
-	services []nftElement
-	nodePort []nftElement
-	noEpSvc  []nftElement
-	noEpNode []nftElement
-	firewall []nftElement
-	groups   []nftGroup
-}
+// nftHash8 is HASH8 of a name (see nftHash).
+type nftHash8 [8]byte
 
 // nftEndpoint is an endpoint of a service port with its names.
 type nftEndpoint struct {
-	ep       plan.Endpoint
-	chain    string
-	affinity string
+	ep       *plan.Endpoint
+	index    int            // of ep in Port.Endpoints
+	addr     netip.AddrPort // ep's, with the address normalized (normAddr)
+	chain    string         // "" until named (describe)
+	affinity string         // "" when the service has no ClientIP affinity
+}
+
+// nftTable is one family's table. It is rendered in two passes over the
+// service ports, in order: the first names the chains of each port and
+// gathers the map elements, which are then sorted; the second, while the
+// table is written, writes the sets and chains of each port after the
+// maps.
+type nftTable struct {
+	fam        nftFamily
+	ports      []*nftPort
+	endpoints  int // of all families, in ports
+	podCIDRs   []netip.Prefix
+	podMatch   string // podMatch(podCIDRs), "" without pod CIDRs
+	masquerade string // the verdict that masquerades traffic to a cluster IP
+	nodeIPs    []netip.Addr
+	services   []nftElement
+	nodePort   []nftElement
+	noEpSvc    []nftElement
+	noEpNode   []nftElement
+	firewall   []nftElement
+
+	// Scratch space reused from port to port.
+	view     nftPortView
+	readable []byte
+	name     []byte
+	names    []nftEndpoint // by index in Port.Endpoints; chain "" until named
 }
 
 // nftPort is one service port as seen from one family's table.
 type nftPort struct {
-	svc      *plan.Service
-	port     *plan.Port
-	fam      nftFamily
-	portID   string // port name, or number when unnamed
-	proto    string // lower case
-	desc     string // "shop/web port http 80/TCP", for comments
-	base     string // "shop/web/tcp/http", the readable part of names
-	hash     string
-	cluster  []nftEndpoint // internal traffic (Port.Cluster of this family)
-	external []nftEndpoint // external traffic (Port.External of this family)
-	all      []nftEndpoint // union: one endpoint chain each
-	usable   bool          // some endpoint of this family serves, on any node
+	svc    *plan.Service
+	port   *plan.Port
+	portID string // port name, or number when unnamed
+	proto  string // lower case
+
+	// Names of the port's chains, set by the first pass; "" for the chains
+	// the port does not have.
+	serviceChain, externalChain, localChain, firewallChain string
 }
 
-func (sp *nftPort) chainName(prefix string) string {
-	return nftName(prefix, sp.hash, sp.base)
+// nftPortView is a service port with what both passes derive from it. It
+// lives in the table's scratch space and is valid until the next port is
+// viewed.
+type nftPortView struct {
+	*nftPort
+	base        []byte // "shop/web/tcp/http", the readable part of names
+	clusterIPs  []netip.Addr
+	externalIPs []netip.Addr
+	lbIPs       []netip.Addr
+	cluster     []nftEndpoint // internal traffic (Port.Cluster of this family)
+	external    []nftEndpoint // external traffic (Port.External of this family)
+	all         []nftEndpoint // union: one endpoint chain each
+
+	// Set by describe, for the second pass.
+	desc      []byte // "shop/web port http 80/TCP", for comments
+	descClean bool   // desc is printable ASCII without quotes (isCleanText)
 }
 
+// comparePorts orders service ports by namespace, name, port name (or
+// number), protocol and number, comparing each only when the ones before
+// it are equal.
+func comparePorts(a, b *nftPort) int {
+	if a.svc != b.svc {
+		if c := strings.Compare(a.svc.Namespace, b.svc.Namespace); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.svc.Name, b.svc.Name); c != 0 {
+			return c
+		}
+	}
+	if c := strings.Compare(a.portID, b.portID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.proto, b.proto); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.port.Port, b.port.Port)
+}
+
+// newNFTTable makes the table of fam and runs the first pass.
 func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 	t := &nftTable{fam: fam}
-	var ports []*nftPort
-	for i := range p.Services {
-		svc := &p.Services[i]
-		if svc.Type == "ExternalName" || svc.Headless || len(familyAddrs(svc.ClusterIPs, fam)) == 0 {
-			continue
-		}
-		for j := range svc.Ports {
-			ports = append(ports, newNFTPort(svc, &svc.Ports[j], fam))
-		}
+	t.podCIDRs = familyPrefixes(p.Cluster.PodCIDRs, fam)
+	t.masquerade = jumpMasquerade
+	if len(t.podCIDRs) > 0 {
+		t.podMatch = podMatch(t.podCIDRs)
+		t.masquerade = fam.table + " saddr != " + t.podMatch + " " + jumpMasquerade
 	}
-	slices.SortFunc(ports, func(a, b *nftPort) int {
-		return cmp.Or(cmp.Compare(a.svc.Namespace, b.svc.Namespace), cmp.Compare(a.svc.Name, b.svc.Name),
-			cmp.Compare(a.portID, b.portID), cmp.Compare(a.proto, b.proto), cmp.Compare(a.port.Port, b.port.Port))
-	})
-	t.ports = len(ports)
-	podCIDRs := familyPrefixes(p.Cluster.PodCIDRs, fam)
-	t.podCIDRs = podCIDRs
-	var nodeIPs []netip.Addr
 	for _, ip := range p.Node.IPs {
 		if ip = normAddr(ip); fam.is(ip) {
-			nodeIPs = append(nodeIPs, ip)
+			t.nodeIPs = append(t.nodeIPs, ip)
 		}
 	}
-	for _, sp := range ports {
-		t.addPort(sp, podCIDRs, nodeIPs)
+	t.sortPorts(p)
+	t.services = make([]nftElement, 0, len(t.ports))
+	for _, sp := range t.ports {
+		v := t.viewPort(sp)
+		t.nameChains(v)
+		t.addElements(v)
 	}
 	for _, m := range []*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall} {
 		slices.SortFunc(*m, compareElements)
@@ -205,253 +267,539 @@ func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 	return t
 }
 
-func newNFTPort(svc *plan.Service, port *plan.Port, fam nftFamily) *nftPort {
-	sp := &nftPort{svc: svc, port: port, fam: fam, portID: port.Name, proto: strings.ToLower(port.Protocol)}
-	num := strconv.Itoa(int(port.Port))
-	if sp.portID == "" {
-		sp.portID = num
-		sp.desc = fmt.Sprintf("%s port %s/%s", svc.Key(), num, port.Protocol)
-	} else {
-		sp.desc = fmt.Sprintf("%s port %s %s/%s", svc.Key(), port.Name, num, port.Protocol)
+// sortPorts sets t.ports to the service ports the table serves, in
+// comparePorts order, and counts their endpoints.
+func (t *nftTable) sortPorts(p *plan.Plan) {
+	n := 0
+	for i := range p.Services {
+		if svc := &p.Services[i]; t.serves(svc) {
+			n += len(svc.Ports)
+		}
 	}
-	sp.base = svc.Namespace + "/" + svc.Name + "/" + sp.proto + "/" + sp.portID
-	sp.hash = nftHash(sp.base)
-
-	endpoints := func(idx []int) []nftEndpoint {
-		var eps []nftEndpoint
-		for _, i := range idx {
-			if i < 0 || i >= len(port.Endpoints) || !fam.is(normAddr(port.Endpoints[i].IP)) {
-				continue
+	ports := make([]nftPort, 0, n)
+	for i := range p.Services {
+		svc := &p.Services[i]
+		if !t.serves(svc) {
+			continue
+		}
+		for j := range svc.Ports {
+			port := &svc.Ports[j]
+			sp := nftPort{svc: svc, port: port, portID: port.Name, proto: lowerProtocol(port.Protocol)}
+			if sp.portID == "" {
+				sp.portID = strconv.Itoa(int(port.Port))
 			}
-			ep := port.Endpoints[i]
-			ep.IP = normAddr(ep.IP)
-			readable := sp.base + "__" + ep.IP.String() + "/" + strconv.Itoa(int(ep.Port))
-			h := nftHash(readable)
-			eps = append(eps, nftEndpoint{ep: ep, chain: nftName("endpoint-", h, readable), affinity: nftName("affinity-", h, readable)})
-		}
-		return sortEndpoints(eps)
-	}
-	sp.cluster = endpoints(port.Cluster)
-	sp.external = endpoints(port.External)
-	sp.all = sortEndpoints(append(slices.Clone(sp.cluster), sp.external...))
-	sp.usable = len(sp.all) > 0
-	for _, ep := range port.Endpoints {
-		if fam.is(normAddr(ep.IP)) && (ep.Ready || ep.Serving) {
-			sp.usable = true
+			ports = append(ports, sp)
+			t.endpoints += len(port.Endpoints)
 		}
 	}
-	return sp
+	t.ports = make([]*nftPort, len(ports))
+	for i := range ports {
+		t.ports[i] = &ports[i]
+	}
+	slices.SortFunc(t.ports, comparePorts)
+}
+
+// serves tells whether svc has chains in the table: it has a cluster IP of
+// the family.
+func (t *nftTable) serves(svc *plan.Service) bool {
+	return svc.Type != "ExternalName" && !svc.Headless &&
+		slices.ContainsFunc(svc.ClusterIPs, func(a netip.Addr) bool { return t.fam.is(normAddr(a)) })
+}
+
+// sizeHint guesses the size of the rendered table, so that the buffer
+// rarely grows.
+func (t *nftTable) sizeHint() int {
+	n := 8192 + 384*len(t.ports) + 384*t.endpoints
+	for _, m := range [][]nftElement{t.services, t.nodePort, t.noEpSvc, t.noEpNode, t.firewall} {
+		for i := range m {
+			n += 80 + len(m[i].verdict) + len(m[i].comment)
+		}
+	}
+	return n
+}
+
+// viewPort fills the table's port view for sp: its base name, its
+// addresses and its endpoints of the family, without names.
+func (t *nftTable) viewPort(sp *nftPort) *nftPortView {
+	v := &t.view
+	v.nftPort = sp
+	svc, port := sp.svc, sp.port
+	v.base = append(v.base[:0], svc.Namespace...)
+	v.base = append(v.base, '/')
+	v.base = append(v.base, svc.Name...)
+	v.base = append(v.base, '/')
+	v.base = append(v.base, sp.proto...)
+	v.base = append(v.base, '/')
+	v.base = append(v.base, sp.portID...)
+	v.clusterIPs = appendFamilyAddrs(v.clusterIPs[:0], svc.ClusterIPs, t.fam)
+	v.externalIPs = appendFamilyAddrs(v.externalIPs[:0], svc.ExternalIPs, t.fam)
+	v.lbIPs = appendFamilyAddrs(v.lbIPs[:0], svc.LoadBalancerIPs, t.fam)
+	v.cluster = t.appendEndpoints(v.cluster[:0], port, port.Cluster)
+	v.external = t.appendEndpoints(v.external[:0], port, port.External)
+	v.all = append(append(v.all[:0], v.cluster...), v.external...)
+	v.all = sortEndpoints(v.all)
+	v.desc, v.descClean = v.desc[:0], false
+	return v
+}
+
+// appendEndpoints appends the endpoints of port at the indexes idx that
+// belong to the family, sorted and without repeats.
+func (t *nftTable) appendEndpoints(dst []nftEndpoint, port *plan.Port, idx []int) []nftEndpoint {
+	for _, i := range idx {
+		if i < 0 || i >= len(port.Endpoints) {
+			continue
+		}
+		ep := &port.Endpoints[i]
+		if a := normAddr(ep.IP); t.fam.is(a) {
+			dst = append(dst, nftEndpoint{ep: ep, index: i, addr: netip.AddrPortFrom(a, ep.Port)})
+		}
+	}
+	return sortEndpoints(dst)
 }
 
 // sortEndpoints sorts by address and port and drops repeats.
 func sortEndpoints(eps []nftEndpoint) []nftEndpoint {
-	slices.SortFunc(eps, func(a, b nftEndpoint) int { return a.ep.AddrPort().Compare(b.ep.AddrPort()) })
-	return slices.CompactFunc(eps, func(a, b nftEndpoint) bool { return a.ep.AddrPort() == b.ep.AddrPort() })
+	slices.SortFunc(eps, func(a, b nftEndpoint) int { return a.addr.Compare(b.addr) })
+	return slices.CompactFunc(eps, func(a, b nftEndpoint) bool { return a.addr == b.addr })
 }
 
-func (t *nftTable) addPort(sp *nftPort, podCIDRs []netip.Prefix, nodeIPs []netip.Addr) {
-	fam, svc, port := t.fam, sp.svc, sp.port
-	ip := fam.table
-	g := nftGroup{title: sp.desc}
-	serviceChain := sp.chainName("service-")
-	externalChain := sp.chainName("external-")
-	localChain := sp.chainName("local-")
-	firewallChain := sp.chainName("firewall-")
-	affinity := svc.AffinitySeconds > 0
-	label := svc.Key() + ":" + sp.portID
-
-	// Internal traffic: the cluster IPs.
-	clusterIPs := familyAddrs(svc.ClusterIPs, fam)
-	hasCluster := len(sp.cluster) > 0
-	for _, a := range clusterIPs {
-		e := nftElement{addr: a, proto: sp.proto, port: port.Port}
-		switch {
-		case hasCluster:
-			e.verdict = "goto " + serviceChain
-			t.services = append(t.services, e)
-		case svc.InternalLocal && sp.usable:
-			e.verdict, e.comment = dropVerdict, label
-			t.noEpSvc = append(t.noEpSvc, e)
-		default:
-			e.verdict, e.comment = rejectVerdict, label
-			t.noEpSvc = append(t.noEpSvc, e)
+// usable tells whether some endpoint of the family serves, on any node.
+func (t *nftTable) usable(v *nftPortView) bool {
+	if len(v.all) > 0 {
+		return true
+	}
+	for i := range v.port.Endpoints {
+		if ep := &v.port.Endpoints[i]; (ep.Ready || ep.Serving) && t.fam.is(normAddr(ep.IP)) {
+			return true
 		}
 	}
-	if hasCluster {
-		c := nftChain{name: serviceChain, comment: fmt.Sprintf("service %s: traffic to the cluster IP, picks %s",
-			sp.desc, countEndpoints(len(sp.cluster), ""))}
-		masq := "jump mark-for-masquerade"
-		if len(podCIDRs) > 0 {
-			masq = fmt.Sprintf("%s saddr != %s %s", ip, podMatch(podCIDRs), masq)
+	return false
+}
+
+// hasFrontends tells whether the port takes external traffic: it has
+// external or LoadBalancer IPs of the family, or a node port.
+func (v *nftPortView) hasFrontends() bool {
+	return len(v.externalIPs) > 0 || len(v.lbIPs) > 0 || v.port.NodePort != 0
+}
+
+// shortCircuit tells whether, under policy Local, traffic from pods and
+// from the node itself is short-circuited to the service chain, which makes
+// the external chain useful even with no local endpoint.
+func (v *nftPortView) shortCircuit() bool {
+	return v.svc.ExternalLocal && len(v.cluster) > 0
+}
+
+// nameChains names the chains the port has.
+func (t *nftTable) nameChains(v *nftPortView) {
+	h := hash8(v.base)
+	name := func(prefix string) string {
+		t.name = appendNFTName(t.name[:0], prefix, h[:], v.base)
+		return string(t.name)
+	}
+	if len(v.cluster) > 0 {
+		v.serviceChain = name("service-")
+	}
+	if v.hasFrontends() && (len(v.external) > 0 || v.shortCircuit()) {
+		v.externalChain = name("external-")
+		if v.svc.ExternalLocal && len(v.external) > 0 {
+			v.localChain = name("local-")
 		}
-		for _, a := range clusterIPs {
-			c.rules = append(c.rules, fmt.Sprintf("%s daddr %s %s dport %d %s", ip, a, sp.proto, port.Port, masq))
+	}
+	if len(v.lbIPs) > 0 && len(v.svc.SourceRanges) > 0 {
+		v.firewallChain = name("firewall-")
+	}
+}
+
+// addElements adds the map elements of a service port.
+func (t *nftTable) addElements(v *nftPortView) {
+	svc, port := v.svc, v.port
+	usable := t.usable(v)
+	var label string // the comment of elements without endpoints
+	if len(v.cluster) == 0 || len(v.external) == 0 {
+		label = svc.Namespace + "/" + svc.Name + ":" + v.portID
+	}
+
+	// Internal traffic: the cluster IPs.
+	e := nftElement{proto: v.proto, port: port.Port}
+	switch {
+	case len(v.cluster) > 0:
+		e.verdict = "goto " + v.serviceChain
+	case svc.InternalLocal && usable:
+		e.verdict, e.comment = dropVerdict, label
+	default:
+		e.verdict, e.comment = rejectVerdict, label
+	}
+	for _, a := range v.clusterIPs {
+		e.addr = a
+		if len(v.cluster) > 0 {
+			t.services = append(t.services, e)
+		} else {
+			t.noEpSvc = append(t.noEpSvc, e)
 		}
-		c.rules = append(c.rules, pickRules(fam, sp.cluster, affinity)...)
-		g.chains = append(g.chains, c)
 	}
 
 	// External traffic: external IPs, LoadBalancer IPs and the node port.
-	externalIPs := familyAddrs(svc.ExternalIPs, fam)
-	lbIPs := familyAddrs(svc.LoadBalancerIPs, fam)
-	hasExternal := len(sp.external) > 0
-	// Under policy Local, traffic from pods and from the node itself is
-	// short-circuited to the service chain, so the external chain is
-	// useful even with no local endpoint.
-	shortCircuit := svc.ExternalLocal && hasCluster
-	reachable := hasExternal || shortCircuit
-	var frontends []nftElement
-	for _, a := range externalIPs {
-		frontends = append(frontends, nftElement{addr: a, proto: sp.proto, port: port.Port})
+	var toExternal, noEndpoint string
+	if v.externalChain != "" {
+		toExternal = "goto " + v.externalChain
 	}
-	for _, a := range lbIPs {
-		frontends = append(frontends, nftElement{addr: a, proto: sp.proto, port: port.Port})
+	if len(v.external) == 0 {
+		noEndpoint = rejectVerdict
+		if svc.ExternalLocal && usable {
+			noEndpoint = dropVerdict
+		}
 	}
-	if port.NodePort != 0 {
-		frontends = append(frontends, nftElement{proto: sp.proto, port: port.NodePort})
-	}
-	noEndpoint := rejectVerdict
-	if svc.ExternalLocal && sp.usable {
-		noEndpoint = dropVerdict
-	}
-	for _, e := range frontends {
-		if reachable {
-			e.verdict = "goto " + externalChain
-			if e.addr.IsValid() {
+	frontend := func(addr netip.Addr, port uint16) {
+		if toExternal != "" {
+			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: toExternal}
+			if addr.IsValid() {
 				t.services = append(t.services, e)
 			} else {
 				t.nodePort = append(t.nodePort, e)
 			}
 		}
-		if !hasExternal {
-			e.verdict, e.comment = noEndpoint, label
-			if e.addr.IsValid() {
+		if noEndpoint != "" {
+			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: noEndpoint, comment: label}
+			if addr.IsValid() {
 				t.noEpSvc = append(t.noEpSvc, e)
 			} else {
 				t.noEpNode = append(t.noEpNode, e)
 			}
 		}
 	}
-	if len(frontends) > 0 && reachable {
-		what := externalFrontends(len(externalIPs), len(lbIPs), port.NodePort)
-		c := nftChain{name: externalChain}
-		switch {
-		case svc.ExternalLocal:
-			var steps []string
-			if shortCircuit {
-				if len(podCIDRs) > 0 {
-					c.rules = append(c.rules, fmt.Sprintf("%s saddr %s goto %s", ip, podMatch(podCIDRs), serviceChain))
-					steps = append(steps, "pods and the node (masqueraded) go to the service chain")
-				} else {
-					steps = append(steps, "the node (masqueraded) goes to the service chain")
-				}
-				c.rules = append(c.rules,
-					"fib saddr type local jump mark-for-masquerade",
-					"fib saddr type local goto "+serviceChain)
-			}
-			if hasExternal {
-				c.rules = append(c.rules, "goto "+localChain)
-				steps = append(steps, "the rest to the local chain")
-			} else {
-				steps = append(steps, "the rest is dropped (no local endpoint)")
-			}
-			c.comment = fmt.Sprintf("external %s: traffic to %s, policy Local: %s", sp.desc, what, strings.Join(steps, ", "))
-		case slices.EqualFunc(sp.external, sp.cluster, func(a, b nftEndpoint) bool { return a.chain == b.chain }):
-			c.rules = append(c.rules, "jump mark-for-masquerade", "goto "+serviceChain)
-			c.comment = fmt.Sprintf("external %s: traffic to %s, policy Cluster: masquerade, then as the service chain", sp.desc, what)
-		default:
-			c.rules = append(c.rules, "jump mark-for-masquerade")
-			c.rules = append(c.rules, pickRules(fam, sp.external, affinity)...)
-			c.comment = fmt.Sprintf("external %s: traffic to %s, policy Cluster: masquerade, then picks %s",
-				sp.desc, what, countEndpoints(len(sp.external), ""))
-		}
-		g.chains = append(g.chains, c)
-		if svc.ExternalLocal && hasExternal {
-			c := nftChain{name: localChain, comment: fmt.Sprintf("local %s: external traffic under policy Local, picks %s",
-				sp.desc, countEndpoints(len(sp.external), "local "))}
-			c.rules = pickRules(fam, sp.external, affinity)
-			g.chains = append(g.chains, c)
-		}
+	for _, a := range v.externalIPs {
+		frontend(a, port.Port)
+	}
+	for _, a := range v.lbIPs {
+		frontend(a, port.Port)
+	}
+	if port.NodePort != 0 {
+		frontend(netip.Addr{}, port.NodePort)
 	}
 
-	// loadBalancerSourceRanges: checked before DNAT, whatever the endpoints.
-	if len(lbIPs) > 0 && len(svc.SourceRanges) > 0 {
-		ranges := familyPrefixes(svc.SourceRanges, fam)
-		c := nftChain{name: firewallChain}
-		if len(ranges) == 0 {
-			// Ranges were given for the other family only: none of this
-			// family is allowed (fail closed).
-			c.rules = []string{dropVerdict}
-			c.comment = fmt.Sprintf("firewall %s: loadBalancerSourceRanges hold no %s range, so no %s client may reach the LoadBalancer IPs",
-				sp.desc, fam.label, fam.label)
-		} else {
-			allowed := slices.Clone(ranges)
-			// A node in the ranges may reach the LB IPs through a local
-			// route that loops back with the LB IP as source (kube-proxy).
-			if slices.ContainsFunc(nodeIPs, func(a netip.Addr) bool {
-				return slices.ContainsFunc(ranges, func(r netip.Prefix) bool { return r.Contains(a) })
-			}) {
-				for _, a := range lbIPs {
-					allowed = append(allowed, netip.PrefixFrom(a, a.BitLen()))
-				}
-			}
-			c.rules = []string{fmt.Sprintf("%s saddr != %s drop", ip, prefixSet(allowed, true))}
-			c.comment = fmt.Sprintf("firewall %s: only loadBalancerSourceRanges may reach the LoadBalancer IPs", sp.desc)
+	// loadBalancerSourceRanges.
+	if v.firewallChain != "" {
+		e := nftElement{proto: v.proto, port: port.Port, verdict: "goto " + v.firewallChain}
+		for _, a := range v.lbIPs {
+			e.addr = a
+			t.firewall = append(t.firewall, e)
 		}
-		g.chains = append(g.chains, c)
-		for _, a := range lbIPs {
-			t.firewall = append(t.firewall, nftElement{addr: a, proto: sp.proto, port: port.Port, verdict: "goto " + firewallChain})
-		}
-	}
-
-	// One chain (and affinity set) per endpoint.
-	for _, ep := range sp.all {
-		if affinity {
-			g.sets = append(g.sets, nftSet{name: ep.affinity, timeout: svc.AffinitySeconds,
-				comment: fmt.Sprintf("affinity %s: clients sent to %s in the last %ds", sp.desc, ep.ep.AddrPort(), svc.AffinitySeconds)})
-		}
-		c := nftChain{name: ep.chain, comment: fmt.Sprintf("endpoint %s of %s%s", ep.ep.AddrPort(), sp.desc, endpointOrigin(ep.ep))}
-		c.rules = append(c.rules, fmt.Sprintf("%s saddr %s jump mark-for-masquerade", ip, ep.ep.IP))
-		if affinity {
-			c.rules = append(c.rules, fmt.Sprintf("update @%s { %s saddr }", ep.affinity, ip))
-		}
-		c.rules = append(c.rules, fmt.Sprintf("meta l4proto %s dnat to %s", sp.proto, ep.ep.AddrPort()))
-		g.chains = append(g.chains, c)
-	}
-	if len(g.chains) > 0 {
-		t.groups = append(t.groups, g)
 	}
 }
 
-// pickRules sends a packet to one of eps: first to the endpoint its client
-// stuck to (affinity), else at random. Rule i is taken with probability
-// 1/(k-i) of what reaches it, so each endpoint gets 1/k.
-func pickRules(fam nftFamily, eps []nftEndpoint, affinity bool) []string {
-	var rules []string
-	if affinity {
-		for _, ep := range eps {
-			rules = append(rules, fmt.Sprintf("%s saddr @%s goto %s", fam.table, ep.affinity, ep.chain))
+// describe sets the port's description and names its endpoints, for the
+// second pass.
+func (t *nftTable) describe(v *nftPortView) {
+	svc, port := v.svc, v.port
+	v.desc = append(v.desc[:0], svc.Namespace...)
+	v.desc = append(v.desc, '/')
+	v.desc = append(v.desc, svc.Name...)
+	v.desc = append(v.desc, " port "...)
+	if port.Name != "" {
+		v.desc = append(v.desc, port.Name...)
+		v.desc = append(v.desc, ' ')
+	}
+	v.desc = strconv.AppendUint(v.desc, uint64(port.Port), 10)
+	v.desc = append(v.desc, '/')
+	v.desc = append(v.desc, port.Protocol...)
+	v.descClean = isCleanText(v.desc)
+
+	t.names = slices.Grow(t.names[:0], len(port.Endpoints))[:len(port.Endpoints)]
+	clear(t.names)
+	for _, eps := range [][]nftEndpoint{v.cluster, v.external, v.all} {
+		for i := range eps {
+			ep := &eps[i]
+			named := &t.names[ep.index]
+			if named.chain == "" {
+				*named = t.nameEndpoint(v, ep)
+			}
+			ep.chain, ep.affinity = named.chain, named.affinity
 		}
 	}
-	for i, ep := range eps {
-		if left := len(eps) - i; left > 1 {
-			rules = append(rules, fmt.Sprintf("numgen random mod %d == 0 goto %s", left, ep.chain))
-		} else {
-			rules = append(rules, "goto "+ep.chain)
+}
+
+// nameEndpoint names the chain (and affinity set) of an endpoint.
+func (t *nftTable) nameEndpoint(v *nftPortView, ep *nftEndpoint) nftEndpoint {
+	t.readable = append(t.readable[:0], v.base...)
+	t.readable = append(t.readable, "__"...)
+	t.readable = ep.addr.Addr().AppendTo(t.readable)
+	t.readable = append(t.readable, '/')
+	t.readable = strconv.AppendUint(t.readable, uint64(ep.addr.Port()), 10)
+	h := hash8(t.readable)
+	named := *ep
+	t.name = appendNFTName(t.name[:0], "endpoint-", h[:], t.readable)
+	named.chain = string(t.name)
+	if v.svc.AffinitySeconds > 0 {
+		t.name = appendNFTName(t.name[:0], "affinity-", h[:], t.readable)
+		named.affinity = string(t.name)
+	}
+	return named
+}
+
+// appendGroup appends the section of a service port: its affinity sets,
+// then its chains. A port without chains has no section.
+func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
+	if v.serviceChain == "" && v.externalChain == "" && v.firewallChain == "" && len(v.all) == 0 {
+		return b
+	}
+	t.describe(v)
+	fam, svc := t.fam, v.svc
+	ip := fam.table
+	affinity := svc.AffinitySeconds > 0
+
+	b = append(b, "\n\t# Service "...)
+	start := len(b)
+	b = append(b, v.desc...)
+	b = fixCommentText(b, start, v.descClean)
+	b = append(b, ".\n"...)
+
+	if affinity {
+		for i := range v.all {
+			ep := &v.all[i]
+			b, start = openComment(b)
+			b = append(b, "affinity "...)
+			b = append(b, v.desc...)
+			b = append(b, ": clients sent to "...)
+			b = ep.addr.AppendTo(b)
+			b = append(b, " in the last "...)
+			b = strconv.AppendInt(b, int64(svc.AffinitySeconds), 10)
+			b = append(b, 's')
+			b = closeComment(b, start, v.descClean)
+			b = append(b, "\tset "...)
+			b = append(b, ep.affinity...)
+			b = append(b, " {\n\t\ttype "...)
+			b = append(b, fam.addrType...)
+			b = append(b, "\n\t\tflags dynamic,timeout\n\t\ttimeout "...)
+			b = strconv.AppendInt(b, int64(svc.AffinitySeconds), 10)
+			b = append(b, "s\n\t}\n"...)
 		}
+	}
+
+	// Internal traffic: the cluster IPs.
+	if v.serviceChain != "" {
+		b, start = openComment(b)
+		b = append(b, "service "...)
+		b = append(b, v.desc...)
+		b = append(b, ": traffic to the cluster IP, picks "...)
+		b = appendCountEndpoints(b, len(v.cluster), "")
+		b = closeComment(b, start, v.descClean)
+		b = openChain(b, v.serviceChain)
+		for _, a := range v.clusterIPs {
+			b = append(b, "\t\t"...)
+			b = append(b, ip...)
+			b = append(b, " daddr "...)
+			b = a.AppendTo(b)
+			b = append(b, ' ')
+			b = append(b, v.proto...)
+			b = append(b, " dport "...)
+			b = strconv.AppendUint(b, uint64(v.port.Port), 10)
+			b = append(b, ' ')
+			b = append(b, t.masquerade...)
+			b = append(b, '\n')
+		}
+		b = appendPickRules(b, fam, v.cluster, affinity)
+		b = closeChain(b)
+	}
+
+	// External traffic: external IPs, LoadBalancer IPs and the node port.
+	if v.externalChain != "" {
+		b = t.appendExternalChains(b, v)
+	}
+
+	// loadBalancerSourceRanges: checked before DNAT, whatever the endpoints.
+	if v.firewallChain != "" {
+		b = t.appendFirewallChain(b, v)
+	}
+
+	// One chain per endpoint.
+	for i := range v.all {
+		ep := &v.all[i]
+		b, start = openComment(b)
+		b = append(b, "endpoint "...)
+		b = ep.addr.AppendTo(b)
+		b = append(b, " of "...)
+		b = append(b, v.desc...)
+		b = appendEndpointOrigin(b, ep.ep)
+		b = closeComment(b, start, v.descClean && isCleanText(ep.ep.Pod) && isCleanText(ep.ep.NodeName))
+		b = openChain(b, ep.chain)
+		b = append(b, "\t\t"...)
+		b = append(b, ip...)
+		b = append(b, " saddr "...)
+		b = ep.addr.Addr().AppendTo(b)
+		b = append(b, " jump mark-for-masquerade\n"...)
+		if affinity {
+			b = append(b, "\t\tupdate @"...)
+			b = append(b, ep.affinity...)
+			b = append(b, " { "...)
+			b = append(b, ip...)
+			b = append(b, " saddr }\n"...)
+		}
+		b = append(b, "\t\tmeta l4proto "...)
+		b = append(b, v.proto...)
+		b = append(b, " dnat to "...)
+		b = ep.addr.AppendTo(b)
+		b = append(b, '\n')
+		b = closeChain(b)
+	}
+	return b
+}
+
+// appendExternalChains appends the external chain of a port and, under
+// policy Local with local endpoints, its local chain.
+func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
+	svc := v.svc
+	affinity := svc.AffinitySeconds > 0
+	b, start := openComment(b)
+	b = append(b, "external "...)
+	b = append(b, v.desc...)
+	b = append(b, ": traffic to "...)
+	b = appendExternalFrontends(b, len(v.externalIPs), len(v.lbIPs), v.port.NodePort)
+	switch {
+	case svc.ExternalLocal:
+		b = append(b, ", policy Local: "...)
+		if v.shortCircuit() {
+			if len(t.podCIDRs) > 0 {
+				b = append(b, "pods and the node (masqueraded) go to the service chain, "...)
+			} else {
+				b = append(b, "the node (masqueraded) goes to the service chain, "...)
+			}
+		}
+		if len(v.external) > 0 {
+			b = append(b, "the rest to the local chain"...)
+		} else {
+			b = append(b, "the rest is dropped (no local endpoint)"...)
+		}
+		b = closeComment(b, start, v.descClean)
+		b = openChain(b, v.externalChain)
+		if v.shortCircuit() {
+			if len(t.podCIDRs) > 0 {
+				b = appendRule(b, t.fam.table, " saddr ", t.podMatch, " goto ", v.serviceChain)
+			}
+			b = appendRule(b, "fib saddr type local ", jumpMasquerade)
+			b = appendRule(b, "fib saddr type local goto ", v.serviceChain)
+		}
+		if len(v.external) > 0 {
+			b = appendRule(b, "goto ", v.localChain)
+		}
+	case slices.EqualFunc(v.external, v.cluster, func(a, b nftEndpoint) bool { return a.chain == b.chain }):
+		b = append(b, ", policy Cluster: masquerade, then as the service chain"...)
+		b = closeComment(b, start, v.descClean)
+		b = openChain(b, v.externalChain)
+		b = appendRule(b, jumpMasquerade)
+		b = appendRule(b, "goto ", v.serviceChain)
+	default:
+		b = append(b, ", policy Cluster: masquerade, then picks "...)
+		b = appendCountEndpoints(b, len(v.external), "")
+		b = closeComment(b, start, v.descClean)
+		b = openChain(b, v.externalChain)
+		b = appendRule(b, jumpMasquerade)
+		b = appendPickRules(b, t.fam, v.external, affinity)
+	}
+	b = closeChain(b)
+
+	if v.localChain != "" {
+		b, start = openComment(b)
+		b = append(b, "local "...)
+		b = append(b, v.desc...)
+		b = append(b, ": external traffic under policy Local, picks "...)
+		b = appendCountEndpoints(b, len(v.external), "local ")
+		b = closeComment(b, start, v.descClean)
+		b = openChain(b, v.localChain)
+		b = appendPickRules(b, t.fam, v.external, affinity)
+		b = closeChain(b)
+	}
+	return b
+}
+
+// appendFirewallChain appends the chain that applies a port's
+// loadBalancerSourceRanges.
+func (t *nftTable) appendFirewallChain(b []byte, v *nftPortView) []byte {
+	fam := t.fam
+	ranges := familyPrefixes(v.svc.SourceRanges, fam)
+	b, start := openComment(b)
+	b = append(b, "firewall "...)
+	b = append(b, v.desc...)
+	if len(ranges) == 0 {
+		// Ranges were given for the other family only: none of this
+		// family is allowed (fail closed).
+		b = append(b, ": loadBalancerSourceRanges hold no "...)
+		b = append(b, fam.label...)
+		b = append(b, " range, so no "...)
+		b = append(b, fam.label...)
+		b = append(b, " client may reach the LoadBalancer IPs"...)
+		b = closeComment(b, start, v.descClean)
+		b = openChain(b, v.firewallChain)
+		b = appendRule(b, dropVerdict)
+		return closeChain(b)
+	}
+	b = append(b, ": only loadBalancerSourceRanges may reach the LoadBalancer IPs"...)
+	b = closeComment(b, start, v.descClean)
+	b = openChain(b, v.firewallChain)
+	allowed := slices.Clone(ranges)
+	// A node in the ranges may reach the LB IPs through a local route that
+	// loops back with the LB IP as source (kube-proxy).
+	if slices.ContainsFunc(t.nodeIPs, func(a netip.Addr) bool {
+		return slices.ContainsFunc(ranges, func(r netip.Prefix) bool { return r.Contains(a) })
+	}) {
+		for _, a := range v.lbIPs {
+			allowed = append(allowed, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	b = append(b, "\t\t"...)
+	b = append(b, fam.table...)
+	b = append(b, " saddr != "...)
+	b = appendPrefixSet(b, allowed, true)
+	b = append(b, " drop\n"...)
+	return closeChain(b)
+}
+
+// appendPickRules appends the rules that send a packet to one of eps: first
+// to the endpoint its client stuck to (affinity), else at random. Rule i
+// is taken with probability 1/(k-i) of what reaches it, so each endpoint
+// gets 1/k.
+func appendPickRules(b []byte, fam nftFamily, eps []nftEndpoint, affinity bool) []byte {
+	if affinity {
+		for i := range eps {
+			b = appendRule(b, fam.table, " saddr @", eps[i].affinity, " goto ", eps[i].chain)
+		}
+	}
+	for i := range eps {
+		b = append(b, "\t\t"...)
+		if left := len(eps) - i; left > 1 {
+			b = append(b, "numgen random mod "...)
+			b = strconv.AppendInt(b, int64(left), 10)
+			b = append(b, " == 0 "...)
+		}
+		b = append(b, "goto "...)
+		b = append(b, eps[i].chain...)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// pickRules is appendPickRules as a list of rules.
+func pickRules(fam nftFamily, eps []nftEndpoint, affinity bool) []string {
+	var rules []string
+	for line := range strings.Lines(string(appendPickRules(nil, fam, eps, affinity))) {
+		rules = append(rules, strings.TrimSuffix(strings.TrimPrefix(line, "\t\t"), "\n"))
 	}
 	return rules
 }
 
-func (t *nftTable) write(b *bytes.Buffer) {
+// appendTo appends the table.
+func (t *nftTable) appendTo(b []byte) []byte {
 	fam := t.fam
-	fmt.Fprintf(b, "table %s netspec {}\n", fam.table)
-	fmt.Fprintf(b, "delete table %s netspec\n", fam.table)
-	fmt.Fprintf(b, "table %s netspec {\n", fam.table)
-	fmt.Fprintf(b, "\t# %s: %s.\n", fam.label, plural(t.ports, "service port"))
+	b = appendLine(b, "table ", fam.table, " netspec {}")
+	b = appendLine(b, "delete table ", fam.table, " netspec")
+	b = appendLine(b, "table ", fam.table, " netspec {")
+	b = append(b, "\t# "...)
+	b = append(b, fam.label...)
+	b = append(b, ": "...)
+	b = appendPlural(b, len(t.ports), "service port")
+	b = append(b, ".\n"...)
 
-	b.WriteString("\n\t# Base chains.\n")
-	base := []struct{ name, hook, rule string }{
+	b = append(b, "\n\t# Base chains.\n"...)
+	base := [...]struct{ name, hook, rule string }{
 		{"nat-prerouting", "type nat hook prerouting priority dstnat", "jump services"},
 		{"nat-output", "type nat hook output priority -100", "jump services"},
 		{"nat-postrouting", "type nat hook postrouting priority srcnat", "jump masquerading"},
@@ -461,109 +809,188 @@ func (t *nftTable) write(b *bytes.Buffer) {
 		{"filter-output", "type filter hook output priority filter", "ct state new jump service-endpoints-check"},
 	}
 	for _, c := range base {
-		fmt.Fprintf(b, "\tchain %s {\n\t\t%s; policy accept;\n\t\t%s\n\t}\n", c.name, c.hook, c.rule)
+		b = openChain(b, c.name)
+		b = appendRule(b, c.hook, "; policy accept;")
+		b = appendRule(b, c.rule)
+		b = closeChain(b)
 	}
 
-	b.WriteString("\n\t# Dispatch.\n")
-	nodePorts := fmt.Sprintf("fib daddr type local %s daddr != %s meta l4proto . th dport", fam.table, fam.loopback)
-	writeChain(b, nftChain{name: "services", comment: "services: frontend address and port, then node ports on local addresses",
-		rules: []string{fam.table + " daddr . meta l4proto . th dport vmap @service-ips", nodePorts + " vmap @service-nodeports"}})
-	writeChain(b, nftChain{name: "mark-for-masquerade", comment: "mark-for-masquerade: ask nat-postrouting to masquerade",
-		rules: []string{"meta mark set meta mark | " + masqueradeMark}})
-	writeChain(b, nftChain{name: "masquerading", comment: "masquerading: masquerade marked packets, clearing the mark",
-		rules: []string{"meta mark & " + masqueradeMark + " == 0 return", "meta mark set meta mark ^ " + masqueradeMark, "masquerade fully-random"}})
-	writeChain(b, nftChain{name: "service-endpoints-check", comment: "service-endpoints-check: new connections to frontends without endpoints (after DNAT)",
-		rules: []string{fam.table + " daddr . meta l4proto . th dport vmap @no-endpoint-services", nodePorts + " vmap @no-endpoint-nodeports"}})
-	writeChain(b, nftChain{name: "reject-chain", comment: "reject-chain: a service without endpoints refuses the connection",
-		rules: []string{"reject"}})
-	writeChain(b, nftChain{name: "firewall-check", comment: "firewall-check: loadBalancerSourceRanges (before DNAT)",
-		rules: []string{fam.table + " daddr . meta l4proto . th dport vmap @firewall-ips"}})
+	b = append(b, "\n\t# Dispatch.\n"...)
+	vmap := fam.table + " daddr . meta l4proto . th dport vmap @"
+	nodePorts := "fib daddr type local " + fam.table + " daddr != " + fam.loopback + " meta l4proto . th dport vmap @"
+	b = appendChain(b, "services", "services: frontend address and port, then node ports on local addresses",
+		vmap+"service-ips", nodePorts+"service-nodeports")
+	b = appendChain(b, "mark-for-masquerade", "mark-for-masquerade: ask nat-postrouting to masquerade",
+		"meta mark set meta mark | "+masqueradeMark)
+	b = appendChain(b, "masquerading", "masquerading: masquerade marked packets, clearing the mark",
+		"meta mark & "+masqueradeMark+" == 0 return", "meta mark set meta mark ^ "+masqueradeMark, "masquerade fully-random")
+	b = appendChain(b, "service-endpoints-check", "service-endpoints-check: new connections to frontends without endpoints (after DNAT)",
+		vmap+"no-endpoint-services", nodePorts+"no-endpoint-nodeports")
+	b = appendChain(b, "reject-chain", "reject-chain: a service without endpoints refuses the connection",
+		"reject")
+	b = appendChain(b, "firewall-check", "firewall-check: loadBalancerSourceRanges (before DNAT)",
+		vmap+"firewall-ips")
 
-	b.WriteString("\n\t# Maps.\n")
+	b = append(b, "\n\t# Maps.\n"...)
 	addrKey := fam.addrType + " . inet_proto . inet_service : verdict"
 	portKey := "inet_proto . inet_service : verdict"
-	writeMap(b, "service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", addrKey, t.services)
-	writeMap(b, "service-nodeports", "node ports to external chains", portKey, t.nodePort)
-	writeMap(b, "no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", addrKey, t.noEpSvc)
-	writeMap(b, "no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", portKey, t.noEpNode)
-	writeMap(b, "firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", addrKey, t.firewall)
+	b = appendMap(b, "service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", addrKey, t.services)
+	b = appendMap(b, "service-nodeports", "node ports to external chains", portKey, t.nodePort)
+	b = appendMap(b, "no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", addrKey, t.noEpSvc)
+	b = appendMap(b, "no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", portKey, t.noEpNode)
+	b = appendMap(b, "firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", addrKey, t.firewall)
 	if len(t.podCIDRs) > 1 {
-		fmt.Fprintf(b, "\t# pod-cidrs: traffic from elsewhere to a cluster IP is masqueraded\n\tset pod-cidrs {\n\t\ttype %s\n\t\tflags interval\n\t\telements = { %s }\n\t}\n",
-			fam.addrType, strings.Trim(prefixSet(t.podCIDRs, true), "{ }"))
+		b = append(b, "\t# pod-cidrs: traffic from elsewhere to a cluster IP is masqueraded\n\tset pod-cidrs {\n\t\ttype "...)
+		b = append(b, fam.addrType...)
+		b = append(b, "\n\t\tflags interval\n\t\telements = "...)
+		b = appendPrefixSet(b, t.podCIDRs, true)
+		b = append(b, "\n\t}\n"...)
 	}
 
-	for _, g := range t.groups {
-		fmt.Fprintf(b, "\n\t# Service %s.\n", commentText(g.title))
-		for _, s := range g.sets {
-			fmt.Fprintf(b, "\t# %s\n\tset %s {\n\t\ttype %s\n\t\tflags dynamic,timeout\n\t\ttimeout %ds\n\t}\n",
-				commentText(s.comment), s.name, fam.addrType, s.timeout)
-		}
-		for _, c := range g.chains {
-			writeChain(b, c)
-		}
+	for _, sp := range t.ports {
+		b = t.appendGroup(b, t.viewPort(sp))
 	}
-	b.WriteString("}\n")
+	return append(b, "}\n"...)
 }
 
-func writeChain(b *bytes.Buffer, c nftChain) {
-	fmt.Fprintf(b, "\t# %s\n\tchain %s {\n", commentText(c.comment), c.name)
-	for _, r := range c.rules {
-		fmt.Fprintf(b, "\t\t%s\n", r)
+// appendLine appends the concatenation of parts and a newline.
+func appendLine(b []byte, parts ...string) []byte {
+	for _, s := range parts {
+		b = append(b, s...)
 	}
-	b.WriteString("\t}\n")
+	return append(b, '\n')
 }
 
-func writeMap(b *bytes.Buffer, name, comment, typ string, elems []nftElement) {
-	fmt.Fprintf(b, "\t# %s: %s\n\tmap %s {\n\t\ttype %s\n", name, comment, name, typ)
+// appendRule appends a rule line: the concatenation of parts, indented.
+func appendRule(b []byte, parts ...string) []byte {
+	b = append(b, "\t\t"...)
+	return appendLine(b, parts...)
+}
+
+// openComment starts the comment line above a chain or set; the comment
+// text follows, then closeComment.
+func openComment(b []byte) (_ []byte, start int) {
+	b = append(b, "\t# "...)
+	return b, len(b)
+}
+
+// closeComment ends a comment line opened at start. clean tells that the
+// text is known to need no fixing (fixCommentText).
+func closeComment(b []byte, start int, clean bool) []byte {
+	b = fixCommentText(b, start, clean)
+	return append(b, '\n')
+}
+
+// openChain starts a chain; its rules follow, then closeChain.
+func openChain(b []byte, name string) []byte {
+	b = append(b, "\tchain "...)
+	b = append(b, name...)
+	return append(b, " {\n"...)
+}
+
+func closeChain(b []byte) []byte {
+	return append(b, "\t}\n"...)
+}
+
+// appendChain appends a whole chain with its comment.
+func appendChain(b []byte, name, comment string, rules ...string) []byte {
+	b = append(b, "\t# "...)
+	b = appendCommentText(b, comment)
+	b = append(b, '\n')
+	b = openChain(b, name)
+	for _, r := range rules {
+		b = appendRule(b, r)
+	}
+	return closeChain(b)
+}
+
+func appendMap(b []byte, name, comment, typ string, elems []nftElement) []byte {
+	b = appendLine(b, "\t# ", name, ": ", comment)
+	b = appendLine(b, "\tmap ", name, " {")
+	b = appendRule(b, "type ", typ)
 	if len(elems) > 0 {
-		b.WriteString("\t\telements = {\n")
-		var last string
-		for i, e := range elems {
-			k := e.key()
-			if i > 0 && k == last {
+		b = append(b, "\t\telements = {\n"...)
+		for i := range elems {
+			e := &elems[i]
+			if i > 0 && e.sameKey(&elems[i-1]) {
 				// Two frontends with one key: the compiler rejects
 				// this; keep the first so that the file still loads.
-				fmt.Fprintf(b, "\t\t\t# duplicate key dropped: %s : %s\n", k, e.verdict)
+				b = append(b, "\t\t\t# duplicate key dropped: "...)
+				b = e.appendKey(b)
+				b = appendLine(b, " : ", e.verdict)
 				continue
 			}
-			last = k
+			b = append(b, "\t\t\t"...)
+			b = e.appendKey(b)
 			if e.comment != "" {
-				k += ` comment "` + commentText(e.comment) + `"`
+				b = append(b, ` comment "`...)
+				b = appendCommentText(b, e.comment)
+				b = append(b, '"')
 			}
-			fmt.Fprintf(b, "\t\t\t%s : %s,\n", k, e.verdict)
+			b = appendLine(b, " : ", e.verdict, ",")
 		}
-		b.WriteString("\t\t}\n")
+		b = append(b, "\t\t}\n"...)
 	}
-	b.WriteString("\t}\n")
+	return append(b, "\t}\n"...)
 }
 
 // nftHash is HASH8 of a name: the start of the base32 SHA-256 of its
 // readable part, as kube-proxy's. It keeps names unique when the readable
 // part is truncated or sanitized, and tells similar names apart at a glance.
 func nftHash(readable string) string {
-	sum := sha256.Sum256([]byte(readable))
-	return base32.StdEncoding.EncodeToString(sum[:])[:8]
+	h := hash8([]byte(readable))
+	return string(h[:])
+}
+
+// hash8 is nftHash without allocation. Eight base32 characters encode the
+// first five bytes of the sum exactly, without padding.
+func hash8(readable []byte) (h nftHash8) {
+	sum := sha256.Sum256(readable)
+	base32.StdEncoding.Encode(h[:], sum[:5])
+	return h
 }
 
 // nftName is prefix + hash + "-" + readable, with the characters nft does
 // not take in a bare name replaced (":" of IPv6 addresses by ".", others by
 // "_") and cut to nftNameMax bytes.
 func nftName(prefix, hash, readable string) string {
-	name := []byte(prefix + hash + "-")
-	for i := 0; i < len(readable); i++ {
-		switch c := readable[i]; {
+	return string(appendNFTName(nil, prefix, []byte(hash), []byte(readable)))
+}
+
+// appendNFTName appends nftName(prefix, hash, readable).
+func appendNFTName(b []byte, prefix string, hash, readable []byte) []byte {
+	start := len(b)
+	b = append(b, prefix...)
+	b = append(b, hash...)
+	b = append(b, '-')
+	for _, c := range readable {
+		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '/', c == '-', c == '_', c == '.':
-			name = append(name, c)
+			b = append(b, c)
 		case c == ':':
-			name = append(name, '.')
+			b = append(b, '.')
 		default:
-			name = append(name, '_')
+			b = append(b, '_')
 		}
 	}
-	if len(name) > nftNameMax {
-		name = append(name[:nftNameMax-3], "..."...)
+	if len(b)-start > nftNameMax {
+		b = append(b[:start+nftNameMax-3], "..."...)
 	}
-	return string(name)
+	return b
+}
+
+// lowerProtocol is strings.ToLower(proto), without allocation for the
+// protocols Kubernetes knows.
+func lowerProtocol(proto string) string {
+	switch proto {
+	case "TCP":
+		return "tcp"
+	case "UDP":
+		return "udp"
+	case "SCTP":
+		return "sctp"
+	}
+	return strings.ToLower(proto)
 }
 
 // normAddr is a without zone, an IPv4-mapped IPv6 address as IPv4.
@@ -581,16 +1008,16 @@ func normPrefix(p netip.Prefix) netip.Prefix {
 	return p.Masked()
 }
 
-// familyAddrs returns the addresses of fam, sorted, without repeats.
-func familyAddrs(addrs []netip.Addr, fam nftFamily) []netip.Addr {
-	var out []netip.Addr
+// appendFamilyAddrs appends the addresses of fam to dst, normalized and
+// sorted, without repeats.
+func appendFamilyAddrs(dst, addrs []netip.Addr, fam nftFamily) []netip.Addr {
 	for _, a := range addrs {
 		if a = normAddr(a); fam.is(a) {
-			out = append(out, a)
+			dst = append(dst, a)
 		}
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
+	slices.SortFunc(dst, netip.Addr.Compare)
+	return slices.Compact(dst)
 }
 
 // familyPrefixes returns the prefixes of fam, masked and sorted, without
@@ -623,80 +1050,147 @@ func minimalPrefixes(ps []netip.Prefix) []netip.Prefix {
 // in the kernel, and the kernel finds sets by walking a list.
 func podMatch(podCIDRs []netip.Prefix) string {
 	if len(podCIDRs) == 1 {
-		return prefixSet(podCIDRs, false)
+		return string(appendPrefixSet(nil, podCIDRs, false))
 	}
 	return "@pod-cidrs"
 }
 
-// prefixSet writes prefixes as one nft value, or as an anonymous set when
-// there are several or when set is true.
-func prefixSet(ps []netip.Prefix, set bool) string {
+// appendPrefixSet appends prefixes as one nft value, or as an anonymous set
+// when there are several or when set is true.
+func appendPrefixSet(b []byte, ps []netip.Prefix, set bool) []byte {
 	ps = minimalPrefixes(slices.Clone(ps))
-	strs := make([]string, len(ps))
+	if len(ps) == 1 && !set {
+		return appendPrefix(b, ps[0])
+	}
+	b = append(b, "{ "...)
 	for i, p := range ps {
-		if p.IsSingleIP() {
-			strs[i] = p.Addr().String()
-		} else {
-			strs[i] = p.String()
+		if i > 0 {
+			b = append(b, ", "...)
 		}
+		b = appendPrefix(b, p)
 	}
-	if len(strs) == 1 && !set {
-		return strs[0]
-	}
-	return "{ " + strings.Join(strs, ", ") + " }"
+	return append(b, " }"...)
 }
 
-func externalFrontends(externalIPs, lbIPs int, nodePort uint16) string {
-	var what []string
+// appendPrefix appends p, as an address when it holds one.
+func appendPrefix(b []byte, p netip.Prefix) []byte {
+	if p.IsSingleIP() {
+		return p.Addr().AppendTo(b)
+	}
+	return p.AppendTo(b)
+}
+
+func appendExternalFrontends(b []byte, externalIPs, lbIPs int, nodePort uint16) []byte {
+	sep := ""
 	if nodePort != 0 {
-		what = append(what, fmt.Sprintf("node port %d", nodePort))
+		b = append(b, "node port "...)
+		b = strconv.AppendUint(b, uint64(nodePort), 10)
+		sep = ", "
 	}
 	if externalIPs > 0 {
-		what = append(what, plural(externalIPs, "external IP"))
+		b = append(b, sep...)
+		b = appendPlural(b, externalIPs, "external IP")
+		sep = ", "
 	}
 	if lbIPs > 0 {
-		what = append(what, plural(lbIPs, "LoadBalancer IP"))
+		b = append(b, sep...)
+		b = appendPlural(b, lbIPs, "LoadBalancer IP")
 	}
-	return strings.Join(what, ", ")
+	return b
 }
 
-func countEndpoints(n int, kind string) string {
+func appendCountEndpoints(b []byte, n int, kind string) []byte {
 	if n == 1 {
-		return "its only " + kind + "endpoint"
+		b = append(b, "its only "...)
+		b = append(b, kind...)
+		return append(b, "endpoint"...)
 	}
-	return fmt.Sprintf("one of %d %sendpoints", n, kind)
+	b = append(b, "one of "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, ' ')
+	b = append(b, kind...)
+	return append(b, "endpoints"...)
 }
 
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
+func appendPlural(b []byte, n int, noun string) []byte {
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, ' ')
+	b = append(b, noun...)
+	if n != 1 {
+		b = append(b, 's')
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return b
 }
 
-func endpointOrigin(ep plan.Endpoint) string {
-	var parts []string
+// appendEndpointOrigin appends " (pod ..., node ..., terminating)", with
+// the parts the endpoint has; nothing when it has none.
+func appendEndpointOrigin(b []byte, ep *plan.Endpoint) []byte {
+	if ep.Pod == "" && ep.NodeName == "" && !ep.Terminating {
+		return b
+	}
+	b = append(b, " ("...)
+	sep := ""
 	if ep.Pod != "" {
-		parts = append(parts, "pod "+ep.Pod)
+		b = append(b, "pod "...)
+		b = append(b, ep.Pod...)
+		sep = ", "
 	}
 	if ep.NodeName != "" {
-		parts = append(parts, "node "+ep.NodeName)
+		b = append(b, sep...)
+		b = append(b, "node "...)
+		b = append(b, ep.NodeName...)
+		sep = ", "
 	}
 	if ep.Terminating {
-		parts = append(parts, "terminating")
+		b = append(b, sep...)
+		b = append(b, "terminating"...)
 	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return append(b, ')')
 }
 
-// commentText keeps a comment on one line and inside its quotes.
-func commentText(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f || r == '"' || r == '\\' {
-			return '_'
+// appendCommentText appends s kept on one line and inside its quotes, as a
+// comment: control characters, quotes and backslashes become "_", and each
+// byte of invalid UTF-8 becomes U+FFFD (as strings.Map does).
+func appendCommentText(b []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < ' ' || c == 0x7f || c == '"' || c == '\\' {
+				c = '_'
+			}
+			b = append(b, c)
+			i++
+			continue
 		}
-		return r
-	}, s)
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return b
+}
+
+// fixCommentText replaces b[start:] by its appendCommentText. Comments are
+// written in pieces and fixed as a whole, as a multi-byte character may
+// span two pieces. clean tells that every piece is printable ASCII without
+// quotes (isCleanText), so that the text needs no fixing.
+func fixCommentText(b []byte, start int, clean bool) []byte {
+	if clean || isCleanText(b[start:]) {
+		return b
+	}
+	return appendCommentText(b[:start], string(b[start:]))
+}
+
+// isCleanText tells whether s is printable ASCII without quotes or
+// backslashes: text that appendCommentText leaves as it is.
+func isCleanText[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

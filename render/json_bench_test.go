@@ -1,0 +1,431 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/gen/gentree"
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+)
+
+// This file is in package render, not render_test, so that it can hold
+// PlanJSON to the encoding/json path it replaced (toJSONPlan, indentJSON);
+// package compiler does not import render, so there is no cycle.
+
+// BenchmarkPlanJSON measures plan.json of a 10,000-service plan (about
+// 20,000 endpoints, 27 MB), compiled once beforehand.
+func BenchmarkPlanJSON(b *testing.B) {
+	benchmarkPlanJSON(b, PlanJSON)
+}
+
+// BenchmarkPlanJSONEncodingJSON measures the encoding/json path PlanJSON
+// replaced, on the same plan, for comparison.
+func BenchmarkPlanJSONEncodingJSON(b *testing.B) {
+	benchmarkPlanJSON(b, func(p *plan.Plan) ([]byte, error) { return referencePlanJSON(b, p), nil })
+}
+
+var benchPlan = sync.OnceValues(func() (*plan.Plan, error) {
+	dir, err := os.MkdirTemp("", "netspec-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	return compiledPlan(dir, 10000)
+})
+
+func benchmarkPlanJSON(b *testing.B, planJSON func(*plan.Plan) ([]byte, error)) {
+	p, err := benchPlan()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n int
+	for b.Loop() {
+		out, err := planJSON(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(out)
+	}
+	b.SetBytes(int64(n))
+}
+
+// generatedPlan compiles, for node-1, a generated tree of the given size.
+func generatedPlan(tb testing.TB, services int) *plan.Plan {
+	tb.Helper()
+	p, err := compiledPlan(tb.TempDir(), services)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// compiledPlan writes a generated tree of the given size to dir and
+// compiles it for node-1.
+func compiledPlan(dir string, services int) (*plan.Plan, error) {
+	if err := gentree.Write(dir, gentree.Config{Services: services, PodsPerService: 2}); err != nil {
+		return nil, err
+	}
+	tr, err := schema.Load(dir, schema.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if tr.Diags.Errors() > 0 {
+		return nil, tr.Diags.Err()
+	}
+	checked := compiler.Validate(tr.Objects, nil, tr)
+	return compiler.Compile(tr.Objects, checked, "node-1")
+}
+
+// referencePlanJSON is how PlanJSON used to write plan.json: encoding/json
+// on the mirror types, laid out by indentJSON. PlanJSON must give the same
+// bytes.
+func referencePlanJSON(t testing.TB, p *plan.Plan) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(toJSONPlan(p)); err != nil {
+		t.Fatal(err)
+	}
+	return indentJSON(bytes.TrimSpace(b.Bytes()))
+}
+
+func TestPlanJSONMatchesEncodingJSON(t *testing.T) {
+	plans := map[string]*plan.Plan{
+		"empty":         {},
+		"text fixture":  textFixturePlan(),
+		"generated":     generatedPlan(t, 300),
+		"odd addresses": oddAddressPlan(),
+	}
+	for _, seed := range []int{0, 1, 2} {
+		plans[fmt.Sprintf("full, seed %d", seed)] = filledPlan(t, seed, func(int) int { return 2 }, validStrings)
+		plans[fmt.Sprintf("some lists empty, seed %d", seed)] = filledPlan(t, seed, func(n int) int { return n % 3 }, validStrings)
+		plans[fmt.Sprintf("invalid UTF-8, seed %d", seed)] = filledPlan(t, seed, func(n int) int { return n % 3 }, oddStrings)
+	}
+	for name, p := range plans {
+		t.Run(name, func(t *testing.T) {
+			got, err := PlanJSON(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := referencePlanJSON(t, p)
+			if !bytes.Equal(got, want) {
+				t.Errorf("PlanJSON differs from encoding/json and indentJSON:\n%s", cmp.Diff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+// TestPlanJSONWritesEveryField checks, on a plan with every field set and
+// every list holding two elements, that plan.json holds each field of
+// plan's types under its name (lowerCamel, as the mirror types are
+// checked to be), in order, and that it reads back to the same plan: a
+// field added to plan.go fails here until PlanJSON writes it.
+func TestPlanJSONWritesEveryField(t *testing.T) {
+	p := filledPlan(t, 0, func(int) int { return 2 }, validStrings)
+	data, err := PlanJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	checkJSONKeys(t, dec, reflect.TypeFor[plan.Plan](), "plan")
+	back, err := ParsePlanJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p, back, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
+		t.Errorf("plan.json round trip (-want +got):\n%s", diff)
+	}
+}
+
+// checkJSONKeys reads the next value from dec and checks that it has the
+// shape of typ: an object for a struct, with typ's fields as keys in
+// order; a list for a slice.
+func checkJSONKeys(t *testing.T, dec *json.Decoder, typ reflect.Type, path string) {
+	t.Helper()
+	textType := reflect.TypeFor[interface{ MarshalText() ([]byte, error) }]()
+	switch {
+	case typ.Implements(textType) || typ.Kind() != reflect.Struct && typ.Kind() != reflect.Slice:
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if _, isList := v.([]any); isList {
+			t.Fatalf("%s is a list, want a plain value", path)
+		}
+	case typ.Kind() == reflect.Slice:
+		expectDelim(t, dec, '[', path)
+		for i := 0; dec.More(); i++ {
+			checkJSONKeys(t, dec, typ.Elem(), fmt.Sprintf("%s[%d]", path, i))
+		}
+		expectDelim(t, dec, ']', path)
+	default:
+		expectDelim(t, dec, '{', path)
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			tok, err := dec.Token()
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if want := lowerCamel(f.Name); tok != want {
+				t.Fatalf("%s: key %d is %v, want %q for %v.%s", path, i, tok, want, typ, f.Name)
+			}
+			checkJSONKeys(t, dec, f.Type, path+"."+f.Name)
+		}
+		if dec.More() {
+			tok, _ := dec.Token()
+			t.Fatalf("%s: key %v after the fields of %v", path, tok, typ)
+		}
+		expectDelim(t, dec, '}', path)
+	}
+}
+
+func expectDelim(t *testing.T, dec *json.Decoder, want json.Delim, path string) {
+	t.Helper()
+	tok, err := dec.Token()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if tok != want {
+		t.Fatalf("%s: got %v, want %v", path, tok, want)
+	}
+}
+
+// Strings that encoding/json escapes in every way it can.
+var (
+	validStrings = []string{
+		"", "plain", `quote " and backslash \ and slash /`, "<html> & </html>",
+		"tab\tnewline\ncr\rbs\bff\f", "nul\x00 unit\x1f del\x7f",
+		"é ü ß 日本 🙂", "line\u2028para\u2029", "\ufffd literal", "\u00a0\u200b\ufeff",
+	}
+	oddStrings = append([]string{
+		"\xff", "a\xc3", "\xc3(", "\xed\xa0\x80 surrogate", "\xc0\xaf overlong",
+		"\xf4\x90\x80\x80 too big", "\xe2\x80 cut", "mixed \xe2\x80\xa8\xe2\x80",
+	}, validStrings...)
+)
+
+// filledPlan builds a plan through reflection, so that it keeps up with
+// plan.go: every string from strs (in turn, with a counter), every bool
+// true, every number and address different, and every list lens(n) long
+// for a counter n.
+func filledPlan(t *testing.T, seed int, lens func(n int) int, strs []string) *plan.Plan {
+	var p plan.Plan
+	n := seed
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		n++
+		switch v.Type() {
+		case reflect.TypeFor[netip.Addr]():
+			a := netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
+			if n%2 == 0 {
+				a = netip.AddrFrom16([16]byte{0: 0xfd, 14: byte(n >> 8), 15: byte(n)})
+			}
+			v.Set(reflect.ValueOf(a))
+			return
+		case reflect.TypeFor[netip.Prefix]():
+			v.Set(reflect.ValueOf(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(n), 0, 0}), 16)))
+			return
+		}
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(fmt.Sprint(strs[n%len(strs)], n))
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			v.SetInt(int64(n))
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			v.SetUint(uint64(n))
+		case reflect.Slice:
+			s := reflect.MakeSlice(v.Type(), lens(n), lens(n))
+			for i := range s.Len() {
+				fill(s.Index(i))
+			}
+			v.Set(s)
+		case reflect.Struct:
+			for i := range v.NumField() {
+				fill(v.Field(i))
+			}
+		default:
+			t.Fatalf("filledPlan cannot fill a %v", v.Type())
+		}
+	}
+	fill(reflect.ValueOf(&p).Elem())
+	p.FormatVersion = plan.FormatVersion
+	return &p
+}
+
+// oddAddressPlan has addresses and prefixes of every form, zero and
+// invalid ones and zones that need escaping included.
+func oddAddressPlan() *plan.Plan {
+	a := netip.MustParseAddr
+	addrs := []netip.Addr{
+		{}, a("0.0.0.0"), a("255.255.255.255"), a("::"), a("::ffff:1.2.3.4"),
+		a("fe80::1%eth0"), a("fe80::1").WithZone("a\"b\\c\x00\xff\u2028é"),
+		a("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"), a("2001:db8::1:0:0:1"),
+	}
+	prefixes := []netip.Prefix{
+		{}, netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64"),
+		netip.MustParsePrefix("::ffff:10.0.0.0/104"), netip.PrefixFrom(a("10.0.0.1"), 99),
+		netip.MustParsePrefix("0.0.0.0/0"),
+	}
+	eps := make([]plan.Endpoint, len(addrs))
+	for i, ip := range addrs {
+		eps[i] = plan.Endpoint{IP: ip, Port: 65535}
+	}
+	return &plan.Plan{
+		Node:    plan.Node{IPs: addrs},
+		Cluster: plan.Cluster{ServiceCIDRs: prefixes, PodCIDRs: prefixes[1:2], DNSTTL: 1<<32 - 1},
+		Services: []plan.Service{
+			{ClusterIPs: addrs, ExternalIPs: addrs[:1], LoadBalancerIPs: addrs[5:], SourceRanges: prefixes, AffinitySeconds: -1 << 31},
+			{AffinitySeconds: 1<<31 - 1, Ports: []plan.Port{{Endpoints: eps, Cluster: []int{-1, 0, 1 << 40}}, {}}},
+		},
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	var strs []string
+	for c := range 256 {
+		strs = append(strs, string(rune(c)), string([]byte{byte(c)}), "a"+string([]byte{byte(c)})+"b")
+		for d := 0x80; d < 256; d += 7 {
+			strs = append(strs, string([]byte{byte(c), byte(d)}), string([]byte{0xe2, byte(c), byte(d)}))
+		}
+	}
+	strs = append(strs, oddStrings...)
+	r := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "\"", "\\", "\n", "\x01", "\x7f", "\x80", "\xc3", "\xa9", "\xe2", "\x80", "\xa8", "é", "\u2028", "\u2029", "🙂", "<", "&"}
+	for range 20000 {
+		var sb strings.Builder
+		for range r.IntN(12) {
+			sb.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		strs = append(strs, sb.String())
+	}
+	for _, s := range strs {
+		if got, want := string(appendJSONString(nil, s)), encodingJSONString(s); got != want {
+			t.Errorf("appendJSONString(%q) = %s, encoding/json writes %s", s, got, want)
+		}
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range oddStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := string(appendJSONString([]byte("x"), s)), "x"+encodingJSONString(s); got != want {
+			t.Errorf("appendJSONString(%q) = %s, encoding/json writes %s", s, got, want)
+		}
+	})
+}
+
+// encodingJSONString is s as encoding/json writes it, without HTML escaping.
+func encodingJSONString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		panic(err)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// TestPlanJSONSize checks that PlanJSON's buffer estimate is enough, so
+// that the buffer does not grow, and not much more.
+func TestPlanJSONSize(t *testing.T) {
+	for name, p := range map[string]*plan.Plan{
+		"empty":        {},
+		"text fixture": textFixturePlan(),
+		"generated":    generatedPlan(t, 300),
+		"full":         filledPlan(t, 0, func(int) int { return 2 }, []string{"s"}),
+	} {
+		out, err := PlanJSON(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size := planJSONSize(p); size < len(out) || size > 2*len(out) && size > 1024 {
+			t.Errorf("%s: planJSONSize = %d, plan.json has %d bytes", name, size, len(out))
+		} else {
+			t.Logf("%s: planJSONSize = %d, plan.json has %d bytes (%.2f)", name, size, len(out), float64(size)/float64(len(out)))
+		}
+	}
+}
+
+// toJSONPlan converts a Plan to the mirror types, for referencePlanJSON.
+func toJSONPlan(p *plan.Plan) *jsonPlan {
+	return &jsonPlan{
+		FormatVersion: plan.FormatVersion,
+		Node:          jsonNode{Name: p.Node.Name, Zone: p.Node.Zone, IPs: jsonList(p.Node.IPs, jsonSame)},
+		Cluster: jsonCluster{
+			Domain:       p.Cluster.Domain,
+			ServiceCIDRs: jsonList(p.Cluster.ServiceCIDRs, jsonSame),
+			PodCIDRs:     jsonList(p.Cluster.PodCIDRs, jsonSame),
+			DNSTTL:       p.Cluster.DNSTTL,
+		},
+		Services: jsonList(p.Services, func(s plan.Service) jsonService {
+			return jsonService{
+				Namespace:       s.Namespace,
+				Name:            s.Name,
+				Type:            s.Type,
+				ClusterIPs:      jsonList(s.ClusterIPs, jsonSame),
+				Headless:        s.Headless,
+				ExternalName:    s.ExternalName,
+				ExternalIPs:     jsonList(s.ExternalIPs, jsonSame),
+				LoadBalancerIPs: jsonList(s.LoadBalancerIPs, jsonSame),
+				SourceRanges:    jsonList(s.SourceRanges, jsonSame),
+				AffinitySeconds: s.AffinitySeconds,
+				InternalLocal:   s.InternalLocal,
+				ExternalLocal:   s.ExternalLocal,
+				Ports: jsonList(s.Ports, func(pt plan.Port) jsonPort {
+					return jsonPort{
+						Name:     pt.Name,
+						Protocol: pt.Protocol,
+						Port:     pt.Port,
+						NodePort: pt.NodePort,
+						Endpoints: jsonList(pt.Endpoints, func(e plan.Endpoint) jsonEndpoint {
+							return jsonEndpoint{
+								IP:          e.IP,
+								Port:        e.Port,
+								Ready:       e.Ready,
+								Serving:     e.Serving,
+								Terminating: e.Terminating,
+								NodeName:    e.NodeName,
+								Zone:        e.Zone,
+								Hostname:    e.Hostname,
+								ZoneHints:   jsonList(e.ZoneHints, jsonSame),
+								NodeHints:   jsonList(e.NodeHints, jsonSame),
+								Pod:         e.Pod,
+							}
+						}),
+						Cluster:  jsonList(pt.Cluster, jsonSame),
+						External: jsonList(pt.External, jsonSame),
+					}
+				}),
+			}
+		}),
+		DNS: jsonDNS{Zones: jsonList(p.DNS.Zones, func(z plan.Zone) jsonZone {
+			return jsonZone{Name: z.Name, Records: jsonList(z.Records, func(r plan.Record) jsonRecord {
+				return jsonRecord{Name: r.Name, Type: r.Type, TTL: r.TTL, Data: r.Data}
+			})}
+		})},
+		Env: jsonList(p.Env, func(f plan.EnvFile) jsonEnvFile {
+			return jsonEnvFile{Namespace: f.Namespace, Vars: jsonList(f.Vars, func(v plan.EnvVar) jsonEnvVar {
+				return jsonEnvVar{Name: v.Name, Value: v.Value}
+			})}
+		}),
+	}
+}

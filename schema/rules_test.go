@@ -297,7 +297,9 @@ var ruleCases = []ruleCase{
 		with("spec.ports", yv(`[{name: a, port: 80, nodePort: 30080}, {name: b, port: 81, nodePort: 30080}]`))),
 		want: []string{`spec.ports[1].nodePort: node port 30080/TCP is already used by ports[0]`}},
 	{rule: "nodeport-protocol-unique", name: "nodePort out of range", yaml: svcObj(with("spec.type", "NodePort"), with("spec.ports[0].nodePort", 70000)),
-		want: []string{`spec.ports[0].nodePort: 70000 is out of range 1..65535`}},
+		want: []string{`spec.ports[0].nodePort: 70000 is out of range 1..65535 (0: allocate one)`}},
+	{rule: "nodeport-protocol-unique", name: "nodePort 0 means allocate", yaml: svcObj(with("spec.type", "NodePort"), with("spec.ports", yv(`[{name: a, port: 80, nodePort: 0}, {name: b, port: 81, nodePort: 0}]`)))},
+	{rule: "nodeport-type", name: "nodePort 0 on ClusterIP is no node port", yaml: svcObj(with("spec.ports[0].nodePort", 0))},
 
 	// ---- targetPort ----
 	{rule: "target-port", name: "number bounds", yaml: svcObj(with("spec.ports[0].targetPort", 1), with("spec.ports[1]", yv(`{name: b, port: 81, targetPort: 65535}`)))},

@@ -18,7 +18,7 @@ const (
 // Source says where an object was written, so that a position can be found
 // again for any of its fields, also when the object came from the cache.
 type Source struct {
-	File string // slash path relative to the tree root; for CUE, the first file of the package
+	File string // slash path relative to the tree root; for CUE, the file that writes the object
 	Doc  int    // YAML document index in the file (0-based)
 	Item int    // index in a kind: List, -1 otherwise
 	CUE  string // for CUE packages: the CUE path of the object, such as services.web

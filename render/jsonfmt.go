@@ -192,52 +192,30 @@ func (w *jsonWriter) bool(k string, v bool) {
 	w.b = strconv.AppendBool(w.b, v)
 }
 
-func (w *jsonWriter) strs(k string, v []string) {
+// plainList writes the member k: a list of plain values on one line, each
+// appended by add.
+func plainList[T any](w *jsonWriter, k string, v []T, add func([]byte, T) []byte) {
 	w.key(k)
 	w.b = append(w.b, '[')
-	for i, s := range v {
+	for i, x := range v {
 		if i > 0 {
 			w.b = append(w.b, ',', ' ')
 		}
-		w.b = appendJSONString(w.b, s)
+		w.b = add(w.b, x)
 	}
 	w.b = append(w.b, ']')
 }
+
+func (w *jsonWriter) strs(k string, v []string) { plainList(w, k, v, appendJSONString) }
 
 func (w *jsonWriter) ints(k string, v []int) {
-	w.key(k)
-	w.b = append(w.b, '[')
-	for i, n := range v {
-		if i > 0 {
-			w.b = append(w.b, ',', ' ')
-		}
-		w.b = strconv.AppendInt(w.b, int64(n), 10)
-	}
-	w.b = append(w.b, ']')
+	plainList(w, k, v, func(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) })
 }
 
-func (w *jsonWriter) addrs(k string, v []netip.Addr) {
-	w.key(k)
-	w.b = append(w.b, '[')
-	for i, a := range v {
-		if i > 0 {
-			w.b = append(w.b, ',', ' ')
-		}
-		w.b = appendJSONText(w.b, a)
-	}
-	w.b = append(w.b, ']')
-}
+func (w *jsonWriter) addrs(k string, v []netip.Addr) { plainList(w, k, v, appendJSONText[netip.Addr]) }
 
 func (w *jsonWriter) prefixes(k string, v []netip.Prefix) {
-	w.key(k)
-	w.b = append(w.b, '[')
-	for i, p := range v {
-		if i > 0 {
-			w.b = append(w.b, ',', ' ')
-		}
-		w.b = appendJSONText(w.b, p)
-	}
-	w.b = append(w.b, ']')
+	plainList(w, k, v, appendJSONText[netip.Prefix])
 }
 
 // appendJSONText appends v's text form (what its MarshalText returns:

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,11 +78,7 @@ func (l *Lock) keys() []string {
 	if l == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(l.services))
-	for k := range l.services {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(l.services))
 	return keys
 }
 
@@ -133,11 +131,7 @@ func yamlString(s string) string {
 }
 
 func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	return keys
 }
 
@@ -298,11 +292,7 @@ func LockDiff(have, want *Lock) []string {
 	for _, k := range want.keys() {
 		keys[k] = true
 	}
-	all := make([]string, 0, len(keys))
-	for k := range keys {
-		all = append(all, k)
-	}
-	sort.Strings(all)
+	all := slices.Sorted(maps.Keys(keys))
 	var out []string
 	line := func(what string, h, w string, hok, wok bool) {
 		switch {
@@ -328,11 +318,7 @@ func LockDiff(have, want *Lock) []string {
 		for pk := range w.nodePorts {
 			ports[pk] = true
 		}
-		pks := make([]string, 0, len(ports))
-		for pk := range ports {
-			pks = append(pks, pk)
-		}
-		sort.Strings(pks)
+		pks := slices.Sorted(maps.Keys(ports))
 		for _, pk := range pks {
 			hp, hok := h.nodePorts[pk]
 			wp, wok := w.nodePorts[pk]

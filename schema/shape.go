@@ -2,6 +2,8 @@ package schema
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -231,11 +233,7 @@ func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag
 }
 
 func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, sh *shape, at diag.Path) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		f, known := sh.fields[k]
 		switch {
@@ -339,10 +337,6 @@ func describeLeaf(fieldMsg string, v any, msgs []string) string {
 }
 
 func (sh *shape) names() []string {
-	out := make([]string, 0, len(sh.fields))
-	for k := range sh.fields {
-		out = append(out, k)
-	}
-	sort.Strings(out)
+	out := slices.Sorted(maps.Keys(sh.fields))
 	return out
 }

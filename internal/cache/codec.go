@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -382,11 +383,7 @@ func (c *compiler) compileMap(t reflect.Type, tc *typeCodec) error {
 				return nil
 			}
 			e.uvarint(uint64(len(m)) + 1)
-			keys := make([]string, 0, len(m))
-			for k := range m {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
+			keys := slices.Sorted(maps.Keys(m))
 			for _, k := range keys {
 				e.str(k)
 				e.str(m[k])
@@ -521,11 +518,7 @@ func encodeAny(e *encoder, x any) error {
 			return nil
 		}
 		e.uvarint(uint64(len(x)) + 1)
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys := slices.Sorted(maps.Keys(x))
 		for _, k := range keys {
 			e.str(k)
 			if err := encodeAny(e, x[k]); err != nil {

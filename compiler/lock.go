@@ -66,13 +66,6 @@ func (l *Lock) entry(key string) lockEntry {
 	return l.services[key]
 }
 
-// Len returns the number of Services the lock records.
-func (l *Lock) Len() int {
-	if l == nil {
-		return 0
-	}
-	return len(l.services)
-}
 
 func (l *Lock) keys() []string {
 	if l == nil {

@@ -777,15 +777,6 @@ func appendPickRules(b []byte, fam nftFamily, eps []nftEndpoint, affinity bool) 
 	return b
 }
 
-// pickRules is appendPickRules as a list of rules.
-func pickRules(fam nftFamily, eps []nftEndpoint, affinity bool) []string {
-	var rules []string
-	for line := range strings.Lines(string(appendPickRules(nil, fam, eps, affinity))) {
-		rules = append(rules, strings.TrimSuffix(strings.TrimPrefix(line, "\t\t"), "\n"))
-	}
-	return rules
-}
-
 // appendTo appends the table.
 func (t *nftTable) appendTo(b []byte) []byte {
 	fam := t.fam
@@ -934,27 +925,12 @@ func appendMap(b []byte, name, comment, typ string, elems []nftElement) []byte {
 	return append(b, "\t}\n"...)
 }
 
-// nftHash is HASH8 of a name: the start of the base32 SHA-256 of its
-// readable part, as kube-proxy's. It keeps names unique when the readable
-// part is truncated or sanitized, and tells similar names apart at a glance.
-func nftHash(readable string) string {
-	h := hash8([]byte(readable))
-	return string(h[:])
-}
-
 // hash8 is nftHash without allocation. Eight base32 characters encode the
 // first five bytes of the sum exactly, without padding.
 func hash8(readable []byte) (h nftHash8) {
 	sum := sha256.Sum256(readable)
 	base32.StdEncoding.Encode(h[:], sum[:5])
 	return h
-}
-
-// nftName is prefix + hash + "-" + readable, with the characters nft does
-// not take in a bare name replaced (":" of IPv6 addresses by ".", others by
-// "_") and cut to nftNameMax bytes.
-func nftName(prefix, hash, readable string) string {
-	return string(appendNFTName(nil, prefix, []byte(hash), []byte(readable)))
 }
 
 // appendNFTName appends nftName(prefix, hash, readable).

@@ -939,8 +939,12 @@ func nftOf(p *plan.Plan) nftModel {
 				}
 			}
 			m.chains[chain] = b.String()
-			for _, k := range used {
-				m.chains[chain+" ep "+port.Endpoints[k].AddrPort().String()] = fmt.Sprintf("affinity=%d", s.AffinitySeconds)
+			// Endpoints have no chain of their own (render DNATs in the
+			// service chain), only an affinity set under ClientIP affinity.
+			if s.AffinitySeconds > 0 {
+				for _, k := range used {
+					m.chains[chain+" affinity "+port.Endpoints[k].AddrPort().String()] = fmt.Sprintf("affinity=%d", s.AffinitySeconds)
+				}
 			}
 			for _, ips := range [][]netip.Addr{s.ClusterIPs, s.ExternalIPs, s.LoadBalancerIPs} {
 				for _, ip := range ips {

@@ -14,10 +14,20 @@ import (
 )
 
 // The shape of the ruleset follows kube-proxy's nftables mode (see
-// DESIGN.md, "Data plane: nftables"), with one change: an endpoint is
-// picked with a chain of `numgen random mod k == 0 goto` rules instead of a
-// numgen vmap per service, because vmaps per service make the kernel's load
-// time super-linear and rules keep it linear.
+// DESIGN.md, "Data plane: nftables"), with changes that keep the kernel's
+// work linear in the number of services and keep endpoint changes cheap:
+//
+//   - an endpoint is picked with `numgen random mod k == 0` rules instead
+//     of a numgen vmap per service: vmaps per service make the kernel's
+//     load time super-linear, rules keep it linear;
+//   - each pick rule DNATs itself (no chain per endpoint), and masquerade
+//     marks are set by a statement (no jump to mark-for-masquerade): a
+//     commit that adds a jump or goto makes the kernel re-validate the
+//     whole table, and a service chain rewritten for new endpoints adds
+//     none;
+//   - hairpin traffic (an endpoint reaching itself through its service) is
+//     masqueraded in postrouting by looking up saddr . daddr in the set
+//     hairpin, instead of a per-endpoint `ip saddr X jump` rule.
 //
 // Per table (one per family, holding only that family's addresses):
 //
@@ -27,6 +37,7 @@ import (
 //	filter-input/forward/output  ct state new jump service-endpoints-check (after DNAT)
 //	services                     daddr . l4proto . dport vmap @service-ips,
 //	                             then node ports: vmap @service-nodeports
+//	masquerading                 hairpin (set hairpin), then marked packets
 //	service-endpoints-check      vmaps @no-endpoint-services, @no-endpoint-nodeports
 //	firewall-check               vmap @firewall-ips
 //
@@ -37,7 +48,6 @@ import (
 //	external-HASH8-...                 node ports, external and LoadBalancer IPs
 //	local-HASH8-...                    external traffic under policy Local: picks among Port.External
 //	firewall-HASH8-...                 loadBalancerSourceRanges
-//	endpoint-HASH8-...__ip/port        one per endpoint: hairpin masquerade, affinity, DNAT
 //	set affinity-HASH8-...__ip/port    ClientIP affinity, one per endpoint
 //
 // Rendering is on the path of every apply and plans reach tens of thousands
@@ -59,7 +69,11 @@ const (
 	rejectVerdict = "goto reject-chain"
 	dropVerdict   = "drop"
 
-	jumpMasquerade = "jump mark-for-masquerade"
+	// markMasquerade asks nat-postrouting to masquerade. It is a statement,
+	// not a jump to a chain (kube-proxy's mark-for-masquerade): a commit
+	// that adds a jump or goto makes the kernel re-validate the whole
+	// table, and service chains are rewritten whenever endpoints change.
+	markMasquerade = "meta mark set meta mark | " + masqueradeMark
 )
 
 // nftFamily is one of the two tables.
@@ -159,8 +173,7 @@ type nftEndpoint struct {
 	ep       *plan.Endpoint
 	index    int            // of ep in Port.Endpoints
 	addr     netip.AddrPort // ep's, with the address normalized (normAddr)
-	chain    string         // "" until named (describe)
-	affinity string         // "" when the service has no ClientIP affinity
+	affinity string         // the affinity set; "" until named (describe) or without ClientIP affinity
 }
 
 // nftTable is one family's table. It is rendered in two passes over the
@@ -181,12 +194,13 @@ type nftTable struct {
 	noEpSvc    []nftElement
 	noEpNode   []nftElement
 	firewall   []nftElement
+	hairpin    []netip.Addr // every endpoint address, sorted, once
 
 	// Scratch space reused from port to port.
 	view     nftPortView
 	readable []byte
 	name     []byte
-	names    []nftEndpoint // by index in Port.Endpoints; chain "" until named
+	names    []nftEndpoint // by index in Port.Endpoints; affinity "" until named
 }
 
 // nftPort is one service port as seen from one family's table.
@@ -212,7 +226,7 @@ type nftPortView struct {
 	lbIPs       []netip.Addr
 	cluster     []nftEndpoint // internal traffic (Port.Cluster of this family)
 	external    []nftEndpoint // external traffic (Port.External of this family)
-	all         []nftEndpoint // union: one endpoint chain each
+	all         []nftEndpoint // union: one affinity set each under ClientIP affinity
 
 	// Set by describe, for the second pass.
 	desc      []byte // "shop/web port http 80/TCP", for comments
@@ -244,10 +258,10 @@ func comparePorts(a, b *nftPort) int {
 func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 	t := &nftTable{fam: fam}
 	t.podCIDRs = familyPrefixes(p.Cluster.PodCIDRs, fam)
-	t.masquerade = jumpMasquerade
+	t.masquerade = markMasquerade
 	if len(t.podCIDRs) > 0 {
 		t.podMatch = podMatch(t.podCIDRs)
-		t.masquerade = fam.table + " saddr != " + t.podMatch + " " + jumpMasquerade
+		t.masquerade = fam.table + " saddr != " + t.podMatch + " " + markMasquerade
 	}
 	for _, ip := range p.Node.IPs {
 		if ip = normAddr(ip); fam.is(ip) {
@@ -260,10 +274,15 @@ func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 		v := t.viewPort(sp)
 		t.nameChains(v)
 		t.addElements(v)
+		for i := range v.all {
+			t.hairpin = append(t.hairpin, v.all[i].addr.Addr())
+		}
 	}
 	for _, m := range []*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall} {
 		slices.SortFunc(*m, compareElements)
 	}
+	slices.SortFunc(t.hairpin, netip.Addr.Compare)
+	t.hairpin = slices.Compact(t.hairpin)
 	return t
 }
 
@@ -504,22 +523,25 @@ func (t *nftTable) describe(v *nftPortView) {
 	v.desc = append(v.desc, port.Protocol...)
 	v.descClean = isCleanText(v.desc)
 
+	if svc.AffinitySeconds <= 0 {
+		return
+	}
 	t.names = slices.Grow(t.names[:0], len(port.Endpoints))[:len(port.Endpoints)]
 	clear(t.names)
 	for _, eps := range [][]nftEndpoint{v.cluster, v.external, v.all} {
 		for i := range eps {
 			ep := &eps[i]
 			named := &t.names[ep.index]
-			if named.chain == "" {
-				*named = t.nameEndpoint(v, ep)
+			if named.affinity == "" {
+				*named = t.nameAffinity(v, ep)
 			}
-			ep.chain, ep.affinity = named.chain, named.affinity
+			ep.affinity = named.affinity
 		}
 	}
 }
 
-// nameEndpoint names the chain (and affinity set) of an endpoint.
-func (t *nftTable) nameEndpoint(v *nftPortView, ep *nftEndpoint) nftEndpoint {
+// nameAffinity names the affinity set of an endpoint.
+func (t *nftTable) nameAffinity(v *nftPortView, ep *nftEndpoint) nftEndpoint {
 	t.readable = append(t.readable[:0], v.base...)
 	t.readable = append(t.readable, "__"...)
 	t.readable = ep.addr.Addr().AppendTo(t.readable)
@@ -527,12 +549,8 @@ func (t *nftTable) nameEndpoint(v *nftPortView, ep *nftEndpoint) nftEndpoint {
 	t.readable = strconv.AppendUint(t.readable, uint64(ep.addr.Port()), 10)
 	h := hash8(t.readable)
 	named := *ep
-	t.name = appendNFTName(t.name[:0], "endpoint-", h[:], t.readable)
-	named.chain = string(t.name)
-	if v.svc.AffinitySeconds > 0 {
-		t.name = appendNFTName(t.name[:0], "affinity-", h[:], t.readable)
-		named.affinity = string(t.name)
-	}
+	t.name = appendNFTName(t.name[:0], "affinity-", h[:], t.readable)
+	named.affinity = string(t.name)
 	return named
 }
 
@@ -597,7 +615,7 @@ func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
 			b = append(b, t.masquerade...)
 			b = append(b, '\n')
 		}
-		b = appendPickRules(b, fam, v.cluster, affinity)
+		b = appendPickRules(b, fam, v.proto, v.cluster, affinity)
 		b = closeChain(b)
 	}
 
@@ -611,36 +629,6 @@ func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
 		b = t.appendFirewallChain(b, v)
 	}
 
-	// One chain per endpoint.
-	for i := range v.all {
-		ep := &v.all[i]
-		b, start = openComment(b)
-		b = append(b, "endpoint "...)
-		b = ep.addr.AppendTo(b)
-		b = append(b, " of "...)
-		b = append(b, v.desc...)
-		b = appendEndpointOrigin(b, ep.ep)
-		b = closeComment(b, start, v.descClean && isCleanText(ep.ep.Pod) && isCleanText(ep.ep.NodeName))
-		b = openChain(b, ep.chain)
-		b = append(b, "\t\t"...)
-		b = append(b, ip...)
-		b = append(b, " saddr "...)
-		b = ep.addr.Addr().AppendTo(b)
-		b = append(b, " jump mark-for-masquerade\n"...)
-		if affinity {
-			b = append(b, "\t\tupdate @"...)
-			b = append(b, ep.affinity...)
-			b = append(b, " { "...)
-			b = append(b, ip...)
-			b = append(b, " saddr }\n"...)
-		}
-		b = append(b, "\t\tmeta l4proto "...)
-		b = append(b, v.proto...)
-		b = append(b, " dnat to "...)
-		b = ep.addr.AppendTo(b)
-		b = append(b, '\n')
-		b = closeChain(b)
-	}
 	return b
 }
 
@@ -675,25 +663,25 @@ func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
 			if len(t.podCIDRs) > 0 {
 				b = appendRule(b, t.fam.table, " saddr ", t.podMatch, " goto ", v.serviceChain)
 			}
-			b = appendRule(b, "fib saddr type local ", jumpMasquerade)
+			b = appendRule(b, "fib saddr type local ", markMasquerade)
 			b = appendRule(b, "fib saddr type local goto ", v.serviceChain)
 		}
 		if len(v.external) > 0 {
 			b = appendRule(b, "goto ", v.localChain)
 		}
-	case slices.EqualFunc(v.external, v.cluster, func(a, b nftEndpoint) bool { return a.chain == b.chain }):
+	case slices.EqualFunc(v.external, v.cluster, func(a, b nftEndpoint) bool { return a.addr == b.addr }):
 		b = append(b, ", policy Cluster: masquerade, then as the service chain"...)
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.externalChain)
-		b = appendRule(b, jumpMasquerade)
+		b = appendRule(b, markMasquerade)
 		b = appendRule(b, "goto ", v.serviceChain)
 	default:
 		b = append(b, ", policy Cluster: masquerade, then picks "...)
 		b = appendCountEndpoints(b, len(v.external), "")
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.externalChain)
-		b = appendRule(b, jumpMasquerade)
-		b = appendPickRules(b, t.fam, v.external, affinity)
+		b = appendRule(b, markMasquerade)
+		b = appendPickRules(b, t.fam, v.proto, v.external, affinity)
 	}
 	b = closeChain(b)
 
@@ -705,7 +693,7 @@ func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
 		b = appendCountEndpoints(b, len(v.external), "local ")
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.localChain)
-		b = appendPickRules(b, t.fam, v.external, affinity)
+		b = appendPickRules(b, t.fam, v.proto, v.external, affinity)
 		b = closeChain(b)
 	}
 	return b
@@ -756,11 +744,19 @@ func (t *nftTable) appendFirewallChain(b []byte, v *nftPortView) []byte {
 // appendPickRules appends the rules that send a packet to one of eps: first
 // to the endpoint its client stuck to (affinity), else at random. Rule i
 // is taken with probability 1/(k-i) of what reaches it, so each endpoint
-// gets 1/k.
-func appendPickRules(b []byte, fam nftFamily, eps []nftEndpoint, affinity bool) []byte {
+// gets 1/k. Each rule DNATs itself rather than going to a chain per
+// endpoint (kube-proxy's shape): rewriting a service chain when its
+// endpoints change then adds no goto, and the kernel does not re-validate
+// the whole table.
+func appendPickRules(b []byte, fam nftFamily, proto string, eps []nftEndpoint, affinity bool) []byte {
 	if affinity {
 		for i := range eps {
-			b = appendRule(b, fam.table, " saddr @", eps[i].affinity, " goto ", eps[i].chain)
+			b = append(b, "\t\t"...)
+			b = append(b, fam.table...)
+			b = append(b, " saddr @"...)
+			b = append(b, eps[i].affinity...)
+			b = append(b, ' ')
+			b = appendDNAT(b, fam, proto, &eps[i])
 		}
 	}
 	for i := range eps {
@@ -770,11 +766,27 @@ func appendPickRules(b []byte, fam nftFamily, eps []nftEndpoint, affinity bool) 
 			b = strconv.AppendInt(b, int64(left), 10)
 			b = append(b, " == 0 "...)
 		}
-		b = append(b, "goto "...)
-		b = append(b, eps[i].chain...)
-		b = append(b, '\n')
+		b = appendDNAT(b, fam, proto, &eps[i])
 	}
 	return b
+}
+
+// appendDNAT appends the statements that send a packet to ep, refreshing
+// the client's affinity first when ep has an affinity set, and ends the
+// line.
+func appendDNAT(b []byte, fam nftFamily, proto string, ep *nftEndpoint) []byte {
+	if ep.affinity != "" {
+		b = append(b, "update @"...)
+		b = append(b, ep.affinity...)
+		b = append(b, " { "...)
+		b = append(b, fam.table...)
+		b = append(b, " saddr } "...)
+	}
+	b = append(b, "meta l4proto "...)
+	b = append(b, proto...)
+	b = append(b, " dnat to "...)
+	b = ep.addr.AppendTo(b)
+	return append(b, '\n')
 }
 
 // appendTo appends the table.
@@ -811,9 +823,8 @@ func (t *nftTable) appendTo(b []byte) []byte {
 	nodePorts := "fib daddr type local " + fam.table + " daddr != " + fam.loopback + " meta l4proto . th dport vmap @"
 	b = appendChain(b, "services", "services: frontend address and port, then node ports on local addresses",
 		vmap+"service-ips", nodePorts+"service-nodeports")
-	b = appendChain(b, "mark-for-masquerade", "mark-for-masquerade: ask nat-postrouting to masquerade",
-		"meta mark set meta mark | "+masqueradeMark)
-	b = appendChain(b, "masquerading", "masquerading: masquerade marked packets, clearing the mark",
+	b = appendChain(b, "masquerading", "masquerading: masquerade hairpin traffic (an endpoint reaching itself through a service) and marked packets, clearing the mark",
+		"ct status dnat "+fam.table+" saddr . "+fam.table+" daddr @hairpin masquerade fully-random",
 		"meta mark & "+masqueradeMark+" == 0 return", "meta mark set meta mark ^ "+masqueradeMark, "masquerade fully-random")
 	b = appendChain(b, "service-endpoints-check", "service-endpoints-check: new connections to frontends without endpoints (after DNAT)",
 		vmap+"no-endpoint-services", nodePorts+"no-endpoint-nodeports")
@@ -830,6 +841,23 @@ func (t *nftTable) appendTo(b []byte) []byte {
 	b = appendMap(b, "no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", addrKey, t.noEpSvc)
 	b = appendMap(b, "no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", portKey, t.noEpNode)
 	b = appendMap(b, "firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", addrKey, t.firewall)
+	b = append(b, "\t# hairpin: every endpoint address, twice: source and destination of a packet DNATed back to its sender\n\tset hairpin {\n\t\ttype "...)
+	b = append(b, fam.addrType...)
+	b = append(b, " . "...)
+	b = append(b, fam.addrType...)
+	b = append(b, '\n')
+	if len(t.hairpin) > 0 {
+		b = append(b, "\t\telements = {\n"...)
+		for _, a := range t.hairpin {
+			b = append(b, "\t\t\t"...)
+			b = a.AppendTo(b)
+			b = append(b, " . "...)
+			b = a.AppendTo(b)
+			b = append(b, ",\n"...)
+		}
+		b = append(b, "\t\t}\n"...)
+	}
+	b = append(b, "\t}\n"...)
 	if len(t.podCIDRs) > 1 {
 		b = append(b, "\t# pod-cidrs: traffic from elsewhere to a cluster IP is masqueraded\n\tset pod-cidrs {\n\t\ttype "...)
 		b = append(b, fam.addrType...)

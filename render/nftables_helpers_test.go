@@ -9,7 +9,7 @@ import (
 // pickRules is appendPickRules as a list of rules.
 func pickRules(fam nftFamily, eps []nftEndpoint, affinity bool) []string {
 	var rules []string
-	for line := range strings.Lines(string(appendPickRules(nil, fam, eps, affinity))) {
+	for line := range strings.Lines(string(appendPickRules(nil, fam, "tcp", eps, affinity))) {
 		rules = append(rules, strings.TrimSuffix(strings.TrimPrefix(line, "\t\t"), "\n"))
 	}
 	return rules

@@ -500,9 +500,9 @@ func TestNFTablesNames(t *testing.T) {
 			cut = append(cut, n)
 		}
 	}
-	// Both endpoint chains and both affinity sets are cut, and stay apart.
-	if len(cut) != 4 {
-		t.Errorf("want 4 cut names (2 endpoint chains, 2 affinity sets), got %d: %q", len(cut), cut)
+	// Both affinity sets are cut, and stay apart.
+	if len(cut) != 2 {
+		t.Errorf("want 2 cut names (2 affinity sets), got %d: %q", len(cut), cut)
 	}
 	if uniq := slices.Compact(slices.Sorted(slices.Values(cut))); len(uniq) != len(cut) {
 		t.Errorf("cut names collide: %q", cut)
@@ -526,7 +526,7 @@ func TestNFTablesNames(t *testing.T) {
 		prefix, readable, want string
 	}{
 		{prefix: "service-", readable: "shop/web/tcp/http", want: "service-" + nftHash("shop/web/tcp/http") + "-shop/web/tcp/http"},
-		{prefix: "endpoint-", readable: "a/b/udp/53__fd00::1/53", want: "endpoint-" + nftHash("a/b/udp/53__fd00::1/53") + "-a/b/udp/53__fd00..1/53"},
+		{prefix: "affinity-", readable: "a/b/udp/53__fd00::1/53", want: "affinity-" + nftHash("a/b/udp/53__fd00::1/53") + "-a/b/udp/53__fd00..1/53"},
 		{prefix: "local-", readable: "a/b/tcp/x y\"z", want: "local-" + nftHash("a/b/tcp/x y\"z") + "-a/b/tcp/x_y_z"},
 	} {
 		if got := nftName(tc.prefix, nftHash(tc.readable), tc.readable); got != tc.want {
@@ -542,7 +542,7 @@ func TestNFTablesPick(t *testing.T) {
 	for k := 1; k <= 7; k++ {
 		var eps []nftEndpoint
 		for i := range k {
-			eps = append(eps, nftEndpoint{chain: fmt.Sprintf("ep%d", i), affinity: fmt.Sprintf("aff%d", i)})
+			eps = append(eps, nftEndpoint{addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 80)})
 		}
 		rules := pickRules(nftFamilies[0], eps, false)
 		if len(rules) != k {
@@ -552,13 +552,13 @@ func TestNFTablesPick(t *testing.T) {
 		for i, r := range rules {
 			var mod int
 			var target string
-			if _, err := fmt.Sscanf(r, "numgen random mod %d == 0 goto %s", &mod, &target); err != nil {
+			if _, err := fmt.Sscanf(r, "numgen random mod %d == 0 meta l4proto tcp dnat to %s", &mod, &target); err != nil {
 				mod = 1
-				if _, err := fmt.Sscanf(r, "goto %s", &target); err != nil || i != k-1 {
+				if _, err := fmt.Sscanf(r, "meta l4proto tcp dnat to %s", &target); err != nil || i != k-1 {
 					t.Fatalf("k=%d: rule %d is %q", k, i, r)
 				}
 			}
-			if target != eps[i].chain {
+			if target != eps[i].addr.String() {
 				t.Errorf("k=%d: rule %d goes to %s", k, i, target)
 			}
 			if p := reach / float64(mod); p < 1/float64(k)-1e-9 || p > 1/float64(k)+1e-9 {
@@ -566,8 +566,11 @@ func TestNFTablesPick(t *testing.T) {
 			}
 			reach -= reach / float64(mod)
 		}
+		for i := range eps {
+			eps[i].affinity = fmt.Sprintf("aff%d", i)
+		}
 		withAffinity := pickRules(nftFamilies[1], eps, true)
-		if len(withAffinity) != 2*k || withAffinity[0] != "ip6 saddr @aff0 goto ep0" {
+		if len(withAffinity) != 2*k || withAffinity[0] != "ip6 saddr @aff0 update @aff0 { ip6 saddr } meta l4proto tcp dnat to 10.0.0.0:80" {
 			t.Errorf("k=%d: affinity rules: %q", k, withAffinity)
 		}
 	}

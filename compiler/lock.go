@@ -66,7 +66,6 @@ func (l *Lock) entry(key string) lockEntry {
 	return l.services[key]
 }
 
-
 func (l *Lock) keys() []string {
 	if l == nil {
 		return nil

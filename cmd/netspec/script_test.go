@@ -2,7 +2,10 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -37,5 +40,36 @@ func TestScripts(t *testing.T) {
 			env.Setenv("HOME", env.WorkDir)
 			return nil
 		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"netns": cmdNetns,
+		},
 	})
+}
+
+// cmdNetns creates a network namespace with a unique name for the script,
+// sets $NS to it and deletes it when the script ends, also on failure.
+// Scripts that change a kernel do so only inside it:
+//
+//	netns
+//	exec ip netns exec $NS netspec apply ...
+func cmdNetns(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: netns")
+	}
+	name := fmt.Sprintf("netspec-script-%d-%08x", os.Getpid(), rand.Uint32())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		ts.Fatalf("ip netns add %s: %v\n%s", name, err, out)
+	}
+	ts.Defer(func() {
+		if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
+			ts.Logf("ip netns delete %s: %v\n%s", name, err, out)
+		}
+	})
+	ts.Setenv("NS", name)
 }

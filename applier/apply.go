@@ -1,0 +1,242 @@
+package applier
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"netspec.dev/netspec/applier/conntrack"
+	"netspec.dev/netspec/applier/nft"
+	"netspec.dev/netspec/applier/state"
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render"
+)
+
+// DefaultStateDir is where a node keeps its zone files, env files and the
+// last applied plan.
+const DefaultStateDir = "/var/lib/netspec"
+
+// Options say where an applier acts.
+type Options struct {
+	StateDir string // DefaultStateDir when empty
+	// NetNSFd is an open network namespace (/var/run/netns/NAME) to act
+	// in; 0 is the namespace the process runs in.
+	NetNSFd int
+}
+
+// Result is what Plan found or Apply did.
+type Result struct {
+	Last      *plan.Plan   // the last applied plan, from the state dir; nil if none
+	NFT       *nft.Changes // the kernel's tables
+	Files     state.Changes
+	Conntrack int // conntrack entries deleted (Apply)
+	Took      time.Duration
+}
+
+// Empty tells whether nothing changes (Plan) or changed (Apply).
+func (r *Result) Empty() bool { return r.NFT.Empty() && r.Files.Empty() }
+
+// Node applies plans to one node: its kernel's nftables and its state
+// dir. It keeps what it installed, so that a daemon can update by
+// difference (Update).
+type Node struct {
+	opts Options
+	nft  *nft.Applier
+	dir  *state.Dir
+	last *plan.Plan
+}
+
+// Open connects to the node's kernel and opens its state dir.
+func Open(opts Options) (*Node, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir
+	}
+	dir, err := state.Open(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	a, err := nft.Open(opts.NetNSFd)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{opts: opts, nft: a, dir: dir}
+	if n.last, err = n.lastPlan(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close releases the node's connections; the rules and files stay.
+func (n *Node) Close() error { return n.nft.Close() }
+
+func (n *Node) lastPlan() (*plan.Plan, error) {
+	data, err := n.dir.LastPlan()
+	if err != nil || data == nil {
+		return nil, err
+	}
+	p, err := render.ParsePlanJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", n.dir.Path(), state.PlanFile, err)
+	}
+	return p, nil
+}
+
+// desired renders p: the ruleset for the kernel and the files for the
+// state dir.
+func desired(p *plan.Plan) (*nft.Ruleset, map[string][]byte, error) {
+	files, err := render.Files(p, render.DataplaneNFTables)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := nft.Parse(files["nftables.nft"])
+	if err != nil {
+		return nil, nil, fmt.Errorf("rendered ruleset: %w", err)
+	}
+	delete(files, "nftables.nft")
+	return rs, files, nil
+}
+
+// Plan tells what Apply would change, changing nothing.
+func (n *Node) Plan(p *plan.Plan) (*Result, error) {
+	start := time.Now()
+	rs, files, err := desired(p)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Last: n.last}
+	if r.NFT, err = n.nft.Plan(rs); err != nil {
+		return nil, err
+	}
+	if r.Files, err = n.dir.Plan(files); err != nil {
+		return nil, err
+	}
+	r.Took = time.Since(start)
+	return r, nil
+}
+
+// Apply makes the node's kernel and state dir hold p: the kernel's
+// tables are read back and changed where they differ (drift included),
+// conntrack entries of UDP endpoints that left a frontend are deleted,
+// then the state dir's files are written. The kernel comes first: the
+// state dir's plan.json always names a plan the kernel holds.
+func (n *Node) Apply(p *plan.Plan) (*Result, error) {
+	return n.apply(p, false)
+}
+
+// Update is Apply for a daemon that is the only writer of netspec's
+// tables: the kernel is diffed against what this Node installed last
+// rather than read back whole (see nft.Applier.Update).
+func (n *Node) Update(p *plan.Plan) (*Result, error) {
+	return n.apply(p, true)
+}
+
+func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
+	start := time.Now()
+	rs, files, err := desired(p)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Last: n.last}
+	if update {
+		r.NFT, err = n.nft.Update(rs)
+	} else {
+		r.NFT, err = n.nft.Apply(rs)
+	}
+	if err != nil {
+		return r, err
+	}
+	if flows := staleUDPFlows(n.last, p); len(flows) > 0 {
+		c, err := conntrack.New(n.opts.NetNSFd)
+		if err != nil {
+			return r, fmt.Errorf("conntrack: %w", err)
+		}
+		r.Conntrack, err = c.Delete(flows)
+		c.Close()
+		if err != nil {
+			return r, fmt.Errorf("conntrack: %w", err)
+		}
+	}
+	if r.Files, err = n.dir.Apply(files); err != nil {
+		return r, err
+	}
+	n.last = p
+	r.Took = time.Since(start)
+	return r, nil
+}
+
+// Cleanup removes netspec's tables from the kernel and its files from the
+// state dir; other tables and files stay.
+func (n *Node) Cleanup() (tables, files []string, err error) {
+	if tables, err = n.nft.Cleanup(); err != nil {
+		return nil, nil, err
+	}
+	if files, err = n.dir.Cleanup(); err != nil {
+		return tables, nil, err
+	}
+	n.last = nil
+	return tables, files, nil
+}
+
+// staleUDPFlows lists the UDP frontend→endpoint pairs the old
+// plan forwarded and the new one no longer does: their conntrack entries
+// would keep sending datagrams to an endpoint that left.
+func staleUDPFlows(old, new *plan.Plan) []conntrack.Flow {
+	if old == nil {
+		return nil
+	}
+	keep := map[conntrack.Flow]bool{}
+	for _, f := range flowsOf(new) {
+		keep[f] = true
+	}
+	var stale []conntrack.Flow
+	for _, f := range flowsOf(old) {
+		if !keep[f] {
+			stale = append(stale, f)
+			keep[f] = true // once
+		}
+	}
+	return stale
+}
+
+// flowsOf lists the UDP frontend→endpoint pairs of a plan.
+func flowsOf(p *plan.Plan) []conntrack.Flow {
+	if p == nil {
+		return nil
+	}
+	var flows []conntrack.Flow
+	for i := range p.Services {
+		s := &p.Services[i]
+		for j := range s.Ports {
+			port := &s.Ports[j]
+			// Only UDP: the conntrack library cannot tell SCTP entries
+			// apart by port (see conntrack.Flow).
+			if port.Protocol != "UDP" {
+				continue
+			}
+			proto := uint8(conntrack.ProtoUDP)
+			add := func(addrs []netip.Addr, num uint16, idx []int) {
+				for _, a := range addrs {
+					for _, k := range idx {
+						if k < 0 || k >= len(port.Endpoints) {
+							continue
+						}
+						ep := &port.Endpoints[k]
+						flows = append(flows, conntrack.Flow{
+							Endpoint: netip.AddrPortFrom(ep.IP, ep.Port),
+							Frontend: netip.AddrPortFrom(a, num),
+							Protocol: proto,
+						})
+					}
+				}
+			}
+			add(s.ClusterIPs, port.Port, port.Cluster)
+			add(s.ExternalIPs, port.Port, port.External)
+			add(s.LoadBalancerIPs, port.Port, port.External)
+			if port.NodePort != 0 {
+				add(p.Node.IPs, port.NodePort, port.External)
+			}
+		}
+	}
+	return flows
+}

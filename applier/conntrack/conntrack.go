@@ -1,0 +1,224 @@
+// Package conntrack deletes the conntrack entries of service endpoints that
+// went away, as kube-proxy does.
+//
+// A UDP (or SCTP) client that keeps its source port keeps hitting the same
+// conntrack entry, and so the backend the entry was DNATed to when it was
+// created, for as long as datagrams keep the entry alive — even after the
+// nftables rule now sends new flows elsewhere and the old backend is gone.
+// TCP needs no such cleanup: a dead backend resets the connection, and the
+// client's next connection is a new entry. Deleting the entry makes the next
+// datagram a new flow, which the current ruleset DNATs to a live backend.
+//
+// The package talks netfilter netlink (github.com/vishvananda/netlink)
+// directly; it never runs the conntrack tool.
+package conntrack
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Protocol numbers.
+const (
+	ProtoTCP  = 6
+	ProtoUDP  = 17
+	ProtoSCTP = 132
+)
+
+// Flow identifies conntrack entries to remove: traffic of Protocol that
+// was DNATed to Endpoint, optionally only through one Frontend.
+//
+// An entry matches when its reply source is Endpoint (address and port;
+// that is how a DNATed flow looks: original destination the frontend, reply
+// source the endpoint) and, when Frontend is valid, its original
+// destination is Frontend's address and, unless Frontend's port is 0,
+// port. With no Frontend, flows addressed to the endpoint directly match
+// too: they are as stale as the others once it is gone.
+//
+// Protocol is ProtoUDP (0 means it too) or ProtoTCP. ProtoSCTP is refused
+// for now: the netlink library (v1.3.1) parses the ports of TCP and UDP
+// entries only, so an SCTP entry cannot be told by its ports; supporting it
+// means parsing the dump ourselves. IPv4-mapped IPv6 addresses are taken as
+// the IPv4 ones.
+type Flow struct {
+	Endpoint netip.AddrPort
+	Frontend netip.AddrPort // zero: any
+	Protocol uint8
+}
+
+func (f Flow) String() string {
+	fe := "any"
+	if f.Frontend.Addr().IsValid() {
+		fe = f.Frontend.String()
+	}
+	return fmt.Sprintf("proto %d to %s via %s", f.proto(), f.Endpoint, fe)
+}
+
+func (f Flow) proto() uint8 {
+	if f.Protocol == 0 {
+		return ProtoUDP
+	}
+	return f.Protocol
+}
+
+// check validates f.
+func (f Flow) check() error {
+	switch f.proto() {
+	case ProtoTCP, ProtoUDP:
+	case ProtoSCTP:
+		return fmt.Errorf("conntrack flow %v: SCTP is not supported yet: github.com/vishvananda/netlink v1.3.1 does not parse SCTP ports", f)
+	default:
+		return fmt.Errorf("conntrack flow %v: protocol %d is not supported (want %d, UDP, or %d, TCP)", f, f.Protocol, ProtoUDP, ProtoTCP)
+	}
+	ep := f.Endpoint.Addr().Unmap()
+	if !ep.IsValid() || ep.IsUnspecified() || f.Endpoint.Port() == 0 {
+		return fmt.Errorf("conntrack flow %v: the endpoint needs an address and a port", f)
+	}
+	if fe := f.Frontend.Addr().Unmap(); fe.IsValid() && fe.Is4() != ep.Is4() {
+		return fmt.Errorf("conntrack flow %v: frontend and endpoint are not of one address family", f)
+	}
+	if !f.Frontend.Addr().IsValid() && f.Frontend.Port() != 0 {
+		return fmt.Errorf("conntrack flow %v: a frontend port needs its address", f)
+	}
+	return nil
+}
+
+// Cleaner deletes conntrack entries inside one network namespace.
+type Cleaner struct {
+	h *netlink.Handle
+}
+
+// New returns a Cleaner for the network namespace nsFd is open on (a file
+// descriptor of /proc/<pid>/ns/net or /run/netns/<name>), or for the
+// current one when nsFd is 0. The netlink socket is made in that namespace
+// at once and stays there: the caller may close nsFd afterwards.
+func New(nsFd int) (*Cleaner, error) {
+	ns := netns.None()
+	if nsFd != 0 {
+		ns = netns.NsHandle(nsFd)
+	}
+	h, err := netlink.NewHandleAt(ns, syscall.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack: netfilter netlink socket (namespace fd %d): %w", nsFd, err)
+	}
+	return &Cleaner{h: h}, nil
+}
+
+// Close releases the netlink socket.
+func (c *Cleaner) Close() error {
+	if c.h != nil {
+		c.h.Close()
+		c.h = nil
+	}
+	return nil
+}
+
+// Delete deletes the conntrack entries of flows, with one dump of the
+// table per address family that the flows use, and returns how many it
+// deleted. An entry matching several flows is deleted (and counted) once.
+// Entries that vanish on their own meanwhile are not errors. When the
+// kernel interrupts a dump (the table changed under it), the pass is
+// repeated, up to 3 times.
+func (c *Cleaner) Delete(flows []Flow) (deleted int, err error) {
+	if c.h == nil {
+		return 0, errors.New("conntrack: Delete on a closed Cleaner")
+	}
+	if len(flows) == 0 {
+		return 0, nil
+	}
+	v4, v6 := newFilter(), newFilter()
+	for _, f := range flows {
+		if err := f.check(); err != nil {
+			return 0, err
+		}
+		if f.Endpoint.Addr().Unmap().Is4() {
+			v4.add(f)
+		} else {
+			v6.add(f)
+		}
+	}
+	var errs []error
+	for _, fam := range []struct {
+		f      *filter
+		family netlink.InetFamily
+		name   string
+	}{{v4, netlink.FAMILY_V4, "IPv4"}, {v6, netlink.FAMILY_V6, "IPv6"}} {
+		if len(fam.f.m) == 0 {
+			continue
+		}
+		for attempt := 1; ; attempt++ {
+			n, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, fam.family, fam.f)
+			deleted += int(n)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, netlink.ErrDumpInterrupted) && attempt < 3 {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("conntrack: delete %s entries: %w", fam.name, err))
+			break
+		}
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// key is an endpoint of one protocol.
+type key struct {
+	proto uint8
+	ep    netip.AddrPort
+}
+
+// filter matches the entries of a set of flows; it is a
+// netlink.CustomConntrackFilter.
+type filter struct {
+	// m: the frontends per endpoint; an invalid AddrPort among them is
+	// "any frontend".
+	m map[key][]netip.AddrPort
+}
+
+func newFilter() *filter { return &filter{m: map[key][]netip.AddrPort{}} }
+
+func (f *filter) add(fl Flow) {
+	k := key{fl.proto(), netip.AddrPortFrom(fl.Endpoint.Addr().Unmap(), fl.Endpoint.Port())}
+	fe := fl.Frontend
+	if fe.Addr().IsValid() {
+		fe = netip.AddrPortFrom(fe.Addr().Unmap(), fe.Port())
+	}
+	f.m[k] = append(f.m[k], fe)
+}
+
+// MatchConntrackFlow implements netlink.CustomConntrackFilter.
+func (f *filter) MatchConntrackFlow(ct *netlink.ConntrackFlow) bool {
+	rs, ok := addr(ct.Reverse.SrcIP)
+	if !ok {
+		return false
+	}
+	fes, ok := f.m[key{ct.Forward.Protocol, netip.AddrPortFrom(rs, ct.Reverse.SrcPort)}]
+	if !ok {
+		return false
+	}
+	od, ok := addr(ct.Forward.DstIP)
+	if !ok {
+		return false
+	}
+	for _, fe := range fes {
+		if !fe.Addr().IsValid() {
+			return true
+		}
+		if fe.Addr() == od && (fe.Port() == 0 || fe.Port() == ct.Forward.DstPort) {
+			return true
+		}
+	}
+	return false
+}
+
+func addr(ip net.IP) (netip.Addr, bool) {
+	a, ok := netip.AddrFromSlice(ip)
+	return a.Unmap(), ok
+}

@@ -1,0 +1,254 @@
+package nft
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+)
+
+// TableName is the name of netspec's tables. No other table is ever
+// touched.
+const TableName = "netspec"
+
+// families are the tables netspec owns, one per family.
+var families = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6}
+
+// Applier installs rendered rulesets into the kernel of one network
+// namespace and keeps them there.
+type Applier struct {
+	conn *nftables.Conn
+	dump *ruleDumper
+	// last is what the applier last installed and verified; the daemon
+	// diffs against it (Update) instead of reading the kernel back.
+	last *Ruleset
+}
+
+// Open connects to nftables in the network namespace nsFd (an open
+// /var/run/netns/NAME or /proc/PID/ns/net; 0 for the current one).
+func Open(nsFd int) (*Applier, error) {
+	c, err := dial(nsFd)
+	if err != nil {
+		return nil, err
+	}
+	// Fail early and clearly when nftables cannot be used at all.
+	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
+		c.CloseLasting()
+		return nil, fmt.Errorf("nftables: %w", explain(err))
+	}
+	d, err := newRuleDumper(nsFd)
+	if err != nil {
+		c.CloseLasting()
+		return nil, err
+	}
+	return &Applier{conn: c, dump: d}, nil
+}
+
+// Close releases the netlink connections. The rules stay.
+func (a *Applier) Close() error {
+	a.dump.Close()
+	return a.conn.CloseLasting()
+}
+
+// Plan compares want with the kernel's tables and returns what Apply
+// would change, without changing anything.
+func (a *Applier) Plan(want *Ruleset) (*Changes, error) {
+	plans, err := a.diff(want)
+	if err != nil {
+		return nil, err
+	}
+	return changesOf(plans), nil
+}
+
+// Apply reads netspec's tables back from the kernel, and changes them
+// into want in one transaction: only the chains and elements that differ,
+// which also repairs drift (anything added, removed or changed by hand).
+// The kernel applies all of it or none; after a rejected batch the next
+// Apply replaces the tables whole. Afterwards the kernel is read again and
+// compared with want: a difference is an error.
+func (a *Applier) Apply(want *Ruleset) (*Changes, error) {
+	plans, err := a.diff(want)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := a.commit(plans)
+	if err != nil {
+		return ch, err
+	}
+	if err := a.verify(want); err != nil {
+		a.last = nil
+		return ch, err
+	}
+	a.last = want
+	return ch, nil
+}
+
+// Update is Apply for a daemon that is the only writer of the tables: it
+// diffs want against what it installed last instead of reading the whole
+// kernel back, so that its work and its netlink traffic follow the size
+// of the change, not of the ruleset. Only the changed chains are read
+// back to verify. Without a last state it is Apply. A periodic Apply
+// finds and repairs drift.
+func (a *Applier) Update(want *Ruleset) (*Changes, error) {
+	if a.last == nil {
+		return a.Apply(want)
+	}
+	var plans []*tablePlan
+	for _, fam := range families {
+		plans = append(plans, diffKnown(want.table(fam), a.last.table(fam), fam))
+	}
+	ch, err := a.commit(plans)
+	if err != nil {
+		return ch, err
+	}
+	if err := a.verifyChanged(want, plans); err != nil {
+		a.last = nil
+		return ch, err
+	}
+	a.last = want
+	return ch, nil
+}
+
+// Cleanup deletes netspec's tables, if present, in one transaction.
+func (a *Applier) Cleanup() (deleted []string, err error) {
+	for _, fam := range families {
+		kt, err := readTableNames(a.conn, fam)
+		if err != nil {
+			return nil, err
+		}
+		if kt {
+			a.conn.DelTable(&nftables.Table{Family: fam, Name: TableName})
+			deleted = append(deleted, familyName(fam)+" "+TableName)
+		}
+	}
+	if len(deleted) > 0 {
+		if err := a.conn.Flush(); err != nil {
+			return nil, fmt.Errorf("delete tables: %w", explain(err))
+		}
+	}
+	a.last = nil
+	return deleted, nil
+}
+
+func readTableNames(c *nftables.Conn, fam nftables.TableFamily) (bool, error) {
+	tables, err := c.ListTablesOfFamily(fam)
+	if err != nil {
+		return false, fmt.Errorf("list tables: %w", explain(err))
+	}
+	return slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }), nil
+}
+
+func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
+	var plans []*tablePlan
+	for _, fam := range families {
+		have, err := readTable(a.conn, a.dump, fam, TableName)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, diffTable(want.table(fam), have, fam))
+	}
+	return plans, nil
+}
+
+// commit sends the plans in one batch.
+func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
+	ch := changesOf(plans)
+	if ch.Empty() {
+		return ch, nil
+	}
+	for i, tp := range plans {
+		if err := tp.queue(a.conn, families[i]); err != nil {
+			return ch, err
+		}
+	}
+	if err := a.conn.Flush(); err != nil {
+		a.last = nil
+		return ch, fmt.Errorf("the kernel rejected the change, nothing was changed (the next apply replaces the tables): %w", explain(err))
+	}
+	return ch, nil
+}
+
+// verify reads the tables back and compares them with want.
+func (a *Applier) verify(want *Ruleset) error {
+	plans, err := a.diff(want)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if ch := changesOf(plans); !ch.Empty() {
+		return fmt.Errorf("verify: the kernel does not hold what was sent: %s", ch.Summary())
+	}
+	return nil
+}
+
+// verifyChanged reads back the chains an update wrote.
+func (a *Applier) verifyChanged(want *Ruleset, plans []*tablePlan) error {
+	for i, tp := range plans {
+		if tp.changes.Replace || tp.changes.Delete {
+			return a.verify(want)
+		}
+		fam := families[i]
+		table := &nftables.Table{Family: fam, Name: TableName}
+		for _, ch := range slices.Concat(tp.addChains, tp.changedChains) {
+			rules, err := a.conn.GetRules(table, &nftables.Chain{Name: ch.Name, Table: table})
+			if err != nil {
+				return fmt.Errorf("verify chain %s: %w", ch.Name, explain(err))
+			}
+			keys := make([][]byte, len(rules))
+			for i, r := range rules {
+				keys[i] = kernelRuleKey(fam, r.Exprs, nil)
+			}
+			// Read per chain, an anonymous set's elements do not show:
+			// compare the expressions only.
+			if !sameExprs(ch, keys, fam) {
+				return fmt.Errorf("verify: chain %s in the kernel is not what was sent", ch.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func changesOf(plans []*tablePlan) *Changes {
+	ch := &Changes{}
+	for _, tp := range plans {
+		ch.Tables = append(ch.Tables, tp.changes)
+	}
+	return ch
+}
+
+// table returns the table of a family, or nil.
+func (rs *Ruleset) table(fam nftables.TableFamily) *Table {
+	if rs == nil {
+		return nil
+	}
+	for _, t := range rs.Tables {
+		if t.Family == fam {
+			return t
+		}
+	}
+	return nil
+}
+
+// Summary is a one-line account of the changes.
+func (c *Changes) Summary() string {
+	if c.Empty() {
+		return "no changes"
+	}
+	var parts []string
+	for _, t := range c.Tables {
+		switch {
+		case t.Delete:
+			parts = append(parts, fmt.Sprintf("table %s %s deleted", t.Family, TableName))
+		case t.Replace:
+			parts = append(parts, fmt.Sprintf("table %s %s replaced (%s): %d chains, %d sets", t.Family, TableName, t.Reason, len(t.ChainsAdded), len(t.SetsAdded)))
+		default:
+			if n := len(t.ChainsAdded) + len(t.ChainsChanged) + len(t.ChainsRemoved) + len(t.SetsAdded) + len(t.SetsRemoved) + len(t.ElementsAdded) + len(t.ElementsRemoved); n > 0 {
+				parts = append(parts, fmt.Sprintf("table %s %s: chains %d added, %d changed, %d removed; elements %d added, %d removed; sets %d added, %d removed",
+					t.Family, TableName, len(t.ChainsAdded), len(t.ChainsChanged), len(t.ChainsRemoved), len(t.ElementsAdded), len(t.ElementsRemoved), len(t.SetsAdded), len(t.SetsRemoved)))
+			}
+		}
+	}
+	return joinParts(parts)
+}
+
+func joinParts(parts []string) string { return strings.Join(parts, "; ") }

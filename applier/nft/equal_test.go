@@ -1,0 +1,213 @@
+package nft
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables"
+)
+
+// TestRenderEqualsKernel is the test of the design: for every rendered
+// ruleset, `nft -f` of the file (namespace A) and Parse + Replace of the
+// same file with google/nftables (namespace B) leave tables that
+// `nft list` prints the same, also when Replace runs over the tables it
+// made, and a table of someone else in B is left alone.
+func TestRenderEqualsKernel(t *testing.T) {
+	nftcNeedKernel(t)
+	a := nftcNewNS(t, "nft")
+	b := nftcNewNS(t, "go")
+	const bystander = `table inet bystander {
+	set peers {
+		type ipv4_addr
+		elements = { 192.0.2.1, 192.0.2.2 }
+	}
+	chain input {
+		type filter hook input priority filter; policy accept;
+		ip saddr @peers counter accept
+	}
+}
+`
+	b.nft(t, bystander, "-f", "-")
+	before := b.nft(t, "", "list", "table", "inet", "bystander")
+	c := b.conn(t)
+	for _, path := range nftcRulesetFiles(t) {
+		t.Run(nftcName(path), func(t *testing.T) {
+			a.nft(t, "", "-f", path)
+			rs := nftcParseFile(t, path)
+			for round := 1; round <= 2; round++ {
+				if err := rs.Replace(c); err != nil {
+					t.Fatalf("Replace: %v", err)
+				}
+				if err := c.Flush(); err != nil {
+					t.Fatalf("round %d: Flush: %v", round, err)
+				}
+				for _, tb := range rs.Tables {
+					fam := familyLabel(tb.Family)
+					want := nftcNormalize(a.nft(t, "", "list", "table", fam, tb.Name))
+					got := nftcNormalize(b.nft(t, "", "list", "table", fam, tb.Name))
+					if want != got {
+						t.Errorf("round %d: nft list table %s %s differs (--- nft -f, +++ Replace):\n%s", round, fam, tb.Name, nftcUnifiedDiff(t, want, got))
+					}
+				}
+			}
+			if after := b.nft(t, "", "list", "table", "inet", "bystander"); after != before {
+				t.Errorf("the table inet bystander changed:\n%s", nftcUnifiedDiff(t, before, after))
+			}
+		})
+	}
+}
+
+var (
+	nftcHandle  = regexp.MustCompile(` # handle \d+`)
+	nftcCounter = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+)
+
+// nftcNormalize drops from a listing what differs between equal rulesets:
+// handles, counter values and the order of elements, which are put one a
+// line and sorted.
+func nftcNormalize(s string) string {
+	lines := strings.Split(s, "\n")
+	var out []string
+	for i := 0; i < len(lines); i++ {
+		l := nftcCounter.ReplaceAllString(nftcHandle.ReplaceAllString(lines[i], ""), "counter packets 0 bytes 0")
+		head, block, ok := strings.Cut(l, "elements = {")
+		if !ok {
+			out = append(out, l)
+			continue
+		}
+		for !nftcClosed(block) && i+1 < len(lines) {
+			i++
+			block += " " + strings.TrimSpace(lines[i])
+		}
+		items := nftcSplitElements(block)
+		slices.Sort(items)
+		out = append(out, head+"elements = {")
+		for _, it := range items {
+			out = append(out, "\t\t\t"+it+",")
+		}
+		out = append(out, "\t\t}")
+	}
+	return strings.Join(out, "\n")
+}
+
+// nftcClosed tells whether an element block has its closing brace (outside
+// quotes).
+func nftcClosed(s string) bool {
+	inQuote := false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			inQuote = !inQuote
+		case '}':
+			if !inQuote {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nftcSplitElements splits "a, b, c }" into its elements.
+func nftcSplitElements(s string) []string {
+	var items []string
+	start, inQuote := 0, false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			inQuote = !inQuote
+		case ',', '}':
+			if inQuote {
+				continue
+			}
+			if it := strings.TrimSpace(s[start:i]); it != "" {
+				items = append(items, it)
+			}
+			start = i + 1
+			if s[i] == '}' {
+				return items
+			}
+		}
+	}
+	return items
+}
+
+// nftcUnifiedDiff is `diff -u` of two texts.
+func nftcUnifiedDiff(t *testing.T, a, b string) string {
+	t.Helper()
+	dir := t.TempDir()
+	pa, pb := filepath.Join(dir, "nft-f"), filepath.Join(dir, "replace")
+	if err := os.WriteFile(pa, []byte(a+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pb, []byte(b+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("diff", "-u", pa, pb).CombinedOutput()
+	if len(out) == 0 {
+		return "(diff printed nothing)\n--- nft -f\n" + a + "\n+++ Replace\n" + b
+	}
+	return string(out)
+}
+
+// TestNormalizeListing checks the normalisation the equality test relies
+// on.
+func TestNormalizeListing(t *testing.T) {
+	in := "\tmap m {\n\t\ttype inet_proto . inet_service : verdict\n" +
+		"\t\telements = { tcp . 80 comment \"a, b }\" : drop,\n\t\t\t     tcp . 22 : goto c }\n\t}\n" +
+		"\t\tip saddr 1.2.3.4 counter packets 12 bytes 3400 accept # handle 7\n"
+	want := "\tmap m {\n\t\ttype inet_proto . inet_service : verdict\n\t\telements = {\n" +
+		"\t\t\ttcp . 22 : goto c,\n\t\t\ttcp . 80 comment \"a, b }\" : drop,\n\t\t}\n\t}\n" +
+		"\t\tip saddr 1.2.3.4 counter packets 0 bytes 0 accept\n"
+	if got := nftcNormalize(in); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestReplaceLargeSets checks sets and an anonymous set too big for one
+// netlink message: Replace sends them in chunks, and the kernel ends up
+// with every element, as after `nft -f`.
+func TestReplaceLargeSets(t *testing.T) {
+	nftcNeedKernel(t)
+	a := nftcNewNS(t, "nftbig")
+	b := nftcNewNS(t, "gobig")
+	text := synthRuleset(3000, 1500)
+	path := filepath.Join(t.TempDir(), "big.nft")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.nft(t, "", "-f", path)
+	rs, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rs.Tables[0].Sets {
+		var elems []nftables.SetElement
+		for _, e := range s.Elements {
+			elems = append(elems, e.Elems...)
+		}
+		if n := len(chunks(elems)); n < 2 {
+			t.Errorf("set %s fits in %d message: the test needs more elements", s.Name, n)
+		}
+	}
+	c := b.conn(t)
+	if err := rs.Replace(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range rs.Tables {
+		fam := familyLabel(tb.Family)
+		want := nftcNormalize(a.nft(t, "", "list", "table", fam, tb.Name))
+		got := nftcNormalize(b.nft(t, "", "list", "table", fam, tb.Name))
+		if want != got {
+			t.Errorf("nft list table %s %s differs (--- nft -f, +++ Replace):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
+		}
+		nftcCheckTable(t, c, tb)
+	}
+}

@@ -1,0 +1,345 @@
+package nft
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// maxElemBytes bounds the encoded elements of one netlink message: they
+// form one attribute, whose 16-bit length google/nftables v0.3.0
+// truncates silently past 64 KiB, and the kernel then drops the rest.
+const maxElemBytes = 48 << 10
+
+// elemBytes over-estimates the encoded size of an element.
+func elemBytes(e *nftables.SetElement) int {
+	n := 4 + 8 + 8 + align4(len(e.Key)) // list entry, flags, key
+	if len(e.KeyEnd) > 0 {
+		n += 8 + align4(len(e.KeyEnd))
+	}
+	if v := e.VerdictData; v != nil {
+		n += 24 + align4(len(v.Chain)+1)
+	} else if len(e.Val) > 0 {
+		n += 8 + align4(len(e.Val))
+	}
+	if e.Comment != "" {
+		n += 8 + align4(len(e.Comment)+1)
+	}
+	if e.Timeout != 0 {
+		n += 12
+	}
+	return n
+}
+
+func align4(n int) int { return (n + 3) &^ 3 }
+
+// chunks splits elems into runs small enough for one message each.
+func chunks(elems []nftables.SetElement) [][]nftables.SetElement {
+	var out [][]nftables.SetElement
+	start, size := 0, 0
+	for i := range elems {
+		n := elemBytes(&elems[i])
+		if size+n > maxElemBytes && i > start {
+			out = append(out, elems[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(elems) {
+		out = append(out, elems[start:])
+	}
+	return out
+}
+
+// kernelElems are the netlink elements of elems, in the order nft sends
+// them: an interval set's sorted by key, an interval's end before the
+// start of the next one at the same address.
+func (s *Set) kernelElems(elems []Element) []nftables.SetElement {
+	n := 0
+	for i := range elems {
+		n += len(elems[i].Elems)
+	}
+	out := make([]nftables.SetElement, 0, n)
+	for i := range elems {
+		out = append(out, elems[i].Elems...)
+	}
+	if s.Template.Interval {
+		slices.SortStableFunc(out, func(a, b nftables.SetElement) int {
+			if c := bytes.Compare(a.Key, b.Key); c != 0 {
+				return c
+			}
+			switch {
+			case a.IntervalEnd == b.IntervalEnd:
+				return 0
+			case a.IntervalEnd:
+				return -1
+			}
+			return 1
+		})
+	}
+	return out
+}
+
+// set returns a copy of the template for table t, to be queued.
+func (s *Set) set(t *nftables.Table) *nftables.Set {
+	ns := s.Template
+	ns.Table, ns.Name, ns.ID = t, s.Name, 0
+	return &ns
+}
+
+// AddTo queues the creation of s in table t with all its elements, in
+// chunks small enough for google/nftables v0.3.0, which silently drops
+// elements past 64 KiB in one call.
+func (s *Set) AddTo(c *nftables.Conn, t *nftables.Table) error {
+	ns := s.set(t)
+	parts := chunks(s.kernelElems(s.Elements))
+	var first []nftables.SetElement
+	if len(parts) > 0 {
+		first = parts[0]
+	}
+	if err := c.AddSet(ns, first); err != nil {
+		return fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	for _, p := range parts[min(1, len(parts)):] {
+		if err := c.SetAddElements(ns, p); err != nil {
+			return fmt.Errorf("set %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// AddElements queues the addition of elems to s, which exists in table t,
+// chunked as AddTo.
+func (s *Set) AddElements(c *nftables.Conn, t *nftables.Table, elems []Element) error {
+	ns := s.set(t)
+	for _, p := range chunks(s.kernelElems(elems)) {
+		if err := c.SetAddElements(ns, p); err != nil {
+			return fmt.Errorf("set %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// DeleteElements queues the removal of elems from s, which exists in
+// table t, chunked as AddTo. Elements are found by key, so elements read
+// back from the kernel may be passed as they are.
+func (s *Set) DeleteElements(c *nftables.Conn, t *nftables.Table, elems []Element) error {
+	ns := s.set(t)
+	all := s.kernelElems(elems)
+	for i, e := range all {
+		all[i] = nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd, IntervalEnd: e.IntervalEnd}
+	}
+	for _, p := range chunks(all) {
+		if err := c.SetDeleteElements(ns, p); err != nil {
+			return fmt.Errorf("set %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// AddTo queues the rule (and its anonymous set, if any) at the end of
+// chain ch of table t.
+func (r *Rule) AddTo(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain) error {
+	exprs := r.Exprs
+	if r.Anon != nil {
+		as := r.Anon.Template
+		as.Table, as.ID, as.Name = t, 0, ""
+		parts := chunks(r.Anon.Elements)
+		if len(parts) == 0 {
+			return fmt.Errorf("rule %q: empty anonymous set", r.Text)
+		}
+		if err := c.AddSet(&as, parts[0]); err != nil {
+			return fmt.Errorf("rule %q: %w", r.Text, err)
+		}
+		// An anonymous set is filled in the batch that creates it, before
+		// a rule binds it; google/nftables refuses to add elements to
+		// one, so further chunks go through a copy not marked anonymous
+		// (the kernel finds the set by its batch ID).
+		more := as
+		more.Anonymous = false
+		for _, p := range parts[1:] {
+			if err := c.SetAddElements(&more, p); err != nil {
+				return fmt.Errorf("rule %q: %w", r.Text, err)
+			}
+		}
+		if r.anonAt < 0 || r.anonAt >= len(exprs) {
+			return fmt.Errorf("rule %q: no lookup of its anonymous set", r.Text)
+		}
+		lk, ok := exprs[r.anonAt].(*expr.Lookup)
+		if !ok {
+			return fmt.Errorf("rule %q: no lookup of its anonymous set", r.Text)
+		}
+		l := *lk
+		l.SetName, l.SetID = as.Name, as.ID
+		exprs = slices.Clone(exprs)
+		exprs[r.anonAt] = &l
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
+	return nil
+}
+
+// Replace queues, without flushing, a batch that replaces the tables of rs
+// in one transaction, as `nft -f` of the rendered file does: for each
+// table, add it (a no-op when it exists), delete it and add it again, then
+// its chains, its sets and maps with their elements (map elements jump to
+// the chains), and its rules. Other tables are not touched.
+func (rs *Ruleset) Replace(c *nftables.Conn) error {
+	for _, t := range rs.Tables {
+		tbl := &nftables.Table{Family: t.Family, Name: t.Name}
+		c.AddTable(tbl)
+		c.DelTable(tbl)
+		c.AddTable(tbl)
+		chains := make([]*nftables.Chain, len(t.Chains))
+		for i, ch := range t.Chains {
+			nc := &nftables.Chain{Name: ch.Name, Table: tbl}
+			if b := ch.Base; b != nil {
+				pol := b.Policy
+				nc.Type, nc.Hooknum, nc.Priority, nc.Policy = b.Type, b.Hooknum, b.Priority, &pol
+			}
+			chains[i] = c.AddChain(nc)
+		}
+		for _, s := range t.Sets {
+			if err := s.AddTo(c, tbl); err != nil {
+				return fmt.Errorf("table %s: %w", t.Name, err)
+			}
+		}
+		for i, ch := range t.Chains {
+			for _, r := range ch.Rules {
+				if err := r.AddTo(c, tbl, chains[i]); err != nil {
+					return fmt.Errorf("table %s: chain %s: %w", t.Name, ch.Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Key returns bytes identifying what the rule does: equal for a compiled
+// Rule and for the same rule read back from the kernel with c.GetRules
+// (KernelRuleKey). Handles, counter values, set IDs and other fields the
+// kernel assigns are left out. An anonymous set is identified by its
+// lookup only: compare its elements separately.
+func (r *Rule) Key(fam nftables.TableFamily) []byte { return ruleKey(fam, r.Exprs) }
+
+// KernelRuleKey is Rule.Key of a rule read back from the kernel.
+func KernelRuleKey(fam nftables.TableFamily, r *nftables.Rule) []byte {
+	return ruleKey(fam, r.Exprs)
+}
+
+func ruleKey(fam nftables.TableFamily, exprs []expr.Any) []byte {
+	var b []byte
+	for _, e := range exprs {
+		data, err := expr.Marshal(byte(fam), normalize(e))
+		if err != nil {
+			data = fmt.Appendf(nil, "%T: %v", e, err)
+		}
+		b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+		b = append(b, data...)
+	}
+	return b
+}
+
+// normalize returns e without what the kernel assigns or adds on its own.
+func normalize(e expr.Any) expr.Any {
+	switch e := e.(type) {
+	case *expr.Lookup:
+		c := *e
+		c.SetID = 0
+		if strings.HasPrefix(c.SetName, "__set") {
+			c.SetName = "__set"
+		}
+		return &c
+	case *expr.Dynset:
+		c := *e
+		c.SetID = 0
+		return &c
+	case *expr.NAT:
+		c := *e
+		if c.RegAddrMax == 0 {
+			c.RegAddrMax = c.RegAddrMin
+		}
+		if c.RegProtoMax == 0 {
+			c.RegProtoMax = c.RegProtoMin
+		}
+		return &c
+	case *expr.Counter:
+		return &expr.Counter{}
+	}
+	return e
+}
+
+// ElementKey identifies an element (key, key end, interval end flag,
+// verdict and comment) the same way for Element.Elems and for elements
+// read back with c.GetSetElements, which returns a verdict as its netlink
+// attributes in Val.
+func ElementKey(e nftables.SetElement) string {
+	var b strings.Builder
+	b.WriteString(hex.EncodeToString(e.Key))
+	if len(e.KeyEnd) > 0 {
+		b.WriteByte('-')
+		b.WriteString(hex.EncodeToString(e.KeyEnd))
+	}
+	if e.IntervalEnd {
+		b.WriteString(" end")
+	}
+	v := e.VerdictData
+	if v == nil && len(e.Val) > 0 {
+		v = decodeVerdict(e.Val)
+		if v == nil {
+			b.WriteString(" = ")
+			b.WriteString(hex.EncodeToString(e.Val))
+		}
+	}
+	if v != nil {
+		b.WriteString(" : ")
+		b.WriteString(strconv.FormatInt(int64(v.Kind), 10))
+		if v.Chain != "" {
+			b.WriteByte(' ')
+			b.WriteString(v.Chain)
+		}
+	}
+	if e.Comment != "" {
+		b.WriteString(" comment ")
+		b.WriteString(strconv.Quote(e.Comment))
+	}
+	return b.String()
+}
+
+// decodeVerdict reads a verdict as GetSetElements leaves it in Val: the
+// attributes NFTA_VERDICT_CODE and NFTA_VERDICT_CHAIN. It returns nil when
+// Val is something else.
+func decodeVerdict(b []byte) *expr.Verdict {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil
+	}
+	ad.ByteOrder = binary.BigEndian
+	var v expr.Verdict
+	code := false
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_VERDICT_CODE:
+			if len(ad.Bytes()) != 4 {
+				return nil
+			}
+			v.Kind, code = expr.VerdictKind(int32(ad.Uint32())), true
+		case unix.NFTA_VERDICT_CHAIN:
+			v.Chain = ad.String()
+		default:
+			return nil
+		}
+	}
+	if ad.Err() != nil || !code {
+		return nil
+	}
+	return &v
+}

@@ -1,0 +1,173 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// kernelTable is what the kernel holds of one of netspec's tables.
+type kernelTable struct {
+	table  *nftables.Table
+	chains map[string]*kernelChain
+	sets   map[string]*kernelSet
+}
+
+type kernelChain struct {
+	chain *nftables.Chain
+	keys  [][]byte // of its rules, in order (see kernelRuleKey)
+}
+
+type kernelSet struct {
+	set   *nftables.Set
+	elems []nftables.SetElement // not read for dynamic sets (the packet path fills them)
+}
+
+// dial opens a lasting netlink connection to nftables in the namespace
+// nsFd (0: the current one), with socket buffers big enough for a batch
+// that replaces tens of thousands of services and for its acknowledgements.
+func dial(nsFd int) (*nftables.Conn, error) {
+	opts := []nftables.ConnOption{nftables.AsLasting(), nftables.WithSockOptions(bigBuffers)}
+	if nsFd > 0 {
+		opts = append(opts, nftables.WithNetNSFd(nsFd))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", explain(err))
+	}
+	return c, nil
+}
+
+// The netlink socket's buffers are limits, not allocations. A one-batch
+// replace of 20,000 services is about 40 MB of messages, sent in one
+// sendmsg; the kernel acknowledges each of its 130,000 messages before
+// userspace reads any acknowledgement, at about 1 KiB of buffer each.
+const (
+	sendBuffer    = 256 << 20
+	receiveBuffer = 1 << 30
+)
+
+func bigBuffers(c *netlink.Conn) error {
+	// SO_*BUFFORCE passes the system limits (root); the plain options are
+	// the fallback, capped by net.core.[rw]mem_max.
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		for _, o := range [][3]int{{unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, sendBuffer}, {unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, receiveBuffer}} {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[0], o[2]); e != nil {
+				if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[1], o[2]); e != nil {
+					serr = e
+				}
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// explain turns the errors of a missing privilege or kernel feature into
+// messages that say what to do.
+func explain(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrPermission), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w (netspec needs root, or CAP_NET_ADMIN, to change nftables)", err)
+	case errors.Is(err, unix.EPROTONOSUPPORT):
+		return fmt.Errorf("%w (the kernel has no nf_tables: load the nf_tables module)", err)
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOENT):
+		// ENOENT is also what the kernel answers for an expression type
+		// it has no module for.
+		return fmt.Errorf("%w (is the kernel missing an nftables feature netspec needs? NAT and the rest come from the modules nft_nat, nft_ct, nft_numgen, nft_fib_ipv4/6, nft_reject)", err)
+	}
+	return err
+}
+
+// readTable reads one table back from the kernel, or returns nil when it
+// does not exist. Rules come in one dump for the whole table.
+func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name string) (*kernelTable, error) {
+	tables, err := c.ListTablesOfFamily(fam)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", explain(err))
+	}
+	var t *nftables.Table
+	for _, x := range tables {
+		if x.Name == name {
+			t = x
+		}
+	}
+	if t == nil {
+		return nil, nil
+	}
+	kt := &kernelTable{table: t, chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
+	sets, err := c.GetSets(t)
+	if err != nil {
+		return nil, fmt.Errorf("list sets: %w", explain(err))
+	}
+	anon := map[string]string{} // anonymous set name -> anonKey of its elements
+	for _, s := range sets {
+		if s.Anonymous {
+			elems, err := c.GetSetElements(s)
+			if err != nil {
+				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
+			}
+			anon[s.Name] = anonKey(elems)
+			continue
+		}
+		ks := &kernelSet{set: s}
+		if !s.Dynamic {
+			if ks.elems, err = c.GetSetElements(s); err != nil {
+				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
+			}
+		}
+		kt.sets[s.Name] = ks
+	}
+	chains, err := c.ListChainsOfTableFamily(fam)
+	if err != nil {
+		return nil, fmt.Errorf("list chains: %w", explain(err))
+	}
+	rules, err := d.dump(fam, name, anon)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range chains {
+		if ch.Table == nil || ch.Table.Name != name {
+			continue
+		}
+		kt.chains[ch.Name] = &kernelChain{chain: ch, keys: rules[ch.Name]}
+	}
+	return kt, nil
+}
+
+// anonKey identifies the elements of an anonymous set, in any order.
+func anonKey(elems []nftables.SetElement) string {
+	keys := make([]string, len(elems))
+	for i, e := range elems {
+		keys[i] = ElementKey(e)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+// familyName is the nft keyword of a table family.
+func familyName(f nftables.TableFamily) string {
+	switch f {
+	case nftables.TableFamilyIPv4:
+		return "ip"
+	case nftables.TableFamilyIPv6:
+		return "ip6"
+	case nftables.TableFamilyINet:
+		return "inet"
+	}
+	return fmt.Sprintf("family-%d", f)
+}

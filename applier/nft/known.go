@@ -1,0 +1,200 @@
+package nft
+
+import (
+	"bytes"
+
+	"github.com/google/nftables"
+)
+
+// allElems lists the netlink elements of a set.
+func allElems(s *Set) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, e := range s.Elements {
+		out = append(out, e.Elems...)
+	}
+	return out
+}
+
+// flushSet plans to empty an interval set and fill it again.
+func (tp *tablePlan) flushSet(s *Set) {
+	tp.flushSets = append(tp.flushSets, s)
+	tp.changes.Ops += 2
+	for _, e := range s.Elements {
+		tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
+		tp.changes.Bytes += elementBytes(e.Elems)
+	}
+}
+
+// diffKnown compares the desired table with the one the applier installed
+// last (Update), without the kernel: chains by their text, elements by
+// theirs. Both lists are in render order, so the common head and tail are
+// compared in place and only the middle, where a change is, goes through
+// maps: the work follows the size of the change more than of the table.
+func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
+	tp := newTablePlan(want, fam)
+	switch {
+	case want == nil && last == nil:
+		return tp
+	case want == nil:
+		tp.have = &kernelTable{table: &nftables.Table{Family: fam, Name: last.Name}}
+		tp.changes.Delete = true
+		return tp
+	case last == nil:
+		tp.replace(ReasonMissing)
+		return tp
+	}
+
+	// Sets.
+	added, removed, common := alignDiff(last.Sets, want.Sets, func(s *Set) string { return s.Name },
+		func(x, y *Set) bool { return false }) // few sets: their elements are compared below
+	for _, s := range added {
+		tp.addSets = append(tp.addSets, s)
+		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
+		tp.changes.Ops++
+		for _, e := range s.Elements {
+			tp.changes.Bytes += elementBytes(e.Elems)
+		}
+	}
+	for _, s := range removed {
+		tp.delSetNames = append(tp.delSetNames, s.Name)
+		tp.changes.SetsRemoved = append(tp.changes.SetsRemoved, s.Name)
+		tp.changes.Ops++
+	}
+	for _, pair := range common {
+		old, s := pair[0], pair[1]
+		if old.Decl != s.Decl {
+			tp.replace("set " + s.Name + ": declaration changed")
+			return tp
+		}
+		if s.Template.Dynamic {
+			continue
+		}
+		eAdded, eRemoved, _ := alignDiff(old.Elements, s.Elements, func(e Element) string { return e.Text },
+			func(x, y Element) bool { return true }) // the text is the element
+		if len(eAdded)+len(eRemoved) == 0 {
+			continue
+		}
+		if s.Template.Interval {
+			tp.flushSet(s)
+			continue
+		}
+		tp.changes.Ops++
+		for _, e := range eAdded {
+			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
+			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
+			tp.changes.Bytes += elementBytes(e.Elems)
+		}
+		for _, e := range eRemoved {
+			tp.delElems[s.Name] = append(tp.delElems[s.Name], e.Elems...)
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: e.Text})
+			tp.changes.Bytes += elementBytes(e.Elems)
+		}
+	}
+
+	// Chains.
+	cAdded, cRemoved, cCommon := alignDiff(last.Chains, want.Chains, func(c *Chain) string { return c.Name },
+		func(x, y *Chain) bool { return x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
+	for _, ch := range cAdded {
+		if ch.Base != nil {
+			tp.replace("base chain " + ch.Name + " added")
+			return tp
+		}
+		tp.addChains = append(tp.addChains, ch)
+		tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
+		tp.changes.Ops += 1 + len(ch.Rules)
+		tp.changes.Bytes += rulesBytes(ch, fam)
+	}
+	for _, pair := range cCommon {
+		old, ch := pair[0], pair[1]
+		if baseDiffers(old.Base, ch.Base) {
+			tp.replace("chain " + ch.Name + ": hook changed")
+			return tp
+		}
+		if old.Text != ch.Text {
+			tp.changedChains = append(tp.changedChains, ch)
+			tp.changes.ChainsChanged = append(tp.changes.ChainsChanged, ch.Name)
+			tp.changes.Ops += 1 + len(ch.Rules)
+			tp.changes.Bytes += rulesBytes(ch, fam)
+		}
+	}
+	for _, ch := range cRemoved {
+		if ch.Base != nil {
+			tp.replace("base chain " + ch.Name + " removed")
+			return tp
+		}
+		tp.delChains = append(tp.delChains, ch.Name)
+		tp.changes.ChainsRemoved = append(tp.changes.ChainsRemoved, ch.Name)
+		tp.changes.Ops += 2
+	}
+	return tp
+}
+
+// baseDiffers tells whether two parsed chains hang on different hooks.
+func baseDiffers(a, b *BaseChain) bool {
+	if a == nil || b == nil {
+		return a != b
+	}
+	return a.Type != b.Type || a.Policy != b.Policy ||
+		a.Hooknum == nil || b.Hooknum == nil || *a.Hooknum != *b.Hooknum ||
+		a.Priority == nil || b.Priority == nil || *a.Priority != *b.Priority
+}
+
+// alignDiff compares two lists kept in one order by key: what only b has
+// (added), what only a has (removed), and the pairs (a, b) that share a
+// key but are not the same. The common head and tail are compared in
+// place; the middle goes through maps.
+func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (added, removed []T, common [][2]T) {
+	head := 0
+	for head < len(a) && head < len(b) && key(a[head]) == key(b[head]) {
+		if !same(a[head], b[head]) {
+			common = append(common, [2]T{a[head], b[head]})
+		}
+		head++
+	}
+	tail := 0
+	for tail < len(a)-head && tail < len(b)-head && key(a[len(a)-1-tail]) == key(b[len(b)-1-tail]) {
+		if x, y := a[len(a)-1-tail], b[len(b)-1-tail]; !same(x, y) {
+			common = append(common, [2]T{x, y})
+		}
+		tail++
+	}
+	midA, midB := a[head:len(a)-tail], b[head:len(b)-tail]
+	if len(midA)+len(midB) == 0 {
+		return nil, nil, common
+	}
+	inA := make(map[string]T, len(midA))
+	for _, x := range midA {
+		inA[key(x)] = x
+	}
+	inB := make(map[string]bool, len(midB))
+	for _, y := range midB {
+		k := key(y)
+		inB[k] = true
+		if x, ok := inA[k]; ok {
+			if !same(x, y) {
+				common = append(common, [2]T{x, y})
+			}
+		} else {
+			added = append(added, y)
+		}
+	}
+	for _, x := range midA {
+		if !inB[key(x)] {
+			removed = append(removed, x)
+		}
+	}
+	return added, removed, common
+}
+
+// sameExprs is sameRules without the elements of anonymous sets.
+func sameExprs(want *Chain, have [][]byte, fam nftables.TableFamily) bool {
+	if len(want.Rules) != len(have) {
+		return false
+	}
+	for i, r := range want.Rules {
+		if !bytes.Equal(r.Key(fam), have[i]) {
+			return false
+		}
+	}
+	return true
+}

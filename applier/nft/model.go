@@ -1,0 +1,96 @@
+// Package nft installs the nftables ruleset that render.NFTables writes,
+// over netlink with github.com/google/nftables.
+//
+// The rendered text is the single source of truth: Parse reads it (a small,
+// closed grammar, not general nft syntax) and compiles every rule, set and
+// element to the netlink expressions that nft 1.0.6 itself would send for
+// the same text, so that what reviewers read in a golden file is exactly
+// what is installed, and `nft list table ip netspec` after Replace equals
+// what `nft -f` of the file gives.
+package nft
+
+import (
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+)
+
+// Ruleset is a parsed ruleset: the tables it replaces, in file order (ip,
+// then ip6).
+type Ruleset struct {
+	Tables []*Table
+}
+
+// Table is one table of the ruleset with everything declared in it.
+type Table struct {
+	Family nftables.TableFamily // nftables.TableFamilyIPv4 or TableFamilyIPv6
+	Name   string               // "netspec"
+	Sets   []*Set               // named sets and maps, in file order
+	Chains []*Chain             // in file order
+}
+
+// Set is a named set or map with its elements.
+type Set struct {
+	Name string
+	// Decl is the declaration without the elements, one normalised
+	// statement a line ("type ipv4_addr\nflags interval"): when it
+	// changes, the set must be created anew rather than updated.
+	Decl string
+	// Template is the set as google/nftables creates it; Table is nil and
+	// is set on a copy by AddTo.
+	Template nftables.Set
+	Elements []Element
+}
+
+// Element is one element of a named set or map.
+type Element struct {
+	// Text is the element as rendered, for example
+	// "10.96.0.50 . tcp . 6379 : goto service-…".
+	Text string
+	// Elems are the netlink elements nft sends for it: one for a plain
+	// key, two for an interval (its start, and its end flagged
+	// IntervalEnd) or just the start when the interval reaches the end of
+	// the address space. The interval with the lowest start also carries
+	// the end element at zero that nft adds to an interval set (unless
+	// that interval starts at zero): the kernel keeps it like any other.
+	Elems []nftables.SetElement
+}
+
+// Chain is a chain with its rules.
+type Chain struct {
+	Name  string
+	Base  *BaseChain // nil for a regular chain
+	Rules []*Rule
+	// Text is the chain's rule lines joined by "\n": a cheap way to tell
+	// that a chain did not change.
+	Text string
+}
+
+// BaseChain is the hook of a base chain.
+type BaseChain struct {
+	Type     nftables.ChainType
+	Hooknum  *nftables.ChainHook
+	Priority *nftables.ChainPriority
+	Policy   nftables.ChainPolicy
+}
+
+// Rule is one rule line compiled to netlink expressions.
+type Rule struct {
+	Text  string     // the rule line, trimmed
+	Exprs []expr.Any // named sets are referenced by name (SetID 0)
+	// Anon is the rule's anonymous set ({ … }), when it has one. The
+	// Lookup in Exprs that uses it is completed by AddTo with the set's
+	// name and batch ID.
+	Anon *AnonSet
+
+	anonAt int    // index in Exprs of the Lookup of Anon
+	key    []byte // ruleKeyOf, once computed
+}
+
+// AnonSet is the anonymous set of a rule, with its elements as nft sends
+// them (for an interval set: a leading end element at zero when the first
+// interval does not start there, then start and end of every merged
+// interval).
+type AnonSet struct {
+	Template nftables.Set
+	Elements []nftables.SetElement
+}

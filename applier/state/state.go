@@ -1,0 +1,537 @@
+// Package state keeps a node's state directory (netspec's --state-dir,
+// /var/lib/netspec by default): the DNS zones (dns/<zone>.zone), the
+// service environment files (env/<namespace>.env) and the last applied plan
+// (plan.json), as render.Files names them.
+//
+// Only files of those three kinds are netspec's: a file is one when its
+// path, relative to the dir, is plan.json, dns/<name>.zone or
+// env/<name>.env, where <name> is a plain file name not starting with a
+// dot, and it is a regular file. Everything else in the dir (other files,
+// subdirectories, symbolic links) is never modified or removed.
+//
+// # Crash safety
+//
+// Apply never leaves a half-written file of netspec's kinds behind: each
+// file is written to a temporary file in the same directory (a name
+// starting with ".netspec-tmp-", which is no kind of netspec's), synced,
+// and renamed over the old one, and then the directory is synced. rename(2)
+// within one file system replaces the name atomically, so a reader (the DNS
+// server, a pod's env loader) sees the old file or the new one and never a
+// mix, and after a power loss the name points at a complete file: the data
+// was synced before the rename, and the directory after it.
+//
+// plan.json is written (or removed) last, after every zone and env file is
+// in place and durable, and stale files are removed before it too. So
+// plan.json always names a plan that was completely applied: after a crash
+// in the middle of Apply the dir holds the old plan.json with a mix of old
+// and new zone and env files, each of them complete. The next Apply
+// converges; it compares file contents, not plan.json, so it rewrites
+// exactly what is still different, and a zone written just before the crash
+// keeps the serial it got (its content equals the rendered one). Temporary
+// files a crash left behind are removed by the next Apply or Cleanup.
+//
+// Apply and Cleanup hold an exclusive flock(2) on the dir while they run,
+// and Plan a shared one, so two appliers on one node do not interleave.
+//
+// # Zone serials
+//
+// See nextSerial in serial.go: a changed zone's serial is the previous
+// serial + 1 (skipping 0), an unchanged zone keeps its serial, so serials
+// never go backwards on a node in RFC 1982 serial arithmetic.
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// PlanFile is the path of the last applied plan in the dir.
+const PlanFile = "plan.json"
+
+// RulesetFile is the ruleset's path in render.Files. It is installed over
+// netlink, not kept in the dir: Plan and Apply ignore it.
+const RulesetFile = "nftables.nft"
+
+const (
+	dnsDir    = "dns"
+	envDir    = "env"
+	tmpPrefix = ".netspec-tmp-"
+	fileMode  = 0o644
+	dirMode   = 0o755
+)
+
+// Dir is a node's state directory.
+type Dir struct {
+	path string // absolute
+}
+
+// Open opens the state directory at path, creating it (and its parents)
+// with mode 0755 when it is missing. A path that exists and is not a
+// directory is an error.
+func Open(path string) (*Dir, error) {
+	if path == "" {
+		return nil, errors.New("netspec state dir: no path given")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("netspec state dir %s: %w", path, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case err == nil && !fi.IsDir():
+		return nil, fmt.Errorf("netspec state dir %s: exists and is not a directory", abs)
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(abs, dirMode); err != nil {
+			return nil, fmt.Errorf("netspec state dir %s: cannot create it: %w%s", abs, err, hint(err))
+		}
+	case err != nil:
+		return nil, fmt.Errorf("netspec state dir %s: %w%s", abs, err, hint(err))
+	}
+	return &Dir{path: abs}, nil
+}
+
+// Path is the dir's absolute path.
+func (d *Dir) Path() string { return d.path }
+
+// Changes are the files a plan adds, changes and removes in the dir:
+// sorted relative slash paths.
+type Changes struct {
+	Added, Changed, Removed []string
+}
+
+// Empty reports whether there is no change.
+func (c Changes) Empty() bool {
+	return len(c.Added) == 0 && len(c.Changed) == 0 && len(c.Removed) == 0
+}
+
+// IsManaged reports whether rel (a relative slash path) names a file of
+// netspec's kinds: plan.json, dns/<name>.zone or env/<name>.env.
+func IsManaged(rel string) bool {
+	if rel == PlanFile {
+		return true
+	}
+	dir, name, ok := strings.Cut(rel, "/")
+	if !ok {
+		return false
+	}
+	var ext string
+	switch dir {
+	case dnsDir:
+		ext = ".zone"
+	case envDir:
+		ext = ".env"
+	default:
+		return false
+	}
+	base, ok := strings.CutSuffix(name, ext)
+	return ok && base != "" && !strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "/\\\x00")
+}
+
+// Plan compares the files a plan should have — rendered, as render.Files
+// gives them: relative slash paths to content — with what the dir holds,
+// and reports which files Apply would write (new or changed) and remove.
+// It writes nothing. Zones are compared after their serials are rewritten
+// (see the package doc). RulesetFile is ignored; any other path that is not
+// of netspec's kinds is an error.
+func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
+	unlock, err := d.lock(syscall.LOCK_SH)
+	if err != nil {
+		return Changes{}, err
+	}
+	defer unlock()
+	ch, _, err := d.diff(files)
+	return ch, err
+}
+
+// Apply makes the dir hold files (as for Plan): it writes the added and
+// changed files atomically and removes the files of netspec's kinds that
+// files does not have, leaving every other file alone, and returns what it
+// did, which is what Plan returns for the same dir and files. plan.json is
+// written or removed last (see the package doc). On an error, the Changes
+// returned are those made before it.
+func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
+	unlock, err := d.lock(syscall.LOCK_EX)
+	if err != nil {
+		return Changes{}, err
+	}
+	defer unlock()
+	if err := d.sweepTemp(); err != nil {
+		return Changes{}, err
+	}
+	plan, want, err := d.diff(files)
+	if err != nil {
+		return Changes{}, err
+	}
+	var done Changes
+	isPlan := func(p string) bool { return p == PlanFile }
+	for _, p := range plan.Added {
+		if isPlan(p) {
+			continue
+		}
+		if err := d.write(p, want[p]); err != nil {
+			return done, err
+		}
+		done.Added = append(done.Added, p)
+	}
+	for _, p := range plan.Changed {
+		if isPlan(p) {
+			continue
+		}
+		if err := d.write(p, want[p]); err != nil {
+			return done, err
+		}
+		done.Changed = append(done.Changed, p)
+	}
+	removedDirs := map[string]bool{}
+	for _, p := range plan.Removed {
+		if isPlan(p) {
+			continue
+		}
+		if err := d.remove(p); err != nil {
+			return done, err
+		}
+		removedDirs[filepath.Dir(d.abs(p))] = true
+		done.Removed = append(done.Removed, p)
+	}
+	for _, dir := range slices.Sorted(maps.Keys(removedDirs)) {
+		if err := syncDir(dir); err != nil {
+			return done, d.errorf("sync %s: %w", dir, err)
+		}
+	}
+	// plan.json last: it names a completely applied plan.
+	switch {
+	case slices.Contains(plan.Added, PlanFile), slices.Contains(plan.Changed, PlanFile):
+		if err := d.write(PlanFile, want[PlanFile]); err != nil {
+			return done, err
+		}
+		if slices.Contains(plan.Added, PlanFile) {
+			done.Added = append(done.Added, PlanFile)
+		} else {
+			done.Changed = append(done.Changed, PlanFile)
+		}
+	case slices.Contains(plan.Removed, PlanFile):
+		if err := d.remove(PlanFile); err != nil {
+			return done, err
+		}
+		if err := syncDir(d.path); err != nil {
+			return done, d.errorf("sync %s: %w", d.path, err)
+		}
+		done.Removed = append(done.Removed, PlanFile)
+	}
+	slices.Sort(done.Added)
+	slices.Sort(done.Changed)
+	slices.Sort(done.Removed)
+	return done, nil
+}
+
+// Cleanup removes every file of netspec's kinds from the dir, plan.json
+// first, then dns/ and env/ when they are empty; other files, and the dir
+// itself, stay. It returns the relative paths of the files it removed,
+// sorted. Zone serials are forgotten with the zones.
+func (d *Dir) Cleanup() (removed []string, err error) {
+	unlock, err := d.lock(syscall.LOCK_EX)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := d.sweepTemp(); err != nil {
+		return nil, err
+	}
+	held, err := d.held()
+	if err != nil {
+		return nil, err
+	}
+	paths := slices.Sorted(maps.Keys(held))
+	// plan.json first: the dir no longer holds an applied plan.
+	slices.SortStableFunc(paths, func(a, b string) int {
+		switch {
+		case a == PlanFile && b != PlanFile:
+			return -1
+		case b == PlanFile && a != PlanFile:
+			return 1
+		}
+		return 0
+	})
+	for _, p := range paths {
+		if err := d.remove(p); err != nil {
+			slices.Sort(removed)
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	for _, sub := range []string{dnsDir, envDir} {
+		dir := filepath.Join(d.path, sub)
+		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return sorted(removed), d.errorf("sync %s: %w", dir, err)
+		}
+		// Fails when not empty (or not there, or a file): then it stays.
+		_ = syscall.Rmdir(dir)
+	}
+	if err := syncDir(d.path); err != nil {
+		return sorted(removed), d.errorf("sync %s: %w", d.path, err)
+	}
+	return sorted(removed), nil
+}
+
+// LastPlan returns the content of plan.json, or nil and no error when the
+// dir has none.
+func (d *Dir) LastPlan() ([]byte, error) {
+	b, err := os.ReadFile(d.abs(PlanFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, d.errorf("read %s: %w", PlanFile, err)
+	}
+	return b, nil
+}
+
+// Serial returns the SOA serial of the zone file the dir holds for zone
+// (a zone name, with or without the trailing dot), and false when there is
+// none or it cannot be read.
+func (d *Dir) Serial(zone string) (uint32, bool) {
+	rel := dnsDir + "/" + strings.TrimSuffix(zone, ".") + ".zone"
+	if !IsManaged(rel) {
+		return 0, false
+	}
+	b, err := d.readHeld(rel)
+	if err != nil || b == nil {
+		return 0, false
+	}
+	s, err := findSerial(b)
+	if err != nil {
+		return 0, false
+	}
+	return s.value, true
+}
+
+// diff computes the changes files make and the content each wanted file
+// is to have (zone serials rewritten).
+func (d *Dir) diff(files map[string][]byte) (Changes, map[string][]byte, error) {
+	want := make(map[string][]byte, len(files))
+	for p, b := range files {
+		if p == RulesetFile {
+			continue
+		}
+		if !IsManaged(p) {
+			return Changes{}, nil, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone or %s/<namespace>.env)", p, PlanFile, dnsDir, envDir)
+		}
+		want[p] = b
+	}
+	held, err := d.held()
+	if err != nil {
+		return Changes{}, nil, err
+	}
+	var ch Changes
+	for _, p := range slices.Sorted(maps.Keys(want)) {
+		var old []byte
+		if held[p] {
+			if old, err = d.readHeld(p); err != nil {
+				return Changes{}, nil, err
+			}
+		}
+		if strings.HasPrefix(p, dnsDir+"/") {
+			nb, err := rewriteZone(old, want[p])
+			if err != nil {
+				return Changes{}, nil, d.errorf("%s: %w", p, err)
+			}
+			want[p] = nb
+		}
+		switch {
+		case old == nil:
+			ch.Added = append(ch.Added, p)
+		case !bytes.Equal(old, want[p]):
+			ch.Changed = append(ch.Changed, p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(held)) {
+		if _, ok := want[p]; !ok {
+			ch.Removed = append(ch.Removed, p)
+		}
+	}
+	return ch, want, nil
+}
+
+// held returns the files of netspec's kinds in the dir: regular files
+// only.
+func (d *Dir) held() (map[string]bool, error) {
+	held := map[string]bool{}
+	fi, err := os.Lstat(d.abs(PlanFile))
+	switch {
+	case err == nil && fi.Mode().IsRegular():
+		held[PlanFile] = true
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, d.errorf("%s: %w", PlanFile, err)
+	}
+	for _, sub := range []string{dnsDir, envDir} {
+		ents, err := os.ReadDir(filepath.Join(d.path, sub))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, d.errorf("list %s/: %w", sub, err)
+		}
+		for _, e := range ents {
+			rel := sub + "/" + e.Name()
+			if e.Type().IsRegular() && IsManaged(rel) {
+				held[rel] = true
+			}
+		}
+	}
+	return held, nil
+}
+
+// readHeld reads a file of the dir: nil when it is not there.
+func (d *Dir) readHeld(rel string) ([]byte, error) {
+	b, err := os.ReadFile(d.abs(rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, d.errorf("read %s: %w", rel, err)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
+// write writes rel atomically: a temporary file in the same directory,
+// written, synced, renamed over rel, and the directory synced.
+func (d *Dir) write(rel string, data []byte) error {
+	path := d.abs(rel)
+	dir := filepath.Dir(path)
+	if dir != d.path {
+		if err := os.Mkdir(dir, dirMode); err == nil {
+			if err := syncDir(d.path); err != nil {
+				return d.errorf("sync %s: %w", d.path, err)
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return d.errorf("create %s/: %w", filepath.Base(dir), err)
+		}
+	}
+	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(path)+"-*")
+	if err != nil {
+		return d.errorf("write %s: %w", rel, err)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return d.errorf("write %s: %w", rel, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(fileMode); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return d.errorf("write %s: %w", rel, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return d.errorf("write %s: %w", rel, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return d.errorf("write %s: sync %s: %w", rel, dir, err)
+	}
+	return nil
+}
+
+// remove removes rel; one already gone is not an error.
+func (d *Dir) remove(rel string) error {
+	if err := os.Remove(d.abs(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return d.errorf("remove %s: %w", rel, err)
+	}
+	return nil
+}
+
+// sweepTemp removes the temporary files an interrupted write left.
+func (d *Dir) sweepTemp() error {
+	for _, sub := range []string{".", dnsDir, envDir} {
+		dir := filepath.Join(d.path, sub)
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return d.errorf("list %s: %w", dir, err)
+		}
+		for _, e := range ents {
+			if e.Type().IsRegular() && strings.HasPrefix(e.Name(), tmpPrefix) {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return d.errorf("remove leftover %s: %w", e.Name(), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// lock takes a flock(2) on the dir and returns its release.
+func (d *Dir) lock(how int) (func(), error) {
+	f, err := os.Open(d.path)
+	if err != nil {
+		return nil, d.errorf("open: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, d.errorf("lock: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
+func (d *Dir) abs(rel string) string { return filepath.Join(d.path, filepath.FromSlash(rel)) }
+
+// errorf is an error about the dir: it names the dir, and says what to
+// check when the cause is a permission.
+func (d *Dir) errorf(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return fmt.Errorf("netspec state dir %s: %w%s", d.path, err, hint(err))
+}
+
+func hint(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return " (the applier must be able to write the state dir: check --state-dir, its owner and mode)"
+	case errors.Is(err, syscall.EROFS):
+		return " (the file system is read-only: choose a writable --state-dir)"
+	}
+	return ""
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}

@@ -1,0 +1,384 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+
+	"netspec.dev/netspec/applier"
+	"netspec.dev/netspec/applier/nft"
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/plan"
+)
+
+// nodeFlags are the flags of the commands that act on this node.
+type nodeFlags struct {
+	loadFlags
+	node      string
+	stateDir  string
+	dataplane string
+}
+
+func (f *nodeFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and last applied plan.json")
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane: nftables (ipvs is not implemented yet)")
+}
+
+type planFlags struct {
+	nodeFlags
+	detailed bool
+	json     bool
+}
+
+func init() {
+	register(&command{
+		name:    "plan",
+		args:    "TREE --node NODE [--state-dir DIR] [--detailed-exitcode] [--json]",
+		summary: "show what apply would change on this node (kernel and state dir)",
+		help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
+this machine holds now: netspec's nftables tables (ip netspec, ip6 netspec)
+in the network namespace plan runs in, and the state dir. It changes nothing.
+
+Lines start with + (added), ~ (changed) or - (removed); the last line sums up.
+Changes the kernel needs although the plan did not change (a rule deleted by
+hand, say) are shown as drift; apply repairs them.
+
+Needs root (or CAP_NET_ADMIN) to read the kernel's tables.
+
+Exit status: 0 and 1 as usual; with --detailed-exitcode, 0 means nothing to
+do, 2 means changes are pending, 1 an error (as terraform plan).
+
+Examples:
+  netspec plan examples/basic --node node-1
+  ip netns exec blue netspec plan . --node node-1 --state-dir /var/lib/netspec-blue
+  netspec plan . --node $(hostname) --detailed-exitcode || [ $? -eq 2 ]`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &planFlags{}
+			f.register(fs)
+			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when nothing would change, 2 when something would, 1 on error")
+			fs.BoolVar(&f.json, "json", false, "print the plan as JSON")
+			return f
+		},
+		run: runPlan,
+	})
+	register(&command{
+		name:    "apply",
+		args:    "TREE --node NODE [--state-dir DIR]",
+		summary: "install the plan of this node: nftables rules, DNS zone files and env files",
+		help: `Apply validates TREE, compiles the plan of NODE and makes this machine hold it:
+
+  - the nftables tables ip netspec and ip6 netspec of the network namespace
+    apply runs in are read back and changed where they differ from the plan,
+    in one transaction (all or nothing); the first apply replaces them whole.
+    Drift (a chain or element changed by hand) is repaired. No other table is
+    touched;
+  - conntrack entries of UDP endpoints that left a service are deleted, so
+    the next datagram reaches a live endpoint;
+  - DIR/dns/*.zone, DIR/env/*.env and DIR/plan.json are written atomically;
+    files the plan no longer has are removed. Zone serials never go back.
+
+Applying twice changes nothing the second time. An invalid tree changes
+nothing. Needs root (or CAP_NET_ADMIN).
+
+Examples:
+  netspec apply examples/basic --node node-1
+  ip netns exec blue netspec apply . --node node-1 --state-dir /var/lib/netspec-blue`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &nodeFlags{}
+			f.register(fs)
+			return f
+		},
+		run: runApply,
+	})
+	register(&command{
+		name:    "cleanup",
+		args:    "[--state-dir DIR]",
+		summary: "remove what netspec installed on this node: its nftables tables and state files",
+		help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
+namespace it runs in, and the zone files, env files and plan.json of the state
+dir. Other tables and other files are left alone. Running it again is harmless.
+
+Examples:
+  netspec cleanup
+  ip netns exec blue netspec cleanup --state-dir /var/lib/netspec-blue`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &nodeFlags{}
+			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the state `DIR` apply wrote into")
+			return f
+		},
+		run: runCleanup,
+	})
+}
+
+// compileNode loads TREE and compiles the plan of one node, printing
+// diagnostics; nil means the command failed (already reported).
+func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, int) {
+	if !needArgs(e, cmd, args, 1, "one TREE") {
+		return nil, exitUsage
+	}
+	if f.node == "" {
+		fmt.Fprintf(e.stderr, "netspec %s: --node is required\nRun 'netspec %s --help' for usage.\n", cmd, cmd)
+		return nil, exitUsage
+	}
+	if f.dataplane != "nftables" {
+		fmt.Fprintf(e.stderr, "netspec %s: --dataplane %q is not implemented yet; use nftables\n", cmd, f.dataplane)
+		return nil, exitUsage
+	}
+	l, err := loadTree(e, args[0], &f.loadFlags)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec %s: %v\n", cmd, err)
+		return nil, exitError
+	}
+	printDiags(e, l.diags)
+	if n := l.diags.Errors(); n > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s; nothing changed\n", plural(l.diags.Files(), "file"), plural(n, "error"))
+		return nil, exitError
+	}
+	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec %s: %v\n", cmd, err)
+		return nil, exitError
+	}
+	return p, exitOK
+}
+
+func runPlan(e *env, opts any, args []string) int {
+	f := opts.(*planFlags)
+	p, code := compileNode(e, "plan", &f.nodeFlags, args)
+	if p == nil {
+		return code
+	}
+	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
+		return exitError
+	}
+	defer n.Close()
+	r, err := n.Plan(p)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
+		return exitError
+	}
+	d := compiler.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
+	if f.json {
+		out := struct {
+			Changes  bool               `json:"changes"`
+			Services *compiler.PlanDiff `json:"plan"`
+			NFTables *nft.Changes       `json:"nftables"`
+			Files    any                `json:"files"`
+		}{!r.Empty(), d, r.NFT, r.Files}
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
+			return exitError
+		}
+		e.stdout.Write(append(b, '\n'))
+	} else {
+		writeNodeChanges(e.stdout, r, d)
+		fmt.Fprintln(e.stdout, planSummary(r, d, "to add", "to change", "to remove"))
+	}
+	if f.detailed && !r.Empty() {
+		return 2
+	}
+	return exitOK
+}
+
+func runApply(e *env, opts any, args []string) int {
+	f := opts.(*nodeFlags)
+	p, code := compileNode(e, "apply", f, args)
+	if p == nil {
+		return code
+	}
+	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
+		return exitError
+	}
+	defer n.Close()
+	r, err := n.Apply(p)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
+		return exitError
+	}
+	if r.Empty() {
+		fmt.Fprintln(e.stdout, "no changes")
+		return exitOK
+	}
+	d := compiler.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
+	writeNodeChanges(e.stdout, r, d)
+	// Endpoints are counted once per service and address, as the pods
+	// behind the services: a pod serving two ports is one endpoint.
+	services, endpoints := len(p.Services), 0
+	for i := range p.Services {
+		addrs := map[netip.Addr]bool{}
+		for j := range p.Services[i].Ports {
+			for _, ep := range p.Services[i].Ports[j].Endpoints {
+				addrs[ep.IP] = true
+			}
+		}
+		endpoints += len(addrs)
+	}
+	zones, envs := fileCounts(append(r.Files.Added, r.Files.Changed...))
+	fmt.Fprintf(e.stdout, "applied in %d ms: %s, %s; dns: %s written; env: %s written",
+		r.Took.Milliseconds(), plural(services, "service"), plural(endpoints, "endpoint"), plural(zones, "zone"), plural(envs, "file"))
+	if len(r.Files.Removed) > 0 {
+		fmt.Fprintf(e.stdout, "; %s removed", plural(len(r.Files.Removed), "stale file"))
+	}
+	if r.Conntrack > 0 {
+		fmt.Fprintf(e.stdout, "; %s deleted", plural(r.Conntrack, "conntrack entry"))
+	}
+	fmt.Fprintln(e.stdout)
+	return exitOK
+}
+
+func runCleanup(e *env, opts any, args []string) int {
+	f := opts.(*nodeFlags)
+	if len(args) > 0 {
+		fmt.Fprintf(e.stderr, "netspec cleanup: takes no arguments, got %q\nRun 'netspec cleanup --help' for usage.\n", args)
+		return exitUsage
+	}
+	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
+		return exitError
+	}
+	defer n.Close()
+	tables, files, err := n.Cleanup()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
+		return exitError
+	}
+	for _, t := range tables {
+		fmt.Fprintf(e.stdout, "- table %s\n", t)
+	}
+	for _, p := range files {
+		fmt.Fprintf(e.stdout, "- %s\n", p)
+	}
+	if len(tables)+len(files) == 0 {
+		fmt.Fprintln(e.stdout, "nothing to remove")
+	}
+	return exitOK
+}
+
+// lastOrNil is the plan the kernel is believed to hold: the state dir's
+// last plan, unless the kernel has no netspec table (then nothing is
+// installed, whatever the state dir says).
+func lastOrNil(r *applier.Result, p *plan.Plan) *plan.Plan {
+	for _, t := range r.NFT.Tables {
+		if t.Replace && t.Reason == nft.ReasonMissing {
+			return emptyPlan(p)
+		}
+	}
+	if r.Last == nil {
+		return emptyPlan(p)
+	}
+	return r.Last
+}
+
+// emptyPlan is p without services, DNS or variables: what a node with
+// nothing installed is compared as, so that only what apply adds shows.
+func emptyPlan(p *plan.Plan) *plan.Plan {
+	return &plan.Plan{Node: p.Node, Cluster: p.Cluster}
+}
+
+// writeNodeChanges prints the +/~/- lines of a plan or apply.
+func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
+	for _, t := range r.NFT.Tables {
+		switch {
+		case t.Replace && t.Reason == nft.ReasonMissing:
+			fmt.Fprintf(w, "+ table %s netspec (first install)\n", t.Family)
+		case t.Replace:
+			fmt.Fprintf(w, "~ table %s netspec: replaced whole (%s)\n", t.Family, t.Reason)
+		case t.Delete:
+			fmt.Fprintf(w, "- table %s netspec (the plan has no service of this family)\n", t.Family)
+		}
+	}
+	var b strings.Builder
+	writeDiffText(&b, d)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, l := range lines[:len(lines)-1] { // the last line is diff's estimate of the data plane
+		if l != "" && l != "no differences" {
+			fmt.Fprintln(w, l)
+		}
+	}
+	if d.Empty() {
+		// The plan is what the state dir says is installed: whatever the
+		// kernel needs is drift.
+		for _, t := range r.NFT.Tables {
+			if t.Replace || t.Delete {
+				continue
+			}
+			for _, c := range t.ChainsAdded {
+				fmt.Fprintf(w, "+ drift: chain %s %s is missing\n", t.Family, c)
+			}
+			for _, c := range t.ChainsChanged {
+				fmt.Fprintf(w, "~ drift: chain %s %s differs from the plan\n", t.Family, c)
+			}
+			for _, c := range t.ChainsRemoved {
+				fmt.Fprintf(w, "- drift: chain %s %s is not in the plan\n", t.Family, c)
+			}
+			for _, s := range t.SetsAdded {
+				fmt.Fprintf(w, "+ drift: set %s %s is missing\n", t.Family, s)
+			}
+			for _, s := range t.SetsRemoved {
+				fmt.Fprintf(w, "- drift: set %s %s is not in the plan\n", t.Family, s)
+			}
+			for _, el := range t.ElementsAdded {
+				fmt.Fprintf(w, "+ drift: %s %s element %s is missing\n", t.Family, el.Set, el.Text)
+			}
+			for _, el := range t.ElementsRemoved {
+				fmt.Fprintf(w, "- drift: %s %s element %s is not in the plan\n", t.Family, el.Set, el.Text)
+			}
+		}
+	}
+	for _, p := range r.Files.Added {
+		fmt.Fprintf(w, "+ file %s\n", p)
+	}
+	for _, p := range r.Files.Changed {
+		fmt.Fprintf(w, "~ file %s\n", p)
+	}
+	for _, p := range r.Files.Removed {
+		fmt.Fprintf(w, "- file %s\n", p)
+	}
+}
+
+// planSummary is the last line of plan.
+func planSummary(r *applier.Result, d *compiler.PlanDiff, add, change, remove string) string {
+	var added, changed, removed int
+	for _, s := range d.Services {
+		switch s.Change {
+		case compiler.DiffAdded:
+			added++
+		case compiler.DiffRemoved:
+			removed++
+		default:
+			changed++
+		}
+	}
+	line := fmt.Sprintf("Plan: %d services %s, %d %s, %d %s.", added, add, changed, change, removed, remove)
+	var ca, cc, cr, ea, er int
+	for _, t := range r.NFT.Tables {
+		ca, cc, cr = ca+len(t.ChainsAdded), cc+len(t.ChainsChanged), cr+len(t.ChainsRemoved)
+		ea, er = ea+len(t.ElementsAdded), er+len(t.ElementsRemoved)
+	}
+	line += fmt.Sprintf(" nftables: %d chains to add, %d to rewrite, %d to remove; %d elements to add, %d to remove.", ca, cc, cr, ea, er)
+	line += fmt.Sprintf(" Files: %d to write, %d to remove.", len(r.Files.Added)+len(r.Files.Changed), len(r.Files.Removed))
+	return line
+}
+
+func fileCounts(paths []string) (zones, envs int) {
+	for _, p := range paths {
+		switch {
+		case strings.HasPrefix(p, "dns/"):
+			zones++
+		case strings.HasPrefix(p, "env/"):
+			envs++
+		}
+	}
+	return zones, envs
+}

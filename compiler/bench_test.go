@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"netspec.dev/netspec/compiler"
-	"netspec.dev/netspec/internal/gen/gentree"
+	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
 )
@@ -34,18 +34,7 @@ func BenchmarkCompileRender(b *testing.B) {
 
 func loadGenerated(b *testing.B, n int) *schema.Tree {
 	b.Helper()
-	dir := b.TempDir()
-	if err := gentree.Write(dir, gentree.Config{Services: n, PodsPerService: 2}); err != nil {
-		b.Fatal(err)
-	}
-	tr, err := schema.Load(dir, schema.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if tr.Diags.Errors() > 0 {
-		b.Fatal(tr.Diags.Err())
-	}
-	return tr
+	return genplan.Tree(b, n)
 }
 
 // BenchmarkCompile measures the cross-object checks, the allocation and

@@ -13,7 +13,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -29,12 +28,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"netspec.dev/netspec/applier/nft"
-	"netspec.dev/netspec/compiler"
-	"netspec.dev/netspec/internal/gen/gentree"
+	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
-	"netspec.dev/netspec/schema"
 )
 
 // benchSizes are the sizes of the size-indexed benchmarks, in services
@@ -65,22 +62,8 @@ func requireRoot(tb testing.TB) {
 func benchNetns(tb testing.TB) (name string, fd int) {
 	tb.Helper()
 	requireRoot(tb)
-	name = fmt.Sprintf("netspec-bench-%d-%08x", os.Getpid(), rand.Uint32())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		tb.Fatalf("ip netns add %s: %v\n%s", name, err, out)
-	}
-	f, err := os.Open("/var/run/netns/" + name)
-	if err != nil {
-		exec.Command("ip", "netns", "delete", name).Run()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		f.Close()
-		if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
-			tb.Errorf("ip netns delete %s: %v\n%s", name, err, out)
-		}
-	})
-	return name, int(f.Fd())
+	ns := testnet.New(tb, "bench").NS("node")
+	return ns.Name, ns.Fd()
 }
 
 // openApplier opens an Applier in the namespace fd, closed when the
@@ -145,29 +128,7 @@ func compilePlan(tb testing.TB, n int) *plan.Plan {
 	if p := cache.plans[n]; p != nil {
 		return p
 	}
-	dir, err := os.MkdirTemp("", "netspec-bench-tree-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := gentree.Write(dir, gentree.Config{Services: n, PodsPerService: 2}); err != nil {
-		tb.Fatal(err)
-	}
-	tr, err := schema.Load(dir, schema.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if tr.Diags.Errors() > 0 {
-		tb.Fatal(tr.Diags.Err())
-	}
-	checked := compiler.Validate(tr.Objects, nil, tr)
-	if checked.Diags.Errors() > 0 {
-		tb.Fatal(checked.Diags.Err())
-	}
-	p, err := compiler.Compile(tr.Objects, checked, "node-1")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	p := genplan.Plan(tb, n, "node-1")
 	if cache.plans == nil {
 		cache.plans = map[int]*plan.Plan{}
 	}

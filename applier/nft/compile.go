@@ -112,9 +112,14 @@ type compiler struct {
 	l4   int // transport protocol established by the rule so far, -1 for none
 	pays []payMatch
 
-	// cache and small hold the shared expressions (intern).
-	cache map[string]expr.Any
-	small map[uint64]expr.Any
+	// cache and small hold the shared expressions (intern), recent the
+	// last ones found in small.
+	cache  map[string]expr.Any
+	small  map[uint64]expr.Any
+	recent [1 << recentBits]struct {
+		k uint64
+		e expr.Any
+	}
 
 	// Scratch space.
 	sig           []byte
@@ -122,6 +127,9 @@ type compiler struct {
 	v1, v2        [16]byte
 	key           []byte
 }
+
+// recentBits sizes the cache of recently shared expressions.
+const recentBits = 8
 
 // zeros are zero bytes to slice values from.
 var zeros [16]byte
@@ -450,14 +458,19 @@ func (c *compiler) intern(sig []byte, build func() expr.Any) expr.Any {
 		for i, b := range sig {
 			k |= uint64(b) << (8 * i)
 		}
-		if e, ok := c.small[k]; ok {
-			return e
+		slot := &c.recent[(k*0x9e3779b97f4a7c15)>>(64-recentBits)]
+		if slot.e != nil && slot.k == k {
+			return slot.e
 		}
-		e := build()
-		if c.small == nil {
-			c.small = map[uint64]expr.Any{}
+		e, ok := c.small[k]
+		if !ok {
+			e = build()
+			if c.small == nil {
+				c.small = map[uint64]expr.Any{}
+			}
+			c.small[k] = e
 		}
-		c.small[k] = e
+		slot.k, slot.e = k, e
 		return e
 	}
 	if e, ok := c.cache[string(sig)]; ok {

@@ -94,7 +94,8 @@ func explain(err error) error {
 }
 
 // readTable reads one table back from the kernel, or returns nil when it
-// does not exist. Rules come in one dump for the whole table.
+// does not exist. Rules come in one dump for the whole table; with a nil
+// dumper they are not read (the chains' keys stay nil).
 func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name string) (*kernelTable, error) {
 	tables, err := c.ListTablesOfFamily(fam)
 	if err != nil {
@@ -136,9 +137,11 @@ func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name s
 	if err != nil {
 		return nil, fmt.Errorf("list chains: %w", explain(err))
 	}
-	rules, err := d.dump(fam, name, anon)
-	if err != nil {
-		return nil, err
+	var rules map[string][][]byte
+	if d != nil {
+		if rules, err = d.dump(fam, name, anon); err != nil {
+			return nil, err
+		}
 	}
 	for _, ch := range chains {
 		if ch.Table == nil || ch.Table.Name != name {

@@ -75,8 +75,11 @@ type BaseChain struct {
 
 // Rule is one rule line compiled to netlink expressions.
 type Rule struct {
-	Text  string     // the rule line, trimmed
-	Exprs []expr.Any // named sets are referenced by name (SetID 0)
+	Text string // the rule line, trimmed
+	// Exprs are the rule's expressions, named sets referenced by name
+	// (SetID 0). Expressions that many rules have (a payload load, a
+	// verdict) are shared between the rules of a Ruleset: read-only.
+	Exprs []expr.Any
 	// Anon is the rule's anonymous set ({ … }), when it has one. The
 	// Lookup in Exprs that uses it is completed by AddTo with the set's
 	// name and batch ID.

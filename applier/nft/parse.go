@@ -350,12 +350,12 @@ func (p *parser) tableLine(t string) error {
 	rest = rest[1:]
 	switch kw {
 	case "chain":
-		if p.chains[name] != nil {
-			return fmt.Errorf("chain %s declared twice", name)
-		}
 		p.ch = alloc(&p.c.a.chains)
 		p.ch.Name = name
-		p.chains[name] = p.ch
+		n := len(p.chains)
+		if p.chains[name] = p.ch; len(p.chains) == n {
+			return fmt.Errorf("chain %s declared twice", name)
+		}
 		p.t.Chains = append(p.t.Chains, p.ch)
 		p.texts, p.rules = p.texts[:0], p.rules[:0]
 		p.state = inChain

@@ -13,10 +13,8 @@ import (
 
 	"github.com/google/nftables"
 
-	plancompiler "netspec.dev/netspec/compiler"
-	"netspec.dev/netspec/internal/gen/gentree"
+	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/render"
-	"netspec.dev/netspec/schema"
 )
 
 // parseFiles are every rendered ruleset of the repository and the forms
@@ -241,26 +239,7 @@ func FuzzParse(f *testing.F) {
 // services with two pods each, as render's benchmarks do.
 func bigRuleset(b *testing.B, n int) []byte {
 	b.Helper()
-	dir := b.TempDir()
-	if err := gentree.Write(dir, gentree.Config{Services: n, PodsPerService: 2}); err != nil {
-		b.Fatal(err)
-	}
-	tr, err := schema.Load(dir, schema.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if tr.Diags.Errors() > 0 {
-		b.Fatal(tr.Diags.Err())
-	}
-	checked := plancompiler.Validate(tr.Objects, nil, tr)
-	if checked.Diags.Errors() > 0 {
-		b.Fatal(checked.Diags.Err())
-	}
-	p, err := plancompiler.Compile(tr.Objects, checked, "node-1")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return render.NFTables(p)
+	return render.NFTables(genplan.Plan(b, n, "node-1"))
 }
 
 // BenchmarkParse parses (and compiles) the ruleset of a 10,000-service

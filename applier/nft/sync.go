@@ -44,12 +44,16 @@ type ElementChange struct {
 // Empty tells whether nothing changes.
 func (c *Changes) Empty() bool {
 	for i := range c.Tables {
-		t := &c.Tables[i]
-		if t.Replace || t.Delete || len(t.ChainsAdded)+len(t.ChainsChanged)+len(t.ChainsRemoved)+len(t.SetsAdded)+len(t.SetsRemoved)+len(t.ElementsAdded)+len(t.ElementsRemoved) > 0 {
+		if !c.Tables[i].Empty() {
 			return false
 		}
 	}
 	return true
+}
+
+// Empty tells whether nothing changes in the table.
+func (t *TableChanges) Empty() bool {
+	return !t.Replace && !t.Delete && len(t.ChainsAdded)+len(t.ChainsChanged)+len(t.ChainsRemoved)+len(t.SetsAdded)+len(t.SetsRemoved)+len(t.ElementsAdded)+len(t.ElementsRemoved) == 0
 }
 
 // ReasonMissing is TableChanges.Reason when the table is not in the

@@ -2,44 +2,25 @@ package nft
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"netspec.dev/netspec/internal/testnet"
 )
 
 // These tests change nftables only inside network namespaces they create
 // themselves, and delete them afterwards, also on failure.
 
 // syncNetns makes a namespace with a unique name and returns an open fd
-// of it, both released when the test ends.
+// of it, both released when the test ends; it skips loudly without root.
 func syncNetns(t *testing.T) (name string, fd int) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: applying rules to a kernel needs root (CI runs as root)")
-	}
-	for _, tool := range []string{"ip", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("SKIPPED: applying rules to a kernel needs %s: %v", tool, err)
-		}
-	}
-	name = fmt.Sprintf("netspec-sync-%d-%08x", os.Getpid(), rand.Uint32())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v\n%s", err, out)
-	}
-	f, err := os.Open("/var/run/netns/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.Close()
-		if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns delete %s: %v\n%s", name, err, out)
-		}
-	})
-	return name, int(f.Fd())
+	testnet.Require(t, "nft")
+	ns := testnet.New(t, "sync").NS("node")
+	return ns.Name, ns.Fd()
 }
 
 func nsNFT(t *testing.T, ns string, args ...string) string {
@@ -211,5 +192,48 @@ func TestUpdateSmallChange(t *testing.T) {
 	}
 	if ch, err := a.Update(two); err != nil || !ch.Empty() {
 		t.Errorf("same update again: %v %s", err, counts(ch))
+	}
+}
+
+// TestApplyRejectedBatch: a batch the kernel refuses changes nothing, the
+// error says so, and the next apply converges.
+func TestApplyRejectedBatch(t *testing.T) {
+	_, fd := syncNetns(t)
+	a, err := Open(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	good := goldenRuleset(t, "basic/node-1/nftables.nft")
+	if _, err := a.Apply(good); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join("..", "..", "golden", "kitchen-sink/node-1/nftables.nft"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// DNAT in a chain the filter hooks reach: the kernel refuses it (NAT
+	// only in nat chains), and with it the whole batch.
+	bad, err := Parse([]byte(strings.Replace(string(text), "\t\treject\n", "\t\tmeta l4proto tcp dnat to 10.0.0.1:80\n\t\treject\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Apply(bad)
+	if err == nil || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("apply of a refused batch: %v, want an error saying nothing was changed", err)
+	}
+	t.Logf("refused: %v", err)
+	if len(err.Error()) > 300 {
+		t.Errorf("the error is %d bytes long: one cause, not one per message", len(err.Error()))
+	}
+	if ch, err := a.Plan(good); err != nil || !ch.Empty() {
+		t.Fatalf("after the refused batch the kernel no longer holds the last good ruleset: %v %s", err, counts(ch))
+	}
+	ks := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
+	if _, err := a.Apply(ks); err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := a.Plan(ks); err != nil || !ch.Empty() {
+		t.Fatalf("apply after the refused batch did not converge: %v %s", err, counts(ch))
 	}
 }

@@ -65,7 +65,9 @@ func (b *batchSender) roundTrip(reqs []netlink.Message) ([]netlink.Message, erro
 	acked := make([]bool, len(reqs))
 	for i := range reqs {
 		acked[i] = reqs[i].Header.Flags&netlink.Acknowledge != 0
-		reqs[i].Header.Flags &^= netlink.Acknowledge
+		// Nor an echo: google/nftables asks the kernel to send every new
+		// rule back.
+		reqs[i].Header.Flags &^= netlink.Acknowledge | netlink.Echo
 	}
 	sent, err := b.conn.SendMessages(reqs)
 	if err != nil {

@@ -2,9 +2,7 @@ package nft
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +16,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/internal/testnet"
 )
 
 // Kernel tests change nftables only in network namespaces they create
@@ -27,59 +26,27 @@ import (
 // nft and ip commands.
 func nftcNeedKernel(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: this kernel test needs root and nft (CI runs as root)")
-	}
-	for _, tool := range []string{"nft", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("SKIPPED: this kernel test needs root and nft: %s not found", tool)
-		}
-	}
+	testnet.Require(t, "nft")
 }
 
-// nftcNS is a network namespace of a test.
-type nftcNS struct {
-	name string
-	f    *os.File
-}
+// nftcNS is a network namespace of a test (internal/testnet: a unique
+// name, deleted when the test ends, also on failure).
+type nftcNS struct{ *testnet.NS }
 
-// nftcNewNS makes a namespace with a unique name, deleted when the test
-// ends.
+// nftcNewNS makes a namespace for role.
 func nftcNewNS(t *testing.T, role string) *nftcNS {
 	t.Helper()
-	var r [4]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("netspec-nftc-%s-%d-%s", role, os.Getpid(), hex.EncodeToString(r[:]))
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v\n%s", name, err, out)
-	}
-	ns := &nftcNS{name: name}
-	t.Cleanup(func() {
-		if ns.f != nil {
-			ns.f.Close()
-		}
-		if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns delete %s: %v\n%s", name, err, out)
-		}
-	})
-	f, err := os.Open("/var/run/netns/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.f = f
-	return ns
+	return &nftcNS{testnet.New(t, "nftc").NS(role)}
 }
 
 // nft runs nft in the namespace, with stdin as its input.
 func (ns *nftcNS) nft(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.name, "nft"}, args...)...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name, "nft"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("nft %s in %s: %v\n%s", strings.Join(args, " "), ns.name, err, out)
+		t.Fatalf("nft %s in %s: %v\n%s", strings.Join(args, " "), ns.Name, err, out)
 	}
 	return string(out)
 }
@@ -87,7 +54,7 @@ func (ns *nftcNS) nft(t *testing.T, stdin string, args ...string) string {
 // conn opens a google/nftables connection to the namespace.
 func (ns *nftcNS) conn(t *testing.T) *nftables.Conn {
 	t.Helper()
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns.f.Fd())), nftables.WithSockOptions(nftcBuffers))
+	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()), nftables.WithSockOptions(nftcBuffers))
 	if err != nil {
 		t.Fatal(err)
 	}

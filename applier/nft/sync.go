@@ -250,13 +250,14 @@ func (tp *tablePlan) queue(c *nftables.Conn, fam nftables.TableFamily) error {
 	table := &nftables.Table{Family: fam, Name: t.Name}
 	chainRef := func(name string) *nftables.Chain { return &nftables.Chain{Name: name, Table: table} }
 
+	// Chains first: a new map's elements may go to a new chain.
+	for _, ch := range tp.addChains {
+		c.AddChain(chainRef(ch.Name))
+	}
 	for _, s := range tp.addSets {
 		if err := s.AddTo(c, table); err != nil {
 			return err
 		}
-	}
-	for _, ch := range tp.addChains {
-		c.AddChain(chainRef(ch.Name))
 	}
 	for _, name := range sortedKeys(tp.delElems) {
 		if err := setOf(t, name).DeleteElements(c, table, elementsOf(tp.delElems[name])); err != nil {

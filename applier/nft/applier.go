@@ -27,6 +27,9 @@ type Applier struct {
 	// last is what the applier last installed and verified; the daemon
 	// diffs against it (Update) instead of reading the kernel back.
 	last *Ruleset
+	// refused tells that the kernel refused the last batch: the next
+	// sync replaces the tables whole rather than trust a diff.
+	refused bool
 }
 
 // Open connects to nftables in the network namespace nsFd (an open
@@ -171,7 +174,11 @@ func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		plans = append(plans, diffTable(want.table(fam), have, fam))
+		tp := diffTable(want.table(fam), have, fam)
+		if a.refused && tp.want != nil && !tp.changes.Replace {
+			tp.replace("the kernel refused the last change")
+		}
+		plans = append(plans, tp)
 	}
 	return plans, nil
 }
@@ -193,7 +200,7 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 		}
 	}
 	if err := a.batch.Flush(); err != nil {
-		a.last = nil
+		a.last, a.refused = nil, true
 		// google/nftables repeats the batch's one error for every message.
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -201,6 +208,7 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 		}
 		return ch, fmt.Errorf("the kernel rejected the change, nothing was changed (the next apply replaces the tables): %w", explain(err))
 	}
+	a.refused = false
 	return ch, nil
 }
 

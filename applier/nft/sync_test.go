@@ -226,12 +226,22 @@ func TestApplyRejectedBatch(t *testing.T) {
 	if len(err.Error()) > 300 {
 		t.Errorf("the error is %d bytes long: one cause, not one per message", len(err.Error()))
 	}
-	if ch, err := a.Plan(good); err != nil || !ch.Empty() {
+	// The kernel is as it was (seen by an applier without that history).
+	b, err := Open(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if ch, err := b.Plan(good); err != nil || !ch.Empty() {
 		t.Fatalf("after the refused batch the kernel no longer holds the last good ruleset: %v %s", err, counts(ch))
 	}
 	ks := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
-	if _, err := a.Apply(ks); err != nil {
+	ch, err := a.Apply(ks)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !ch.Tables[0].Replace {
+		t.Errorf("the apply after a refused batch: %s, want the tables replaced whole", counts(ch))
 	}
 	if ch, err := a.Plan(ks); err != nil || !ch.Empty() {
 		t.Fatalf("apply after the refused batch did not converge: %v %s", err, counts(ch))

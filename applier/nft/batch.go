@@ -29,13 +29,9 @@ type batchSender struct {
 }
 
 func newBatchSender(nsFd int) (*batchSender, error) {
-	cfg := &netlink.Config{}
-	if nsFd > 0 {
-		cfg.NetNS = nsFd
-	}
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	c, err := dialNetfilter(nsFd)
 	if err != nil {
-		return nil, fmt.Errorf("netlink: %w", explain(err))
+		return nil, err
 	}
 	if err := bigBuffers(c); err != nil {
 		c.Close()

@@ -91,25 +91,6 @@ func nftcBuffers(c *netlink.Conn) error {
 	return serr
 }
 
-// nftcRulesetFiles are the rendered rulesets the kernel tests load: the
-// golden files, render's test cases and testdata/forms.nft, which has the
-// forms the others lack.
-func nftcRulesetFiles(t *testing.T) []string {
-	t.Helper()
-	var files []string
-	for _, pattern := range []string{"../../golden/*/*/nftables.nft", "../../render/testdata/nftables/*.nft", "testdata/*.nft"} {
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
-	}
-	if len(files) < 3 {
-		t.Fatalf("found only %d rulesets", len(files))
-	}
-	return files
-}
-
 // nftcName names a ruleset file in subtests: golden/kitchen-sink/node-1.
 func nftcName(path string) string {
 	path = strings.TrimPrefix(filepath.ToSlash(path), "../../")
@@ -136,7 +117,7 @@ func TestCompileMatchesKernel(t *testing.T) {
 	nftcNeedKernel(t)
 	ns := nftcNewNS(t, "compile")
 	c := ns.conn(t)
-	for _, path := range nftcRulesetFiles(t) {
+	for _, path := range parseFiles(t) {
 		t.Run(nftcName(path), func(t *testing.T) {
 			ns.nft(t, "", "-f", path)
 			rs := nftcParseFile(t, path)

@@ -22,6 +22,16 @@ type ruleDumper struct {
 }
 
 func newRuleDumper(nsFd int) (*ruleDumper, error) {
+	c, err := dialNetfilter(nsFd)
+	if err != nil {
+		return nil, err
+	}
+	return &ruleDumper{conn: c}, nil
+}
+
+// dialNetfilter opens a netfilter netlink socket in the namespace nsFd
+// (0: the current one).
+func dialNetfilter(nsFd int) (*netlink.Conn, error) {
 	cfg := &netlink.Config{}
 	if nsFd > 0 {
 		cfg.NetNS = nsFd
@@ -30,7 +40,7 @@ func newRuleDumper(nsFd int) (*ruleDumper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", explain(err))
 	}
-	return &ruleDumper{conn: c}, nil
+	return c, nil
 }
 
 func (d *ruleDumper) Close() error { return d.conn.Close() }

@@ -35,7 +35,7 @@ func TestRenderEqualsKernel(t *testing.T) {
 	b.nft(t, bystander, "-f", "-")
 	before := b.nft(t, "", "list", "table", "inet", "bystander")
 	c := b.conn(t)
-	for _, path := range nftcRulesetFiles(t) {
+	for _, path := range parseFiles(t) {
 		t.Run(nftcName(path), func(t *testing.T) {
 			a.nft(t, "", "-f", path)
 			rs := nftcParseFile(t, path)

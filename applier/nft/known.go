@@ -99,10 +99,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			tp.replace("base chain " + ch.Name + " added")
 			return tp
 		}
-		tp.addChains = append(tp.addChains, ch)
-		tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
-		tp.changes.Ops += 1 + len(ch.Rules)
-		tp.changes.Bytes += rulesBytes(ch, fam)
+		tp.addChain(ch, fam)
 	}
 	for _, pair := range cCommon {
 		old, ch := pair[0], pair[1]
@@ -111,10 +108,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			return tp
 		}
 		if old.Text != ch.Text {
-			tp.changedChains = append(tp.changedChains, ch)
-			tp.changes.ChainsChanged = append(tp.changes.ChainsChanged, ch.Name)
-			tp.changes.Ops += 1 + len(ch.Rules)
-			tp.changes.Bytes += rulesBytes(ch, fam)
+			tp.changeChain(ch, fam)
 		}
 	}
 	for _, ch := range cRemoved {
@@ -122,9 +116,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			tp.replace("base chain " + ch.Name + " removed")
 			return tp
 		}
-		tp.delChains = append(tp.delChains, ch.Name)
-		tp.changes.ChainsRemoved = append(tp.changes.ChainsRemoved, ch.Name)
-		tp.changes.Ops += 2
+		tp.removeChain(ch.Name)
 	}
 	return tp
 }
@@ -197,4 +189,27 @@ func sameExprs(want *Chain, have [][]byte, fam nftables.TableFamily) bool {
 		}
 	}
 	return true
+}
+
+// addChain plans a new chain with its rules.
+func (tp *tablePlan) addChain(ch *Chain, fam nftables.TableFamily) {
+	tp.addChains = append(tp.addChains, ch)
+	tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
+	tp.changes.Ops += 1 + len(ch.Rules)
+	tp.changes.Bytes += rulesBytes(ch, fam)
+}
+
+// changeChain plans to flush a chain and add its rules again.
+func (tp *tablePlan) changeChain(ch *Chain, fam nftables.TableFamily) {
+	tp.changedChains = append(tp.changedChains, ch)
+	tp.changes.ChainsChanged = append(tp.changes.ChainsChanged, ch.Name)
+	tp.changes.Ops += 1 + len(ch.Rules)
+	tp.changes.Bytes += rulesBytes(ch, fam)
+}
+
+// removeChain plans to flush and delete a chain.
+func (tp *tablePlan) removeChain(name string) {
+	tp.delChains = append(tp.delChains, name)
+	tp.changes.ChainsRemoved = append(tp.changes.ChainsRemoved, name)
+	tp.changes.Ops += 2
 }

@@ -178,10 +178,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 				tp.replace("base chain " + ch.Name + " is missing")
 				return tp
 			}
-			tp.addChains = append(tp.addChains, ch)
-			tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
-			tp.changes.Ops += 1 + len(ch.Rules)
-			tp.changes.Bytes += rulesBytes(ch, fam)
+			tp.addChain(ch, fam)
 			continue
 		}
 		if why := hookDiffers(ch.Base, kc.chain); why != "" {
@@ -189,17 +186,12 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 			return tp
 		}
 		if !sameRules(ch, kc.keys, fam) {
-			tp.changedChains = append(tp.changedChains, ch)
-			tp.changes.ChainsChanged = append(tp.changes.ChainsChanged, ch.Name)
-			tp.changes.Ops += 1 + len(ch.Rules)
-			tp.changes.Bytes += rulesBytes(ch, fam)
+			tp.changeChain(ch, fam)
 		}
 	}
 	for _, name := range sortedKeys(have.chains) {
 		if !wantChains[name] {
-			tp.delChains = append(tp.delChains, name)
-			tp.changes.ChainsRemoved = append(tp.changes.ChainsRemoved, name)
-			tp.changes.Ops += 2
+			tp.removeChain(name)
 		}
 	}
 	return tp

@@ -55,6 +55,8 @@ Examples:
   netspec validate --locked examples/basic   # in CI: fail when netspec.lock is stale
   netspec render examples/basic --node node-1 --out out/node-1
   netspec diff main-checkout/ pr-checkout/   # what a pull request changes, in sentences
+  sudo netspec plan examples/basic --node node-1    # what apply would change on this machine
+  sudo netspec apply examples/basic --node node-1   # install it (nftables, zone and env files)
 `
 
 // Main runs the netspec command line and returns the process exit code.

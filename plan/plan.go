@@ -143,3 +143,20 @@ type EnvFile struct {
 type EnvVar struct {
 	Name, Value string
 }
+
+// Counts returns the plan's services and endpoints, an endpoint counted
+// once per service and address (a pod serving two ports is one), as the
+// apply and watch summaries report them.
+func (p *Plan) Counts() (services, endpoints int) {
+	services = len(p.Services)
+	for i := range p.Services {
+		addrs := map[netip.Addr]bool{}
+		for j := range p.Services[i].Ports {
+			for _, ep := range p.Services[i].Ports[j].Endpoints {
+				addrs[ep.IP] = true
+			}
+		}
+		endpoints += len(addrs)
+	}
+	return services, endpoints
+}

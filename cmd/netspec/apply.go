@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"strings"
 
 	"netspec.dev/netspec/applier"
@@ -211,18 +210,7 @@ func runApply(e *env, opts any, args []string) int {
 	}
 	d := compiler.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
 	writeNodeChanges(e.stdout, r, d)
-	// Endpoints are counted once per service and address, as the pods
-	// behind the services: a pod serving two ports is one endpoint.
-	services, endpoints := len(p.Services), 0
-	for i := range p.Services {
-		addrs := map[netip.Addr]bool{}
-		for j := range p.Services[i].Ports {
-			for _, ep := range p.Services[i].Ports[j].Endpoints {
-				addrs[ep.IP] = true
-			}
-		}
-		endpoints += len(addrs)
-	}
+	services, endpoints := p.Counts()
 	zones, envs := fileCounts(append(r.Files.Added, r.Files.Changed...))
 	fmt.Fprintf(e.stdout, "applied in %d ms: %s, %s; dns: %s written; env: %s written",
 		r.Took.Milliseconds(), plural(services, "service"), plural(endpoints, "endpoint"), plural(zones, "zone"), plural(envs, "file"))

@@ -1,23 +1,20 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
+	"netspec.dev/netspec/internal/treecheck"
 	"netspec.dev/netspec/schema"
 )
 
 // LockFile is the name of the allocation lock at the root of a tree.
-const LockFile = "netspec.lock"
+const LockFile = treecheck.LockFile
 
 // loadFlags are the flags of every command that reads a tree.
 type loadFlags struct {
@@ -64,45 +61,8 @@ func loadTree(e *env, root string, lf *loadFlags) (*loaded, error) {
 			fmt.Fprintf(e.stderr, "netspec: warning: cache not saved: %v\n", err)
 		}
 	}
-	l := &loaded{tree: t}
-	l.diags = append(l.diags, t.Diags...)
-	lock, ld := readLock(root)
-	l.lock = lock
-	l.diags = append(l.diags, ld...)
-	l.checked = compiler.Validate(t.Objects, lock, t)
-	l.diags = append(l.diags, l.checked.Diags...)
-	l.diags.Sort()
-	return l, nil
-}
-
-// readLock reads TREE/netspec.lock; a missing lock is not an error.
-func readLock(root string) (*compiler.Lock, diag.List) {
-	var dl diag.List
-	data, err := os.ReadFile(filepath.Join(root, LockFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		dl.Errorf(diag.Pos{File: LockFile}, nil, "cannot read: %v", err)
-		return nil, dl
-	}
-	lock, err := compiler.ParseLock(data)
-	if err != nil {
-		msg := err.Error()
-		pos := diag.Pos{File: LockFile}
-		if strings.HasPrefix(msg, LockFile+":") {
-			rest := strings.TrimPrefix(msg, LockFile+":")
-			if i := strings.Index(rest, ":"); i > 0 {
-				if n, err := strconv.Atoi(rest[:i]); err == nil {
-					pos.Line = n
-					msg = strings.TrimSpace(rest[i+1:])
-				}
-			}
-		}
-		dl.Errorf(pos, nil, "%s (run 'netspec lock' to rewrite it)", msg)
-		return nil, dl
-	}
-	return lock, nil
+	c := treecheck.Check(root, t)
+	return &loaded{tree: t, checked: c.Checked, lock: c.Lock, diags: c.Diags}, nil
 }
 
 // printDiags writes diagnostics to stderr, errors and warnings alike.

@@ -1,0 +1,65 @@
+package watch
+
+import (
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/cache"
+	"netspec.dev/netspec/internal/diag"
+	"netspec.dev/netspec/internal/treecheck"
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+)
+
+// loader reads and validates a tree again and again; its in-memory cache
+// makes a reload validate only the files whose content changed.
+type loader struct {
+	root        string
+	node        string
+	maxFileSize int64
+	cache       *cache.Memory
+}
+
+// loadResult is one reading of the tree: a plan, or the diagnostics that
+// keep it from being one.
+type loadResult struct {
+	plan   *plan.Plan
+	diags  diag.List // all diagnostics, sorted
+	errors int       // error diagnostics in diags
+	files  int       // spec files read
+	cached int       // files whose result came from the cache
+}
+
+// load reads, validates and compiles the tree. The error is for a tree
+// that cannot be read at all or a plan that cannot be compiled;
+// diagnostics (res.errors > 0) leave res.plan nil.
+func (l *loader) load() (*loadResult, error) {
+	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache})
+	if err != nil {
+		return nil, err
+	}
+	// Keep only the current tree's results: files removed or changed
+	// since the previous load are forgotten.
+	l.cache.Sweep()
+	res := &loadResult{files: t.Files, cached: t.Cached}
+	c := treecheck.Check(l.root, t)
+	res.diags = c.Diags
+	res.errors = res.diags.Errors()
+	if res.errors > 0 {
+		return res, nil
+	}
+	p, err := compiler.Compile(t.Objects, c.Checked, l.node)
+	if err != nil {
+		return res, err
+	}
+	res.plan = p
+	return res, nil
+}
+
+// firstError is the first error diagnostic, as file:line:col: message.
+func (r *loadResult) firstError() string {
+	for _, d := range r.diags {
+		if d.Severity == diag.Error {
+			return d.String()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,130 @@
+package watch
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the watcher's Prometheus metrics, in a registry of its own.
+type metrics struct {
+	reg *prometheus.Registry
+
+	syncDuration       *prometheus.HistogramVec // kind=full|partial
+	syncLast           prometheus.Gauge
+	syncFailures       prometheus.Counter
+	programming        prometheus.Histogram
+	treeValid          prometheus.Gauge
+	treeErrors         prometheus.Gauge
+	driftRepairs       prometheus.Counter
+	dnsRequests        *prometheus.CounterVec // rcode
+	lastSuccessNano    atomic.Int64           // for /healthz
+	ready              atomic.Bool            // for /readyz
+	healthyWithinNanos int64
+	startedNano        int64
+}
+
+func newMetrics(resync time.Duration) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), healthyWithinNanos: int64(2 * resync), startedNano: time.Now().UnixNano()}
+	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	m.syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "netspec_sync_duration_seconds",
+		Help:    "Time to apply a plan to the node: kind=full reads the kernel back (first sync, resync), kind=partial updates by difference (a reload).",
+		Buckets: buckets,
+	}, []string{"kind"})
+	m.syncLast = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "netspec_sync_last_timestamp_seconds",
+		Help: "Unix time of the last successful sync.",
+	})
+	m.syncFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "netspec_sync_failures_total",
+		Help: "Syncs that failed: the tree could not be read or compiled, or the kernel or state dir refused the plan. An invalid tree is not counted here (see netspec_tree_valid).",
+	})
+	m.programming = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "netspec_network_programming_duration_seconds",
+		Help:    "Time from the first file change event of a reload to the node holding the changed plan (debounce included).",
+		Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
+	})
+	m.treeValid = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "netspec_tree_valid",
+		Help: "1 when the tree read last is valid, 0 when it has errors (the last good plan stays installed).",
+	})
+	m.treeErrors = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "netspec_tree_errors",
+		Help: "Errors in the tree read last.",
+	})
+	m.driftRepairs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "netspec_drift_repairs_total",
+		Help: "Resyncs that changed the kernel or state dir although the plan had not changed (rules or files changed by hand).",
+	})
+	m.dnsRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "netspec_dns_requests_total",
+		Help: "DNS queries answered, by response code.",
+	}, []string{"rcode"})
+	m.reg.MustRegister(m.syncDuration, m.syncLast, m.syncFailures, m.programming,
+		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// synced records a successful sync.
+func (m *metrics) synced(kind string, took time.Duration, now time.Time) {
+	m.syncDuration.WithLabelValues(kind).Observe(took.Seconds())
+	m.syncLast.Set(float64(now.UnixNano()) / 1e9)
+	m.lastSuccessNano.Store(now.UnixNano())
+	m.ready.Store(true)
+}
+
+// tree records the validity of the tree read last.
+func (m *metrics) tree(errors int) {
+	m.treeErrors.Set(float64(errors))
+	if errors == 0 {
+		m.treeValid.Set(1)
+	} else {
+		m.treeValid.Set(0)
+	}
+}
+
+// dnsQuery counts one DNS answer.
+func (m *metrics) dnsQuery(rcode int) {
+	name, ok := dns.RcodeToString[rcode]
+	if !ok {
+		name = strconv.Itoa(rcode)
+	}
+	m.dnsRequests.WithLabelValues(name).Inc()
+}
+
+// handler serves /metrics, /healthz and /readyz.
+func (m *metrics) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		// Before the first sync, the watcher's start counts as one: a
+		// daemon is given twice the resync interval to get there.
+		what, last := "last successful sync", m.lastSuccessNano.Load()
+		if last == 0 {
+			what, last = "started, no successful sync yet", m.startedNano
+		}
+		age := time.Since(time.Unix(0, last))
+		if m.healthyWithinNanos > 0 && int64(age) > m.healthyWithinNanos {
+			http.Error(w, fmt.Sprintf("unhealthy: %s %s ago, more than twice the resync interval", what, age.Round(time.Second)), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: %s %s ago\n", what, age.Round(time.Millisecond))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !m.ready.Load() {
+			http.Error(w, "not ready: no successful sync yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}

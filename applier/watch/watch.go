@@ -1,0 +1,450 @@
+// Package watch keeps a node in step with a tree of spec files: it
+// watches the tree's directories, and on every change re-validates the
+// files that changed, compiles the node's plan and applies it (nftables
+// rules, zone and env files, and the records of an optional DNS server).
+//
+// An invalid tree changes nothing: the last good plan stays installed
+// and served, and the errors are logged and exported as metrics. A
+// periodic resync reads the kernel back and repairs drift.
+//
+// The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
+// command line around it.
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"netspec.dev/netspec/applier"
+	"netspec.dev/netspec/applier/dnsserver"
+	"netspec.dev/netspec/internal/cache"
+	"netspec.dev/netspec/internal/diag"
+	"netspec.dev/netspec/plan"
+)
+
+// Data planes.
+const (
+	DataplaneNFTables = "nftables" // nftables rules, state dir and DNS
+	DataplaneNone     = "none"     // state dir and DNS only; the kernel is left alone
+)
+
+// Defaults of Options.
+const (
+	DefaultResync   = 60 * time.Second
+	DefaultDebounce = 200 * time.Millisecond
+)
+
+// Options configure a Watcher.
+type Options struct {
+	Tree string // the tree's root directory (may be a symlink, swapped atomically)
+	Node string // the Node object this machine is
+
+	Dataplane   string // DataplaneNFTables (default) or DataplaneNone
+	StateDir    string // applier.DefaultStateDir when empty
+	NetNSFd     int    // network namespace to program; 0: the process's own
+	MaxFileSize int64  // 0: schema.DefaultMaxFileSize
+
+	// DNSListen, when set, is the address (host:port) the DNS server of
+	// the plan's records listens on, over UDP and TCP.
+	DNSListen string
+	// DNSTransferTo are the clients allowed zone transfers.
+	DNSTransferTo []netip.Prefix
+	// MetricsListen, when set, is the address of the HTTP server of
+	// /metrics, /healthz and /readyz.
+	MetricsListen string
+
+	Resync   time.Duration // DefaultResync when 0; negative: no resync
+	Debounce time.Duration // DefaultDebounce when 0; negative: none
+
+	Logger *slog.Logger // slog.Default() when nil
+}
+
+// Watcher keeps a node in step with a tree. Make it with New, run it with
+// Run.
+type Watcher struct {
+	opts    Options
+	log     *slog.Logger
+	loader  *loader
+	metrics *metrics
+
+	metricsLn net.Listener // nil without MetricsListen
+	dns       *dnsserver.Server
+	dnsReady  chan struct{}
+
+	reload chan struct{} // Reload's requests
+	synced chan struct{} // closed after the first successful sync
+
+	// Owned by Run's goroutine.
+	target  target
+	good    *plan.Plan // the last plan applied successfully
+	full    bool       // the next sync must read the kernel back
+	watched watchSet
+}
+
+// New checks opts and binds the metrics listener (so that a busy port is
+// an error now, not later). Nothing is read or applied before Run.
+func New(opts Options) (*Watcher, error) {
+	if opts.Tree == "" {
+		return nil, errors.New("watch: no tree given")
+	}
+	if opts.Node == "" {
+		return nil, errors.New("watch: no node given")
+	}
+	switch opts.Dataplane {
+	case "":
+		opts.Dataplane = DataplaneNFTables
+	case DataplaneNFTables, DataplaneNone:
+	default:
+		return nil, fmt.Errorf("watch: unknown data plane %q: want %s or %s", opts.Dataplane, DataplaneNFTables, DataplaneNone)
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = applier.DefaultStateDir
+	}
+	if opts.Resync == 0 {
+		opts.Resync = DefaultResync
+	}
+	if opts.Debounce == 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	w := &Watcher{
+		opts:     opts,
+		log:      opts.Logger,
+		loader:   &loader{root: opts.Tree, node: opts.Node, maxFileSize: opts.MaxFileSize, cache: cache.NewMemory()},
+		metrics:  newMetrics(max(opts.Resync, 0)),
+		reload:   make(chan struct{}, 1),
+		synced:   make(chan struct{}),
+		dnsReady: make(chan struct{}),
+		full:     true,
+	}
+	if opts.DNSListen != "" {
+		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery})
+	}
+	if opts.MetricsListen != "" {
+		ln, err := net.Listen("tcp", opts.MetricsListen)
+		if err != nil {
+			return nil, fmt.Errorf("watch: metrics: %w", err)
+		}
+		w.metricsLn = ln
+	}
+	return w, nil
+}
+
+// Registry is the watcher's Prometheus registry.
+func (w *Watcher) Registry() *prometheus.Registry { return w.metrics.reg }
+
+// Handler serves /metrics, /healthz and /readyz (what MetricsListen serves).
+func (w *Watcher) Handler() http.Handler { return w.metrics.handler() }
+
+// MetricsAddr is the address the metrics server listens on; nil without
+// Options.MetricsListen.
+func (w *Watcher) MetricsAddr() net.Addr {
+	if w.metricsLn == nil {
+		return nil
+	}
+	return w.metricsLn.Addr()
+}
+
+// Synced is closed after the first successful sync.
+func (w *Watcher) Synced() <-chan struct{} { return w.synced }
+
+// DNSReady is closed once the DNS server listens (never without
+// Options.DNSListen).
+func (w *Watcher) DNSReady() <-chan struct{} { return w.dnsReady }
+
+// Reload asks Run to read the tree again now (SIGHUP), without waiting
+// for a file change. It does not block.
+func (w *Watcher) Reload() {
+	select {
+	case w.reload <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// Run watches the tree and keeps the node in step with it until ctx is
+// done; then it returns nil, leaving the rules and files in place. It
+// returns an error when it cannot start (no inotify, the kernel or state
+// dir cannot be opened) or when the DNS or metrics server fails.
+func (w *Watcher) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var err error
+	if w.opts.Dataplane == DataplaneNone {
+		w.target, err = openFilesOnly(w.opts.StateDir)
+	} else {
+		var n *applier.Node
+		n, err = applier.Open(applier.Options{StateDir: w.opts.StateDir, NetNSFd: w.opts.NetNSFd})
+		if n != nil {
+			w.target = n
+		}
+	}
+	if err != nil {
+		if w.metricsLn != nil {
+			w.metricsLn.Close()
+		}
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer w.target.Close()
+
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		if w.metricsLn != nil {
+			w.metricsLn.Close()
+		}
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer fw.Close()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel(nil) // stop the servers before waiting for them
+	if w.metricsLn != nil {
+		srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() {
+			if err := srv.Serve(w.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cancel(fmt.Errorf("watch: metrics server: %w", err))
+			}
+		})
+		wg.Go(func() {
+			<-ctx.Done()
+			shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
+			defer stop()
+			srv.Shutdown(shutdown)
+		})
+		w.log.Info("serving metrics", "addr", w.metricsLn.Addr().String())
+	}
+	if w.dns != nil {
+		wg.Go(func() {
+			err := w.dns.ListenAndServe(ctx, w.opts.DNSListen, func() {
+				close(w.dnsReady)
+				w.log.Info("serving DNS", "addr", w.opts.DNSListen)
+			})
+			if err != nil {
+				cancel(fmt.Errorf("watch: dns server on %s: %w", w.opts.DNSListen, err))
+			}
+		})
+	}
+
+	w.log.Info("watching", "tree", w.opts.Tree, "node", w.opts.Node, "dataplane", w.opts.Dataplane,
+		"state_dir", w.opts.StateDir, "resync", w.opts.Resync, "debounce", w.opts.Debounce)
+	w.rescan(fw)
+	w.sync(syncStart, time.Time{})
+
+	var resync <-chan time.Time
+	if w.opts.Resync > 0 {
+		t := time.NewTicker(w.opts.Resync)
+		defer t.Stop()
+		resync = t.C
+	}
+	// Debounce: a reload runs once no event came for Debounce, and at the
+	// latest maxWait after the first event of the burst.
+	maxWait := max(10*w.opts.Debounce, time.Second)
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	var first time.Time // first event of the pending burst; zero: none pending
+	for {
+		select {
+		case <-ctx.Done():
+			if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			w.log.Info("stopping; rules and files stay in place")
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return errors.New("watch: fsnotify stopped")
+			}
+			if !w.watched.matters(filepath.Clean(ev.Name)) {
+				continue
+			}
+			w.log.Debug("file event", "path", ev.Name, "op", ev.Op.String())
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			wait := w.opts.Debounce
+			if deadline := first.Add(maxWait); now.Add(wait).After(deadline) {
+				wait = max(deadline.Sub(now), 0)
+			}
+			debounce.Reset(wait)
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return errors.New("watch: fsnotify stopped")
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				w.log.Warn("file events lost (inotify queue overflow); rescanning the tree")
+			} else {
+				w.log.Warn("file watch error; rescanning the tree", "err", err)
+			}
+			if first.IsZero() {
+				first = time.Now()
+			}
+			debounce.Reset(w.opts.Debounce)
+		case <-debounce.C:
+			since := first
+			first = time.Time{}
+			w.rescan(fw)
+			w.sync(syncChange, since)
+		case <-w.reload:
+			w.log.Info("reload requested")
+			w.rescan(fw)
+			w.sync(syncReload, time.Time{})
+		case <-resync:
+			w.rescan(fw) // events may have been missed; cheap when nothing changed
+			w.sync(syncResync, time.Time{})
+		}
+	}
+}
+
+// rescan updates the directories watched to the tree as it is now.
+func (w *Watcher) rescan(fw *fsnotify.Watcher) {
+	s := scan(w.opts.Tree)
+	added, removed := s.sync(fw, w.watched)
+	w.watched = s
+	if added+removed > 0 {
+		w.log.Debug("watching directories", "dirs", len(s), "added", added, "removed", removed)
+	}
+}
+
+// Why a sync runs.
+type syncReason int
+
+const (
+	syncStart  syncReason = iota // the first sync
+	syncChange                   // files changed
+	syncReload                   // Reload (SIGHUP)
+	syncResync                   // the periodic resync
+)
+
+func (r syncReason) String() string {
+	return [...]string{"start", "change", "reload", "resync"}[r]
+}
+
+// sync reads the tree and applies its plan: by difference (Update) after
+// a change, reading the kernel back (Apply) at the first sync, at a
+// resync and after a failure. An invalid tree leaves everything as it is;
+// a resync then applies the last good plan again, repairing drift.
+// since is the time of the first file event that led here (zero if none).
+func (w *Watcher) sync(why syncReason, since time.Time) {
+	res, err := w.loader.load()
+	p := w.good
+	switch {
+	case err != nil:
+		w.metrics.syncFailures.Inc()
+		if res != nil {
+			w.metrics.tree(res.errors)
+		}
+		w.log.Error("cannot read the tree, keeping last good state", "reason", why.String(), "err", err)
+	case res.errors > 0:
+		w.metrics.tree(res.errors)
+		w.log.Error("tree invalid, keeping last good state", "reason", why.String(), "errors", res.errors, "first", res.firstError())
+		n := 0
+		for _, d := range res.diags {
+			if d.Severity != diag.Error {
+				continue
+			}
+			if n == 10 {
+				w.log.Warn("more tree errors not shown", "errors", res.errors-n)
+				break
+			}
+			w.log.Warn("tree error", "error", d.String())
+			n++
+		}
+	default:
+		w.metrics.tree(0)
+		p = res.plan
+	}
+	if p == nil {
+		return // nothing good to apply yet
+	}
+	if p == w.good && why != syncResync {
+		// The tree is not good: only a resync applies the last good plan
+		// again (to repair drift).
+		return
+	}
+	changed := w.good == nil || !reflect.DeepEqual(w.good, p)
+	if !changed && why == syncChange && !w.full {
+		// A file changed without changing the plan (a comment, a file
+		// outside the plan's node): nothing to do.
+		w.log.Debug("plan unchanged", "files", res.files, "validated", res.files-res.cached)
+		return
+	}
+
+	// The DNS records are compiled before anything is applied: a plan
+	// whose records cannot be served reaches neither the kernel nor DNS.
+	var recs *dnsserver.Records
+	if w.dns != nil && changed {
+		if recs, err = dnsserver.Compile(p.DNS); err != nil {
+			w.metrics.syncFailures.Inc()
+			w.log.Error("dns records do not compile, keeping last good state", "reason", why.String(), "err", err)
+			return
+		}
+	}
+
+	full := w.full || why == syncStart || why == syncResync
+	kind, apply := "partial", w.target.Update
+	if full {
+		kind, apply = "full", w.target.Apply
+	}
+	start := time.Now()
+	r, err := apply(p)
+	took := time.Since(start)
+	if err != nil {
+		w.full = true // the kernel may hold anything now: read it back next time
+		w.metrics.syncFailures.Inc()
+		w.log.Error("sync failed", "reason", why.String(), "kind", kind, "err", err)
+		return
+	}
+	now := time.Now()
+	w.full = false
+	w.metrics.synced(kind, took, now)
+	if recs != nil {
+		w.dns.Swap(recs)
+	}
+	if !since.IsZero() && changed {
+		w.metrics.programming.Observe(now.Sub(since).Seconds())
+	}
+	w.good = p
+	select {
+	case <-w.synced:
+	default:
+		close(w.synced)
+	}
+
+	services, endpoints := p.Counts()
+	var elements, chains int
+	for _, t := range r.NFT.Tables {
+		elements += len(t.ElementsAdded) + len(t.ElementsRemoved)
+		chains += len(t.ChainsAdded) + len(t.ChainsChanged) + len(t.ChainsRemoved)
+	}
+	files := len(r.Files.Added) + len(r.Files.Changed) + len(r.Files.Removed)
+	attrs := []any{"reason", why.String(), "kind", kind, "services", services, "endpoints", endpoints,
+		"changed_elements", elements, "changed_chains", chains, "changed_files", files, "took", took.Round(time.Millisecond)}
+	if res != nil {
+		attrs = append(attrs, "validated_files", res.files-res.cached)
+	}
+	switch {
+	case why == syncResync && !changed && !r.Empty():
+		w.metrics.driftRepairs.Inc()
+		w.log.Warn("drift repaired", append(attrs, "nftables", r.NFT.Summary())...)
+	case why == syncResync && r.Empty():
+		w.log.Debug("resynced, no drift", attrs...)
+	default:
+		w.log.Info("synced", attrs...)
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"netspec.dev/netspec/applier"
+	"netspec.dev/netspec/applier/watch"
+	"netspec.dev/netspec/schema"
+)
+
+type watchFlags struct {
+	maxFileSize   byteSize
+	node          string
+	dataplane     string
+	stateDir      string
+	dnsListen     string
+	dnsTransferTo string
+	metricsListen string
+	resync        time.Duration
+	debounce      time.Duration
+	logFormat     string
+	logLevel      string
+}
+
+func init() {
+	register(&command{
+		name:    "watch",
+		args:    "TREE --node NODE [--dataplane nftables|none] [--state-dir DIR] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--log-format text|json]",
+		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
+		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
+every directory of TREE and applies again whenever a file changes:
+
+  - an edit, an editor's atomic save (write a temp file, rename it), a new
+    or removed directory, git checkout, and a symlink swapped to a new
+    checkout (git-sync's TREE -> rev-abc, a ConfigMap's ..data) all reload;
+    events are debounced (--debounce) so that a burst is one reload;
+  - a reload validates only the files whose content changed, compiles the
+    plan and updates the kernel by difference with what watch installed;
+  - an invalid tree changes nothing: the rules, the state dir and the DNS
+    answers of the last good tree stay, the errors are logged (the first
+    one with file:line:col) and netspec_tree_valid drops to 0;
+  - every --resync, the kernel's tables are read back and drift (a rule
+    deleted by hand) is repaired, as apply does;
+  - SIGHUP reloads now; SIGTERM and SIGINT stop, leaving rules and files
+    in place (netspec cleanup removes them).
+
+With --dataplane none the kernel is left alone: only the state dir's zone
+and env files (and DNS, with --dns-listen) follow the tree.
+
+--dns-listen serves the plan's zones (cluster domain and reverse zones)
+authoritatively over UDP and TCP, swapped atomically on each good reload.
+
+--metrics-listen serves Prometheus metrics on /metrics
+(netspec_sync_duration_seconds{kind}, netspec_sync_last_timestamp_seconds,
+netspec_sync_failures_total, netspec_network_programming_duration_seconds,
+netspec_tree_valid, netspec_tree_errors, netspec_drift_repairs_total,
+netspec_dns_requests_total{rcode}), /healthz (200 while the last
+successful sync is younger than twice --resync) and /readyz (200 after the
+first successful sync).
+
+Needs root (or CAP_NET_ADMIN, and CAP_NET_BIND_SERVICE for port 53).
+deploy/netspec.service is a systemd unit for it.
+
+Examples:
+  netspec watch /srv/cluster --node $(hostname)
+  netspec watch /srv/git/current --node node-1 --dns-listen 127.0.0.53:53 --metrics-listen :9253
+  netspec watch . --node node-1 --dataplane none --state-dir /tmp/netspec --log-format json
+  kill -HUP $(pidof netspec)   # reload now`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &watchFlags{maxFileSize: schema.DefaultMaxFileSize}
+			fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
+			fs.StringVar(&f.dataplane, "dataplane", watch.DataplaneNFTables, "the data plane: nftables, or none to write the state dir (and serve DNS) only")
+			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and last applied plan.json")
+			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
+			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
+			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
+			fs.DurationVar(&f.resync, "resync", watch.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
+			fs.DurationVar(&f.debounce, "debounce", watch.DefaultDebounce, "wait `DURATION` after the last file event before reloading")
+			fs.StringVar(&f.logFormat, "log-format", "text", "log as text or json (log/slog) on stderr")
+			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+			fs.Var(&f.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
+			return f
+		},
+		run: runWatch,
+	})
+}
+
+func runWatch(e *env, opts any, args []string) int {
+	f := opts.(*watchFlags)
+	if !needArgs(e, "watch", args, 1, "one TREE") {
+		return exitUsage
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(e.stderr, "netspec watch: "+format+"\nRun 'netspec watch --help' for usage.\n", a...)
+		return exitUsage
+	}
+	if f.node == "" {
+		return usage("--node is required")
+	}
+	if f.dataplane != watch.DataplaneNFTables && f.dataplane != watch.DataplaneNone {
+		return usage("--dataplane %q: want nftables or none (ipvs is not implemented yet)", f.dataplane)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return usage("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var logger *slog.Logger
+	switch f.logFormat {
+	case "text":
+		logger = slog.New(slog.NewTextHandler(e.stderr, hopts))
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(e.stderr, hopts))
+	default:
+		return usage("--log-format %q: want text or json", f.logFormat)
+	}
+	if f.resync < 0 {
+		return usage("--resync %s: want a positive interval, or 0 for none", f.resync)
+	}
+	resync := f.resync
+	if resync == 0 {
+		resync = -1 // watch.Options: negative is off
+	}
+	debounce := f.debounce
+	if debounce == 0 {
+		debounce = -1
+	}
+	var transfer []netip.Prefix
+	if f.dnsTransferTo != "" {
+		for _, s := range strings.Split(f.dnsTransferTo, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err != nil {
+				return usage("--dns-transfer-to: %v", err)
+			}
+			transfer = append(transfer, p)
+		}
+	}
+	w, err := watch.New(watch.Options{
+		Tree:          args[0],
+		Node:          f.node,
+		Dataplane:     f.dataplane,
+		StateDir:      f.stateDir,
+		MaxFileSize:   int64(f.maxFileSize),
+		DNSListen:     f.dnsListen,
+		DNSTransferTo: transfer,
+		MetricsListen: f.metricsListen,
+		Resync:        resync,
+		Debounce:      debounce,
+		Logger:        logger,
+	})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec watch: %v\n", err)
+		return exitError
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				w.Reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	if err := w.Run(ctx); err != nil {
+		logger.Error("stopped", "err", err)
+		return exitError
+	}
+	return exitOK
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -499,5 +500,61 @@ func TestDataplaneNone(t *testing.T) {
 	r.metricIs(t, "netspec_tree_valid", 0)
 	if got := r.file(t, "env/shop.env"); !strings.Contains(got, "WEB_PORT_8088_TCP=") {
 		t.Errorf("an invalid tree changed env/shop.env:\n%s", got)
+	}
+}
+
+// freeLoopbackPort finds a port free on 127.0.0.1 for both UDP and TCP.
+func freeLoopbackPort(t *testing.T) string {
+	t.Helper()
+	for range 10 {
+		u, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := u.LocalAddr().String()
+		l, err := net.Listen("tcp", addr)
+		u.Close()
+		if err == nil {
+			l.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free loopback port for UDP and TCP")
+	return ""
+}
+
+// TestDigAgainstWatch queries a running watcher's DNS server with dig
+// (interoperability), sees an edit reach the answers, and the queries
+// counted in netspec_dns_requests_total.
+func TestDigAgainstWatch(t *testing.T) {
+	dig, err := exec.LookPath("dig")
+	if err != nil {
+		t.Skip("SKIPPED: dig not found (apt-get install dnsutils; CI installs it)")
+	}
+	tree := basicTree(t)
+	addr := freeLoopbackPort(t)
+	host, port, _ := net.SplitHostPort(addr)
+	r := start(t, tree, Options{Dataplane: DataplaneNone, DNSListen: addr})
+	<-r.DNSReady()
+	query := func(name, typ string) string {
+		out, err := exec.Command(dig, "@"+host, "-p", port, "+short", "+time=2", "+tries=1", name, typ).CombinedOutput()
+		if err != nil {
+			t.Fatalf("dig %s %s: %v\n%s", name, typ, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := query("web.shop.svc.cluster.local.", "A"); got != "10.101.9.155" {
+		t.Errorf("dig web A: %q, want 10.101.9.155", got)
+	}
+	if got := query("_http._tcp.web.shop.svc.cluster.local.", "SRV"); got != "0 100 80 web.shop.svc.cluster.local." {
+		t.Errorf("dig web SRV: %q", got)
+	}
+	atomicWrite(t, filepath.Join(tree, "web/service.yaml"), webService("8088"))
+	waitFor(t, "the SRV record on port 8088", func() (bool, string) {
+		got := query("_http._tcp.web.shop.svc.cluster.local.", "SRV")
+		return got == "0 100 8088 web.shop.svc.cluster.local.", got
+	})
+	if n := r.metric(t, "netspec_dns_requests_total"); n < 3 {
+		t.Errorf("netspec_dns_requests_total = %g after at least 3 queries", n)
 	}
 }

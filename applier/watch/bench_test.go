@@ -1,0 +1,563 @@
+package watch
+
+// Measurements of the watcher on big generated trees, run only when asked
+// (NETSPEC_WATCH_BENCH=1, root): network programming latency (one file
+// changed → the kernel holds the change) and heap growth over many
+// reloads. scripts/bench-watch runs them and prints a table. Nothing here
+// asserts a timing: the figures are logged as "watch-…" lines for the
+// script to read.
+//
+// Every watcher programs a network namespace of its own (internal/testnet,
+// removed also when the test fails); the host's nftables are never
+// touched.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"netspec.dev/netspec/applier/nft"
+	"netspec.dev/netspec/applier/state"
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/cache"
+	"netspec.dev/netspec/internal/gen/gentree"
+	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/internal/treecheck"
+	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/schema"
+)
+
+// benchEnv skips unless NETSPEC_WATCH_BENCH is set, and returns the
+// number of services of the tree (NETSPEC_WATCH_SERVICES, default 10000).
+func benchEnv(t *testing.T) int {
+	t.Helper()
+	if os.Getenv("NETSPEC_WATCH_BENCH") == "" {
+		t.Skip("SKIPPED: set NETSPEC_WATCH_BENCH=1 to measure the watcher on a big tree (root; scripts/bench-watch)")
+	}
+	testnet.Require(t, "nft")
+	return benchInt(t, "NETSPEC_WATCH_SERVICES", 10000)
+}
+
+func benchInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+// syncRec is one "synced" log record of the watcher.
+type syncRec struct {
+	at        time.Time // when it was logged: the node holds the plan
+	reason    string
+	took      time.Duration // the apply: render, parse, kernel, state dir
+	validated int64         // files validated (not from the cache)
+}
+
+// recorder is a slog.Handler that keeps what the measurements need from
+// the watcher's log: the time of the first file event since the last
+// mark, and every "synced" record. Errors are passed to the test's log.
+type recorder struct {
+	t      *testing.T
+	mu     sync.Mutex
+	event  time.Time // first "file event" since mark
+	synced chan syncRec
+}
+
+func newRecorder(t *testing.T) *recorder {
+	return &recorder{t: t, synced: make(chan syncRec, 1024)}
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *recorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	switch {
+	case rec.Message == "file event":
+		r.mu.Lock()
+		if r.event.IsZero() {
+			r.event = rec.Time
+		}
+		r.mu.Unlock()
+	case rec.Message == "synced":
+		s := syncRec{at: rec.Time}
+		rec.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "reason":
+				s.reason = a.Value.String()
+			case "took":
+				s.took = a.Value.Duration()
+			case "validated_files":
+				s.validated = a.Value.Int64()
+			}
+			return true
+		})
+		select {
+		case r.synced <- s:
+		default:
+		}
+	case rec.Level >= slog.LevelWarn:
+		var b strings.Builder
+		rec.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+		r.t.Logf("watcher %s: %s%s", rec.Level, rec.Message, b.String())
+	}
+	return nil
+}
+
+// mark forgets the file events seen so far.
+func (r *recorder) mark() {
+	r.mu.Lock()
+	r.event = time.Time{}
+	r.mu.Unlock()
+}
+
+func (r *recorder) firstEvent() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.event
+}
+
+// waitChange waits for the next "synced" record of a file change.
+func (r *recorder) waitChange(t *testing.T) syncRec {
+	t.Helper()
+	timeout := time.After(deadline)
+	for {
+		select {
+		case s := <-r.synced:
+			if s.reason == "change" {
+				return s
+			}
+		case <-timeout:
+			t.Fatalf("no sync of a file change within %s", deadline)
+		}
+	}
+}
+
+// benchTree writes a gentree tree of n services (two pods each) into a
+// temporary directory, and returns its path and the config.
+func benchTree(t *testing.T, n int) (string, gentree.Config) {
+	t.Helper()
+	cfg := gentree.Config{Services: n, PodsPerService: 2, Seed: 1}
+	dir := filepath.Join(t.TempDir(), "tree")
+	start := time.Now()
+	if err := gentree.Write(dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote a tree of %d services in %s", n, time.Since(start).Round(time.Millisecond))
+	return dir, cfg
+}
+
+// editor changes one service file at a time, the way an editor saves: the
+// new content is written to a temporary file outside the watched tree (on
+// the same file system) and renamed over the file, so that the rename is
+// the only event the watcher sees. Each change toggles the container port
+// of the "http" port of the service's pods (8080 ↔ 8081): the endpoints
+// of the service change, so the plan and the kernel's rules change.
+type editor struct {
+	tree    string
+	tmp     string
+	cfg     gentree.Config
+	toggled map[int]bool
+}
+
+func newEditor(t *testing.T, tree string, cfg gentree.Config) *editor {
+	return &editor{tree: tree, tmp: t.TempDir(), cfg: cfg, toggled: map[int]bool{}}
+}
+
+// service is the service the k-th change edits: spread over the tree.
+func (e *editor) service(k int) int { return (k*7919)%e.cfg.Services + 1 }
+
+// prepare writes the next content of service i and returns the rename
+// that installs it; t0 is to be taken just before calling it.
+func (e *editor) prepare(t *testing.T, i int) (rename func() error, want string) {
+	t.Helper()
+	path := filepath.Join(e.tree, filepath.FromSlash(gentree.ServiceFile(e.cfg, i)))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := "containerPort: 8080", "containerPort: 8081"
+	if e.toggled[i] {
+		from, to = to, from
+	}
+	if !strings.Contains(string(data), from) {
+		t.Fatalf("%s has no %q", path, from)
+	}
+	e.toggled[i] = !e.toggled[i]
+	tmp := filepath.Join(e.tmp, fmt.Sprintf("svc-%d.yaml", i))
+	if err := os.WriteFile(tmp, []byte(strings.ReplaceAll(string(data), from, to)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func() error { return os.Rename(tmp, path) }, strings.TrimPrefix(to, "containerPort: ")
+}
+
+// benchWatcher runs a watcher of tree for node-1 in a namespace of its
+// own until the test ends, and waits for its first sync.
+func benchWatcher(t *testing.T, tree string, debounce time.Duration) (*Watcher, *recorder, *testnet.NS) {
+	t.Helper()
+	ns := testnet.New(t, "wbench").NS("node")
+	rec := newRecorder(t)
+	w, err := New(Options{
+		Tree: tree, Node: "node-1", StateDir: filepath.Join(t.TempDir(), "state"),
+		NetNSFd: ns.Fd(), Debounce: debounce, Resync: -1,
+		Logger: slog.New(rec),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { // before the namespace goes
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(deadline):
+			t.Errorf("Run did not return after its context was cancelled")
+		}
+	})
+	start := time.Now()
+	select {
+	case <-w.Synced():
+	case err := <-done:
+		t.Fatalf("Run returned before the first sync: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no first sync within 2 minutes")
+	}
+	t.Logf("first sync (load, validate, compile, full apply) in %s", time.Since(start).Round(time.Millisecond))
+	return w, rec, ns
+}
+
+// pct is the q-th percentile of sorted d (nearest rank).
+func pct(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(float64(len(d))*q/100+0.999999) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64)
+}
+
+// summary is "p50_ms=… p99_ms=…" of d (sorted in place) with prefix.
+func summary(prefix string, d []time.Duration) string {
+	slices.Sort(d)
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	mean := time.Duration(0)
+	if len(d) > 0 {
+		mean = sum / time.Duration(len(d))
+	}
+	return fmt.Sprintf("%sp50_ms=%s %sp99_ms=%s %smax_ms=%s %smean_ms=%s",
+		prefix, ms(pct(d, 50)), prefix, ms(pct(d, 99)), prefix, ms(d[len(d)-1]), prefix, ms(mean))
+}
+
+// histogram is the count and sum of a histogram of w's registry.
+func histogram(t *testing.T, w *Watcher, name string) (count uint64, sum float64) {
+	t.Helper()
+	mfs, err := w.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				if h := m.GetHistogram(); h != nil {
+					count += h.GetSampleCount()
+					sum += h.GetSampleSum()
+				}
+			}
+		}
+	}
+	return count, sum
+}
+
+// TestWatchLatency measures network programming latency: one service file
+// of a big tree saved → the watcher has applied the change to the kernel
+// (its "synced" log record, written once Update returned). t0 is taken
+// just before the rename. It runs once per debounce of
+// NETSPEC_WATCH_DEBOUNCES (default "200ms,20ms"), NETSPEC_WATCH_CHANGES
+// changes each (default 50), and logs
+//
+//	watch-latency debounce=200ms services=10000 n=50 total_p50_ms=… total_p99_ms=… …
+//
+// with the parts of the time: notify (t0 → the watcher's first file
+// event), debounce+load (→ the apply starts: the debounce timer, rescan,
+// reading, validating and compiling the tree) and apply (render, parse,
+// kernel update, state dir). The first change of each run is checked
+// against the kernel by polling `nft list chain` in the namespace.
+func TestWatchLatency(t *testing.T) {
+	n := benchEnv(t)
+	changes := benchInt(t, "NETSPEC_WATCH_CHANGES", 50)
+	debounces := os.Getenv("NETSPEC_WATCH_DEBOUNCES")
+	if debounces == "" {
+		debounces = "200ms,20ms"
+	}
+	tree, cfg := benchTree(t, n)
+	ed := newEditor(t, tree, cfg)
+	k := 0 // changes made so far, over all runs
+	for _, ds := range strings.Split(debounces, ",") {
+		debounce, err := time.ParseDuration(strings.TrimSpace(ds))
+		if err != nil || debounce <= 0 {
+			t.Fatalf("NETSPEC_WATCH_DEBOUNCES: %q is not a positive duration", ds)
+		}
+		t.Run("debounce="+debounce.String(), func(t *testing.T) {
+			w, rec, ns := benchWatcher(t, tree, debounce)
+			crossCheck(t, rec, ns, ed, k)
+			k++
+			var total, notify, loadPart, apply []time.Duration
+			var validated int64
+			for range changes {
+				time.Sleep(20 * time.Millisecond) // let the watcher settle after the last sync
+				rename, _ := ed.prepare(t, ed.service(k))
+				k++
+				rec.mark()
+				t0 := time.Now()
+				if err := rename(); err != nil {
+					t.Fatal(err)
+				}
+				s := rec.waitChange(t)
+				ev := rec.firstEvent()
+				if ev.IsZero() || ev.Before(t0) {
+					ev = t0
+				}
+				total = append(total, s.at.Sub(t0))
+				notify = append(notify, ev.Sub(t0))
+				loadPart = append(loadPart, s.at.Sub(ev)-s.took)
+				apply = append(apply, s.took)
+				validated = max(validated, s.validated)
+			}
+			count, sum := histogram(t, w, "netspec_network_programming_duration_seconds")
+			hmean := 0.0
+			if count > 0 {
+				hmean = sum / float64(count) * 1000
+			}
+			t.Logf("watch-latency debounce=%s services=%d n=%d %s %s %s %s validated_files_max=%d hist_count=%d hist_mean_ms=%.1f",
+				debounce, n, changes, summary("total_", total), summary("notify_", notify),
+				summary("debounce_load_", loadPart), summary("apply_", apply), validated, count, hmean)
+		})
+	}
+	if !t.Failed() {
+		stages(t, tree, cfg, ed, k)
+	}
+}
+
+// crossCheck makes one change and times it twice: by the watcher's
+// "synced" record and by polling `nft list chain` in the namespace until
+// the service's chain holds the new endpoint port.
+func crossCheck(t *testing.T, rec *recorder, ns *testnet.NS, ed *editor, k int) {
+	t.Helper()
+	i := ed.service(k)
+	key := fmt.Sprintf("-%s/svc-%d/tcp/http", path.Dir(gentree.ServiceFile(ed.cfg, i)), i)
+	out, err := ns.Run("nft", "list", "chains", "ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chain string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "chain" {
+			if name := strings.Trim(f[1], `"`); strings.HasPrefix(name, "service-") && strings.HasSuffix(name, key) {
+				chain = name
+			}
+		}
+	}
+	if chain == "" {
+		t.Fatalf("no chain service-…%s in the namespace", key)
+	}
+	rename, want := ed.prepare(t, i)
+	rec.mark()
+	t0 := time.Now()
+	if err := rename(); err != nil {
+		t.Fatal(err)
+	}
+	var polled time.Duration
+	for polls := 0; ; polls++ {
+		out, err := ns.Run("nft", "list", "chain", "ip", "netspec", chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out, ":"+want) {
+			polled = time.Since(t0)
+			break
+		}
+		if time.Since(t0) > deadline {
+			t.Fatalf("after %s, chain %s still without port %s:\n%s", deadline, chain, want, out)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	s := rec.waitChange(t)
+	t.Logf("watch-crosscheck chain=%s nft_poll_ms=%s watcher_ms=%s", chain, ms(polled), ms(s.at.Sub(t0)))
+}
+
+// stages times, outside the watcher, the parts of one reload on the same
+// tree as the watcher runs them: the rescan of its directories, reading
+// and validating it (warm cache, one file changed), the lock and tree
+// checks, compiling, comparing the plan with the previous one, rendering,
+// parsing the ruleset, the kernel update and writing the state dir. It
+// logs
+//
+//	watch-stages services=10000 n=… schema_load_p50_ms=… …
+func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
+	t.Helper()
+	ns := testnet.New(t, "wbench").NS("stages")
+	a, err := nft.Open(ns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	dir, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := cache.NewMemory()
+	type times struct{ scan, load, check, compile, compare, render, parse, kernel, files time.Duration }
+	var last any // the previous plan
+	once := func() times {
+		ts := time.Now()
+		scan(tree)
+		t0 := time.Now()
+		tr, err := schema.Load(tree, schema.Options{Cache: mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem.Sweep()
+		t1 := time.Now()
+		c := treecheck.Check(tree, tr)
+		if c.Diags.Errors() > 0 {
+			t.Fatalf("tree invalid: %v", c.Diags)
+		}
+		t2 := time.Now()
+		p, err := compiler.Compile(tr.Objects, c.Checked, "node-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t3 := time.Now()
+		_ = reflect.DeepEqual(last, p)
+		last = p
+		tc := time.Now()
+		files, err := render.Files(p, render.DataplaneNFTables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t4 := time.Now()
+		rs, err := nft.Parse(files["nftables.nft"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(files, "nftables.nft")
+		t5 := time.Now()
+		if _, err := a.Update(rs); err != nil {
+			t.Fatal(err)
+		}
+		t6 := time.Now()
+		if _, err := dir.Apply(files); err != nil {
+			t.Fatal(err)
+		}
+		t7 := time.Now()
+		return times{t0.Sub(ts), t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), tc.Sub(t3), t4.Sub(tc), t5.Sub(t4), t6.Sub(t5), t7.Sub(t6)}
+	}
+	once() // cold: fills the cache and installs the ruleset whole
+	runs := benchInt(t, "NETSPEC_WATCH_STAGES", 10)
+	var scans, load, check, comp, compare, rend, parse, kern, files []time.Duration
+	for range runs {
+		rename, _ := ed.prepare(t, ed.service(k))
+		k++
+		if err := rename(); err != nil {
+			t.Fatal(err)
+		}
+		tm := once()
+		scans, compare = append(scans, tm.scan), append(compare, tm.compare)
+		load, check, comp = append(load, tm.load), append(check, tm.check), append(comp, tm.compile)
+		rend, parse = append(rend, tm.render), append(parse, tm.parse)
+		kern, files = append(kern, tm.kernel), append(files, tm.files)
+	}
+	t.Logf("watch-stages services=%d n=%d %s %s %s %s %s %s %s %s %s", cfg.Services, runs,
+		summary("rescan_", scans), summary("schema_load_", load), summary("treecheck_", check), summary("compile_", comp), summary("compare_", compare),
+		summary("render_", rend), summary("parse_", parse), summary("kernel_", kern), summary("state_dir_", files))
+}
+
+// TestWatchMemory measures the heap of a watcher of a big tree after its
+// first sync, after half of NETSPEC_WATCH_RELOADS (default 100) reloads
+// and after all of them, each of one changed file (debounce 20ms), and
+// logs
+//
+//	watch-memory services=10000 reloads=100 heap_before_mb=… heap_mid_mb=… heap_after_mb=… growth_pct=… rss_before_mb=… rss_after_mb=…
+//
+// The heap is runtime.MemStats.HeapInuse after two runtime.GC, of the
+// whole test process (the watcher is most of it).
+func TestWatchMemory(t *testing.T) {
+	n := benchEnv(t)
+	reloads := benchInt(t, "NETSPEC_WATCH_RELOADS", 100)
+	tree, cfg := benchTree(t, n)
+	ed := newEditor(t, tree, cfg)
+	_, rec, _ := benchWatcher(t, tree, 20*time.Millisecond)
+	heap := func() (inuse, alloc, rss float64) {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapInuse) / (1 << 20), float64(m.HeapAlloc) / (1 << 20), rssMB(t)
+	}
+	time.Sleep(100 * time.Millisecond)
+	inuse0, alloc0, rss0 := heap()
+	var inuseMid float64
+	start := time.Now()
+	for k := range reloads {
+		if k == reloads/2 {
+			time.Sleep(100 * time.Millisecond)
+			inuseMid, _, _ = heap()
+		}
+		rename, _ := ed.prepare(t, ed.service(k))
+		rec.mark()
+		if err := rename(); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitChange(t)
+	}
+	took := time.Since(start)
+	time.Sleep(100 * time.Millisecond)
+	inuse1, alloc1, rss1 := heap()
+	t.Logf("watch-memory services=%d reloads=%d heap_before_mb=%.1f heap_mid_mb=%.1f heap_after_mb=%.1f growth_pct=%+.1f alloc_before_mb=%.1f alloc_after_mb=%.1f rss_before_mb=%.1f rss_after_mb=%.1f reloads_took_s=%.1f",
+		n, reloads, inuse0, inuseMid, inuse1, 100*(inuse1-inuse0)/inuse0, alloc0, alloc1, rss0, rss1, took.Seconds())
+}
+
+// rssMB is the process's resident set (VmRSS), in MiB.
+func rssMB(t *testing.T) float64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

@@ -6,13 +6,13 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
 )
@@ -170,7 +170,7 @@ func (tc tcase) check(t *testing.T, got *dns.Msg) {
 func startServer(t *testing.T, s *Server) string {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
-		addr := freePort(t)
+		addr := testnet.FreeLoopbackAddr(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		ready := make(chan struct{})
 		errc := make(chan error, 1)
@@ -199,28 +199,6 @@ func startServer(t *testing.T, s *Server) string {
 			t.Fatal("server not ready after 10s")
 		}
 	}
-}
-
-// freePort finds a loopback port free for both UDP and TCP.
-func freePort(t *testing.T) string {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := pc.LocalAddr().(*net.UDPAddr).Port
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		l, err := net.Listen("tcp", addr)
-		pc.Close()
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free loopback port")
-	return ""
 }
 
 // zoneRecords builds a plan zone with an SOA (ttl, minimum) and NS at

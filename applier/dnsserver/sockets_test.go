@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"netspec.dev/netspec/internal/testnet"
 )
 
 // bigRecords is the golden zones plus a zone whose name big.big.test. has
@@ -167,7 +168,7 @@ func TestSockets(t *testing.T) {
 func TestListenAndServeStops(t *testing.T) {
 	s := New(Options{})
 	s.Swap(goldenRecords(t))
-	addr := freePort(t)
+	addr := testnet.FreeLoopbackAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	errc := make(chan error, 1)

@@ -271,26 +271,6 @@ spec:
     targetPort: http
 `
 
-// freePort is a loopback port free for UDP and TCP right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := pc.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		pc.Close()
-		if err == nil {
-			l.Close()
-			return strconv.Itoa(port)
-		}
-	}
-	t.Fatal("no free loopback port")
-	return ""
-}
-
 // lookup asks the watcher's DNS server for name's A records: the
 // addresses, or the response code when not NOERROR.
 func lookup(t *testing.T, addr, name string) string {
@@ -319,7 +299,7 @@ func lookup(t *testing.T, addr, name string) string {
 // dir, DNS and the metrics after each.
 func TestReload(t *testing.T) {
 	tree := basicTree(t)
-	dnsAddr := "127.0.0.1:" + freePort(t)
+	dnsAddr := testnet.FreeLoopbackAddr(t)
 	r := start(t, tree, Options{DNSListen: dnsAddr, MetricsListen: "127.0.0.1:0"})
 
 	r.nftHas(t, "10.101.9.155 . tcp . 80 : goto service-")
@@ -503,26 +483,6 @@ func TestDataplaneNone(t *testing.T) {
 	}
 }
 
-// freeLoopbackPort finds a port free on 127.0.0.1 for both UDP and TCP.
-func freeLoopbackPort(t *testing.T) string {
-	t.Helper()
-	for range 10 {
-		u, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := u.LocalAddr().String()
-		l, err := net.Listen("tcp", addr)
-		u.Close()
-		if err == nil {
-			l.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free loopback port for UDP and TCP")
-	return ""
-}
-
 // TestDigAgainstWatch queries a running watcher's DNS server with dig
 // (interoperability), sees an edit reach the answers, and the queries
 // counted in netspec_dns_requests_total.
@@ -532,7 +492,7 @@ func TestDigAgainstWatch(t *testing.T) {
 		t.Skip("SKIPPED: dig not found (apt-get install dnsutils; CI installs it)")
 	}
 	tree := basicTree(t)
-	addr := freeLoopbackPort(t)
+	addr := testnet.FreeLoopbackAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
 	r := start(t, tree, Options{Dataplane: DataplaneNone, DNSListen: addr})
 	<-r.DNSReady()

@@ -22,6 +22,10 @@ type Options struct {
 	// NetNSFd is an open network namespace (/var/run/netns/NAME) to act
 	// in; 0 is the namespace the process runs in.
 	NetNSFd int
+	// NoDataplane leaves the kernel alone (no nftables, no conntrack):
+	// only the state dir follows the plan, for a node that serves DNS
+	// and env files only (watch --dataplane none).
+	NoDataplane bool
 }
 
 // Result is what Plan found or Apply did.
@@ -41,12 +45,13 @@ func (r *Result) Empty() bool { return r.NFT.Empty() && r.Files.Empty() }
 // difference (Update).
 type Node struct {
 	opts Options
-	nft  *nft.Applier
+	nft  *nft.Applier // nil with NoDataplane
 	dir  *state.Dir
 	last *plan.Plan
 }
 
-// Open connects to the node's kernel and opens its state dir.
+// Open connects to the node's kernel (unless opts.NoDataplane) and opens
+// its state dir.
 func Open(opts Options) (*Node, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir
@@ -55,20 +60,25 @@ func Open(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := nft.Open(opts.NetNSFd)
-	if err != nil {
+	n := &Node{opts: opts, dir: dir}
+	if n.last, err = n.lastPlan(); err != nil {
 		return nil, err
 	}
-	n := &Node{opts: opts, nft: a, dir: dir}
-	if n.last, err = n.lastPlan(); err != nil {
-		a.Close()
-		return nil, err
+	if !opts.NoDataplane {
+		if n.nft, err = nft.Open(opts.NetNSFd); err != nil {
+			return nil, err
+		}
 	}
 	return n, nil
 }
 
 // Close releases the node's connections; the rules and files stay.
-func (n *Node) Close() error { return n.nft.Close() }
+func (n *Node) Close() error {
+	if n.nft == nil {
+		return nil
+	}
+	return n.nft.Close()
+}
 
 func (n *Node) lastPlan() (*plan.Plan, error) {
 	data, err := n.dir.LastPlan()
@@ -82,31 +92,37 @@ func (n *Node) lastPlan() (*plan.Plan, error) {
 	return p, nil
 }
 
-// desired renders p: the ruleset for the kernel and the files for the
-// state dir.
-func desired(p *plan.Plan) (*nft.Ruleset, map[string][]byte, error) {
+// desired renders p: the ruleset for the kernel (nil with NoDataplane)
+// and the files for the state dir.
+func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, map[string][]byte, error) {
 	files, err := render.Files(p, render.DataplaneNFTables)
 	if err != nil {
 		return nil, nil, err
 	}
-	rs, err := nft.Parse(files["nftables.nft"])
+	ruleset := files[state.RulesetFile]
+	delete(files, state.RulesetFile) // the kernel holds the rules, not the state dir
+	if n.nft == nil {
+		return nil, files, nil
+	}
+	rs, err := nft.Parse(ruleset)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rendered ruleset: %w", err)
 	}
-	delete(files, "nftables.nft")
 	return rs, files, nil
 }
 
 // Plan tells what Apply would change, changing nothing.
 func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	start := time.Now()
-	rs, files, err := desired(p)
+	rs, files, err := n.desired(p)
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Last: n.last}
-	if r.NFT, err = n.nft.Plan(rs); err != nil {
-		return nil, err
+	r := &Result{Last: n.last, NFT: &nft.Changes{}}
+	if n.nft != nil {
+		if r.NFT, err = n.nft.Plan(rs); err != nil {
+			return nil, err
+		}
 	}
 	if r.Files, err = n.dir.Plan(files); err != nil {
 		return nil, err
@@ -133,20 +149,22 @@ func (n *Node) Update(p *plan.Plan) (*Result, error) {
 
 func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	start := time.Now()
-	rs, files, err := desired(p)
+	rs, files, err := n.desired(p)
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Last: n.last}
-	if update {
+	r := &Result{Last: n.last, NFT: &nft.Changes{}}
+	switch {
+	case n.nft == nil:
+	case update:
 		r.NFT, err = n.nft.Update(rs)
-	} else {
+	default:
 		r.NFT, err = n.nft.Apply(rs)
 	}
 	if err != nil {
 		return r, err
 	}
-	if flows := staleUDPFlows(n.last, p); len(flows) > 0 {
+	if flows := staleUDPFlows(n.last, p); len(flows) > 0 && n.nft != nil {
 		c, err := conntrack.New(n.opts.NetNSFd)
 		if err != nil {
 			return r, fmt.Errorf("conntrack: %w", err)
@@ -168,8 +186,10 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 // Cleanup removes netspec's tables from the kernel and its files from the
 // state dir; other tables and files stay.
 func (n *Node) Cleanup() (tables, files []string, err error) {
-	if tables, err = n.nft.Cleanup(); err != nil {
-		return nil, nil, err
+	if n.nft != nil {
+		if tables, err = n.nft.Cleanup(); err != nil {
+			return nil, nil, err
+		}
 	}
 	if files, err = n.dir.Cleanup(); err != nil {
 		return tables, nil, err

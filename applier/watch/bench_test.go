@@ -222,28 +222,8 @@ func benchWatcher(t *testing.T, tree string, debounce time.Duration) (*Watcher, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { // before the namespace goes
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(deadline):
-			t.Errorf("Run did not return after its context was cancelled")
-		}
-	})
 	start := time.Now()
-	select {
-	case <-w.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned before the first sync: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("no first sync within 2 minutes")
-	}
+	runSynced(t, w, 2*time.Minute)
 	t.Logf("first sync (load, validate, compile, full apply) in %s", time.Since(start).Round(time.Millisecond))
 	return w, rec, ns
 }

@@ -87,7 +87,7 @@ type Watcher struct {
 	synced chan struct{} // closed after the first successful sync
 
 	// Owned by Run's goroutine.
-	target  target
+	node    *applier.Node
 	good    *plan.Plan // the last plan applied successfully
 	full    bool       // the next sync must read the kernel back
 	watched watchSet
@@ -184,22 +184,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer cancel(nil)
 
 	var err error
-	if w.opts.Dataplane == DataplaneNone {
-		w.target, err = openFilesOnly(w.opts.StateDir)
-	} else {
-		var n *applier.Node
-		n, err = applier.Open(applier.Options{StateDir: w.opts.StateDir, NetNSFd: w.opts.NetNSFd})
-		if n != nil {
-			w.target = n
-		}
-	}
+	w.node, err = applier.Open(applier.Options{
+		StateDir:    w.opts.StateDir,
+		NetNSFd:     w.opts.NetNSFd,
+		NoDataplane: w.opts.Dataplane == DataplaneNone,
+	})
 	if err != nil {
 		if w.metricsLn != nil {
 			w.metricsLn.Close()
 		}
 		return fmt.Errorf("watch: %w", err)
 	}
-	defer w.target.Close()
+	defer w.node.Close()
 
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -397,9 +393,9 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	}
 
 	full := w.full || why == syncStart || why == syncResync
-	kind, apply := "partial", w.target.Update
+	kind, apply := "partial", w.node.Update
 	if full {
-		kind, apply = "full", w.target.Apply
+		kind, apply = "full", w.node.Apply
 	}
 	start := time.Now()
 	r, err := apply(p)

@@ -91,6 +91,14 @@ func start(t *testing.T, tree string, opts Options) *running {
 		t.Fatal(err)
 	}
 	r.Watcher = w
+	runSynced(t, w, deadline)
+	return r
+}
+
+// runSynced runs w until the test ends (it must then return, without
+// error) and waits up to wait for its first sync.
+func runSynced(t *testing.T, w *Watcher, wait time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -110,10 +118,9 @@ func start(t *testing.T, tree string, opts Options) *running {
 	case <-w.Synced():
 	case err := <-done:
 		t.Fatalf("Run returned before the first sync: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("no first sync")
+	case <-time.After(wait):
+		t.Fatalf("no first sync within %s", wait)
 	}
-	return r
 }
 
 // waitFor polls cond until it holds, failing the test at the deadline

@@ -1126,32 +1126,6 @@ func appendPlural(b []byte, n int, noun string) []byte {
 	return b
 }
 
-// appendEndpointOrigin appends " (pod ..., node ..., terminating)", with
-// the parts the endpoint has; nothing when it has none.
-func appendEndpointOrigin(b []byte, ep *plan.Endpoint) []byte {
-	if ep.Pod == "" && ep.NodeName == "" && !ep.Terminating {
-		return b
-	}
-	b = append(b, " ("...)
-	sep := ""
-	if ep.Pod != "" {
-		b = append(b, "pod "...)
-		b = append(b, ep.Pod...)
-		sep = ", "
-	}
-	if ep.NodeName != "" {
-		b = append(b, sep...)
-		b = append(b, "node "...)
-		b = append(b, ep.NodeName...)
-		sep = ", "
-	}
-	if ep.Terminating {
-		b = append(b, sep...)
-		b = append(b, "terminating"...)
-	}
-	return append(b, ')')
-}
-
 // appendCommentText appends s kept on one line and inside its quotes, as a
 // comment: control characters, quotes and backslashes become "_", and each
 // byte of invalid UTF-8 becomes U+FFFD (as strings.Map does).

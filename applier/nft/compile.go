@@ -1214,21 +1214,12 @@ var tokDelim = [256]bool{' ': true, '\t': true, '\r': true, '{': true, '}': true
 
 // arena hands out expressions and byte slices from slabs.
 type arena struct {
-	payloads []expr.Payload
 	cmps     []expr.Cmp
-	metas    []expr.Meta
-	bitwises []expr.Bitwise
 	verdicts []expr.Verdict
 	imms     []expr.Immediate
 	lookups  []expr.Lookup
-	rejects  []expr.Reject
 	counters []expr.Counter
-	masqs    []expr.Masq
-	nats     []expr.NAT
 	dynsets  []expr.Dynset
-	fibs     []expr.Fib
-	cts      []expr.Ct
-	numgens  []expr.Numgen
 	rules    []Rule
 	ruleps   []*Rule
 	chains   []Chain

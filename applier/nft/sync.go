@@ -67,7 +67,7 @@ type tablePlan struct {
 	have    *kernelTable
 	changes TableChanges
 
-	addSets, delSets         []*Set
+	addSets                  []*Set
 	delSetNames              []string
 	addChains, changedChains []*Chain
 	delChains                []string

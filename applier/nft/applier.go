@@ -262,7 +262,7 @@ func (a *Applier) verifyChanged(want *Ruleset, plans []*tablePlan) error {
 			}
 			// Read per chain, an anonymous set's elements do not show:
 			// compare the expressions only.
-			if !sameExprs(ch, keys, fam) {
+			if !sameRules(ch, keys, exprsOnly(fam)) {
 				return fmt.Errorf("verify: chain %s in the kernel is not what was sent", ch.Name)
 			}
 		}

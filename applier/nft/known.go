@@ -1,8 +1,6 @@
 package nft
 
 import (
-	"bytes"
-
 	"github.com/google/nftables"
 )
 
@@ -176,19 +174,6 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 		}
 	}
 	return added, removed, common
-}
-
-// sameExprs is sameRules without the elements of anonymous sets.
-func sameExprs(want *Chain, have [][]byte, fam nftables.TableFamily) bool {
-	if len(want.Rules) != len(have) {
-		return false
-	}
-	for i, r := range want.Rules {
-		if !bytes.Equal(r.Key(fam), have[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // addChain plans a new chain with its rules.

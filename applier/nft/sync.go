@@ -185,7 +185,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 			tp.replace("chain " + ch.Name + ": " + why)
 			return tp
 		}
-		if !sameRules(ch, kc.keys, fam) {
+		if !sameRules(ch, kc.keys, withAnon(fam)) {
 			tp.changeChain(ch, fam)
 		}
 	}
@@ -354,18 +354,29 @@ func hookDiffers(want *BaseChain, have *nftables.Chain) string {
 	return ""
 }
 
-// sameRules tells whether the kernel's rules of a chain are the wanted
-// ones, in order.
-func sameRules(want *Chain, have [][]byte, fam nftables.TableFamily) bool {
+// sameRules tells whether the kernel's rules of a chain (have: their
+// keys) are the wanted ones, in order, as key computes a wanted rule's.
+func sameRules(want *Chain, have [][]byte, key func(*Rule) []byte) bool {
 	if len(want.Rules) != len(have) {
 		return false
 	}
 	for i, r := range want.Rules {
-		if !bytes.Equal(ruleKeyOf(r, fam), have[i]) {
+		if !bytes.Equal(key(r), have[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// withAnon is the key of a rule with its anonymous set's elements, as a
+// table-wide read gives them (ruleKeyOf); exprsOnly without them, as a
+// read of one chain's rules gives them.
+func withAnon(fam nftables.TableFamily) func(*Rule) []byte {
+	return func(r *Rule) []byte { return ruleKeyOf(r, fam) }
+}
+
+func exprsOnly(fam nftables.TableFamily) func(*Rule) []byte {
+	return func(r *Rule) []byte { return r.Key(fam) }
 }
 
 func rulesBytes(ch *Chain, fam nftables.TableFamily) int {

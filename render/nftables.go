@@ -17,14 +17,20 @@ import (
 // DESIGN.md, "Data plane: nftables"), with changes that keep the kernel's
 // work linear in the number of services and keep endpoint changes cheap:
 //
-//   - an endpoint is picked with `numgen random mod k == 0` rules instead
-//     of a numgen vmap per service: vmaps per service make the kernel's
-//     load time super-linear, rules keep it linear;
-//   - each pick rule DNATs itself (no chain per endpoint), and masquerade
-//     marks are set by a statement (no jump to mark-for-masquerade): a
-//     commit that adds a jump or goto makes the kernel re-validate the
-//     whole table, and a service chain rewritten for new endpoints adds
-//     none;
+//   - a chain picks its endpoint with one rule that never changes while
+//     the endpoints do: `dnat ip to numgen random mod 2520 offset O map
+//     @endpoints-XX`, the interval map holding each endpoint's range of
+//     keys (picks.go). An endpoint change is then a change of map
+//     elements, which the kernel applies without re-validating the whole
+//     table, as it does on any commit that adds a rule holding dnat;
+//   - under ClientIP affinity (a set per endpoint, refreshed by the rule
+//     that picks it), or past 10,000 endpoints, the endpoint is picked
+//     with `numgen random mod k == 0` rules instead of a numgen vmap per
+//     service: vmaps per service make the kernel's load time
+//     super-linear, rules keep it linear; each DNATs itself (no chain per
+//     endpoint);
+//   - masquerade marks are set by a statement (no jump to
+//     mark-for-masquerade), so that a commit adds fewer jumps;
 //   - hairpin traffic (an endpoint reaching itself through its service) is
 //     masqueraded in postrouting by looking up saddr . daddr in the set
 //     hairpin, instead of a per-endpoint `ip saddr X jump` rule.
@@ -49,6 +55,7 @@ import (
 //	local-HASH8-...                    external traffic under policy Local: picks among Port.External
 //	firewall-HASH8-...                 loadBalancerSourceRanges
 //	set affinity-HASH8-...__ip/port    ClientIP affinity, one per endpoint
+//	map endpoints-XX                   endpoints of the picks whose chain name hashes to XX
 //
 // Rendering is on the path of every apply and plans reach tens of thousands
 // of endpoints, so the text is appended to byte slices (no fmt), every name
@@ -195,6 +202,8 @@ type nftTable struct {
 	noEpNode   []nftElement
 	firewall   []nftElement
 	hairpin    []netip.Addr // every endpoint address, sorted, once
+	picks      []*nftPick   // chains that pick through endpoint maps, by bucket and slot
+	pickOf     map[string]*nftPick
 
 	// Scratch space reused from port to port.
 	view     nftPortView
@@ -274,6 +283,12 @@ func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 		v := t.viewPort(sp)
 		t.nameChains(v)
 		t.addElements(v)
+		affinity := v.svc.AffinitySeconds > 0
+		t.addPick(v.serviceChain, v.cluster, affinity)
+		if v.externalPicks() {
+			t.addPick(v.externalChain, v.external, affinity)
+		}
+		t.addPick(v.localChain, v.external, affinity)
 		for i := range v.all {
 			t.hairpin = append(t.hairpin, v.all[i].addr.Addr())
 		}
@@ -283,6 +298,7 @@ func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 	}
 	slices.SortFunc(t.hairpin, netip.Addr.Compare)
 	t.hairpin = slices.Compact(t.hairpin)
+	t.assignPicks()
 	return t
 }
 
@@ -399,6 +415,14 @@ func (t *nftTable) usable(v *nftPortView) bool {
 // external or LoadBalancer IPs of the family, or a node port.
 func (v *nftPortView) hasFrontends() bool {
 	return len(v.externalIPs) > 0 || len(v.lbIPs) > 0 || v.port.NodePort != 0
+}
+
+// externalPicks tells whether the external chain picks among endpoints of
+// its own rather than going to the service chain: under policy Cluster,
+// when the external endpoints are not the cluster ones.
+func (v *nftPortView) externalPicks() bool {
+	return v.externalChain != "" && !v.svc.ExternalLocal &&
+		!slices.EqualFunc(v.external, v.cluster, func(a, b nftEndpoint) bool { return a.addr == b.addr })
 }
 
 // shortCircuit tells whether, under policy Local, traffic from pods and
@@ -615,7 +639,7 @@ func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
 			b = append(b, t.masquerade...)
 			b = append(b, '\n')
 		}
-		b = appendPickRules(b, fam, v.proto, v.cluster, affinity)
+		b = t.appendPick(b, v.serviceChain, v.proto, v.cluster, affinity)
 		b = closeChain(b)
 	}
 
@@ -669,7 +693,7 @@ func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
 		if len(v.external) > 0 {
 			b = appendRule(b, "goto ", v.localChain)
 		}
-	case slices.EqualFunc(v.external, v.cluster, func(a, b nftEndpoint) bool { return a.addr == b.addr }):
+	case !v.externalPicks():
 		b = append(b, ", policy Cluster: masquerade, then as the service chain"...)
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.externalChain)
@@ -681,7 +705,7 @@ func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.externalChain)
 		b = appendRule(b, markMasquerade)
-		b = appendPickRules(b, t.fam, v.proto, v.external, affinity)
+		b = t.appendPick(b, v.externalChain, v.proto, v.external, affinity)
 	}
 	b = closeChain(b)
 
@@ -693,7 +717,7 @@ func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
 		b = appendCountEndpoints(b, len(v.external), "local ")
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.localChain)
-		b = appendPickRules(b, t.fam, v.proto, v.external, affinity)
+		b = t.appendPick(b, v.localChain, v.proto, v.external, affinity)
 		b = closeChain(b)
 	}
 	return b
@@ -739,6 +763,16 @@ func (t *nftTable) appendFirewallChain(b []byte, v *nftPortView) []byte {
 	b = appendPrefixSet(b, allowed, true)
 	b = append(b, " drop\n"...)
 	return closeChain(b)
+}
+
+// appendPick appends what sends a packet of chain to one of eps: the rule
+// that looks its endpoint up in an endpoint map (picks.go), or the rules
+// of appendPickRules.
+func (t *nftTable) appendPick(b []byte, chain, proto string, eps []nftEndpoint, affinity bool) []byte {
+	if p := t.pickOf[chain]; p != nil {
+		return appendMapPick(b, t.fam, proto, p)
+	}
+	return appendPickRules(b, t.fam, proto, eps, affinity)
 }
 
 // appendPickRules appends the rules that send a packet to one of eps: first
@@ -865,6 +899,8 @@ func (t *nftTable) appendTo(b []byte) []byte {
 		b = appendPrefixSet(b, t.podCIDRs, true)
 		b = append(b, "\n\t}\n"...)
 	}
+
+	b = t.appendPickMaps(b)
 
 	for _, sp := range t.ports {
 		b = t.appendGroup(b, t.viewPort(sp))

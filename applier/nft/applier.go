@@ -250,15 +250,14 @@ func (a *Applier) verifyChanged(want *Ruleset, plans []*tablePlan) error {
 			continue
 		}
 		fam := families[i]
-		table := &nftables.Table{Family: fam, Name: TableName}
 		for _, ch := range slices.Concat(tp.addChains, tp.changedChains) {
-			rules, err := a.conn.GetRules(table, &nftables.Chain{Name: ch.Name, Table: table})
+			rules, err := a.dump.rules(fam, TableName, ch.Name)
 			if err != nil {
-				return fmt.Errorf("verify chain %s: %w", ch.Name, explain(err))
+				return fmt.Errorf("verify chain %s: %w", ch.Name, err)
 			}
-			keys := make([][]byte, len(rules))
-			for i, r := range rules {
-				keys[i] = kernelRuleKey(fam, r.Exprs, nil)
+			keys := make([][]byte, len(rules[ch.Name]))
+			for i, r := range rules[ch.Name] {
+				keys[i] = kernelRuleKey(fam, r.exprs, nil)
 			}
 			// Read per chain, an anonymous set's elements do not show:
 			// compare the expressions only.

@@ -64,6 +64,11 @@ func (b *batchSender) roundTrip(reqs []netlink.Message) ([]netlink.Message, erro
 		// Nor an echo: google/nftables asks the kernel to send every new
 		// rule back.
 		reqs[i].Header.Flags &^= netlink.Acknowledge | netlink.Echo
+		m, err := setUserdata(reqs[i])
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = m
 	}
 	sent, err := b.conn.SendMessages(reqs)
 	if err != nil {

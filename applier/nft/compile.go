@@ -89,6 +89,7 @@ const (
 	refSet                       // lookup in a set
 	refVmap                      // lookup in a verdict map
 	refDynset                    // update of a set
+	refMap                       // lookup in an endpoint map (dnat … map)
 )
 
 // ref is a reference to a chain or set, checked once the table is read.
@@ -227,6 +228,9 @@ func (c *compiler) stmt(r *Rule, toks []string) (n int, final bool, err error) {
 	case "masquerade":
 		return c.masquerade(toks)
 	case "dnat", "snat":
+		if toks[0] == "dnat" && len(toks) > 2 && toks[2] == "to" && (toks[1] == "ip" || toks[1] == "ip6") {
+			return c.natMap(toks)
+		}
 		return c.nat(toks)
 	case "update", "add":
 		return c.dynset(toks)

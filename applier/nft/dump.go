@@ -48,9 +48,43 @@ func (d *ruleDumper) Close() error { return d.conn.Close() }
 // dump returns the keys (KernelRuleKey) of the rules of table, by chain,
 // in order.
 func (d *ruleDumper) dump(fam nftables.TableFamily, table string, anon map[string]string) (map[string][][]byte, error) {
-	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
-		{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")},
-	})
+	rules, err := d.rules(fam, table, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][][]byte, len(rules))
+	for chain, rs := range rules {
+		keys := make([][]byte, len(rs))
+		for i, r := range rs {
+			if r.opaque != "" {
+				// An expression netspec never writes: the rule is not ours.
+				keys[i] = []byte("opaque: " + r.opaque)
+				continue
+			}
+			keys[i] = kernelRuleKey(fam, r.exprs, anon)
+		}
+		out[chain] = keys
+	}
+	return out, nil
+}
+
+// dumpedRule is a rule read from the kernel: its expressions, and the
+// names of those no parser here knows (then the rule is not netspec's).
+type dumpedRule struct {
+	exprs  []expr.Any
+	opaque string
+}
+
+// rules reads the rules of table, or only of its chain when chain is not
+// empty, by chain, in order. It reads them itself rather than with
+// google/nftables' GetRules, which fails on expressions it cannot read
+// (byteorder, in v0.3.0), and reads a whole table in big gulps.
+func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[string][]dumpedRule, error) {
+	attrs := []netlink.Attribute{{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")}}
+	if chain != "" {
+		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")})
+	}
+	data, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
 		return nil, err
 	}
@@ -59,22 +93,22 @@ func (d *ruleDumper) dump(fam nftables.TableFamily, table string, anon map[strin
 			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE),
 			Flags: netlink.Request | netlink.Dump,
 		},
-		Data: append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, attrs...),
+		Data: append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
 	}
 	msgs, err := d.execute(req)
 	if err != nil {
 		return nil, fmt.Errorf("dump rules of %s %s: %w", familyName(fam), table, explain(err))
 	}
-	out := map[string][][]byte{}
+	out := map[string][]dumpedRule{}
 	for _, m := range msgs {
 		if len(m) < 4 {
 			continue
 		}
-		chain, key, err := parseRule(byte(fam), m[4:], anon)
+		ch, r, err := parseRule(byte(fam), m[4:])
 		if err != nil {
 			return nil, fmt.Errorf("dump rules of %s %s: %w", familyName(fam), table, err)
 		}
-		out[chain] = append(out[chain], key)
+		out[ch] = append(out[ch], r)
 	}
 	return out, nil
 }
@@ -136,15 +170,13 @@ func (d *ruleDumper) execute(req netlink.Message) ([][]byte, error) {
 	}
 }
 
-// parseRule reads a rule message's chain and the key of its expressions.
-func parseRule(fam byte, data []byte, anon map[string]string) (chain string, key []byte, err error) {
+// parseRule reads a rule message's chain and expressions.
+func parseRule(fam byte, data []byte) (chain string, r dumpedRule, err error) {
 	ad, err := netlink.NewAttributeDecoder(data)
 	if err != nil {
-		return "", nil, err
+		return "", r, err
 	}
 	ad.ByteOrder = binary.BigEndian
-	var exprs []expr.Any
-	opaque := ""
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_CHAIN:
@@ -157,23 +189,16 @@ func parseRule(fam byte, data []byte, anon map[string]string) (chain string, key
 						return err
 					}
 					if e == nil {
-						opaque += name + " "
+						r.opaque += name + " "
 						continue
 					}
-					exprs = append(exprs, e)
+					r.exprs = append(r.exprs, e)
 				}
 				return nil
 			})
 		}
 	}
-	if err := ad.Err(); err != nil {
-		return "", nil, err
-	}
-	if opaque != "" {
-		// An expression netspec never writes: the rule is not ours.
-		return chain, []byte("opaque: " + opaque), nil
-	}
-	return chain, kernelRuleKey(nftables.TableFamily(fam), exprs, anon), nil
+	return chain, r, ad.Err()
 }
 
 // kernelRuleKey is the key of a rule read from the kernel: its
@@ -225,6 +250,10 @@ func parseExpr(fam byte, b []byte) (expr.Any, string, error) {
 	if err := ad.Err(); err != nil {
 		return nil, "", err
 	}
+	if name == "byteorder" {
+		e, err := unmarshalByteorder(data)
+		return e, name, err
+	}
 	e := exprOfName(name)
 	if e == nil {
 		return nil, name, nil
@@ -241,6 +270,35 @@ func parseExpr(fam byte, b []byte) (expr.Any, string, error) {
 		e = v
 	}
 	return e, name, nil
+}
+
+// unmarshalByteorder reads a byteorder expression, which google/nftables
+// v0.3.0 can write but not read.
+func unmarshalByteorder(data []byte) (*expr.Byteorder, error) {
+	ad, err := netlink.NewAttributeDecoder(data)
+	if err != nil {
+		return nil, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	e := &expr.Byteorder{}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_BYTEORDER_SREG:
+			e.SourceRegister = ad.Uint32()
+		case unix.NFTA_BYTEORDER_DREG:
+			e.DestRegister = ad.Uint32()
+		case unix.NFTA_BYTEORDER_OP:
+			e.Op = expr.ByteorderOp(ad.Uint32())
+		case unix.NFTA_BYTEORDER_LEN:
+			e.Len = ad.Uint32()
+		case unix.NFTA_BYTEORDER_SIZE:
+			e.Size = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, fmt.Errorf("expression byteorder: %w", err)
+	}
+	return e, nil
 }
 
 // exprOfName makes an empty expression of a kernel expression type: the

@@ -34,7 +34,7 @@ func TestRenderEqualsKernel(t *testing.T) {
 `
 	b.nft(t, bystander, "-f", "-")
 	before := b.nft(t, "", "list", "table", "inet", "bystander")
-	c := b.conn(t)
+	c := b.batchConn(t)
 	for _, path := range parseFiles(t) {
 		t.Run(nftcName(path), func(t *testing.T) {
 			a.nft(t, "", "-f", path)
@@ -194,7 +194,7 @@ func TestReplaceLargeSets(t *testing.T) {
 			t.Errorf("set %s fits in %d message: the test needs more elements", s.Name, n)
 		}
 	}
-	c := b.conn(t)
+	c, rc, d := b.batchConn(t), b.conn(t), b.dumper(t)
 	if err := rs.Replace(c); err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +208,6 @@ func TestReplaceLargeSets(t *testing.T) {
 		if want != got {
 			t.Errorf("nft list table %s %s differs (--- nft -f, +++ Replace):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
 		}
-		nftcCheckTable(t, c, tb)
+		nftcCheckTable(t, rc, d, tb)
 	}
 }

@@ -73,26 +73,33 @@ func (s *Set) kernelElems(elems []Element) []nftables.SetElement {
 		out = append(out, elems[i].Elems...)
 	}
 	if s.Template.Interval {
-		slices.SortStableFunc(out, func(a, b nftables.SetElement) int {
-			if c := bytes.Compare(a.Key, b.Key); c != 0 {
-				return c
-			}
-			switch {
-			case a.IntervalEnd == b.IntervalEnd:
-				return 0
-			case a.IntervalEnd:
-				return -1
-			}
-			return 1
-		})
+		slices.SortStableFunc(out, compareIntervalElems)
 	}
 	return out
+}
+
+// compareIntervalElems orders the netlink elements of an interval set by
+// key, at one key the end of an interval before the start of the next.
+func compareIntervalElems(a, b nftables.SetElement) int {
+	if c := bytes.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	switch {
+	case a.IntervalEnd == b.IntervalEnd:
+		return 0
+	case a.IntervalEnd:
+		return -1
+	}
+	return 1
 }
 
 // set returns a copy of the template for table t, to be queued.
 func (s *Set) set(t *nftables.Table) *nftables.Set {
 	ns := s.Template
 	ns.Table, ns.Name, ns.ID = t, s.Name, 0
+	if s.udata != nil {
+		ns.Comment = typeofMark + hex.EncodeToString(s.udata)
+	}
 	return &ns
 }
 

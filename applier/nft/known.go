@@ -1,6 +1,8 @@
 package nft
 
 import (
+	"slices"
+
 	"github.com/google/nftables"
 )
 
@@ -64,7 +66,11 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			tp.replace("set " + s.Name + ": declaration changed")
 			return tp
 		}
-		if s.Template.Dynamic {
+		if s.Template.Dynamic || old.sum == s.sum && len(old.Elements) == len(s.Elements) {
+			continue
+		}
+		if s.udata != nil {
+			tp.diffEndpointElems(s, allElems(old), elementTexts(old))
 			continue
 		}
 		eAdded, eRemoved, _ := alignDiff(old.Elements, s.Elements, func(e Element) string { return e.Text },
@@ -90,6 +96,9 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	}
 
 	// Chains.
+	if want.chainSum == last.chainSum && len(want.Chains) == len(last.Chains) {
+		return tp
+	}
 	cAdded, cRemoved, cCommon := alignDiff(last.Chains, want.Chains, func(c *Chain) string { return c.Name },
 		func(x, y *Chain) bool { return x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
 	for _, ch := range cAdded {
@@ -152,6 +161,20 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 	if len(midA)+len(midB) == 0 {
 		return nil, nil, common
 	}
+	if del, ins, match, ok := myers(midA, midB, key, myersMaxD); ok {
+		for _, i := range del {
+			removed = append(removed, midA[i])
+		}
+		for _, j := range ins {
+			added = append(added, midB[j])
+		}
+		for _, m := range match {
+			if x, y := midA[m[0]], midB[m[1]]; !same(x, y) {
+				common = append(common, [2]T{x, y})
+			}
+		}
+		return added, removed, common
+	}
 	inA := make(map[string]T, len(midA))
 	for _, x := range midA {
 		inA[key(x)] = x
@@ -174,6 +197,83 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 		}
 	}
 	return added, removed, common
+}
+
+// myersMaxD bounds the edits myers looks for before alignDiff falls back
+// to maps: a change of a few services moves a few elements of each list.
+const myersMaxD = 32
+
+// myers aligns a and b by key with Myers' greedy algorithm when at most
+// maxD deletions and insertions turn a into b: the indexes of a deleted,
+// of b inserted, and the pairs matched. Its work is about (len(a) +
+// len(b)) * edits key comparisons, less than hashing every key when an
+// element moves far in a long sorted list (say an endpoint's address in
+// the hairpin set). ok is false when more edits are needed.
+func myers[T any](a, b []T, key func(T) string, maxD int) (del, ins []int, match [][2]int, ok bool) {
+	n, m := len(a), len(b)
+	if n+m > 0 && (n-m > maxD || m-n > maxD) {
+		return nil, nil, nil, false
+	}
+	off := maxD + 1
+	v := make([]int, 2*maxD+3)
+	var trace [][]int // v after each d
+	for d := 0; d <= maxD; d++ {
+		for k := -d; k <= d; k += 2 {
+			var x int
+			if k == -d || k != d && v[off+k-1] < v[off+k+1] {
+				x = v[off+k+1] // from the diagonal above: an insertion
+			} else {
+				x = v[off+k-1] + 1 // from the left: a deletion
+			}
+			y := x - k
+			for x < n && y < m && key(a[x]) == key(b[y]) {
+				x, y = x+1, y+1
+			}
+			v[off+k] = x
+			if x >= n && y >= m {
+				trace = append(trace, slices.Clone(v))
+				del, ins, match = myersPath(trace, off, n, m)
+				return del, ins, match, true
+			}
+		}
+		trace = append(trace, slices.Clone(v))
+	}
+	return nil, nil, nil, false
+}
+
+// myersPath walks the trace of myers back from (n, m).
+func myersPath(trace [][]int, off, n, m int) (del, ins []int, match [][2]int) {
+	x, y := n, m
+	for d := len(trace) - 1; d > 0; d-- {
+		v := trace[d-1]
+		k := x - y
+		var prevK int
+		if k == -d || k != d && v[off+k-1] < v[off+k+1] {
+			prevK = k + 1
+		} else {
+			prevK = k - 1
+		}
+		prevX := v[off+prevK]
+		prevY := prevX - prevK
+		for x > prevX && y > prevY {
+			x, y = x-1, y-1
+			match = append(match, [2]int{x, y})
+		}
+		if x == prevX {
+			ins = append(ins, prevY)
+		} else {
+			del = append(del, prevX)
+		}
+		x, y = prevX, prevY
+	}
+	for x > 0 && y > 0 {
+		x, y = x-1, y-1
+		match = append(match, [2]int{x, y})
+	}
+	slices.Reverse(match)
+	slices.Reverse(del)
+	slices.Reverse(ins)
+	return del, ins, match
 }
 
 // addChain plans a new chain with its rules.

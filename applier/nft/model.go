@@ -26,6 +26,11 @@ type Table struct {
 	Name   string               // "netspec"
 	Sets   []*Set               // named sets and maps, in file order
 	Chains []*Chain             // in file order
+
+	// chainSum sums a hash of every chain (name, hook and rules), in any
+	// order: two tables with equal sums have, but for a 2^-64 chance,
+	// the same chains (diffKnown skips comparing them one by one).
+	chainSum uint64
 }
 
 // Set is a named set or map with its elements.
@@ -39,6 +44,13 @@ type Set struct {
 	// is set on a copy by AddTo.
 	Template nftables.Set
 	Elements []Element
+
+	// sum hashes the elements' texts, in order (see Table.chainSum).
+	sum uint64
+
+	// udata is the set's user data when google/nftables cannot write it
+	// (an endpoint map's typeof, endpoints.go).
+	udata []byte
 }
 
 // Element is one element of a named set or map.

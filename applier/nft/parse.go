@@ -2,8 +2,10 @@ package nft
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"strings"
 	"sync"
@@ -305,6 +307,7 @@ func (p *parser) parallelBody() {
 		}
 	}
 	for _, sp := range subs {
+		p.t.chainSum += sp.t.chainSum
 		p.t.Chains = append(p.t.Chains, sp.t.Chains...)
 		p.t.Sets = append(p.t.Sets, sp.t.Sets...)
 		p.line += sp.line
@@ -371,6 +374,7 @@ func (p *parser) tableLine(t string) error {
 			return fmt.Errorf("set %s declared twice", name)
 		}
 		p.set = &setState{s: &Set{Name: name}, isMap: kw == "map", line: p.line}
+		p.set.sum.SetSeed(sumSeed)
 		p.sets[name] = p.set.s
 		p.t.Sets = append(p.t.Sets, p.set.s)
 		p.state = inSet
@@ -411,10 +415,36 @@ func (p *parser) closeChain() {
 		p.text.WriteString(s)
 	}
 	p.spans = append(p.spans, textSpan{p.ch, start, p.text.Len()})
+	p.t.chainSum += chainHash(p.ch, p.text.String()[start:])
 	if len(p.rules) > 0 {
 		p.ch.Rules = p.c.a.rulePtrs(p.rules)
 	}
 	p.ch, p.state = nil, inTable
+}
+
+// sumSeed seeds the hashes of Table.chainSum and Set.sum, which are only
+// compared within a process.
+var sumSeed = maphash.MakeSeed()
+
+// chainHash hashes a chain: its name, hook and rule lines (text).
+func chainHash(ch *Chain, text string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(sumSeed)
+	h.WriteString(ch.Name)
+	h.WriteByte(0)
+	if b := ch.Base; b != nil {
+		h.WriteString(string(b.Type))
+		fmt.Fprintf(&h, " %d", b.Policy)
+		if b.Hooknum != nil {
+			fmt.Fprintf(&h, " hook %d", *b.Hooknum)
+		}
+		if b.Priority != nil {
+			fmt.Fprintf(&h, " priority %d", *b.Priority)
+		}
+		h.WriteByte(0)
+	}
+	h.WriteString(text)
+	return h.Sum64()
 }
 
 // textSpan is where the text of a chain is in parser.text.
@@ -558,7 +588,8 @@ type setState struct {
 	timeout time.Duration
 	size    uint32
 	inElems bool
-	nelems  int // elements read (in parser.elems)
+	nelems  int          // elements read (in parser.elems)
+	sum     maphash.Hash // of the elements' texts (Set.sum)
 }
 
 // setSpec is what elements and lookups need to know of a set.
@@ -567,6 +598,9 @@ type setSpec struct {
 	isMap    bool // data type verdict
 	interval bool
 	keyLen   uint32
+	// endpoints tells an endpoint map (typeof numgen … : ADDR . th
+	// dport): integer keys, an address and a port as data.
+	endpoints bool
 }
 
 // setText reads the text of a set or map after its opening brace, up to
@@ -662,6 +696,8 @@ func (p *parser) addElem(text string) error {
 		return fmt.Errorf("set %s: elements before the type", st.s.Name)
 	}
 	st.nelems++
+	st.sum.WriteString(text)
+	st.sum.WriteByte(0)
 	p.elems = append(p.elems, Element{})
 	p.c.line = p.line
 	if err := p.c.element(&p.elems[len(p.elems)-1], text, &st.spec); err != nil {
@@ -677,6 +713,14 @@ func (p *parser) setDecl(f []string) error {
 		return fmt.Errorf("unknown set statement %q", strings.Join(f, " "))
 	}
 	switch f[0] {
+	case "typeof":
+		if st.typed {
+			return fmt.Errorf("set %s has two types", st.s.Name)
+		}
+		if err := st.parseTypeof(f[1:], p.t.Family); err != nil {
+			return err
+		}
+		st.typed = true
 	case "type":
 		if st.typed {
 			return fmt.Errorf("set %s has two types", st.s.Name)
@@ -834,13 +878,19 @@ func (p *parser) closeSet() error {
 	tmpl.HasTimeout = st.flags["timeout"] || st.timeout > 0
 	tmpl.Timeout = st.timeout
 	tmpl.Size = st.size
-	if st.spec.interval {
+	switch {
+	case st.spec.endpoints:
+		if !st.spec.interval || tmpl.Dynamic || tmpl.HasTimeout {
+			return fmt.Errorf("set %s: an endpoint map needs flags interval, and nothing else", s.Name)
+		}
+	case st.spec.interval:
 		if st.spec.isMap || len(st.spec.fields) != 1 || st.spec.fields[0] != vAddr4 && st.spec.fields[0] != vAddr6 {
 			return fmt.Errorf("set %s: only address sets may have flag interval", s.Name)
 		}
 		tmpl.KeyByteOrder = binaryutil.BigEndian
 	}
 	s.Decl = strings.Join(st.decl, "\n")
+	s.sum = st.sum.Sum64()
 	s.Elements = make([]Element, len(p.elems))
 	copy(s.Elements, p.elems)
 	clear(p.elems)
@@ -896,6 +946,16 @@ func (c *compiler) element(el *Element, text string, sp *setSpec) error {
 		v := toks[n]
 		n++
 		switch typ {
+		case vInt:
+			lo, hi, err := parseIntRange(v)
+			if err != nil {
+				return err
+			}
+			key = binary.BigEndian.AppendUint32(key, lo)
+			if hi < 1<<32-1 {
+				end = binary.BigEndian.AppendUint32(c.v2[:0], hi+1)
+			}
+			continue
 		case vAddr4, vAddr6:
 			if sp.interval {
 				rg, _, err := parseRange(v, typ)
@@ -931,6 +991,16 @@ func (c *compiler) element(el *Element, text string, sp *setSpec) error {
 		n += 2
 	}
 	var verdict *expr.Verdict
+	var data []byte
+	if sp.endpoints {
+		if n+1 >= len(toks) || toks[n] != ":" {
+			return fmt.Errorf("expected \": ADDR . PORT\"")
+		}
+		if data, err = c.endpointData(toks[n+1:]); err != nil {
+			return err
+		}
+		n = len(toks)
+	}
 	if sp.isMap {
 		if n+1 >= len(toks) || toks[n] != ":" {
 			return fmt.Errorf("expected \": VERDICT\"")
@@ -965,6 +1035,9 @@ func (c *compiler) element(el *Element, text string, sp *setSpec) error {
 	}
 	el.Elems = c.a.setElems(cnt)
 	el.Elems[0] = nftables.SetElement{Key: c.a.bytes(key), VerdictData: verdict, Comment: comment}
+	if data != nil {
+		el.Elems[0].Val = c.a.bytes(data)
+	}
 	if end != nil {
 		el.Elems[1] = nftables.SetElement{Key: c.a.bytes(end), IntervalEnd: true}
 	}
@@ -1014,6 +1087,8 @@ func (p *parser) checkRefs(refs []ref, sc scope) error {
 			switch {
 			case sp == nil:
 				err = fmt.Errorf("no set %s in table %s", r.name, p.t.Name)
+			case (r.kind == refMap) != sp.endpoints:
+				err = fmt.Errorf("@%s: a dnat map needs an endpoint map (typeof numgen … : ADDR . th dport), and only it", r.name)
 			case (r.kind == refVmap) != sp.isMap:
 				err = fmt.Errorf("@%s: a vmap needs a map, a lookup or update a set", r.name)
 			case sp.interval && r.kind == refDynset:

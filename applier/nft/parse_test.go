@@ -118,7 +118,7 @@ func countLines(text string) (rules, elems int) {
 			inElems = false
 		case inElems:
 			elems++
-		case depth == 2 && !strings.HasPrefix(l, "type ") && !strings.HasPrefix(l, "flags ") && !strings.HasPrefix(l, "timeout ") && !strings.HasPrefix(l, "size "):
+		case depth == 2 && !strings.HasPrefix(l, "type ") && !strings.HasPrefix(l, "typeof ") && !strings.HasPrefix(l, "flags ") && !strings.HasPrefix(l, "timeout ") && !strings.HasPrefix(l, "size "):
 			rules++
 		}
 	}

@@ -118,6 +118,10 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 		if ks.set.Dynamic {
 			continue // filled by the packet path: its elements are not ours
 		}
+		if s.udata != nil {
+			tp.diffEndpointElems(s, ks.elems, nil)
+			continue
+		}
 		if s.Template.Interval {
 			if anonKey(ks.elems) != anonKey(allElems(s)) {
 				tp.flushSet(s)

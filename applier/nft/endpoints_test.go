@@ -1,0 +1,94 @@
+package nft
+
+import (
+	"encoding/hex"
+	"strings"
+	"testing"
+)
+
+// endpointRuleset is a ruleset with one endpoint map, holding elems, and
+// a chain that picks through it.
+func endpointRuleset(t *testing.T, elems string) *Ruleset {
+	t.Helper()
+	text := "table ip netspec {}\ndelete table ip netspec\ntable ip netspec {\n" +
+		"\tmap endpoints-00 {\n\t\ttypeof numgen random mod 2520 : ip daddr . th dport\n\t\tflags interval\n" +
+		"\t\telements = {\n" + elems + "\t\t}\n\t}\n" +
+		"\tchain pick {\n\t\tmeta l4proto tcp dnat ip to numgen random mod 2520 offset 10000 map @endpoints-00\n\t}\n" +
+		"}\ntable ip6 netspec {}\ndelete table ip6 netspec\ntable ip6 netspec {\n}\n"
+	rs, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestEndpointMapChanges: changing the endpoints of a pick, in every way
+// its intervals can move (new data at the same bounds, a split, a merge,
+// a shift of the bound between neighbours, a pick at key 0, a range
+// reaching the last key), changes elements only, never a rule, and both
+// the kernel diff (Apply) and the daemon's diff (Update) converge.
+func TestEndpointMapChanges(t *testing.T) {
+	steps := []struct{ name, elems string }{
+		{"one endpoint", "10000-12519 : 10.0.0.1 . 80,\n"},
+		{"replaced", "10000-12519 : 10.0.0.2 . 80,\n"},
+		{"scaled to two", "10000-11259 : 10.0.0.2 . 80,\n11260-12519 : 10.0.0.3 . 80,\n"},
+		{"bound moved", "10000-10899 : 10.0.0.2 . 80,\n10900-12519 : 10.0.0.3 . 80,\n"},
+		{"neighbours swapped", "10000-10899 : 10.0.0.3 . 80,\n10900-12519 : 10.0.0.2 . 80,\n"},
+		{"scaled to three", "10000-10839 : 10.0.0.1 . 80,\n10840-11679 : 10.0.0.2 . 80,\n11680-12519 : 10.0.0.3 . 80,\n"},
+		{"a second pick", "0-2519 : 10.0.1.1 . 80,\n10000-10839 : 10.0.0.1 . 80,\n10840-11679 : 10.0.0.2 . 80,\n11680-12519 : 10.0.0.3 . 80,\n"},
+		{"a pick at the last keys", "10000-10839 : 10.0.0.1 . 80,\n10840-11679 : 10.0.0.2 . 80,\n11680-12519 : 10.0.0.3 . 80,\n4294964776-4294967295 : 10.0.2.1 . 80,\n"},
+		{"scaled to one", "10000-12519 : 10.0.0.3 . 80,\n"},
+	}
+	for _, path := range []string{"Apply", "Update"} {
+		t.Run(path, func(t *testing.T) {
+			_, fd := syncNetns(t)
+			a, err := Open(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			for i, st := range steps {
+				rs := endpointRuleset(t, st.elems)
+				var ch *Changes
+				if path == "Apply" {
+					ch, err = a.Apply(rs)
+				} else {
+					ch, err = a.Update(rs)
+				}
+				if err != nil {
+					t.Fatalf("step %q: %v", st.name, err)
+				}
+				c := ch.Tables[0]
+				if i > 0 && (c.Replace || len(c.ChainsAdded)+len(c.ChainsChanged)+len(c.ChainsRemoved) > 0 || len(c.ElementsAdded) == 0) {
+					t.Errorf("step %q: %s, want elements changed and no chain", st.name, ch.Summary())
+				}
+				if full, err := a.Plan(rs); err != nil || !full.Empty() {
+					t.Fatalf("step %q: the kernel differs afterwards: %v %s", st.name, err, counts(full))
+				}
+			}
+		})
+	}
+}
+
+// TestTypeofUserdata: the user data of an endpoint map is what nft 1.0.6
+// sends (captured with nft --debug=mnl), for both families.
+func TestTypeofUserdata(t *testing.T) {
+	for _, tt := range []struct {
+		fam  string
+		want string
+	}{
+		{"ip", "00040100 00000104 00000000 031a0004 17000000 01120004 01000000 0104d809 00000204 00000000 04340004 0d000000 012c0014 00040700 0000010c 00040c00 00000104 0c000000 01140004 07000000 010c0004 0b000000 01040200 00000604 00000000"},
+		{"ip6", "00040100 00000104 00000000 031a0004 17000000 01120004 01000000 0104d809 00000204 00000000 04340004 0d000000 012c0014 00040700 0000010c 00040d00 00000104 09000000 01140004 07000000 010c0004 0b000000 01040200 00000604 00000000"},
+	} {
+		rs := endpointRuleset(t, "10000-12519 : 10.0.0.1 . 80,\n")
+		fam := rs.Tables[0].Family
+		if tt.fam == "ip6" {
+			fam = rs.Tables[1].Family
+		}
+		got := typeofUserdata(fam, 2520)
+		want := strings.ReplaceAll(tt.want, " ", "")
+		if h := hex.EncodeToString(got); h != want {
+			t.Errorf("%s: user data\n%s, want\n%s", tt.fam, h, want)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package render
+
+import (
+	"cmp"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"strconv"
+)
+
+// Endpoint maps: how a chain picks one of its endpoints with one rule that
+// never changes while the endpoints do.
+//
+// A chain that picks among k endpoints (a "pick": the service chain, the
+// external chain of policy Cluster when it has endpoints of its own, the
+// local chain) draws `numgen random mod 2520`, adds its own offset, and
+// looks the sum up in an interval map of its bucket, which holds, from the
+// offset on, one key range per endpoint mapping to its address and port:
+//
+//	meta l4proto tcp dnat ip to numgen random mod 2520 offset 1234560000 map @endpoints-3f
+//	map endpoints-3f { … 1234560000-1234560839 : 10.244.1.10 . 8080, … }
+//
+// When the endpoints change, only elements of that map change, and no
+// rule: the kernel re-validates the whole table on any commit that adds a
+// rule holding dnat (or a jump, or a lookup), which takes tens of
+// milliseconds at 10,000 services, and element changes it does not
+// re-validate. 2520 is the least common multiple of 1…10, so up to ten
+// endpoints (and 12, 14, 15, 18, 20, …) each get exactly the same share;
+// other counts differ by at most one key in 2520.
+//
+// The picks are spread over pickBuckets maps by a hash of the chain's
+// name, and within a map the offset is the hash too (pickStride keys
+// apart), so that adding or removing a service changes no other pick's
+// offset, except on a rare hash collision. One map for all picks would be
+// simpler, but the kernel walks a map's elements for every chain that
+// binds it (super-linear load); a map per pick would make it walk the
+// table's list of sets for every rule (also super-linear).
+//
+// ClientIP affinity needs a rule per endpoint (each refreshes its own
+// affinity set), and so does a pick of more endpoints than pickStride
+// keys: those keep the `numgen random mod k == 0` rules (appendPickRules).
+const (
+	pickModulus = 2520
+	pickStride  = 10000
+	pickBuckets = 256
+	// pickSlots is how many picks fit in one map's 32-bit key space.
+	pickSlots = (1<<32 - 1) / pickStride
+)
+
+// nftPick is a chain that picks one of its endpoints through an endpoint
+// map.
+type nftPick struct {
+	chain  string
+	eps    []netip.AddrPort
+	bucket int
+	slot   uint32 // offset / pickStride
+}
+
+// offset is the first key of the pick's ranges.
+func (p *nftPick) offset() uint32 { return p.slot * pickStride }
+
+// modulus is what numgen draws from: pickModulus, or one key per endpoint
+// when there are more endpoints than that.
+func (p *nftPick) modulus() int { return max(pickModulus, len(p.eps)) }
+
+// usesMap tells whether a pick of eps goes through an endpoint map.
+func usesMap(eps []nftEndpoint, affinity bool) bool {
+	return !affinity && len(eps) > 0 && len(eps) <= pickStride
+}
+
+// addPick registers the pick of chain among eps, when it uses a map.
+func (t *nftTable) addPick(chain string, eps []nftEndpoint, affinity bool) {
+	if chain == "" || !usesMap(eps, affinity) {
+		return
+	}
+	h := fnv.New64a()
+	h.Write([]byte(chain))
+	sum := h.Sum64()
+	p := &nftPick{chain: chain, bucket: int(sum % pickBuckets), slot: uint32((sum / pickBuckets) % pickSlots)}
+	p.eps = make([]netip.AddrPort, len(eps))
+	for i := range eps {
+		p.eps[i] = eps[i].addr
+	}
+	t.picks = append(t.picks, p)
+}
+
+// assignPicks gives every pick a free slot of its bucket: its hash slot,
+// or on a collision the next free one (picks taken in order of hash slot,
+// then name, so that the outcome is deterministic), and orders the
+// buckets for writing.
+func (t *nftTable) assignPicks() {
+	slices.SortFunc(t.picks, func(a, b *nftPick) int {
+		return cmp.Or(cmp.Compare(a.bucket, b.bucket), cmp.Compare(a.slot, b.slot), cmp.Compare(a.chain, b.chain))
+	})
+	t.pickOf = make(map[string]*nftPick, len(t.picks))
+	for start := 0; start < len(t.picks); {
+		end := start
+		for end < len(t.picks) && t.picks[end].bucket == t.picks[start].bucket {
+			end++
+		}
+		bucket := t.picks[start:end]
+		used := make(map[uint32]bool, len(bucket))
+		for _, p := range bucket {
+			for used[p.slot] {
+				p.slot = (p.slot + 1) % pickSlots
+			}
+			used[p.slot] = true
+			t.pickOf[p.chain] = p
+		}
+		slices.SortFunc(bucket, func(a, b *nftPick) int { return cmp.Compare(a.slot, b.slot) })
+		start = end
+	}
+}
+
+// pickMapName is the name of the endpoint map of a bucket.
+func pickMapName(bucket int) string {
+	const hex = "0123456789abcdef"
+	return "endpoints-" + string([]byte{hex[bucket>>4], hex[bucket&15]})
+}
+
+// appendPickMaps appends the endpoint maps, one per bucket in use.
+func (t *nftTable) appendPickMaps(b []byte) []byte {
+	fam := t.fam
+	for start := 0; start < len(t.picks); {
+		end := start
+		for end < len(t.picks) && t.picks[end].bucket == t.picks[start].bucket {
+			end++
+		}
+		name := pickMapName(t.picks[start].bucket)
+		b = appendLine(b, "\t# ", name, ": endpoints of the chains whose pick hashes here: from its offset on, a chain's numgen keys map to its endpoints")
+		b = appendLine(b, "\tmap ", name, " {")
+		b = appendRule(b, "typeof numgen random mod ", strconv.Itoa(pickModulus), " : ", fam.table, " daddr . th dport")
+		b = appendRule(b, "flags interval")
+		b = append(b, "\t\telements = {\n"...)
+		for _, p := range t.picks[start:end] {
+			b = appendLine(b, "\t\t\t# ", p.chain)
+			m := uint32(p.modulus())
+			k := uint32(len(p.eps))
+			from := p.offset()
+			for i, ep := range p.eps {
+				n := m / k
+				if uint32(i) < m%k {
+					n++
+				}
+				b = append(b, "\t\t\t"...)
+				b = strconv.AppendUint(b, uint64(from), 10)
+				if n > 1 {
+					b = append(b, '-')
+					b = strconv.AppendUint(b, uint64(from+n-1), 10)
+				}
+				b = append(b, " : "...)
+				b = ep.Addr().AppendTo(b)
+				b = append(b, " . "...)
+				b = strconv.AppendUint(b, uint64(ep.Port()), 10)
+				b = append(b, ",\n"...)
+				from += n
+			}
+		}
+		b = append(b, "\t\t}\n\t}\n"...)
+		start = end
+	}
+	return b
+}
+
+// appendMapPick appends the rule of a chain that picks through its
+// endpoint map.
+func appendMapPick(b []byte, fam nftFamily, proto string, p *nftPick) []byte {
+	b = append(b, "\t\tmeta l4proto "...)
+	b = append(b, proto...)
+	b = append(b, " dnat "...)
+	b = append(b, fam.table...)
+	b = append(b, " to numgen random mod "...)
+	b = strconv.AppendInt(b, int64(p.modulus()), 10)
+	if off := p.offset(); off != 0 {
+		b = append(b, " offset "...)
+		b = strconv.AppendUint(b, uint64(off), 10)
+	}
+	b = append(b, " map @"...)
+	b = append(b, pickMapName(p.bucket)...)
+	return append(b, '\n')
+}

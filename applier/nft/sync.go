@@ -271,6 +271,11 @@ func (tp *tablePlan) queue(c *nftables.Conn, fam nftables.TableFamily) error {
 			}
 		}
 	}
+	for _, s := range tp.addSets {
+		if err := s.AddElements(c, table, s.Elements); err != nil {
+			return err
+		}
+	}
 	for _, s := range tp.flushSets {
 		c.FlushSet(&nftables.Set{Table: table, Name: s.Name})
 		if err := s.AddElements(c, table, s.Elements); err != nil {

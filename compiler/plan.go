@@ -16,6 +16,11 @@ import (
 // Compile makes the Plan of one node from a validated tree: objs are the
 // tree's objects and checked is what Validate returned for them (it must
 // hold no errors). It is pure: the same input gives the same Plan.
+// IPVSSchedulerAnnotation names, on a Service, the scheduler of its IPVS
+// virtual servers (the schema allows rr, wrr, lc, wlc, sh, dh, sed, nq and
+// mh); without it a node uses its default (--ipvs-scheduler).
+const IPVSSchedulerAnnotation = "netspec.dev/ipvs-scheduler"
+
 func Compile(objs []*schema.Object, checked *Checked, node string) (*plan.Plan, error) {
 	if n := checked.Diags.Errors(); n > 0 {
 		return nil, fmt.Errorf("the tree has %d errors; validate it first", n)
@@ -210,6 +215,7 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 	if sp.SessionAffinity == "ClientIP" && sp.SessionAffinityConfig != nil && sp.SessionAffinityConfig.ClientIP != nil {
 		ps.AffinitySeconds = sp.SessionAffinityConfig.ClientIP.TimeoutSeconds
 	}
+	ps.IPVSScheduler = o.Metadata.Annotations[IPVSSchedulerAnnotation]
 	fams := c.serviceFamilies(o, ps.ClusterIPs)
 	for i, port := range sp.Ports {
 		pp := plan.Port{Name: port.Name, Protocol: port.Protocol, Port: uint16(port.Port)}

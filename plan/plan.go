@@ -64,6 +64,9 @@ type Service struct {
 	// only endpoints on this node serve, and none means drop.
 	InternalLocal bool
 	ExternalLocal bool
+	// IPVSScheduler is the scheduler of the Service's IPVS virtual servers
+	// (annotation netspec.dev/ipvs-scheduler); "" for the node's default.
+	IPVSScheduler string
 	Ports         []Port // in spec order
 }
 

@@ -88,6 +88,7 @@ func (w *jsonWriter) service(s *plan.Service) {
 	w.int("affinitySeconds", int64(s.AffinitySeconds))
 	w.bool("internalLocal", s.InternalLocal)
 	w.bool("externalLocal", s.ExternalLocal)
+	w.str("ipvsScheduler", s.IPVSScheduler)
 	writeObjects(w, "ports", s.Ports, (*jsonWriter).port)
 	w.close('}')
 }
@@ -308,6 +309,7 @@ type jsonService struct {
 	AffinitySeconds int32          `json:"affinitySeconds"`
 	InternalLocal   bool           `json:"internalLocal"`
 	ExternalLocal   bool           `json:"externalLocal"`
+	IPVSScheduler   string         `json:"ipvsScheduler"`
 	Ports           []jsonPort     `json:"ports"`
 }
 
@@ -397,6 +399,7 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 				AffinitySeconds: s.AffinitySeconds,
 				InternalLocal:   s.InternalLocal,
 				ExternalLocal:   s.ExternalLocal,
+				IPVSScheduler:   s.IPVSScheduler,
 				Ports: jsonList(s.Ports, func(pt jsonPort) plan.Port {
 					return plan.Port{
 						Name:     pt.Name,

@@ -390,6 +390,7 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 				AffinitySeconds: s.AffinitySeconds,
 				InternalLocal:   s.InternalLocal,
 				ExternalLocal:   s.ExternalLocal,
+				IPVSScheduler:   s.IPVSScheduler,
 				Ports: jsonList(s.Ports, func(pt plan.Port) jsonPort {
 					return jsonPort{
 						Name:     pt.Name,

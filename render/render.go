@@ -21,7 +21,8 @@ const (
 // Files renders every artifact of a Plan for data plane dp, keyed by the
 // slash-separated path DESIGN.md gives it under `netspec render --out`:
 //
-//	nftables.nft        the ruleset (NFTables)
+//	nftables.nft        the ruleset (NFTables), for data plane nftables
+//	ipvs.txt            the virtual servers (IPVS), for data plane ipvs
 //	dns/<zone>.zone     each zone (ZoneFile), named without the trailing dot
 //	env/<namespace>.env each namespace's service variables (EnvFile)
 //	plan.json           the Plan (PlanJSON)
@@ -43,13 +44,17 @@ func Files(p *plan.Plan, dp Dataplane) (map[string][]byte, error) {
 	case DataplaneNFTables:
 		wg.Go(func() { ruleset = NFTables(p) })
 	case DataplaneIPVS:
-		return nil, errors.New("the ipvs data plane is not implemented yet")
+		// What IPVS cannot do itself (masquerade, source ranges,
+		// reject) needs nftables tables of its own: not written yet.
+		files["ipvs.txt"] = IPVS(p, DefaultIPVSScheduler)
 	default:
 		return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
 	}
 	wg.Go(func() { planJSON, jsonErr = PlanJSON(p) })
 	wg.Wait()
-	files["nftables.nft"] = ruleset
+	if ruleset != nil {
+		files["nftables.nft"] = ruleset
+	}
 	add := func(path string, data []byte) error {
 		if _, dup := files[path]; dup {
 			return fmt.Errorf("render: two artifacts are named %s", path)

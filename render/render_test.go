@@ -363,7 +363,6 @@ func TestFilesErrors(t *testing.T) {
 		edit    func(p *plan.Plan)
 		wantErr string
 	}{
-		{name: "ipvs", dp: DataplaneIPVS, wantErr: "the ipvs data plane is not implemented yet"},
 		{name: "empty data plane", dp: "", wantErr: `unknown data plane ""`},
 		{name: "unknown data plane", dp: "iptables", wantErr: `unknown data plane "iptables"`},
 		{

@@ -205,7 +205,7 @@ var ruleIDs = []string{
 	"external-name", "external-name-no-ips",
 	"cluster-ip-equal", "cluster-ip-none", "cluster-ip-count", "cluster-ip-format", "ip-families",
 	"ip-family-policy",
-	"session-affinity", "affinity-timeout", "affinity-config",
+	"session-affinity", "affinity-timeout", "affinity-config", "ipvs-scheduler",
 	"external-traffic-policy", "internal-traffic-policy", "health-check-node-port",
 	"lb-source-ranges", "lb-ip", "lb-ingress-ip", "traffic-distribution", "external-ips",
 	"endpoint-ip", "endpoint-ports", "slice-address-type", "slice-endpoints", "slice-fqdn",
@@ -398,6 +398,11 @@ var ruleCases = []ruleCase{
 		want: []string{`spec.ipFamilyPolicy: SingleStack allows one cluster IP and one family`}},
 	{rule: "ip-family-policy", name: "unknown", yaml: svcObj(with("spec.ipFamilyPolicy", "DualStack")),
 		want: []string{`spec.ipFamilyPolicy: "DualStack" is not an IP family policy (SingleStack, PreferDualStack or RequireDualStack)`}},
+
+	// ---- IPVS scheduler annotation ----
+	{rule: "ipvs-scheduler", name: "every scheduler", yaml: svcObj(with("metadata.annotations", map[string]any{"netspec.dev/ipvs-scheduler": "mh", "other": "x"}))},
+	{rule: "ipvs-scheduler", name: "unknown", yaml: svcObj(with("metadata.annotations", map[string]any{"netspec.dev/ipvs-scheduler": "fastest"})),
+		want: []string{`metadata.annotations["netspec.dev/ipvs-scheduler"]: "fastest" is not an IPVS scheduler (rr, wrr, lc, wlc, sh, dh, sed, nq or mh)`}},
 
 	// ---- session affinity ----
 	{rule: "session-affinity", name: "ClientIP without config", yaml: svcObj(with("spec.sessionAffinity", "ClientIP"))},

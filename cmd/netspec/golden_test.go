@@ -46,6 +46,14 @@ func TestGolden(t *testing.T) {
 				}
 				golden := filepath.Join("../../golden", ex, node)
 				got := readTree(t, out)
+				if ex == "kitchen-sink" {
+					// The IPVS data plane's table, beside the ruleset.
+					ipvsOut := t.TempDir()
+					if code := run([]string{"render", "--no-cache", tree, "--node", node, "--out", ipvsOut, "--dataplane", "ipvs"}, &env{stdout: &stdout, stderr: &stderr}); code != exitOK {
+						t.Fatalf("render --dataplane ipvs exit %d:\n%s", code, stderr.String())
+					}
+					got["ipvs.txt"] = readTree(t, ipvsOut)["ipvs.txt"]
+				}
 				if *update {
 					if err := os.RemoveAll(golden); err != nil {
 						t.Fatal(err)

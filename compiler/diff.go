@@ -932,20 +932,32 @@ func nftOf(p *plan.Plan) nftModel {
 			used = slices.Compact(used)
 			var b strings.Builder
 			b.WriteString(settings)
-			for _, set := range [][]int{port.Cluster, port.External} {
-				b.WriteString(" |")
-				for _, k := range set {
-					fmt.Fprintf(&b, " %s", port.Endpoints[k].AddrPort())
-				}
-			}
-			m.chains[chain] = b.String()
-			// Endpoints have no chain of their own (render DNATs in the
-			// service chain), only an affinity set under ClientIP affinity.
 			if s.AffinitySeconds > 0 {
+				// Under ClientIP affinity a rule per endpoint picks it
+				// (and refreshes its affinity set): endpoints are rules.
+				for _, set := range [][]int{port.Cluster, port.External} {
+					b.WriteString(" |")
+					for _, k := range set {
+						fmt.Fprintf(&b, " %s", port.Endpoints[k].AddrPort())
+					}
+				}
 				for _, k := range used {
 					m.chains[chain+" affinity "+port.Endpoints[k].AddrPort().String()] = fmt.Sprintf("affinity=%d", s.AffinitySeconds)
 				}
+			} else {
+				// Otherwise an endpoint is a range of an endpoint map,
+				// and a rule does not change with the endpoints.
+				sets := [][]int{port.Cluster}
+				if !slices.Equal(port.External, port.Cluster) {
+					sets = append(sets, port.External) // the external chain picks on its own
+				}
+				for i, set := range sets {
+					for _, k := range set {
+						m.elements[fmt.Sprintf("endpoint %s %d %s", chain, i, port.Endpoints[k].AddrPort())] = true
+					}
+				}
 			}
+			m.chains[chain] = b.String()
 			for _, ips := range [][]netip.Addr{s.ClusterIPs, s.ExternalIPs, s.LoadBalancerIPs} {
 				for _, ip := range ips {
 					m.elements[fmt.Sprintf("%s . %s . %d : %s", ip, port.Protocol, port.Port, chain)] = true

@@ -148,7 +148,7 @@ func TestDiff(t *testing.T) {
 				{Name: "CART_SERVICE_PORT_HTTP", Value: "80"},
 			}}},
 			// One chain for the port (it DNATs to its endpoints), one element for the cluster IP.
-			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 1}}},
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 3}}},
 		},
 		{
 			name: "service removed",
@@ -163,8 +163,8 @@ func TestDiff(t *testing.T) {
 				},
 			}},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 1}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 1}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 3}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 3}},
 			},
 			ignore: []string{"dns", "env"},
 		},
@@ -184,8 +184,8 @@ func TestDiff(t *testing.T) {
 				}},
 			}},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsChanged: 1}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsChanged: 1}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 1}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ElementsAdded: 1}},
 			},
 		},
 		{
@@ -206,8 +206,8 @@ func TestDiff(t *testing.T) {
 				}},
 			}},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsChanged: 1}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsChanged: 1}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ElementsRemoved: 1}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ElementsRemoved: 1}},
 			},
 		},
 		{
@@ -306,8 +306,8 @@ func TestDiff(t *testing.T) {
 				},
 			},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsChanged: 1}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsChanged: 1}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsChanged: 1, ElementsAdded: 1}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsChanged: 1, ElementsAdded: 1}},
 			},
 		},
 		{
@@ -315,8 +315,8 @@ func TestDiff(t *testing.T) {
 			old:  dfPlans([]plan.Node{dfNode1}, web),
 			new:  dfPlans([]plan.Node{dfNode2}, web),
 			nodes: []NodeDiff{
-				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 1}},
-				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 1}},
+				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 2}},
+				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 2}},
 			},
 		},
 		{
@@ -433,7 +433,7 @@ func TestDiffJSONNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"nodes":[{"name":"node-1","dataPlane":{"chainsAdded":0,"chainsRemoved":0,"chainsChanged":1,"elementsAdded":0,"elementsRemoved":0}}],` +
+	want := `{"nodes":[{"name":"node-1","dataPlane":{"chainsAdded":0,"chainsRemoved":0,"chainsChanged":0,"elementsAdded":1,"elementsRemoved":0}}],` +
 		`"services":[{"namespace":"shop","name":"web","change":"changed","ports":[{"name":"http","protocol":"TCP","port":80,"targetPorts":[8080],"endpointCount":2,"readyCount":2,"change":"changed",` +
 		`"endpointChanges":[{"endpoint":"10.244.1.9:8080","change":"added","ready":true,"serving":true,"terminating":false,"nodeName":"node-1"}]}]}]}`
 	if string(b) != want {

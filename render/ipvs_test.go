@@ -59,7 +59,7 @@ func TestIPVS(t *testing.T) {
 	if _, ok := files["ipvs.txt"]; !ok {
 		t.Error("Files(ipvs) has no ipvs.txt")
 	}
-	if _, ok := files["nftables.nft"]; ok {
-		t.Error("Files(ipvs) writes the nftables ruleset, which would DNAT before IPVS")
+	if nft := string(files["nftables.nft"]); nft != string(NFTablesIPVS(p)) || strings.Contains(nft, " dnat ") {
+		t.Error("Files(ipvs): nftables.nft is not the IPVS data plane's tables, without DNAT")
 	}
 }

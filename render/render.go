@@ -21,7 +21,7 @@ const (
 // Files renders every artifact of a Plan for data plane dp, keyed by the
 // slash-separated path DESIGN.md gives it under `netspec render --out`:
 //
-//	nftables.nft        the ruleset (NFTables), for data plane nftables
+//	nftables.nft        the ruleset (NFTables; NFTablesIPVS for data plane ipvs)
 //	ipvs.txt            the virtual servers (IPVS), for data plane ipvs
 //	dns/<zone>.zone     each zone (ZoneFile), named without the trailing dot
 //	env/<namespace>.env each namespace's service variables (EnvFile)
@@ -44,8 +44,7 @@ func Files(p *plan.Plan, dp Dataplane) (map[string][]byte, error) {
 	case DataplaneNFTables:
 		wg.Go(func() { ruleset = NFTables(p) })
 	case DataplaneIPVS:
-		// What IPVS cannot do itself (masquerade, source ranges,
-		// reject) needs nftables tables of its own: not written yet.
+		wg.Go(func() { ruleset = NFTablesIPVS(p) })
 		files["ipvs.txt"] = IPVS(p, DefaultIPVSScheduler)
 	default:
 		return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)

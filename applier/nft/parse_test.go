@@ -22,7 +22,7 @@ import (
 func parseFiles(t testing.TB) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"../../golden/*/*/nftables.nft", "../../render/testdata/nftables/*.nft", "testdata/*.nft"} {
+	for _, pattern := range []string{"../../golden/*/*/nftables.nft", "../../golden/*/*/ipvs-nftables.nft", "../../render/testdata/nftables/*.nft", "testdata/*.nft"} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)

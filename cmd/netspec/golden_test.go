@@ -52,7 +52,9 @@ func TestGolden(t *testing.T) {
 					if code := run([]string{"render", "--no-cache", tree, "--node", node, "--out", ipvsOut, "--dataplane", "ipvs"}, &env{stdout: &stdout, stderr: &stderr}); code != exitOK {
 						t.Fatalf("render --dataplane ipvs exit %d:\n%s", code, stderr.String())
 					}
-					got["ipvs.txt"] = readTree(t, ipvsOut)["ipvs.txt"]
+					ipvs := readTree(t, ipvsOut)
+					got["ipvs.txt"] = ipvs["ipvs.txt"]
+					got["ipvs-nftables.nft"] = ipvs["nftables.nft"]
 				}
 				if *update {
 					if err := os.RemoveAll(golden); err != nil {

@@ -1,0 +1,571 @@
+// Package vmtest boots a real Debian Linux kernel with IPVS under qemu
+// (software emulation, TCG) and runs a static Go test binary inside it.
+//
+// The host kernel of the developers' and CI's machines has no IPVS, so the
+// IPVS data plane cannot be tested there. vmtest fetches Debian's cloud
+// kernel package (once, into a cache), packs a small initramfs with busybox,
+// the netfilter/IPVS/veth modules, optional host tools such as ip(8) and
+// nft(8) with their shared libraries, and the test binary, boots it, and
+// reads the verdict that the VM's /init prints on the serial console.
+//
+// A host test drives the VM; the test that runs inside is an ordinary test
+// of some package, skipped unless InVM:
+//
+//	func TestIPVS(t *testing.T) {
+//		env := vmtest.Require(t)
+//		bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier/ipvs")
+//		env.Run(t, vmtest.Options{
+//			Binary:       bin,
+//			Args:         []string{"-test.run", "^TestInVM", "-test.v"},
+//			HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
+//		})
+//	}
+//
+//	func TestInVMServices(t *testing.T) {
+//		if !vmtest.InVM() {
+//			t.Skip("runs only inside the vmtest VM")
+//		}
+//		// ... talk to IPVS over netlink ...
+//	}
+//
+// Environment variables:
+//
+//	NETSPEC_VMTEST_REQUIRE=1   fail instead of skipping when the VM cannot run (CI)
+//	NETSPEC_VMTEST_CACHE=DIR   cache directory (default: os.UserCacheDir()/netspec-vmtest)
+//	NETSPEC_VMTEST_QEMU=PATH   qemu-system-x86_64 to use (default: from PATH)
+//	NETSPEC_VMTEST_BUSYBOX=PATH static busybox to use (default: /bin/busybox, then PATH)
+//	NETSPEC_VMTEST_KERNEL_PACKAGE=NAME  Debian meta package whose kernel is booted
+//	                           (default: linux-image-cloud-amd64)
+//
+// Setting NETSPEC_VMTEST_QEMU or NETSPEC_VMTEST_BUSYBOX to a path that does
+// not exist simulates a machine without the packages: the tests then skip.
+//
+// Host packages: qemu-system-x86 and busybox-static (plus apt-get, dpkg and
+// ldd, which every Debian has; iproute2 and nftables for HostBinaries).
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// InstallHint is the command that installs what vmtest needs on a Debian
+// host. Skip and failure messages quote it so that whoever reads them knows
+// exactly what to do.
+const InstallHint = "apt-get update && apt-get install -y qemu-system-x86 busybox-static"
+
+// ResultMarker starts the line that the VM's /init prints when the test
+// binary has ended: "NETSPEC-VMTEST-RESULT: PASS run=ID" after exit status 0,
+// "NETSPEC-VMTEST-RESULT: FAIL exit=N run=ID" otherwise (or "FAIL modprobe=M"
+// and the like when the VM could not be set up). ID is random for each Run,
+// so output of the test binary cannot fake a verdict.
+const ResultMarker = "NETSPEC-VMTEST-RESULT:"
+
+// InVMEnv is the environment variable that /init sets to "1" for the test
+// binary; InVM reports it.
+const InVMEnv = "NETSPEC_VMTEST"
+
+// DefaultModules is the space-separated list of kernel modules that Run
+// loads, in this order, when Options.Modules is nil: IPVS with every
+// scheduler, and what traffic tests need besides (conntrack, NAT,
+// nftables with the expressions the nft data plane uses, veth, dummy).
+// Dependencies are resolved by modprobe from modules.dep, so order matters
+// only for readability. Extend it with
+//
+//	append(strings.Fields(vmtest.DefaultModules), "sch_netem")
+const DefaultModules = "libcrc32c nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack " +
+	"ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_sh ip_vs_dh ip_vs_sed ip_vs_nq ip_vs_mh " +
+	"nf_nat nf_tables nft_chain_nat nft_ct nft_nat nft_masq nft_numgen " +
+	"nft_fib nft_fib_ipv4 nft_fib_ipv6 nft_fib_inet " +
+	"nf_reject_ipv4 nf_reject_ipv6 nft_reject nft_reject_inet " +
+	"nf_conntrack_netlink veth dummy"
+
+// Default values of Options fields left zero.
+const (
+	// DefaultTimeout bounds a Run whose Options.Timeout is zero: a boot
+	// takes about 3 s alone, and a Go test binary runs several times slower
+	// under emulation than on the host.
+	DefaultTimeout = 120 * time.Second
+	// DefaultMemory is the VM's memory in MiB when Options.Memory is zero;
+	// the initramfs (some 16 MB with ip, nft and a test binary) lives in it too.
+	DefaultMemory = 512
+)
+
+// InVM reports whether the code runs inside a vmtest VM (the /init script
+// sets NETSPEC_VMTEST=1). Tests meant for the VM skip unless it is true, so
+// that the same package's tests pass on the host.
+func InVM() bool {
+	return os.Getenv(InVMEnv) == "1"
+}
+
+// Env is a prepared VM environment: the tools found on the host and a
+// kernel with its modules in the cache. Get one from Require; it is safe to
+// use from several tests at once.
+type Env struct {
+	// KernelVersion is the booted kernel's release (uname -r), for example
+	// "6.1.0-56-cloud-amd64"; it is resolved from apt at run time.
+	KernelVersion string
+	// Kernel is the host path of the kernel image (vmlinuz) that Run boots.
+	Kernel string
+	// Package is the Debian package the kernel comes from.
+	Package string
+
+	qemu    string
+	busybox string
+	modDir  string // <root>/lib/modules/<ver>
+	applets []string
+	mods    *moduleIndex
+}
+
+var (
+	envMu    sync.Mutex
+	envCache = map[string]*Env{}
+)
+
+// Require returns the VM environment, preparing it on first use: it looks
+// for qemu-system-x86_64, a static busybox, apt-get, dpkg and ldd, resolves
+// the current Debian cloud kernel with apt-cache, and downloads and unpacks
+// it once into the cache (a lock file serializes concurrent test processes).
+// When something is missing it calls t.Skip with a message that starts with
+// "SKIPPED:" and says what to install — or t.Fatal if NETSPEC_VMTEST_REQUIRE=1,
+// so that CI cannot pass by skipping.
+func Require(t testing.TB) *Env {
+	t.Helper()
+	if InVM() {
+		unavailable(t, "already inside a vmtest VM (NETSPEC_VMTEST=1); nested VMs are not supported")
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		unavailable(t, "vmtest runs only on linux/amd64 hosts, this is "+runtime.GOOS+"/"+runtime.GOARCH)
+	}
+	var missing []string
+	qemu, err := findQEMU()
+	if err != nil {
+		missing = append(missing, err.Error())
+	}
+	busybox, err := findBusybox()
+	if err != nil {
+		missing = append(missing, err.Error())
+	}
+	for _, tool := range []string{"apt-get", "apt-cache", "dpkg", "ldd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool+" not found in PATH (vmtest needs a Debian host)")
+		}
+	}
+	if len(missing) > 0 {
+		unavailable(t, strings.Join(missing, "; "))
+	}
+
+	cacheDir, err := cacheRoot()
+	if err != nil {
+		unavailable(t, "no cache directory: "+err.Error())
+	}
+	meta := kernelMetaPackage()
+	key := cacheDir + "\x00" + meta + "\x00" + qemu + "\x00" + busybox
+
+	envMu.Lock()
+	defer envMu.Unlock()
+	if e := envCache[key]; e != nil {
+		return e
+	}
+	k, err := prepareKernel(t, cacheDir, meta, busybox)
+	if err != nil {
+		unavailable(t, err.Error())
+	}
+	applets, err := busyboxApplets(busybox)
+	if err != nil {
+		unavailable(t, err.Error())
+	}
+	mods, err := loadModuleIndex(k.modDir)
+	if err != nil {
+		unavailable(t, err.Error())
+	}
+	e := &Env{
+		KernelVersion: k.version,
+		Kernel:        k.vmlinuz,
+		Package:       k.pkg,
+		qemu:          qemu,
+		busybox:       busybox,
+		modDir:        k.modDir,
+		applets:       applets,
+		mods:          mods,
+	}
+	envCache[key] = e
+	return e
+}
+
+// unavailable skips (or, with NETSPEC_VMTEST_REQUIRE=1, fails) the test
+// loudly, saying why and what to install.
+func unavailable(t testing.TB, why string) {
+	t.Helper()
+	msg := "vmtest cannot boot its IPVS kernel: " + why + "\n" +
+		"    To run these tests install the host packages:  " + InstallHint + "\n" +
+		"    (CI sets NETSPEC_VMTEST_REQUIRE=1 so that this is a failure there, not a skip.)"
+	if os.Getenv("NETSPEC_VMTEST_REQUIRE") == "1" {
+		t.Fatal("FAILED (NETSPEC_VMTEST_REQUIRE=1): " + msg)
+	}
+	t.Skip("SKIPPED: " + msg)
+}
+
+func findQEMU() (string, error) {
+	if p := os.Getenv("NETSPEC_VMTEST_QEMU"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("qemu-system-x86_64 from NETSPEC_VMTEST_QEMU: %v (package qemu-system-x86)", err)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return "", errors.New("qemu-system-x86_64 not found in PATH (package qemu-system-x86)")
+	}
+	return p, nil
+}
+
+func findBusybox() (string, error) {
+	var candidates []string
+	if p := os.Getenv("NETSPEC_VMTEST_BUSYBOX"); p != "" {
+		candidates = []string{p}
+	} else {
+		candidates = []string{"/bin/busybox", "/usr/bin/busybox"}
+		if p, err := exec.LookPath("busybox"); err == nil {
+			candidates = append(candidates, p)
+		}
+	}
+	var errs []string
+	for _, p := range candidates {
+		if _, err := os.Stat(p); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		interp, err := elfInterp(p)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if interp != "" {
+			errs = append(errs, p+" is dynamically linked")
+			continue
+		}
+		return p, nil
+	}
+	return "", fmt.Errorf("no static busybox (package busybox-static): %s", strings.Join(errs, "; "))
+}
+
+// BuildTestBinary compiles the tests of the package with import path pkg
+// (for example "netspec.dev/netspec/applier/ipvs") into a static binary,
+// with CGO_ENABLED=0 go test -c, for GOOS=linux GOARCH=amd64, and returns
+// its path in a temporary directory that is removed when t ends. The binary
+// is what Options.Binary takes.
+func BuildTestBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	goTool, err := findGo()
+	if err != nil {
+		t.Fatalf("vmtest: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), path.Base(pkg)+".test")
+	cmd := exec.Command(goTool, "test", "-c", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("vmtest: %s: %v\n%s", strings.Join(cmd.Args, " "), err, b)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Fatalf("vmtest: go test -c %s wrote no binary (does the package have tests?): %v", pkg, err)
+	}
+	if interp, err := elfInterp(out); err != nil || interp != "" {
+		t.Fatalf("vmtest: %s is not a static binary (interp %q, err %v)", out, interp, err)
+	}
+	return out
+}
+
+func findGo() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	for _, root := range []string{os.Getenv("GOROOT"), runtime.GOROOT()} {
+		if root == "" {
+			continue
+		}
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("the go command is neither in PATH nor in GOROOT/bin")
+}
+
+// Options says what Run puts into the VM and how long it may take.
+type Options struct {
+	// Binary is the host path of the test binary to run as the VM's test,
+	// normally from BuildTestBinary. A dynamically linked binary gets its
+	// shared libraries copied too, but static is what is meant.
+	Binary string
+	// Args are the binary's arguments, for example
+	// {"-test.run", "^TestInVM", "-test.v"}.
+	Args []string
+	// Env is extra environment for the binary, as KEY=VALUE. The binary
+	// always gets NETSPEC_VMTEST=1, PATH, HOME=/root and TMPDIR=/tmp.
+	Env []string
+	// Modules are the kernel modules loaded with modprobe before the binary
+	// starts, in order; nil means DefaultModules. A module built into the
+	// kernel is logged and skipped; one the kernel has neither built in nor
+	// as a file fails the test before booting.
+	Modules []string
+	// HostBinaries are host programs copied into the VM at the same paths,
+	// with their shared libraries and dynamic loader (found with ldd), for
+	// example {"/usr/sbin/ip", "/usr/sbin/nft"}. A name without a slash is
+	// looked up in PATH and placed at the path found. They take precedence
+	// over busybox applets of the same name.
+	HostBinaries []string
+	// Files maps paths in the VM to host files or directories (copied
+	// recursively) to put into the VM, such as testdata.
+	Files map[string]string
+	// Dir is the binary's working directory in the VM; default /tmp.
+	Dir string
+	// Timeout bounds the whole boot and test run; default DefaultTimeout.
+	// qemu is killed when it passes.
+	Timeout time.Duration
+	// Memory is the VM's memory in MiB; default DefaultMemory.
+	Memory int
+	// CPUs is the number of virtual CPUs; default 1.
+	CPUs int
+	// Console, if set, receives the console output as it comes (for example
+	// os.Stderr while debugging a hang); Run returns it in any case.
+	Console io.Writer
+}
+
+// Run boots the VM with a fresh initramfs built in t.TempDir(), runs
+// o.Binary in it and returns the console output (carriage returns and
+// terminal control sequences removed).
+// It returns only if the binary exited with status 0, as the result line
+// of /init shows; if the binary failed, the VM could not be set up, qemu
+// ended without a verdict or the timeout passed, it calls t.Fatal with the
+// whole console log. qemu is always killed and waited for before Run
+// returns.
+func (e *Env) Run(t testing.TB, o Options) string {
+	t.Helper()
+	if o.Binary == "" {
+		t.Fatal("vmtest: Options.Binary is empty")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Memory <= 0 {
+		o.Memory = DefaultMemory
+	}
+	if o.CPUs <= 0 {
+		o.CPUs = 1
+	}
+	if o.Dir == "" {
+		o.Dir = "/tmp"
+	}
+	modules := o.Modules
+	if modules == nil {
+		modules = strings.Fields(DefaultModules)
+	}
+	load, files, builtin, missing := e.mods.resolve(modules)
+	if len(missing) > 0 {
+		t.Fatalf("vmtest: kernel %s has neither built in nor as a module: %s", e.KernelVersion, strings.Join(missing, " "))
+	}
+	if len(builtin) > 0 {
+		t.Logf("vmtest: built into kernel %s, not loaded: %s", e.KernelVersion, strings.Join(builtin, " "))
+	}
+
+	var idb [8]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		t.Fatal(err)
+	}
+	runID := hex.EncodeToString(idb[:])
+
+	dir := t.TempDir()
+	initrd := filepath.Join(dir, "initramfs.cpio")
+	spec := initramfsSpec{
+		busybox:      e.busybox,
+		applets:      e.applets,
+		kernelVer:    e.KernelVersion,
+		modDir:       e.modDir,
+		moduleFiles:  files,
+		moduleIndex:  e.mods,
+		load:         load,
+		binary:       o.Binary,
+		args:         o.Args,
+		env:          o.Env,
+		hostBinaries: o.HostBinaries,
+		files:        o.Files,
+		dir:          o.Dir,
+		runID:        runID,
+	}
+	start := time.Now()
+	if err := spec.write(initrd); err != nil {
+		t.Fatalf("vmtest: building the initramfs: %v", err)
+	}
+	built := time.Since(start)
+	var size int64
+	if fi, err := os.Stat(initrd); err == nil {
+		size = fi.Size()
+	}
+
+	console, err := e.boot(initrd, o, runID)
+	text := cleanConsole(console)
+	pass, verdict := verdict(text, runID)
+	if pass && err == nil {
+		t.Logf("vmtest: kernel %s, initramfs of %.1f MB built in %v, VM ran %v; console:\n%s",
+			e.KernelVersion, float64(size)/1e6, built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), text)
+		return text
+	}
+	why := verdict
+	if err != nil {
+		why = err.Error() + "; " + verdict
+	}
+	t.Fatalf("vmtest: the VM test did not pass: %s\n----- console (kernel %s) -----\n%s\n----- end of console -----", why, e.KernelVersion, text)
+	return text
+}
+
+// boot runs qemu until it ends, the timeout passes, or a little after the
+// verdict appeared, and returns the console.
+func (e *Env) boot(initrd string, o Options, runID string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	args := []string{
+		"-machine", "accel=tcg",
+		"-m", strconv.Itoa(o.Memory),
+		"-smp", strconv.Itoa(o.CPUs),
+		"-nographic", "-no-reboot", "-nic", "none",
+		"-kernel", e.Kernel,
+		"-initrd", initrd,
+		// no_timer_check: under TCG on a busy host the kernel's IO-APIC
+		// timer check can fail and panic ("IO-APIC + timer doesn't work").
+		"-append", "console=ttyS0 quiet panic=-1 no_timer_check",
+	}
+	cmd := exec.CommandContext(ctx, e.qemu, args...)
+	cmd.Stdin = nil // /dev/null
+	out := &consoleBuffer{marker: []byte(ResultMarker), runID: []byte("run=" + runID), seen: make(chan struct{}), tee: o.Console}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("starting %s: %v", e.qemu, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-out.seen:
+		// /init powers off right after the verdict; give it a moment, then kill.
+		select {
+		case err = <-done:
+		case <-time.After(15 * time.Second):
+			cancel()
+			<-done
+			err = nil
+		}
+	}
+	switch {
+	case out.sawVerdict():
+		return out.String(), nil
+	case ctx.Err() == context.DeadlineExceeded:
+		return out.String(), fmt.Errorf("timed out after %v (qemu killed)", o.Timeout)
+	case err != nil:
+		return out.String(), fmt.Errorf("qemu: %v", err)
+	}
+	return out.String(), errors.New("qemu exited without a verdict")
+}
+
+// consoleBuffer collects the console and signals seen once a complete
+// result line of this run has arrived.
+type consoleBuffer struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker []byte
+	runID  []byte
+	seen   chan struct{}
+	closed bool
+	tee    io.Writer
+}
+
+func (c *consoleBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	if c.tee != nil {
+		c.tee.Write(p) //nolint:errcheck // best effort debugging output
+	}
+	if !c.closed && bytes.Contains(p, []byte("\n")) {
+		if _, ok := findVerdict(c.buf.String(), string(c.runID)); ok {
+			c.closed = true
+			close(c.seen)
+		}
+	}
+	return len(p), nil
+}
+
+func (c *consoleBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+func (c *consoleBuffer) sawVerdict() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// ansiEscape matches the terminal control sequences that SeaBIOS and the
+// serial console print.
+var ansiEscape = regexp.MustCompile(`\x1b(\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_]|c)`)
+
+// cleanConsole removes carriage returns and terminal control sequences.
+func cleanConsole(s string) string {
+	return ansiEscape.ReplaceAllString(strings.ReplaceAll(s, "\r", ""), "")
+}
+
+// findVerdict returns the last complete result line of the run whose
+// "run=ID" tag is runTag.
+func findVerdict(console, runTag string) (string, bool) {
+	var last string
+	found := false
+	for len(console) > 0 {
+		line, rest, ok := strings.Cut(console, "\n")
+		if !ok {
+			break // incomplete line
+		}
+		console = rest
+		line = strings.TrimRight(line, "\r")
+		i := strings.Index(line, ResultMarker)
+		if i < 0 || !strings.HasSuffix(line, " "+runTag) {
+			continue
+		}
+		last, found = strings.TrimSpace(strings.TrimSuffix(line[i+len(ResultMarker):], runTag)), true
+	}
+	return last, found
+}
+
+// verdict says whether the console shows that the test binary of run runID
+// exited 0, and otherwise why not.
+func verdict(console, runID string) (bool, string) {
+	v, ok := findVerdict(console, "run="+runID)
+	switch {
+	case !ok:
+		return false, "no " + ResultMarker + " line on the console (the VM crashed, hung or was killed)"
+	case v == "PASS":
+		return true, "PASS"
+	default:
+		return false, "/init reported " + v
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/applier/conntrack"
+	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/applier/state"
 	"netspec.dev/netspec/plan"
@@ -26,26 +27,42 @@ type Options struct {
 	// only the state dir follows the plan, for a node that serves DNS
 	// and env files only (watch --dataplane none).
 	NoDataplane bool
+	// IPVS makes Services IPVS virtual servers (ipvs.txt), with the
+	// nftables tables doing what IPVS cannot (render.NFTablesIPVS).
+	// Without it, a node that used IPVS before has its virtual servers
+	// and interface removed: switching leaves nothing of the other mode.
+	IPVS bool
+	// IPVSScheduler is the scheduler of Services without the annotation
+	// netspec.dev/ipvs-scheduler ("" for rr).
+	IPVSScheduler string
 }
 
 // Result is what Plan found or Apply did.
 type Result struct {
 	Last      *plan.Plan   // the last applied plan, from the state dir; nil if none
 	NFT       *nft.Changes // the kernel's tables
+	// IPVS is what changed in the kernel's IPVS (with Options.IPVS).
+	IPVS *ipvs.Changes
+	// IPVSLeftovers tells that Apply removed virtual servers of an earlier
+	// IPVS mode (without Options.IPVS).
+	IPVSLeftovers bool
 	Files     state.Changes
 	Conntrack int // conntrack entries deleted (Apply)
 	Took      time.Duration
 }
 
 // Empty tells whether nothing changes (Plan) or changed (Apply).
-func (r *Result) Empty() bool { return r.NFT.Empty() && r.Files.Empty() }
+func (r *Result) Empty() bool {
+	return r.NFT.Empty() && (r.IPVS == nil || r.IPVS.Empty()) && !r.IPVSLeftovers && r.Files.Empty()
+}
 
 // Node applies plans to one node: its kernel's nftables and its state
 // dir. It keeps what it installed, so that a daemon can update by
 // difference (Update).
 type Node struct {
 	opts Options
-	nft  *nft.Applier // nil with NoDataplane
+	nft  *nft.Applier  // nil with NoDataplane
+	ipvs *ipvs.Applier // with Options.IPVS
 	dir  *state.Dir
 	last *plan.Plan
 }
@@ -64,8 +81,15 @@ func Open(opts Options) (*Node, error) {
 	if n.last, err = n.lastPlan(); err != nil {
 		return nil, err
 	}
-	if !opts.NoDataplane {
-		if n.nft, err = nft.Open(opts.NetNSFd); err != nil {
+	if opts.NoDataplane {
+		return n, nil
+	}
+	if n.nft, err = nft.Open(opts.NetNSFd); err != nil {
+		return nil, err
+	}
+	if opts.IPVS {
+		if n.ipvs, err = ipvs.Open(opts.NetNSFd); err != nil {
+			n.nft.Close()
 			return nil, err
 		}
 	}
@@ -74,6 +98,9 @@ func Open(opts Options) (*Node, error) {
 
 // Close releases the node's connections; the rules and files stay.
 func (n *Node) Close() error {
+	if n.ipvs != nil {
+		n.ipvs.Close()
+	}
 	if n.nft == nil {
 		return nil
 	}
@@ -92,35 +119,57 @@ func (n *Node) lastPlan() (*plan.Plan, error) {
 	return p, nil
 }
 
-// desired renders p: the ruleset for the kernel (nil with NoDataplane)
-// and the files for the state dir.
-func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, map[string][]byte, error) {
-	files, err := render.Files(p, render.DataplaneNFTables)
-	if err != nil {
-		return nil, nil, err
+// desired renders p: the ruleset for the kernel (nil with NoDataplane),
+// the IPVS table (with Options.IPVS) and the files for the state dir.
+func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, map[string][]byte, error) {
+	var files map[string][]byte
+	var err error
+	if n.opts.IPVS {
+		files, err = render.FilesIPVS(p, n.opts.IPVSScheduler)
+	} else {
+		files, err = render.Files(p, render.DataplaneNFTables)
 	}
-	ruleset := files[state.RulesetFile]
-	delete(files, state.RulesetFile) // the kernel holds the rules, not the state dir
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The kernel holds the rules and virtual servers, not the state dir.
+	ruleset, table := files[state.RulesetFile], files[ipvsFile]
+	delete(files, state.RulesetFile)
+	delete(files, ipvsFile)
 	if n.nft == nil {
-		return nil, files, nil
+		return nil, nil, files, nil
 	}
 	rs, err := nft.Parse(ruleset)
 	if err != nil {
-		return nil, nil, fmt.Errorf("rendered ruleset: %w", err)
+		return nil, nil, nil, fmt.Errorf("rendered ruleset: %w", err)
 	}
-	return rs, files, nil
+	var t *ipvs.Table
+	if n.ipvs != nil {
+		if t, err = ipvs.Parse(table); err != nil {
+			return nil, nil, nil, fmt.Errorf("rendered %s: %w", ipvsFile, err)
+		}
+	}
+	return rs, t, files, nil
 }
+
+// ipvsFile is the IPVS table's path in render.Files.
+const ipvsFile = "ipvs.txt"
 
 // Plan tells what Apply would change, changing nothing.
 func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	start := time.Now()
-	rs, files, err := n.desired(p)
+	rs, table, files, err := n.desired(p)
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Last: n.last, NFT: &nft.Changes{}}
 	if n.nft != nil {
 		if r.NFT, err = n.nft.Plan(rs); err != nil {
+			return nil, err
+		}
+	}
+	if n.ipvs != nil {
+		if r.IPVS, err = n.ipvs.Plan(table); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +198,7 @@ func (n *Node) Update(p *plan.Plan) (*Result, error) {
 
 func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	start := time.Now()
-	rs, files, err := n.desired(p)
+	rs, table, files, err := n.desired(p)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +211,9 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 		r.NFT, err = n.nft.Apply(rs)
 	}
 	if err != nil {
+		return r, err
+	}
+	if err := n.applyIPVS(r, table); err != nil {
 		return r, err
 	}
 	if flows := staleUDPFlows(n.last, p); len(flows) > 0 && n.nft != nil {
@@ -183,12 +235,39 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	return r, nil
 }
 
+// applyIPVS installs table into the kernel's IPVS (with Options.IPVS),
+// after the nftables tables, which by then mark and filter for it; or,
+// without, removes what an earlier IPVS mode left.
+func (n *Node) applyIPVS(r *Result, table *ipvs.Table) error {
+	var err error
+	switch {
+	case n.nft == nil:
+	case n.ipvs != nil:
+		if err = ipvs.SetSysctls(n.opts.NetNSFd); err == nil {
+			r.IPVS, err = n.ipvs.Apply(table)
+		}
+	default:
+		r.IPVSLeftovers, err = ipvs.CleanupLeftovers(n.opts.NetNSFd)
+	}
+	if err != nil {
+		return fmt.Errorf("ipvs: %w", err)
+	}
+	return nil
+}
+
 // Cleanup removes netspec's tables from the kernel and its files from the
 // state dir; other tables and files stay.
 func (n *Node) Cleanup() (tables, files []string, err error) {
 	if n.nft != nil {
 		if tables, err = n.nft.Cleanup(); err != nil {
 			return nil, nil, err
+		}
+		removed, err := ipvs.CleanupLeftovers(n.opts.NetNSFd)
+		if err != nil {
+			return tables, nil, fmt.Errorf("ipvs: %w", err)
+		}
+		if removed {
+			tables = append(tables, "IPVS virtual servers and interface "+ipvs.LinkName)
 		}
 	}
 	if files, err = n.dir.Cleanup(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/internal/vmtest"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
@@ -51,6 +52,22 @@ var installers = []struct {
 }{
 	{"applier", func(t *testing.T, ns *testnet.NS) func(*testing.T, *plan.Plan) {
 		n, err := applier.Open(applier.Options{StateDir: t.TempDir(), NetNSFd: ns.Fd()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return func(t *testing.T, p *plan.Plan) {
+			t.Helper()
+			if _, err := n.Apply(p); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+		}
+	}},
+	{"ipvs", func(t *testing.T, ns *testnet.NS) func(*testing.T, *plan.Plan) {
+		if !vmtest.InVM() {
+			t.Skip("SKIPPED: the IPVS data plane is proven in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
+		}
+		n, err := applier.Open(applier.Options{StateDir: t.TempDir(), NetNSFd: ns.Fd(), IPVS: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,6 +318,25 @@ func allSeen(t *testing.T, what string, count map[string]int, min int, pods ...s
 	}
 }
 
+// TestTrafficIPVS runs TestTraffic's rows for the IPVS data plane in the
+// VM of internal/vmtest, whose kernel has IPVS (the host's has not).
+func TestTrafficIPVS(t *testing.T) {
+	if vmtest.InVM() {
+		t.Skip("in the VM already")
+	}
+	testnet.Require(t, "nft")
+	env := vmtest.Require(t)
+	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier")
+	env.Run(t, vmtest.Options{
+		Binary:       bin,
+		Args:         []string{"-test.run", "^TestTraffic$/^ipvs/", "-test.v"},
+		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
+		Files:        map[string]string{"/vmtest/testdata": "testdata"},
+		Dir:          "/vmtest",
+		Timeout:      10 * time.Minute,
+	})
+}
+
 // TestTraffic proves each Service feature with packets, in a topology of
 // its own.
 func TestTraffic(t *testing.T) {
@@ -434,7 +470,7 @@ func TestTraffic(t *testing.T) {
 			}
 		}},
 		{"UDP endpoint removal: conntrack entry deleted", "udp-removal", func(t *testing.T, c *cluster) {
-			if c.installer != "applier" {
+			if c.installer == "nft -f" {
 				t.Skip("nft -f installs rules only; deleting stale conntrack entries is the applier's job")
 			}
 			// One client socket (fixed source port): every datagram is

@@ -31,6 +31,17 @@ const (
 // share a path, or a zone name or namespace that is not a plain file name,
 // are errors.
 func Files(p *plan.Plan, dp Dataplane) (map[string][]byte, error) {
+	return files(p, dp, DefaultIPVSScheduler)
+}
+
+// FilesIPVS is Files for data plane ipvs with sched as the scheduler of
+// Services without the annotation netspec.dev/ipvs-scheduler ("" for
+// DefaultIPVSScheduler).
+func FilesIPVS(p *plan.Plan, sched string) (map[string][]byte, error) {
+	return files(p, DataplaneIPVS, sched)
+}
+
+func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) {
 	if p == nil {
 		return nil, errors.New("render: no plan")
 	}
@@ -45,7 +56,7 @@ func Files(p *plan.Plan, dp Dataplane) (map[string][]byte, error) {
 		wg.Go(func() { ruleset = NFTables(p) })
 	case DataplaneIPVS:
 		wg.Go(func() { ruleset = NFTablesIPVS(p) })
-		files["ipvs.txt"] = IPVS(p, DefaultIPVSScheduler)
+		files["ipvs.txt"] = IPVS(p, sched)
 	default:
 		return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
 	}

@@ -93,7 +93,7 @@ const DefaultModules = "libcrc32c nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack " +
 	"ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_sh ip_vs_dh ip_vs_sed ip_vs_nq ip_vs_mh " +
 	"nf_nat nf_tables nft_chain_nat nft_ct nft_nat nft_masq nft_numgen " +
 	"nft_fib nft_fib_ipv4 nft_fib_ipv6 nft_fib_inet " +
-	"nf_reject_ipv4 nf_reject_ipv6 nft_reject nft_reject_inet " +
+	"nf_reject_ipv4 nf_reject_ipv6 nft_reject nft_reject_ipv4 nft_reject_ipv6 nft_reject_inet " +
 	"nf_conntrack_netlink veth dummy"
 
 // Default values of Options fields left zero.

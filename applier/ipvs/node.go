@@ -1,0 +1,61 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// sysctls are the namespace's IPVS settings netspec needs, as kube-proxy's
+// IPVS mode sets them: conntrack, so that the nftables tables' masquerade
+// applies to IPVS connections; expire_nodest_conn, so that a connection to
+// a real server that was removed is dropped at its next packet and the
+// client's retry reaches a live one.
+var sysctls = []struct{ path, value string }{
+	{"net/ipv4/vs/conntrack", "1"},
+	{"net/ipv4/vs/expire_nodest_conn", "1"},
+}
+
+// SetSysctls sets the IPVS sysctls of the network namespace nsFd (0: the
+// current one). /proc/sys/net is per namespace: the files are opened on a
+// thread switched into it.
+func SetSysctls(nsFd int) error {
+	set := func() error {
+		for _, s := range sysctls {
+			if err := os.WriteFile("/proc/sys/"+s.path, []byte(s.value), 0); err != nil {
+				return fmt.Errorf("sysctl %s=%s: %w", s.path, s.value, err)
+			}
+		}
+		return nil
+	}
+	if nsFd > 0 {
+		return inNamespace(nsFd, set)
+	}
+	return set()
+}
+
+// CleanupLeftovers removes what the IPVS data plane left in the network
+// namespace nsFd, for a node that now uses nftables: the virtual servers
+// netspec owns and the interface LinkName. Without IPVS in the kernel
+// there can be no virtual servers, and only the interface is deleted. It
+// reports whether there was anything to remove.
+func CleanupLeftovers(nsFd int) (bool, error) {
+	links, err := openLinks(nsFd)
+	if err != nil {
+		return false, err
+	}
+	defer links.Close()
+	st, err := links.Link()
+	if err != nil || !st.Exists {
+		return false, err
+	}
+	a, err := Open(nsFd)
+	switch {
+	case errors.Is(err, ErrNoIPVS):
+		return true, links.DeleteLink()
+	case err != nil:
+		return false, err
+	}
+	defer a.Close()
+	return true, a.Cleanup()
+}

@@ -39,16 +39,16 @@ type Options struct {
 
 // Result is what Plan found or Apply did.
 type Result struct {
-	Last      *plan.Plan   // the last applied plan, from the state dir; nil if none
-	NFT       *nft.Changes // the kernel's tables
+	Last *plan.Plan   // the last applied plan, from the state dir; nil if none
+	NFT  *nft.Changes // the kernel's tables
 	// IPVS is what changed in the kernel's IPVS (with Options.IPVS).
 	IPVS *ipvs.Changes
 	// IPVSLeftovers tells that Apply removed virtual servers of an earlier
 	// IPVS mode (without Options.IPVS).
 	IPVSLeftovers bool
-	Files     state.Changes
-	Conntrack int // conntrack entries deleted (Apply)
-	Took      time.Duration
+	Files         state.Changes
+	Conntrack     int // conntrack entries deleted (Apply)
+	Took          time.Duration
 }
 
 // Empty tells whether nothing changes (Plan) or changed (Apply).

@@ -23,8 +23,62 @@ import (
 // kernel has IPVS.
 func inVM() bool { return vmtest.InVM() }
 
+// requireVM skips unless the test runs in the VM of internal/vmtest, and
+// there fails unless it is root with ip(8) and IPVS; it returns a new
+// network namespace.
+func requireVM(t *testing.T) *testnet.NS {
+	t.Helper()
+	if !inVM() {
+		t.Skip("SKIPPED: real-kernel IPVS test: it runs in the qemu VM of internal/vmtest (TestVM); the host kernel has no IPVS")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("in the VM but not root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatalf("in the VM but no ip(8): %v", err)
+	}
+	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
+		t.Fatalf("in the VM but the kernel has no IPVS (%v): load ip_vs, its schedulers and dummy before the test", err)
+	}
+	return testnet.New(t, "ipvs").NS("node")
+}
+
+// TestInVMSchedulers: the kernel takes every scheduler netspec renders,
+// and holds it as asked.
+func TestInVMSchedulers(t *testing.T) {
+	ns := requireVM(t)
+	a, err := Open(ns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	s, err := OpenSystem(ns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, sched := range []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"} {
+		want, err := Parse([]byte("-A -t 10.96.0.10:80 -s " + sched + "\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Apply(want); err != nil {
+			t.Errorf("scheduler %s: %v", sched, err)
+			continue
+		}
+		svcs, err := s.Services()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(svcs) != 1 || svcs[0].Scheduler != sched {
+			t.Errorf("scheduler %s: the kernel holds %+v", sched, svcs)
+		}
+	}
+}
+
 // TestVM boots the qemu VM of internal/vmtest, whose kernel has IPVS, and
-// runs TestInVMApply and TestSystemDummy (dummy interfaces) there.
+// runs TestInVMApply, TestInVMSchedulers and TestSystemDummy (dummy
+// interfaces) there.
 func TestVM(t *testing.T) {
 	if inVM() {
 		t.Skip("in the VM already")
@@ -33,7 +87,7 @@ func TestVM(t *testing.T) {
 	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier/ipvs")
 	env.Run(t, vmtest.Options{
 		Binary:       bin,
-		Args:         []string{"-test.run", "^(TestInVMApply|TestSystemDummy)$", "-test.v"},
+		Args:         []string{"-test.run", "^(TestInVMApply|TestInVMSchedulers|TestSystemDummy)$", "-test.v"},
 		HostBinaries: []string{"/usr/sbin/ip"},
 	})
 }
@@ -65,24 +119,9 @@ const vmSecond = `-A -t 10.96.0.10:80 -s wrr
 // repaired, then Cleanup. Each step must report the changes the Fake
 // reports for it. Someone else's virtual server stays throughout.
 //
-// It runs only with the VM of internal/vmtest (the qemu harness of internal/vmtest
-// sets it), as root, on a kernel with the modules ip_vs, ip_vs_rr,
-// ip_vs_wrr and dummy loaded or loadable; there, a missing piece fails the
-// test rather than skip it.
+// It runs only in the VM of internal/vmtest (TestVM).
 func TestInVMApply(t *testing.T) {
-	if !inVM() {
-		t.Skip("SKIPPED: real-kernel IPVS test: it runs in the qemu VM of internal/vmtest (the VM of internal/vmtest); the host kernel has no IPVS")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("the VM of internal/vmtest but not root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatalf("the VM of internal/vmtest but no ip(8): %v", err)
-	}
-	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
-		t.Fatalf("the VM of internal/vmtest but the kernel has no IPVS (%v): load ip_vs, ip_vs_rr, ip_vs_wrr and dummy before the test", err)
-	}
-	ns := testnet.New(t, "ipvs").NS("node")
+	ns := requireVM(t)
 	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", ns.Fd()))
 	if err != nil {
 		t.Fatal(err)

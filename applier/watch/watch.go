@@ -37,6 +37,7 @@ import (
 // Data planes.
 const (
 	DataplaneNFTables = "nftables" // nftables rules, state dir and DNS
+	DataplaneIPVS     = "ipvs"     // IPVS virtual servers with their nftables tables, state dir and DNS
 	DataplaneNone     = "none"     // state dir and DNS only; the kernel is left alone
 )
 
@@ -51,10 +52,13 @@ type Options struct {
 	Tree string // the tree's root directory (may be a symlink, swapped atomically)
 	Node string // the Node object this machine is
 
-	Dataplane   string // DataplaneNFTables (default) or DataplaneNone
-	StateDir    string // applier.DefaultStateDir when empty
-	NetNSFd     int    // network namespace to program; 0: the process's own
-	MaxFileSize int64  // 0: schema.DefaultMaxFileSize
+	Dataplane string // DataplaneNFTables (default), DataplaneIPVS or DataplaneNone
+	// IPVSScheduler is the scheduler of Services without the annotation
+	// netspec.dev/ipvs-scheduler under DataplaneIPVS ("" for rr).
+	IPVSScheduler string
+	StateDir      string // applier.DefaultStateDir when empty
+	NetNSFd       int    // network namespace to program; 0: the process's own
+	MaxFileSize   int64  // 0: schema.DefaultMaxFileSize
 
 	// DNSListen, when set, is the address (host:port) the DNS server of
 	// the plan's records listens on, over UDP and TCP.
@@ -105,9 +109,9 @@ func New(opts Options) (*Watcher, error) {
 	switch opts.Dataplane {
 	case "":
 		opts.Dataplane = DataplaneNFTables
-	case DataplaneNFTables, DataplaneNone:
+	case DataplaneNFTables, DataplaneIPVS, DataplaneNone:
 	default:
-		return nil, fmt.Errorf("watch: unknown data plane %q: want %s or %s", opts.Dataplane, DataplaneNFTables, DataplaneNone)
+		return nil, fmt.Errorf("watch: unknown data plane %q: want %s, %s or %s", opts.Dataplane, DataplaneNFTables, DataplaneIPVS, DataplaneNone)
 	}
 	if opts.StateDir == "" {
 		opts.StateDir = applier.DefaultStateDir
@@ -185,9 +189,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 	var err error
 	w.node, err = applier.Open(applier.Options{
-		StateDir:    w.opts.StateDir,
-		NetNSFd:     w.opts.NetNSFd,
-		NoDataplane: w.opts.Dataplane == DataplaneNone,
+		StateDir:      w.opts.StateDir,
+		NetNSFd:       w.opts.NetNSFd,
+		NoDataplane:   w.opts.Dataplane == DataplaneNone,
+		IPVS:          w.opts.Dataplane == DataplaneIPVS,
+		IPVSScheduler: w.opts.IPVSScheduler,
 	})
 	if err != nil {
 		if w.metricsLn != nil {
@@ -437,6 +443,9 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	switch {
 	case why == syncResync && !changed && !r.Empty():
 		w.metrics.driftRepairs.Inc()
+		if r.IPVS != nil && !r.IPVS.Empty() {
+			attrs = append(attrs, "ipvs", r.IPVS.Summary())
+		}
 		w.log.Warn("drift repaired", append(attrs, "nftables", r.NFT.Summary())...)
 	case why == syncResync && r.Empty():
 		w.log.Debug("resynced, no drift", attrs...)

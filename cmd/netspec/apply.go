@@ -5,28 +5,55 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"netspec.dev/netspec/applier"
+	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render"
 )
 
 // nodeFlags are the flags of the commands that act on this node.
 type nodeFlags struct {
 	loadFlags
-	node      string
-	stateDir  string
-	dataplane string
+	node          string
+	stateDir      string
+	dataplane     string
+	ipvsScheduler string
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.loadFlags.register(fs)
 	fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
 	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and last applied plan.json")
-	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane: nftables (ipvs is not implemented yet)")
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane: nftables, or ipvs (IPVS virtual servers, with nftables tables for what IPVS cannot do)")
+	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 }
+
+// applierOptions are the applier.Options the flags ask for.
+func (f *nodeFlags) applierOptions() applier.Options {
+	return applier.Options{StateDir: f.stateDir, IPVS: f.dataplane == "ipvs", IPVSScheduler: f.ipvsScheduler}
+}
+
+// checkDataplane checks --dataplane and --ipvs-scheduler.
+func (f *nodeFlags) checkDataplane(e *env, cmd string) bool {
+	switch {
+	case f.dataplane != "nftables" && f.dataplane != "ipvs":
+		fmt.Fprintf(e.stderr, "netspec %s: --dataplane must be nftables or ipvs, not %q\n", cmd, f.dataplane)
+	case !slices.Contains(ipvsSchedulers, f.ipvsScheduler):
+		fmt.Fprintf(e.stderr, "netspec %s: --ipvs-scheduler must be one of %s, not %q\n", cmd, strings.Join(ipvsSchedulers, ", "), f.ipvsScheduler)
+	default:
+		return true
+	}
+	return false
+}
+
+// ipvsSchedulers are the IPVS schedulers netspec knows (as the schema's
+// annotation netspec.dev/ipvs-scheduler).
+var ipvsSchedulers = []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"}
 
 type planFlags struct {
 	nodeFlags
@@ -37,7 +64,7 @@ type planFlags struct {
 func init() {
 	register(&command{
 		name:    "plan",
-		args:    "TREE --node NODE [--state-dir DIR] [--detailed-exitcode] [--json]",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs] [--state-dir DIR] [--detailed-exitcode] [--json]",
 		summary: "show what apply would change on this node (kernel and state dir)",
 		help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
 this machine holds now: netspec's nftables tables (ip netspec, ip6 netspec)
@@ -67,8 +94,8 @@ Examples:
 	})
 	register(&command{
 		name:    "apply",
-		args:    "TREE --node NODE [--state-dir DIR]",
-		summary: "install the plan of this node: nftables rules, DNS zone files and env files",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs] [--ipvs-scheduler rr] [--state-dir DIR]",
+		summary: "install the plan of this node: nftables rules (or IPVS), DNS zone files and env files",
 		help: `Apply validates TREE, compiles the plan of NODE and makes this machine hold it:
 
   - the nftables tables ip netspec and ip6 netspec of the network namespace
@@ -76,6 +103,14 @@ Examples:
     in one transaction (all or nothing); the first apply replaces them whole.
     Drift (a chain or element changed by hand) is repaired. No other table is
     touched;
+  - with --dataplane ipvs, Services are IPVS virtual servers instead (one per
+    frontend address, port and protocol, real servers masqueraded, the
+    scheduler of the annotation netspec.dev/ipvs-scheduler or
+    --ipvs-scheduler, ClientIP affinity as persistence), their addresses on
+    the dummy interface netspec-ipvs0, and the nftables tables keep only what
+    IPVS cannot do (masquerade marks, source ranges, reject). Switching modes
+    removes what the other mode installed. Needs a kernel with IPVS (modprobe
+    ip_vs);
   - conntrack entries of UDP endpoints that left a service are deleted, so
     the next datagram reaches a live endpoint;
   - DIR/dns/*.zone, DIR/env/*.env and DIR/plan.json are written atomically;
@@ -86,6 +121,7 @@ nothing. Needs root (or CAP_NET_ADMIN).
 
 Examples:
   netspec apply examples/basic --node node-1
+  netspec apply . --node node-1 --dataplane ipvs --ipvs-scheduler lc
   ip netns exec blue netspec apply . --node node-1 --state-dir /var/lib/netspec-blue`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &nodeFlags{}
@@ -99,8 +135,10 @@ Examples:
 		args:    "[--state-dir DIR]",
 		summary: "remove what netspec installed on this node: its nftables tables and state files",
 		help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
-namespace it runs in, and the zone files, env files and plan.json of the state
-dir. Other tables and other files are left alone. Running it again is harmless.
+namespace it runs in, the IPVS virtual servers netspec owns and its interface
+netspec-ipvs0 (if --dataplane ipvs was used), and the zone files, env files
+and plan.json of the state dir. Other tables, virtual servers and files are
+left alone. Running it again is harmless.
 
 Examples:
   netspec cleanup
@@ -124,8 +162,7 @@ func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, i
 		fmt.Fprintf(e.stderr, "netspec %s: --node is required\nRun 'netspec %s --help' for usage.\n", cmd, cmd)
 		return nil, exitUsage
 	}
-	if f.dataplane != "nftables" {
-		fmt.Fprintf(e.stderr, "netspec %s: --dataplane %q is not implemented yet; use nftables\n", cmd, f.dataplane)
+	if !f.checkDataplane(e, cmd) {
 		return nil, exitUsage
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
@@ -152,7 +189,7 @@ func runPlan(e *env, opts any, args []string) int {
 	if p == nil {
 		return code
 	}
-	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
+	n, err := applier.Open(f.applierOptions())
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 		return exitError
@@ -169,8 +206,9 @@ func runPlan(e *env, opts any, args []string) int {
 			Changes  bool               `json:"changes"`
 			Services *compiler.PlanDiff `json:"plan"`
 			NFTables *nft.Changes       `json:"nftables"`
+			IPVS     any                `json:"ipvs,omitempty"`
 			Files    any                `json:"files"`
-		}{!r.Empty(), d, r.NFT, r.Files}
+		}{!r.Empty(), d, r.NFT, r.IPVS, r.Files}
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
 			fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
@@ -193,7 +231,7 @@ func runApply(e *env, opts any, args []string) int {
 	if p == nil {
 		return code
 	}
-	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
+	n, err := applier.Open(f.applierOptions())
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
 		return exitError
@@ -242,6 +280,10 @@ func runCleanup(e *env, opts any, args []string) int {
 		return exitError
 	}
 	for _, t := range tables {
+		if strings.HasPrefix(t, "IPVS ") {
+			fmt.Fprintf(e.stdout, "- %s\n", t)
+			continue
+		}
 		fmt.Fprintf(e.stdout, "- table %s\n", t)
 	}
 	for _, p := range files {
@@ -285,6 +327,14 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 		case t.Delete:
 			fmt.Fprintf(w, "- table %s netspec (the plan has no service of this family)\n", t.Family)
 		}
+	}
+	if r.IPVS != nil {
+		for _, l := range r.IPVS.Lines() {
+			fmt.Fprintln(w, l)
+		}
+	}
+	if r.IPVSLeftovers {
+		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
 	var b strings.Builder
 	writeDiffText(&b, d)

@@ -16,19 +16,24 @@ import (
 
 type renderFlags struct {
 	loadFlags
-	node      string
-	out       string
-	dataplane string
+	node          string
+	out           string
+	dataplane     string
+	ipvsScheduler string
 }
 
 func init() {
 	register(&command{
 		name:    "render",
-		args:    "TREE --node NODE --out DIR [--dataplane nftables|ipvs]",
+		args:    "TREE --node NODE --out DIR [--dataplane nftables|ipvs] [--ipvs-scheduler rr]",
 		summary: "write a node's ruleset, DNS zones, env files and plan as text, for review",
 		help: `Render validates TREE, compiles the plan of one node and writes it as text:
 
   DIR/nftables.nft          the node's ruleset, loadable with 'nft -f'
+  DIR/ipvs.txt              with --dataplane ipvs: the IPVS virtual servers, as
+                            'ipvsadm -S -n' prints them ('ipvsadm -R' loads
+                            them); nftables.nft then holds only what IPVS
+                            cannot do (masquerade, source ranges, reject)
   DIR/dns/<zone>.zone       RFC 1035 zone files: the cluster domain and reverse zones
   DIR/env/<namespace>.env   service variables as the kubelet sets them
   DIR/plan.json             the plan itself
@@ -48,6 +53,7 @@ Examples:
 			fs.StringVar(&f.node, "node", "", "the `NODE` to render the plan of (a Node object's name)")
 			fs.StringVar(&f.out, "out", "", "the `DIR` to write into (created when missing)")
 			fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane to render: nftables or ipvs")
+			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 			return f
 		},
 		run: runRender,
@@ -63,8 +69,7 @@ func runRender(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec render: --node and --out are required\nRun 'netspec render --help' for usage.\n")
 		return exitUsage
 	}
-	if f.dataplane != "nftables" && f.dataplane != "ipvs" {
-		fmt.Fprintf(e.stderr, "netspec render: --dataplane must be nftables or ipvs, not %q\n", f.dataplane)
+	if !(&nodeFlags{dataplane: f.dataplane, ipvsScheduler: f.ipvsScheduler}).checkDataplane(e, "render") {
 		return exitUsage
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
@@ -82,7 +87,10 @@ func runRender(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
 		return exitError
 	}
-	files, err := render.Files(p, render.Dataplane(f.dataplane))
+	files, err := render.Files(p, render.DataplaneNFTables)
+	if f.dataplane == "ipvs" {
+		files, err = render.FilesIPVS(p, f.ipvsScheduler)
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
 		return exitError

@@ -8,12 +8,14 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/watch"
+	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
 )
 
@@ -21,6 +23,7 @@ type watchFlags struct {
 	maxFileSize   byteSize
 	node          string
 	dataplane     string
+	ipvsScheduler string
 	stateDir      string
 	dnsListen     string
 	dnsTransferTo string
@@ -34,7 +37,7 @@ type watchFlags struct {
 func init() {
 	register(&command{
 		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|none] [--state-dir DIR] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--log-format text|json]",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--log-format text|json]",
 		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
 		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
@@ -78,7 +81,8 @@ Examples:
 		flags: func(fs *flag.FlagSet) any {
 			f := &watchFlags{maxFileSize: schema.DefaultMaxFileSize}
 			fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
-			fs.StringVar(&f.dataplane, "dataplane", watch.DataplaneNFTables, "the data plane: nftables, or none to write the state dir (and serve DNS) only")
+			fs.StringVar(&f.dataplane, "dataplane", watch.DataplaneNFTables, "the data plane: nftables, ipvs (IPVS virtual servers; see 'netspec apply --help'), or none to write the state dir (and serve DNS) only")
+			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and last applied plan.json")
 			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
 			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
@@ -106,8 +110,11 @@ func runWatch(e *env, opts any, args []string) int {
 	if f.node == "" {
 		return usage("--node is required")
 	}
-	if f.dataplane != watch.DataplaneNFTables && f.dataplane != watch.DataplaneNone {
-		return usage("--dataplane %q: want nftables or none (ipvs is not implemented yet)", f.dataplane)
+	if f.dataplane != watch.DataplaneNFTables && f.dataplane != watch.DataplaneIPVS && f.dataplane != watch.DataplaneNone {
+		return usage("--dataplane %q: want nftables, ipvs or none", f.dataplane)
+	}
+	if !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
+		return usage("--ipvs-scheduler %q: want one of %s", f.ipvsScheduler, strings.Join(ipvsSchedulers, ", "))
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -148,6 +155,7 @@ func runWatch(e *env, opts any, args []string) int {
 		Tree:          args[0],
 		Node:          f.node,
 		Dataplane:     f.dataplane,
+		IPVSScheduler: f.ipvsScheduler,
 		StateDir:      f.stateDir,
 		MaxFileSize:   int64(f.maxFileSize),
 		DNSListen:     f.dnsListen,

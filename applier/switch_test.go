@@ -1,0 +1,81 @@
+package applier_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"netspec.dev/netspec/applier"
+	"netspec.dev/netspec/applier/ipvs"
+	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/internal/vmtest"
+)
+
+// TestInVMSwitchDataplane: switching a node between nftables and ipvs with
+// Apply leaves nothing of the other mode, and Cleanup leaves nothing at
+// all. It runs in the VM of internal/vmtest (TestTrafficIPVS).
+func TestInVMSwitchDataplane(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("SKIPPED: runs in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
+	}
+	testnet.Require(t, "nft")
+	tree := t.TempDir()
+	copyDir(t, filepath.Join("testdata", "traffic", "common"), tree)
+	copyDir(t, filepath.Join("testdata", "traffic", "cluster-ip"), filepath.Join(tree, "cluster-ip"))
+	_, p := compileTree(t, tree)
+	ns := testnet.New(t, "switch").NS("node")
+	dir := t.TempDir()
+	open := func(withIPVS bool) *applier.Node {
+		t.Helper()
+		n, err := applier.Open(applier.Options{StateDir: dir, NetNSFd: ns.Fd(), IPVS: withIPVS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	// What the namespace holds: netspec's chains, its virtual servers and
+	// its interface.
+	state := func() (ruleset string, virtual int, link bool) {
+		t.Helper()
+		out, _ := ns.Run("nft", "list", "table", "ip", "netspec")
+		s, err := ipvs.OpenSystem(ns.Fd())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		svcs, err := s.Services()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Link()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, len(svcs), st.Exists
+	}
+	for i, step := range []struct {
+		ipvs bool
+		mark string // a chain only this mode's tables have
+	}{{true, "ipvs-mark"}, {false, "chain services"}, {true, "ipvs-mark"}} {
+		if _, err := open(step.ipvs).Apply(p); err != nil {
+			t.Fatalf("step %d (ipvs %t): %v", i, step.ipvs, err)
+		}
+		ruleset, virtual, link := state()
+		if !strings.Contains(ruleset, step.mark) {
+			t.Errorf("step %d (ipvs %t): the tables are not this mode's (no %q):\n%s", i, step.ipvs, step.mark, ruleset)
+		}
+		if step.ipvs && (virtual == 0 || !link) {
+			t.Errorf("step %d: ipvs mode with %d virtual servers, interface %t", i, virtual, link)
+		}
+		if !step.ipvs && (virtual != 0 || link) {
+			t.Errorf("step %d: nftables mode left %d virtual servers, interface %t", i, virtual, link)
+		}
+	}
+	if _, _, err := open(false).Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if ruleset, virtual, link := state(); ruleset != "" || virtual != 0 || link {
+		t.Errorf("after Cleanup: table %q, %d virtual servers, interface %t", ruleset, virtual, link)
+	}
+}

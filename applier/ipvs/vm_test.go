@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -76,6 +77,43 @@ func TestInVMSchedulers(t *testing.T) {
 	}
 }
 
+// TestInVMRenderEqualsKernel: after Apply of every golden ipvs.txt, the
+// kernel's virtual and real servers, read back with moby/ipvs and printed
+// in ipvsadm -S -n form, are the file's (order aside).
+func TestInVMRenderEqualsKernel(t *testing.T) {
+	ns := requireVM(t)
+	files, err := filepath.Glob("testdata/golden/*/*/ipvs.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden ipvs.txt in the VM (%v): TestVM copies golden/ to testdata/golden", err)
+	}
+	a, err := Open(ns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", ns.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Parse(text)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := a.Apply(want); err != nil {
+			t.Fatalf("%s: Apply: %v", f, err)
+		}
+		if got := vmKernelTable(t, h, netip.Addr{}); got != want.String() {
+			t.Errorf("%s: the kernel holds\n%s\nthe file says\n%s", f, got, want.String())
+		}
+	}
+}
+
 // TestVM boots the qemu VM of internal/vmtest, whose kernel has IPVS, and
 // runs TestInVMApply, TestInVMSchedulers and TestSystemDummy (dummy
 // interfaces) there.
@@ -87,7 +125,9 @@ func TestVM(t *testing.T) {
 	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier/ipvs")
 	env.Run(t, vmtest.Options{
 		Binary:       bin,
-		Args:         []string{"-test.run", "^(TestInVMApply|TestInVMSchedulers|TestSystemDummy)$", "-test.v"},
+		Args:         []string{"-test.run", "^(TestInVMApply|TestInVMSchedulers|TestInVMRenderEqualsKernel|TestSystemDummy)$", "-test.v"},
+		Files:        map[string]string{"/vmtest/testdata/golden": "../../golden"},
+		Dir:          "/vmtest",
 		HostBinaries: []string{"/usr/sbin/ip"},
 	})
 }

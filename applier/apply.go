@@ -213,7 +213,7 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := n.applyIPVS(r, table); err != nil {
+	if err := n.applyIPVS(r, table, update); err != nil {
 		return r, err
 	}
 	if flows := staleUDPFlows(n.last, p); len(flows) > 0 && n.nft != nil {
@@ -235,13 +235,16 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	return r, nil
 }
 
-// applyIPVS installs table into the kernel's IPVS (with Options.IPVS),
+// applyIPVS installs table into the kernel's IPVS (with Options.IPVS; by
+// difference with the last table when update),
 // after the nftables tables, which by then mark and filter for it; or,
 // without, removes what an earlier IPVS mode left.
-func (n *Node) applyIPVS(r *Result, table *ipvs.Table) error {
+func (n *Node) applyIPVS(r *Result, table *ipvs.Table, update bool) error {
 	var err error
 	switch {
 	case n.nft == nil:
+	case n.ipvs != nil && update:
+		r.IPVS, err = n.ipvs.Update(table)
 	case n.ipvs != nil:
 		if err = ipvs.SetSysctls(n.opts.NetNSFd); err == nil {
 			r.IPVS, err = n.ipvs.Apply(table)

@@ -12,6 +12,7 @@ import (
 type Applier struct {
 	k     Kernel
 	close func()
+	last  *Table // what the last Apply or Update installed; nil when unknown
 }
 
 // Open connects to the kernel of the network namespace nsFd (an open
@@ -55,7 +56,53 @@ func (a *Applier) Plan(want *Table) (*Changes, error) {
 // the first operation the kernel refuses and returns what it changed until
 // then; the next Apply goes on from there.
 func (a *Applier) Apply(want *Table) (*Changes, error) {
-	p, err := a.diff(want)
+	return a.apply(want, nil)
+}
+
+// Update is Apply for a daemon that is the only writer of netspec's
+// virtual servers: it compares want with what it installed last, and reads
+// back and changes only the virtual servers that differ (besides one dump
+// of the kernel's virtual servers, and the interface), so that its work
+// follows the size of the change. Without a last table it is Apply; a
+// periodic Apply repairs drift.
+func (a *Applier) Update(want *Table) (*Changes, error) {
+	if a.last == nil {
+		return a.Apply(want)
+	}
+	only := changedKeys(a.last, want)
+	if len(only) == 0 {
+		return &Changes{}, nil
+	}
+	return a.apply(want, only)
+}
+
+// changedKeys are the virtual servers that a and b do not have alike.
+func changedKeys(a, b *Table) map[Key]bool {
+	in := func(t *Table) map[Key]string {
+		m := make(map[Key]string, len(t.Services))
+		for _, vs := range t.Services {
+			m[vs.Key] = fmt.Sprint(vs.Scheduler, vs.Persistence, vs.Reals)
+		}
+		return m
+	}
+	old, cur := in(a), in(b)
+	ch := map[Key]bool{}
+	for k, v := range cur {
+		if o, ok := old[k]; !ok || o != v {
+			ch[k] = true
+		}
+	}
+	for k := range old {
+		if _, ok := cur[k]; !ok {
+			ch[k] = true
+		}
+	}
+	return ch
+}
+
+func (a *Applier) apply(want *Table, only map[Key]bool) (*Changes, error) {
+	a.last = nil
+	p, err := a.diffOnly(want, only)
 	if err != nil {
 		return nil, err
 	}
@@ -66,20 +113,20 @@ func (a *Applier) Apply(want *Table) (*Changes, error) {
 		}
 		done.record(o)
 	}
-	if len(p.ops) == 0 {
-		return done, nil
-	}
-	check, err := a.diff(want)
-	if err != nil {
-		return done, fmt.Errorf("verify: %w", err)
-	}
-	if len(check.ops) > 0 {
-		left := &Changes{}
-		for _, o := range check.ops {
-			left.record(o)
+	if len(p.ops) > 0 {
+		check, err := a.diffOnly(want, only)
+		if err != nil {
+			return done, fmt.Errorf("verify: %w", err)
 		}
-		return done, fmt.Errorf("verify: the kernel does not hold what was sent, still to do: %s", left.Summary())
+		if len(check.ops) > 0 {
+			left := &Changes{}
+			for _, o := range check.ops {
+				left.record(o)
+			}
+			return done, fmt.Errorf("verify: the kernel does not hold what was sent, still to do: %s", left.Summary())
+		}
 	}
+	a.last = want
 	return done, nil
 }
 
@@ -87,6 +134,7 @@ func (a *Applier) Apply(want *Table) (*Changes, error) {
 // is on the interface LinkName), then the interface. Other virtual servers
 // stay.
 func (a *Applier) Cleanup() error {
+	a.last = nil
 	if err := a.k.CheckIPVS(); err != nil {
 		return err
 	}
@@ -214,7 +262,12 @@ func (o op) String() string {
 
 // diff reads the kernel and returns the operations that make it hold
 // want, in the order of the package documentation.
-func (a *Applier) diff(want *Table) (*plan, error) {
+func (a *Applier) diff(want *Table) (*plan, error) { return a.diffOnly(want, nil) }
+
+// diffOnly is diff that reads the real servers of, and compares, only the
+// virtual servers in only (all when only is nil); the others are taken to
+// be as wanted if the kernel has them.
+func (a *Applier) diffOnly(want *Table, only map[Key]bool) (*plan, error) {
 	wantSvcs, err := want.sorted()
 	if err != nil {
 		return nil, fmt.Errorf("desired table: %w", err)
@@ -299,6 +352,9 @@ func (a *Applier) diff(want *Table) (*plan, error) {
 			for _, r := range vs.Reals {
 				p.ops = append(p.ops, op{kind: opAddReal, svc: ws, real: kernelReal(r)})
 			}
+			continue
+		}
+		if only != nil && !only[vs.Key] {
 			continue
 		}
 		reals, err := a.k.Reals(vs.Key)

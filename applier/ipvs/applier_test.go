@@ -672,3 +672,68 @@ func TestChangesSummary(t *testing.T) {
 		}
 	}
 }
+
+// readCounter is a Fake that counts the real-server reads.
+type readCounter struct {
+	*Fake
+	reals []Key
+}
+
+func (r *readCounter) Reals(k Key) ([]KernelReal, error) {
+	r.reals = append(r.reals, k)
+	return r.Fake.Reals(k)
+}
+
+// TestUpdate: Update after Apply reads and changes only the virtual
+// servers that differ from the last table, and nothing when none does;
+// drift elsewhere is left to Apply, which repairs it.
+func TestUpdate(t *testing.T) {
+	const base = `-A -t 10.96.0.10:80 -s rr
+-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1
+-A -t 10.96.0.11:80 -s rr
+-a -t 10.96.0.11:80 -r 10.244.1.6:8080 -m -w 1
+-A -t 10.96.0.12:80 -s rr
+-a -t 10.96.0.12:80 -r 10.244.1.7:8080 -m -w 1
+`
+	changed := strings.Replace(base, "10.244.1.6:8080", "10.244.2.6:8080", 1)
+	parse := func(s string) *Table {
+		t.Helper()
+		tb, err := Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb
+	}
+	k := &readCounter{Fake: NewFake()}
+	a := New(k)
+	if _, err := a.Update(parse(base)); err != nil { // no last table: an Apply
+		t.Fatal(err)
+	}
+	k.reals, k.Calls = nil, nil
+	ch, err := a.Update(parse(changed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Key{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.11"), Port: 80}
+	for _, r := range k.reals {
+		if r != want {
+			t.Errorf("Update read the real servers of %s, which did not change", r)
+		}
+	}
+	if len(ch.RealsAdded) != 1 || len(ch.RealsRemoved) != 1 || len(ch.ServicesAdded)+len(ch.ServicesRemoved) != 0 {
+		t.Errorf("Update: %s", ch.Summary())
+	}
+	k.reals, k.Calls = nil, nil
+	if ch, err := a.Update(parse(changed)); err != nil || !ch.Empty() || len(k.reals)+len(k.Calls) != 0 {
+		t.Errorf("Update with nothing changed: %v %s, reads %v, calls %v", err, ch.Summary(), k.reals, k.Calls)
+	}
+	// Drift on a virtual server the update does not touch: Update leaves
+	// it, Apply repairs it.
+	other := Key{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.12"), Port: 80}
+	if err := k.DeleteReal(other, netip.MustParseAddrPort("10.244.1.7:8080")); err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := a.Apply(parse(changed)); err != nil || len(ch.RealsAdded) != 1 {
+		t.Errorf("Apply after drift: %v %s", err, ch.Summary())
+	}
+}

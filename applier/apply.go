@@ -35,6 +35,11 @@ type Options struct {
 	// IPVSScheduler is the scheduler of Services without the annotation
 	// netspec.dev/ipvs-scheduler ("" for rr).
 	IPVSScheduler string
+	// Published, when set, is called by Apply and Update once the state
+	// dir holds the new plan, before virtual servers that the plan no
+	// longer has are deleted: a daemon publishes its DNS records there,
+	// so that a frontend leaves DNS before its virtual server goes.
+	Published func()
 }
 
 // Result is what Plan found or Apply did.
@@ -230,13 +235,26 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	if r.Files, err = n.dir.Apply(files); err != nil {
 		return r, err
 	}
+	if n.opts.Published != nil {
+		n.opts.Published()
+	}
+	if n.ipvs != nil {
+		// Frontends the plan no longer has: out of DNS and of the
+		// tables now, their virtual servers can go.
+		pruned, err := n.ipvs.Prune(table)
+		r.IPVS.Merge(pruned)
+		if err != nil {
+			return r, fmt.Errorf("ipvs: %w", err)
+		}
+	}
 	n.last = p
 	r.Took = time.Since(start)
 	return r, nil
 }
 
 // applyIPVS installs table into the kernel's IPVS (with Options.IPVS; by
-// difference with the last table when update),
+// difference with the last table when update), but for virtual servers the
+// plan no longer has, which apply prunes once DNS no longer names them;
 // after the nftables tables, which by then mark and filter for it; or,
 // without, removes what an earlier IPVS mode left.
 func (n *Node) applyIPVS(r *Result, table *ipvs.Table, update bool) error {
@@ -244,10 +262,10 @@ func (n *Node) applyIPVS(r *Result, table *ipvs.Table, update bool) error {
 	switch {
 	case n.nft == nil:
 	case n.ipvs != nil && update:
-		r.IPVS, err = n.ipvs.Update(table)
+		r.IPVS, err = n.ipvs.UpdateKeeping(table)
 	case n.ipvs != nil:
 		if err = ipvs.SetSysctls(n.opts.NetNSFd); err == nil {
-			r.IPVS, err = n.ipvs.Apply(table)
+			r.IPVS, err = n.ipvs.ApplyKeeping(table)
 		}
 	default:
 		r.IPVSLeftovers, err = ipvs.CleanupLeftovers(n.opts.NetNSFd)

@@ -1,7 +1,9 @@
 package applier_test
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,5 +79,83 @@ func TestInVMSwitchDataplane(t *testing.T) {
 	}
 	if ruleset, virtual, link := state(); ruleset != "" || virtual != 0 || link {
 		t.Errorf("after Cleanup: table %q, %d virtual servers, interface %t", ruleset, virtual, link)
+	}
+}
+
+// TestInVMRemovalAfterPublish: when a Service leaves the plan, its IPVS
+// virtual server is deleted only after the node's files (and a daemon's
+// DNS, at Options.Published) no longer name it. It runs in the VM of
+// internal/vmtest (TestTrafficIPVS).
+func TestInVMRemovalAfterPublish(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("SKIPPED: runs in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
+	}
+	testnet.Require(t, "nft")
+	tree := t.TempDir()
+	copyDir(t, filepath.Join("testdata", "traffic", "common"), tree)
+	copyDir(t, filepath.Join("testdata", "traffic", "cluster-ip"), filepath.Join(tree, "cluster-ip"))
+	_, with := compileTree(t, tree)
+	if err := os.Remove(filepath.Join(tree, "cluster-ip", "service.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	_, without := compileTree(t, tree)
+
+	ns := testnet.New(t, "prune").NS("node")
+	dir := t.TempDir()
+	frontends := func() []string {
+		t.Helper()
+		s, err := ipvs.OpenSystem(ns.Fd())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		svcs, err := s.Services()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, v := range svcs {
+			out = append(out, v.Key.String())
+		}
+		return out
+	}
+	var atPublish []string
+	var zoneAtPublish string
+	n, err := applier.Open(applier.Options{StateDir: dir, NetNSFd: ns.Fd(), IPVS: true, Published: func() {
+		atPublish = frontends()
+		b, _ := os.ReadFile(filepath.Join(dir, "dns", "cluster.local.zone"))
+		zoneAtPublish = string(b)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, err := n.Apply(with); err != nil {
+		t.Fatal(err)
+	}
+	const web = "tcp 10.96.0.10:80"
+	if !slices.Contains(atPublish, web) {
+		t.Fatalf("adding: at Published the kernel has %v, want %s already there", atPublish, web)
+	}
+	for _, update := range []bool{false, true} {
+		apply := n.Apply
+		if update {
+			if _, err := n.Apply(with); err != nil {
+				t.Fatal(err)
+			}
+			apply = n.Update
+		}
+		if _, err := apply(without); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(atPublish, web) {
+			t.Errorf("removing (update %t): at Published the kernel has %v: %s went before DNS dropped it", update, atPublish, web)
+		}
+		if strings.Contains(zoneAtPublish, "web.shop.svc") {
+			t.Errorf("removing (update %t): at Published the zone still names web.shop.svc", update)
+		}
+		if slices.Contains(frontends(), web) {
+			t.Errorf("removing (update %t): %s is still in the kernel after the apply", update, web)
+		}
 	}
 }

@@ -329,7 +329,7 @@ func TestTrafficIPVS(t *testing.T) {
 	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier")
 	env.Run(t, vmtest.Options{
 		Binary:       bin,
-		Args:         []string{"-test.run", "^(TestTraffic|TestInVMSwitchDataplane)$/^ipvs/", "-test.v"},
+		Args:         []string{"-test.run", "^(TestTraffic|TestInVMSwitchDataplane|TestInVMRemovalAfterPublish)$/^ipvs/", "-test.v"},
 		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
 		Files:        map[string]string{"/vmtest/testdata": "testdata"},
 		Dir:          "/vmtest",

@@ -56,7 +56,35 @@ func (a *Applier) Plan(want *Table) (*Changes, error) {
 // the first operation the kernel refuses and returns what it changed until
 // then; the next Apply goes on from there.
 func (a *Applier) Apply(want *Table) (*Changes, error) {
-	return a.apply(want, nil)
+	return a.apply(want, nil, false)
+}
+
+// ApplyKeeping is Apply but for the virtual servers (and their addresses)
+// that want no longer has: they stay until Prune. A caller that must
+// withdraw a frontend from DNS before its virtual server goes (the
+// applier.Node) applies, publishes DNS, then prunes.
+func (a *Applier) ApplyKeeping(want *Table) (*Changes, error) {
+	return a.apply(want, nil, true)
+}
+
+// UpdateKeeping is Update but for what want no longer has, as
+// ApplyKeeping.
+func (a *Applier) UpdateKeeping(want *Table) (*Changes, error) {
+	if a.last == nil {
+		return a.ApplyKeeping(want)
+	}
+	only := changedKeys(a.last, want)
+	if len(only) == 0 {
+		return &Changes{}, nil
+	}
+	return a.apply(want, only, true)
+}
+
+// Prune deletes the virtual servers netspec owns that want does not have,
+// then the addresses no longer used; it reads the kernel's virtual servers
+// (one dump) but no real servers.
+func (a *Applier) Prune(want *Table) (*Changes, error) {
+	return a.apply(want, map[Key]bool{}, false)
 }
 
 // Update is Apply for a daemon that is the only writer of netspec's
@@ -73,7 +101,7 @@ func (a *Applier) Update(want *Table) (*Changes, error) {
 	if len(only) == 0 {
 		return &Changes{}, nil
 	}
-	return a.apply(want, only)
+	return a.apply(want, only, false)
 }
 
 // changedKeys are the virtual servers that a and b do not have alike.
@@ -100,9 +128,9 @@ func changedKeys(a, b *Table) map[Key]bool {
 	return ch
 }
 
-func (a *Applier) apply(want *Table, only map[Key]bool) (*Changes, error) {
+func (a *Applier) apply(want *Table, only map[Key]bool, keep bool) (*Changes, error) {
 	a.last = nil
-	p, err := a.diffOnly(want, only)
+	p, err := a.diffOnly(want, only, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +142,7 @@ func (a *Applier) apply(want *Table, only map[Key]bool) (*Changes, error) {
 		done.record(o)
 	}
 	if len(p.ops) > 0 {
-		check, err := a.diffOnly(want, only)
+		check, err := a.diffOnly(want, only, keep)
 		if err != nil {
 			return done, fmt.Errorf("verify: %w", err)
 		}
@@ -262,12 +290,13 @@ func (o op) String() string {
 
 // diff reads the kernel and returns the operations that make it hold
 // want, in the order of the package documentation.
-func (a *Applier) diff(want *Table) (*plan, error) { return a.diffOnly(want, nil) }
+func (a *Applier) diff(want *Table) (*plan, error) { return a.diffOnly(want, nil, false) }
 
 // diffOnly is diff that reads the real servers of, and compares, only the
 // virtual servers in only (all when only is nil); the others are taken to
-// be as wanted if the kernel has them.
-func (a *Applier) diffOnly(want *Table, only map[Key]bool) (*plan, error) {
+// be as wanted if the kernel has them. With keep, virtual servers and
+// addresses no longer wanted stay (steps 4 and 5 are left out).
+func (a *Applier) diffOnly(want *Table, only map[Key]bool, keep bool) (*plan, error) {
 	wantSvcs, err := want.sorted()
 	if err != nil {
 		return nil, fmt.Errorf("desired table: %w", err)
@@ -367,6 +396,10 @@ func (a *Applier) diffOnly(want *Table, only map[Key]bool) (*plan, error) {
 		}
 	}
 	p.ops = append(p.ops, existing...)
+
+	if keep {
+		return p, nil
+	}
 
 	// 4. Virtual servers no longer wanted.
 	wanted := map[Key]bool{}

@@ -31,6 +31,25 @@ func (c *Changes) Empty() bool {
 			len(c.RealsAdded)+len(c.RealsChanged)+len(c.RealsRemoved) == 0
 }
 
+// Merge adds the changes of o, made after c's, to c.
+func (c *Changes) Merge(o *Changes) {
+	if o == nil {
+		return
+	}
+	if c.Interface == "" {
+		c.Interface = o.Interface
+	}
+	c.AddressesAdded = append(c.AddressesAdded, o.AddressesAdded...)
+	c.AddressesRemoved = append(c.AddressesRemoved, o.AddressesRemoved...)
+	c.ServicesAdded = append(c.ServicesAdded, o.ServicesAdded...)
+	c.ServicesChanged = append(c.ServicesChanged, o.ServicesChanged...)
+	c.ServicesRemoved = append(c.ServicesRemoved, o.ServicesRemoved...)
+	c.RealsAdded = append(c.RealsAdded, o.RealsAdded...)
+	c.RealsChanged = append(c.RealsChanged, o.RealsChanged...)
+	c.RealsRemoved = append(c.RealsRemoved, o.RealsRemoved...)
+	c.Unowned = o.Unowned
+}
+
 // Summary is a one-line account of the changes.
 func (c *Changes) Summary() string {
 	if c.Empty() {

@@ -91,9 +91,12 @@ type Watcher struct {
 	synced chan struct{} // closed after the first successful sync
 
 	// Owned by Run's goroutine.
-	node    *applier.Node
-	good    *plan.Plan // the last plan applied successfully
-	full    bool       // the next sync must read the kernel back
+	node *applier.Node
+	good *plan.Plan // the last plan applied successfully
+	// publish holds the DNS records of the sync under way, swapped in
+	// once the node's files are written (applier.Options.Published).
+	publish *dnsserver.Records
+	full    bool // the next sync must read the kernel back
 	watched watchSet
 }
 
@@ -179,6 +182,16 @@ func (w *Watcher) Reload() {
 	}
 }
 
+// publishDNS swaps in the DNS records of the sync under way: the node
+// calls it once its files hold the new plan, before it deletes IPVS
+// virtual servers that the plan no longer has.
+func (w *Watcher) publishDNS() {
+	if w.publish != nil {
+		w.dns.Swap(w.publish)
+		w.publish = nil
+	}
+}
+
 // Run watches the tree and keeps the node in step with it until ctx is
 // done; then it returns nil, leaving the rules and files in place. It
 // returns an error when it cannot start (no inotify, the kernel or state
@@ -194,6 +207,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		NoDataplane:   w.opts.Dataplane == DataplaneNone,
 		IPVS:          w.opts.Dataplane == DataplaneIPVS,
 		IPVSScheduler: w.opts.IPVSScheduler,
+		Published:     w.publishDNS,
 	})
 	if err != nil {
 		if w.metricsLn != nil {
@@ -404,7 +418,9 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		kind, apply = "full", w.node.Apply
 	}
 	start := time.Now()
+	w.publish = recs
 	r, err := apply(p)
+	w.publish = nil
 	took := time.Since(start)
 	if err != nil {
 		w.full = true // the kernel may hold anything now: read it back next time
@@ -415,9 +431,6 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	now := time.Now()
 	w.full = false
 	w.metrics.synced(kind, took, now)
-	if recs != nil {
-		w.dns.Swap(recs)
-	}
 	if !since.IsZero() && changed {
 		w.metrics.programming.Observe(now.Sub(since).Seconds())
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"netspec.dev/netspec/internal/vmtest"
 )
 
 // update rewrites golden files (expected output in txtar scripts and
@@ -19,6 +21,26 @@ var update = flag.Bool("update", false, "rewrite golden files and the expected o
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"netspec": func() { os.Exit(Main()) },
+	})
+}
+
+// TestScriptsIPVS runs the scripts that need a kernel with IPVS
+// (ipvs.txtar) in the VM of internal/vmtest.
+func TestScriptsIPVS(t *testing.T) {
+	if vmtest.InVM() {
+		t.Skip("in the VM already")
+	}
+	env := vmtest.Require(t)
+	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/cmd/netspec")
+	env.Run(t, vmtest.Options{
+		Binary:       bin,
+		Args:         []string{"-test.run", "^TestScripts$/^ipvs$", "-test.v"},
+		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
+		Files: map[string]string{
+			"/vmtest/cmd/netspec/testdata": "testdata",
+			"/vmtest/examples":             "../../examples",
+		},
+		Dir: "/vmtest/cmd/netspec",
 	})
 }
 

@@ -170,7 +170,7 @@ func readTableNames(c *nftables.Conn, fam nftables.TableFamily) (bool, error) {
 func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 	var plans []*tablePlan
 	for _, fam := range families {
-		have, err := readTable(a.conn, a.dump, fam, TableName)
+		have, err := readTable(a.conn, a.dump, fam, TableName, true)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +226,7 @@ func (a *Applier) verifyWritten(want *Ruleset, plans []*tablePlan) error {
 		if tp.changes.Delete || w == nil || tp.changes.Empty() {
 			continue
 		}
-		have, err := readTable(a.conn, nil, fam, TableName)
+		have, err := readTable(a.conn, a.dump, fam, TableName, false)
 		if err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}

@@ -185,7 +185,7 @@ func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *Table) {
 		for _, e := range s.Elements {
 			want = append(want, e.Elems...)
 		}
-		nftcCheckElems(t, c, ks, want, id+": set "+s.Name)
+		nftcCheckElems(t, c, d, ks, want, id+": set "+s.Name)
 	}
 	anon := 0
 	for _, s := range ksets {
@@ -253,7 +253,7 @@ func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *Table) {
 			if why := nftcDeclDiff(&r.Anon.Template, ks); why != "" {
 				t.Errorf("%s: rule %q: anonymous set: %s", id, r.Text, why)
 			}
-			nftcCheckElems(t, c, ks, r.Anon.Elements, fmt.Sprintf("%s: rule %q: anonymous set", id, r.Text))
+			nftcCheckElems(t, c, d, ks, r.Anon.Elements, fmt.Sprintf("%s: rule %q: anonymous set", id, r.Text))
 		}
 	}
 	if anon != wantAnon {
@@ -263,7 +263,9 @@ func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *Table) {
 
 // nftcCheckElems compares the elements of a kernel set with want, by
 // ElementKey.
-func nftcCheckElems(t *testing.T, c *nftables.Conn, ks *nftables.Set, want []nftables.SetElement, what string) {
+// Both ways of reading them must agree: google/nftables' GetSetElements
+// and the applier's own dump (ruleDumper.setElements).
+func nftcCheckElems(t *testing.T, c *nftables.Conn, d *ruleDumper, ks *nftables.Set, want []nftables.SetElement, what string) {
 	t.Helper()
 	if ks.Dynamic {
 		return
@@ -271,6 +273,10 @@ func nftcCheckElems(t *testing.T, c *nftables.Conn, ks *nftables.Set, want []nft
 	have, err := c.GetSetElements(ks)
 	if err != nil {
 		t.Fatalf("%s: GetSetElements: %v", what, err)
+	}
+	own, err := d.setElements(ks.Table.Family, ks.Table.Name, ks.Name)
+	if err != nil {
+		t.Fatalf("%s: setElements: %v", what, err)
 	}
 	keys := func(elems []nftables.SetElement) []string {
 		out := make([]string, len(elems))
@@ -282,6 +288,9 @@ func nftcCheckElems(t *testing.T, c *nftables.Conn, ks *nftables.Set, want []nft
 	}
 	if w, h := keys(want), keys(have); !slices.Equal(w, h) {
 		t.Errorf("%s: elements differ:\nParse:  %q\nkernel: %q", what, w, h)
+	}
+	if h, o := keys(have), keys(own); !slices.Equal(h, o) {
+		t.Errorf("%s: the own dump differs from GetSetElements:\nGetSetElements: %q\nsetElements:    %q", what, h, o)
 	}
 }
 

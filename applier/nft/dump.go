@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -344,3 +346,104 @@ func exprOfName(name string) expr.Any {
 	}
 	return nil
 }
+
+// setElements reads the elements of a set as google/nftables'
+// GetSetElements returns them (a verdict as its attributes in Val), but in
+// big reads: with page-sized ones the kernel walks a big set again for
+// every page, and reading back every set after a load took a third of it.
+func (d *ruleDumper) setElements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error) {
+	data, err := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table + "\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	req := netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM),
+			Flags: netlink.Request | netlink.Dump,
+		},
+		Data: append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
+	}
+	msgs, err := d.execute(req)
+	if err != nil {
+		return nil, fmt.Errorf("list elements of %s: %w", set, explain(err))
+	}
+	var out []nftables.SetElement
+	for _, m := range msgs {
+		if len(m) < 4 {
+			continue
+		}
+		if out, err = appendElements(out, m[4:]); err != nil {
+			return nil, fmt.Errorf("list elements of %s: %w", set, err)
+		}
+	}
+	return out, nil
+}
+
+// appendElements appends the elements of one GETSETELEM reply.
+func appendElements(out []nftables.SetElement, data []byte) ([]nftables.SetElement, error) {
+	ad, err := netlink.NewAttributeDecoder(data)
+	if err != nil {
+		return nil, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			continue
+		}
+		ad.Nested(func(list *netlink.AttributeDecoder) error {
+			for list.Next() {
+				if list.Type() != unix.NFTA_LIST_ELEM {
+					continue
+				}
+				var e nftables.SetElement
+				list.Nested(func(el *netlink.AttributeDecoder) error {
+					for el.Next() {
+						switch el.Type() {
+						case unix.NFTA_SET_ELEM_KEY:
+							e.Key = dataValue(el)
+						case nftaSetElemKeyEnd:
+							e.KeyEnd = dataValue(el)
+						case unix.NFTA_SET_ELEM_DATA:
+							e.Val = dataValue(el)
+						case unix.NFTA_SET_ELEM_FLAGS:
+							e.IntervalEnd = el.Uint32()&unix.NFT_SET_ELEM_INTERVAL_END != 0
+						case unix.NFTA_SET_ELEM_TIMEOUT:
+							e.Timeout = time.Duration(el.Uint64()) * time.Millisecond
+						case unix.NFTA_SET_ELEM_EXPIRATION:
+							e.Expires = time.Duration(el.Uint64()) * time.Millisecond
+						case unix.NFTA_SET_ELEM_USERDATA:
+							if c, ok := userdata.GetString(el.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT); ok {
+								e.Comment = c
+							}
+						}
+					}
+					return nil
+				})
+				out = append(out, e)
+			}
+			return nil
+		})
+	}
+	return out, ad.Err()
+}
+
+// dataValue is the value (NFTA_DATA_VALUE) or the verdict's attributes
+// (NFTA_DATA_VERDICT) of a nested data attribute.
+func dataValue(ad *netlink.AttributeDecoder) []byte {
+	var b []byte
+	ad.Nested(func(d *netlink.AttributeDecoder) error {
+		for d.Next() {
+			if d.Type() == unix.NFTA_DATA_VALUE || d.Type() == unix.NFTA_DATA_VERDICT {
+				b = bytes.Clone(d.Bytes())
+			}
+		}
+		return nil
+	})
+	return b
+}
+
+// nftaSetElemKeyEnd is NFTA_SET_ELEM_KEY_END, which x/sys/unix lacks.
+const nftaSetElemKeyEnd = 10

@@ -94,9 +94,10 @@ func explain(err error) error {
 }
 
 // readTable reads one table back from the kernel, or returns nil when it
-// does not exist. Rules come in one dump for the whole table; with a nil
-// dumper they are not read (the chains' keys stay nil).
-func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name string) (*kernelTable, error) {
+// does not exist. Rules come in one dump of d for the whole table, unless
+// withRules is false (then the chains' keys stay nil); each set's elements
+// in one dump of d.
+func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name string, withRules bool) (*kernelTable, error) {
 	tables, err := c.ListTablesOfFamily(fam)
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", explain(err))
@@ -118,7 +119,7 @@ func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name s
 	anon := map[string]string{} // anonymous set name -> anonKey of its elements
 	for _, s := range sets {
 		if s.Anonymous {
-			elems, err := c.GetSetElements(s)
+			elems, err := d.setElements(fam, name, s.Name)
 			if err != nil {
 				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
 			}
@@ -127,7 +128,7 @@ func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name s
 		}
 		ks := &kernelSet{set: s}
 		if !s.Dynamic {
-			if ks.elems, err = c.GetSetElements(s); err != nil {
+			if ks.elems, err = d.setElements(fam, name, s.Name); err != nil {
 				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
 			}
 		}
@@ -138,7 +139,7 @@ func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name s
 		return nil, fmt.Errorf("list chains: %w", explain(err))
 	}
 	var rules map[string][][]byte
-	if d != nil {
+	if withRules {
 		if rules, err = d.dump(fam, name, anon); err != nil {
 			return nil, err
 		}

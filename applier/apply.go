@@ -54,6 +54,10 @@ type Result struct {
 	Files         state.Changes
 	Conntrack     int // conntrack entries deleted (Apply)
 	Took          time.Duration
+	// KernelAt is when the kernel held the plan (Apply, Update), before
+	// the state dir is written, which network programming latency does
+	// not wait for; with NoDataplane, when the files were written.
+	KernelAt time.Time
 }
 
 // Empty tells whether nothing changes (Plan) or changed (Apply).
@@ -221,6 +225,7 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	if err := n.applyIPVS(r, table, update); err != nil {
 		return r, err
 	}
+	r.KernelAt = time.Now()
 	if flows := staleUDPFlows(n.last, p); len(flows) > 0 && n.nft != nil {
 		c, err := conntrack.New(n.opts.NetNSFd)
 		if err != nil {
@@ -234,6 +239,9 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 	}
 	if r.Files, err = n.dir.Apply(files); err != nil {
 		return r, err
+	}
+	if n.nft == nil {
+		r.KernelAt = time.Now() // no kernel: the files are what changes
 	}
 	if n.opts.Published != nil {
 		n.opts.Published()

@@ -432,7 +432,9 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	w.full = false
 	w.metrics.synced(kind, took, now)
 	if !since.IsZero() && changed {
-		w.metrics.programming.Observe(now.Sub(since).Seconds())
+		// File event to kernel updated; the state dir's files (and DNS)
+		// follow.
+		w.metrics.programming.Observe(r.KernelAt.Sub(since).Seconds())
 	}
 	w.good = p
 	select {

@@ -12,6 +12,7 @@ package watch
 // touched.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -289,7 +291,7 @@ func histogram(t *testing.T, w *Watcher, name string) (count uint64, sum float64
 // event), debounce+load (→ the apply starts: the debounce timer, rescan,
 // reading, validating and compiling the tree) and apply (render, parse,
 // kernel update, state dir). The first change of each run is checked
-// against the kernel by polling `nft list chain` in the namespace.
+// against the kernel by polling `nft list map` in the namespace.
 func TestWatchLatency(t *testing.T) {
 	n := benchEnv(t)
 	changes := benchInt(t, "NETSPEC_WATCH_CHANGES", 50)
@@ -347,8 +349,9 @@ func TestWatchLatency(t *testing.T) {
 }
 
 // crossCheck makes one change and times it twice: by the watcher's
-// "synced" record and by polling `nft list chain` in the namespace until
-// the service's chain holds the new endpoint port.
+// "synced" record and by polling `nft list map` in the namespace until the
+// service chain's endpoint map holds the new endpoint port at the chain's
+// offset.
 func crossCheck(t *testing.T, rec *recorder, ns *testnet.NS, ed *editor, k int) {
 	t.Helper()
 	i := ed.service(k)
@@ -369,7 +372,18 @@ func crossCheck(t *testing.T, rec *recorder, ns *testnet.NS, ed *editor, k int) 
 	if chain == "" {
 		t.Fatalf("no chain service-…%s in the namespace", key)
 	}
+	out, err = ns.Run("nft", "list", "chain", "ip", "netspec", chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pick := regexp.MustCompile(`numgen random mod \d+(?: offset (\d+))? map @(\S+)`).FindStringSubmatch(out)
+	if pick == nil {
+		t.Fatalf("chain %s picks no endpoint through a map:\n%s", chain, out)
+	}
+	offset, endpoints := cmp.Or(pick[1], "0"), pick[2]
 	rename, want := ed.prepare(t, i)
+	// The first range of the pick: "OFFSET-END : ADDR . PORT".
+	first := regexp.MustCompile(`(?:^|[\s{,])` + offset + `(?:-\d+)? : \S+ \. ` + want + `\b`)
 	rec.mark()
 	t0 := time.Now()
 	if err := rename(); err != nil {
@@ -377,16 +391,16 @@ func crossCheck(t *testing.T, rec *recorder, ns *testnet.NS, ed *editor, k int) 
 	}
 	var polled time.Duration
 	for polls := 0; ; polls++ {
-		out, err := ns.Run("nft", "list", "chain", "ip", "netspec", chain)
+		out, err := ns.Run("nft", "list", "map", "ip", "netspec", endpoints)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(out, ":"+want) {
+		if first.MatchString(out) {
 			polled = time.Since(t0)
 			break
 		}
 		if time.Since(t0) > deadline {
-			t.Fatalf("after %s, chain %s still without port %s:\n%s", deadline, chain, want, out)
+			t.Fatalf("after %s, map %s still without port %s at offset %s (chain %s):\n%s", deadline, endpoints, want, offset, chain, out)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // sysctls are the namespace's IPVS settings netspec needs, as kube-proxy's
@@ -17,13 +18,19 @@ var sysctls = []struct{ path, value string }{
 }
 
 // SetSysctls sets the IPVS sysctls of the network namespace nsFd (0: the
-// current one). /proc/sys/net is per namespace: the files are opened on a
-// thread switched into it.
+// current one) where they differ. /proc/sys/net is per namespace: the
+// files are opened on a thread switched into it. A sysctl already right is
+// not written, so that a service whose /proc/sys is read-only (systemd's
+// ProtectKernelTunables) works when /etc/sysctl.d set them.
 func SetSysctls(nsFd int) error {
 	set := func() error {
 		for _, s := range sysctls {
-			if err := os.WriteFile("/proc/sys/"+s.path, []byte(s.value), 0); err != nil {
-				return fmt.Errorf("sysctl %s=%s: %w", s.path, s.value, err)
+			path := "/proc/sys/" + s.path
+			if cur, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(cur)) == s.value {
+				continue
+			}
+			if err := os.WriteFile(path, []byte(s.value), 0); err != nil {
+				return fmt.Errorf("sysctl %s=%s (set it in /etc/sysctl.d, or let netspec write /proc/sys): %w", strings.ReplaceAll(s.path, "/", "."), s.value, err)
 			}
 		}
 		return nil

@@ -110,14 +110,11 @@ func TestDataplaneBenchInVM(t *testing.T) {
 	if os.Getenv("NETSPEC_VM_BENCH") == "" || vmtest.InVM() {
 		t.Skip("SKIPPED: opt-in benchmark (NETSPEC_VM_BENCH=1, or scripts/bench-ipvs)")
 	}
-	env := vmtest.Require(t)
-	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier")
 	benchtime := os.Getenv("NETSPEC_VM_BENCHTIME")
 	if benchtime == "" {
 		benchtime = "5x"
 	}
-	console := env.Run(t, vmtest.Options{
-		Binary:       bin,
+	console := vmtest.RunPackage(t, "netspec.dev/netspec/applier", vmtest.Options{
 		Args:         []string{"-test.run", "^$", "-test.bench", "^BenchmarkDataplane", "-test.benchtime", benchtime},
 		Env:          []string{"NETSPEC_BENCH_SERVICES=" + os.Getenv("NETSPEC_BENCH_SERVICES")},
 		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},

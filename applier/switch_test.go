@@ -17,13 +17,7 @@ import (
 // Apply leaves nothing of the other mode, and Cleanup leaves nothing at
 // all. It runs in the VM of internal/vmtest (TestTrafficIPVS).
 func TestInVMSwitchDataplane(t *testing.T) {
-	if !vmtest.InVM() {
-		t.Skip("SKIPPED: runs in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
-	}
-	testnet.Require(t, "nft")
-	tree := t.TempDir()
-	copyDir(t, filepath.Join("testdata", "traffic", "common"), tree)
-	copyDir(t, filepath.Join("testdata", "traffic", "cluster-ip"), filepath.Join(tree, "cluster-ip"))
+	tree := clusterIPTreeInVM(t)
 	_, p := compileTree(t, tree)
 	ns := testnet.New(t, "switch").NS("node")
 	dir := t.TempDir()
@@ -87,13 +81,7 @@ func TestInVMSwitchDataplane(t *testing.T) {
 // DNS, at Options.Published) no longer name it. It runs in the VM of
 // internal/vmtest (TestTrafficIPVS).
 func TestInVMRemovalAfterPublish(t *testing.T) {
-	if !vmtest.InVM() {
-		t.Skip("SKIPPED: runs in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
-	}
-	testnet.Require(t, "nft")
-	tree := t.TempDir()
-	copyDir(t, filepath.Join("testdata", "traffic", "common"), tree)
-	copyDir(t, filepath.Join("testdata", "traffic", "cluster-ip"), filepath.Join(tree, "cluster-ip"))
+	tree := clusterIPTreeInVM(t)
 	_, with := compileTree(t, tree)
 	if err := os.Remove(filepath.Join(tree, "cluster-ip", "service.yaml")); err != nil {
 		t.Fatal(err)
@@ -158,4 +146,19 @@ func TestInVMRemovalAfterPublish(t *testing.T) {
 			t.Errorf("removing (update %t): %s is still in the kernel after the apply", update, web)
 		}
 	}
+}
+
+// clusterIPTreeInVM skips unless the test runs in the VM of
+// internal/vmtest, and returns a copy of the traffic tests' cluster-ip
+// tree.
+func clusterIPTreeInVM(t *testing.T) string {
+	t.Helper()
+	if !vmtest.InVM() {
+		t.Skip("SKIPPED: runs in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
+	}
+	testnet.Require(t, "nft")
+	tree := t.TempDir()
+	copyDir(t, filepath.Join("testdata", "traffic", "common"), tree)
+	copyDir(t, filepath.Join("testdata", "traffic", "cluster-ip"), filepath.Join(tree, "cluster-ip"))
+	return tree
 }

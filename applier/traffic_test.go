@@ -50,35 +50,8 @@ var installers = []struct {
 	name    string
 	install installer
 }{
-	{"applier", func(t *testing.T, ns *testnet.NS) func(*testing.T, *plan.Plan) {
-		n, err := applier.Open(applier.Options{StateDir: t.TempDir(), NetNSFd: ns.Fd()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return func(t *testing.T, p *plan.Plan) {
-			t.Helper()
-			if _, err := n.Apply(p); err != nil {
-				t.Fatalf("apply: %v", err)
-			}
-		}
-	}},
-	{"ipvs", func(t *testing.T, ns *testnet.NS) func(*testing.T, *plan.Plan) {
-		if !vmtest.InVM() {
-			t.Skip("SKIPPED: the IPVS data plane is proven in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
-		}
-		n, err := applier.Open(applier.Options{StateDir: t.TempDir(), NetNSFd: ns.Fd(), IPVS: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return func(t *testing.T, p *plan.Plan) {
-			t.Helper()
-			if _, err := n.Apply(p); err != nil {
-				t.Fatalf("apply: %v", err)
-			}
-		}
-	}},
+	{"applier", nodeInstaller(false)},
+	{"ipvs", nodeInstaller(true)},
 	{"nft -f", func(t *testing.T, ns *testnet.NS) func(*testing.T, *plan.Plan) {
 		return func(t *testing.T, p *plan.Plan) {
 			t.Helper()
@@ -91,6 +64,28 @@ var installers = []struct {
 			}
 		}
 	}},
+}
+
+// nodeInstaller installs plans with an applier.Node and its own state
+// dir, as `netspec apply` does: with the nftables data plane, or with IPVS
+// (only in the VM of internal/vmtest, whose kernel has it).
+func nodeInstaller(withIPVS bool) installer {
+	return func(t *testing.T, ns *testnet.NS) func(*testing.T, *plan.Plan) {
+		if withIPVS && !vmtest.InVM() {
+			t.Skip("SKIPPED: the IPVS data plane is proven in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
+		}
+		n, err := applier.Open(applier.Options{StateDir: t.TempDir(), NetNSFd: ns.Fd(), IPVS: withIPVS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return func(t *testing.T, p *plan.Plan) {
+			t.Helper()
+			if _, err := n.Apply(p); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+		}
+	}
 }
 
 const (
@@ -325,10 +320,7 @@ func TestTrafficIPVS(t *testing.T) {
 		t.Skip("in the VM already")
 	}
 	testnet.Require(t, "nft")
-	env := vmtest.Require(t)
-	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier")
-	env.Run(t, vmtest.Options{
-		Binary:       bin,
+	vmtest.RunPackage(t, "netspec.dev/netspec/applier", vmtest.Options{
 		Args:         []string{"-test.run", "^(TestTraffic|TestInVMSwitchDataplane|TestInVMRemovalAfterPublish)$/^ipvs/", "-test.v"},
 		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
 		Files:        map[string]string{"/vmtest/testdata": "testdata"},

@@ -826,31 +826,10 @@ func appendDNAT(b []byte, fam nftFamily, proto string, ep *nftEndpoint) []byte {
 // appendTo appends the table.
 func (t *nftTable) appendTo(b []byte) []byte {
 	fam := t.fam
-	b = appendLine(b, "table ", fam.table, " netspec {}")
-	b = appendLine(b, "delete table ", fam.table, " netspec")
-	b = appendLine(b, "table ", fam.table, " netspec {")
-	b = append(b, "\t# "...)
-	b = append(b, fam.label...)
-	b = append(b, ": "...)
-	b = appendPlural(b, len(t.ports), "service port")
-	b = append(b, ".\n"...)
-
-	b = append(b, "\n\t# Base chains.\n"...)
-	base := [...]struct{ name, hook, rule string }{
+	b = t.appendTableHead(b, "", [2]baseChain{
 		{"nat-prerouting", "type nat hook prerouting priority dstnat", "jump services"},
 		{"nat-output", "type nat hook output priority -100", "jump services"},
-		{"nat-postrouting", "type nat hook postrouting priority srcnat", "jump masquerading"},
-		{"filter-prerouting-pre-dnat", "type filter hook prerouting priority dstnat - 10", "ct state new jump firewall-check"},
-		{"filter-input", "type filter hook input priority filter", "ct state new jump service-endpoints-check"},
-		{"filter-forward", "type filter hook forward priority filter", "ct state new jump service-endpoints-check"},
-		{"filter-output", "type filter hook output priority filter", "ct state new jump service-endpoints-check"},
-	}
-	for _, c := range base {
-		b = openChain(b, c.name)
-		b = appendRule(b, c.hook, "; policy accept;")
-		b = appendRule(b, c.rule)
-		b = closeChain(b)
-	}
+	})
 
 	b = append(b, "\n\t# Dispatch.\n"...)
 	vmap := fam.table + " daddr . meta l4proto . th dport vmap @"
@@ -892,13 +871,7 @@ func (t *nftTable) appendTo(b []byte) []byte {
 		b = append(b, "\t\t}\n"...)
 	}
 	b = append(b, "\t}\n"...)
-	if len(t.podCIDRs) > 1 {
-		b = append(b, "\t# pod-cidrs: traffic from elsewhere to a cluster IP is masqueraded\n\tset pod-cidrs {\n\t\ttype "...)
-		b = append(b, fam.addrType...)
-		b = append(b, "\n\t\tflags interval\n\t\telements = "...)
-		b = appendPrefixSet(b, t.podCIDRs, true)
-		b = append(b, "\n\t}\n"...)
-	}
+	b = t.appendPodCIDRs(b)
 
 	b = t.appendPickMaps(b)
 
@@ -906,6 +879,55 @@ func (t *nftTable) appendTo(b []byte) []byte {
 		b = t.appendGroup(b, t.viewPort(sp))
 	}
 	return append(b, "}\n"...)
+}
+
+// baseChain is a base chain of a table, with its one rule.
+type baseChain struct{ name, hook, rule string }
+
+// appendTableHead appends the start of a table, up to its base chains:
+// the two that hook the DNAT side (first), then those both data planes
+// share. note ends the table's comment line.
+func (t *nftTable) appendTableHead(b []byte, note string, first [2]baseChain) []byte {
+	fam := t.fam
+	b = appendLine(b, "table ", fam.table, " netspec {}")
+	b = appendLine(b, "delete table ", fam.table, " netspec")
+	b = appendLine(b, "table ", fam.table, " netspec {")
+	b = append(b, "\t# "...)
+	b = append(b, fam.label...)
+	b = append(b, ": "...)
+	b = appendPlural(b, len(t.ports), "service port")
+	b = append(b, note...)
+	b = append(b, ".\n"...)
+
+	b = append(b, "\n\t# Base chains.\n"...)
+	base := [...]baseChain{
+		first[0], first[1],
+		{"nat-postrouting", "type nat hook postrouting priority srcnat", "jump masquerading"},
+		{"filter-prerouting-pre-dnat", "type filter hook prerouting priority dstnat - 10", "ct state new jump firewall-check"},
+		{"filter-input", "type filter hook input priority filter", "ct state new jump service-endpoints-check"},
+		{"filter-forward", "type filter hook forward priority filter", "ct state new jump service-endpoints-check"},
+		{"filter-output", "type filter hook output priority filter", "ct state new jump service-endpoints-check"},
+	}
+	for _, c := range base {
+		b = openChain(b, c.name)
+		b = appendRule(b, c.hook, "; policy accept;")
+		b = appendRule(b, c.rule)
+		b = closeChain(b)
+	}
+	return b
+}
+
+// appendPodCIDRs appends the set pod-cidrs when the masquerade match needs
+// it (more than one pod CIDR of the family).
+func (t *nftTable) appendPodCIDRs(b []byte) []byte {
+	if len(t.podCIDRs) <= 1 {
+		return b
+	}
+	b = append(b, "\t# pod-cidrs: traffic from elsewhere to a cluster IP is masqueraded\n\tset pod-cidrs {\n\t\ttype "...)
+	b = append(b, t.fam.addrType...)
+	b = append(b, "\n\t\tflags interval\n\t\telements = "...)
+	b = appendPrefixSet(b, t.podCIDRs, true)
+	return append(b, "\n\t}\n"...)
 }
 
 // appendLine appends the concatenation of parts and a newline.

@@ -75,31 +75,10 @@ func (t *nftTable) appendIPVSTo(b []byte) []byte {
 		*s = slices.Compact(*s)
 	}
 
-	b = appendLine(b, "table ", fam.table, " netspec {}")
-	b = appendLine(b, "delete table ", fam.table, " netspec")
-	b = appendLine(b, "table ", fam.table, " netspec {")
-	b = append(b, "\t# "...)
-	b = append(b, fam.label...)
-	b = append(b, ": "...)
-	b = appendPlural(b, len(t.ports), "service port")
-	b = append(b, " (IPVS virtual servers).\n"...)
-
-	b = append(b, "\n\t# Base chains.\n"...)
-	base := [...]struct{ name, hook, rule string }{
+	b = t.appendTableHead(b, " (IPVS virtual servers)", [2]baseChain{
 		{"mark-prerouting", "type filter hook prerouting priority dstnat", "jump ipvs-mark"},
 		{"mark-output", "type filter hook output priority -100", "jump ipvs-mark"},
-		{"nat-postrouting", "type nat hook postrouting priority srcnat", "jump masquerading"},
-		{"filter-prerouting-pre-dnat", "type filter hook prerouting priority dstnat - 10", "ct state new jump firewall-check"},
-		{"filter-input", "type filter hook input priority filter", "ct state new jump service-endpoints-check"},
-		{"filter-forward", "type filter hook forward priority filter", "ct state new jump service-endpoints-check"},
-		{"filter-output", "type filter hook output priority filter", "ct state new jump service-endpoints-check"},
-	}
-	for _, c := range base {
-		b = openChain(b, c.name)
-		b = appendRule(b, c.hook, "; policy accept;")
-		b = appendRule(b, c.rule)
-		b = closeChain(b)
-	}
+	})
 
 	b = append(b, "\n\t# What IPVS cannot do.\n"...)
 	addrKey := fam.table + " daddr . meta l4proto . th dport"
@@ -131,13 +110,7 @@ func (t *nftTable) appendIPVSTo(b []byte) []byte {
 		hairpin[i] = a.String() + " . " + a.String()
 	}
 	b = appendKeySet(b, "hairpin", "every endpoint address, twice: source and destination of a packet IPVS sent back to its sender", fam.addrType+" . "+fam.addrType, hairpin)
-	if len(t.podCIDRs) > 1 {
-		b = append(b, "\t# pod-cidrs: traffic from elsewhere to a cluster IP is masqueraded\n\tset pod-cidrs {\n\t\ttype "...)
-		b = append(b, fam.addrType...)
-		b = append(b, "\n\t\tflags interval\n\t\telements = "...)
-		b = appendPrefixSet(b, t.podCIDRs, true)
-		b = append(b, "\n\t}\n"...)
-	}
+	b = t.appendPodCIDRs(b)
 	if len(firewalls) > 0 {
 		b = append(b, "\n\t# loadBalancerSourceRanges.\n"...)
 		for _, sp := range firewalls {

@@ -69,16 +69,7 @@ func (a *Applier) ApplyKeeping(want *Table) (*Changes, error) {
 
 // UpdateKeeping is Update but for what want no longer has, as
 // ApplyKeeping.
-func (a *Applier) UpdateKeeping(want *Table) (*Changes, error) {
-	if a.last == nil {
-		return a.ApplyKeeping(want)
-	}
-	only := changedKeys(a.last, want)
-	if len(only) == 0 {
-		return &Changes{}, nil
-	}
-	return a.apply(want, only, true)
-}
+func (a *Applier) UpdateKeeping(want *Table) (*Changes, error) { return a.update(want, true) }
 
 // Prune deletes the virtual servers netspec owns that want does not have,
 // then the addresses no longer used; it reads the kernel's virtual servers
@@ -93,15 +84,17 @@ func (a *Applier) Prune(want *Table) (*Changes, error) {
 // of the kernel's virtual servers, and the interface), so that its work
 // follows the size of the change. Without a last table it is Apply; a
 // periodic Apply repairs drift.
-func (a *Applier) Update(want *Table) (*Changes, error) {
+func (a *Applier) Update(want *Table) (*Changes, error) { return a.update(want, false) }
+
+func (a *Applier) update(want *Table, keep bool) (*Changes, error) {
 	if a.last == nil {
-		return a.Apply(want)
+		return a.apply(want, nil, keep)
 	}
 	only := changedKeys(a.last, want)
 	if len(only) == 0 {
 		return &Changes{}, nil
 	}
-	return a.apply(want, only, false)
+	return a.apply(want, only, keep)
 }
 
 // changedKeys are the virtual servers that a and b do not have alike.

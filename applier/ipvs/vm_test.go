@@ -121,10 +121,7 @@ func TestVM(t *testing.T) {
 	if inVM() {
 		t.Skip("in the VM already")
 	}
-	env := vmtest.Require(t)
-	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier/ipvs")
-	env.Run(t, vmtest.Options{
-		Binary:       bin,
+	vmtest.RunPackage(t, "netspec.dev/netspec/applier/ipvs", vmtest.Options{
 		Args:         []string{"-test.run", "^(TestInVMApply|TestInVMSchedulers|TestInVMRenderEqualsKernel|TestSystemDummy)$", "-test.v"},
 		Files:        map[string]string{"/vmtest/testdata/golden": "../../golden"},
 		Dir:          "/vmtest",

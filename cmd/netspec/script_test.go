@@ -30,10 +30,7 @@ func TestScriptsIPVS(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("in the VM already")
 	}
-	env := vmtest.Require(t)
-	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/cmd/netspec")
-	env.Run(t, vmtest.Options{
-		Binary:       bin,
+	vmtest.RunPackage(t, "netspec.dev/netspec/cmd/netspec", vmtest.Options{
 		Args:         []string{"-test.run", "^TestScripts$/^ipvs$", "-test.v"},
 		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
 		Files: map[string]string{

@@ -266,6 +266,17 @@ func findBusybox() (string, error) {
 	return "", fmt.Errorf("no static busybox (package busybox-static): %s", strings.Join(errs, "; "))
 }
 
+// RunPackage builds the tests of the package with import path pkg
+// (BuildTestBinary) and runs them in the VM (Run, with o.Binary set): what
+// a host test that proves something against the VM's kernel does. It
+// skips or fails as Require does when the VM cannot run.
+func RunPackage(t testing.TB, pkg string, o Options) string {
+	t.Helper()
+	env := Require(t)
+	o.Binary = BuildTestBinary(t, pkg)
+	return env.Run(t, o)
+}
+
 // BuildTestBinary compiles the tests of the package with import path pkg
 // (for example "netspec.dev/netspec/applier/ipvs") into a static binary,
 // with CGO_ENABLED=0 go test -c, for GOOS=linux GOARCH=amd64, and returns

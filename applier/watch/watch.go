@@ -69,8 +69,12 @@ type Options struct {
 	// /metrics, /healthz and /readyz.
 	MetricsListen string
 
-	Resync   time.Duration // DefaultResync when 0; negative: no resync
-	Debounce time.Duration // DefaultDebounce when 0; negative: none
+	Resync time.Duration // DefaultResync when 0; negative: no resync
+	// Debounce paces reloads for file changes: a change after a quiet
+	// spell is applied once the tree has been quiet for Settle; a burst
+	// waits at most Debounce; reloads start at least Debounce apart.
+	// DefaultDebounce when 0; negative: every event reloads at once.
+	Debounce time.Duration
 
 	Logger *slog.Logger // slog.Default() when nil
 }
@@ -267,12 +271,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 		defer t.Stop()
 		resync = t.C
 	}
-	// Debounce: a reload runs once no event came for Debounce, and at the
-	// latest maxWait after the first event of the burst.
-	maxWait := max(10*w.opts.Debounce, time.Second)
+	// Pacing (pacer): a change is applied once the tree has been quiet
+	// for Settle, a burst at most Debounce after its first event, and
+	// reloads for changes start at least Debounce apart.
+	pace := newPacer(w.opts.Debounce)
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
-	var first time.Time // first event of the pending burst; zero: none pending
 	for {
 		select {
 		case <-ctx.Done():
@@ -289,15 +293,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 				continue
 			}
 			w.log.Debug("file event", "path", ev.Name, "op", ev.Op.String())
-			now := time.Now()
-			if first.IsZero() {
-				first = now
-			}
-			wait := w.opts.Debounce
-			if deadline := first.Add(maxWait); now.Add(wait).After(deadline) {
-				wait = max(deadline.Sub(now), 0)
-			}
-			debounce.Reset(wait)
+			debounce.Reset(pace.event(time.Now()))
 		case err, ok := <-fw.Errors:
 			if !ok {
 				return errors.New("watch: fsnotify stopped")
@@ -307,13 +303,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			} else {
 				w.log.Warn("file watch error; rescanning the tree", "err", err)
 			}
-			if first.IsZero() {
-				first = time.Now()
-			}
-			debounce.Reset(w.opts.Debounce)
+			debounce.Reset(pace.event(time.Now()))
 		case <-debounce.C:
-			since := first
-			first = time.Time{}
+			since := pace.fire(time.Now())
 			w.rescan(fw)
 			w.sync(syncChange, since)
 		case <-w.reload:

@@ -45,7 +45,8 @@ every directory of TREE and applies again whenever a file changes:
   - an edit, an editor's atomic save (write a temp file, rename it), a new
     or removed directory, git checkout, and a symlink swapped to a new
     checkout (git-sync's TREE -> rev-abc, a ConfigMap's ..data) all reload;
-    events are debounced (--debounce) so that a burst is one reload;
+    a change is applied once the tree has been quiet for 10 ms, and a
+    burst of changes (a long checkout) at most once per --debounce;
   - a reload validates only the files whose content changed, compiles the
     plan and updates the kernel by difference with what watch installed;
   - an invalid tree changes nothing: the rules, the state dir and the DNS
@@ -88,7 +89,7 @@ Examples:
 			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
 			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
 			fs.DurationVar(&f.resync, "resync", watch.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
-			fs.DurationVar(&f.debounce, "debounce", watch.DefaultDebounce, "wait `DURATION` after the last file event before reloading")
+			fs.DurationVar(&f.debounce, "debounce", watch.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
 			fs.StringVar(&f.logFormat, "log-format", "text", "log as text or json (log/slog) on stderr")
 			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 			fs.Var(&f.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")

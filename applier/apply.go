@@ -131,34 +131,43 @@ func (n *Node) lastPlan() (*plan.Plan, error) {
 // desired renders p: the ruleset for the kernel (nil with NoDataplane),
 // the IPVS table (with Options.IPVS) and the files for the state dir.
 func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, map[string][]byte, error) {
-	var files map[string][]byte
-	var err error
-	if n.opts.IPVS {
-		files, err = render.FilesIPVS(p, n.opts.IPVSScheduler)
-	} else {
-		files, err = render.Files(p, render.DataplaneNFTables)
-	}
+	rs, table, err := n.desiredKernel(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// The kernel holds the rules and virtual servers, not the state dir.
-	ruleset, table := files[state.RulesetFile], files[ipvsFile]
-	delete(files, state.RulesetFile)
-	delete(files, ipvsFile)
-	if n.nft == nil {
-		return nil, nil, files, nil
-	}
-	rs, err := nft.Parse(ruleset)
+	files, err := render.StateFiles(p)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("rendered ruleset: %w", err)
+		return nil, nil, nil, err
+	}
+	return rs, table, files, nil
+}
+
+// desiredKernel renders what the kernel is programmed from: the ruleset
+// (nil with NoDataplane) and the IPVS table (with Options.IPVS). It reads
+// only the plan's Node, Cluster and Services.
+func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, error) {
+	if n.nft == nil {
+		return nil, nil, nil
+	}
+	dp := render.DataplaneNFTables
+	if n.opts.IPVS {
+		dp = render.DataplaneIPVS
+	}
+	files, err := render.KernelFiles(p, dp, n.opts.IPVSScheduler)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := nft.Parse(files[state.RulesetFile])
+	if err != nil {
+		return nil, nil, fmt.Errorf("rendered ruleset: %w", err)
 	}
 	var t *ipvs.Table
 	if n.ipvs != nil {
-		if t, err = ipvs.Parse(table); err != nil {
-			return nil, nil, nil, fmt.Errorf("rendered %s: %w", ipvsFile, err)
+		if t, err = ipvs.Parse(files[ipvsFile]); err != nil {
+			return nil, nil, fmt.Errorf("rendered %s: %w", ipvsFile, err)
 		}
 	}
-	return rs, t, files, nil
+	return rs, t, nil
 }
 
 // ipvsFile is the IPVS table's path in render.Files.
@@ -195,21 +204,44 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 // then the state dir's files are written. The kernel comes first: the
 // state dir's plan.json always names a plan the kernel holds.
 func (n *Node) Apply(p *plan.Plan) (*Result, error) {
-	return n.apply(p, false)
+	return n.apply(p, false, nil)
 }
 
 // Update is Apply for a daemon that is the only writer of netspec's
 // tables: the kernel is diffed against what this Node installed last
 // rather than read back whole (see nft.Applier.Update).
 func (n *Node) Update(p *plan.Plan) (*Result, error) {
-	return n.apply(p, true)
+	return n.apply(p, true, nil)
 }
 
-func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
+// ApplyStaged and UpdateStaged are Apply and Update of a plan compiled in
+// two steps (compiler.Staged): p holds the Services, and the kernel is
+// programmed from them first; then finish returns the complete plan (the
+// same Services, with DNS records and env files), whose files go to the
+// state dir. An error of finish leaves the kernel updated and the state
+// dir as it was.
+func (n *Node) ApplyStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Result, error) {
+	return n.apply(p, false, finish)
+}
+
+// UpdateStaged is ApplyStaged by difference, as Update.
+func (n *Node) UpdateStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Result, error) {
+	return n.apply(p, true, finish)
+}
+
+func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error)) (*Result, error) {
 	start := time.Now()
-	rs, table, files, err := n.desired(p)
+	rs, table, err := n.desiredKernel(p)
 	if err != nil {
 		return nil, err
+	}
+	var files map[string][]byte
+	if finish == nil {
+		// A complete plan: its files are rendered before anything
+		// changes, so that an error changes nothing.
+		if files, err = render.StateFiles(p); err != nil {
+			return nil, err
+		}
 	}
 	r := &Result{Last: n.last, NFT: &nft.Changes{}}
 	switch {
@@ -235,6 +267,14 @@ func (n *Node) apply(p *plan.Plan, update bool) (*Result, error) {
 		c.Close()
 		if err != nil {
 			return r, fmt.Errorf("conntrack: %w", err)
+		}
+	}
+	if finish != nil {
+		if p, err = finish(); err != nil {
+			return r, err
+		}
+		if files, err = render.StateFiles(p); err != nil {
+			return r, err
 		}
 	}
 	if r.Files, err = n.dir.Apply(files); err != nil {

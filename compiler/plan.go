@@ -13,15 +13,36 @@ import (
 	"netspec.dev/netspec/schema"
 )
 
-// Compile makes the Plan of one node from a validated tree: objs are the
-// tree's objects and checked is what Validate returned for them (it must
-// hold no errors). It is pure: the same input gives the same Plan.
 // IPVSSchedulerAnnotation names, on a Service, the scheduler of its IPVS
 // virtual servers (the schema allows rr, wrr, lc, wlc, sh, dh, sed, nq and
 // mh); without it a node uses its default (--ipvs-scheduler).
 const IPVSSchedulerAnnotation = "netspec.dev/ipvs-scheduler"
 
+// Compile makes the Plan of one node from a validated tree: objs are the
+// tree's objects and checked is what Validate returned for them (it must
+// hold no errors). It is pure: the same input gives the same Plan.
 func Compile(objs []*schema.Object, checked *Checked, node string) (*plan.Plan, error) {
+	s, err := CompileStaged(objs, checked, node)
+	if err != nil {
+		return nil, err
+	}
+	return s.Finish(), nil
+}
+
+// Staged is a plan compiled in two steps. Plan first holds the node, the
+// cluster and the Services, which is all the kernel's rules are made of;
+// Finish adds the DNS records and env files, which only the state dir and
+// the DNS server need. A daemon programs the kernel between the two steps,
+// so that the names do not delay the rules.
+type Staged struct {
+	Plan       *plan.Plan // without DNS and Env until Finish
+	namespaces []string
+	finished   bool
+}
+
+// CompileStaged is the first step of Compile: Plan without DNS records
+// and env files.
+func CompileStaged(objs []*schema.Object, checked *Checked, node string) (*Staged, error) {
 	if n := checked.Diags.Errors(); n > 0 {
 		return nil, fmt.Errorf("the tree has %d errors; validate it first", n)
 	}
@@ -31,16 +52,28 @@ func Compile(objs []*schema.Object, checked *Checked, node string) (*plan.Plan, 
 		return nil, err
 	}
 	p := &plan.Plan{FormatVersion: plan.FormatVersion, Node: n, Cluster: c.clusterPlan()}
-	// Services are independent of each other, and DNS and env only read
-	// them: both steps use every core. Results land in fixed slots, so
-	// the Plan does not depend on scheduling.
+	// Services are independent of each other: compiling them uses every
+	// core. Results land in fixed slots, so the Plan does not depend on
+	// scheduling.
 	p.Services = make([]plan.Service, len(c.services))
 	parallel(len(c.services), func(i int) { p.Services[i] = c.service(c.services[i].Service, n) })
+	return &Staged{Plan: p, namespaces: c.namespaces}, nil
+}
+
+// Finish adds the DNS records and env files to Plan and returns it; the
+// Services stay as they are. Calling it again returns the same plan.
+func (s *Staged) Finish() *plan.Plan {
+	if s.finished {
+		return s.Plan
+	}
+	s.finished = true
+	p := s.Plan
+	// DNS and env only read the Services: they are made at the same time.
 	var wg sync.WaitGroup
 	wg.Go(func() { p.DNS = dnsRecords(p) })
-	p.Env = envFiles(p, c.namespaces)
+	p.Env = envFiles(p, s.namespaces)
 	wg.Wait()
-	return p, nil
+	return p
 }
 
 // parallel calls f(i) for i in [0, n), spread over the available cores.

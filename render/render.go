@@ -45,26 +45,54 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 	if p == nil {
 		return nil, errors.New("render: no plan")
 	}
-	files := make(map[string][]byte)
 	// The ruleset and plan.json are the large artifacts of a big tree: they
 	// are made at the same time. Both only read the Plan.
-	var ruleset, planJSON []byte
-	var jsonErr error
+	var kernel map[string][]byte
+	var kernelErr error
 	var wg sync.WaitGroup
+	wg.Go(func() { kernel, kernelErr = kernelFiles(p, dp, sched) })
+	files, err := StateFiles(p)
+	wg.Wait()
+	if kernelErr != nil {
+		return nil, kernelErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	for path, data := range kernel {
+		files[path] = data
+	}
+	return files, nil
+}
+
+// KernelFiles renders the artifacts of Files that program the kernel:
+// nftables.nft and, for data plane ipvs, ipvs.txt. They need only the
+// plan's Node, Cluster and Services, so a daemon can render them before
+// the plan's DNS records and env files exist (compiler.Staged).
+func KernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) {
+	if p == nil {
+		return nil, errors.New("render: no plan")
+	}
+	return kernelFiles(p, dp, sched)
+}
+
+func kernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) {
 	switch dp {
 	case DataplaneNFTables:
-		wg.Go(func() { ruleset = NFTables(p) })
+		return map[string][]byte{"nftables.nft": NFTables(p)}, nil
 	case DataplaneIPVS:
-		wg.Go(func() { ruleset = NFTablesIPVS(p) })
-		files["ipvs.txt"] = IPVS(p, sched)
-	default:
-		return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
+		return map[string][]byte{"nftables.nft": NFTablesIPVS(p), "ipvs.txt": IPVS(p, sched)}, nil
 	}
-	wg.Go(func() { planJSON, jsonErr = PlanJSON(p) })
-	wg.Wait()
-	if ruleset != nil {
-		files["nftables.nft"] = ruleset
+	return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
+}
+
+// StateFiles renders the artifacts of Files that a node keeps in its
+// state dir: the zone files, the env files and plan.json.
+func StateFiles(p *plan.Plan) (map[string][]byte, error) {
+	if p == nil {
+		return nil, errors.New("render: no plan")
 	}
+	files := make(map[string][]byte)
 	add := func(path string, data []byte) error {
 		if _, dup := files[path]; dup {
 			return fmt.Errorf("render: two artifacts are named %s", path)
@@ -89,8 +117,9 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 			return nil, err
 		}
 	}
-	if jsonErr != nil {
-		return nil, jsonErr
+	planJSON, err := PlanJSON(p)
+	if err != nil {
+		return nil, err
 	}
 	if err := add("plan.json", planJSON); err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/internal/treecheck"
-	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
 )
 
@@ -21,16 +20,17 @@ type loader struct {
 // loadResult is one reading of the tree: a plan, or the diagnostics that
 // keep it from being one.
 type loadResult struct {
-	plan   *plan.Plan
-	diags  diag.List // all diagnostics, sorted
-	errors int       // error diagnostics in diags
-	files  int       // spec files read
-	cached int       // files whose result came from the cache
+	plan   *compiler.Staged // Services only until Finish
+	diags  diag.List        // all diagnostics, sorted
+	errors int              // error diagnostics in diags
+	files  int              // spec files read
+	cached int              // files whose result came from the cache
 }
 
-// load reads, validates and compiles the tree. The error is for a tree
-// that cannot be read at all or a plan that cannot be compiled;
-// diagnostics (res.errors > 0) leave res.plan nil.
+// load reads, validates and compiles the tree's Services (the DNS records
+// and env files follow after the kernel: compiler.Staged). The error is
+// for a tree that cannot be read at all or a plan that cannot be
+// compiled; diagnostics (res.errors > 0) leave res.plan nil.
 func (l *loader) load() (*loadResult, error) {
 	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache})
 	if err != nil {
@@ -46,7 +46,7 @@ func (l *loader) load() (*loadResult, error) {
 	if res.errors > 0 {
 		return res, nil
 	}
-	p, err := compiler.Compile(t.Objects, c.Checked, l.node)
+	p, err := compiler.CompileStaged(t.Objects, c.Checked, l.node)
 	if err != nil {
 		return res, err
 	}

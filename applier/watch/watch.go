@@ -29,6 +29,7 @@ import (
 
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/dnsserver"
+	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/plan"
@@ -348,9 +349,13 @@ func (r syncReason) String() string {
 // resync and after a failure. An invalid tree leaves everything as it is;
 // a resync then applies the last good plan again, repairing drift.
 // since is the time of the first file event that led here (zero if none).
+//
+// The kernel comes first: it is programmed from the plan's Services, and
+// only then are the DNS records and env files worked out (compiler.Staged)
+// and the state dir and DNS answers updated.
 func (w *Watcher) sync(why syncReason, since time.Time) {
 	res, err := w.loader.load()
-	p := w.good
+	var st *compiler.Staged // the tree's plan; nil: keep the last good one
 	switch {
 	case err != nil:
 		w.metrics.syncFailures.Inc()
@@ -375,17 +380,38 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		}
 	default:
 		w.metrics.tree(0)
-		p = res.plan
+		st = res.plan
 	}
-	if p == nil {
-		return // nothing good to apply yet
-	}
-	if p == w.good && why != syncResync {
-		// The tree is not good: only a resync applies the last good plan
-		// again (to repair drift).
+	if st == nil && (w.good == nil || why != syncResync) {
+		// Nothing good to apply yet, or the tree is not good: only a
+		// resync applies the last good plan again (to repair drift).
 		return
 	}
-	changed := w.good == nil || !reflect.DeepEqual(w.good, p)
+
+	// p is what the kernel is programmed from; finish completes it.
+	p := w.good
+	finish := func() (*plan.Plan, error) { return w.good, nil }
+	changed := false
+	if st != nil {
+		p = st.Plan
+		changed = w.good == nil || !sameKernelPlan(w.good, p)
+		if !changed {
+			// The rules stay; the names (DNS, env) may not.
+			changed = !reflect.DeepEqual(w.good, st.Finish())
+		}
+		finish = func() (*plan.Plan, error) {
+			q := st.Finish()
+			if w.dns != nil && (w.good == nil || !reflect.DeepEqual(w.good.DNS, q.DNS)) {
+				recs, err := dnsserver.Compile(q.DNS)
+				if err != nil {
+					// A compiler bug: the old answers stay.
+					return nil, fmt.Errorf("dns records do not compile: %w", err)
+				}
+				w.publish = recs
+			}
+			return q, nil
+		}
+	}
 	if !changed && why == syncChange && !w.full {
 		// A file changed without changing the plan (a comment, a file
 		// outside the plan's node): nothing to do.
@@ -393,25 +419,18 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		return
 	}
 
-	// The DNS records are compiled before anything is applied: a plan
-	// whose records cannot be served reaches neither the kernel nor DNS.
-	var recs *dnsserver.Records
-	if w.dns != nil && changed {
-		if recs, err = dnsserver.Compile(p.DNS); err != nil {
-			w.metrics.syncFailures.Inc()
-			w.log.Error("dns records do not compile, keeping last good state", "reason", why.String(), "err", err)
-			return
-		}
-	}
-
 	full := w.full || why == syncStart || why == syncResync
-	kind, apply := "partial", w.node.Update
+	kind, apply := "partial", w.node.UpdateStaged
 	if full {
-		kind, apply = "full", w.node.Apply
+		kind, apply = "full", w.node.ApplyStaged
 	}
 	start := time.Now()
-	w.publish = recs
-	r, err := apply(p)
+	var applied *plan.Plan
+	r, err := apply(p, func() (*plan.Plan, error) {
+		q, err := finish()
+		applied = q
+		return q, err
+	})
 	w.publish = nil
 	took := time.Since(start)
 	if err != nil {
@@ -428,7 +447,8 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		// follow.
 		w.metrics.programming.Observe(r.KernelAt.Sub(since).Seconds())
 	}
-	w.good = p
+	w.good = applied
+	p = applied
 	select {
 	case <-w.synced:
 	default:
@@ -459,4 +479,11 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	default:
 		w.log.Info("synced", attrs...)
 	}
+}
+
+// sameKernelPlan tells whether two plans program the kernel alike: the
+// same node, cluster and Services (the DNS records and env files aside).
+func sameKernelPlan(a, b *plan.Plan) bool {
+	return a.FormatVersion == b.FormatVersion && reflect.DeepEqual(a.Node, b.Node) &&
+		reflect.DeepEqual(a.Cluster, b.Cluster) && reflect.DeepEqual(a.Services, b.Services)
 }

@@ -443,7 +443,7 @@ func checkSelectors(objs []*schema.Object, idx *podIndex, r *reporter) {
 			continue
 		}
 		ns := o.Service.Metadata.Namespace
-		if len(idx.selectPods(ns, o.Service.Spec.Selector)) == 0 {
+		if len(idx.remember(o.Service)) == 0 {
 			r.warnf(o, pSpec.Key("selector"), "matches no Pod in namespace %s, so the Service has no endpoints", ns)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
 	var eps []plan.Endpoint
 	if len(svc.Spec.Selector) > 0 {
-		for _, pod := range c.pods.selectPods(svc.Metadata.Namespace, svc.Spec.Selector) {
+		for _, pod := range c.pods.servicePods(svc) {
 			eps = append(eps, c.podEndpoints(svc, pod, port, fams)...)
 		}
 	} else {

@@ -7,6 +7,10 @@ import "netspec.dev/netspec/schema"
 // selector scans only the pods of its rarest label.
 type podIndex struct {
 	byLabel map[labelKey][]*schema.Pod // in object order
+	// selected remembers the pods of each Service's selector: the checks
+	// select them once (remember), compiling reads them back. It is
+	// written only before the compile's goroutines start.
+	selected map[*schema.Service][]*schema.Pod
 }
 
 type labelKey struct {
@@ -14,7 +18,7 @@ type labelKey struct {
 }
 
 func newPodIndex(objs []*schema.Object) *podIndex {
-	idx := &podIndex{byLabel: map[labelKey][]*schema.Pod{}}
+	idx := &podIndex{byLabel: map[labelKey][]*schema.Pod{}, selected: map[*schema.Service][]*schema.Pod{}}
 	for _, o := range objs {
 		if p := o.Pod; p != nil {
 			for k, v := range p.Metadata.Labels {
@@ -44,6 +48,22 @@ func (idx *podIndex) selectPods(ns string, sel map[string]string) []*schema.Pod 
 		}
 	}
 	return out
+}
+
+// remember selects the pods of svc and remembers them for servicePods.
+func (idx *podIndex) remember(svc *schema.Service) []*schema.Pod {
+	pods := idx.selectPods(svc.Metadata.Namespace, svc.Spec.Selector)
+	idx.selected[svc] = pods
+	return pods
+}
+
+// servicePods returns the pods of svc's selector, remembered or selected
+// now. It only reads the index, so compile's goroutines may share it.
+func (idx *podIndex) servicePods(svc *schema.Service) []*schema.Pod {
+	if pods, ok := idx.selected[svc]; ok {
+		return pods
+	}
+	return idx.selectPods(svc.Metadata.Namespace, svc.Spec.Selector)
 }
 
 // matches reports whether labels carry every key and value of sel.

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"netspec.dev/netspec/plan"
@@ -356,7 +358,12 @@ func (t *nftTable) sizeHint() int {
 // viewPort fills the table's port view for sp: its base name, its
 // addresses and its endpoints of the family, without names.
 func (t *nftTable) viewPort(sp *nftPort) *nftPortView {
-	v := &t.view
+	return t.viewPortIn(&t.view, sp)
+}
+
+// viewPortIn is viewPort into a scratch view of the caller's, for
+// goroutines that render groups side by side.
+func (t *nftTable) viewPortIn(v *nftPortView, sp *nftPort) *nftPortView {
 	v.nftPort = sp
 	svc, port := sp.svc, sp.port
 	v.base = append(v.base[:0], svc.Namespace...)
@@ -875,10 +882,43 @@ func (t *nftTable) appendTo(b []byte) []byte {
 
 	b = t.appendPickMaps(b)
 
-	for _, sp := range t.ports {
-		b = t.appendGroup(b, t.viewPort(sp))
-	}
+	b = t.appendGroups(b)
 	return append(b, "}\n"...)
+}
+
+// groupsPerWorker is the fewest service ports worth a goroutine of
+// appendGroups (a variable for tests).
+var groupsPerWorker = 2048
+
+// appendGroups appends the chains of every service port, in t.ports
+// order. A big table is rendered in slices side by side, each into a
+// buffer of its own, joined in order: the text is the same.
+func (t *nftTable) appendGroups(b []byte) []byte {
+	workers := min(runtime.GOMAXPROCS(0), len(t.ports)/groupsPerWorker)
+	if workers < 2 {
+		for _, sp := range t.ports {
+			b = t.appendGroup(b, t.viewPort(sp))
+		}
+		return b
+	}
+	parts := make([][]byte, workers)
+	var wg sync.WaitGroup
+	for w := range parts {
+		from, to := w*len(t.ports)/workers, (w+1)*len(t.ports)/workers
+		wg.Go(func() {
+			var v nftPortView
+			part := make([]byte, 0, (len(b)+1)/workers+4096)
+			for _, sp := range t.ports[from:to] {
+				part = t.appendGroup(part, t.viewPortIn(&v, sp))
+			}
+			parts[w] = part
+		})
+	}
+	wg.Wait()
+	for _, part := range parts {
+		b = append(b, part...)
+	}
+	return b
 }
 
 // baseChain is a base chain of a table, with its one rule.

@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/plan"
 )
 
@@ -573,5 +575,21 @@ func TestNFTablesPick(t *testing.T) {
 		if len(withAffinity) != 2*k || withAffinity[0] != "ip6 saddr @aff0 update @aff0 { ip6 saddr } meta l4proto tcp dnat to 10.0.0.0:80" {
 			t.Errorf("k=%d: affinity rules: %q", k, withAffinity)
 		}
+	}
+}
+
+// TestNFTablesParallelGroups: a table big enough to be rendered in slices
+// side by side (appendGroups) gives the text of one goroutine.
+func TestNFTablesParallelGroups(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("SKIPPED: needs GOMAXPROCS ≥ 2 to render side by side")
+	}
+	defer func(n int) { groupsPerWorker = n }(groupsPerWorker)
+	groupsPerWorker = 8
+	p := genplan.Plan(t, 100, "node-1")
+	parallel := NFTables(p)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	if sequential := NFTables(p); !bytes.Equal(parallel, sequential) {
+		t.Fatalf("rendered side by side, the ruleset differs (%d bytes, %d one goroutine)", len(parallel), len(sequential))
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"time"
 
@@ -394,14 +393,14 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	changed := false
 	if st != nil {
 		p = st.Plan
-		changed = w.good == nil || !sameKernelPlan(w.good, p)
+		changed = w.good == nil || !plan.SameDataplane(w.good, p)
 		if !changed {
 			// The rules stay; the names (DNS, env) may not.
-			changed = !reflect.DeepEqual(w.good, st.Finish())
+			changed = !w.good.Equal(st.Finish())
 		}
 		finish = func() (*plan.Plan, error) {
 			q := st.Finish()
-			if w.dns != nil && (w.good == nil || !reflect.DeepEqual(w.good.DNS, q.DNS)) {
+			if w.dns != nil && (w.good == nil || !w.good.DNS.Equal(q.DNS)) {
 				recs, err := dnsserver.Compile(q.DNS)
 				if err != nil {
 					// A compiler bug: the old answers stay.
@@ -479,11 +478,4 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	default:
 		w.log.Info("synced", attrs...)
 	}
-}
-
-// sameKernelPlan tells whether two plans program the kernel alike: the
-// same node, cluster and Services (the DNS records and env files aside).
-func sameKernelPlan(a, b *plan.Plan) bool {
-	return a.FormatVersion == b.FormatVersion && reflect.DeepEqual(a.Node, b.Node) &&
-		reflect.DeepEqual(a.Cluster, b.Cluster) && reflect.DeepEqual(a.Services, b.Services)
 }

@@ -38,20 +38,23 @@ func Validate(objs []*schema.Object, lock *Lock, loc Locator) *Checked {
 	// The allocation and the checks that need it run beside the others,
 	// each with its own reporter; callers sort the diagnostics, so the
 	// result does not depend on which finishes first.
-	other := &reporter{loc: loc}
+	other, selectors := &reporter{loc: loc}, &reporter{loc: loc}
 	var pods *podIndex
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		checkDuplicates(objs, other)
 		checkExternalIPs(objs, cl, other)
 		checkEndpointLinks(objs, svcs, other)
+	})
+	wg.Go(func() {
 		pods = newPodIndex(objs)
-		checkSelectors(objs, pods, other)
+		checkSelectors(objs, pods, selectors)
 	})
 	alloc := allocate(svcs, cl, lock, r)
 	checkEndpointIPs(objs, svcs, alloc, r)
 	wg.Wait()
 	r.dl = append(r.dl, other.dl...)
+	r.dl = append(r.dl, selectors.dl...)
 	return &Checked{Cluster: cl.spec, Alloc: alloc, Diags: r.dl, pods: pods}
 }
 

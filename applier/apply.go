@@ -74,6 +74,10 @@ type Node struct {
 	ipvs *ipvs.Applier // with Options.IPVS
 	dir  *state.Dir
 	last *plan.Plan
+	// parser remembers the blocks of the last ruleset parsed: a daemon's
+	// next ruleset differs in a few of them. Node's methods run one at a
+	// time, as the parser needs.
+	parser nft.Parser
 }
 
 // Open connects to the node's kernel (unless opts.NoDataplane) and opens
@@ -157,7 +161,7 @@ func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rs, err := nft.Parse(files[state.RulesetFile])
+	rs, err := n.parser.Parse(files[state.RulesetFile])
 	if err != nil {
 		return nil, nil, fmt.Errorf("rendered ruleset: %w", err)
 	}

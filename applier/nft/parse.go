@@ -76,10 +76,27 @@ type parser struct {
 	// sub tells that the parser reads a piece of a table's body (see
 	// parallelBody): it starts and must end in the table.
 	sub bool
+
+	// For Parser (parsememo.go). rec records the blocks read (chains,
+	// sets and maps) for its memo; warm tells that Parser.warm feeds the
+	// lines, from copies of the text, and takes blocks from the memo.
+	rec, warm bool
+	lineOff   int           // rec: offset in src of the line being read
+	blk       blockStart    // rec: the block being read
+	closed    *block        // rec: the block just closed, its text yet to fill in
+	blocks    []*block      // rec: the table's blocks, in text order
+	blockSlab []block       // rec: where they are allocated from, unless warm
+	tables    []tableBlocks // rec: the blocks of the tables read
+	hits      int           // warm: how many of blocks were taken from the memo
+	same      sameNames     // warm: whether the table declares what it did
+	restHint  int           // warm: bytes of text after the line read
+	retain    int           // warm: the last slabs of its arenas (warmGen)
+	copies    *chainCopies  // warm: where the chains taken from the memo are copied to
 }
 
 func (p *parser) parse() error {
 	for p.off < len(p.src) {
+		p.lineOff = p.off
 		end := strings.IndexByte(p.src[p.off:], '\n')
 		var raw string
 		if end < 0 {
@@ -87,23 +104,40 @@ func (p *parser) parse() error {
 		} else {
 			raw, p.off = p.src[p.off:p.off+end], p.off+end+1
 		}
-		p.line++
-		t, err := stripComment(raw)
-		if err == nil && t != "" {
-			err = p.handle(t)
+		if err := p.feed(raw); err != nil {
+			return err
 		}
-		if err != nil {
-			var pe *parseError
-			if errors.As(err, &pe) {
-				return err
-			}
-			return &parseError{line: p.line, err: err}
+		if b := p.closed; b != nil {
+			b.text = p.src[p.blk.off:p.off]
+			p.blocks, p.closed = append(p.blocks, b), nil
 		}
 	}
 	if p.sub && p.state == inTable {
 		p.finishTexts()
 		return nil
 	}
+	return p.finish()
+}
+
+// feed reads the next line, raw, without its end.
+func (p *parser) feed(raw string) error {
+	p.line++
+	t, err := stripComment(raw)
+	if err == nil && t != "" {
+		err = p.handle(t)
+	}
+	if err != nil {
+		var pe *parseError
+		if errors.As(err, &pe) {
+			return err
+		}
+		return &parseError{line: p.line, err: err}
+	}
+	return nil
+}
+
+// finish checks, at the end of the text, that nothing is left open.
+func (p *parser) finish() error {
 	if p.state != inFile {
 		return &parseError{line: p.line, err: fmt.Errorf("unexpected end of file: %s", p.open())}
 	}
@@ -205,8 +239,10 @@ func (p *parser) fileLine(t string) error {
 			p.seen = map[string]bool{}
 		}
 		p.seen[id] = true
-		// Room for the chains of a rendered ruleset of this size, so that
-		// the map rarely grows.
+		if p.warm {
+			p.startTable(fam, f[2], p.restHint)
+			return nil
+		}
 		p.startTable(fam, f[2], len(p.src)-p.off)
 		if len(p.src)-p.off >= parallelMin {
 			p.parallelBody()
@@ -227,6 +263,12 @@ func (p *parser) startTable(fam nftables.TableFamily, name string, size int) {
 	p.sets, p.specs = map[string]*Set{}, map[string]*setSpec{}
 	p.textHint = size / 2 // rule lines are less than half a rendered table
 	p.state = inTable
+	if p.warm {
+		// Few chains are read anew: the arena's slabs start small, as they
+		// stay alive as long as the memo reuses a block of theirs.
+		p.textHint = 0
+		seedArena(&p.c.a)
+	}
 }
 
 // parallelMin is the size of text after a table's start from which the
@@ -271,7 +313,7 @@ func (p *parser) parallelBody() {
 	errs := make([]error, len(subs))
 	var wg sync.WaitGroup
 	for i := range subs {
-		sp := &parser{src: body[cuts[i]:cuts[i+1]], sub: true}
+		sp := &parser{src: body[cuts[i]:cuts[i+1]], sub: true, rec: p.rec}
 		sp.startTable(p.t.Family, p.t.Name, len(sp.src))
 		subs[i] = sp
 		wg.Go(func() { errs[i] = sp.parse() })
@@ -311,6 +353,7 @@ func (p *parser) parallelBody() {
 		p.t.Chains = append(p.t.Chains, sp.t.Chains...)
 		p.t.Sets = append(p.t.Sets, sp.t.Sets...)
 		p.line += sp.line
+		p.blocks = append(p.blocks, sp.blocks...) // their lines count from the piece's start, as their refs'
 	}
 	p.off = end
 }
@@ -336,11 +379,22 @@ func (p *parser) tableLine(t string) error {
 		if p.sub {
 			return fmt.Errorf("unexpected end of table")
 		}
-		if err := p.checkRefs(p.c.refs, scope{chains: []map[string]*Chain{p.chains}, specs: []map[string]*setSpec{p.specs}}); err != nil {
+		refs := p.c.refs
+		if p.warm {
+			refs = p.warmRefs()
+		}
+		if err := p.checkRefs(refs, scope{chains: []map[string]*Chain{p.chains}, specs: []map[string]*setSpec{p.specs}}); err != nil {
 			return err
+		}
+		if p.warm {
+			p.retain += arenaBytes(&p.c.a) + p.text.Cap()
 		}
 		p.finishTexts()
 		p.rs.Tables = append(p.rs.Tables, p.t)
+		if p.rec {
+			p.tables = append(p.tables, tableBlocks{key: tableKey{p.t.Family, p.t.Name}, blocks: p.blocks, hits: p.hits})
+			p.blocks, p.hits = nil, 0
+		}
 		p.t, p.c, p.state = nil, nil, inFile
 		return nil
 	}
@@ -362,6 +416,9 @@ func (p *parser) tableLine(t string) error {
 		p.t.Chains = append(p.t.Chains, p.ch)
 		p.texts, p.rules = p.texts[:0], p.rules[:0]
 		p.state = inChain
+		if p.rec {
+			p.openBlock()
+		}
 		if rest = trimBlank(rest); rest != "" {
 			if rest != "}" {
 				return fmt.Errorf("unknown statement: %q (a chain's rules go on lines of their own)", t)
@@ -378,6 +435,9 @@ func (p *parser) tableLine(t string) error {
 		p.sets[name] = p.set.s
 		p.t.Sets = append(p.t.Sets, p.set.s)
 		p.state = inSet
+		if p.rec {
+			p.openBlock()
+		}
 		return p.setText(rest)
 	}
 	return fmt.Errorf("unknown statement: %q", t)
@@ -415,9 +475,15 @@ func (p *parser) closeChain() {
 		p.text.WriteString(s)
 	}
 	p.spans = append(p.spans, textSpan{p.ch, start, p.text.Len()})
-	p.t.chainSum += chainHash(p.ch, p.text.String()[start:])
+	h := chainHash(p.ch, p.text.String()[start:])
+	p.t.chainSum += h
 	if len(p.rules) > 0 {
 		p.ch.Rules = p.c.a.rulePtrs(p.rules)
+	}
+	if p.rec {
+		b := p.newBlock()
+		b.chain, b.hash = p.ch, h
+		p.closeBlock(b)
 	}
 	p.ch, p.state = nil, inTable
 }
@@ -899,6 +965,11 @@ func (p *parser) closeSet() error {
 		leadingEnd(s.Elements)
 	}
 	p.specs[s.Name] = &st.spec
+	if p.rec {
+		b := p.newBlock()
+		b.set, b.spec = s, &st.spec
+		p.closeBlock(b)
+	}
 	p.set, p.state = nil, inTable
 	return nil
 }
@@ -1070,7 +1141,8 @@ func (sc *scope) spec(name string) *setSpec {
 }
 
 // checkRefs checks, once a table is read, that the chains and sets that
-// its rules and elements refer to exist and fit.
+// its rules and elements refer to exist and fit. What it checks of a
+// chain or set, sameName (parsememo.go) compares.
 func (p *parser) checkRefs(refs []ref, sc scope) error {
 	for _, r := range refs {
 		var err error

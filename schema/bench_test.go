@@ -1,10 +1,12 @@
 package schema_test
 
 // Benchmarks of Load on generated trees (internal/gen/gentree): cold (no
-// cache), warm (every file in the disk cache, as a second `netspec validate`
-// run), and warm with one file changed (an editor loop). Each warm iteration
-// opens the cache again, as a new process does, and saves it, as the CLI
-// does. scripts/bench runs them and the CLI side by side.
+// cache); warm as `netspec watch` reloads (in-memory cache, with and without
+// the stat memo, one file replaced per reload); and warm from the disk
+// cache, as a second `netspec validate` run, with no file or one file
+// changed (an editor loop). Each disk iteration opens the cache again, as a
+// new process does, and saves it, as the CLI does. scripts/bench runs them
+// and the CLI side by side.
 //
 //	go test ./schema -run '^$' -bench . -benchtime 3x
 
@@ -41,7 +43,12 @@ func benchTree(b *testing.B, services int) string {
 
 func load(b *testing.B, root string, c schema.Cache) *schema.Tree {
 	b.Helper()
-	t, err := schema.Load(root, schema.Options{Cache: c})
+	return loadOpt(b, root, schema.Options{Cache: c})
+}
+
+func loadOpt(b *testing.B, root string, opt schema.Options) *schema.Tree {
+	b.Helper()
+	t, err := schema.Load(root, opt)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,7 +127,71 @@ func warmCache(b *testing.B, root string) string {
 	return dir
 }
 
+// BenchmarkLoadWarm reloads a tree of 10,000 services as `netspec watch`
+// does: an in-memory cache holds every result, and before each Load one
+// file is replaced by rename, as editors save. With the stat memo, the
+// other files are stat'ed, not read.
 func BenchmarkLoadWarm(b *testing.B) {
+	const n = 10000
+	root := benchTree(b, n)
+	file := filepath.Join(root, filepath.FromSlash(gentree.ServiceFile(benchConfig(n), n/2)))
+	orig, err := os.ReadFile(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	replace := func() {
+		i++
+		tmp := file + ".tmp"
+		if err := os.WriteFile(tmp, fmt.Appendf(append([]byte(nil), orig...), "# edit %d\n", i), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, memo := range []bool{false, true} {
+		b.Run(fmt.Sprintf("memo=%v", memo), func(b *testing.B) {
+			c := cache.NewMemory()
+			opt := schema.Options{Cache: c}
+			if memo {
+				opt.Stats = schema.NewStatCache()
+			}
+			// The memo trusts only files older than a margin (2 s) at the
+			// Load that saw them: reload until it knows all but one.
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				replace()
+				t := loadOpt(b, root, opt)
+				c.Sweep()
+				if !memo || t.Unread == t.Files-1 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			b.ReportAllocs()
+			p := startPeak()
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				replace()
+				b.StartTimer()
+				t := loadOpt(b, root, opt)
+				c.Sweep()
+				if t.Cached != t.Files-1 {
+					b.Fatalf("%d of %d files cached, want all but one", t.Cached, t.Files)
+				}
+				if memo && t.Unread != t.Files-1 {
+					b.Fatalf("%d of %d files unread, want all but one", t.Unread, t.Files)
+				}
+			}
+			b.StopTimer()
+			p.report(b)
+		})
+	}
+}
+
+// BenchmarkLoadWarmDisk loads an unchanged tree from the disk cache.
+func BenchmarkLoadWarmDisk(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			root := benchTree(b, n)

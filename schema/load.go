@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -23,25 +24,34 @@ const DefaultMaxFileSize = 8 << 20
 // unit is one thing the loader validates as a whole: a YAML/JSON file, or
 // the .cue files of one directory (one CUE package).
 type unit struct {
-	dir   string   // for CUE: the slash path of the directory, "." for the root
-	files []string // slash paths relative to the root
-	real  []string // the files' paths on disk, symlinks resolved
-	data  [][]byte // the files' contents, once read
+	dir   string     // for CUE: the slash path of the directory, "." for the root
+	files []string   // slash paths relative to the root
+	real  []string   // the files' paths on disk, symlinks resolved
+	data  [][]byte   // the files' contents, once read (nil when recalled)
+	meta  []fileMeta // the files' lengths, hashes and identities
 	isCUE bool
 }
 
-// read reads the unit's files, each at most max bytes. Reading happens in
-// the workers, so that a large tree is read in parallel.
+// fileMeta is what the loader knows of a file besides its content.
+type fileMeta struct {
+	size int64    // length in bytes
+	sum  [32]byte // sha256 of the content
+	st   fileStat // identity when read or recalled, for a StatCache
+}
+
+// read reads and hashes the unit's files, each at most max bytes, and takes
+// each file's identity as it was when opened, for a StatCache. Reading
+// happens in the workers, so that a large tree is read in parallel.
 func (u *unit) read(max int64, dl *diag.List) bool {
 	ok := true
-	u.data = make([][]byte, len(u.real))
+	u.data, u.meta = make([][]byte, len(u.real)), make([]fileMeta, len(u.real))
 	for i, name := range u.real {
-		data, err := readLimited(name, max)
+		data, st, err := readLimited(name, max)
 		if err != nil {
 			dl.Errorf(diag.Pos{File: u.files[i]}, nil, "%v", err)
 			ok = false
 		}
-		u.data[i] = data
+		u.data[i], u.meta[i] = data, fileMeta{size: int64(len(data)), sum: sha256.Sum256(data), st: st}
 	}
 	return ok
 }
@@ -165,20 +175,30 @@ func unwrapPath(err error) error {
 	return err
 }
 
-func readLimited(name string, max int64) ([]byte, error) {
-	f, err := os.Open(name)
+// openFile opens a spec file; tests replace it to count the files read.
+var openFile = os.Open
+
+// readLimited reads a file of at most max bytes. It also returns the
+// identity of the file opened, taken before reading, so that a write during
+// the read changes the identity the next Load sees.
+func readLimited(name string, max int64) ([]byte, fileStat, error) {
+	f, err := openFile(name)
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, fileStat{}, unwrapPath(err)
 	}
 	defer f.Close()
+	var st fileStat
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		st = statOf(fi)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, fileStat{}, unwrapPath(err)
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("file is larger than the %s limit (--max-file-size)", humanBytes(max))
+		return nil, fileStat{}, fmt.Errorf("file is larger than the %s limit (--max-file-size)", humanBytes(max))
 	}
-	return data, nil
+	return data, st, nil
 }
 
 func humanBytes(n int64) string {

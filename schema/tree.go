@@ -3,13 +3,15 @@ package schema
 import (
 	"bytes"
 	"crypto/sha256"
-	"io"
+	"encoding/binary"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"cuelang.org/go/cue"
 	"go.yaml.in/yaml/v3"
@@ -27,6 +29,11 @@ type Options struct {
 	Cache Cache
 	// Workers is how many files are validated at once; 0 means GOMAXPROCS.
 	Workers int
+	// Stats, when set with Cache, remembers each file's identity and hash,
+	// so that a file whose stat did not change since the previous Load with
+	// the same StatCache is not read again: a warm reload costs a stat per
+	// unchanged file.
+	Stats *StatCache
 }
 
 // Cache stores validation results by content key. Implementations must be
@@ -57,6 +64,8 @@ type Tree struct {
 	Diags   diag.List // sorted
 	// Cached counts the files (or CUE packages) whose result came from the cache.
 	Cached int
+	// Unread counts the files not read, because Options.Stats knew them.
+	Unread int
 
 	hashes map[string][32]byte // content hash per file, to locate positions later
 	mu     sync.Mutex
@@ -73,6 +82,13 @@ func Load(root string, opt Options) (*Tree, error) {
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
+	start := time.Now()
+	var memo map[string]statEntry // read-only while the workers run
+	if opt.Stats != nil {
+		opt.Stats.mu.Lock()
+		defer opt.Stats.mu.Unlock()
+		memo = opt.Stats.files
+	}
 	t := &Tree{Root: root, hashes: map[string][32]byte{}}
 	units, err := walk(root, &t.Diags)
 	if err != nil {
@@ -80,16 +96,22 @@ func Load(root string, opt Options) (*Tree, error) {
 	}
 	results := make([]*UnitResult, len(units))
 	var wg sync.WaitGroup
-	next := make(chan int)
-	var cached int64
-	var cmu sync.Mutex
-	for w := 0; w < opt.Workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	var next, cached, unread atomic.Int64 // next: the index of the next unit to take
+	for range opt.Workers {
+		wg.Go(func() {
 			var v *validator
-			for i := range next {
+			var nCached, nUnread int64
+			defer func() { cached.Add(nCached); unread.Add(nUnread) }()
+			for i := int(next.Add(1) - 1); i < len(units); i = int(next.Add(1) - 1) {
 				u := units[i]
+				if opt.Cache != nil && memo != nil && u.recall(memo, opt.MaxFileSize) {
+					if r, ok := opt.Cache.Get(unitKey(u)); ok {
+						results[i] = r
+						nCached++
+						nUnread += int64(len(u.files))
+						continue
+					}
+				}
 				var readDiags diag.List
 				if !u.read(opt.MaxFileSize, &readDiags) {
 					results[i] = &UnitResult{Diags: readDiags}
@@ -99,9 +121,7 @@ func Load(root string, opt Options) (*Tree, error) {
 				if opt.Cache != nil {
 					if r, ok := opt.Cache.Get(key); ok {
 						results[i] = r
-						cmu.Lock()
-						cached++
-						cmu.Unlock()
+						nCached++
 						continue
 					}
 				}
@@ -114,17 +134,13 @@ func Load(root string, opt Options) (*Tree, error) {
 					opt.Cache.Put(key, r)
 				}
 			}
-		}()
+		})
 	}
-	for i := range units {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 
 	for i, u := range units {
 		for j, f := range u.files {
-			t.hashes[f] = sha256.Sum256(u.data[j])
+			t.hashes[f] = u.meta[j].sum
 		}
 		t.Files += len(u.files)
 		r := results[i]
@@ -132,29 +148,27 @@ func Load(root string, opt Options) (*Tree, error) {
 		t.Ignored = append(t.Ignored, r.Ignored...)
 		t.Diags.Add(r.Diags...)
 	}
-	t.Cached = int(cached)
+	if opt.Stats != nil {
+		opt.Stats.remember(units, start)
+	}
+	t.Cached, t.Unread = int(cached.Load()), int(unread.Load())
 	t.Diags.Sort()
 	return t, nil
 }
 
-// unitKey hashes the schema version, the unit's paths and contents.
+// unitKey hashes the schema version and the unit's paths, lengths and
+// content hashes, so that it needs no content that the StatCache vouched for.
+// The "/2" tells these keys from those that hashed the contents themselves.
 func unitKey(u *unit) Key {
-	h := sha256.New()
-	io.WriteString(h, "netspec-unit\x00"+Version+"\x00")
+	var buf [512]byte
+	b := append(buf[:0], "netspec-unit/2\x00"+Version+"\x00"...)
 	for i, f := range u.files {
-		io.WriteString(h, f)
-		h.Write([]byte{0})
-		var n [8]byte
-		l := len(u.data[i])
-		for k := range n {
-			n[k] = byte(l >> (8 * k))
-		}
-		h.Write(n[:])
-		h.Write(u.data[i])
+		b = append(b, f...)
+		b = append(b, 0)
+		b = binary.LittleEndian.AppendUint64(b, uint64(u.meta[i].size))
+		b = append(b, u.meta[i].sum[:]...)
 	}
-	var k Key
-	copy(k[:], h.Sum(nil))
-	return k
+	return sha256.Sum256(b)
 }
 
 // unit validates one file or CUE package.

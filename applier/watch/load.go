@@ -15,6 +15,9 @@ type loader struct {
 	node        string
 	maxFileSize int64
 	cache       *cache.Memory
+	// stats lets a reload skip reading the files whose stat has not
+	// changed since the last one (schema.StatCache).
+	stats schema.StatCache
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -32,7 +35,7 @@ type loadResult struct {
 // for a tree that cannot be read at all or a plan that cannot be
 // compiled; diagnostics (res.errors > 0) leave res.plan nil.
 func (l *loader) load() (*loadResult, error) {
-	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache})
+	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache, Stats: &l.stats})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,18 @@
+package schema
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// statOf returns the identity of the file fi describes.
+func statOf(fi fs.FileInfo) fileStat {
+	s, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileStat{}
+	}
+	return fileStat{
+		dev: uint64(s.Dev), ino: uint64(s.Ino), size: s.Size,
+		mtime: s.Mtim.Nano(), ctime: s.Ctim.Nano(), ok: true,
+	}
+}

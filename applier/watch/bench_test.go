@@ -19,7 +19,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -36,6 +35,7 @@ import (
 	"netspec.dev/netspec/internal/gen/gentree"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/treecheck"
+	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
 )
@@ -70,6 +70,9 @@ type syncRec struct {
 	reason    string
 	took      time.Duration // the apply: render, parse, kernel, state dir
 	validated int64         // files validated (not from the cache)
+	// programming is the watcher's network programming latency: from
+	// its first file event to the kernel updated (before the state dir).
+	programming time.Duration
 }
 
 // recorder is a slog.Handler that keeps what the measurements need from
@@ -108,6 +111,8 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 				s.took = a.Value.Duration()
 			case "validated_files":
 				s.validated = a.Value.Int64()
+			case "programming_latency":
+				s.programming = a.Value.Duration()
 			}
 			return true
 		})
@@ -311,7 +316,7 @@ func TestWatchLatency(t *testing.T) {
 			w, rec, ns := benchWatcher(t, tree, debounce)
 			crossCheck(t, rec, ns, ed, k)
 			k++
-			var total, notify, loadPart, apply []time.Duration
+			var total, kernel, notify, loadPart, apply []time.Duration
 			var validated int64
 			for range changes {
 				time.Sleep(20 * time.Millisecond) // let the watcher settle after the last sync
@@ -328,6 +333,10 @@ func TestWatchLatency(t *testing.T) {
 					ev = t0
 				}
 				total = append(total, s.at.Sub(t0))
+				if s.programming <= 0 {
+					t.Fatalf("the synced record of a change has no programming_latency")
+				}
+				kernel = append(kernel, ev.Sub(t0)+s.programming)
 				notify = append(notify, ev.Sub(t0))
 				loadPart = append(loadPart, s.at.Sub(ev)-s.took)
 				apply = append(apply, s.took)
@@ -338,8 +347,8 @@ func TestWatchLatency(t *testing.T) {
 			if count > 0 {
 				hmean = sum / float64(count) * 1000
 			}
-			t.Logf("watch-latency debounce=%s services=%d n=%d %s %s %s %s validated_files_max=%d hist_count=%d hist_mean_ms=%.1f",
-				debounce, n, changes, summary("total_", total), summary("notify_", notify),
+			t.Logf("watch-latency debounce=%s services=%d n=%d %s %s %s %s %s validated_files_max=%d hist_count=%d hist_mean_ms=%.1f",
+				debounce, n, changes, summary("kernel_", kernel), summary("total_", total), summary("notify_", notify),
 				summary("debounce_load_", loadPart), summary("apply_", apply), validated, count, hmean)
 		})
 	}
@@ -410,9 +419,11 @@ func crossCheck(t *testing.T, rec *recorder, ns *testnet.NS, ed *editor, k int) 
 
 // stages times, outside the watcher, the parts of one reload on the same
 // tree as the watcher runs them: the rescan of its directories, reading
-// and validating it (warm cache, one file changed), the lock and tree
-// checks, compiling, comparing the plan with the previous one, rendering,
-// parsing the ruleset, the kernel update and writing the state dir. It
+// and validating it (warm cache and stat memo, one file changed), the lock
+// and tree checks, compiling the Services, comparing them with the
+// previous plan's, rendering and parsing (warm Parser) the ruleset, the
+// kernel update; then, after the kernel, finishing the plan (DNS records,
+// env files) with rendering the state dir's files, and writing them. It
 // logs
 //
 //	watch-stages services=10000 n=… schema_load_p50_ms=… …
@@ -429,13 +440,15 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 		t.Fatal(err)
 	}
 	mem := cache.NewMemory()
-	type times struct{ scan, load, check, compile, compare, render, parse, kernel, files time.Duration }
-	var last any // the previous plan
+	var stats schema.StatCache
+	var parser nft.Parser
+	type times struct{ scan, load, check, compile, compare, render, parse, kernel, finish, files time.Duration }
+	var last *plan.Plan // the previous plan
 	once := func() times {
 		ts := time.Now()
 		scan(tree)
 		t0 := time.Now()
-		tr, err := schema.Load(tree, schema.Options{Cache: mem})
+		tr, err := schema.Load(tree, schema.Options{Cache: mem, Stats: &stats})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,38 +459,42 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 			t.Fatalf("tree invalid: %v", c.Diags)
 		}
 		t2 := time.Now()
-		p, err := compiler.Compile(tr.Objects, c.Checked, "node-1")
+		st, err := compiler.CompileStaged(tr.Objects, c.Checked, "node-1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t3 := time.Now()
-		_ = reflect.DeepEqual(last, p)
-		last = p
+		_ = last != nil && plan.SameDataplane(last, st.Plan)
 		tc := time.Now()
-		files, err := render.Files(p, render.DataplaneNFTables)
+		kfiles, err := render.KernelFiles(st.Plan, render.DataplaneNFTables, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t4 := time.Now()
-		rs, err := nft.Parse(files["nftables.nft"])
+		rs, err := parser.Parse(kfiles["nftables.nft"])
 		if err != nil {
 			t.Fatal(err)
 		}
-		delete(files, "nftables.nft")
 		t5 := time.Now()
 		if _, err := a.Update(rs); err != nil {
 			t.Fatal(err)
 		}
 		t6 := time.Now()
+		last = st.Finish()
+		files, err := render.StateFiles(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tf := time.Now()
 		if _, err := dir.Apply(files); err != nil {
 			t.Fatal(err)
 		}
 		t7 := time.Now()
-		return times{t0.Sub(ts), t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), tc.Sub(t3), t4.Sub(tc), t5.Sub(t4), t6.Sub(t5), t7.Sub(t6)}
+		return times{t0.Sub(ts), t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), tc.Sub(t3), t4.Sub(tc), t5.Sub(t4), t6.Sub(t5), tf.Sub(t6), t7.Sub(tf)}
 	}
 	once() // cold: fills the cache and installs the ruleset whole
 	runs := benchInt(t, "NETSPEC_WATCH_STAGES", 10)
-	var scans, load, check, comp, compare, rend, parse, kern, files []time.Duration
+	var scans, load, check, comp, compare, rend, parse, kern, finish, files []time.Duration
 	for range runs {
 		rename, _ := ed.prepare(t, ed.service(k))
 		k++
@@ -488,11 +505,11 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 		scans, compare = append(scans, tm.scan), append(compare, tm.compare)
 		load, check, comp = append(load, tm.load), append(check, tm.check), append(comp, tm.compile)
 		rend, parse = append(rend, tm.render), append(parse, tm.parse)
-		kern, files = append(kern, tm.kernel), append(files, tm.files)
+		kern, finish, files = append(kern, tm.kernel), append(finish, tm.finish), append(files, tm.files)
 	}
-	t.Logf("watch-stages services=%d n=%d %s %s %s %s %s %s %s %s %s", cfg.Services, runs,
+	t.Logf("watch-stages services=%d n=%d %s %s %s %s %s %s %s %s %s %s", cfg.Services, runs,
 		summary("rescan_", scans), summary("schema_load_", load), summary("treecheck_", check), summary("compile_", comp), summary("compare_", compare),
-		summary("render_", rend), summary("parse_", parse), summary("kernel_", kern), summary("state_dir_", files))
+		summary("render_", rend), summary("parse_", parse), summary("kernel_", kern), summary("finish_", finish), summary("state_dir_", files))
 }
 
 // TestWatchMemory measures the heap of a watcher of a big tree after its

@@ -441,10 +441,11 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	now := time.Now()
 	w.full = false
 	w.metrics.synced(kind, took, now)
+	var programming time.Duration // file event → kernel updated; 0: not a file change
 	if !since.IsZero() && changed {
-		// File event to kernel updated; the state dir's files (and DNS)
-		// follow.
-		w.metrics.programming.Observe(r.KernelAt.Sub(since).Seconds())
+		// The state dir's files (and DNS) follow the kernel.
+		programming = r.KernelAt.Sub(since)
+		w.metrics.programming.Observe(programming.Seconds())
 	}
 	w.good = applied
 	p = applied
@@ -465,6 +466,9 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		"changed_elements", elements, "changed_chains", chains, "changed_files", files, "took", took.Round(time.Millisecond)}
 	if res != nil {
 		attrs = append(attrs, "validated_files", res.files-res.cached)
+	}
+	if programming > 0 {
+		attrs = append(attrs, "programming_latency", programming.Round(time.Millisecond))
 	}
 	switch {
 	case why == syncResync && !changed && !r.Empty():

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -549,21 +548,9 @@ func TestLoadDeterministic(t *testing.T) {
 	files["c/x.cue"] = "package c\n\na: {apiVersion: \"v1\", kind: \"Service\", metadata: name: \"c\", spec: ports: [{port: 80}]}\nb: {apiVersion: \"v1\", kind: \"Pod\", metadata: name: \"p\", spec: {}}\n"
 	files["c/y.cue"] = "package c\n\nd: {apiVersion: \"v1\", kind: \"Node\", metadata: name: \"N\"}\n"
 	root := writeTree(t, files)
-	snapshot := func(tr *Tree) string {
-		b, err := json.MarshalIndent(struct {
-			O []*Object
-			I []Ignored
-			D []string
-			F int
-		}{tr.Objects, tr.Ignored, diagStrings(tr.Diags), tr.Files}, "", " ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	first := snapshot(loadTree(t, root, Options{Workers: 1}))
+	first := snapshot(t, loadTree(t, root, Options{Workers: 1}))
 	for _, w := range []int{0, 3, 16} {
-		if got := snapshot(loadTree(t, root, Options{Workers: w})); got != first {
+		if got := snapshot(t, loadTree(t, root, Options{Workers: w})); got != first {
 			t.Fatalf("Workers=%d: result differs from the first load:\n%s", w, lineDiff(strings.Split(first, "\n"), strings.Split(got, "\n")))
 		}
 	}

@@ -159,7 +159,7 @@ func (r *recorder) waitChange(t *testing.T) syncRec {
 
 // benchTree writes a gentree tree of n services (two pods each) into a
 // temporary directory, and returns its path and the config.
-func benchTree(t *testing.T, n int) (string, gentree.Config) {
+func benchTree(t testing.TB, n int) (string, gentree.Config) {
 	t.Helper()
 	cfg := gentree.Config{Services: n, PodsPerService: 2, Seed: 1}
 	dir := filepath.Join(t.TempDir(), "tree")
@@ -184,7 +184,7 @@ type editor struct {
 	toggled map[int]bool
 }
 
-func newEditor(t *testing.T, tree string, cfg gentree.Config) *editor {
+func newEditor(t testing.TB, tree string, cfg gentree.Config) *editor {
 	return &editor{tree: tree, tmp: t.TempDir(), cfg: cfg, toggled: map[int]bool{}}
 }
 
@@ -193,7 +193,7 @@ func (e *editor) service(k int) int { return (k*7919)%e.cfg.Services + 1 }
 
 // prepare writes the next content of service i and returns the rename
 // that installs it; t0 is to be taken just before calling it.
-func (e *editor) prepare(t *testing.T, i int) (rename func() error, want string) {
+func (e *editor) prepare(t testing.TB, i int) (rename func() error, want string) {
 	t.Helper()
 	path := filepath.Join(e.tree, filepath.FromSlash(gentree.ServiceFile(e.cfg, i)))
 	data, err := os.ReadFile(path)
@@ -417,14 +417,93 @@ func crossCheck(t *testing.T, rec *recorder, ns *testnet.NS, ed *editor, k int) 
 	t.Logf("watch-crosscheck chain=%s nft_poll_ms=%s watcher_ms=%s", chain, ms(polled), ms(s.at.Sub(t0)))
 }
 
-// stages times, outside the watcher, the parts of one reload on the same
-// tree as the watcher runs them: the rescan of its directories, reading
-// and validating it (warm cache and stat memo, one file changed), the lock
-// and tree checks, compiling the Services, comparing them with the
-// previous plan's, rendering and parsing (warm Parser) the ruleset, the
-// kernel update; then, after the kernel, finishing the plan (DNS records,
-// env files) with rendering the state dir's files, and writing them. It
-// logs
+// stageNames name the stages of one reload that a reloader times, in
+// order.
+var stageNames = [...]string{"rescan", "schema_load", "treecheck", "compile", "compare", "render", "parse", "kernel", "finish", "state_dir"}
+
+// reloader runs the parts of one reload outside the watcher, in the
+// watcher's order, timing each (stageNames): the rescan of the tree's
+// directories, reading and validating it (cache and stat memo), the lock
+// and tree checks, compiling the Services, comparing them with the last
+// plan's, rendering and parsing (warm Parser) the ruleset, the kernel
+// update; then, after the kernel, finishing the plan (DNS records, env
+// files) with rendering the state dir's files, and writing them.
+type reloader struct {
+	tree   string
+	kernel func(*nft.Ruleset) error      // the kernel update; nil: none
+	files  func(map[string][]byte) error // writes the state dir; nil: none
+	mem    *cache.Memory
+	stats  schema.StatCache
+	parser nft.Parser
+	last   *plan.Plan // the previous plan
+}
+
+func newReloader(tree string) *reloader { return &reloader{tree: tree, mem: cache.NewMemory()} }
+
+// once reloads the tree and returns each stage's time.
+func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
+	tb.Helper()
+	at := time.Now()
+	lap := func(i int) {
+		now := time.Now()
+		times[i], at = now.Sub(at), now
+	}
+	scan(r.tree)
+	lap(0)
+	tr, err := schema.Load(r.tree, schema.Options{Cache: r.mem, Stats: &r.stats})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.mem.Sweep()
+	lap(1)
+	c := treecheck.Check(r.tree, tr)
+	if c.Diags.Errors() > 0 {
+		tb.Fatalf("tree invalid: %v", c.Diags)
+	}
+	lap(2)
+	st, err := compiler.CompileStaged(tr.Objects, c.Checked, "node-1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lap(3)
+	if r.last != nil && plan.SameDataplane(r.last, st.Plan) {
+		tb.Fatal("the change did not change the plan's Services")
+	}
+	lap(4)
+	kfiles, err := render.KernelFiles(st.Plan, render.DataplaneNFTables, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lap(5)
+	rs, err := r.parser.Parse(kfiles["nftables.nft"])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lap(6)
+	if r.kernel != nil {
+		if err := r.kernel(rs); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	lap(7)
+	r.last = st.Finish()
+	files, err := render.StateFiles(r.last)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lap(8)
+	if r.files != nil {
+		if err := r.files(files); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	lap(9)
+	return times
+}
+
+// stages times the stages of one reload (reloader) on the same tree as
+// the watcher ran, with the kernel update in a namespace of its own and a
+// state dir, and logs
 //
 //	watch-stages services=10000 n=… schema_load_p50_ms=… …
 func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
@@ -439,77 +518,27 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := cache.NewMemory()
-	var stats schema.StatCache
-	var parser nft.Parser
-	type times struct{ scan, load, check, compile, compare, render, parse, kernel, finish, files time.Duration }
-	var last *plan.Plan // the previous plan
-	once := func() times {
-		ts := time.Now()
-		scan(tree)
-		t0 := time.Now()
-		tr, err := schema.Load(tree, schema.Options{Cache: mem, Stats: &stats})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mem.Sweep()
-		t1 := time.Now()
-		c := treecheck.Check(tree, tr)
-		if c.Diags.Errors() > 0 {
-			t.Fatalf("tree invalid: %v", c.Diags)
-		}
-		t2 := time.Now()
-		st, err := compiler.CompileStaged(tr.Objects, c.Checked, "node-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t3 := time.Now()
-		_ = last != nil && plan.SameDataplane(last, st.Plan)
-		tc := time.Now()
-		kfiles, err := render.KernelFiles(st.Plan, render.DataplaneNFTables, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t4 := time.Now()
-		rs, err := parser.Parse(kfiles["nftables.nft"])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t5 := time.Now()
-		if _, err := a.Update(rs); err != nil {
-			t.Fatal(err)
-		}
-		t6 := time.Now()
-		last = st.Finish()
-		files, err := render.StateFiles(last)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tf := time.Now()
-		if _, err := dir.Apply(files); err != nil {
-			t.Fatal(err)
-		}
-		t7 := time.Now()
-		return times{t0.Sub(ts), t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), tc.Sub(t3), t4.Sub(tc), t5.Sub(t4), t6.Sub(t5), tf.Sub(t6), t7.Sub(tf)}
-	}
-	once() // cold: fills the cache and installs the ruleset whole
+	r := newReloader(tree)
+	r.kernel = func(rs *nft.Ruleset) error { _, err := a.Update(rs); return err }
+	r.files = func(files map[string][]byte) error { _, err := dir.Apply(files); return err }
+	r.once(t) // cold: fills the cache and installs the ruleset whole
 	runs := benchInt(t, "NETSPEC_WATCH_STAGES", 10)
-	var scans, load, check, comp, compare, rend, parse, kern, finish, files []time.Duration
+	var samples [len(stageNames)][]time.Duration
 	for range runs {
 		rename, _ := ed.prepare(t, ed.service(k))
 		k++
 		if err := rename(); err != nil {
 			t.Fatal(err)
 		}
-		tm := once()
-		scans, compare = append(scans, tm.scan), append(compare, tm.compare)
-		load, check, comp = append(load, tm.load), append(check, tm.check), append(comp, tm.compile)
-		rend, parse = append(rend, tm.render), append(parse, tm.parse)
-		kern, finish, files = append(kern, tm.kernel), append(finish, tm.finish), append(files, tm.files)
+		for i, d := range r.once(t) {
+			samples[i] = append(samples[i], d)
+		}
 	}
-	t.Logf("watch-stages services=%d n=%d %s %s %s %s %s %s %s %s %s %s", cfg.Services, runs,
-		summary("rescan_", scans), summary("schema_load_", load), summary("treecheck_", check), summary("compile_", comp), summary("compare_", compare),
-		summary("render_", rend), summary("parse_", parse), summary("kernel_", kern), summary("finish_", finish), summary("state_dir_", files))
+	fields := []string{fmt.Sprintf("watch-stages services=%d n=%d", cfg.Services, runs)}
+	for i, name := range stageNames {
+		fields = append(fields, summary(name+"_", samples[i]))
+	}
+	t.Log(strings.Join(fields, " "))
 }
 
 // TestWatchMemory measures the heap of a watcher of a big tree after its

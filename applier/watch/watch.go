@@ -387,9 +387,10 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		return
 	}
 
-	// p is what the kernel is programmed from; finish completes it.
-	p := w.good
-	finish := func() (*plan.Plan, error) { return w.good, nil }
+	// p is what the kernel is programmed from; finish completes it into
+	// applied.
+	p, applied := w.good, w.good
+	finish := func() (*plan.Plan, error) { return applied, nil }
 	changed := false
 	if st != nil {
 		p = st.Plan
@@ -408,6 +409,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 				}
 				w.publish = recs
 			}
+			applied = q
 			return q, nil
 		}
 	}
@@ -424,12 +426,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		kind, apply = "full", w.node.ApplyStaged
 	}
 	start := time.Now()
-	var applied *plan.Plan
-	r, err := apply(p, func() (*plan.Plan, error) {
-		q, err := finish()
-		applied = q
-		return q, err
-	})
+	r, err := apply(p, finish)
 	w.publish = nil
 	took := time.Since(start)
 	if err != nil {

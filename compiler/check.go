@@ -32,6 +32,11 @@ type Checked struct {
 // netspec.lock, nil when it has none. objs are assumed to have passed the
 // schema; values the schema rejected are skipped, not reported again.
 func Validate(objs []*schema.Object, lock *Lock, loc Locator) *Checked {
+	return validate(nil, objs, lock, loc)
+}
+
+// validate is Validate, reusing m (nil: nothing).
+func validate(m *Memo, objs []*schema.Object, lock *Lock, loc Locator) *Checked {
 	r := &reporter{loc: loc}
 	cl := findCluster(objs, r)
 	svcs := services(objs)

@@ -43,6 +43,11 @@ type Staged struct {
 // CompileStaged is the first step of Compile: Plan without DNS records
 // and env files.
 func CompileStaged(objs []*schema.Object, checked *Checked, node string) (*Staged, error) {
+	return compileStaged(nil, objs, checked, node)
+}
+
+// compileStaged is CompileStaged, reusing m (nil: nothing).
+func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string) (*Staged, error) {
 	if n := checked.Diags.Errors(); n > 0 {
 		return nil, fmt.Errorf("the tree has %d errors; validate it first", n)
 	}

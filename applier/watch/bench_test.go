@@ -435,10 +435,13 @@ type reloader struct {
 	mem    *cache.Memory
 	stats  schema.StatCache
 	parser nft.Parser
+	memo   *compiler.Memo
 	last   *plan.Plan // the previous plan
 }
 
-func newReloader(tree string) *reloader { return &reloader{tree: tree, mem: cache.NewMemory()} }
+func newReloader(tree string) *reloader {
+	return &reloader{tree: tree, mem: cache.NewMemory(), memo: compiler.NewMemo()}
+}
 
 // once reloads the tree and returns each stage's time.
 func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
@@ -456,12 +459,12 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 	}
 	r.mem.Sweep()
 	lap(1)
-	c := treecheck.Check(r.tree, tr)
+	c := treecheck.CheckWith(r.tree, tr, r.memo)
 	if c.Diags.Errors() > 0 {
 		tb.Fatalf("tree invalid: %v", c.Diags)
 	}
 	lap(2)
-	st, err := compiler.CompileStaged(tr.Objects, c.Checked, "node-1")
+	st, err := r.memo.CompileStaged(tr.Objects, c.Checked, "node-1")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -18,6 +18,9 @@ type loader struct {
 	// stats lets a reload skip reading the files whose stat has not
 	// changed since the last one (schema.StatCache).
 	stats schema.StatCache
+	// memo lets a reload check and compile only what changed
+	// (compiler.Memo).
+	memo *compiler.Memo
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -43,13 +46,13 @@ func (l *loader) load() (*loadResult, error) {
 	// since the previous load are forgotten.
 	l.cache.Sweep()
 	res := &loadResult{files: t.Files, cached: t.Cached}
-	c := treecheck.Check(l.root, t)
+	c := treecheck.CheckWith(l.root, t, l.memo)
 	res.diags = c.Diags
 	res.errors = res.diags.Errors()
 	if res.errors > 0 {
 		return res, nil
 	}
-	p, err := compiler.CompileStaged(t.Objects, c.Checked, l.node)
+	p, err := l.memo.CompileStaged(t.Objects, c.Checked, l.node)
 	if err != nil {
 		return res, err
 	}

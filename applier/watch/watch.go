@@ -135,7 +135,7 @@ func New(opts Options) (*Watcher, error) {
 	w := &Watcher{
 		opts:     opts,
 		log:      opts.Logger,
-		loader:   &loader{root: opts.Tree, node: opts.Node, maxFileSize: opts.MaxFileSize, cache: cache.NewMemory()},
+		loader:   &loader{root: opts.Tree, node: opts.Node, maxFileSize: opts.MaxFileSize, cache: cache.NewMemory(), memo: compiler.NewMemo()},
 		metrics:  newMetrics(max(opts.Resync, 0)),
 		reload:   make(chan struct{}, 1),
 		synced:   make(chan struct{}),
@@ -353,6 +353,11 @@ func (r syncReason) String() string {
 // only then are the DNS records and env files worked out (compiler.Staged)
 // and the state dir and DNS answers updated.
 func (w *Watcher) sync(why syncReason, since time.Time) {
+	if why == syncResync {
+		// A resync works the tree out from scratch, so that a missed
+		// change cannot outlive it.
+		w.loader.memo = compiler.NewMemo()
+	}
 	res, err := w.loader.load()
 	var st *compiler.Staged // the tree's plan; nil: keep the last good one
 	switch {

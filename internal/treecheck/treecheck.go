@@ -29,12 +29,18 @@ type Result struct {
 // Check reads root's lock and checks the objects of t, which was loaded
 // from root.
 func Check(root string, t *schema.Tree) *Result {
+	return CheckWith(root, t, nil)
+}
+
+// CheckWith is Check reusing m, for a daemon that checks the same tree
+// again and again (compiler.Memo; nil reuses nothing).
+func CheckWith(root string, t *schema.Tree, m *compiler.Memo) *Result {
 	r := &Result{}
 	r.Diags = append(r.Diags, t.Diags...)
 	lock, ld := ReadLock(root)
 	r.Lock = lock
 	r.Diags = append(r.Diags, ld...)
-	r.Checked = compiler.Validate(t.Objects, lock, t)
+	r.Checked = m.Validate(t.Objects, lock, t)
 	r.Diags = append(r.Diags, r.Checked.Diags...)
 	r.Diags.Sort()
 	return r

@@ -1,0 +1,5 @@
+package compiler
+
+// compileMemo is what CompileStaged keeps from one call to the next in a
+// Memo.
+type compileMemo struct{}

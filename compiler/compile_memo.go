@@ -1,5 +1,121 @@
 package compiler
 
+import (
+	"maps"
+	"reflect"
+	"slices"
+
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+)
+
 // compileMemo is what CompileStaged keeps from one call to the next in a
-// Memo.
-type compileMemo struct{}
+// Memo: each Service's plan.Service with the inputs it was made from. A
+// Service whose inputs are the same objects and values as last time gets
+// the same plan.Service back (sharing its slices: plans are not changed
+// after compiling).
+//
+// A plan.Service is made from the Service object, its allocation, the
+// pods its selector picks (or, without a selector, its Endpoints object
+// and EndpointSlices), and inputs every Service shares: the node, the
+// zones of the Nodes and the Cluster spec. A change of a shared input
+// empties the memo.
+type compileMemo struct {
+	shared   compileShared
+	services map[*schema.Service]*compiledService
+}
+
+// compileShared are the inputs every Service's compilation reads.
+type compileShared struct {
+	node    plan.Node
+	nodes   map[string]*schema.Node // zones and names (zoneOf)
+	cluster schema.ClusterSpec      // service CIDRs (serviceFamilies)
+}
+
+// compiledService is one Service's plan.Service and what it was made of.
+type compiledService struct {
+	alloc     *ServiceAlloc // nil: none
+	pods      []*schema.Pod
+	endpoints *schema.Endpoints
+	slices    []*schema.EndpointSlice
+	out       plan.Service
+}
+
+// begin readies the memo for a compilation for node n: it keeps the
+// Services of the last one only if the shared inputs are unchanged.
+func (m *compileMemo) begin(c *compilation, n plan.Node) {
+	shared := compileShared{node: n, nodes: c.nodes, cluster: c.checked.Cluster}
+	if m.services == nil || !m.shared.node.Equal(n) || !maps.Equal(m.shared.nodes, c.nodes) ||
+		!reflect.DeepEqual(m.shared.cluster, c.checked.Cluster) {
+		m.services = nil
+	}
+	m.shared = shared
+}
+
+// inputs returns what compiling o reads besides the shared inputs.
+func (c *compilation) inputs(o *schema.Service) *compiledService {
+	in := &compiledService{}
+	in.alloc = c.checked.Alloc.lookup(o.Metadata.Namespace, o.Metadata.Name)
+	if len(o.Spec.Selector) > 0 {
+		in.pods = c.pods.servicePods(o)
+	} else {
+		key := o.Metadata.Namespace + "/" + o.Metadata.Name
+		in.endpoints, in.slices = c.endpoints[key], c.slices[key]
+	}
+	return in
+}
+
+// same tells whether two compilations of a Service read the same inputs.
+func (a *compiledService) same(b *compiledService) bool {
+	return a.endpoints == b.endpoints && slices.Equal(a.pods, b.pods) && slices.Equal(a.slices, b.slices) &&
+		sameAlloc(a.alloc, b.alloc)
+}
+
+func sameAlloc(a, b *ServiceAlloc) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Namespace == b.Namespace && a.Name == b.Name &&
+		slices.Equal(a.ClusterIPs, b.ClusterIPs) && slices.Equal(a.NodePorts, b.NodePorts)
+}
+
+// lookup is Service without the copy, for reading only.
+func (a *Allocations) lookup(namespace, name string) *ServiceAlloc {
+	if a == nil {
+		return nil
+	}
+	if i, ok := a.byKey[namespace+"/"+name]; ok {
+		return &a.services[i]
+	}
+	return nil
+}
+
+// compile returns the plan.Service of o: the memo's when its inputs are
+// unchanged, else a new one, recorded in next.
+func (m *compileMemo) compile(c *compilation, o *schema.Service, n plan.Node, next **compiledService) plan.Service {
+	in := c.inputs(o)
+	if last := m.services[o]; last != nil && last.same(in) {
+		*next = last
+		return last.out
+	}
+	in.out = c.service(o, n)
+	// Keep copies: the next compilation's inputs may reuse this one's
+	// memory.
+	in.pods, in.slices = slices.Clone(in.pods), slices.Clone(in.slices)
+	if in.alloc != nil {
+		a := *in.alloc
+		a.ClusterIPs, a.NodePorts = slices.Clone(a.ClusterIPs), slices.Clone(a.NodePorts)
+		in.alloc = &a
+	}
+	*next = in
+	return in.out
+}
+
+// end keeps the Services of this compilation (compiled[i] is that of
+// c.services[i]) for the next one.
+func (m *compileMemo) end(c *compilation, compiled []*compiledService) {
+	m.services = make(map[*schema.Service]*compiledService, len(compiled))
+	for i, cs := range compiled {
+		m.services[c.services[i].Service] = cs
+	}
+}

@@ -61,7 +61,16 @@ func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string
 	// core. Results land in fixed slots, so the Plan does not depend on
 	// scheduling.
 	p.Services = make([]plan.Service, len(c.services))
-	parallel(len(c.services), func(i int) { p.Services[i] = c.service(c.services[i].Service, n) })
+	if m == nil {
+		parallel(len(c.services), func(i int) { p.Services[i] = c.service(c.services[i].Service, n) })
+		return &Staged{Plan: p, namespaces: c.namespaces}, nil
+	}
+	m.compile.begin(c, n)
+	compiled := make([]*compiledService, len(c.services))
+	parallel(len(c.services), func(i int) {
+		p.Services[i] = m.compile.compile(c, c.services[i].Service, n, &compiled[i])
+	})
+	m.compile.end(c, compiled)
 	return &Staged{Plan: p, namespaces: c.namespaces}, nil
 }
 

@@ -2,7 +2,8 @@
 // service specs. The compiler makes it, the renderers turn it into text and
 // the applier installs it; it is the only thing that crosses from compile
 // to apply. A Plan is data: sorted, comparable, with no kernel detail that
-// a renderer could derive.
+// a renderer could derive. A Plan is not changed once compiled: successive
+// plans of a daemon share the memory of what did not change.
 package plan
 
 import "net/netip"

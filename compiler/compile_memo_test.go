@@ -75,6 +75,9 @@ func TestMemoEqualsFresh(t *testing.T) {
 		{"type NodePort", edit(svc(4), "type: ClusterIP", "type: NodePort")},
 		{"policy Local", edit(svc(4), "type: NodePort", "type: NodePort\n  externalTrafficPolicy: Local")},
 		{"session affinity", edit(svc(7), "type: ClusterIP", "type: ClusterIP\n  sessionAffinity: ClientIP")},
+		{"service port number", edit(svc(7), "    port: 80\n", "    port: 81\n")},
+		{"headless", edit(svc(6), "type: ClusterIP", "type: ClusterIP\n  clusterIP: None")},
+		{"headless pod not ready", edit(svc(6), `status: "True"`, `status: "False"`)},
 		{"zone of a node", edit(filepath.Join(root, "nodes.yaml"), "zone: zone-a", "zone: zone-z")},
 		{"address of this node", edit(filepath.Join(root, "nodes.yaml"), "address: 192.168.0.1\n", "address: 192.168.0.201\n")},
 		{"service without selector", func(t *testing.T) {

@@ -13,6 +13,7 @@ import "netspec.dev/netspec/schema"
 type Memo struct {
 	check   checkMemo   // Validate's (check_memo.go)
 	compile compileMemo // CompileStaged's (compile_memo.go)
+	finish  finishMemo  // Staged.Finish's (finish_memo.go)
 }
 
 // NewMemo returns an empty Memo.

@@ -38,6 +38,7 @@ type Staged struct {
 	Plan       *plan.Plan // without DNS and Env until Finish
 	namespaces []string
 	finished   bool
+	memo       *Memo // nil: none
 }
 
 // CompileStaged is the first step of Compile: Plan without DNS records
@@ -71,7 +72,7 @@ func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string
 		p.Services[i] = m.compile.compile(c, c.services[i].Service, n, &compiled[i])
 	})
 	m.compile.end(c, compiled)
-	return &Staged{Plan: p, namespaces: c.namespaces}, nil
+	return &Staged{Plan: p, namespaces: c.namespaces, memo: m}, nil
 }
 
 // Finish adds the DNS records and env files to Plan and returns it; the
@@ -82,6 +83,12 @@ func (s *Staged) Finish() *plan.Plan {
 	}
 	s.finished = true
 	p := s.Plan
+	if s.memo != nil {
+		defer s.memo.finish.keep(p, s.namespaces)
+		if s.memo.finish.reuse(p, s.namespaces) {
+			return p
+		}
+	}
 	// DNS and env only read the Services: they are made at the same time.
 	var wg sync.WaitGroup
 	wg.Go(func() { p.DNS = dnsRecords(p) })

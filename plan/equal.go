@@ -67,7 +67,7 @@ func SameDataplane(a, b *Plan) bool {
 
 // Equal tells whether two DNS record sets are the same (see Service.Equal).
 func (d DNS) Equal(o DNS) bool {
-	return slices.EqualFunc(d.Zones, o.Zones, func(a, b Zone) bool {
+	return shared(d.Zones, o.Zones) || slices.EqualFunc(d.Zones, o.Zones, func(a, b Zone) bool {
 		return a.Name == b.Name && slices.Equal(a.Records, b.Records)
 	})
 }
@@ -79,5 +79,6 @@ func (f EnvFile) Equal(o EnvFile) bool {
 
 // Equal tells whether two plans are the same (see Service.Equal).
 func (p *Plan) Equal(o *Plan) bool {
-	return SameDataplane(p, o) && p.DNS.Equal(o.DNS) && slices.EqualFunc(p.Env, o.Env, EnvFile.Equal)
+	return SameDataplane(p, o) && p.DNS.Equal(o.DNS) &&
+		(shared(p.Env, o.Env) || slices.EqualFunc(p.Env, o.Env, EnvFile.Equal))
 }

@@ -40,6 +40,11 @@ type Options struct {
 	// longer has are deleted: a daemon publishes its DNS records there,
 	// so that a frontend leaves DNS before its virtual server goes.
 	Published func()
+	// Incremental makes the Node remember what it rendered last, so that
+	// a daemon's next plan, which differs in a few Services, renders in
+	// a few milliseconds (render.Memo). A one-shot apply leaves it off:
+	// the first rendering with a memo costs more than a plain one.
+	Incremental bool
 }
 
 // Result is what Plan found or Apply did.
@@ -78,6 +83,10 @@ type Node struct {
 	// next ruleset differs in a few of them. Node's methods run one at a
 	// time, as the parser needs.
 	parser nft.Parser
+	// render remembers what the last ruleset was rendered from: a
+	// daemon's next plan differs in a few Services (render.Memo; nil
+	// without Options.Incremental).
+	render *render.Memo
 }
 
 // Open connects to the node's kernel (unless opts.NoDataplane) and opens
@@ -91,6 +100,9 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, dir: dir}
+	if opts.Incremental {
+		n.render = &render.Memo{}
+	}
 	if n.last, err = n.lastPlan(); err != nil {
 		return nil, err
 	}
@@ -157,7 +169,7 @@ func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, error) {
 	if n.opts.IPVS {
 		dp = render.DataplaneIPVS
 	}
-	files, err := render.KernelFiles(p, dp, n.opts.IPVSScheduler)
+	files, err := n.render.KernelFiles(p, dp, n.opts.IPVSScheduler)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -94,7 +94,7 @@ type nftFamily struct {
 	loopback string                // node ports are not served on loopback
 }
 
-var nftFamilies = []nftFamily{
+var nftFamilies = [...]nftFamily{
 	{table: "ip", addrType: "ipv4_addr", label: "IPv4", is: netip.Addr.Is4, loopback: "127.0.0.0/8"},
 	{table: "ip6", addrType: "ipv6_addr", label: "IPv6", is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }, loopback: "::1"},
 }
@@ -193,6 +193,7 @@ type nftEndpoint struct {
 type nftTable struct {
 	fam        nftFamily
 	ports      []*nftPort
+	count      int // service ports when ports is not filled (a Memo's table)
 	endpoints  int // of all families, in ports
 	podCIDRs   []netip.Prefix
 	podMatch   string // podMatch(podCIDRs), "" without pod CIDRs
@@ -205,13 +206,11 @@ type nftTable struct {
 	firewall   []nftElement
 	hairpin    []netip.Addr // every endpoint address, sorted, once
 	picks      []*nftPick   // chains that pick through endpoint maps, by bucket and slot
-	pickOf     map[string]*nftPick
+	// pickOf finds a chain's pick; nil in a Memo's tables, whose ports
+	// hold their own (nftPort.picks).
+	pickOf map[string]*nftPick
 
-	// Scratch space reused from port to port.
-	view     nftPortView
-	readable []byte
-	name     []byte
-	names    []nftEndpoint // by index in Port.Endpoints; affinity "" until named
+	view nftPortView // scratch space reused from port to port
 }
 
 // nftPort is one service port as seen from one family's table.
@@ -224,6 +223,9 @@ type nftPort struct {
 	// Names of the port's chains, set by the first pass; "" for the chains
 	// the port does not have.
 	serviceChain, externalChain, localChain, firewallChain string
+	// picks are the port's picks through endpoint maps, kept by a Memo
+	// (nftTable.lookupPick).
+	picks []*nftPick
 }
 
 // nftPortView is a service port with what both passes derive from it. It
@@ -242,6 +244,12 @@ type nftPortView struct {
 	// Set by describe, for the second pass.
 	desc      []byte // "shop/web port http 80/TCP", for comments
 	descClean bool   // desc is printable ASCII without quotes (isCleanText)
+
+	// Scratch space of nameChains and describe, in the view so that
+	// goroutines rendering side by side do not share it.
+	readable []byte
+	name     []byte
+	names    []nftEndpoint // by index in Port.Endpoints; affinity "" until named
 }
 
 // comparePorts orders service ports by namespace, name, port name (or
@@ -268,6 +276,25 @@ func comparePorts(a, b *nftPort) int {
 // newNFTTable makes the table of fam and runs the first pass.
 func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 	t := &nftTable{fam: fam}
+	t.setup(p)
+	t.sortPorts(p)
+	t.services = make([]nftElement, 0, len(t.ports))
+	for _, sp := range t.ports {
+		t.scanPort(t.viewPort(sp))
+	}
+	for _, m := range t.maps() {
+		slices.SortFunc(*m, compareElements)
+	}
+	slices.SortFunc(t.hairpin, netip.Addr.Compare)
+	t.hairpin = slices.Compact(t.hairpin)
+	t.assignPicks()
+	return t
+}
+
+// setup sets what the whole table derives from the plan's cluster and
+// node: the pod CIDRs and their match, and the node's addresses.
+func (t *nftTable) setup(p *plan.Plan) {
+	fam := t.fam
 	t.podCIDRs = familyPrefixes(p.Cluster.PodCIDRs, fam)
 	t.masquerade = markMasquerade
 	if len(t.podCIDRs) > 0 {
@@ -279,33 +306,35 @@ func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 			t.nodeIPs = append(t.nodeIPs, ip)
 		}
 	}
-	t.sortPorts(p)
-	t.services = make([]nftElement, 0, len(t.ports))
-	for _, sp := range t.ports {
-		v := t.viewPort(sp)
-		t.nameChains(v)
-		t.addElements(v)
-		affinity := v.svc.AffinitySeconds > 0
-		t.addPick(v.serviceChain, v.cluster, affinity)
-		if v.externalPicks() {
-			t.addPick(v.externalChain, v.external, affinity)
-		}
-		t.addPick(v.localChain, v.external, affinity)
-		for i := range v.all {
-			t.hairpin = append(t.hairpin, v.all[i].addr.Addr())
-		}
+}
+
+// maps lists the table's maps in the order they are written (nftMaps).
+func (t *nftTable) maps() [len(nftMaps)]*[]nftElement {
+	return [...]*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall}
+}
+
+// scanPort is the first pass over a service port: it names the port's
+// chains and adds its map elements, picks and hairpin addresses to the
+// table.
+func (t *nftTable) scanPort(v *nftPortView) {
+	t.nameChains(v)
+	t.addElements(v)
+	affinity := v.svc.AffinitySeconds > 0
+	t.addPick(v.serviceChain, v.cluster, affinity)
+	if v.externalPicks() {
+		t.addPick(v.externalChain, v.external, affinity)
 	}
-	for _, m := range []*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall} {
-		slices.SortFunc(*m, compareElements)
+	t.addPick(v.localChain, v.external, affinity)
+	for i := range v.all {
+		t.hairpin = append(t.hairpin, v.all[i].addr.Addr())
 	}
-	slices.SortFunc(t.hairpin, netip.Addr.Compare)
-	t.hairpin = slices.Compact(t.hairpin)
-	t.assignPicks()
-	return t
 }
 
 // sortPorts sets t.ports to the service ports the table serves, in
-// comparePorts order, and counts their endpoints.
+// comparePorts order, and counts their endpoints. Plans list Services in
+// order and each one's ports in spec order: the ports of each Service are
+// sorted, and the whole only when that leaves it out of order or with
+// two equal ports, so that the order is the same for the same plan.
 func (t *nftTable) sortPorts(p *plan.Plan) {
 	n := 0
 	for i := range p.Services {
@@ -320,20 +349,41 @@ func (t *nftTable) sortPorts(p *plan.Plan) {
 			continue
 		}
 		for j := range svc.Ports {
-			port := &svc.Ports[j]
-			sp := nftPort{svc: svc, port: port, portID: port.Name, proto: lowerProtocol(port.Protocol)}
-			if sp.portID == "" {
-				sp.portID = strconv.Itoa(int(port.Port))
-			}
-			ports = append(ports, sp)
-			t.endpoints += len(port.Endpoints)
+			ports = append(ports, newPort(svc, j))
+			t.endpoints += len(svc.Ports[j].Endpoints)
 		}
 	}
 	t.ports = make([]*nftPort, len(ports))
 	for i := range ports {
 		t.ports[i] = &ports[i]
 	}
-	slices.SortFunc(t.ports, comparePorts)
+	sorted := true
+	for start := 0; start < len(t.ports); {
+		end := start + 1
+		for end < len(t.ports) && t.ports[end].svc == t.ports[start].svc {
+			end++
+		}
+		if end-start > 1 {
+			slices.SortFunc(t.ports[start:end], comparePorts)
+		}
+		for i := max(start, 1); sorted && i < end; i++ {
+			sorted = comparePorts(t.ports[i-1], t.ports[i]) < 0
+		}
+		start = end
+	}
+	if !sorted {
+		slices.SortFunc(t.ports, comparePorts)
+	}
+}
+
+// newPort is port j of svc, without names.
+func newPort(svc *plan.Service, j int) nftPort {
+	port := &svc.Ports[j]
+	sp := nftPort{svc: svc, port: port, portID: port.Name, proto: lowerProtocol(port.Protocol)}
+	if sp.portID == "" {
+		sp.portID = strconv.Itoa(int(port.Port))
+	}
+	return sp
 }
 
 // serves tells whether svc has chains in the table: it has a cluster IP of
@@ -443,8 +493,8 @@ func (v *nftPortView) shortCircuit() bool {
 func (t *nftTable) nameChains(v *nftPortView) {
 	h := hash8(v.base)
 	name := func(prefix string) string {
-		t.name = appendNFTName(t.name[:0], prefix, h[:], v.base)
-		return string(t.name)
+		v.name = appendNFTName(v.name[:0], prefix, h[:], v.base)
+		return string(v.name)
 	}
 	if len(v.cluster) > 0 {
 		v.serviceChain = name("service-")
@@ -557,14 +607,14 @@ func (t *nftTable) describe(v *nftPortView) {
 	if svc.AffinitySeconds <= 0 {
 		return
 	}
-	t.names = slices.Grow(t.names[:0], len(port.Endpoints))[:len(port.Endpoints)]
-	clear(t.names)
+	v.names = slices.Grow(v.names[:0], len(port.Endpoints))[:len(port.Endpoints)]
+	clear(v.names)
 	for _, eps := range [][]nftEndpoint{v.cluster, v.external, v.all} {
 		for i := range eps {
 			ep := &eps[i]
-			named := &t.names[ep.index]
+			named := &v.names[ep.index]
 			if named.affinity == "" {
-				*named = t.nameAffinity(v, ep)
+				*named = nameAffinity(v, ep)
 			}
 			ep.affinity = named.affinity
 		}
@@ -572,16 +622,16 @@ func (t *nftTable) describe(v *nftPortView) {
 }
 
 // nameAffinity names the affinity set of an endpoint.
-func (t *nftTable) nameAffinity(v *nftPortView, ep *nftEndpoint) nftEndpoint {
-	t.readable = append(t.readable[:0], v.base...)
-	t.readable = append(t.readable, "__"...)
-	t.readable = ep.addr.Addr().AppendTo(t.readable)
-	t.readable = append(t.readable, '/')
-	t.readable = strconv.AppendUint(t.readable, uint64(ep.addr.Port()), 10)
-	h := hash8(t.readable)
+func nameAffinity(v *nftPortView, ep *nftEndpoint) nftEndpoint {
+	v.readable = append(v.readable[:0], v.base...)
+	v.readable = append(v.readable, "__"...)
+	v.readable = ep.addr.Addr().AppendTo(v.readable)
+	v.readable = append(v.readable, '/')
+	v.readable = strconv.AppendUint(v.readable, uint64(ep.addr.Port()), 10)
+	h := hash8(v.readable)
 	named := *ep
-	t.name = appendNFTName(t.name[:0], "affinity-", h[:], t.readable)
-	named.affinity = string(t.name)
+	v.name = appendNFTName(v.name[:0], "affinity-", h[:], v.readable)
+	named.affinity = string(v.name)
 	return named
 }
 
@@ -646,7 +696,7 @@ func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
 			b = append(b, t.masquerade...)
 			b = append(b, '\n')
 		}
-		b = t.appendPick(b, v.serviceChain, v.proto, v.cluster, affinity)
+		b = t.appendPick(b, v, v.serviceChain, v.cluster, affinity)
 		b = closeChain(b)
 	}
 
@@ -712,7 +762,7 @@ func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.externalChain)
 		b = appendRule(b, markMasquerade)
-		b = t.appendPick(b, v.externalChain, v.proto, v.external, affinity)
+		b = t.appendPick(b, v, v.externalChain, v.external, affinity)
 	}
 	b = closeChain(b)
 
@@ -724,7 +774,7 @@ func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
 		b = appendCountEndpoints(b, len(v.external), "local ")
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.localChain)
-		b = t.appendPick(b, v.localChain, v.proto, v.external, affinity)
+		b = t.appendPick(b, v, v.localChain, v.external, affinity)
 		b = closeChain(b)
 	}
 	return b
@@ -775,11 +825,25 @@ func (t *nftTable) appendFirewallChain(b []byte, v *nftPortView) []byte {
 // appendPick appends what sends a packet of chain to one of eps: the rule
 // that looks its endpoint up in an endpoint map (picks.go), or the rules
 // of appendPickRules.
-func (t *nftTable) appendPick(b []byte, chain, proto string, eps []nftEndpoint, affinity bool) []byte {
-	if p := t.pickOf[chain]; p != nil {
-		return appendMapPick(b, t.fam, proto, p)
+func (t *nftTable) appendPick(b []byte, v *nftPortView, chain string, eps []nftEndpoint, affinity bool) []byte {
+	if p := t.lookupPick(v.nftPort, chain); p != nil {
+		return appendMapPick(b, t.fam, v.proto, p)
 	}
-	return appendPickRules(b, t.fam, proto, eps, affinity)
+	return appendPickRules(b, t.fam, v.proto, eps, affinity)
+}
+
+// lookupPick finds the pick of a chain of sp: in the table's index, or
+// without one (a Memo's table) among the port's own picks.
+func (t *nftTable) lookupPick(sp *nftPort, chain string) *nftPick {
+	if t.pickOf != nil {
+		return t.pickOf[chain]
+	}
+	for _, p := range sp.picks {
+		if p.chain == chain {
+			return p
+		}
+	}
+	return nil
 }
 
 // appendPickRules appends the rules that send a packet to one of eps: first
@@ -832,6 +896,26 @@ func appendDNAT(b []byte, fam nftFamily, proto string, ep *nftEndpoint) []byte {
 
 // appendTo appends the table.
 func (t *nftTable) appendTo(b []byte) []byte {
+	b = t.appendDispatch(b)
+	for i, m := range t.maps() {
+		b = appendMap(b, nftMaps[i].name, nftMaps[i].comment, mapType(t.fam, i), *m)
+	}
+	b = appendHairpinOpen(b, t.fam, len(t.hairpin) > 0)
+	for _, a := range t.hairpin {
+		b = appendHairpinElement(b, a)
+	}
+	b = appendMapClose(b, len(t.hairpin) > 0)
+	b = t.appendPodCIDRs(b)
+
+	b = t.appendPickMaps(b)
+
+	b = t.appendGroups(b)
+	return append(b, "}\n"...)
+}
+
+// appendDispatch appends the start of the table: its head, base chains and
+// dispatch chains, up to its maps.
+func (t *nftTable) appendDispatch(b []byte) []byte {
 	fam := t.fam
 	b = t.appendTableHead(b, "", [2]baseChain{
 		{"nat-prerouting", "type nat hook prerouting priority dstnat", "jump services"},
@@ -853,37 +937,76 @@ func (t *nftTable) appendTo(b []byte) []byte {
 	b = appendChain(b, "firewall-check", "firewall-check: loadBalancerSourceRanges (before DNAT)",
 		vmap+"firewall-ips")
 
-	b = append(b, "\n\t# Maps.\n"...)
-	addrKey := fam.addrType + " . inet_proto . inet_service : verdict"
-	portKey := "inet_proto . inet_service : verdict"
-	b = appendMap(b, "service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", addrKey, t.services)
-	b = appendMap(b, "service-nodeports", "node ports to external chains", portKey, t.nodePort)
-	b = appendMap(b, "no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", addrKey, t.noEpSvc)
-	b = appendMap(b, "no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", portKey, t.noEpNode)
-	b = appendMap(b, "firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", addrKey, t.firewall)
+	return append(b, "\n\t# Maps.\n"...)
+}
+
+// nftMaps are the table's verdict maps, in the order nftTable.maps lists
+// them and they are written.
+var nftMaps = [...]struct {
+	name, comment string
+	nodePorts     bool // keyed by protocol and port only
+}{
+	{"service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", false},
+	{"service-nodeports", "node ports to external chains", true},
+	{"no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", false},
+	{"no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", true},
+	{"firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", false},
+}
+
+// mapType is the type of map nftMaps[i].
+func mapType(fam nftFamily, i int) string {
+	if nftMaps[i].nodePorts {
+		return "inet_proto . inet_service : verdict"
+	}
+	return fam.addrType + " . inet_proto . inet_service : verdict"
+}
+
+// appendMapOpen appends the start of map nftMaps[i], up to its first
+// element; appendMapClose ends it.
+func appendMapOpen(b []byte, fam nftFamily, i int, elements bool) []byte {
+	return appendMapHead(b, nftMaps[i].name, nftMaps[i].comment, mapType(fam, i), elements)
+}
+
+// appendMapHead appends the start of a map, up to its first element.
+func appendMapHead(b []byte, name, comment, typ string, elements bool) []byte {
+	b = appendLine(b, "\t# ", name, ": ", comment)
+	b = appendLine(b, "\tmap ", name, " {")
+	b = appendRule(b, "type ", typ)
+	if elements {
+		b = append(b, "\t\telements = {\n"...)
+	}
+	return b
+}
+
+// appendMapClose ends a map or set opened with the same elements.
+func appendMapClose(b []byte, elements bool) []byte {
+	if elements {
+		b = append(b, "\t\t}\n"...)
+	}
+	return append(b, "\t}\n"...)
+}
+
+// appendHairpinOpen appends the start of the set hairpin, up to its first
+// element (appendHairpinElement); appendMapClose ends it.
+func appendHairpinOpen(b []byte, fam nftFamily, elements bool) []byte {
 	b = append(b, "\t# hairpin: every endpoint address, twice: source and destination of a packet DNATed back to its sender\n\tset hairpin {\n\t\ttype "...)
 	b = append(b, fam.addrType...)
 	b = append(b, " . "...)
 	b = append(b, fam.addrType...)
 	b = append(b, '\n')
-	if len(t.hairpin) > 0 {
+	if elements {
 		b = append(b, "\t\telements = {\n"...)
-		for _, a := range t.hairpin {
-			b = append(b, "\t\t\t"...)
-			b = a.AppendTo(b)
-			b = append(b, " . "...)
-			b = a.AppendTo(b)
-			b = append(b, ",\n"...)
-		}
-		b = append(b, "\t\t}\n"...)
 	}
-	b = append(b, "\t}\n"...)
-	b = t.appendPodCIDRs(b)
+	return b
+}
 
-	b = t.appendPickMaps(b)
-
-	b = t.appendGroups(b)
-	return append(b, "}\n"...)
+// appendHairpinElement appends the element of the set hairpin for a.
+func appendHairpinElement(b []byte, a netip.Addr) []byte {
+	b = append(b, "\t\t\t"...)
+	b = a.AppendTo(b)
+	b = append(b, " . "...)
+	b = a.AppendTo(b)
+	return append(b, ",\n"...)
 }
 
 // groupsPerWorker is the fewest service ports worth a goroutine of
@@ -935,7 +1058,7 @@ func (t *nftTable) appendTableHead(b []byte, note string, first [2]baseChain) []
 	b = append(b, "\t# "...)
 	b = append(b, fam.label...)
 	b = append(b, ": "...)
-	b = appendPlural(b, len(t.ports), "service port")
+	b = appendPlural(b, max(len(t.ports), t.count), "service port")
 	b = append(b, note...)
 	b = append(b, ".\n"...)
 
@@ -1022,33 +1145,37 @@ func appendChain(b []byte, name, comment string, rules ...string) []byte {
 }
 
 func appendMap(b []byte, name, comment, typ string, elems []nftElement) []byte {
-	b = appendLine(b, "\t# ", name, ": ", comment)
-	b = appendLine(b, "\tmap ", name, " {")
-	b = appendRule(b, "type ", typ)
-	if len(elems) > 0 {
-		b = append(b, "\t\telements = {\n"...)
-		for i := range elems {
-			e := &elems[i]
-			if i > 0 && e.sameKey(&elems[i-1]) {
-				// Two frontends with one key: the compiler rejects
-				// this; keep the first so that the file still loads.
-				b = append(b, "\t\t\t# duplicate key dropped: "...)
-				b = e.appendKey(b)
-				b = appendLine(b, " : ", e.verdict)
-				continue
-			}
-			b = append(b, "\t\t\t"...)
-			b = e.appendKey(b)
-			if e.comment != "" {
-				b = append(b, ` comment "`...)
-				b = appendCommentText(b, e.comment)
-				b = append(b, '"')
-			}
-			b = appendLine(b, " : ", e.verdict, ",")
+	b = appendMapHead(b, name, comment, typ, len(elems) > 0)
+	for i := range elems {
+		if e := &elems[i]; i > 0 && e.sameKey(&elems[i-1]) {
+			b = appendDroppedElement(b, e)
+		} else {
+			b = appendElement(b, e)
 		}
-		b = append(b, "\t\t}\n"...)
 	}
-	return append(b, "\t}\n"...)
+	return appendMapClose(b, len(elems) > 0)
+}
+
+// appendElement appends the line of a map element.
+func appendElement(b []byte, e *nftElement) []byte {
+	b = append(b, "\t\t\t"...)
+	b = e.appendKey(b)
+	if e.comment != "" {
+		b = append(b, ` comment "`...)
+		b = appendCommentText(b, e.comment)
+		b = append(b, '"')
+	}
+	return appendLine(b, " : ", e.verdict, ",")
+}
+
+// appendDroppedElement appends, in place of an element, the comment that
+// drops it as it has the key of the one before: two frontends with one
+// key, which the compiler rejects; the first is kept so that the file
+// still loads.
+func appendDroppedElement(b []byte, e *nftElement) []byte {
+	b = append(b, "\t\t\t# duplicate key dropped: "...)
+	b = e.appendKey(b)
+	return appendLine(b, " : ", e.verdict)
 }
 
 // hash8 is nftHash without allocation. Eight base32 characters encode the

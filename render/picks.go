@@ -53,7 +53,14 @@ type nftPick struct {
 	chain  string
 	eps    []netip.AddrPort
 	bucket int
-	slot   uint32 // offset / pickStride
+	home   uint32 // the slot the chain's name hashes to
+	slot   uint32 // offset / pickStride: home, or past it on a collision
+
+	// In a Memo: the Service that has the pick, the slot its text was
+	// written with, and whether it left the table.
+	owner *memoSvc
+	shown uint32
+	gone  bool
 }
 
 // offset is the first key of the pick's ranges.
@@ -76,7 +83,8 @@ func (t *nftTable) addPick(chain string, eps []nftEndpoint, affinity bool) {
 	h := fnv.New64a()
 	h.Write([]byte(chain))
 	sum := h.Sum64()
-	p := &nftPick{chain: chain, bucket: int(sum % pickBuckets), slot: uint32((sum / pickBuckets) % pickSlots)}
+	home := uint32((sum / pickBuckets) % pickSlots)
+	p := &nftPick{chain: chain, bucket: int(sum % pickBuckets), home: home, slot: home}
 	p.eps = make([]netip.AddrPort, len(eps))
 	for i := range eps {
 		p.eps[i] = eps[i].addr
@@ -84,32 +92,49 @@ func (t *nftTable) addPick(chain string, eps []nftEndpoint, affinity bool) {
 	t.picks = append(t.picks, p)
 }
 
-// assignPicks gives every pick a free slot of its bucket: its hash slot,
-// or on a collision the next free one (picks taken in order of hash slot,
-// then name, so that the outcome is deterministic), and orders the
-// buckets for writing.
+// comparePicks orders picks by bucket, slot and chain, comparing each only
+// when the ones before it are equal.
+func comparePicks(a, b *nftPick) int {
+	if c := cmp.Compare(a.bucket, b.bucket); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.slot, b.slot); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.chain, b.chain)
+}
+
+// assignPicks gives every pick a free slot of its bucket (assignBucket),
+// and orders the buckets for writing.
 func (t *nftTable) assignPicks() {
-	slices.SortFunc(t.picks, func(a, b *nftPick) int {
-		return cmp.Or(cmp.Compare(a.bucket, b.bucket), cmp.Compare(a.slot, b.slot), cmp.Compare(a.chain, b.chain))
-	})
+	slices.SortFunc(t.picks, comparePicks)
 	t.pickOf = make(map[string]*nftPick, len(t.picks))
 	for start := 0; start < len(t.picks); {
 		end := start
 		for end < len(t.picks) && t.picks[end].bucket == t.picks[start].bucket {
 			end++
 		}
-		bucket := t.picks[start:end]
-		used := make(map[uint32]bool, len(bucket))
-		for _, p := range bucket {
-			for used[p.slot] {
-				p.slot = (p.slot + 1) % pickSlots
-			}
-			used[p.slot] = true
+		assignBucket(t.picks[start:end])
+		for _, p := range t.picks[start:end] {
 			t.pickOf[p.chain] = p
 		}
-		slices.SortFunc(bucket, func(a, b *nftPick) int { return cmp.Compare(a.slot, b.slot) })
 		start = end
 	}
+}
+
+// assignBucket gives each pick of one bucket, sorted by comparePicks, a
+// free slot: the one it holds (its hash slot), or on a collision the next
+// free one, in order, so that the outcome is deterministic; then sorts
+// the bucket by slot.
+func assignBucket(bucket []*nftPick) {
+	used := make(map[uint32]bool, len(bucket))
+	for _, p := range bucket {
+		for used[p.slot] {
+			p.slot = (p.slot + 1) % pickSlots
+		}
+		used[p.slot] = true
+	}
+	slices.SortFunc(bucket, func(a, b *nftPick) int { return cmp.Compare(a.slot, b.slot) })
 }
 
 // pickMapName is the name of the endpoint map of a bucket.
@@ -120,46 +145,51 @@ func pickMapName(bucket int) string {
 
 // appendPickMaps appends the endpoint maps, one per bucket in use.
 func (t *nftTable) appendPickMaps(b []byte) []byte {
-	fam := t.fam
 	for start := 0; start < len(t.picks); {
 		end := start
 		for end < len(t.picks) && t.picks[end].bucket == t.picks[start].bucket {
 			end++
 		}
-		name := pickMapName(t.picks[start].bucket)
-		b = appendLine(b, "\t# ", name, ": endpoints of the chains whose pick hashes here: from its offset on, a chain's numgen keys map to its endpoints")
-		b = appendLine(b, "\tmap ", name, " {")
-		b = appendRule(b, "typeof numgen random mod ", strconv.Itoa(pickModulus), " : ", fam.table, " daddr . th dport")
-		b = appendRule(b, "flags interval")
-		b = append(b, "\t\telements = {\n"...)
-		for _, p := range t.picks[start:end] {
-			b = appendLine(b, "\t\t\t# ", p.chain)
-			m := uint32(p.modulus())
-			k := uint32(len(p.eps))
-			from := p.offset()
-			for i, ep := range p.eps {
-				n := m / k
-				if uint32(i) < m%k {
-					n++
-				}
-				b = append(b, "\t\t\t"...)
-				b = strconv.AppendUint(b, uint64(from), 10)
-				if n > 1 {
-					b = append(b, '-')
-					b = strconv.AppendUint(b, uint64(from+n-1), 10)
-				}
-				b = append(b, " : "...)
-				b = ep.Addr().AppendTo(b)
-				b = append(b, " . "...)
-				b = strconv.AppendUint(b, uint64(ep.Port()), 10)
-				b = append(b, ",\n"...)
-				from += n
-			}
-		}
-		b = append(b, "\t\t}\n\t}\n"...)
+		b = appendPickMap(b, t.fam, t.picks[start:end])
 		start = end
 	}
 	return b
+}
+
+// appendPickMap appends the endpoint map of one bucket's picks, sorted by
+// slot.
+func appendPickMap(b []byte, fam nftFamily, picks []*nftPick) []byte {
+	name := pickMapName(picks[0].bucket)
+	b = appendLine(b, "\t# ", name, ": endpoints of the chains whose pick hashes here: from its offset on, a chain's numgen keys map to its endpoints")
+	b = appendLine(b, "\tmap ", name, " {")
+	b = appendRule(b, "typeof numgen random mod ", strconv.Itoa(pickModulus), " : ", fam.table, " daddr . th dport")
+	b = appendRule(b, "flags interval")
+	b = append(b, "\t\telements = {\n"...)
+	for _, p := range picks {
+		b = appendLine(b, "\t\t\t# ", p.chain)
+		m := uint32(p.modulus())
+		k := uint32(len(p.eps))
+		from := p.offset()
+		for i, ep := range p.eps {
+			n := m / k
+			if uint32(i) < m%k {
+				n++
+			}
+			b = append(b, "\t\t\t"...)
+			b = strconv.AppendUint(b, uint64(from), 10)
+			if n > 1 {
+				b = append(b, '-')
+				b = strconv.AppendUint(b, uint64(from+n-1), 10)
+			}
+			b = append(b, " : "...)
+			b = ep.Addr().AppendTo(b)
+			b = append(b, " . "...)
+			b = strconv.AppendUint(b, uint64(ep.Port()), 10)
+			b = append(b, ",\n"...)
+			from += n
+		}
+	}
+	return append(b, "\t\t}\n\t}\n"...)
 }
 
 // appendMapPick appends the rule of a chain that picks through its

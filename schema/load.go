@@ -30,6 +30,14 @@ type unit struct {
 	data  [][]byte   // the files' contents, once read (nil when recalled)
 	meta  []fileMeta // the files' lengths, hashes and identities
 	isCUE bool
+
+	// Kept from one Load to the next with a StatCache (walkState):
+	key Key  // the key of the unit's result, when ok
+	ok  bool // the latest Load keyed the unit's result (no read error, a Cache)
+	// known: the Cache held the unit's result under key, and the StatCache
+	// trusts the memo of every file. A Load told what changed
+	// (Options.Changed) takes such a unit's result by key, without a stat.
+	known bool
 }
 
 // fileMeta is what the loader knows of a file besides its content.
@@ -59,6 +67,16 @@ func (u *unit) read(max int64, dl *diag.List) bool {
 // walk lists the units of the tree below root. Dot-directories and dotfiles
 // are skipped; symlinks are followed only when they stay inside the tree.
 func walk(root string, dl *diag.List) ([]*unit, error) {
+	w, err := walkTree(root, dl)
+	if err != nil {
+		return nil, err
+	}
+	return w.units, nil
+}
+
+// walkTree is walk, returning the walker: its units (sorted by first file)
+// and what else it saw, for a walkState.
+func walkTree(root string, dl *diag.List) (*walker, error) {
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, fmt.Errorf("tree %s: %w", root, err)
@@ -70,14 +88,15 @@ func walk(root string, dl *diag.List) ([]*unit, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("tree %s: not a directory", root)
 	}
-	w := &walker{root: root, realRoot: realRoot, dl: dl, cue: map[string]*unit{}, visited: map[string]bool{}, files: map[string]bool{}}
+	w := &walker{root: root, realRoot: realRoot, dl: dl, cue: map[string]*unit{}, visited: map[string]bool{}, files: map[string]bool{}, dirs: map[string]bool{}}
+	n := len(*dl)
 	w.dir(realRoot, ".")
-	units := w.units
+	w.complained = len(*dl) > n
 	for _, u := range w.cue {
-		units = append(units, u)
+		w.units = append(w.units, u)
 	}
-	sort.Slice(units, func(i, j int) bool { return units[i].files[0] < units[j].files[0] })
-	return units, nil
+	sort.Slice(w.units, func(i, j int) bool { return w.units[i].files[0] < w.units[j].files[0] })
+	return w, nil
 }
 
 type walker struct {
@@ -87,6 +106,9 @@ type walker struct {
 	cue            map[string]*unit
 	visited        map[string]bool // real directory paths already walked (symlink loops)
 	files          map[string]bool // real file paths already listed: a file linked twice is read once
+	dirs           map[string]bool // slash paths of the directories walked, "." for the root
+	links          bool            // a symlink was met
+	complained     bool            // the walk added diagnostics
 }
 
 func (w *walker) dir(real, rel string) {
@@ -94,7 +116,8 @@ func (w *walker) dir(real, rel string) {
 		return
 	}
 	w.visited[real] = true
-	entries, err := os.ReadDir(real)
+	w.dirs[rel] = true
+	entries, err := readDir(real)
 	if err != nil {
 		w.dl.Errorf(diag.Pos{File: rel}, nil, "cannot read directory: %v", unwrapPath(err))
 		return
@@ -108,6 +131,7 @@ func (w *walker) dir(real, rel string) {
 		childRel := path.Join(rel, name)
 		mode := e.Type()
 		if mode&fs.ModeSymlink != 0 {
+			w.links = true
 			target, err := filepath.EvalSymlinks(childReal)
 			if err != nil {
 				w.dl.Errorf(diag.Pos{File: childRel}, nil, "broken symlink: %v", unwrapPath(err))
@@ -134,11 +158,19 @@ func (w *walker) dir(real, rel string) {
 	}
 }
 
-func (w *walker) file(real, rel, name string) {
-	ext := strings.ToLower(path.Ext(name))
-	switch ext {
+// specExt is the lower-case extension of a spec file's name; "" for
+// names the loader does not read.
+func specExt(name string) string {
+	switch ext := strings.ToLower(path.Ext(name)); ext {
 	case ".yaml", ".yml", ".json", ".cue":
-	default:
+		return ext
+	}
+	return ""
+}
+
+func (w *walker) file(real, rel, name string) {
+	ext := specExt(name)
+	if ext == "" {
 		return
 	}
 	if w.files[real] {
@@ -177,6 +209,10 @@ func unwrapPath(err error) error {
 
 // openFile opens a spec file; tests replace it to count the files read.
 var openFile = os.Open
+
+// readDir lists a directory of the tree; tests replace it to tell a walk
+// from a Load that took Options.Changed.
+var readDir = os.ReadDir
 
 // readLimited reads a file of at most max bytes. It also returns the
 // identity of the file opened, taken before reading, so that a write during

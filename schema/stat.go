@@ -13,13 +13,21 @@ import (
 // tree in which few files changed costs a stat per file. It only helps
 // together with Options.Cache, which holds the results the hashes lead to.
 //
+// It also keeps the latest Load's walk of the tree (its files, grouped as
+// the loader validates them, with the keys of their results), so that a
+// Load told which paths changed (Options.Changed) neither lists the
+// directories nor stats the other files.
+//
 // A StatCache belongs to one tree; the zero value is empty and ready to use.
 // Loads that share it run one at a time (Load holds it for its whole run).
 // It holds only the files of the latest Load, so it does not grow over a
 // long-running daemon. The memo works on Linux; elsewhere every file is read.
 type StatCache struct {
-	mu    sync.Mutex
-	files map[string]statEntry // by real path (symlinks resolved)
+	mu      sync.Mutex
+	files   map[string]statEntry // by real path (symlinks resolved)
+	walk    *walkState           // the latest Load's walk, for Options.Changed; nil: none to trust
+	spare   *validator           // a validator of an earlier Load, to reuse
+	objects int                  // the objects of the latest Load
 }
 
 // NewStatCache returns an empty StatCache.
@@ -92,15 +100,50 @@ func (u *unit) recall(memo map[string]statEntry, max int64) bool {
 
 // remember replaces the memo with the files of units, as read or recalled by
 // the Load that started at start. Files no longer in the tree are dropped.
+// It also sets each unit's known flag (see unit).
 func (c *StatCache) remember(units []*unit, start time.Time) {
 	limit := start.Add(-racyMargin).UnixNano()
 	files := make(map[string]statEntry, len(c.files))
 	for _, u := range units {
-		for i, name := range u.real {
-			if m := u.meta[i]; m.st.ok {
-				files[name] = statEntry{m, m.st.mtime < limit && m.st.ctime < limit}
-			}
-		}
+		note(files, u, limit)
 	}
 	c.files = files
+}
+
+// update changes the memo after a Load told what changed: only the units
+// it read or recalled (todo) are noted again, and the files gone are
+// forgotten; the other units' entries stand as they were.
+func (c *StatCache) update(todo []*unit, gone []string, start time.Time) {
+	limit := start.Add(-racyMargin).UnixNano()
+	if c.files == nil {
+		c.files = map[string]statEntry{}
+	}
+	for _, name := range gone {
+		delete(c.files, name)
+	}
+	for _, u := range todo {
+		for _, name := range u.real {
+			delete(c.files, name)
+		}
+		note(c.files, u, limit)
+	}
+}
+
+// note enters u's files into files, trusted when their times are older
+// than limit, and sets u.known: its result is keyed and every file's memo
+// trusted.
+func note(files map[string]statEntry, u *unit, limit int64) {
+	known := u.ok && len(u.meta) == len(u.real)
+	for i, name := range u.real {
+		if i >= len(u.meta) {
+			break
+		}
+		m := u.meta[i]
+		trusted := m.st.ok && m.st.mtime < limit && m.st.ctime < limit
+		if m.st.ok {
+			files[name] = statEntry{m, trusted}
+		}
+		known = known && trusted
+	}
+	u.known = known
 }

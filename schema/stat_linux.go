@@ -5,6 +5,10 @@ import (
 	"syscall"
 )
 
+// haveStat tells that statOf gives identities, so that a StatCache
+// memoizes files and keeps walks (Options.Changed).
+const haveStat = true
+
 // statOf returns the identity of the file fi describes.
 func statOf(fi fs.FileInfo) fileStat {
 	s, ok := fi.Sys().(*syscall.Stat_t)

@@ -34,6 +34,21 @@ type Options struct {
 	// the same StatCache is not read again: a warm reload costs a stat per
 	// unchanged file.
 	Stats *StatCache
+	// Changed, when not nil (even empty), promises that since the previous
+	// Load with the same Stats (and Cache) nothing below root changed but
+	// at these paths (absolute, or relative to the working directory; as a
+	// file watcher names them: files created, written, removed or renamed
+	// from or to). Load then neither lists the directories nor stats the
+	// other files: it takes the previous Load's walk and results, and
+	// reads only what is listed. It walks the tree as without Changed when
+	// it cannot trust the promise to cover everything: a listed path is a
+	// directory or a symlink, is outside the tree or in a directory the
+	// previous walk did not see, when the root now resolves elsewhere, when
+	// the tree holds symlinks or problems the walk reported (broken links,
+	// unreadable directories), or without Stats and Cache. A file that the
+	// StatCache does not trust yet (racyMargin) is read as without Changed.
+	// The result is the same as without Changed, if the promise holds.
+	Changed []string
 }
 
 // Cache stores validation results by content key. Implementations must be
@@ -67,9 +82,11 @@ type Tree struct {
 	// Unread counts the files not read, because Options.Stats knew them.
 	Unread int
 
-	hashes map[string][32]byte // content hash per file, to locate positions later
-	mu     sync.Mutex
-	docs   map[string][]*yaml.Node // parsed documents, by file, for Locate
+	sums       []fileSum // content hash per file, to locate positions later
+	hashesOnce sync.Once
+	hashes     map[string][32]byte // sums by file, made when Locate needs it
+	mu         sync.Mutex
+	docs       map[string][]*yaml.Node // parsed documents, by file, for Locate
 }
 
 // Load reads, validates and decodes every spec file below root. Problems in
@@ -89,24 +106,94 @@ func Load(root string, opt Options) (*Tree, error) {
 		defer opt.Stats.mu.Unlock()
 		memo = opt.Stats.files
 	}
-	t := &Tree{Root: root, hashes: map[string][32]byte{}}
-	units, err := walk(root, &t.Diags)
-	if err != nil {
-		return nil, err
+	t := &Tree{Root: root}
+	// With Changed, the previous walk brought up to date (hinted), else a
+	// new one.
+	var units []*unit
+	var gone []string // real paths of the files gone, with hinted
+	hinted := false
+	if opt.Stats != nil {
+		if ws := opt.Stats.walk; ws != nil && opt.Changed != nil && opt.Cache != nil && ws.root == root && ws.max == opt.MaxFileSize {
+			gone, hinted = ws.update(opt.Changed)
+			units = ws.units
+		}
+		prev := opt.Stats.walk
+		opt.Stats.walk = nil // kept again once this Load is through
+		if hinted {
+			defer func() { opt.Stats.walk = prev }()
+		}
 	}
+	if !hinted {
+		w, err := walkTree(root, &t.Diags)
+		if err != nil {
+			return nil, err
+		}
+		units = w.units
+		if opt.Stats != nil {
+			defer func() { opt.Stats.walk = newWalkState(root, w, opt.MaxFileSize) }()
+		}
+	}
+	// Each unit's result: a unit known from the previous Load and not
+	// changed since (hinted) takes it from the cache by key; the others
+	// (todo) are recalled or read.
 	results := make([]*UnitResult, len(units))
+	var cached, unread atomic.Int64
+	// A validator costs milliseconds to make (it compiles the schema): the
+	// StatCache keeps a little-used one from Load to Load (spareLeaves).
+	var spare atomic.Pointer[validator]
+	if opt.Stats != nil {
+		spare.Store(opt.Stats.spare)
+		opt.Stats.spare = nil
+	}
+	var mu sync.Mutex
+	var todo []*unit
 	var wg sync.WaitGroup
-	var next, cached, unread atomic.Int64 // next: the index of the next unit to take
+	var next atomic.Int64 // the index of the next unit to take
+	// Workers take runs of units: with Changed, most units take but a
+	// look-up in the cache, cheaper than contending for next.
+	step := 1
+	if hinted {
+		step = 64
+	}
 	for range opt.Workers {
 		wg.Go(func() {
 			var v *validator
 			var nCached, nUnread int64
-			defer func() { cached.Add(nCached); unread.Add(nUnread) }()
-			for i := int(next.Add(1) - 1); i < len(units); i = int(next.Add(1) - 1) {
+			var mine []*unit
+			defer func() {
+				cached.Add(nCached)
+				unread.Add(nUnread)
+				if v != nil && v.used <= spareLeaves {
+					spare.CompareAndSwap(nil, v)
+				}
+				mu.Lock()
+				todo = append(todo, mine...)
+				mu.Unlock()
+			}()
+			for i, end := 0, 0; ; i++ {
+				if i == end {
+					end = int(next.Add(int64(step)))
+					if i = end - step; i >= len(units) {
+						break
+					}
+					end = min(end, len(units))
+				}
 				u := units[i]
-				if opt.Cache != nil && memo != nil && u.recall(memo, opt.MaxFileSize) {
-					if r, ok := opt.Cache.Get(unitKey(u)); ok {
+				if hinted && u.known {
+					if r, ok := opt.Cache.Get(u.key); ok {
 						results[i] = r
+						nCached++
+						nUnread += int64(len(u.files))
+						continue
+					}
+				}
+				mine = append(mine, u)
+				u.known, u.ok = false, false
+				if opt.Cache != nil && memo != nil && u.recall(memo, opt.MaxFileSize) {
+					key := unitKey(u)
+					if r, ok := opt.Cache.Get(key); ok {
+						results[i] = r
+						u.key, u.ok = key, true
 						nCached++
 						nUnread += int64(len(u.files))
 						continue
@@ -118,6 +205,7 @@ func Load(root string, opt Options) (*Tree, error) {
 					continue
 				}
 				key := unitKey(u)
+				u.key, u.ok = key, opt.Cache != nil
 				if opt.Cache != nil {
 					if r, ok := opt.Cache.Get(key); ok {
 						results[i] = r
@@ -126,7 +214,9 @@ func Load(root string, opt Options) (*Tree, error) {
 					}
 				}
 				if v == nil {
-					v = newValidator()
+					if v = spare.Swap(nil); v == nil {
+						v = newValidator()
+					}
 				}
 				r := v.unit(u)
 				results[i] = r
@@ -137,24 +227,50 @@ func Load(root string, opt Options) (*Tree, error) {
 		})
 	}
 	wg.Wait()
+	if opt.Stats != nil {
+		opt.Stats.spare = spare.Load()
+	}
 
+	t.sums = make([]fileSum, 0, len(units))
+	if opt.Stats != nil && opt.Stats.objects > 0 {
+		// As many as the previous Load's, to allocate once.
+		t.Objects = make([]*Object, 0, opt.Stats.objects)
+	}
 	for i, u := range units {
 		for j, f := range u.files {
-			t.hashes[f] = u.meta[j].sum
+			t.sums = append(t.sums, fileSum{f, u.meta[j].sum})
 		}
-		t.Files += len(u.files)
 		r := results[i]
 		t.Objects = append(t.Objects, r.Objects...)
 		t.Ignored = append(t.Ignored, r.Ignored...)
 		t.Diags.Add(r.Diags...)
 	}
+	t.Files = len(t.sums)
+	if len(t.Objects) == 0 {
+		t.Objects = nil // as without a StatCache
+	}
+	for _, u := range todo {
+		u.data = nil // the StatCache keeps the units, not the contents
+	}
 	if opt.Stats != nil {
-		opt.Stats.remember(units, start)
+		opt.Stats.objects = len(t.Objects)
+		if hinted {
+			opt.Stats.update(todo, gone, start)
+		} else {
+			opt.Stats.remember(units, start)
+		}
 	}
 	t.Cached, t.Unread = int(cached.Load()), int(unread.Load())
 	t.Diags.Sort()
 	return t, nil
 }
+
+// spareLeaves is how many CUE evaluations a validator may have made to be
+// kept for the next Load (StatCache): its context and memo grow with them,
+// and would stay in memory between Loads. A reload of a few files keeps
+// its validator for hundreds of reloads; a validator that checked a whole
+// tree is dropped.
+const spareLeaves = 2048
 
 // unitKey hashes the schema version and the unit's paths, lengths and
 // content hashes, so that it needs no content that the StatCache vouched for.
@@ -210,9 +326,27 @@ func (t *Tree) Locate(src Source, p diag.Path) diag.Pos {
 	return locateYAML(src.File, root, p)
 }
 
+// fileSum is the content hash of a file of a Tree.
+type fileSum struct {
+	file string
+	sum  [32]byte
+}
+
+// fileHashes returns the content hash of each file, by slash path. Load
+// only lists them: most Trees never locate anything.
+func (t *Tree) fileHashes() map[string][32]byte {
+	t.hashesOnce.Do(func() {
+		t.hashes = make(map[string][32]byte, len(t.sums))
+		for _, s := range t.sums {
+			t.hashes[s.file] = s.sum
+		}
+	})
+	return t.hashes
+}
+
 func (t *Tree) read(file string) ([]byte, bool) {
 	data, err := os.ReadFile(filepath.Join(t.Root, filepath.FromSlash(file)))
-	if err != nil || sha256.Sum256(data) != t.hashes[file] {
+	if err != nil || sha256.Sum256(data) != t.fileHashes()[file] {
 		return nil, false
 	}
 	return data, true
@@ -246,7 +380,7 @@ func (t *Tree) locateCUE(src Source, p diag.Path) diag.Pos {
 	dir := path.Dir(src.File)
 	u := &unit{dir: dir, isCUE: true}
 	var files []string
-	for f := range t.hashes {
+	for f := range t.fileHashes() {
 		if path.Dir(f) == dir && path.Ext(f) == ".cue" {
 			files = append(files, f)
 		}

@@ -152,3 +152,69 @@ func (s watchSet) sync(w *fsnotify.Watcher, old watchSet) (added, removed int) {
 	}
 	return added, removed
 }
+
+// maxChanges is the most paths a reload takes as changed; a larger burst
+// (a checkout, a copy of a directory) reloads as a resync does.
+const maxChanges = 256
+
+// changes collects the paths of the file events since the last reload, so
+// that a reload for them (schema.Options.Changed) reads only them and
+// keeps the directories watched. It trusts the paths only as long as
+// nothing happened that they do not describe: events lost (an error, an
+// overflow of the kernel's queue), a directory or a symlink created, an
+// event on a watched directory itself (removed, renamed, its mode
+// changed), an event in a directory watched for the root only (a tree
+// swapped whole). Then full is set, and the reload rescans the
+// directories and reads the tree as after SIGHUP. A change of a symlink
+// that is not a directory of its own (a ConfigMap's ..data swapped) is a
+// create of a symlink; the loader itself walks a tree that holds symlinks.
+type changes struct {
+	paths map[string]bool
+	full  bool
+}
+
+// add notes an event on path (cleaned) that matters to the tree watched.
+func (c *changes) add(path string, op fsnotify.Op, watched watchSet) {
+	if c.full {
+		return
+	}
+	if names, ok := watched[filepath.Dir(path)]; !ok || names != nil {
+		c.full = true // the root or a symlink on the way to it
+		return
+	}
+	if _, ok := watched[path]; ok {
+		c.full = true // a watched directory removed, renamed or changed
+		return
+	}
+	if op.Has(fsnotify.Create) {
+		// A directory needs a watch; a symlink may lead anywhere.
+		if fi, err := os.Lstat(path); err == nil && (fi.IsDir() || fi.Mode()&os.ModeSymlink != 0) {
+			c.full = true
+			return
+		}
+	}
+	if c.paths == nil {
+		c.paths = map[string]bool{}
+	}
+	c.paths[path] = true
+	if len(c.paths) > maxChanges {
+		c.full = true
+	}
+}
+
+// lost notes that events were lost.
+func (c *changes) lost() { c.full = true }
+
+// take returns the paths changed and whether they tell all that changed
+// (ok false: rescan and read the whole tree), and starts collecting anew.
+func (c *changes) take() (paths []string, ok bool) {
+	if !c.full {
+		paths = make([]string, 0, len(c.paths))
+		for p := range c.paths {
+			paths = append(paths, p)
+		}
+	}
+	ok = !c.full
+	*c = changes{}
+	return paths, ok
+}

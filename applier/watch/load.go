@@ -21,6 +21,12 @@ type loader struct {
 	// memo lets a reload check and compile only what changed
 	// (compiler.Memo).
 	memo *compiler.Memo
+	// changed, when not nil, are the only paths changed since the last
+	// load (schema.Options.Changed): the next load reads just them,
+	// without a walk of the tree. load takes it; the watcher sets it for a
+	// reload of file events it trusts, never for the first sync, SIGHUP
+	// or the periodic resync.
+	changed []string
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -38,7 +44,9 @@ type loadResult struct {
 // for a tree that cannot be read at all or a plan that cannot be
 // compiled; diagnostics (res.errors > 0) leave res.plan nil.
 func (l *loader) load() (*loadResult, error) {
-	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache, Stats: &l.stats})
+	changed := l.changed
+	l.changed = nil
+	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache, Stats: &l.stats, Changed: changed})
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,10 @@ type Watcher struct {
 	publish *dnsserver.Records
 	full    bool // the next sync must read the kernel back
 	watched watchSet
+	// changes are the file events since the last reload: a reload for
+	// them alone keeps the directories watched and reads just the paths
+	// changed, unless something else happened (changes.full).
+	changes changes
 }
 
 // New checks opts and binds the metrics listener (so that a busy port is
@@ -212,6 +216,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		IPVS:          w.opts.Dataplane == DataplaneIPVS,
 		IPVSScheduler: w.opts.IPVSScheduler,
 		Published:     w.publishDNS,
+		Incremental:   true,
 	})
 	if err != nil {
 		if w.metricsLn != nil {
@@ -289,9 +294,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return errors.New("watch: fsnotify stopped")
 			}
-			if !w.watched.matters(filepath.Clean(ev.Name)) {
+			path := filepath.Clean(ev.Name)
+			if !w.watched.matters(path) {
 				continue
 			}
+			w.changes.add(path, ev.Op, w.watched)
 			w.log.Debug("file event", "path", ev.Name, "op", ev.Op.String())
 			debounce.Reset(pace.event(time.Now()))
 		case err, ok := <-fw.Errors:
@@ -303,10 +310,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 			} else {
 				w.log.Warn("file watch error; rescanning the tree", "err", err)
 			}
+			w.changes.lost()
 			debounce.Reset(pace.event(time.Now()))
 		case <-debounce.C:
 			since := pace.fire(time.Now())
-			w.rescan(fw)
+			if paths, ok := w.changes.take(); ok {
+				// Files changed, no directory: the watches stay, and
+				// the loader reads just these paths.
+				w.loader.changed = paths
+				w.log.Debug("reloading the files changed", "paths", len(paths))
+			} else {
+				w.log.Debug("rescanning the tree")
+				w.rescan(fw)
+			}
 			w.sync(syncChange, since)
 		case <-w.reload:
 			w.log.Info("reload requested")
@@ -319,8 +335,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// rescan updates the directories watched to the tree as it is now.
+// rescan updates the directories watched to the tree as it is now. The
+// sync after it reads the whole tree (the loader is given no changed
+// paths), which covers every event so far: they are forgotten. That is
+// the rule: a reload reads only the paths of its events when nothing but
+// files changed; the first sync, SIGHUP, the periodic resync and any
+// event the paths do not describe (changes) rescan and read the tree.
 func (w *Watcher) rescan(fw *fsnotify.Watcher) {
+	w.changes = changes{}
 	s := scan(w.opts.Tree)
 	added, removed := s.sync(fw, w.watched)
 	w.watched = s

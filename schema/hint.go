@@ -1,0 +1,219 @@
+package schema
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// maxChanged is the most paths a Load takes from Options.Changed; with
+// more, it walks the tree (a stat per path costs about what a walk costs
+// per file).
+const maxChanged = 1024
+
+// walkState is the walk of the previous Load with a StatCache, kept so that
+// a Load told which paths changed (Options.Changed) updates it instead of
+// listing every directory again. It is kept only for trees whose walk met
+// no symlink and reported nothing: there, a path's meaning does not depend
+// on other paths, so a change shows at the changed path alone.
+type walkState struct {
+	root     string // as given to Load
+	realRoot string // root with symlinks resolved, as the walk used it
+	absRoot  string // realRoot made absolute, to compare changed paths with
+	max      int64  // the Load's MaxFileSize: the units' known flags hold for it
+	units    []*unit
+	files    map[string]*unit // each file's unit, by slash path relative to the root
+	cue      map[string]*unit // CUE units by directory
+	dirs     map[string]bool  // the directories walked, "." for the root
+}
+
+// newWalkState keeps the walk w of root for later Loads; nil when w met a
+// symlink or reported a problem, or when the root has no absolute path.
+func newWalkState(root string, w *walker, max int64) *walkState {
+	if !haveStat || w.links || w.complained {
+		return nil
+	}
+	abs, err := filepath.Abs(w.realRoot)
+	if err != nil {
+		return nil
+	}
+	s := &walkState{root: root, realRoot: w.realRoot, absRoot: abs, max: max, units: w.units,
+		files: make(map[string]*unit, len(w.units)), cue: w.cue, dirs: w.dirs}
+	for _, u := range w.units {
+		for _, f := range u.files {
+			s.files[f] = u
+		}
+	}
+	return s
+}
+
+// update brings s up to date with the tree, given that only the paths
+// changed may differ from what s holds. Units of changed files lose their
+// known flag; new files get units; the files gone leave theirs (their real
+// paths are returned, to forget). It reports false when the changes are
+// not of that kind (a directory made or removed, a symlink, a path outside
+// the tree or in a directory not walked, the root now elsewhere), and s
+// must then be dropped: it may be changed in part.
+func (s *walkState) update(changed []string) (gone []string, ok bool) {
+	if len(changed) > maxChanged {
+		return nil, false
+	}
+	if real, err := filepath.EvalSymlinks(s.root); err != nil || real != s.realRoot {
+		return nil, false
+	}
+	for _, p := range changed {
+		rel, ok := s.rel(p)
+		if !ok {
+			return nil, false
+		}
+		if rel == "" {
+			continue // hidden: the walk never reads it
+		}
+		real := filepath.Join(s.realRoot, filepath.FromSlash(rel))
+		fi, err := os.Lstat(real)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if s.dirs[rel] {
+				return nil, false
+			}
+			if u := s.files[rel]; u != nil {
+				s.drop(u, rel)
+				gone = append(gone, real)
+			}
+			// Otherwise not a spec file (a temporary file): nothing to do.
+		case err != nil:
+			return nil, false
+		case fi.Mode().IsRegular():
+			if u := s.files[rel]; u != nil {
+				u.known = false
+				continue
+			}
+			if !s.dirs[path.Dir(rel)] {
+				return nil, false
+			}
+			if ext := specExt(rel); ext != "" {
+				if s.clash(rel) {
+					return nil, false
+				}
+				s.add(rel, real, ext == ".cue")
+			}
+		default: // a directory, a symlink, a device…
+			return nil, false
+		}
+	}
+	return gone, true
+}
+
+// rel is the slash path of p relative to the root: "" when a part of it is
+// hidden (the walk skips it), false when p is the root itself or outside.
+// The watcher names paths in real directories; any other path is tried
+// with its directory's symlinks resolved.
+func (s *walkState) rel(p string) (string, bool) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", false
+	}
+	r, err := filepath.Rel(s.absRoot, abs)
+	if err != nil || !local(r) {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+		if err != nil {
+			return "", false
+		}
+		if r, err = filepath.Rel(s.absRoot, filepath.Join(dir, filepath.Base(abs))); err != nil || !local(r) {
+			return "", false
+		}
+	}
+	if r == "." {
+		return "", false
+	}
+	r = filepath.ToSlash(r)
+	for part := range strings.SplitSeq(r, "/") {
+		if strings.HasPrefix(part, ".") {
+			return "", true
+		}
+	}
+	return r, true
+}
+
+// local tells whether the cleaned relative path r stays below its base.
+func local(r string) bool {
+	return r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) && !filepath.IsAbs(r)
+}
+
+// clash tells whether a file of s has the name rel but for case: on a
+// case-insensitive directory both would be one file, which only a walk
+// names right.
+func (s *walkState) clash(rel string) bool {
+	for f := range s.files {
+		if strings.EqualFold(f, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// add lists a new spec file: a unit of its own, or a file of its
+// directory's CUE unit.
+func (s *walkState) add(rel, real string, isCUE bool) {
+	if !isCUE {
+		u := &unit{files: []string{rel}, real: []string{real}}
+		s.files[rel] = u
+		s.insert(u)
+		return
+	}
+	dir := path.Dir(rel)
+	u := s.cue[dir]
+	if u == nil {
+		u = &unit{dir: dir, isCUE: true}
+		s.cue[dir] = u
+	} else {
+		s.remove(u)
+	}
+	// The walk lists a directory's files by name.
+	i := sort.SearchStrings(u.files, rel)
+	u.files = append(u.files[:i], append([]string{rel}, u.files[i:]...)...)
+	u.real = append(u.real[:i], append([]string{real}, u.real[i:]...)...)
+	u.meta, u.known = nil, false
+	s.files[rel] = u
+	s.insert(u)
+}
+
+// drop forgets the file rel of unit u, and u when it has no file left.
+func (s *walkState) drop(u *unit, rel string) {
+	delete(s.files, rel)
+	s.remove(u)
+	i := sort.SearchStrings(u.files, rel)
+	if i == len(u.files) || u.files[i] != rel {
+		return // cannot happen: u lists rel
+	}
+	u.files = append(u.files[:i], u.files[i+1:]...)
+	u.real = append(u.real[:i], u.real[i+1:]...)
+	u.meta, u.known = nil, false
+	if len(u.files) == 0 {
+		if u.isCUE {
+			delete(s.cue, u.dir)
+		}
+		return
+	}
+	s.insert(u)
+}
+
+// insert puts u into s.units in the walk's order (by first file).
+func (s *walkState) insert(u *unit) {
+	i := sort.Search(len(s.units), func(i int) bool { return s.units[i].files[0] >= u.files[0] })
+	s.units = append(s.units, nil)
+	copy(s.units[i+1:], s.units[i:])
+	s.units[i] = u
+}
+
+// remove takes u out of s.units.
+func (s *walkState) remove(u *unit) {
+	i := sort.Search(len(s.units), func(i int) bool { return s.units[i].files[0] >= u.files[0] })
+	if i < len(s.units) && s.units[i] == u {
+		s.units = append(s.units[:i], s.units[i+1:]...)
+	}
+}

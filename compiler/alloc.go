@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"net/netip"
-	"sort"
 	"strconv"
 
 	"netspec.dev/netspec/internal/diag"
@@ -145,30 +144,45 @@ var hash = func(key string) uint64 {
 	return h.Sum64()
 }
 
-// ipSlot is one cluster IP a Service needs.
+// ipSlot is one cluster IP a Service needs. It depends only on the
+// Service and the Cluster, so a memo may keep it; allocation results go to
+// an ipResult.
 type ipSlot struct {
-	family   string
-	explicit netip.Addr // set by the spec; invalid when left to the allocator
-	valid    bool       // explicit is inside the family's CIDR and allocatable
-	path     diag.Path  // of the explicit value
-	addr     netip.Addr // the result
-	origin   Origin
-	refused  bool // explicit but reported as an error: left out of the result
+	family    string
+	explicit  netip.Addr // set by the spec; invalid when left to the allocator
+	valid     bool       // explicit is inside the family's CIDR and allocatable
+	path      diag.Path  // of the explicit value
+	deriveKey string     // what derivation hashes: namespace/name/family
 }
 
-// portSlot is one node port a Service needs.
+// ipResult is what allocation made of an ipSlot.
+type ipResult struct {
+	addr    netip.Addr
+	origin  Origin
+	refused bool // explicit but reported as an error: left out of the result
+}
+
+// portSlot is one node port a Service needs; like ipSlot, it depends only
+// on the Service and the Cluster.
 type portSlot struct {
-	index    int
-	key      string // http/TCP
-	protocol string
-	explicit int       // set by the spec; 0 when left to the allocator
-	valid    bool      // explicit is inside the node port range
-	path     diag.Path // spec.ports[i].nodePort
-	port     int
-	origin   Origin
-	refused  bool // explicit but reported as an error: left out of the result
+	index     int
+	key       string // http/TCP
+	protocol  string
+	explicit  int       // set by the spec; 0 when left to the allocator
+	valid     bool      // explicit is inside the node port range
+	path      diag.Path // spec.ports[i].nodePort
+	deriveKey string    // what derivation hashes: namespace/name/key
 }
 
+// portResult is what allocation made of a portSlot.
+type portResult struct {
+	port    int
+	origin  Origin
+	refused bool // explicit but reported as an error: left out of the result
+}
+
+// svcPlan is what one Service asks the allocator for. Its slots are only
+// read by assign.
 type svcPlan struct {
 	svc   *service
 	ips   []ipSlot
@@ -181,11 +195,44 @@ type svcPlan struct {
 func allocate(svcs []*service, cl *cluster, lock *Lock, r *reporter) *Allocations {
 	var plans []*svcPlan
 	for _, s := range svcs {
-		p := &svcPlan{svc: s, ips: clusterIPSlots(s, cl, r), ports: nodePortSlots(s, cl, r)}
-		if len(p.ips) > 0 || len(p.ports) > 0 {
+		if p := planService(s, cl, r); p != nil {
 			plans = append(plans, p)
 		}
 	}
+	return assign(plans, cl, lock, r)
+}
+
+// planService returns the slots of one Service, nil when it needs none,
+// reporting its explicit values that cannot be allocated.
+func planService(s *service, cl *cluster, r *reporter) *svcPlan {
+	p := &svcPlan{svc: s, ips: clusterIPSlots(s, cl, r), ports: nodePortSlots(s, cl, r)}
+	if len(p.ips) == 0 && len(p.ports) == 0 {
+		return nil
+	}
+	return p
+}
+
+// assign allocates the slots of plans, which are sorted by key: explicit
+// values are reserved first, then the lock's, then the rest are derived in
+// plan order. It does not change the plans.
+func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations {
+	// The results of all slots, plan after plan.
+	nIPs, nPorts := 0, 0
+	for _, p := range plans {
+		nIPs += len(p.ips)
+		nPorts += len(p.ports)
+	}
+	ipRes, portRes := make([]ipResult, nIPs), make([]portResult, nPorts)
+	// each calls f with every plan and its results, in plan order.
+	each := func(f func(p *svcPlan, ips []ipResult, ports []portResult)) {
+		i, j := 0, 0
+		for _, p := range plans {
+			f(p, ipRes[i:i+len(p.ips)], portRes[j:j+len(p.ports)])
+			i += len(p.ips)
+			j += len(p.ports)
+		}
+	}
+
 	ipPools := map[string]*ipPool{}
 	for _, c := range cl.serviceCIDRs {
 		ipPools[schema.Family(c.Addr())] = newIPPool(c)
@@ -194,186 +241,223 @@ func allocate(svcs []*service, cl *cluster, lock *Lock, r *reporter) *Allocation
 	portPool := func(proto string) *portPool {
 		pp := portPools[proto]
 		if pp == nil {
-			pp = &portPool{from: cl.nodePortFrom, to: cl.nodePortTo, taken: map[int]bool{}}
+			pp = newPortPool(cl.nodePortFrom, cl.nodePortTo)
 			portPools[proto] = pp
 		}
 		return pp
 	}
 
-	// The lock's values that still apply: the slot is not set in the spec
-	// and the value fits the current CIDR or range.
+	// The valid explicit values: only for them does it matter which
+	// Service has a value in the lock.
 	type portID struct {
 		proto string
 		port  int
 	}
+	var wantIPs map[netip.Addr]bool
+	var wantPorts map[portID]bool
+	for _, p := range plans {
+		for _, sl := range p.ips {
+			if sl.explicit.IsValid() && sl.valid {
+				if wantIPs == nil {
+					wantIPs = map[netip.Addr]bool{}
+				}
+				wantIPs[sl.explicit] = true
+			}
+		}
+		for _, sl := range p.ports {
+			if sl.explicit != 0 && sl.valid {
+				if wantPorts == nil {
+					wantPorts = map[portID]bool{}
+				}
+				wantPorts[portID{sl.protocol, sl.explicit}] = true
+			}
+		}
+	}
+
+	// The lock's values that still apply: the slot is not set in the spec
+	// and the value fits the current CIDR or range. lockedIPs and
+	// lockedPorts name the first Service that locks a wanted value.
 	lockedIPs := map[netip.Addr]string{}
 	lockedPorts := map[portID]string{}
-	for _, p := range plans {
-		e := lock.entry(p.svc.key)
-		for i := range p.ips {
-			sl := &p.ips[i]
-			if sl.explicit.IsValid() {
-				continue
+	if lock != nil {
+		each(func(p *svcPlan, ips []ipResult, ports []portResult) {
+			e := lock.entry(p.svc.key)
+			if e.empty() {
+				return
 			}
-			if a, ok := e.ip(sl.family); ok && ipPools[sl.family].problem(a) == "" {
-				sl.addr, sl.origin = a, Locked
-				if _, dup := lockedIPs[a]; !dup {
-					lockedIPs[a] = p.svc.key
+			for i := range p.ips {
+				sl, res := &p.ips[i], &ips[i]
+				if sl.explicit.IsValid() {
+					continue
+				}
+				if a, ok := e.ip(sl.family); ok && ipPools[sl.family].problem(a) == "" {
+					res.addr, res.origin = a, Locked
+					if _, dup := lockedIPs[a]; !dup && wantIPs[a] {
+						lockedIPs[a] = p.svc.key
+					}
 				}
 			}
-		}
-		for i := range p.ports {
-			sl := &p.ports[i]
-			if sl.explicit != 0 {
-				continue
-			}
-			if n, ok := e.nodePorts[sl.key]; ok && n >= cl.nodePortFrom && n <= cl.nodePortTo {
-				sl.port, sl.origin = n, Locked
-				id := portID{sl.protocol, n}
-				if _, dup := lockedPorts[id]; !dup {
-					lockedPorts[id] = p.svc.key
+			for i := range p.ports {
+				sl, res := &p.ports[i], &ports[i]
+				if sl.explicit != 0 {
+					continue
+				}
+				if n, ok := e.nodePorts[sl.key]; ok && n >= cl.nodePortFrom && n <= cl.nodePortTo {
+					res.port, res.origin = n, Locked
+					id := portID{sl.protocol, n}
+					if _, dup := lockedPorts[id]; !dup && wantPorts[id] {
+						lockedPorts[id] = p.svc.key
+					}
 				}
 			}
-		}
+		})
 	}
 
 	// Explicit values first. One that another Service has in the lock is an
 	// error: a locked allocation never moves.
 	explicitIPs := map[netip.Addr]string{}
 	explicitPorts := map[portID]string{}
-	for _, p := range plans {
+	each(func(p *svcPlan, ips []ipResult, ports []portResult) {
 		key := p.svc.key
 		for i := range p.ips {
-			sl := &p.ips[i]
+			sl, res := &p.ips[i], &ips[i]
 			if !sl.explicit.IsValid() {
 				continue
 			}
-			sl.addr, sl.origin = sl.explicit, Explicit
+			res.addr, res.origin = sl.explicit, Explicit
 			if !sl.valid {
-				sl.refused = true
+				res.refused = true
 				continue
 			}
-			if o, ok := explicitIPs[sl.addr]; ok {
+			if o, ok := explicitIPs[res.addr]; ok {
 				if o != key {
-					r.errorf(p.svc.obj, sl.path, "%s is already the cluster IP of %s", sl.addr, o)
-					sl.refused = true
+					r.errorf(p.svc.obj, sl.path, "%s is already the cluster IP of %s", res.addr, o)
+					res.refused = true
 				}
 				continue
 			}
-			if o, ok := lockedIPs[sl.addr]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path, "%s is the cluster IP of %s in netspec.lock; locked allocations never move, so choose another address", sl.addr, o)
+			if o, ok := lockedIPs[res.addr]; ok && o != key {
+				r.errorf(p.svc.obj, sl.path, "%s is the cluster IP of %s in netspec.lock; locked allocations never move, so choose another address", res.addr, o)
 			}
-			explicitIPs[sl.addr] = key
-			ipPools[sl.family].take(sl.addr)
+			explicitIPs[res.addr] = key
+			ipPools[sl.family].take(res.addr)
 		}
 		for i := range p.ports {
-			sl := &p.ports[i]
+			sl, res := &p.ports[i], &ports[i]
 			if sl.explicit == 0 {
 				continue
 			}
-			sl.port, sl.origin = sl.explicit, Explicit
+			res.port, res.origin = sl.explicit, Explicit
 			if !sl.valid {
-				sl.refused = true
+				res.refused = true
 				continue
 			}
-			id := portID{sl.protocol, sl.port}
+			id := portID{sl.protocol, res.port}
 			if o, ok := explicitPorts[id]; ok {
 				if o != key {
-					r.errorf(p.svc.obj, sl.path, "%d/%s is already a node port of %s", sl.port, sl.protocol, o)
-					sl.refused = true
+					r.errorf(p.svc.obj, sl.path, "%d/%s is already a node port of %s", res.port, sl.protocol, o)
+					res.refused = true
 				}
 				continue
 			}
 			if o, ok := lockedPorts[id]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path, "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", sl.port, sl.protocol, o)
+				r.errorf(p.svc.obj, sl.path, "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, sl.protocol, o)
 			}
 			explicitPorts[id] = key
-			portPool(sl.protocol).take(sl.port)
+			portPool(sl.protocol).take(res.port)
 		}
-	}
+	})
 
 	// Then the lock's values, unless an explicit value or an earlier lock
 	// entry took them; dropped ones are derived again below.
-	for _, p := range plans {
-		for i := range p.ips {
-			sl := &p.ips[i]
-			if sl.origin != Locked {
-				continue
+	if lock != nil {
+		each(func(p *svcPlan, ips []ipResult, ports []portResult) {
+			for i := range p.ips {
+				sl, res := &p.ips[i], &ips[i]
+				if res.origin != Locked {
+					continue
+				}
+				if pool := ipPools[sl.family]; pool.isTaken(res.addr) {
+					res.addr, res.origin = netip.Addr{}, 0
+				} else {
+					pool.take(res.addr)
+				}
 			}
-			if pool := ipPools[sl.family]; pool.taken[sl.addr] {
-				sl.addr, sl.origin = netip.Addr{}, 0
-			} else {
-				pool.take(sl.addr)
+			for i := range p.ports {
+				sl, res := &p.ports[i], &ports[i]
+				if res.origin != Locked {
+					continue
+				}
+				if pool := portPool(sl.protocol); pool.isTaken(res.port) {
+					res.port, res.origin = 0, 0
+				} else {
+					pool.take(res.port)
+				}
 			}
-		}
-		for i := range p.ports {
-			sl := &p.ports[i]
-			if sl.origin != Locked {
-				continue
-			}
-			if pool := portPool(sl.protocol); pool.taken[sl.port] {
-				sl.port, sl.origin = 0, 0
-			} else {
-				pool.take(sl.port)
-			}
-		}
+		})
 	}
 
 	// The rest is derived, in namespace/name order.
-	for _, p := range plans {
+	each(func(p *svcPlan, ips []ipResult, ports []portResult) {
 		for i := range p.ips {
-			sl := &p.ips[i]
-			if sl.origin != 0 {
+			sl, res := &p.ips[i], &ips[i]
+			if res.origin != 0 {
 				continue
 			}
 			pool := ipPools[sl.family]
-			a, ok := pool.derive(p.svc.key + "/" + sl.family)
+			a, ok := pool.derive(sl.deriveKey)
 			if !ok {
 				r.errorf(p.svc.obj, pName, "no free %s cluster IP is left in the service CIDR %s for %s; use a larger CIDR or fewer Services",
 					sl.family, pool.prefix, p.svc.key)
 				continue
 			}
-			sl.addr, sl.origin = a, Derived
+			res.addr, res.origin = a, Derived
 		}
 		for i := range p.ports {
-			sl := &p.ports[i]
-			if sl.origin != 0 {
+			sl, res := &p.ports[i], &ports[i]
+			if res.origin != 0 {
 				continue
 			}
-			n, ok := portPool(sl.protocol).derive(p.svc.key + "/" + sl.key)
+			n, ok := portPool(sl.protocol).derive(sl.deriveKey)
 			if !ok {
 				r.errorf(p.svc.obj, pSpec.Key("ports").Index(sl.index), "no free %s node port is left in the range %s for port %s of %s; widen the Cluster's nodePortRange or use fewer node ports",
 					sl.protocol, cl.spec.NodePortRange, sl.key, p.svc.key)
 				continue
 			}
-			sl.port, sl.origin = n, Derived
+			res.port, res.origin = n, Derived
 		}
-	}
+	})
 
-	out := &Allocations{byKey: map[string]int{}}
-	for _, p := range plans {
+	// The plans are sorted by key, which is namespace/name: so are the
+	// allocations. Their values share two arrays, capacity-limited.
+	out := &Allocations{services: make([]ServiceAlloc, 0, len(plans)), byKey: make(map[string]int, len(plans))}
+	allIPs, allPorts := make([]ClusterIP, 0, nIPs), make([]NodePort, 0, nPorts)
+	each(func(p *svcPlan, ips []ipResult, ports []portResult) {
 		m := p.svc.obj.Service.Metadata
 		sa := ServiceAlloc{Namespace: m.Namespace, Name: m.Name}
-		for _, sl := range p.ips {
-			if sl.origin != 0 && !sl.refused {
-				sa.ClusterIPs = append(sa.ClusterIPs, ClusterIP{Family: sl.family, Addr: sl.addr, Origin: sl.origin})
+		i0, p0 := len(allIPs), len(allPorts)
+		for i, sl := range p.ips {
+			if res := ips[i]; res.origin != 0 && !res.refused {
+				allIPs = append(allIPs, ClusterIP{Family: sl.family, Addr: res.addr, Origin: res.origin})
 			}
 		}
-		for _, sl := range p.ports {
-			if sl.origin != 0 && !sl.refused {
-				sa.NodePorts = append(sa.NodePorts, NodePort{Index: sl.index, Key: sl.key, Protocol: sl.protocol, Port: int32(sl.port), Origin: sl.origin})
+		for i, sl := range p.ports {
+			if res := ports[i]; res.origin != 0 && !res.refused {
+				allPorts = append(allPorts, NodePort{Index: sl.index, Key: sl.key, Protocol: sl.protocol, Port: int32(res.port), Origin: res.origin})
 			}
 		}
-		if len(sa.ClusterIPs) == 0 && len(sa.NodePorts) == 0 {
-			continue
+		if len(allIPs) > i0 {
+			sa.ClusterIPs = allIPs[i0:len(allIPs):len(allIPs)]
 		}
-		out.byKey[sa.Key()] = len(out.services)
+		if len(allPorts) > p0 {
+			sa.NodePorts = allPorts[p0:len(allPorts):len(allPorts)]
+		}
+		if sa.ClusterIPs == nil && sa.NodePorts == nil {
+			return
+		}
+		out.byKey[p.svc.key] = len(out.services)
 		out.services = append(out.services, sa)
-	}
-	sort.SliceStable(out.services, func(i, j int) bool { return out.services[i].Key() < out.services[j].Key() })
-	for i, s := range out.services {
-		out.byKey[s.Key()] = i
-	}
+	})
 	return out
 }
 
@@ -383,16 +467,24 @@ type ipPool struct {
 	prefix      netip.Prefix
 	v4          bool
 	first, last uint64 // the offsets derivation may use
-	taken       map[netip.Addr]bool
-	inRange     uint64 // taken addresses with offsets in [first, last]
+	// bits marks the taken offsets first..last when there are at most
+	// maxPoolBits of them (nil until the first take); taken holds every
+	// other taken address.
+	bits    []uint64
+	taken   map[netip.Addr]bool
+	inRange uint64 // taken addresses with offsets in [first, last]
 }
+
+// maxPoolBits is the largest range an ipPool tracks in a bitmap (512 KiB)
+// rather than a map: a bitmap is cheaper to fill and probe.
+const maxPoolBits = 1 << 22
 
 func newIPPool(p netip.Prefix) *ipPool {
 	host := p.Addr().BitLen() - p.Bits()
 	if host > 63 {
 		host = 63
 	}
-	pool := &ipPool{prefix: p, v4: p.Addr().Is4(), first: 1, last: 1<<host - 1, taken: map[netip.Addr]bool{}}
+	pool := &ipPool{prefix: p, v4: p.Addr().Is4(), first: 1, last: 1<<host - 1}
 	if pool.v4 {
 		pool.last-- // the broadcast address
 	}
@@ -446,9 +538,37 @@ func (p *ipPool) at(off uint64) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
+// size is the number of offsets derivation may use.
+func (p *ipPool) size() uint64 { return p.last - p.first + 1 }
+
+// bit returns the bitmap index of a: its offset less first, when a is an
+// address of the CIDR that derivation may use and the pool has a bitmap.
+func (p *ipPool) bit(a netip.Addr) (uint64, bool) {
+	if p.size() > maxPoolBits || !p.prefix.Contains(a) {
+		return 0, false
+	}
+	off, ok := p.offset(a)
+	return off - p.first, ok
+}
+
+func (p *ipPool) isTaken(a netip.Addr) bool {
+	if i, ok := p.bit(a); ok {
+		return p.bits != nil && p.bits[i/64]&(1<<(i%64)) != 0
+	}
+	return p.taken[a]
+}
+
 func (p *ipPool) take(a netip.Addr) {
-	if p.taken[a] {
+	if p.isTaken(a) {
 		return
+	}
+	if i, ok := p.bit(a); ok {
+		p.setBit(i)
+		p.inRange++
+		return
+	}
+	if p.taken == nil {
+		p.taken = map[netip.Addr]bool{}
 	}
 	p.taken[a] = true
 	if _, ok := p.offset(a); ok {
@@ -456,15 +576,32 @@ func (p *ipPool) take(a netip.Addr) {
 	}
 }
 
+func (p *ipPool) setBit(i uint64) {
+	if p.bits == nil {
+		p.bits = make([]uint64, (p.size()+63)/64)
+	}
+	p.bits[i/64] |= 1 << (i % 64)
+}
+
 // derive hashes key into the CIDR and probes upwards, wrapping around, to
 // the first free address. It fails when none is free.
 func (p *ipPool) derive(key string) (netip.Addr, bool) {
-	n := p.last - p.first + 1
+	n := p.size()
 	if p.inRange >= n {
 		return netip.Addr{}, false
 	}
 	start := hash(key) % n
 	// At most inRange addresses are taken, so this ends within inRange+1 steps.
+	if n <= maxPoolBits {
+		for i := uint64(0); ; i++ {
+			off := (start + i) % n
+			if p.bits == nil || p.bits[off/64]&(1<<(off%64)) == 0 {
+				p.setBit(off)
+				p.inRange++
+				return p.at(p.first + off), true
+			}
+		}
+	}
 	for i := uint64(0); ; i++ {
 		a := p.at(p.first + (start+i)%n)
 		if !p.taken[a] {
@@ -490,18 +627,41 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // portPool hands out the node ports of one protocol.
 type portPool struct {
 	from, to int
-	taken    map[int]bool
+	bits     []uint64     // the taken ports from..to
+	taken    map[int]bool // taken ports outside from..to
 	inRange  int
 }
 
+func newPortPool(from, to int) *portPool {
+	p := &portPool{from: from, to: to}
+	if to >= from {
+		p.bits = make([]uint64, (to-from)/64+1)
+	}
+	return p
+}
+
+func (p *portPool) isTaken(n int) bool {
+	if n >= p.from && n <= p.to {
+		i := n - p.from
+		return p.bits[i/64]&(1<<(i%64)) != 0
+	}
+	return p.taken[n]
+}
+
 func (p *portPool) take(n int) {
-	if p.taken[n] {
+	if p.isTaken(n) {
 		return
 	}
-	p.taken[n] = true
 	if n >= p.from && n <= p.to {
+		i := n - p.from
+		p.bits[i/64] |= 1 << (i % 64)
 		p.inRange++
+		return
 	}
+	if p.taken == nil {
+		p.taken = map[int]bool{}
+	}
+	p.taken[n] = true
 }
 
 // derive hashes key into the range and probes upwards, wrapping around, to
@@ -514,7 +674,7 @@ func (p *portPool) derive(key string) (int, bool) {
 	start := int(hash(key) % uint64(n))
 	for i := 0; ; i++ {
 		port := p.from + (start+i)%n
-		if !p.taken[port] {
+		if !p.isTaken(port) {
 			p.take(port)
 			return port, true
 		}

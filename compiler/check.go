@@ -37,6 +37,14 @@ func Validate(objs []*schema.Object, lock *Lock, loc Locator) *Checked {
 
 // validate is Validate, reusing m (nil: nothing).
 func validate(m *Memo, objs []*schema.Object, lock *Lock, loc Locator) *Checked {
+	if m != nil {
+		return m.check.validate(objs, lock, loc)
+	}
+	return validateAll(objs, lock, loc)
+}
+
+// validateAll is Validate from scratch.
+func validateAll(objs []*schema.Object, lock *Lock, loc Locator) *Checked {
 	r := &reporter{loc: loc}
 	cl := findCluster(objs, r)
 	svcs := services(objs)
@@ -102,6 +110,7 @@ type service struct {
 	obj  *schema.Object
 	key  string
 	spec *schema.ServiceSpec
+	plan *svcPlan // its slots, nil when it needs none; kept by a memo only
 }
 
 // services returns the first Service object of each namespace/name (later
@@ -143,11 +152,16 @@ func checkDuplicates(objs []*schema.Object, r *reporter) {
 		}
 		key := o.Kind + "/" + objKey(o)
 		if first, ok := seen[key]; ok {
-			r.errorf(o, pName, "%s %s is already defined at %s", o.Kind, objKey(o), r.where(first, pName))
+			reportDuplicate(o, first, r)
 			continue
 		}
 		seen[key] = o
 	}
+}
+
+// reportDuplicate reports o, which has the kind and name of first.
+func reportDuplicate(o, first *schema.Object, r *reporter) {
+	r.errorf(o, pName, "%s %s is already defined at %s", o.Kind, objKey(o), r.where(first, pName))
 }
 
 func isHeadless(sp *schema.ServiceSpec) bool {
@@ -255,7 +269,7 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 
 	slots := make([]ipSlot, len(keep))
 	for i, f := range keep {
-		slots[i] = ipSlot{family: f}
+		slots[i] = ipSlot{family: f, deriveKey: s.key + "/" + f}
 		e := explicitOf(f)
 		if e == nil {
 			continue
@@ -285,6 +299,7 @@ func nodePortSlots(s *service, cl *cluster, r *reporter) []portSlot {
 			continue
 		}
 		sl := portSlot{index: i, key: portKey(p), protocol: p.Protocol, path: pSpec.Key("ports").Index(i).Key("nodePort")}
+		sl.deriveKey = s.key + "/" + sl.key
 		if n := int(p.NodePort); n != 0 {
 			sl.explicit = n
 			if n < cl.nodePortFrom || n > cl.nodePortTo {
@@ -303,107 +318,190 @@ func nodePortSlots(s *service, cl *cluster, r *reporter) []portSlot {
 // capture traffic to any address (CVE-2020-8554).
 func checkExternalIPs(objs []*schema.Object, cl *cluster, r *reporter) {
 	for _, o := range objs {
-		if o.Service == nil {
+		if o.Service != nil {
+			checkServiceExternalIPs(o, cl, r)
+		}
+	}
+}
+
+// checkServiceExternalIPs is checkExternalIPs for one Service object.
+func checkServiceExternalIPs(o *schema.Object, cl *cluster, r *reporter) {
+	for i, ip := range o.Service.Spec.ExternalIPs {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || a.Zone() != "" || schema.EndpointIPProblem(a) != "" {
+			continue // the schema reported it
+		}
+		a = a.Unmap()
+		if slices.ContainsFunc(cl.externalIPCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }) {
 			continue
 		}
-		for i, ip := range o.Service.Spec.ExternalIPs {
-			a, err := netip.ParseAddr(ip)
-			if err != nil || a.Zone() != "" || schema.EndpointIPProblem(a) != "" {
-				continue // the schema reported it
-			}
-			a = a.Unmap()
-			if slices.ContainsFunc(cl.externalIPCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }) {
-				continue
-			}
-			p := pSpec.Key("externalIPs").Index(i)
-			if len(cl.externalIPCIDRs) == 0 {
-				r.errorf(o, p, "%s is not inside any externalIPCIDRs of the Cluster object; add a CIDR that contains it to spec.externalIPCIDRs to allow it (none are allowed by default, which closes CVE-2020-8554)", a)
-				continue
-			}
-			cidrs := make([]string, len(cl.externalIPCIDRs))
-			for j, c := range cl.externalIPCIDRs {
-				cidrs[j] = c.String()
-			}
-			r.errorf(o, p, "%s is not inside any externalIPCIDRs of the Cluster object (%s); add a CIDR that contains it to spec.externalIPCIDRs to allow it",
-				a, strings.Join(cidrs, ", "))
+		p := pSpec.Key("externalIPs").Index(i)
+		if len(cl.externalIPCIDRs) == 0 {
+			r.errorf(o, p, "%s is not inside any externalIPCIDRs of the Cluster object; add a CIDR that contains it to spec.externalIPCIDRs to allow it (none are allowed by default, which closes CVE-2020-8554)", a)
+			continue
 		}
+		cidrs := make([]string, len(cl.externalIPCIDRs))
+		for j, c := range cl.externalIPCIDRs {
+			cidrs[j] = c.String()
+		}
+		r.errorf(o, p, "%s is not inside any externalIPCIDRs of the Cluster object (%s); add a CIDR that contains it to spec.externalIPCIDRs to allow it",
+			a, strings.Join(cidrs, ", "))
 	}
 }
 
 // checkEndpointIPs refuses endpoint IPs that are a Service's own
 // addresses: traffic would loop through the load balancer.
 func checkEndpointIPs(objs []*schema.Object, svcs []*service, alloc *Allocations, r *reporter) {
-	owner := map[netip.Addr]string{}
-	note := func(ip, what string) {
-		a, err := netip.ParseAddr(ip)
-		if err != nil {
-			return
+	owner := serviceAddrs(nil, svcs, alloc)
+	if len(owner) == 0 {
+		return
+	}
+	var addrs []endpointAddr
+	for _, o := range objs {
+		addrs = appendEndpointAddrs(addrs[:0], o)
+		checkAddrs(o, addrs, owner, r)
+	}
+}
+
+// addrOwner says whose address an address is, for checkEndpointIPs.
+type addrOwner struct {
+	what      string // "the cluster IP of", "an external IP of", ...
+	namespace string // of the Service
+	name      string
+}
+
+// serviceAddrs returns the addresses of the Services, each with the first
+// Service that has it: the cluster IPs in namespace/name order, then the
+// external, load balancer and ingress IPs in that order. It fills owner,
+// emptied first, or a new map when owner is nil.
+func serviceAddrs(owner map[netip.Addr]addrOwner, svcs []*service, alloc *Allocations) map[netip.Addr]addrOwner {
+	if owner == nil {
+		n := len(svcs)
+		if alloc != nil {
+			n = max(n, len(alloc.services))
 		}
-		if _, ok := owner[a.Unmap()]; !ok {
-			owner[a.Unmap()] = what
+		owner = make(map[netip.Addr]addrOwner, n)
+	}
+	clear(owner)
+	note := func(a netip.Addr, what, ns, name string) {
+		if _, ok := owner[a]; !ok {
+			owner[a] = addrOwner{what, ns, name}
 		}
 	}
-	for _, s := range alloc.Services() {
-		for _, ip := range s.ClusterIPs {
-			note(ip.Addr.String(), "the cluster IP of "+s.Key())
+	noteString := func(ip, what string, s *service) {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			m := &s.obj.Service.Metadata
+			note(a.Unmap(), what, m.Namespace, m.Name)
+		}
+	}
+	if alloc != nil {
+		for i := range alloc.services {
+			s := &alloc.services[i]
+			for _, ip := range s.ClusterIPs {
+				// Allocated addresses have no zone: parsing their text
+				// gives them back.
+				note(ip.Addr.Unmap(), "the cluster IP of", s.Namespace, s.Name)
+			}
 		}
 	}
 	for _, s := range svcs {
 		for _, ip := range s.spec.ExternalIPs {
-			note(ip, "an external IP of "+s.key)
+			noteString(ip, "an external IP of", s)
 		}
 		if s.spec.LoadBalancerIP != "" {
-			note(s.spec.LoadBalancerIP, "the load balancer IP of "+s.key)
+			noteString(s.spec.LoadBalancerIP, "the load balancer IP of", s)
 		}
 		for _, ing := range s.obj.Service.Status.LoadBalancer.Ingress {
 			if ing.IP != "" {
-				note(ing.IP, "a load balancer ingress IP of "+s.key)
+				noteString(ing.IP, "a load balancer ingress IP of", s)
 			}
 		}
 	}
-	if len(owner) == 0 {
-		return
+	return owner
+}
+
+// endpointAddr is an endpoint IP of an object: of an Endpoints object,
+// an EndpointSlice or a Pod.
+type endpointAddr struct {
+	ip    string     // as written
+	addr  netip.Addr // parsed and unmapped
+	field addrField  // where it is written, with i and j
+	i, j  int
+}
+
+// addrField says which field of its object an endpointAddr is.
+type addrField uint8
+
+const (
+	fieldAddress         addrField = iota // Endpoints subsets[i].addresses[j].ip
+	fieldNotReadyAddress                  // Endpoints subsets[i].notReadyAddresses[j].ip
+	fieldSliceAddress                     // EndpointSlice endpoints[i].addresses[j]
+	fieldPodIP                            // Pod status.podIP
+	fieldPodIPs                           // Pod status.podIPs[i].ip
+)
+
+// path returns the address's field path.
+func (a *endpointAddr) path() diag.Path {
+	switch a.field {
+	case fieldAddress:
+		return diag.Path{"subsets", a.i}.Key("addresses").Index(a.j).Key("ip")
+	case fieldNotReadyAddress:
+		return diag.Path{"subsets", a.i}.Key("notReadyAddresses").Index(a.j).Key("ip")
+	case fieldSliceAddress:
+		return diag.Path{"endpoints", a.i, "addresses", a.j}
+	case fieldPodIP:
+		return diag.Path{"status", "podIP"}
 	}
-	check := func(o *schema.Object, p diag.Path, ip string) {
-		a, err := netip.ParseAddr(ip)
-		if err != nil {
-			return
-		}
-		if what, ok := owner[a.Unmap()]; ok {
-			r.errorf(o, p, "%s is %s and cannot be an endpoint", ip, what)
+	return diag.Path{"status", "podIPs", a.i, "ip"}
+}
+
+// appendEndpointAddrs appends the endpoint IPs of o that parse to out, in
+// the order checkEndpointIPs reports them.
+func appendEndpointAddrs(out []endpointAddr, o *schema.Object) []endpointAddr {
+	add := func(ip string, field addrField, i, j int) {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			out = append(out, endpointAddr{ip: ip, addr: a.Unmap(), field: field, i: i, j: j})
 		}
 	}
-	for _, o := range objs {
-		switch {
-		case o.Endpoints != nil:
-			for i, ss := range o.Endpoints.Subsets {
-				ps := diag.Path{"subsets", i}
-				for j, a := range ss.Addresses {
-					check(o, ps.Key("addresses").Index(j).Key("ip"), a.IP)
-				}
-				for j, a := range ss.NotReadyAddresses {
-					check(o, ps.Key("notReadyAddresses").Index(j).Key("ip"), a.IP)
-				}
+	switch {
+	case o.Endpoints != nil:
+		for i, ss := range o.Endpoints.Subsets {
+			for j, a := range ss.Addresses {
+				add(a.IP, fieldAddress, i, j)
 			}
-		case o.EndpointSlice != nil:
-			if t := o.EndpointSlice.AddressType; t != "IPv4" && t != "IPv6" {
-				continue
+			for j, a := range ss.NotReadyAddresses {
+				add(a.IP, fieldNotReadyAddress, i, j)
 			}
-			for i, ep := range o.EndpointSlice.Endpoints {
-				for j, a := range ep.Addresses {
-					check(o, diag.Path{"endpoints", i, "addresses", j}, a)
-				}
+		}
+	case o.EndpointSlice != nil:
+		if t := o.EndpointSlice.AddressType; t != "IPv4" && t != "IPv6" {
+			return out
+		}
+		for i, ep := range o.EndpointSlice.Endpoints {
+			for j, a := range ep.Addresses {
+				add(a, fieldSliceAddress, i, j)
 			}
-		case o.Pod != nil:
-			st := o.Pod.Status
-			if st.PodIP != "" {
-				check(o, diag.Path{"status", "podIP"}, st.PodIP)
+		}
+	case o.Pod != nil:
+		st := o.Pod.Status
+		if st.PodIP != "" {
+			add(st.PodIP, fieldPodIP, 0, 0)
+		}
+		for i, ip := range st.PodIPs {
+			if ip.IP != st.PodIP {
+				add(ip.IP, fieldPodIPs, i, 0)
 			}
-			for i, ip := range st.PodIPs {
-				if ip.IP != st.PodIP {
-					check(o, diag.Path{"status", "podIPs", i, "ip"}, ip.IP)
-				}
-			}
+		}
+	}
+	return out
+}
+
+// checkAddrs reports the addresses of o that owner has.
+func checkAddrs(o *schema.Object, addrs []endpointAddr, owner map[netip.Addr]addrOwner, r *reporter) {
+	for i := range addrs {
+		a := &addrs[i]
+		if w, ok := owner[a.addr]; ok {
+			r.errorf(o, a.path(), "%s is %s %s/%s and cannot be an endpoint", a.ip, w.what, w.namespace, w.name)
 		}
 	}
 }
@@ -415,30 +513,52 @@ func checkEndpointLinks(objs []*schema.Object, svcs []*service, r *reporter) {
 		byKey[s.key] = s
 	}
 	for _, o := range objs {
+		checkEndpointLink(o, byKey, r)
+	}
+}
+
+// linkKey returns the namespace/name of the Service an Endpoints object or
+// an EndpointSlice belongs to; false for other objects and for a slice
+// without the service name label.
+func linkKey(o *schema.Object) (string, bool) {
+	switch {
+	case o.Endpoints != nil:
+		return objKey(o), true
+	case o.EndpointSlice != nil:
+		m := o.EndpointSlice.Metadata
+		if name, ok := m.Labels[schema.ServiceNameLabel]; ok {
+			return m.Namespace + "/" + name, true
+		}
+	}
+	return "", false
+}
+
+// checkEndpointLink is checkEndpointLinks for one object; byKey holds the
+// Services by namespace/name.
+func checkEndpointLink(o *schema.Object, byKey map[string]*service, r *reporter) {
+	switch {
+	case o.Endpoints != nil:
+		key := objKey(o)
+		s := byKey[key]
 		switch {
-		case o.Endpoints != nil:
-			key := objKey(o)
-			s := byKey[key]
-			switch {
-			case s == nil:
-				r.warnf(o, pName, "no Service %s exists, so these endpoints are unused", key)
-			case len(s.spec.Selector) > 0:
-				r.warnf(o, pName, "Service %s has a selector, so Kubernetes ignores these manual endpoints and takes them from the selected Pods", key)
+		case s == nil:
+			r.warnf(o, pName, "no Service %s exists, so these endpoints are unused", key)
+		case len(s.spec.Selector) > 0:
+			r.warnf(o, pName, "Service %s has a selector, so Kubernetes ignores these manual endpoints and takes them from the selected Pods", key)
+		}
+	case o.EndpointSlice != nil:
+		m := o.EndpointSlice.Metadata
+		key, ok := linkKey(o)
+		if !ok {
+			p := pName
+			if len(m.Labels) > 0 {
+				p = diag.Path{"metadata", "labels"}
 			}
-		case o.EndpointSlice != nil:
-			m := o.EndpointSlice.Metadata
-			name, ok := m.Labels[schema.ServiceNameLabel]
-			if !ok {
-				p := pName
-				if len(m.Labels) > 0 {
-					p = diag.Path{"metadata", "labels"}
-				}
-				r.warnf(o, p, "has no label %s, so the slice belongs to no Service and is unused", schema.ServiceNameLabel)
-				continue
-			}
-			if key := m.Namespace + "/" + name; byKey[key] == nil {
-				r.warnf(o, diag.Path{"metadata", "labels", schema.ServiceNameLabel}, "no Service %s exists, so this slice is unused", key)
-			}
+			r.warnf(o, p, "has no label %s, so the slice belongs to no Service and is unused", schema.ServiceNameLabel)
+			return
+		}
+		if byKey[key] == nil {
+			r.warnf(o, diag.Path{"metadata", "labels", schema.ServiceNameLabel}, "no Service %s exists, so this slice is unused", key)
 		}
 	}
 }
@@ -447,12 +567,22 @@ func checkEndpointLinks(objs []*schema.Object, svcs []*service, r *reporter) {
 // have no endpoints, which is legal but usually a typo.
 func checkSelectors(objs []*schema.Object, idx *podIndex, r *reporter) {
 	for _, o := range objs {
-		if o.Service == nil || o.Service.Spec.Type == "ExternalName" || len(o.Service.Spec.Selector) == 0 {
-			continue
+		if selects(o) {
+			checkSelector(o, idx, r)
 		}
-		ns := o.Service.Metadata.Namespace
-		if len(idx.remember(o.Service)) == 0 {
-			r.warnf(o, pSpec.Key("selector"), "matches no Pod in namespace %s, so the Service has no endpoints", ns)
-		}
+	}
+}
+
+// selects reports whether o is a Service whose selector picks its
+// endpoints.
+func selects(o *schema.Object) bool {
+	return o.Service != nil && o.Service.Spec.Type != "ExternalName" && len(o.Service.Spec.Selector) > 0
+}
+
+// checkSelector selects the pods of a Service that selects, remembers
+// them in idx and warns when there are none.
+func checkSelector(o *schema.Object, idx *podIndex, r *reporter) {
+	if len(idx.remember(o.Service)) == 0 {
+		r.warnf(o, pSpec.Key("selector"), "matches no Pod in namespace %s, so the Service has no endpoints", o.Service.Metadata.Namespace)
 	}
 }

@@ -66,6 +66,20 @@ func (l *Lock) entry(key string) lockEntry {
 	return l.services[key]
 }
 
+// lockEqual reports whether two locks hold the same entries; a nil lock
+// (none) equals only nil.
+func lockEqual(a, b *Lock) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil {
+		return false
+	}
+	return maps.EqualFunc(a.services, b.services, func(x, y lockEntry) bool {
+		return slices.Equal(x.clusterIPs, y.clusterIPs) && maps.Equal(x.nodePorts, y.nodePorts)
+	})
+}
+
 func (l *Lock) keys() []string {
 	if l == nil {
 		return nil

@@ -9,7 +9,8 @@ import "netspec.dev/netspec/schema"
 // are the same pointers from load to load (schema's cache), which is what
 // the memo recognizes. Results equal those of Validate and CompileStaged
 // without a Memo. A Memo serves one tree and one goroutine at a time; a
-// nil Memo reuses nothing.
+// nil Memo reuses nothing. The Checked that m.Validate returns shares the
+// memo's indexes: compile it before the next m.Validate.
 type Memo struct {
 	check   checkMemo   // Validate's (check_memo.go)
 	compile compileMemo // CompileStaged's (compile_memo.go)

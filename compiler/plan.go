@@ -227,7 +227,7 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 		Namespace:     o.Metadata.Namespace,
 		Name:          o.Metadata.Name,
 		Type:          sp.Type,
-		Headless:      sp.ClusterIP == "None" || len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == "None",
+		Headless:      isHeadless(sp),
 		ExternalIPs:   parseAddrs(sp.ExternalIPs),
 		InternalLocal: sp.InternalTrafficPolicy == "Local",
 		ExternalLocal: sp.ExternalTrafficPolicy == "Local",

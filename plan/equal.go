@@ -13,13 +13,13 @@ func (s *Service) Equal(o *Service) bool {
 		slices.Equal(s.LoadBalancerIPs, o.LoadBalancerIPs) && slices.Equal(s.SourceRanges, o.SourceRanges) &&
 		s.AffinitySeconds == o.AffinitySeconds && s.InternalLocal == o.InternalLocal &&
 		s.ExternalLocal == o.ExternalLocal && s.IPVSScheduler == o.IPVSScheduler &&
-		(shared(s.Ports, o.Ports) || slices.EqualFunc(s.Ports, o.Ports, Port.Equal))
+		(Shared(s.Ports, o.Ports) || slices.EqualFunc(s.Ports, o.Ports, Port.Equal))
 }
 
-// shared tells whether a and b are the same memory. Plans are not changed
+// Shared tells whether a and b are the same memory. Plans are not changed
 // once compiled, and a compiler memo hands an unchanged Service's slices
 // to the next plan: those are equal without a look.
-func shared[T any](a, b []T) bool {
+func Shared[T any](a, b []T) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
@@ -67,7 +67,7 @@ func SameDataplane(a, b *Plan) bool {
 
 // Equal tells whether two DNS record sets are the same (see Service.Equal).
 func (d DNS) Equal(o DNS) bool {
-	return shared(d.Zones, o.Zones) || slices.EqualFunc(d.Zones, o.Zones, func(a, b Zone) bool {
+	return Shared(d.Zones, o.Zones) || slices.EqualFunc(d.Zones, o.Zones, func(a, b Zone) bool {
 		return a.Name == b.Name && slices.Equal(a.Records, b.Records)
 	})
 }
@@ -80,5 +80,5 @@ func (f EnvFile) Equal(o EnvFile) bool {
 // Equal tells whether two plans are the same (see Service.Equal).
 func (p *Plan) Equal(o *Plan) bool {
 	return SameDataplane(p, o) && p.DNS.Equal(o.DNS) &&
-		(shared(p.Env, o.Env) || slices.EqualFunc(p.Env, o.Env, EnvFile.Equal))
+		(Shared(p.Env, o.Env) || slices.EqualFunc(p.Env, o.Env, EnvFile.Equal))
 }

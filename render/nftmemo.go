@@ -165,13 +165,11 @@ func sameService(a, b *plan.Service) bool {
 }
 
 // sameSlice is slices.Equal, at once for a slice that two plans share.
-func sameSlice[E comparable](a, b []E) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b))
-}
+func sameSlice[E comparable](a, b []E) bool { return plan.Shared(a, b) || slices.Equal(a, b) }
 
 // samePorts tells whether two Services' ports render alike (samePort).
 func samePorts(a, b []plan.Port) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] || slices.EqualFunc(a, b, samePort))
+	return plan.Shared(a, b) || slices.EqualFunc(a, b, samePort)
 }
 
 // samePort tells whether two ports render alike: plan.Port.Equal but for

@@ -643,7 +643,6 @@ func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
 	}
 	t.describe(v)
 	fam, svc := t.fam, v.svc
-	ip := fam.table
 	affinity := svc.AffinitySeconds > 0
 
 	b = append(b, "\n\t# Service "...)
@@ -683,18 +682,13 @@ func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
 		b = appendCountEndpoints(b, len(v.cluster), "")
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.serviceChain)
-		for _, a := range v.clusterIPs {
-			b = append(b, "\t\t"...)
-			b = append(b, ip...)
-			b = append(b, " daddr "...)
-			b = a.AppendTo(b)
-			b = append(b, ' ')
-			b = append(b, v.proto...)
-			b = append(b, " dport "...)
-			b = strconv.AppendUint(b, uint64(v.port.Port), 10)
-			b = append(b, ' ')
-			b = append(b, t.masquerade...)
-			b = append(b, '\n')
+		// Unlike kube-proxy, the mark matches the source only: the
+		// service-ips element that leads here matched the cluster IP and
+		// port, and the external chains that go here have marked the
+		// packet or pass pod traffic only. Half the expressions make a
+		// full sync about a fifth faster in the kernel.
+		if len(v.clusterIPs) > 0 {
+			b = appendRule(b, t.masquerade)
 		}
 		b = t.appendPick(b, v, v.serviceChain, v.cluster, affinity)
 		b = closeChain(b)

@@ -94,11 +94,12 @@ func (a *Applier) Apply(want *Ruleset) (*Changes, error) {
 	if err != nil {
 		return nil, err
 	}
+	keys := startWantKeys(want, plans) // while the kernel takes the batch
 	ch, err := a.commit(plans)
 	if err != nil {
 		return ch, err
 	}
-	if err := a.verifyWritten(want, plans); err != nil {
+	if err := a.verifyWritten(want, plans, keys); err != nil {
 		a.last = nil
 		return ch, err
 	}
@@ -120,15 +121,17 @@ func (a *Applier) Update(want *Ruleset) (*Changes, error) {
 	for _, fam := range families {
 		plans = append(plans, diffKnown(want.table(fam), a.last.table(fam), fam))
 	}
+	var keys *wantKeys
+	if slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
+		keys = startWantKeys(want, plans)
+	}
 	ch, err := a.commit(plans)
 	if err != nil {
 		return ch, err
 	}
 	verify := a.verifyChanged
-	for _, tp := range plans {
-		if tp.changes.Replace {
-			verify = a.verifyWritten
-		}
+	if keys != nil {
+		verify = func(want *Ruleset, plans []*tablePlan) error { return a.verifyWritten(want, plans, keys) }
 	}
 	if err := verify(want, plans); err != nil {
 		a.last = nil
@@ -218,12 +221,19 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 // this is the proof); so are the chains' names. Rules are compared for the
 // chains an incremental change wrote; after a replace, the rules of all
 // chains are not read again (a dump of 30,000 rules takes about a second),
-// as the kernel acknowledged each rule of the all-or-nothing batch.
-func (a *Applier) verifyWritten(want *Ruleset, plans []*tablePlan) error {
+// as the kernel acknowledged each rule of the all-or-nothing batch. keys
+// are want's element keys (startWantKeys, started before the commit).
+func (a *Applier) verifyWritten(want *Ruleset, plans []*tablePlan, keys *wantKeys) error {
 	for i, tp := range plans {
 		fam := families[i]
 		w := want.table(fam)
 		if tp.changes.Delete || w == nil || tp.changes.Empty() {
+			continue
+		}
+		// The quick answer first (verify.go); diffTable says what differs.
+		if ok, err := a.tableMatches(w, fam, keys.of(i)); err != nil {
+			return fmt.Errorf("verify: %w", err)
+		} else if ok {
 			continue
 		}
 		have, err := readTable(a.conn, a.dump, fam, TableName, false)

@@ -1,0 +1,176 @@
+package nft
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/google/nftables"
+)
+
+// The check after a write (verifyWritten) reads every set's elements back,
+// because google/nftables v0.3.0 can drop elements silently. At 10,000
+// services that is about 80,000 elements, and comparing them through
+// diffTable took as long as reading them. So the check is done in two
+// steps: tableMatches answers only "exactly what was sent?", reading the
+// sets on one socket while it compares on another goroutine, against
+// element keys that wantKeys computed while the kernel was busy with the
+// batch; only when it says no does diffTable work out what differs, for
+// the error message.
+
+// wantKeys computes, in the background, the sorted element keys
+// (ElementKey) of every static set of the tables a commit writes.
+type wantKeys struct {
+	done  chan struct{}
+	bySet []map[string][]string // by family index, then set name
+}
+
+// startWantKeys starts computing the element keys of the tables plans
+// write (not those they delete or leave alone).
+func startWantKeys(want *Ruleset, plans []*tablePlan) *wantKeys {
+	k := &wantKeys{done: make(chan struct{}), bySet: make([]map[string][]string, len(plans))}
+	go func() {
+		defer close(k.done)
+		for i, tp := range plans {
+			w := want.table(families[i])
+			if tp.changes.Delete || w == nil || tp.changes.Empty() {
+				continue
+			}
+			k.bySet[i] = elementKeys(w)
+		}
+	}()
+	return k
+}
+
+// elementKeys are the sorted element keys of t's static sets, by set name.
+func elementKeys(t *Table) map[string][]string {
+	m := make(map[string][]string, len(t.Sets))
+	for _, s := range t.Sets {
+		if !s.Template.Dynamic {
+			m[s.Name] = sortedElementKeys(allElems(s))
+		}
+	}
+	return m
+}
+
+// of waits for the keys and returns those of family index i.
+func (k *wantKeys) of(i int) map[string][]string {
+	<-k.done
+	return k.bySet[i]
+}
+
+// sortedElementKeys are the ElementKeys of elems, sorted: two sets hold the
+// same elements when these are equal.
+func sortedElementKeys(elems []nftables.SetElement) []string {
+	keys := make([]string, len(elems))
+	for i := range elems {
+		keys[i] = ElementKey(elems[i])
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// tableMatches reports whether the kernel's table of family fam has
+// exactly want's sets (declarations and, for static sets, elements, keys
+// as wantKeys computes them) and chains (names and hooks). Rules are not
+// compared. false says nothing of what differs: diffTable does.
+func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[string][]string) (bool, error) {
+	tables, err := a.conn.ListTablesOfFamily(fam)
+	if err != nil {
+		return false, fmt.Errorf("list tables: %w", explain(err))
+	}
+	var t *nftables.Table
+	for _, x := range tables {
+		if x.Name == want.Name {
+			t = x
+		}
+	}
+	if t == nil {
+		return false, nil
+	}
+	sets, err := a.conn.GetSets(t)
+	if err != nil {
+		return false, fmt.Errorf("list sets: %w", explain(err))
+	}
+	have := make(map[string]*nftables.Set, len(sets))
+	for _, s := range sets {
+		if !s.Anonymous {
+			have[s.Name] = s
+		}
+	}
+	if len(have) != len(want.Sets) {
+		return false, nil
+	}
+	var static []*Set
+	for _, s := range want.Sets {
+		h := have[s.Name]
+		if h == nil || declDiffers(&s.Template, h) != "" || h.Dynamic != s.Template.Dynamic {
+			return false, nil
+		}
+		if !s.Template.Dynamic {
+			static = append(static, s)
+		}
+	}
+
+	// Read the elements on the dump socket while the chains are listed
+	// and the elements compared here.
+	type read struct {
+		elems []nftables.SetElement
+		err   error
+	}
+	reads := make([]chan read, len(static))
+	for i := range reads {
+		reads[i] = make(chan read, 1)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i, s := range static {
+			elems, err := a.dump.setElements(fam, want.Name, s.Name)
+			reads[i] <- read{elems, err}
+			if err != nil {
+				return
+			}
+		}
+	})
+	defer wg.Wait()
+
+	chainsOK, err := a.chainsMatch(want, fam)
+	if err != nil || !chainsOK {
+		return false, err
+	}
+	for i, s := range static {
+		r := <-reads[i]
+		if r.err != nil {
+			return false, fmt.Errorf("list elements of %s: %w", s.Name, explain(r.err))
+		}
+		if !slices.Equal(sortedElementKeys(r.elems), keys[s.Name]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// chainsMatch reports whether the kernel's table has exactly want's
+// chains, with their hooks.
+func (a *Applier) chainsMatch(want *Table, fam nftables.TableFamily) (bool, error) {
+	chains, err := a.conn.ListChainsOfTableFamily(fam)
+	if err != nil {
+		return false, fmt.Errorf("list chains: %w", explain(err))
+	}
+	have := make(map[string]*nftables.Chain, len(want.Chains))
+	for _, ch := range chains {
+		if ch.Table != nil && ch.Table.Name == want.Name {
+			have[ch.Name] = ch
+		}
+	}
+	if len(have) != len(want.Chains) {
+		return false, nil
+	}
+	for _, ch := range want.Chains {
+		h := have[ch.Name]
+		if h == nil || hookDiffers(ch.Base, h) != "" {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -103,7 +103,10 @@ type ServiceInfo struct {
 	AffinitySeconds       int32          `json:"affinitySeconds,omitempty"`
 	InternalTrafficPolicy string         `json:"internalTrafficPolicy"`
 	ExternalTrafficPolicy string         `json:"externalTrafficPolicy"`
-	Ports                 []PortInfo     `json:"ports,omitempty"`
+	// IPVSScheduler is the annotation netspec.dev/ipvs-scheduler, ""
+	// when the node's default applies (IPVS data plane only).
+	IPVSScheduler string     `json:"ipvsScheduler,omitempty"`
+	Ports         []PortInfo `json:"ports,omitempty"`
 }
 
 // PortInfo sums up a Service port.
@@ -492,6 +495,7 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 	field("sessionAffinity", affinityWords(oi.AffinitySeconds), affinityWords(ni.AffinitySeconds))
 	field("internalTrafficPolicy", oi.InternalTrafficPolicy, ni.InternalTrafficPolicy)
 	field("externalTrafficPolicy", oi.ExternalTrafficPolicy, ni.ExternalTrafficPolicy)
+	field("ipvsScheduler", schedulerWords(oi.IPVSScheduler), schedulerWords(ni.IPVSScheduler))
 
 	var fwd []fwdItem
 	routed := len(o.ClusterIPs) > 0 && len(n.ClusterIPs) > 0
@@ -662,6 +666,7 @@ func serviceInfo(s *plan.Service) *ServiceInfo {
 		AffinitySeconds:       s.AffinitySeconds,
 		InternalTrafficPolicy: policyWord(s.InternalLocal),
 		ExternalTrafficPolicy: policyWord(s.ExternalLocal),
+		IPVSScheduler:         s.IPVSScheduler,
 	}
 	for i := range s.Ports {
 		si.Ports = append(si.Ports, portInfo(&s.Ports[i]))
@@ -695,6 +700,14 @@ func clusterIPWords(s *ServiceInfo) string {
 		return "None"
 	}
 	return joinAddrs(s.ClusterIPs)
+}
+
+// schedulerWords names an IPVS scheduler, or the node's default.
+func schedulerWords(s string) string {
+	if s == "" {
+		return "the node's default"
+	}
+	return s
 }
 
 func affinityWords(sec int32) string {

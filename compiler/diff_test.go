@@ -98,6 +98,8 @@ func TestDiff(t *testing.T) {
 	webNPLocal := dfNodePort(web2, 30080, true)
 	cart := dfSvc("cart", "10.96.14.3", dfEP("10.244.1.6", "node-1"), dfEP("10.244.2.8", "node-2"))
 	webMoved := dfSvc("web", "10.96.0.11", dfEP("10.244.1.5", "node-1"))
+	webWLC := web
+	webWLC.IPVSScheduler = "wlc"
 	webPort := web
 	webPort.Ports = []plan.Port{{Name: "http", Protocol: "TCP", Port: 8000, Endpoints: web.Ports[0].Endpoints}}
 
@@ -209,6 +211,18 @@ func TestDiff(t *testing.T) {
 				{Name: "node-1", DataPlane: DataPlaneChanges{ElementsRemoved: 1}},
 				{Name: "node-2", DataPlane: DataPlaneChanges{ElementsRemoved: 1}},
 			},
+		},
+		{
+			// The scheduler matters to the IPVS data plane only: no
+			// nftables change, but the reviewer sees it.
+			name: "IPVS scheduler set",
+			old:  dfPlans(one, web),
+			new:  dfPlans(one, webWLC),
+			services: []ServiceDiff{{
+				Namespace: "shop", Name: "web", Change: DiffChanged,
+				Fields: []FieldChange{{Field: "ipvsScheduler", Old: "the node's default", New: "wlc"}},
+			}},
+			nodes: []NodeDiff{{Name: "node-1"}},
 		},
 		{
 			name: "cluster IP changes: DNS and env",

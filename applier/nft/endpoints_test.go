@@ -41,15 +41,11 @@ func TestEndpointMapChanges(t *testing.T) {
 	}
 	for _, path := range []string{"Apply", "Update"} {
 		t.Run(path, func(t *testing.T) {
-			_, fd := syncNetns(t)
-			a, err := Open(fd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
+			_, a := syncApplier(t)
 			for i, st := range steps {
 				rs := endpointRuleset(t, st.elems)
 				var ch *Changes
+				var err error
 				if path == "Apply" {
 					ch, err = a.Apply(rs)
 				} else {

@@ -23,6 +23,19 @@ func syncNetns(t *testing.T) (name string, fd int) {
 	return ns.Name, ns.Fd()
 }
 
+// syncApplier is an Applier for a namespace of syncNetns, closed when
+// the test ends.
+func syncApplier(t *testing.T) (ns string, a *Applier) {
+	t.Helper()
+	ns, fd := syncNetns(t)
+	a, err := Open(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return ns, a
+}
+
 func nsNFT(t *testing.T, ns string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...).CombinedOutput()
@@ -59,12 +72,7 @@ func counts(c *Changes) string {
 // moving between examples changes only what differs, and every apply
 // leaves exactly the wanted ruleset (Apply verifies it itself).
 func TestApplyConverges(t *testing.T) {
-	ns, fd := syncNetns(t)
-	a, err := Open(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	ns, a := syncApplier(t)
 
 	basic := goldenRuleset(t, "basic/node-1/nftables.nft")
 	ks := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
@@ -113,12 +121,7 @@ func TestApplyConverges(t *testing.T) {
 // TestApplyRepairsDrift changes the kernel by hand in every way drift can
 // take, and checks that Plan sees it and Apply puts it right.
 func TestApplyRepairsDrift(t *testing.T) {
-	ns, fd := syncNetns(t)
-	a, err := Open(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	ns, a := syncApplier(t)
 	rs := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
 	if _, err := a.Apply(rs); err != nil {
 		t.Fatal(err)
@@ -167,12 +170,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 // TestUpdateSmallChange: the daemon's path sends only what changed, and
 // the kernel ends up as Apply would have left it.
 func TestUpdateSmallChange(t *testing.T) {
-	_, fd := syncNetns(t)
-	a, err := Open(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	_, a := syncApplier(t)
 	// Two nodes of one tree: a Local policy picks other endpoints.
 	one := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
 	two := goldenRuleset(t, "kitchen-sink/node-2/nftables.nft")

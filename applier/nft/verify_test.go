@@ -8,12 +8,7 @@ import (
 // exactly as sent (else every apply would take the slow path unnoticed),
 // and no for every kind of difference it is meant to see.
 func TestTableMatches(t *testing.T) {
-	ns, fd := syncNetns(t)
-	a, err := Open(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	ns, a := syncApplier(t)
 	rs := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
 	if len(rs.Tables) != 2 {
 		t.Fatalf("kitchen-sink has %d tables, want ip and ip6", len(rs.Tables))

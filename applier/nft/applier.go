@@ -144,11 +144,11 @@ func (a *Applier) Update(want *Ruleset) (*Changes, error) {
 // Cleanup deletes netspec's tables, if present, in one transaction.
 func (a *Applier) Cleanup() (deleted []string, err error) {
 	for _, fam := range families {
-		kt, err := readTableNames(a.conn, fam)
+		kt, err := findTable(a.conn, fam, TableName)
 		if err != nil {
 			return nil, err
 		}
-		if kt {
+		if kt != nil {
 			a.batch.DelTable(&nftables.Table{Family: fam, Name: TableName})
 			deleted = append(deleted, familyName(fam)+" "+TableName)
 		}
@@ -160,14 +160,6 @@ func (a *Applier) Cleanup() (deleted []string, err error) {
 	}
 	a.last = nil
 	return deleted, nil
-}
-
-func readTableNames(c *nftables.Conn, fam nftables.TableFamily) (bool, error) {
-	tables, err := c.ListTablesOfFamily(fam)
-	if err != nil {
-		return false, fmt.Errorf("list tables: %w", explain(err))
-	}
-	return slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }), nil
 }
 
 func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {

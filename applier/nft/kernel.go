@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 
 	"github.com/google/nftables"
@@ -98,18 +97,9 @@ func explain(err error) error {
 // withRules is false (then the chains' keys stay nil); each set's elements
 // in one dump of d.
 func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name string, withRules bool) (*kernelTable, error) {
-	tables, err := c.ListTablesOfFamily(fam)
-	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", explain(err))
-	}
-	var t *nftables.Table
-	for _, x := range tables {
-		if x.Name == name {
-			t = x
-		}
-	}
-	if t == nil {
-		return nil, nil
+	t, err := findTable(c, fam, name)
+	if t == nil || err != nil {
+		return nil, err
 	}
 	kt := &kernelTable{table: t, chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
 	sets, err := c.GetSets(t)
@@ -153,14 +143,24 @@ func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name s
 	return kt, nil
 }
 
+// findTable returns the kernel's table name of family fam, or nil when
+// there is none.
+func findTable(c *nftables.Conn, fam nftables.TableFamily, name string) (*nftables.Table, error) {
+	tables, err := c.ListTablesOfFamily(fam)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", explain(err))
+	}
+	for _, t := range tables {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return nil, nil
+}
+
 // anonKey identifies the elements of an anonymous set, in any order.
 func anonKey(elems []nftables.SetElement) string {
-	keys := make([]string, len(elems))
-	for i, e := range elems {
-		keys[i] = ElementKey(e)
-	}
-	sort.Strings(keys)
-	return strings.Join(keys, ",")
+	return strings.Join(sortedElementKeys(elems), ",")
 }
 
 // familyName is the nft keyword of a table family.

@@ -75,18 +75,9 @@ func sortedElementKeys(elems []nftables.SetElement) []string {
 // as wantKeys computes them) and chains (names and hooks). Rules are not
 // compared. false says nothing of what differs: diffTable does.
 func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[string][]string) (bool, error) {
-	tables, err := a.conn.ListTablesOfFamily(fam)
-	if err != nil {
-		return false, fmt.Errorf("list tables: %w", explain(err))
-	}
-	var t *nftables.Table
-	for _, x := range tables {
-		if x.Name == want.Name {
-			t = x
-		}
-	}
-	if t == nil {
-		return false, nil
+	t, err := findTable(a.conn, fam, want.Name)
+	if t == nil || err != nil {
+		return false, err
 	}
 	sets, err := a.conn.GetSets(t)
 	if err != nil {

@@ -73,8 +73,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			tp.diffEndpointElems(s, allElems(old), elementTexts(old))
 			continue
 		}
-		eAdded, eRemoved, _ := alignDiff(old.Elements, s.Elements, func(e Element) string { return e.Text },
-			func(x, y Element) bool { return true }) // the text is the element
+		eAdded, eRemoved, _ := alignDiff(old.Elements, s.Elements, func(e Element) string { return e.Text }, nil) // the text is the element
 		if len(eAdded)+len(eRemoved) == 0 {
 			continue
 		}
@@ -140,19 +139,20 @@ func baseDiffers(a, b *BaseChain) bool {
 
 // alignDiff compares two lists kept in one order by key: what only b has
 // (added), what only a has (removed), and the pairs (a, b) that share a
-// key but are not the same. The common head and tail are compared in
-// place; the middle goes through maps.
+// key but are not the same (none when same is nil: the key is the whole
+// item). The common head and tail are compared in place; the middle goes
+// through maps.
 func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (added, removed []T, common [][2]T) {
 	head := 0
 	for head < len(a) && head < len(b) && key(a[head]) == key(b[head]) {
-		if !same(a[head], b[head]) {
+		if same != nil && !same(a[head], b[head]) {
 			common = append(common, [2]T{a[head], b[head]})
 		}
 		head++
 	}
 	tail := 0
 	for tail < len(a)-head && tail < len(b)-head && key(a[len(a)-1-tail]) == key(b[len(b)-1-tail]) {
-		if x, y := a[len(a)-1-tail], b[len(b)-1-tail]; !same(x, y) {
+		if x, y := a[len(a)-1-tail], b[len(b)-1-tail]; same != nil && !same(x, y) {
 			common = append(common, [2]T{x, y})
 		}
 		tail++
@@ -161,18 +161,24 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 	if len(midA)+len(midB) == 0 {
 		return nil, nil, common
 	}
-	if del, ins, match, ok := myers(midA, midB, key, myersMaxD); ok {
+	mark := len(common)
+	var match func(i, j int)
+	if same != nil {
+		match = func(i, j int) {
+			if x, y := midA[i], midB[j]; !same(x, y) {
+				common = append(common, [2]T{x, y})
+			}
+		}
+	}
+	del, ins, ok := myers(midA, midB, key, myersMaxD, match)
+	if ok {
 		for _, i := range del {
 			removed = append(removed, midA[i])
 		}
 		for _, j := range ins {
 			added = append(added, midB[j])
 		}
-		for _, m := range match {
-			if x, y := midA[m[0]], midB[m[1]]; !same(x, y) {
-				common = append(common, [2]T{x, y})
-			}
-		}
+		slices.Reverse(common[mark:]) // myers walks back from the end
 		return added, removed, common
 	}
 	inA := make(map[string]T, len(midA))
@@ -184,7 +190,7 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 		k := key(y)
 		inB[k] = true
 		if x, ok := inA[k]; ok {
-			if !same(x, y) {
+			if same != nil && !same(x, y) {
 				common = append(common, [2]T{x, y})
 			}
 		} else {
@@ -204,15 +210,17 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 const myersMaxD = 32
 
 // myers aligns a and b by key with Myers' greedy algorithm when at most
-// maxD deletions and insertions turn a into b: the indexes of a deleted,
-// of b inserted, and the pairs matched. Its work is about (len(a) +
+// maxD deletions and insertions turn a into b: the indexes of a deleted
+// and of b inserted, in order; match, if not nil, is called for every
+// pair (i, j) matched, last pair first, and only when ok. Its work is about (len(a) +
 // len(b)) * edits key comparisons, less than hashing every key when an
 // element moves far in a long sorted list (say an endpoint's address in
-// the hairpin set). ok is false when more edits are needed.
-func myers[T any](a, b []T, key func(T) string, maxD int) (del, ins []int, match [][2]int, ok bool) {
+// the hairpin set), and it allocates nothing per matched pair. ok is false
+// when more edits are needed.
+func myers[T any](a, b []T, key func(T) string, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
 	n, m := len(a), len(b)
 	if n+m > 0 && (n-m > maxD || m-n > maxD) {
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
 	off := maxD + 1
 	v := make([]int, 2*maxD+3)
@@ -232,17 +240,18 @@ func myers[T any](a, b []T, key func(T) string, maxD int) (del, ins []int, match
 			v[off+k] = x
 			if x >= n && y >= m {
 				trace = append(trace, slices.Clone(v))
-				del, ins, match = myersPath(trace, off, n, m)
-				return del, ins, match, true
+				del, ins = myersPath(trace, off, n, m, match)
+				return del, ins, true
 			}
 		}
 		trace = append(trace, slices.Clone(v))
 	}
-	return nil, nil, nil, false
+	return nil, nil, false
 }
 
-// myersPath walks the trace of myers back from (n, m).
-func myersPath(trace [][]int, off, n, m int) (del, ins []int, match [][2]int) {
+// myersPath walks the trace of myers back from (n, m), calling match (if
+// not nil) for every matched pair on the way.
+func myersPath(trace [][]int, off, n, m int, match func(i, j int)) (del, ins []int) {
 	x, y := n, m
 	for d := len(trace) - 1; d > 0; d-- {
 		v := trace[d-1]
@@ -255,9 +264,13 @@ func myersPath(trace [][]int, off, n, m int) (del, ins []int, match [][2]int) {
 		}
 		prevX := v[off+prevK]
 		prevY := prevX - prevK
+		if match == nil {
+			n := min(x-prevX, y-prevY)
+			x, y = x-n, y-n
+		}
 		for x > prevX && y > prevY {
 			x, y = x-1, y-1
-			match = append(match, [2]int{x, y})
+			match(x, y)
 		}
 		if x == prevX {
 			ins = append(ins, prevY)
@@ -266,14 +279,13 @@ func myersPath(trace [][]int, off, n, m int) (del, ins []int, match [][2]int) {
 		}
 		x, y = prevX, prevY
 	}
-	for x > 0 && y > 0 {
+	for match != nil && x > 0 && y > 0 {
 		x, y = x-1, y-1
-		match = append(match, [2]int{x, y})
+		match(x, y)
 	}
-	slices.Reverse(match)
 	slices.Reverse(del)
 	slices.Reverse(ins)
-	return del, ins, match
+	return del, ins
 }
 
 // addChain plans a new chain with its rules.

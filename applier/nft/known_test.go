@@ -9,8 +9,8 @@ import (
 
 // TestAlignDiff: for lists of unique keys edited at random (keys removed,
 // inserted, and values changed), alignDiff finds exactly the keys only b
-// has, only a has, and the changed pairs, whether myers finds the
-// alignment or the maps do.
+// has, only a has, and the changed pairs (none without a same func),
+// whether myers finds the alignment or the maps do.
 func TestAlignDiff(t *testing.T) {
 	type kv struct{ k, v string }
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -79,6 +79,13 @@ func TestAlignDiff(t *testing.T) {
 		if !slices.Equal(keys(added), wantAdded) || !slices.Equal(keys(removed), wantRemoved) || !slices.Equal(gotChanged, wantChanged) {
 			t.Fatalf("round %d (%d edits): added %v removed %v changed %v; want %v %v %v", round, edits,
 				keys(added), keys(removed), gotChanged, wantAdded, wantRemoved, wantChanged)
+		}
+		// Without same (the key is the whole item, as for set
+		// elements): the same keys added and removed, no pairs.
+		added, removed, common = alignDiff(a, b, func(e kv) string { return e.k }, nil)
+		if !slices.Equal(keys(added), wantAdded) || !slices.Equal(keys(removed), wantRemoved) || len(common) != 0 {
+			t.Fatalf("round %d (%d edits), same nil: added %v removed %v pairs %v; want %v %v none", round, edits,
+				keys(added), keys(removed), common, wantAdded, wantRemoved)
 		}
 	}
 }

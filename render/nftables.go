@@ -32,7 +32,10 @@ import (
 //     super-linear, rules keep it linear; each DNATs itself (no chain per
 //     endpoint);
 //   - masquerade marks are set by a statement (no jump to
-//     mark-for-masquerade), so that a commit adds fewer jumps;
+//     mark-for-masquerade), so that a commit adds fewer jumps, and
+//     traffic to cluster IPs is marked by one rule of the services chain
+//     (a lookup in the set cluster-frontends) instead of a rule in every
+//     service chain;
 //   - hairpin traffic (an endpoint reaching itself through its service) is
 //     masqueraded in postrouting by looking up saddr . daddr in the set
 //     hairpin, instead of a per-endpoint `ip saddr X jump` rule.
@@ -43,7 +46,8 @@ import (
 //	nat-postrouting              jump masquerading
 //	filter-prerouting-pre-dnat   ct state new jump firewall-check (before DNAT)
 //	filter-input/forward/output  ct state new jump service-endpoints-check (after DNAT)
-//	services                     daddr . l4proto . dport vmap @service-ips,
+//	services                     mark: daddr . l4proto . dport @cluster-frontends, not from pods;
+//	                             daddr . l4proto . dport vmap @service-ips,
 //	                             then node ports: vmap @service-nodeports
 //	masquerading                 hairpin (set hairpin), then marked packets
 //	service-endpoints-check      vmaps @no-endpoint-services, @no-endpoint-nodeports
@@ -204,6 +208,7 @@ type nftTable struct {
 	noEpSvc    []nftElement
 	noEpNode   []nftElement
 	firewall   []nftElement
+	clusterFE  []nftElement // cluster IPs with port that have endpoints: set elements
 	hairpin    []netip.Addr // every endpoint address, sorted, once
 	picks      []*nftPick   // chains that pick through endpoint maps, by bucket and slot
 	// pickOf finds a chain's pick; nil in a Memo's tables, whose ports
@@ -310,7 +315,7 @@ func (t *nftTable) setup(p *plan.Plan) {
 
 // maps lists the table's maps in the order they are written (nftMaps).
 func (t *nftTable) maps() [len(nftMaps)]*[]nftElement {
-	return [...]*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall}
+	return [...]*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall, &t.clusterFE}
 }
 
 // scanPort is the first pass over a service port: it names the port's
@@ -397,9 +402,9 @@ func (t *nftTable) serves(svc *plan.Service) bool {
 // rarely grows.
 func (t *nftTable) sizeHint() int {
 	n := 8192 + 384*len(t.ports) + 384*t.endpoints
-	for _, m := range [][]nftElement{t.services, t.nodePort, t.noEpSvc, t.noEpNode, t.firewall} {
-		for i := range m {
-			n += 80 + len(m[i].verdict) + len(m[i].comment)
+	for _, m := range t.maps() {
+		for i := range *m {
+			n += 80 + len((*m)[i].verdict) + len((*m)[i].comment)
 		}
 	}
 	return n
@@ -533,6 +538,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 		e.addr = a
 		if len(v.cluster) > 0 {
 			t.services = append(t.services, e)
+			t.clusterFE = append(t.clusterFE, nftElement{addr: a, proto: v.proto, port: port.Port})
 		} else {
 			t.noEpSvc = append(t.noEpSvc, e)
 		}
@@ -682,14 +688,13 @@ func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
 		b = appendCountEndpoints(b, len(v.cluster), "")
 		b = closeComment(b, start, v.descClean)
 		b = openChain(b, v.serviceChain)
-		// Unlike kube-proxy, the mark matches the source only: the
-		// service-ips element that leads here matched the cluster IP and
-		// port, and the external chains that go here have marked the
-		// packet or pass pod traffic only. Half the expressions make a
-		// full sync about a fifth faster in the kernel.
-		if len(v.clusterIPs) > 0 {
-			b = appendRule(b, t.masquerade)
-		}
+		// Unlike kube-proxy, the chain has no masquerade rule: the
+		// services chain marks traffic to every cluster IP with port in
+		// the set cluster-frontends (the elements of service-ips that
+		// lead to service chains) from outside the pods, and the external
+		// chains that go here have marked the packet or pass pod traffic
+		// only. A rule less per service: a full sync is faster in the
+		// kernel, and a commit that adds a service re-validates less.
 		b = t.appendPick(b, v, v.serviceChain, v.cluster, affinity)
 		b = closeChain(b)
 	}
@@ -892,7 +897,9 @@ func appendDNAT(b []byte, fam nftFamily, proto string, ep *nftEndpoint) []byte {
 func (t *nftTable) appendTo(b []byte) []byte {
 	b = t.appendDispatch(b)
 	for i, m := range t.maps() {
-		b = appendMap(b, nftMaps[i].name, nftMaps[i].comment, mapType(t.fam, i), *m)
+		b = appendMapOpen(b, t.fam, i, len(*m) > 0)
+		b = appendElements(b, *m)
+		b = appendMapClose(b, len(*m) > 0)
 	}
 	b = appendHairpinOpen(b, t.fam, len(t.hairpin) > 0)
 	for _, a := range t.hairpin {
@@ -919,7 +926,8 @@ func (t *nftTable) appendDispatch(b []byte) []byte {
 	b = append(b, "\n\t# Dispatch.\n"...)
 	vmap := fam.table + " daddr . meta l4proto . th dport vmap @"
 	nodePorts := "fib daddr type local " + fam.table + " daddr != " + fam.loopback + " meta l4proto . th dport vmap @"
-	b = appendChain(b, "services", "services: frontend address and port, then node ports on local addresses",
+	b = appendChain(b, "services", "services: marks traffic to a cluster IP from outside the pods for masquerade; frontend address and port, then node ports on local addresses",
+		fam.table+" daddr . meta l4proto . th dport @cluster-frontends "+t.masquerade,
 		vmap+"service-ips", nodePorts+"service-nodeports")
 	b = appendChain(b, "masquerading", "masquerading: masquerade hairpin traffic (an endpoint reaching itself through a service) and marked packets, clearing the mark",
 		"ct status dnat "+fam.table+" saddr . "+fam.table+" daddr @hairpin masquerade fully-random",
@@ -934,37 +942,56 @@ func (t *nftTable) appendDispatch(b []byte) []byte {
 	return append(b, "\n\t# Maps.\n"...)
 }
 
-// nftMaps are the table's verdict maps, in the order nftTable.maps lists
-// them and they are written.
+// nftMaps are the table's verdict maps and the set cluster-frontends, in
+// the order nftTable.maps lists them and they are written.
 var nftMaps = [...]struct {
 	name, comment string
 	nodePorts     bool // keyed by protocol and port only
+	set           bool // a set: elements without verdicts
 }{
-	{"service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", false},
-	{"service-nodeports", "node ports to external chains", true},
-	{"no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", false},
-	{"no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", true},
-	{"firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", false},
+	{"service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", false, false},
+	{"service-nodeports", "node ports to external chains", true, false},
+	{"no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", false, false},
+	{"no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", true, false},
+	{"firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", false, false},
+	{"cluster-frontends", "cluster IPs with port that have endpoints (the service chains' frontends)", false, true},
 }
 
 // mapType is the type of map nftMaps[i].
 func mapType(fam nftFamily, i int) string {
+	key := fam.addrType + " . inet_proto . inet_service"
 	if nftMaps[i].nodePorts {
-		return "inet_proto . inet_service : verdict"
+		key = "inet_proto . inet_service"
 	}
-	return fam.addrType + " . inet_proto . inet_service : verdict"
+	if nftMaps[i].set {
+		return key
+	}
+	return key + " : verdict"
 }
 
 // appendMapOpen appends the start of map nftMaps[i], up to its first
 // element; appendMapClose ends it.
 func appendMapOpen(b []byte, fam nftFamily, i int, elements bool) []byte {
+	if nftMaps[i].set {
+		return appendSetHead(b, nftMaps[i].name, nftMaps[i].comment, mapType(fam, i), elements)
+	}
 	return appendMapHead(b, nftMaps[i].name, nftMaps[i].comment, mapType(fam, i), elements)
 }
 
 // appendMapHead appends the start of a map, up to its first element.
 func appendMapHead(b []byte, name, comment, typ string, elements bool) []byte {
+	return appendHead(b, "map", name, comment, typ, elements)
+}
+
+// appendSetHead appends the start of a set, up to its first element.
+func appendSetHead(b []byte, name, comment, typ string, elements bool) []byte {
+	return appendHead(b, "set", name, comment, typ, elements)
+}
+
+// appendHead appends the start of a map or set, up to its first element.
+func appendHead(b []byte, kind, name, comment, typ string, elements bool) []byte {
 	b = appendLine(b, "\t# ", name, ": ", comment)
-	b = appendLine(b, "\tmap ", name, " {")
+	b = appendLine(b, "\t", kind, " ", name, " {")
 	b = appendRule(b, "type ", typ)
 	if elements {
 		b = append(b, "\t\telements = {\n"...)
@@ -1140,6 +1167,13 @@ func appendChain(b []byte, name, comment string, rules ...string) []byte {
 
 func appendMap(b []byte, name, comment, typ string, elems []nftElement) []byte {
 	b = appendMapHead(b, name, comment, typ, len(elems) > 0)
+	b = appendElements(b, elems)
+	return appendMapClose(b, len(elems) > 0)
+}
+
+// appendElements appends the lines of sorted map or set elements,
+// dropping each with the key of the one before (appendDroppedElement).
+func appendElements(b []byte, elems []nftElement) []byte {
 	for i := range elems {
 		if e := &elems[i]; i > 0 && e.sameKey(&elems[i-1]) {
 			b = appendDroppedElement(b, e)
@@ -1147,10 +1181,11 @@ func appendMap(b []byte, name, comment, typ string, elems []nftElement) []byte {
 			b = appendElement(b, e)
 		}
 	}
-	return appendMapClose(b, len(elems) > 0)
+	return b
 }
 
-// appendElement appends the line of a map element.
+// appendElement appends the line of a map element, or of a set element
+// (no verdict).
 func appendElement(b []byte, e *nftElement) []byte {
 	b = append(b, "\t\t\t"...)
 	b = e.appendKey(b)
@@ -1158,6 +1193,9 @@ func appendElement(b []byte, e *nftElement) []byte {
 		b = append(b, ` comment "`...)
 		b = appendCommentText(b, e.comment)
 		b = append(b, '"')
+	}
+	if e.verdict == "" {
+		return append(b, ",\n"...)
 	}
 	return appendLine(b, " : ", e.verdict, ",")
 }
@@ -1169,6 +1207,9 @@ func appendElement(b []byte, e *nftElement) []byte {
 func appendDroppedElement(b []byte, e *nftElement) []byte {
 	b = append(b, "\t\t\t# duplicate key dropped: "...)
 	b = e.appendKey(b)
+	if e.verdict == "" {
+		return append(b, '\n')
+	}
 	return appendLine(b, " : ", e.verdict)
 }
 

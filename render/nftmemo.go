@@ -115,8 +115,8 @@ type memoPort struct {
 	own   [memoLists][]nftElement // its map elements, then hairpin addresses (addr)
 }
 
-// memoLists are the sorted lists of a table: its maps (nftMaps), then the
-// set hairpin.
+// memoLists are the sorted lists of a table: its maps and the set
+// cluster-frontends (nftMaps), then the set hairpin.
 const memoLists = len(nftMaps) + 1
 
 // memoLine is an element of a list with its line (appendElement,

@@ -212,11 +212,11 @@ const myersMaxD = 32
 // myers aligns a and b by key with Myers' greedy algorithm when at most
 // maxD deletions and insertions turn a into b: the indexes of a deleted
 // and of b inserted, in order; match, if not nil, is called for every
-// pair (i, j) matched, last pair first, and only when ok. Its work is about (len(a) +
-// len(b)) * edits key comparisons, less than hashing every key when an
-// element moves far in a long sorted list (say an endpoint's address in
-// the hairpin set), and it allocates nothing per matched pair. ok is false
-// when more edits are needed.
+// pair (i, j) matched, last pair first, and only when ok. Its work is
+// about (len(a) + len(b)) * edits key comparisons, less than hashing
+// every key when an element moves far in a long sorted list (say an
+// endpoint's address in the hairpin set), and it allocates nothing per
+// matched pair. ok is false when more edits are needed.
 func myers[T any](a, b []T, key func(T) string, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
 	n, m := len(a), len(b)
 	if n+m > 0 && (n-m > maxD || m-n > maxD) {

@@ -215,8 +215,8 @@ func BenchmarkFullSync(b *testing.B) {
 
 // cpuTime is CPU time spent in user space and in the kernel. Netlink
 // batches are processed by the kernel in the sender's sendmsg, so the
-// system time of a full sync is mostly the kernel taking the batch: for
-// the same ruleset, no applier can take less than that.
+// system time of a full sync is mostly the kernel taking the batch (for
+// netspec, plus the reads before and after it).
 type cpuTime struct{ user, sys time.Duration }
 
 func (c cpuTime) add(d cpuTime) cpuTime { return cpuTime{c.user + d.user, c.sys + d.sys} }

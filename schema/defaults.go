@@ -57,20 +57,14 @@ func defaultService(s *ServiceSpec, raw map[string]any) {
 	if s.Type == "" {
 		s.Type = "ClusterIP"
 	}
-	rawPorts, _ := lookupRaw(raw, []any{"spec", "ports"})
-	rp, _ := rawPorts.([]any)
 	for i := range s.Ports {
 		p := &s.Ports[i]
 		if p.Protocol == "" {
 			p.Protocol = "TCP"
 		}
-		hasTarget := false
-		if i < len(rp) {
-			if m, ok := rp[i].(map[string]any); ok {
-				_, hasTarget = m["targetPort"]
-			}
-		}
-		if !hasTarget {
+		// Absent, 0 and "" all mean the port itself, as the API server
+		// defaults them.
+		if p.TargetPort == (IntOrString{}) {
 			p.TargetPort = IntOrString{Int: p.Port}
 		}
 	}

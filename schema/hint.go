@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -26,9 +27,12 @@ type walkState struct {
 	absRoot  string // realRoot made absolute, to compare changed paths with
 	max      int64  // the Load's MaxFileSize: the units' known flags hold for it
 	units    []*unit
-	files    map[string]*unit // each file's unit, by slash path relative to the root
-	cue      map[string]*unit // CUE units by directory
-	dirs     map[string]bool  // the directories walked, "." for the root
+	files    map[string]*unit        // each file's unit, by slash path relative to the root
+	cue      map[string]*unit        // CUE units by directory
+	dirs     map[string]bool         // the directories walked, "." for the root
+	skipped  []Skipped               // the files not read for their names
+	rules    map[string]*ignoreRules // the ignore files, by directory
+	left     map[string]bool         // the directories that ignore files leave out
 }
 
 // newWalkState keeps the walk w of root for later Loads; nil when w met a
@@ -42,7 +46,8 @@ func newWalkState(root string, w *walker, max int64) *walkState {
 		return nil
 	}
 	s := &walkState{root: root, realRoot: w.realRoot, absRoot: abs, max: max, units: w.units,
-		files: make(map[string]*unit, len(w.units)), cue: w.cue, dirs: w.dirs}
+		files: make(map[string]*unit, len(w.units)), cue: w.cue, dirs: w.dirs,
+		skipped: w.skipped, rules: w.rules, left: w.left}
 	for _, u := range w.units {
 		for _, f := range u.files {
 			s.files[f] = u
@@ -66,12 +71,17 @@ func (s *walkState) update(changed []string) (gone []string, ok bool) {
 		return nil, false
 	}
 	for _, p := range changed {
+		if base := filepath.Base(p); base == IgnoreFile || skipName(base) != "" {
+			// A changed ignore file changes what the walk leaves out; a
+			// file the walk skips by name is listed in Tree.Skipped.
+			return nil, false
+		}
 		rel, ok := s.rel(p)
 		if !ok {
 			return nil, false
 		}
-		if rel == "" {
-			continue // hidden: the walk never reads it
+		if rel == "" || s.leftOut(rel) {
+			continue // hidden or left out: the walk never reads it
 		}
 		real := filepath.Join(s.realRoot, filepath.FromSlash(rel))
 		fi, err := os.Lstat(real)
@@ -95,7 +105,7 @@ func (s *walkState) update(changed []string) (gone []string, ok bool) {
 			if !s.dirs[path.Dir(rel)] {
 				return nil, false
 			}
-			if ext := specExt(rel); ext != "" {
+			if ext := specExt(rel); ext != "" && !ignored(s.scope(rel), rel, false) {
 				if s.clash(rel) {
 					return nil, false
 				}
@@ -137,6 +147,32 @@ func (s *walkState) rel(p string) (string, bool) {
 		}
 	}
 	return r, true
+}
+
+// leftOut tells whether rel is inside a directory that an ignore file
+// leaves out: the walk never looks there.
+func (s *walkState) leftOut(rel string) bool {
+	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+		if s.left[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// scope returns the ignore files in effect for rel, root first.
+func (s *walkState) scope(rel string) []*ignoreRules {
+	var out []*ignoreRules
+	for d := path.Dir(rel); ; d = path.Dir(d) {
+		if r := s.rules[d]; r != nil {
+			out = append(out, r)
+		}
+		if d == "." {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // local tells whether the cleaned relative path r stays below its base.

@@ -494,3 +494,84 @@ func TestLoadChangedMany(t *testing.T) {
 	}
 	wantSame(t, tr, opt.Stats)
 }
+
+// TestLoadChangedIgnoreFile: Options.Changed respects the ignore files. A
+// changed file that an ignore file leaves out, or inside a directory one
+// leaves out, is not read; a change to an ignore file, or to a file the
+// loader skips by name, makes the Load walk the tree.
+func TestLoadChangedIgnoreFile(t *testing.T) {
+	needMemo(t)
+	setMargin(t, testMargin)
+	tree := func(t *testing.T) string {
+		root := writeTree(t, map[string]string{
+			"a.yaml":           svcYAML("aa"),
+			".netspecignore":   "scratch/\n*.draft.yaml\n",
+			"sub/b.yaml":       svcYAML("bb"),
+			"sub/x.draft.yaml": "not: [an object",
+			"scratch/c.yaml":   "not: [an object",
+		})
+		settle()
+		return root
+	}
+	t.Run("a left-out file changes", func(t *testing.T) {
+		root := tree(t)
+		opt := Options{Cache: newMapCache(), Stats: NewStatCache()}
+		wantNoDiags(t, loadTree(t, root, opt))
+		rewrite(t, root, "sub/x.draft.yaml", "still: [not an object")
+		writeNew(t, root, "sub/y.draft.yaml", "new: [not an object")
+		rewrite(t, root, "scratch/c.yaml", "more: [garbage")
+		writeNew(t, root, "scratch/deeper/d.yaml", "more: [garbage")
+		rewrite(t, root, "a.yaml", svcYAML("ab"))
+		opt.Changed = paths(root, "sub/x.draft.yaml", "sub/y.draft.yaml", "scratch/c.yaml", "scratch/deeper", "scratch/deeper/d.yaml", "a.yaml")
+		walks, reads := countWalks(t), countReads(t)
+		tr := loadTree(t, root, opt)
+		if walks.Load() != 0 || reads.Load() != 1 {
+			t.Errorf("listed %d directories and read %d files; want 0 and 1 (a.yaml)", walks.Load(), reads.Load())
+		}
+		wantNoDiags(t, tr)
+		wantSame(t, tr, opt.Stats)
+	})
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, root string) []string
+	}{
+		{"the ignore file changes", func(t *testing.T, root string) []string {
+			rewrite(t, root, ".netspecignore", "scratch/\n")
+			return paths(root, ".netspecignore")
+		}},
+		{"the ignore file goes", func(t *testing.T, root string) []string {
+			mustRemove(t, filepath.Join(root, ".netspecignore"))
+			return paths(root, ".netspecignore")
+		}},
+		{"a nested ignore file comes", func(t *testing.T, root string) []string {
+			writeNew(t, root, "sub/.netspecignore", "b.yaml\n")
+			return paths(root, "sub/.netspecignore")
+		}},
+		{"a Helm values file comes", func(t *testing.T, root string) []string {
+			writeNew(t, root, "sub/values.yaml", "replicas: 1\n")
+			return paths(root, "sub/values.yaml")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := tree(t)
+			opt := Options{Cache: newMapCache(), Stats: NewStatCache()}
+			loadTree(t, root, opt)
+			opt.Changed = tc.change(t, root)
+			walks := countWalks(t)
+			tr := loadTree(t, root, opt)
+			if walks.Load() == 0 {
+				t.Error("did not walk")
+			}
+			wantSame(t, tr, opt.Stats)
+			// The walk's result is kept: a Load told of no change after it
+			// lists nothing and gives the same.
+			opt.Changed = []string{}
+			walks.Store(0)
+			again := loadTree(t, root, opt)
+			if walks.Load() != 0 {
+				t.Errorf("listed %d directories after the walk", walks.Load())
+			}
+			wantSame(t, again, opt.Stats)
+		})
+	}
+}

@@ -65,7 +65,9 @@ func (u *unit) read(max int64, dl *diag.List) bool {
 }
 
 // walk lists the units of the tree below root. Dot-directories and dotfiles
-// are skipped; symlinks are followed only when they stay inside the tree.
+// are skipped, and so are the paths that .netspecignore files leave out and
+// kustomize and Helm files (listed as skipped); symlinks are followed only
+// when they stay inside the tree.
 func walk(root string, dl *diag.List) ([]*unit, error) {
 	w, err := walkTree(root, dl)
 	if err != nil {
@@ -88,7 +90,8 @@ func walkTree(root string, dl *diag.List) (*walker, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("tree %s: not a directory", root)
 	}
-	w := &walker{root: root, realRoot: realRoot, dl: dl, cue: map[string]*unit{}, visited: map[string]bool{}, files: map[string]bool{}, dirs: map[string]bool{}}
+	w := &walker{root: root, realRoot: realRoot, dl: dl, cue: map[string]*unit{}, visited: map[string]bool{}, files: map[string]bool{}, dirs: map[string]bool{},
+		rules: map[string]*ignoreRules{}, left: map[string]bool{}}
 	n := len(*dl)
 	w.dir(realRoot, ".")
 	w.complained = len(*dl) > n
@@ -104,11 +107,15 @@ type walker struct {
 	dl             *diag.List
 	units          []*unit
 	cue            map[string]*unit
-	visited        map[string]bool // real directory paths already walked (symlink loops)
-	files          map[string]bool // real file paths already listed: a file linked twice is read once
-	dirs           map[string]bool // slash paths of the directories walked, "." for the root
-	links          bool            // a symlink was met
-	complained     bool            // the walk added diagnostics
+	visited        map[string]bool         // real directory paths already walked (symlink loops)
+	files          map[string]bool         // real file paths already listed: a file linked twice is read once
+	dirs           map[string]bool         // slash paths of the directories walked, "." for the root
+	links          bool                    // a symlink was met
+	complained     bool                    // the walk added diagnostics
+	skipped        []Skipped               // files not read for their names (kustomize, Helm)
+	rules          map[string]*ignoreRules // the ignore files read, by directory
+	scope          []*ignoreRules          // the ignore files in effect, root first
+	left           map[string]bool         // slash paths of the directories an ignore file leaves out
 }
 
 func (w *walker) dir(real, rel string) {
@@ -121,6 +128,13 @@ func (w *walker) dir(real, rel string) {
 	if err != nil {
 		w.dl.Errorf(diag.Pos{File: rel}, nil, "cannot read directory: %v", unwrapPath(err))
 		return
+	}
+	for _, e := range entries {
+		if e.Name() == IgnoreFile {
+			w.readIgnore(real, rel, e)
+			defer func(n int) { w.scope = w.scope[:n] }(len(w.scope) - 1)
+			break
+		}
 	}
 	for _, e := range entries {
 		name := e.Name()
@@ -149,6 +163,12 @@ func (w *walker) dir(real, rel string) {
 			childReal = target
 			mode = st.Mode().Type()
 		}
+		if ignored(w.scope, childRel, mode.IsDir()) {
+			if mode.IsDir() {
+				w.left[childRel] = true
+			}
+			continue
+		}
 		switch {
 		case mode.IsDir():
 			w.dir(childReal, childRel)
@@ -156,6 +176,23 @@ func (w *walker) dir(real, rel string) {
 			w.file(childReal, childRel, name)
 		}
 	}
+}
+
+// readIgnore reads the ignore file of the directory real (slash path rel)
+// and puts it in effect for the rest of the walk below rel; the caller
+// takes it out again when the directory is done.
+func (w *walker) readIgnore(real, rel string, e fs.DirEntry) {
+	file := path.Join(rel, IgnoreFile)
+	if e.Type()&fs.ModeSymlink != 0 {
+		w.links = true // its meaning depends on another path
+	}
+	data, _, err := readLimited(filepath.Join(real, IgnoreFile), DefaultMaxFileSize)
+	if err != nil {
+		w.dl.Errorf(diag.Pos{File: file}, nil, "%v", err)
+	}
+	r := parseIgnore(rel, data)
+	w.rules[rel] = r
+	w.scope = append(w.scope, r)
 }
 
 // specExt is the lower-case extension of a spec file's name; "" for
@@ -168,9 +205,39 @@ func specExt(name string) string {
 	return ""
 }
 
+// Skipped is a file of the tree that the loader does not read, because its
+// name says that it holds no Kubernetes objects: a kustomize or Helm file.
+type Skipped struct {
+	File string // slash path relative to the root
+	What string // what the file is, such as "Helm values"
+}
+
+func (s Skipped) String() string { return fmt.Sprintf("%s (%s)", s.File, s.What) }
+
+// skipName says what a file of this name is when the loader does not read
+// it (kustomize's kustomization.yaml, Helm's Chart.yaml, values*.yaml and
+// values.schema.json), "" for the other names.
+func skipName(name string) string {
+	switch {
+	case name == "kustomization.yaml" || name == "kustomization.yml":
+		return "kustomize"
+	case name == "Chart.yaml":
+		return "Helm chart"
+	case name == "values.schema.json":
+		return "Helm values schema"
+	case strings.HasPrefix(name, "values") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")):
+		return "Helm values"
+	}
+	return ""
+}
+
 func (w *walker) file(real, rel, name string) {
 	ext := specExt(name)
 	if ext == "" {
+		return
+	}
+	if what := skipName(name); what != "" {
+		w.skipped = append(w.skipped, Skipped{File: rel, What: what})
 		return
 	}
 	if w.files[real] {
@@ -265,12 +332,38 @@ type Ignored struct {
 }
 
 func (ig Ignored) String() string {
-	return fmt.Sprintf("%s %s %s in %s", ig.APIVersion, ig.Kind, ig.Name, ig.Pos.File)
+	var b strings.Builder
+	for _, s := range []string{ig.APIVersion, ig.Kind, ig.Name} {
+		if s != "" {
+			b.WriteString(s)
+			b.WriteByte(' ')
+		}
+	}
+	return b.String() + "in " + ig.Pos.File
 }
 
 // splitYAML parses a YAML or JSON file into objects. Documents that are
 // empty are skipped; a kind: List contributes its items.
+//
+// A document that is not an object (no apiVersion and no kind) is an
+// error; when no document of the file is an object, the error says that
+// the file is not Kubernetes objects and how to leave it out.
 func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignored []Ignored) {
+	// The documents that are not objects, reported when the file is read.
+	var strays []struct {
+		pos diag.Pos
+		msg string
+	}
+	anyObject := false
+	defer func() {
+		for i, s := range strays {
+			if anyObject {
+				dl.Errorf(s.pos, nil, "%s", s.msg)
+			} else if i == 0 {
+				dl.Errorf(s.pos, nil, "this file holds no Kubernetes object (%s); if netspec should not read it, list it in a %s file", s.msg, IgnoreFile)
+			}
+		}
+	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for doc := 0; ; doc++ {
 		var n yaml.Node
@@ -294,16 +387,33 @@ func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignor
 		root := &n
 		m, ok := v.(map[string]any)
 		if !ok {
-			dl.Errorf(locateYAML(file, root, nil), nil, "a document must be a mapping with apiVersion and kind, not %s", typeName(v))
+			strays = append(strays, struct {
+				pos diag.Pos
+				msg string
+			}{locateYAML(file, root, nil), fmt.Sprintf("a document must be a mapping with apiVersion and kind, not %s", typeName(v))})
 			continue
 		}
+		apiVersion, _ := m["apiVersion"].(string)
+		kind, _ := m["kind"].(string)
+		if apiVersion == "" && kind == "" {
+			strays = append(strays, struct {
+				pos diag.Pos
+				msg string
+			}{locateYAML(file, root, nil), "object has no apiVersion or kind (string)"})
+			continue
+		}
+		anyObject = true
 		src := Source{File: file, Doc: doc, Item: -1}
-		if k, _ := m["kind"].(string); k == "List" || strings.HasSuffix(k, "List") && isList(m) {
+		if kind == "List" || strings.HasSuffix(kind, "List") && isList(m) {
 			items, ok := m["items"].([]any)
-			if !ok {
+			if !ok && m["items"] != nil {
 				dl.Errorf(locateYAML(file, root, diag.Path{"items"}), diag.Path{"items"}, "a List needs a list of items")
 				continue
 			}
+			// Items of a typed list (ServiceList, as kubectl get --raw
+			// writes it) may leave out their apiVersion and kind: they are
+			// the list's, as the API server means them.
+			itemKind := strings.TrimSuffix(kind, "List")
 			itemsNode := childNode(docRoot(root), "items")
 			for i, it := range items {
 				im, ok := it.(map[string]any)
@@ -311,6 +421,14 @@ func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignor
 				if !ok {
 					dl.Errorf(locateYAML(file, root, p), p, "a List item must be a mapping with apiVersion and kind")
 					continue
+				}
+				if itemKind != "" {
+					if _, ok := im["apiVersion"]; !ok && apiVersion != "" {
+						im["apiVersion"] = apiVersion
+					}
+					if _, ok := im["kind"]; !ok {
+						im["kind"] = itemKind
+					}
 				}
 				s := src
 				s.Item = i
@@ -381,6 +499,14 @@ func yamlKeyLocator(file string, root *yaml.Node) func(diag.Path) diag.Pos {
 func classify(src Source, m map[string]any, loc func(diag.Path) diag.Pos, dl *diag.List) (rawObject, *Ignored, bool) {
 	apiVersion, _ := m["apiVersion"].(string)
 	kind, _ := m["kind"].(string)
+	name := ""
+	if md, ok := m["metadata"].(map[string]any); ok {
+		name, _ = md["name"].(string)
+	}
+	if kind == "Kustomization" && (apiVersion == "" || strings.HasPrefix(apiVersion, "kustomize.config.k8s.io/")) {
+		// kustomize's own file, which may leave out its apiVersion.
+		return rawObject{}, &Ignored{APIVersion: apiVersion, Kind: kind, Name: name, Pos: loc(nil)}, false
+	}
 	if apiVersion == "" || kind == "" {
 		var missing []string
 		if apiVersion == "" {
@@ -394,10 +520,6 @@ func classify(src Source, m map[string]any, loc func(diag.Path) diag.Pos, dl *di
 	}
 	if k := knownKind(apiVersion, kind); k != "" {
 		return rawObject{src: src, raw: m, kind: k, locate: loc}, nil, true
-	}
-	name := ""
-	if md, ok := m["metadata"].(map[string]any); ok {
-		name, _ = md["name"].(string)
 	}
 	return rawObject{}, &Ignored{APIVersion: apiVersion, Kind: kind, Name: name, Pos: loc(nil)}, false
 }

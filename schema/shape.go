@@ -234,8 +234,21 @@ func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag
 
 func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, sh *shape, at diag.Path) {
 	keys := slices.Sorted(maps.Keys(m))
+	var nulled map[string]bool // fields null, and so absent
 	for _, k := range keys {
 		f, known := sh.fields[k]
+		if m[k] == nil {
+			if x, keep := sh.null(k); !keep {
+				delete(m, k)
+				if nulled == nil {
+					nulled = map[string]bool{}
+				}
+				nulled[k] = true
+				continue
+			} else if x != nil {
+				m[k] = x
+			}
+		}
 		switch {
 		case known:
 			val.walk(dl, r, m[k], f, at.Key(k))
@@ -257,7 +270,11 @@ func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, s
 	}
 	for _, k := range sh.required {
 		if _, ok := m[k]; !ok {
-			dl.Errorf(r.locate(at), at.Key(k), "is required")
+			pos := r.locate(at)
+			if nulled[k] && r.locateKey != nil {
+				pos = r.locateKey(at.Key(k)) // where it is written null
+			}
+			dl.Errorf(pos, at.Key(k), "is required")
 		}
 	}
 }
@@ -334,6 +351,25 @@ func describeLeaf(fieldMsg string, v any, msgs []string) string {
 		}
 	}
 	return fmt.Sprintf("%s is not allowed here", formatValue(v))
+}
+
+// null says what a null at the field k of a struct of this shape stands
+// for, as the API server decodes it: a field of the schema that is null is
+// absent (keep false: its default applies, and it is missing when
+// required); an entry of a string map (labels, annotations, selector) is
+// the empty string. An unknown field that is null is kept, to be reported
+// as unknown: a misspelt field name is a mistake whatever its value.
+func (sh *shape) null(k string) (x any, keep bool) {
+	if _, known := sh.fields[k]; known {
+		return nil, false
+	}
+	if !sh.open {
+		return nil, true
+	}
+	if p := sh.pattern; p != nil && p.isLeaf && p.plain == plainString {
+		return "", true
+	}
+	return nil, false
 }
 
 func (sh *shape) names() []string {

@@ -125,7 +125,9 @@ func TestShapeAgreesWithCUE(t *testing.T) {
 	cases := 0
 	check := func(name, kind string, raw map[string]any) {
 		cases++
-		want, valid := fullCUE(ctx, s, kind, copyRaw(raw).(map[string]any))
+		ref := copyRaw(raw).(map[string]any)
+		nullsAbsent(ref, v.c.kinds[kind]) // as the API server reads null
+		want, valid := fullCUE(ctx, s, kind, ref)
 		got := shapeWalk(v, kind, copyRaw(raw).(map[string]any))
 		if valid != (len(got) == 0) {
 			t.Errorf("%s: CUE says valid=%v (%v), the shape walk reports %v", name, valid, want, got)
@@ -162,6 +164,44 @@ func TestShapeAgreesWithCUE(t *testing.T) {
 	t.Logf("%d objects compared", cases)
 }
 
+// parentPath is the path of the struct holding the field at p.
+func parentPath(p string) string {
+	if i := strings.LastIndexAny(p, ".["); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// nullsAbsent is the reference for what the shape walk does with nulls:
+// what shape.null says, at every struct of v.
+func nullsAbsent(v any, sh *shape) {
+	if sh == nil {
+		return
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if e == nil {
+				if n, keep := sh.null(k); !keep {
+					delete(x, k)
+				} else if n != nil {
+					x[k] = n
+				}
+				continue
+			}
+			if f, ok := sh.fields[k]; ok {
+				nullsAbsent(e, f)
+			} else {
+				nullsAbsent(e, sh.pattern)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			nullsAbsent(e, sh.elem)
+		}
+	}
+}
+
 func collectStructs(v any, at diag.Path, out *[]diag.Path) {
 	switch x := v.(type) {
 	case map[string]any:
@@ -178,9 +218,16 @@ func collectStructs(v any, at diag.Path, out *[]diag.Path) {
 
 // blames reports whether the walk blamed s, a field below it, or the
 // unknown field that holds it (CUE blames the inside of an unknown field).
+//
+// A field missing (or null) that another field's default refers to (port,
+// for targetPort's default) makes CUE blame the other field; the walk
+// blames the missing one, in the same struct.
 func blames(dl diag.List, s string) bool {
 	for _, d := range dl {
 		x := d.Path.String()
+		if d.Msg == "is required" && len(d.Path) > 0 && parentPath(x) == parentPath(s) {
+			return true
+		}
 		if x == s || strings.HasPrefix(x, s+".") || strings.HasPrefix(x, s+"[") {
 			return true
 		}

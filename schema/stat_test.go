@@ -74,9 +74,10 @@ func snapshot(t *testing.T, tr *Tree) string {
 	b, err := json.MarshalIndent(struct {
 		O []*Object
 		I []Ignored
+		S []Skipped
 		D []string
 		F int
-	}{tr.Objects, tr.Ignored, diagStrings(tr.Diags), tr.Files}, "", " ")
+	}{tr.Objects, tr.Ignored, tr.Skipped, diagStrings(tr.Diags), tr.Files}, "", " ")
 	if err != nil {
 		t.Fatal(err)
 	}

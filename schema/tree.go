@@ -75,6 +75,10 @@ type Tree struct {
 	Root    string
 	Objects []*Object // in file order, then document order
 	Ignored []Ignored
+	// Skipped lists the files not read for their names: kustomize and Helm
+	// files, which hold no Kubernetes objects. (Paths that an ignore file
+	// leaves out are not listed.)
+	Skipped []Skipped
 	Files   int       // spec files read
 	Diags   diag.List // sorted
 	// Cached counts the files (or CUE packages) whose result came from the cache.
@@ -115,7 +119,7 @@ func Load(root string, opt Options) (*Tree, error) {
 	if opt.Stats != nil {
 		if ws := opt.Stats.walk; ws != nil && opt.Changed != nil && opt.Cache != nil && ws.root == root && ws.max == opt.MaxFileSize {
 			gone, hinted = ws.update(opt.Changed)
-			units = ws.units
+			units, t.Skipped = ws.units, ws.skipped
 		}
 		prev := opt.Stats.walk
 		opt.Stats.walk = nil // kept again once this Load is through
@@ -128,7 +132,7 @@ func Load(root string, opt Options) (*Tree, error) {
 		if err != nil {
 			return nil, err
 		}
-		units = w.units
+		units, t.Skipped = w.units, w.skipped
 		if opt.Stats != nil {
 			defer func() { opt.Stats.walk = newWalkState(root, w, opt.MaxFileSize) }()
 		}

@@ -1527,3 +1527,41 @@ func TestCompileNodeHints(t *testing.T) {
 		})
 	}
 }
+
+// TestCompileTerminalPods: a pod that has Succeeded or Failed is never an
+// endpoint, even when its Ready condition still says True and when the
+// Service publishes not-ready addresses; nor does DNS name it. (The
+// EndpointSlice controller leaves terminal pods out: ShouldPodBeInEndpoints.)
+func TestCompileTerminalPods(t *testing.T) {
+	c := mustTree(t, "testdata/terminal-pods", "node-a", "node-b")
+	for _, node := range []string{"node-a", "node-b"} {
+		p := c.plans[node]
+		for _, svc := range []string{"shop/batch", "shop/batch-all"} {
+			port := findPort(t, findService(t, p, svc), "http", "TCP")
+			want := []endpointShape{{Addr: "10.244.1.40:8080", Ready: true, Serving: true, Node: "node-a", Zone: "zone-a", Hostname: hostnameIf(svc == "shop/batch-all", "running"), Pod: "shop/batch-running"}}
+			if diff := cmp.Diff(want, endpointShapes(port)); diff != "" {
+				t.Errorf("%s %s endpoints (-want +got):\n%s", node, svc, diff)
+			}
+		}
+		running := false
+		for _, z := range p.DNS.Zones {
+			for _, r := range z.Records {
+				running = running || r.Name == "running.batch-all.shop.svc.cluster.local."
+				if strings.Contains(r.Data, "10.244.1.41") || strings.Contains(r.Data, "10.244.2.42") ||
+					strings.HasPrefix(r.Name, "done.") || strings.HasPrefix(r.Name, "failed.") {
+					t.Errorf("%s: DNS names a terminal pod: %+v", node, r)
+				}
+			}
+		}
+		if !running {
+			t.Errorf("%s: DNS does not name the running pod", node)
+		}
+	}
+}
+
+func hostnameIf(ok bool, name string) string {
+	if ok {
+		return name
+	}
+	return ""
+}

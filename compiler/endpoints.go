@@ -59,7 +59,13 @@ func (c *compilation) zoneOf(node string) string {
 // podEndpoints turns a selected pod into endpoints of a port: one per pod
 // IP of the Service's families, at the target port (a named targetPort is
 // looked up in the pod's container ports; a pod without it is left out).
+// A terminal pod (Succeeded or Failed) is never an endpoint, not even a
+// not-ready one, as the EndpointSlice controller decides
+// (ShouldPodBeInEndpoints).
 func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
+	if pod.Terminal() {
+		return nil
+	}
 	target := port.TargetPort.Int
 	if port.TargetPort.IsName() {
 		target = 0

@@ -274,8 +274,11 @@ type ContainerPort struct {
 	Protocol      string `json:"protocol"`
 }
 
-// PodStatus holds the pod's IPs and conditions.
+// PodStatus holds the pod's phase, IPs and conditions.
 type PodStatus struct {
+	// Phase is Pending, Running, Succeeded, Failed or Unknown; a pod that
+	// has Succeeded or Failed is terminal (see Pod.Terminal).
+	Phase      string         `json:"phase,omitempty"`
 	PodIP      string         `json:"podIP,omitempty"`
 	PodIPs     []PodIP        `json:"podIPs,omitempty"`
 	Conditions []PodCondition `json:"conditions,omitempty"`
@@ -300,6 +303,13 @@ func (p *Pod) Ready() bool {
 		}
 	}
 	return false
+}
+
+// Terminal reports whether the pod has run to completion (phase Succeeded
+// or Failed): Kubernetes never makes such a pod an endpoint, whatever its
+// Ready condition still says.
+func (p *Pod) Terminal() bool {
+	return p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed"
 }
 
 // IPs returns the pod's IPs: status.podIPs, or status.podIP when podIPs is empty.

@@ -20,7 +20,9 @@ func init() {
 		args:    "TREE [--locked]",
 		summary: "check a tree of specs and report every mistake with its position",
 		help: `Validate reads every .yaml, .yml, .json and .cue file below TREE (dot-files
-and dot-directories are skipped), checks each object against netspec's
+and dot-directories are skipped, and so is what a .netspecignore file
+leaves out, in gitignore syntax; kustomization.yaml, Chart.yaml and
+values*.yaml are skipped and listed), checks each object against netspec's
 embedded CUE schema and the Kubernetes API rules, then checks the objects
 against each other (duplicate names, two Services with one IP, a node port
 used twice, ...). Every error is printed as file:line:col: field: message,
@@ -96,6 +98,13 @@ func summary(t *schema.Tree) string {
 			ig = append(ig, i.String())
 		}
 		s += fmt.Sprintf(" (%s ignored: %s)", plural(n, "object"), strings.Join(ig, "; "))
+	}
+	if n := len(t.Skipped); n > 0 {
+		var sk []string
+		for _, f := range t.Skipped {
+			sk = append(sk, f.String())
+		}
+		s += fmt.Sprintf(" (%s skipped: %s)", plural(n, "file"), strings.Join(sk, "; "))
 	}
 	return s
 }

@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -397,5 +399,31 @@ func TestIgnoreMatch(t *testing.T) {
 		if got := ignored(rules, c.path, false); got != c.want {
 			t.Errorf("nested: %s: ignored = %v, want %v", c.path, got, c.want)
 		}
+	}
+}
+
+// TestIgnoreFileSymlinks: a symlink left out is not followed, so a broken
+// one or one that leaves the tree is no error; as in git, a symlink to a
+// directory is not a directory for a pattern that ends in "/".
+func TestIgnoreFileSymlinks(t *testing.T) {
+	outside := writeTree(t, map[string]string{"o.yaml": svcYAML("outside")})
+	root := writeTree(t, map[string]string{
+		".netspecignore": "broken.yaml\nout.yaml\nlinked/\n",
+		"a.yaml":         svcYAML("a"),
+		"real/b.yaml":    svcYAML("b"),
+	})
+	for name, target := range map[string]string{
+		"broken.yaml": "does-not-exist.yaml",
+		"out.yaml":    filepath.Join(outside, "o.yaml"),
+		"linked":      "real", // not left out by linked/: read as linked/b.yaml, once
+	} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Skipf("symlinks not supported: %v", err)
+		}
+	}
+	tr := loadTree(t, root, Options{})
+	wantNoDiags(t, tr)
+	if got := objectNames(tr); strings.Join(got, ",") != "Service default/a,Service default/b" {
+		t.Errorf("objects = %v, want a and b", got)
 	}
 }

@@ -144,6 +144,14 @@ func (w *walker) dir(real, rel string) {
 		childReal := filepath.Join(real, name)
 		childRel := path.Join(rel, name)
 		mode := e.Type()
+		// As git, a symlink is not a directory for patterns that end in
+		// "/"; one left out is not followed, so it is no error either.
+		if ignored(w.scope, childRel, mode.IsDir()) {
+			if mode.IsDir() {
+				w.left[childRel] = true
+			}
+			continue
+		}
 		if mode&fs.ModeSymlink != 0 {
 			w.links = true
 			target, err := filepath.EvalSymlinks(childReal)
@@ -162,12 +170,6 @@ func (w *walker) dir(real, rel string) {
 			}
 			childReal = target
 			mode = st.Mode().Type()
-		}
-		if ignored(w.scope, childRel, mode.IsDir()) {
-			if mode.IsDir() {
-				w.left[childRel] = true
-			}
-			continue
 		}
 		switch {
 		case mode.IsDir():

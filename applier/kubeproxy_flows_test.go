@@ -16,6 +16,7 @@ import (
 
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/internal/vmtest"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
 )
@@ -32,7 +33,9 @@ import (
 // their own) is a tree in testdata/kubeproxy: its Services and
 // EndpointSlices, translated, plus common/ (kube-proxy's test cluster and
 // the Node under test, "test-node"). The tree is compiled for test-node
-// and installed, by the applier and by nft -f, in a topology of its own:
+// and installed by each of the installers (the applier, nft -f of the
+// rendered file; the applier with IPVS only in the VM, see
+// TestKubeProxyFlowsIPVS), in a topology of its own:
 //
 //	external client ── router ── test-node ── upstream
 //	203.0.113.2, .130             │    │
@@ -53,8 +56,10 @@ import (
 // rather than lost, so DROP and REJECT are told apart from a leak.
 //
 // A flow's source is made real: a pod address dials from its namespace,
-// a node address from test-node, an external address from the client. It
-// checks kube-proxy's expected output:
+// a node address from test-node, an external address from the client; the
+// flows of a case run one after the other (their REJECTs share the
+// kernel's ICMP rate limit towards a source). A flow checks kube-proxy's
+// expected output:
 //   - endpoints: over 20 connections per endpoint, every endpoint listed
 //     answers and no other server does;
 //   - "REJECT": the first attempt is refused (TCP: RST or ICMP
@@ -68,36 +73,60 @@ import (
 // without it the flow's own source address. From test-node itself both
 // look the same (a node address), so there masquerade is not observable.
 //
-// Flows that depend on what netspec does not have (kube-proxy flags,
-// SCTP clients in Go, a load balancer that SNATs) carry skip: they are
-// reported with t.Skip and their reason, never left out.
+// Flows that depend on what netspec or the test does not have
+// (kube-proxy flags, SCTP in Go, a load balancer that SNATs) carry skip:
+// they are reported with t.Skip and their reason, never left out. When
+// the tree itself is what a case needs from netspec (a Cluster field),
+// the case fails at compiling it.
 func TestKubeProxyFlows(t *testing.T) {
 	testnet.Require(t, "nft")
-	for _, table := range kubeProxyTables {
-		t.Run(table.test, func(t *testing.T) {
-			for _, c := range table.cases {
-				run := func(t *testing.T) {
-					if c.skip != "" {
-						t.Skipf("SKIPPED: %s", c.skip)
-					}
-					for _, in := range installers {
-						if in.name == "ipvs" {
-							continue // kube-proxy's tables are its nftables mode's
-						}
-						t.Run(in.name, func(t *testing.T) {
+	for _, in := range installers {
+		t.Run(in.name, func(t *testing.T) {
+			if in.name == "ipvs" && !vmtest.InVM() {
+				t.Skip("SKIPPED: the IPVS data plane is replayed in the VM of internal/vmtest (TestKubeProxyFlowsIPVS); the host kernel has no IPVS")
+			}
+			for _, table := range kubeProxyTables {
+				t.Run(table.test, func(t *testing.T) {
+					for _, c := range table.cases {
+						run := func(t *testing.T) {
+							if c.skip != "" {
+								t.Skipf("SKIPPED: %s", c.skip)
+							}
 							t.Parallel()
 							runKubeProxyCase(t, c, in.install)
-						})
+						}
+						if c.name == "" {
+							run(t) // one case: its flows are the table's
+						} else {
+							t.Run(c.name, run)
+						}
 					}
-				}
-				if c.name == "" {
-					run(t)
-				} else {
-					t.Run(c.name, run)
-				}
+				})
 			}
 		})
 	}
+}
+
+// TestKubeProxyFlowsIPVS runs TestKubeProxyFlows for the IPVS data plane
+// in the VM of internal/vmtest, whose kernel has IPVS (the host's has not).
+// Under qemu without KVM the replay takes minutes (about 6 on two busy
+// cores, against 20 s on the host), so it runs only when
+// NETSPEC_KUBEPROXY_IPVS=1 asks for it.
+func TestKubeProxyFlowsIPVS(t *testing.T) {
+	if vmtest.InVM() {
+		t.Skip("in the VM already")
+	}
+	if os.Getenv("NETSPEC_KUBEPROXY_IPVS") != "1" {
+		t.Skip("SKIPPED: replaying kube-proxy's flows for IPVS in the VM takes minutes; set NETSPEC_KUBEPROXY_IPVS=1 to run it")
+	}
+	testnet.Require(t, "nft")
+	vmtest.RunPackage(t, "netspec.dev/netspec/applier", vmtest.Options{
+		Args:         []string{"-test.run", "^TestKubeProxyFlows$/^ipvs$", "-test.v"},
+		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
+		Files:        map[string]string{"/vmtest/testdata": "testdata"},
+		Dir:          "/vmtest",
+		Timeout:      10 * time.Minute,
+	})
 }
 
 // kpFlow is one packet flow of a kube-proxy table: kube-proxy's
@@ -453,7 +482,7 @@ func runKubeProxyCase(t *testing.T, c kpCase, inst installer) {
 	}
 	_, p = kpCompile(t, dir)
 	install(t, p)
-	t.Run("endpoints deleted", func(t *testing.T) { topo.replay(t, c.after) })
+	t.Run("EndpointSlices deleted", func(t *testing.T) { topo.replay(t, c.after) })
 }
 
 // kpCopyFiles copies the files (not the directories) of directory from

@@ -444,12 +444,10 @@ func masqueradeFlows(overrides map[string]kpFlow) []kpFlow {
 
 // kpTopology is the network of one case: see TestKubeProxyFlows.
 type kpTopology struct {
-	net      *testnet.Net
-	node     *testnet.NS
-	client   *testnet.NS
-	upstream *testnet.NS
-	remote   *testnet.NS
-	pods     map[string]*testnet.NS // by address: local and remote endpoints, pod sources
+	net    *testnet.Net
+	node   *testnet.NS
+	client *testnet.NS
+	pods   map[string]*testnet.NS // by address: local and remote endpoints, pod sources
 	// nodeAddrs are test-node's own addresses: what an endpoint sees of a
 	// masqueraded connection.
 	nodeAddrs map[string]bool
@@ -537,7 +535,6 @@ func newKPTopology(t *testing.T, tree *schema.Tree, flows []kpFlow) *kpTopology 
 	topo := &kpTopology{net: n, pods: map[string]*testnet.NS{}, nodeAddrs: map[string]bool{}}
 	topo.node, topo.client = n.NS("test-node"), n.NS("client")
 	router, upstream, remote := n.NS("router"), n.NS("upstream"), n.NS("remote")
-	topo.upstream, topo.remote = upstream, remote
 
 	nodeCIDRs := []string{kpNodeIP + "/24", kpNodeIPAlt + "/24", kpExternalIP + "/24", kpNodeIPv6 + "/64", kpNodeIPv6Alt + "/64"}
 	testnet.Link(topo.node, nodeCIDRs, router, []string{"192.168.0.1/24", "2001:db8::ff/64"})
@@ -601,11 +598,14 @@ func newKPTopology(t *testing.T, tree *schema.Tree, flows []kpFlow) *kpTopology 
 		}
 	}
 	for _, a := range addrs {
-		host := remote
-		if local[a] {
-			host = topo.node
-		} else {
-			topo.node.Route(a+"/"+strconv.Itoa(netip.MustParseAddr(a).BitLen()), map[bool]string{false: "198.19.0.2", true: "fd00:198:19::2"}[strings.Contains(a, ":")])
+		host := topo.node
+		if !local[a] {
+			host = remote
+			ip, via := netip.MustParseAddr(a), "198.19.0.2"
+			if ip.Is6() {
+				via = "fd00:198:19::2"
+			}
+			topo.node.Route(netip.PrefixFrom(ip, ip.BitLen()).String(), via)
 		}
 		ns := topo.addPod(t, host, a)
 		for _, p := range ports[a] {

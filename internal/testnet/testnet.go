@@ -18,8 +18,8 @@
 //	server.Serve(t, "backend", "192.0.2.2:8080")
 //	got := client.DialTCP("192.0.2.2:8080", time.Second) // "backend 192.0.2.1"
 //
-// Methods that set things up (NS, Link, Route, AddAddr, Forwarding, Sysctl,
-// MustRun) fail the test given to New when they fail; call them from that
+// Methods that set things up (NS, Link, Route, AddAddr, IP, Forwarding,
+// Sysctl, MustRun) fail the test given to New when they fail; call them from that
 // test's goroutine. The dial methods and Do are safe for concurrent use.
 package testnet
 
@@ -328,6 +328,15 @@ func (ns *NS) Route(dst, via string) {
 		fam = "-6"
 	}
 	ns.ip([]string{fam, "route", "replace", dst, "via", gw.String()}, "")
+}
+
+// IP runs ip(8) commands inside the namespace, each without the leading
+// "ip" ("addr add 169.254.1.1/32 dev eth1 scope link", "route add
+// 10.0.1.5/32 dev eth1"), in one process: for what AddAddr, Route and Link
+// do not express.
+func (ns *NS) IP(cmds ...string) {
+	ns.net.t.Helper()
+	ns.ipBatch(cmds...)
 }
 
 // nextDev returns a new device name for the namespace: eth0, eth1, …

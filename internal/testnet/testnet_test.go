@@ -39,6 +39,11 @@ func TestNet(t *testing.T) {
 		server.AddAddr("lo", "198.51.100.1/32")
 		server.AddAddr("lo", "2001:db8:1::1/128")
 		client.Route("198.51.100.0/24", "192.0.2.2")
+		// IP runs what the other helpers do not express.
+		server.IP("addr add 198.51.100.2/32 dev lo scope link")
+		if out := server.MustRun("ip", "-4", "addr", "show", "dev", "lo"); !strings.Contains(out, "198.51.100.2/32 scope link") {
+			t.Errorf("after IP(addr add … scope link), ip addr in %s says:\n%s", server, out)
+		}
 		server.Forwarding()
 		if out := server.MustRun("sysctl", "-n", "net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"); strings.Fields(out)[0] != "1" || strings.Fields(out)[1] != "1" {
 			t.Errorf("forwarding in %s: sysctl says %q", server, out)

@@ -76,8 +76,9 @@ hand, say) are shown as drift; apply repairs them.
 
 Needs root (or CAP_NET_ADMIN) to read the kernel's tables.
 
-Exit status: 0 and 1 as usual; with --detailed-exitcode, 0 means nothing to
-do, 2 means changes are pending, 1 an error (as terraform plan).
+Exit status: 0 done; 1 any error (an invalid tree, a usage error such as an
+unknown flag). With --detailed-exitcode, as terraform plan: 0 nothing to
+do, 2 changes pending, 1 any error; 2 never means anything else.
 
 Examples:
   netspec plan examples/basic --node node-1
@@ -119,6 +120,9 @@ Examples:
 Applying twice changes nothing the second time. An invalid tree changes
 nothing. Needs root (or CAP_NET_ADMIN).
 
+Exit status: 0 applied, or nothing to change; 1 any error (an invalid tree,
+a usage error such as an unknown flag).
+
 Examples:
   netspec apply examples/basic --node node-1
   netspec apply . --node node-1 --dataplane ipvs --ipvs-scheduler lc
@@ -138,7 +142,11 @@ Examples:
 namespace it runs in, the IPVS virtual servers netspec owns and its interface
 netspec-ipvs0 (if --dataplane ipvs was used), and the zone files, env files
 and plan.json of the state dir. Other tables, virtual servers and files are
-left alone. Running it again is harmless.
+left alone. Running it again is harmless. A state dir that does not exist
+is not created.
+
+Exit status: 0 removed, or nothing to remove; 1 any error (a usage error
+too).
 
 Examples:
   netspec cleanup
@@ -156,14 +164,14 @@ Examples:
 // diagnostics; nil means the command failed (already reported).
 func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, int) {
 	if !needArgs(e, cmd, args, 1, "one TREE") {
-		return nil, exitUsage
+		return nil, exitError
 	}
 	if f.node == "" {
 		fmt.Fprintf(e.stderr, "netspec %s: --node is required\nRun 'netspec %s --help' for usage.\n", cmd, cmd)
-		return nil, exitUsage
+		return nil, exitError
 	}
 	if !f.checkDataplane(e, cmd) {
-		return nil, exitUsage
+		return nil, exitError
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
@@ -220,7 +228,7 @@ func runPlan(e *env, opts any, args []string) int {
 		fmt.Fprintln(e.stdout, planSummary(r, d, "to add", "to change", "to remove"))
 	}
 	if f.detailed && !r.Empty() {
-		return 2
+		return exitChanges
 	}
 	return exitOK
 }
@@ -266,7 +274,7 @@ func runCleanup(e *env, opts any, args []string) int {
 	f := opts.(*nodeFlags)
 	if len(args) > 0 {
 		fmt.Fprintf(e.stderr, "netspec cleanup: takes no arguments, got %q\nRun 'netspec cleanup --help' for usage.\n", args)
-		return exitUsage
+		return exitError
 	}
 	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
 	if err != nil {

@@ -53,9 +53,10 @@ Formats:
             DNS and env changes as diff blocks, the per-node counts as a table
   json      the whole diff, with stable lowerCamelCase field names
 
-Exit status: 0 done, whether or not there are differences; 1 error (an
-invalid tree, a node in neither tree); 2 bad usage. With --detailed-exitcode,
-as terraform plan: 0 no differences, 2 differences, 1 error.
+Exit status: 0 done, whether or not there are differences; 1 any error (an
+invalid tree, a node in neither tree, a usage error such as an unknown
+flag). With --detailed-exitcode, as terraform plan: 0 no differences,
+2 differences, 1 any error; 2 never means anything else.
 
 Examples:
   netspec diff main/ pr/
@@ -79,13 +80,13 @@ Examples:
 func runDiff(e *env, opts any, args []string) int {
 	f := opts.(*diffFlags)
 	if !needArgs(e, "diff", args, 2, "OLD_TREE and NEW_TREE") {
-		return exitUsage
+		return exitError
 	}
 	switch f.format {
 	case "text", "markdown", "json":
 	default:
 		fmt.Fprintf(e.stderr, "netspec diff: --format %q: want text, markdown or json\n", f.format)
-		return exitUsage
+		return exitError
 	}
 	var trees [2]*loaded
 	failed := false
@@ -149,7 +150,7 @@ func runDiff(e *env, opts any, args []string) int {
 		writeDiffText(e.stdout, d)
 	}
 	if f.detailed && !d.Empty() {
-		return 2
+		return exitChanges
 	}
 	return exitOK
 }

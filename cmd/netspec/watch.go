@@ -74,6 +74,9 @@ first successful sync).
 Needs root (or CAP_NET_ADMIN, and CAP_NET_BIND_SERVICE for port 53).
 deploy/netspec.service is a systemd unit for it.
 
+Exit status: 0 stopped by SIGTERM or SIGINT; 1 any error: it could not
+start, a server failed, or a usage error (an unknown flag, no --node).
+
 Examples:
   netspec watch /srv/cluster --node $(hostname)
   netspec watch /srv/git/current --node node-1 --dns-listen 127.0.0.53:53 --metrics-listen :9253
@@ -102,11 +105,11 @@ Examples:
 func runWatch(e *env, opts any, args []string) int {
 	f := opts.(*watchFlags)
 	if !needArgs(e, "watch", args, 1, "one TREE") {
-		return exitUsage
+		return exitError
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(e.stderr, "netspec watch: "+format+"\nRun 'netspec watch --help' for usage.\n", a...)
-		return exitUsage
+		return exitError
 	}
 	if f.node == "" {
 		return usage("--node is required")

@@ -68,7 +68,8 @@ func init() {
 		summary: "show what apply would change on this node (kernel and state dir)",
 		help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
 this machine holds now: netspec's nftables tables (ip netspec, ip6 netspec)
-in the network namespace plan runs in, and the state dir. It changes nothing.
+in the network namespace plan runs in, and the state dir. It changes nothing,
+and does not create the state dir when it is missing.
 
 Lines start with + (added), ~ (changed) or - (removed); the last line sums up.
 Changes the kernel needs although the plan did not change (a rule deleted by
@@ -197,7 +198,9 @@ func runPlan(e *env, opts any, args []string) int {
 	if p == nil {
 		return code
 	}
-	n, err := applier.Open(f.applierOptions())
+	ao := f.applierOptions()
+	ao.NoCreateStateDir = true // plan only reads
+	n, err := applier.Open(ao)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 		return exitError
@@ -276,7 +279,7 @@ func runCleanup(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec cleanup: takes no arguments, got %q\nRun 'netspec cleanup --help' for usage.\n", args)
 		return exitError
 	}
-	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
+	n, err := applier.Open(applier.Options{StateDir: f.stateDir, NoCreateStateDir: true})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
 		return exitError

@@ -348,7 +348,7 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
 	var b strings.Builder
-	writeDiffText(&b, d)
+	writeDiffText(&b, d, false)
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	for _, l := range lines[:len(lines)-1] { // the last line is diff's estimate of the data plane
 		if l != "" && l != "no differences" {

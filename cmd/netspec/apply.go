@@ -72,8 +72,11 @@ in the network namespace plan runs in, and the state dir. It changes nothing,
 and does not create the state dir when it is missing.
 
 Lines start with + (added), ~ (changed) or - (removed); the last line sums up.
+A DNS zone's change is one line that counts its records.
 Changes the kernel needs although the plan did not change (a rule deleted by
-hand, say) are shown as drift; apply repairs them.
+hand, say) are shown as drift, elements as nft writes them and, under a
+chain that differs, its rules that differ ("- rule N" as the kernel has it,
+"+ rule N" as the plan has it); apply repairs them.
 
 Needs root (or CAP_NET_ADMIN) to read the kernel's tables.
 
@@ -367,6 +370,7 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 			}
 			for _, c := range t.ChainsChanged {
 				fmt.Fprintf(w, "~ drift: chain %s %s differs from the plan\n", t.Family, c)
+				writeRuleChanges(w, t.Rules, c)
 			}
 			for _, c := range t.ChainsRemoved {
 				fmt.Fprintf(w, "- drift: chain %s %s is not in the plan\n", t.Family, c)
@@ -393,6 +397,33 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 	}
 	for _, p := range r.Files.Removed {
 		fmt.Fprintf(w, "- file %s\n", p)
+	}
+}
+
+// maxRuleLines bounds the rules shown for one chain that drifted.
+const maxRuleLines = 10
+
+// writeRuleChanges prints, under a chain that drifted, the rules that
+// differ: "- rule N: …" as the kernel has it, "+ rule N: …" as the plan
+// has it (both for a rule changed in place).
+func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
+	n := 0
+	for _, r := range rules {
+		if r.Chain != chain {
+			continue
+		}
+		if n++; n > maxRuleLines {
+			continue
+		}
+		if r.Old != "" {
+			fmt.Fprintf(w, "    - rule %d: %s\n", r.Index, r.Old)
+		}
+		if r.New != "" {
+			fmt.Fprintf(w, "    + rule %d: %s\n", r.Index, r.New)
+		}
+	}
+	if n > maxRuleLines {
+		fmt.Fprintf(w, "    … and %d more rules that differ\n", n-maxRuleLines)
 	}
 }
 

@@ -94,7 +94,7 @@ type Node struct {
 }
 
 // Open connects to the node's kernel (unless opts.NoDataplane) and opens
-// its state dir.
+// its state dir, creating it unless opts.NoCreateStateDir.
 func Open(opts Options) (*Node, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir

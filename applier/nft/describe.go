@@ -910,13 +910,19 @@ func intervalDrift(s *Set, have []nftables.SetElement, fam nftables.TableFamily)
 	return added, removed
 }
 
-// describeRules names, for each chain the plan rewrites, the rules that
-// differ between the kernel (have, read with its rules) and the plan.
+// maxDescribedChains bounds the chains whose rules describeRules names:
+// the report is for people (writing a rule back costs about 15 µs), and a
+// change of thousands of chains is not drift to read rule by rule.
+const maxDescribedChains = 100
+
+// describeRules names, for each chain the plan rewrites (the first
+// maxDescribedChains), the rules that differ between the kernel (have,
+// read with its rules) and the plan.
 func (tp *tablePlan) describeRules(have *kernelTable, fam nftables.TableFamily) {
 	if have == nil || tp.changes.Replace {
 		return
 	}
-	for _, ch := range tp.changedChains {
+	for _, ch := range tp.changedChains[:min(len(tp.changedChains), maxDescribedChains)] {
 		if kc := have.chains[ch.Name]; kc != nil {
 			tp.changes.Rules = append(tp.changes.Rules, ruleChanges(ch, kc.keys, fam)...)
 		}

@@ -28,8 +28,9 @@ type TableChanges struct {
 	ChainsAdded, ChainsChanged, ChainsRemoved []string
 	SetsAdded, SetsRemoved                    []string
 	ElementsAdded, ElementsRemoved            []ElementChange
-	// Rules are the rules that differ in the chains changed, when the
-	// kernel was read back (plan, apply): drift, rule by rule.
+	// Rules are the rules that differ in the chains changed (the first
+	// 100 of them), when the kernel was read back (plan, apply): drift,
+	// rule by rule.
 	Rules []RuleChange `json:",omitempty"`
 
 	// Ops counts the netlink messages of the change; Bytes estimates

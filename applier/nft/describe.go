@@ -573,7 +573,7 @@ func exprsText(fam nftables.TableFamily, exprs []expr.Any, anon []nftables.SetEl
 				out = append(out, s+" "+familyName(fam)+" to "+addr.text)
 				continue
 			}
-			to := addrText(addr, addrType)
+			to := addrText(addr)
 			if e.RegProtoMin != 0 {
 				to += ":" + portText(regs[reg32(e.RegProtoMin)])
 			}
@@ -807,7 +807,7 @@ func anonText(src operand, elems []nftables.SetElement, addrType string) string 
 }
 
 // addrText writes an immediate address of NAT.
-func addrText(op operand, addrType string) string {
+func addrText(op operand) string {
 	if op.typ == "raw" && strings.HasPrefix(op.text, "0x") {
 		if b, err := hex.DecodeString(op.text[2:]); err == nil {
 			if a, ok := netip.AddrFromSlice(b); ok {

@@ -20,6 +20,10 @@ const DefaultStateDir = "/var/lib/netspec"
 // Options say where an applier acts.
 type Options struct {
 	StateDir string // DefaultStateDir when empty
+	// NoCreateStateDir leaves a missing state dir missing (plan and
+	// cleanup, which promise not to create it): it then holds no files,
+	// and only Apply creates it.
+	NoCreateStateDir bool
 	// NetNSFd is an open network namespace (/var/run/netns/NAME) to act
 	// in; 0 is the namespace the process runs in.
 	NetNSFd int
@@ -90,12 +94,16 @@ type Node struct {
 }
 
 // Open connects to the node's kernel (unless opts.NoDataplane) and opens
-// its state dir.
+// its state dir, creating it unless opts.NoCreateStateDir.
 func Open(opts Options) (*Node, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir
 	}
-	dir, err := state.Open(opts.StateDir)
+	open := state.Open
+	if opts.NoCreateStateDir {
+		open = state.OpenNoCreate
+	}
+	dir, err := open(opts.StateDir)
 	if err != nil {
 		return nil, err
 	}

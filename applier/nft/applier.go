@@ -170,6 +170,7 @@ func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 			return nil, err
 		}
 		tp := diffTable(want.table(fam), have, fam)
+		tp.describeRules(have, fam)
 		if a.refused && tp.want != nil && !tp.changes.Replace {
 			tp.replace("the kernel refused the last change")
 		}

@@ -232,8 +232,8 @@ func setUserdata(m netlink.Message) (netlink.Message, error) {
 // sends only that pick's intervals that changed. An interval is never
 // edited in place (the kernel refuses a bound inside a live interval):
 // it is deleted whole and added anew, in one batch. textOf names have's
-// intervals for the report, by unit key; without it, they are shown by
-// their start.
+// intervals for the report, by unit key; without it, they are written
+// from the kernel's elements.
 func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textOf map[string]string) {
 	left := map[string][]nftables.SetElement{}
 	for _, u := range intervalUnits(have) {
@@ -269,7 +269,7 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 		tp.changes.Bytes += elementBytes(u)
 		text := textOf[k]
 		if text == "" {
-			text = fmt.Sprintf("%x", u[0].Key)
+			text = formatOf(s, tp.family()).elementText(u)
 		}
 		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: text})
 	}

@@ -15,14 +15,17 @@ func allElems(s *Set) []nftables.SetElement {
 	return out
 }
 
-// flushSet plans to empty an interval set and fill it again.
-func (tp *tablePlan) flushSet(s *Set) {
+// flushSet plans to empty an interval set and fill it again; added and
+// removed are the elements that differ, for the report (all of them are
+// sent again).
+func (tp *tablePlan) flushSet(s *Set, added, removed []ElementChange) {
 	tp.flushSets = append(tp.flushSets, s)
 	tp.changes.Ops += 2
 	for _, e := range s.Elements {
-		tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
 		tp.changes.Bytes += elementBytes(e.Elems)
 	}
+	tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, added...)
+	tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 }
 
 // diffKnown compares the desired table with the one the applier installed
@@ -78,7 +81,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			continue
 		}
 		if s.Template.Interval {
-			tp.flushSet(s)
+			tp.flushSet(s, elementChanges(s.Name, eAdded), elementChanges(s.Name, eRemoved))
 			continue
 		}
 		tp.changes.Ops++

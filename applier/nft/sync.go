@@ -28,6 +28,10 @@ type TableChanges struct {
 	ChainsAdded, ChainsChanged, ChainsRemoved []string
 	SetsAdded, SetsRemoved                    []string
 	ElementsAdded, ElementsRemoved            []ElementChange
+	// Rules are the rules that differ in the chains changed (the first
+	// 100 of them), when the kernel was read back (plan, apply): drift,
+	// rule by rule.
+	Rules []RuleChange `json:",omitempty"`
 
 	// Ops counts the netlink messages of the change; Bytes estimates
 	// their payload (rule expressions and element keys). Both stay small
@@ -38,7 +42,7 @@ type TableChanges struct {
 // ElementChange is one element added to or removed from a set or map.
 type ElementChange struct {
 	Set  string
-	Text string // as rendered; a key in hex for an element the plan does not have
+	Text string // as rendered; for an element the plan does not have, as nft writes it
 }
 
 // Empty tells whether nothing changes.
@@ -124,7 +128,8 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 		}
 		if s.Template.Interval {
 			if anonKey(ks.elems) != anonKey(allElems(s)) {
-				tp.flushSet(s)
+				added, removed := intervalDrift(s, ks.elems, fam)
+				tp.flushSet(s, added, removed)
 			}
 			continue
 		}
@@ -157,7 +162,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 		for _, k := range extra {
 			e := haveKeys[k]
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], e)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: fmt.Sprintf("%x", e.Key)})
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: formatOf(s, fam).elementText([]nftables.SetElement{e})})
 			tp.changes.Bytes += elementBytes([]nftables.SetElement{e})
 		}
 	}
@@ -209,7 +214,7 @@ func (tp *tablePlan) replace(why string) {
 	t := tp.want
 	tp.changes.ChainsAdded, tp.changes.SetsAdded = nil, nil
 	tp.changes.ChainsChanged, tp.changes.ChainsRemoved, tp.changes.SetsRemoved = nil, nil, nil
-	tp.changes.ElementsAdded, tp.changes.ElementsRemoved = nil, nil
+	tp.changes.ElementsAdded, tp.changes.ElementsRemoved, tp.changes.Rules = nil, nil, nil
 	tp.changes.Ops, tp.changes.Bytes = 3, 0
 	for _, s := range t.Sets {
 		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)

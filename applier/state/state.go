@@ -77,6 +77,19 @@ type Dir struct {
 // with mode 0755 when it is missing. A path that exists and is not a
 // directory is an error.
 func Open(path string) (*Dir, error) {
+	return open(path, true)
+}
+
+// OpenNoCreate opens the state directory at path as Open does, but leaves
+// it missing when it is: commands that promise to change nothing (plan)
+// or only to remove netspec's files (cleanup) must not create it. A
+// missing dir holds no files for Plan, LastPlan, Serial and Cleanup, which
+// do not create it either; Apply creates it.
+func OpenNoCreate(path string) (*Dir, error) {
+	return open(path, false)
+}
+
+func open(path string, create bool) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("netspec state dir: no path given")
 	}
@@ -89,13 +102,37 @@ func Open(path string) (*Dir, error) {
 	case err == nil && !fi.IsDir():
 		return nil, fmt.Errorf("netspec state dir %s: exists and is not a directory", abs)
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(abs, dirMode); err != nil {
-			return nil, fmt.Errorf("netspec state dir %s: cannot create it: %w%s", abs, err, hint(err))
+		if !create {
+			break
+		}
+		if err := mkdir(abs); err != nil {
+			return nil, err
 		}
 	case err != nil:
 		return nil, fmt.Errorf("netspec state dir %s: %w%s", abs, err, hint(err))
 	}
 	return &Dir{path: abs}, nil
+}
+
+// mkdir creates the dir at abs (and its parents) with mode 0755.
+func mkdir(abs string) error {
+	if err := os.MkdirAll(abs, dirMode); err != nil {
+		return fmt.Errorf("netspec state dir %s: cannot create it: %w%s", abs, err, hint(err))
+	}
+	return nil
+}
+
+// exists tells whether the dir is there (OpenNoCreate may leave it
+// missing).
+func (d *Dir) exists() (bool, error) {
+	_, err := os.Stat(d.path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, d.errorf("%w", err)
 }
 
 // Path is the dir's absolute path.
@@ -142,11 +179,17 @@ func IsManaged(rel string) bool {
 // (see the package doc). RulesetFile is ignored; any other path that is not
 // of netspec's kinds is an error.
 func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
-	unlock, err := d.lock(syscall.LOCK_SH)
+	ok, err := d.exists()
 	if err != nil {
 		return Changes{}, err
 	}
-	defer unlock()
+	if ok { // a missing dir (OpenNoCreate) holds nothing to lock or read
+		unlock, err := d.lock(syscall.LOCK_SH)
+		if err != nil {
+			return Changes{}, err
+		}
+		defer unlock()
+	}
 	ch, _, err := d.diff(files)
 	return ch, err
 }
@@ -158,6 +201,9 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 // written or removed last (see the package doc). On an error, the Changes
 // returned are those made before it.
 func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
+	if err := mkdir(d.path); err != nil { // OpenNoCreate may have left it missing
+		return Changes{}, err
+	}
 	unlock, err := d.lock(syscall.LOCK_EX)
 	if err != nil {
 		return Changes{}, err
@@ -235,8 +281,12 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 // Cleanup removes every file of netspec's kinds from the dir, plan.json
 // first, then dns/ and env/ when they are empty; other files, and the dir
 // itself, stay. It returns the relative paths of the files it removed,
-// sorted. Zone serials are forgotten with the zones.
+// sorted. Zone serials are forgotten with the zones. A missing dir stays
+// missing.
 func (d *Dir) Cleanup() (removed []string, err error) {
+	if ok, err := d.exists(); !ok || err != nil {
+		return nil, err
+	}
 	unlock, err := d.lock(syscall.LOCK_EX)
 	if err != nil {
 		return nil, err

@@ -634,3 +634,62 @@ func TestConcurrentApply(t *testing.T) {
 	}
 	checkNoTemp(t, path)
 }
+
+// TestOpenNoCreate: plan and cleanup open the state dir without creating
+// it; a missing dir holds nothing, stays missing through Plan, LastPlan,
+// Serial and Cleanup, and Apply creates it.
+func TestOpenNoCreate(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a", "state")
+	d, err := OpenNoCreate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := func(after string) {
+		t.Helper()
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("after %s, the state dir: %v; want it still missing", after, err)
+		}
+		if _, err := os.Stat(filepath.Dir(p)); !os.IsNotExist(err) {
+			t.Fatalf("after %s, its parent: %v; want it still missing", after, err)
+		}
+	}
+	missing("OpenNoCreate")
+	files := map[string][]byte{"plan.json": []byte("{}"), "env/shop.env": []byte("A=1\n")}
+	ch, err := d.Plan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Changes{Added: []string{"env/shop.env", "plan.json"}}, ch, cmpChanges); diff != "" {
+		t.Errorf("Plan of a missing dir (-want +got):\n%s", diff)
+	}
+	missing("Plan")
+	if b, err := d.LastPlan(); b != nil || err != nil {
+		t.Errorf("LastPlan of a missing dir = %q, %v; want nil, nil", b, err)
+	}
+	if _, ok := d.Serial("cluster.local"); ok {
+		t.Error("Serial of a missing dir found a zone")
+	}
+	removed, err := d.Cleanup()
+	if err != nil || len(removed) != 0 {
+		t.Errorf("Cleanup of a missing dir = %q, %v; want nothing", removed, err)
+	}
+	missing("Cleanup")
+
+	if ch, err = d.Apply(files); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Changes{Added: []string{"env/shop.env", "plan.json"}}, ch, cmpChanges); diff != "" {
+		t.Errorf("Apply (-want +got):\n%s", diff)
+	}
+	if got := tree(t, p); len(got) != 2 {
+		t.Errorf("after Apply the dir holds %v", got)
+	}
+
+	t.Run("a file", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "file")
+		populate(t, filepath.Dir(f), map[string]string{"file": "x"})
+		if _, err := OpenNoCreate(f); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			t.Fatalf("OpenNoCreate(file) = %v", err)
+		}
+	})
+}

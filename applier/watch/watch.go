@@ -4,8 +4,10 @@
 // rules, zone and env files, and the records of an optional DNS server).
 //
 // An invalid tree changes nothing: the last good plan stays installed
-// and served, and the errors are logged and exported as metrics. A
-// periodic resync reads the kernel back and repairs drift.
+// and served, and the errors are logged and exported as metrics; a tree
+// valid again is logged. Each warning of the tree is logged once, when it
+// appears. A periodic resync (and SIGHUP, Reload) reads the whole tree
+// and the kernel back and repairs drift.
 //
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
@@ -106,6 +108,16 @@ type Watcher struct {
 	// them alone keeps the directories watched and reads just the paths
 	// changed, unless something else happened (changes.full).
 	changes changes
+	// warned are the warnings of the last reading of the tree, by
+	// warningKey: a warning is logged when it appears, not on every
+	// reload.
+	warned map[string]bool
+	// invalid tells that the last reading of the tree failed (invalid,
+	// or unreadable): the next good one says the tree is valid again.
+	invalid bool
+
+	// idle is received from by Run between syncs only (waitIdle).
+	idle chan struct{}
 }
 
 // New checks opts and binds the metrics listener (so that a busy port is
@@ -145,6 +157,7 @@ func New(opts Options) (*Watcher, error) {
 		synced:   make(chan struct{}),
 		dnsReady: make(chan struct{}),
 		full:     true,
+		idle:     make(chan struct{}),
 	}
 	if opts.DNSListen != "" {
 		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery})
@@ -325,13 +338,54 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 			w.sync(syncChange, since)
 		case <-w.reload:
-			w.log.Info("reload requested")
+			w.log.Info("reload requested: reading the whole tree and the kernel back")
 			w.rescan(fw)
 			w.sync(syncReload, time.Time{})
+		case <-w.idle:
 		case <-resync:
 			w.rescan(fw) // events may have been missed; cheap when nothing changed
 			w.sync(syncResync, time.Time{})
 		}
+	}
+}
+
+// logWarnings logs each warning of a reading of the tree that the last
+// reading did not have: a warning is logged once when it appears, and
+// again only if it went away and came back.
+func (w *Watcher) logWarnings(diags diag.List) {
+	now := make(map[string]bool)
+	for _, d := range diags {
+		if d.Severity != diag.Warning {
+			continue
+		}
+		k := warningKey(d)
+		if now[k] {
+			continue
+		}
+		now[k] = true
+		if !w.warned[k] {
+			w.log.Warn("tree warning", "warning", d.String())
+		}
+	}
+	w.warned = now
+}
+
+// warningKey identifies a warning by its file, field and message, not by
+// its line and column: an edit above it moves it without making it new.
+func warningKey(d diag.Diagnostic) string {
+	return d.Pos.File + "\x00" + d.Path.String() + "\x00" + d.Msg
+}
+
+// waitIdle returns once Run is between syncs (so a sync that had begun
+// has finished: its state dir written, its "synced" record logged), or
+// when ctx is done. For tests, which must not read the state dir while a
+// reload still writes it.
+func (w *Watcher) waitIdle(ctx context.Context) error {
+	select {
+	case w.idle <- struct{}{}: // unbuffered: Run took it, between syncs
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -367,7 +421,7 @@ func (r syncReason) String() string {
 
 // sync reads the tree and applies its plan: by difference (Update) after
 // a change, reading the kernel back (Apply) at the first sync, at a
-// resync and after a failure. An invalid tree leaves everything as it is;
+// reload (SIGHUP), at a resync and after a failure. An invalid tree leaves everything as it is;
 // a resync then applies the last good plan again, repairing drift.
 // since is the time of the first file event that led here (zero if none).
 //
@@ -381,17 +435,29 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		w.loader.memo = compiler.NewMemo()
 	}
 	res, err := w.loader.load()
+	if res != nil {
+		w.logWarnings(res.diags)
+	}
+	// What an invalid tree leaves in place: the last good state, or, when
+	// nothing was applied yet (the first reading failed), whatever the
+	// kernel and the state dir hold.
+	keeping := "keeping last good state"
+	if w.good == nil {
+		keeping = "nothing applied yet: the kernel and the state dir stay as they are"
+	}
 	var st *compiler.Staged // the tree's plan; nil: keep the last good one
 	switch {
 	case err != nil:
+		w.invalid = true
 		w.metrics.syncFailures.Inc()
 		if res != nil {
 			w.metrics.tree(res.errors)
 		}
-		w.log.Error("cannot read the tree, keeping last good state", "reason", why.String(), "err", err)
+		w.log.Error("cannot read the tree, "+keeping, "reason", why.String(), "err", err)
 	case res.errors > 0:
+		w.invalid = true
 		w.metrics.tree(res.errors)
-		w.log.Error("tree invalid, keeping last good state", "reason", why.String(), "errors", res.errors, "first", res.firstError())
+		w.log.Error("tree invalid, "+keeping, "reason", why.String(), "errors", res.errors, "first", res.firstError())
 		n := 0
 		for _, d := range res.diags {
 			if d.Severity != diag.Error {
@@ -405,6 +471,10 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 			n++
 		}
 	default:
+		if w.invalid {
+			w.invalid = false
+			w.log.Info("tree valid again", "reason", why.String())
+		}
 		w.metrics.tree(0)
 		st = res.plan
 	}
@@ -447,7 +517,10 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		return
 	}
 
-	full := w.full || why == syncStart || why == syncResync
+	// Only a file change is applied by difference with what was
+	// installed; the first sync, SIGHUP and the resync read the kernel
+	// back (and say so: kind full).
+	full := w.full || why != syncChange
 	kind, apply := "partial", w.node.UpdateStaged
 	if full {
 		kind, apply = "full", w.node.ApplyStaged

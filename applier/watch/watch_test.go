@@ -140,6 +140,19 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
+// idle waits until the watcher is between syncs: the reload that put
+// what a test saw into the kernel has finished writing the state dir too
+// (the kernel comes first). Waiting for the kernel alone is not enough to
+// read the state dir.
+func (r *running) idle(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if err := r.waitIdle(ctx); err != nil {
+		t.Fatalf("the watcher did not finish its sync within %s", deadline)
+	}
+}
+
 // nft lists the namespace's table ip netspec.
 func (r *running) nft(t *testing.T) string {
 	t.Helper()
@@ -364,6 +377,9 @@ func TestReload(t *testing.T) {
 		r.nftHas(t, ". tcp . 8082 : goto service-")
 	})
 	t.Run("invalid edit", func(t *testing.T) {
+		// The kernel shows the last edit; its reload may still be
+		// writing the state dir.
+		r.idle(t)
 		kernel, files := r.nft(t), r.stateFiles(t)
 		apiIP := lookup(t, dnsAddr, "api.shop.svc.cluster.local")
 		// A port out of range, and the cart Service removed: were the

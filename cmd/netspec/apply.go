@@ -68,16 +68,21 @@ func init() {
 		summary: "show what apply would change on this node (kernel and state dir)",
 		help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
 this machine holds now: netspec's nftables tables (ip netspec, ip6 netspec)
-in the network namespace plan runs in, and the state dir. It changes nothing.
+in the network namespace plan runs in, and the state dir. It changes nothing,
+and does not create the state dir when it is missing.
 
 Lines start with + (added), ~ (changed) or - (removed); the last line sums up.
+A DNS zone's change is one line that counts its records.
 Changes the kernel needs although the plan did not change (a rule deleted by
-hand, say) are shown as drift; apply repairs them.
+hand, say) are shown as drift, elements as nft writes them and, under a
+chain that differs, its rules that differ ("- rule N" as the kernel has it,
+"+ rule N" as the plan has it); apply repairs them.
 
 Needs root (or CAP_NET_ADMIN) to read the kernel's tables.
 
-Exit status: 0 and 1 as usual; with --detailed-exitcode, 0 means nothing to
-do, 2 means changes are pending, 1 an error (as terraform plan).
+Exit status: 0 done; 1 any error (an invalid tree, a usage error such as an
+unknown flag). With --detailed-exitcode, as terraform plan: 0 nothing to
+do, 2 changes pending, 1 any error; 2 never means anything else.
 
 Examples:
   netspec plan examples/basic --node node-1
@@ -119,6 +124,9 @@ Examples:
 Applying twice changes nothing the second time. An invalid tree changes
 nothing. Needs root (or CAP_NET_ADMIN).
 
+Exit status: 0 applied, or nothing to change; 1 any error (an invalid tree,
+a usage error such as an unknown flag).
+
 Examples:
   netspec apply examples/basic --node node-1
   netspec apply . --node node-1 --dataplane ipvs --ipvs-scheduler lc
@@ -138,7 +146,11 @@ Examples:
 namespace it runs in, the IPVS virtual servers netspec owns and its interface
 netspec-ipvs0 (if --dataplane ipvs was used), and the zone files, env files
 and plan.json of the state dir. Other tables, virtual servers and files are
-left alone. Running it again is harmless.
+left alone. Running it again is harmless. A state dir that does not exist
+is not created.
+
+Exit status: 0 removed, or nothing to remove; 1 any error (a usage error
+too).
 
 Examples:
   netspec cleanup
@@ -156,14 +168,14 @@ Examples:
 // diagnostics; nil means the command failed (already reported).
 func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, int) {
 	if !needArgs(e, cmd, args, 1, "one TREE") {
-		return nil, exitUsage
+		return nil, exitError
 	}
 	if f.node == "" {
 		fmt.Fprintf(e.stderr, "netspec %s: --node is required\nRun 'netspec %s --help' for usage.\n", cmd, cmd)
-		return nil, exitUsage
+		return nil, exitError
 	}
 	if !f.checkDataplane(e, cmd) {
-		return nil, exitUsage
+		return nil, exitError
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
@@ -189,7 +201,9 @@ func runPlan(e *env, opts any, args []string) int {
 	if p == nil {
 		return code
 	}
-	n, err := applier.Open(f.applierOptions())
+	ao := f.applierOptions()
+	ao.NoCreateStateDir = true // plan only reads
+	n, err := applier.Open(ao)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 		return exitError
@@ -220,7 +234,7 @@ func runPlan(e *env, opts any, args []string) int {
 		fmt.Fprintln(e.stdout, planSummary(r, d, "to add", "to change", "to remove"))
 	}
 	if f.detailed && !r.Empty() {
-		return 2
+		return exitChanges
 	}
 	return exitOK
 }
@@ -266,9 +280,9 @@ func runCleanup(e *env, opts any, args []string) int {
 	f := opts.(*nodeFlags)
 	if len(args) > 0 {
 		fmt.Fprintf(e.stderr, "netspec cleanup: takes no arguments, got %q\nRun 'netspec cleanup --help' for usage.\n", args)
-		return exitUsage
+		return exitError
 	}
-	n, err := applier.Open(applier.Options{StateDir: f.stateDir})
+	n, err := applier.Open(applier.Options{StateDir: f.stateDir, NoCreateStateDir: true})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
 		return exitError
@@ -337,7 +351,7 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
 	var b strings.Builder
-	writeDiffText(&b, d)
+	writeDiffText(&b, d, false)
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	for _, l := range lines[:len(lines)-1] { // the last line is diff's estimate of the data plane
 		if l != "" && l != "no differences" {
@@ -356,6 +370,7 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 			}
 			for _, c := range t.ChainsChanged {
 				fmt.Fprintf(w, "~ drift: chain %s %s differs from the plan\n", t.Family, c)
+				writeRuleChanges(w, t.Rules, c)
 			}
 			for _, c := range t.ChainsRemoved {
 				fmt.Fprintf(w, "- drift: chain %s %s is not in the plan\n", t.Family, c)
@@ -382,6 +397,33 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 	}
 	for _, p := range r.Files.Removed {
 		fmt.Fprintf(w, "- file %s\n", p)
+	}
+}
+
+// maxRuleLines bounds the rules shown for one chain that drifted.
+const maxRuleLines = 10
+
+// writeRuleChanges prints, under a chain that drifted, the rules that
+// differ: "- rule N: …" as the kernel has it, "+ rule N: …" as the plan
+// has it (both for a rule changed in place).
+func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
+	n := 0
+	for _, r := range rules {
+		if r.Chain != chain {
+			continue
+		}
+		if n++; n > maxRuleLines {
+			continue
+		}
+		if r.Old != "" {
+			fmt.Fprintf(w, "    - rule %d: %s\n", r.Index, r.Old)
+		}
+		if r.New != "" {
+			fmt.Fprintf(w, "    + rule %d: %s\n", r.Index, r.New)
+		}
+	}
+	if n > maxRuleLines {
+		fmt.Fprintf(w, "    … and %d more rules that differ\n", n-maxRuleLines)
 	}
 }
 

@@ -12,12 +12,20 @@ import (
 	"strings"
 )
 
-// Exit codes, as DESIGN.md's CLI contract gives them.
+// Exit codes, one rule for every command (as terraform's): 0 success, 1
+// any error, a usage error (an unknown flag, a missing argument) included,
+// and 2 only for "differences found" (plan and diff with
+// --detailed-exitcode), so that a typo can never pass for differences.
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK      = 0
+	exitError   = 1
+	exitChanges = 2
 )
+
+// exitStatusHelp is the exit status rule, as --help gives it.
+const exitStatusHelp = `Exit status: 0 success; 1 any error, a usage error (an unknown flag, a
+missing argument) included; 2 only when plan or diff, with
+--detailed-exitcode, found differences.`
 
 // command is one subcommand of netspec.
 type command struct {
@@ -49,6 +57,8 @@ Commands:
 %s
 Run 'netspec <command> --help' for a command's flags and examples.
 
+%s
+
 Examples:
   netspec validate examples/basic
   netspec lock examples/basic
@@ -76,7 +86,7 @@ func Main() int {
 func run(args []string, e *env) int {
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, usage())
-		return exitUsage
+		return exitError
 	}
 	name := args[0]
 	switch name {
@@ -87,7 +97,7 @@ func run(args []string, e *env) int {
 				return exitOK
 			}
 			fmt.Fprintf(e.stderr, "netspec help: unknown command %q\n", args[1])
-			return exitUsage
+			return exitError
 		}
 		fmt.Fprint(e.stdout, usage())
 		return exitOK
@@ -97,7 +107,7 @@ func run(args []string, e *env) int {
 	c, ok := commands[name]
 	if !ok {
 		fmt.Fprintf(e.stderr, "netspec: unknown command %q\n\n%s", name, usage())
-		return exitUsage
+		return exitError
 	}
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -112,7 +122,7 @@ func run(args []string, e *env) int {
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec %s: %v\nRun 'netspec %s --help' for usage.\n", c.name, err, c.name)
-		return exitUsage
+		return exitError
 	}
 	return c.run(e, opts, pos)
 }
@@ -143,7 +153,7 @@ func usage() string {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
 	}
-	return fmt.Sprintf(mainHelp, b.String())
+	return fmt.Sprintf(mainHelp, b.String(), exitStatusHelp)
 }
 
 func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {

@@ -53,9 +53,10 @@ Formats:
             DNS and env changes as diff blocks, the per-node counts as a table
   json      the whole diff, with stable lowerCamelCase field names
 
-Exit status: 0 done, whether or not there are differences; 1 error (an
-invalid tree, a node in neither tree); 2 bad usage. With --detailed-exitcode,
-as terraform plan: 0 no differences, 2 differences, 1 error.
+Exit status: 0 done, whether or not there are differences; 1 any error (an
+invalid tree, a node in neither tree, a usage error such as an unknown
+flag). With --detailed-exitcode, as terraform plan: 0 no differences,
+2 differences, 1 any error; 2 never means anything else.
 
 Examples:
   netspec diff main/ pr/
@@ -79,13 +80,13 @@ Examples:
 func runDiff(e *env, opts any, args []string) int {
 	f := opts.(*diffFlags)
 	if !needArgs(e, "diff", args, 2, "OLD_TREE and NEW_TREE") {
-		return exitUsage
+		return exitError
 	}
 	switch f.format {
 	case "text", "markdown", "json":
 	default:
 		fmt.Fprintf(e.stderr, "netspec diff: --format %q: want text, markdown or json\n", f.format)
-		return exitUsage
+		return exitError
 	}
 	var trees [2]*loaded
 	failed := false
@@ -146,10 +147,10 @@ func runDiff(e *env, opts any, args []string) int {
 	case "markdown":
 		writeDiffMarkdown(e.stdout, d)
 	default:
-		writeDiffText(e.stdout, d)
+		writeDiffText(e.stdout, d, true)
 	}
 	if f.detailed && !d.Empty() {
-		return 2
+		return exitChanges
 	}
 	return exitOK
 }
@@ -218,7 +219,11 @@ func nodeName(n string) string {
 	return n
 }
 
-func writeDiffText(w io.Writer, d *compiler.PlanDiff) {
+// writeDiffText writes the text format of a diff: a line per change. A
+// zone's change is one short line that counts its records; with records,
+// each record follows on a line of its own (diff, for review; plan shows
+// the Services whose records they are).
+func writeDiffText(w io.Writer, d *compiler.PlanDiff, records bool) {
 	if d.Empty() {
 		fmt.Fprintln(w, "no differences")
 		return
@@ -255,7 +260,12 @@ func writeDiffText(w io.Writer, d *compiler.PlanDiff) {
 		}
 	}
 	for _, z := range d.DNS {
-		fmt.Fprintf(w, "%s dns %s%s: %s\n", changeMark(z.Change), z.Zone, onNode(z.Node), strings.Join(zoneLines(z), ", "))
+		fmt.Fprintf(w, "%s dns %s%s: %s\n", changeMark(z.Change), z.Zone, onNode(z.Node), zoneSummary(z))
+		if records {
+			for _, l := range zoneLines(z) {
+				fmt.Fprintf(w, "    %s\n", l)
+			}
+		}
 	}
 	for _, v := range d.Env {
 		fmt.Fprintf(w, "%s env %s%s: %s\n", changeMark(v.Change), v.Namespace, onNode(v.Node), strings.Join(envLines(v), ", "))
@@ -470,6 +480,30 @@ func forwardingPhrases(prefix string, fs []compiler.ForwardingChange) []string {
 		}
 	}
 	return out
+}
+
+// zoneSummary counts a zone's records added and removed, in one short
+// line: "3 records added, 1 removed"; "12 records" for a zone added or
+// removed whole.
+func zoneSummary(z compiler.ZoneDiff) string {
+	switch z.Change {
+	case compiler.DiffAdded:
+		return plural(len(z.Added), "record")
+	case compiler.DiffRemoved:
+		return plural(len(z.Removed), "record")
+	}
+	var parts []string
+	if n := len(z.Added); n > 0 {
+		parts = append(parts, plural(n, "record")+" added")
+	}
+	if n := len(z.Removed); n > 0 {
+		if len(parts) == 0 {
+			parts = append(parts, plural(n, "record")+" removed")
+		} else {
+			parts = append(parts, fmt.Sprintf("%d removed", n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // zoneLines: + name type data, one per record.

@@ -29,6 +29,9 @@ Entries of deleted Services are removed. Commit the file.
 
 Lock writes nothing when the tree is invalid.
 
+Exit status: 0 written or up to date; 1 any error (an invalid tree, a usage
+error such as an unknown flag).
+
 Examples:
   netspec lock examples/basic
   git diff examples/basic/netspec.lock`,
@@ -44,7 +47,7 @@ Examples:
 func runLock(e *env, opts any, args []string) int {
 	f := opts.(*lockFlags)
 	if !needArgs(e, "lock", args, 1, "one TREE") {
-		return exitUsage
+		return exitError
 	}
 	root := args[0]
 	l, err := loadTree(e, root, &f.loadFlags)

@@ -44,6 +44,9 @@ Files of these kinds that the plan no longer has (a zone or namespace that
 is gone) are removed from DIR; other files in DIR are left alone. Nothing is
 written when the tree is invalid.
 
+Exit status: 0 written; 1 any error (an invalid tree, a usage error such as
+an unknown flag).
+
 Examples:
   netspec render examples/basic --node node-1 --out out/node-1
   for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done`,
@@ -63,14 +66,14 @@ Examples:
 func runRender(e *env, opts any, args []string) int {
 	f := opts.(*renderFlags)
 	if !needArgs(e, "render", args, 1, "one TREE") {
-		return exitUsage
+		return exitError
 	}
 	if f.node == "" || f.out == "" {
 		fmt.Fprintf(e.stderr, "netspec render: --node and --out are required\nRun 'netspec render --help' for usage.\n")
-		return exitUsage
+		return exitError
 	}
 	if !(&nodeFlags{dataplane: f.dataplane, ipvsScheduler: f.ipvsScheduler}).checkDataplane(e, "render") {
-		return exitUsage
+		return exitError
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {

@@ -19,7 +19,7 @@ Example:
   netspec schema > netspec-schema.cue`,
 		run: func(e *env, _ any, args []string) int {
 			if !needArgs(e, "schema", args, 0, "no arguments") {
-				return exitUsage
+				return exitError
 			}
 			fmt.Fprint(e.stdout, string(schema.SchemaSource()))
 			return exitOK

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -70,7 +72,8 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"netns": cmdNetns,
+			"netns":  cmdNetns,
+			"status": cmdStatus,
 		},
 	})
 }
@@ -95,4 +98,30 @@ func cmdNetns(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	})
 	ts.Setenv("NS", name)
+}
+
+// cmdStatus runs a program as exec does and fails unless it exits with
+// the status given, which `! exec` cannot tell (1 an error, 2 differences):
+//
+//	status 2 netspec diff --detailed-exitcode a b
+//	stdout '^\+ service'
+func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: status CODE PROGRAM [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("status: bad CODE %q", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("status: %s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
 }

@@ -33,7 +33,8 @@ With --locked, validate also fails when netspec.lock does not record exactly
 the cluster IPs and node ports the tree needs, as 'go mod tidy' checks go.mod:
 use it in CI so that allocations are always reviewed and committed.
 
-Exit status: 0 valid, 1 invalid, 2 bad usage.
+Exit status: 0 valid; 1 any error: the tree is invalid, or a usage error
+(an unknown flag, a missing TREE).
 
 Examples:
   netspec validate examples/basic
@@ -51,7 +52,7 @@ Examples:
 func runValidate(e *env, opts any, args []string) int {
 	f := opts.(*validateFlags)
 	if !needArgs(e, "validate", args, 1, "one TREE") {
-		return exitUsage
+		return exitError
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {

@@ -20,7 +20,7 @@ Example:
   netspec version`,
 		run: func(e *env, _ any, args []string) int {
 			if !needArgs(e, "version", args, 0, "no arguments") {
-				return exitUsage
+				return exitError
 			}
 			fmt.Fprintf(e.stdout, "netspec %s (schema %s, %s)\n", version(), schema.Version, runtime.Version())
 			return exitOK

@@ -50,12 +50,17 @@ every directory of TREE and applies again whenever a file changes:
   - a reload validates only the files whose content changed, compiles the
     plan and updates the kernel by difference with what watch installed;
   - an invalid tree changes nothing: the rules, the state dir and the DNS
-    answers of the last good tree stay, the errors are logged (the first
-    one with file:line:col) and netspec_tree_valid drops to 0;
+    answers of the last good tree stay (or, before the first good tree,
+    whatever they hold), the errors are logged (the first one with
+    file:line:col) and netspec_tree_valid drops to 0; a tree valid again
+    is logged as such;
+  - each warning of the tree (a selector that matches no pod) is logged
+    once, when it appears, not on every reload;
   - every --resync, the kernel's tables are read back and drift (a rule
     deleted by hand) is repaired, as apply does;
-  - SIGHUP reloads now; SIGTERM and SIGINT stop, leaving rules and files
-    in place (netspec cleanup removes them).
+  - SIGHUP reloads now: the whole tree, and the kernel read back, as the
+    first sync and the resync (logged kind=full); SIGTERM and SIGINT stop,
+    leaving rules and files in place (netspec cleanup removes them).
 
 With --dataplane none the kernel is left alone: only the state dir's zone
 and env files (and DNS, with --dns-listen) follow the tree.
@@ -73,6 +78,9 @@ first successful sync).
 
 Needs root (or CAP_NET_ADMIN, and CAP_NET_BIND_SERVICE for port 53).
 deploy/netspec.service is a systemd unit for it.
+
+Exit status: 0 stopped by SIGTERM or SIGINT; 1 any error: it could not
+start, a server failed, or a usage error (an unknown flag, no --node).
 
 Examples:
   netspec watch /srv/cluster --node $(hostname)
@@ -102,11 +110,11 @@ Examples:
 func runWatch(e *env, opts any, args []string) int {
 	f := opts.(*watchFlags)
 	if !needArgs(e, "watch", args, 1, "one TREE") {
-		return exitUsage
+		return exitError
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(e.stderr, "netspec watch: "+format+"\nRun 'netspec watch --help' for usage.\n", a...)
-		return exitUsage
+		return exitError
 	}
 	if f.node == "" {
 		return usage("--node is required")

@@ -408,7 +408,10 @@ func (u *update) add(added []*objState) {
 		}
 		switch {
 		case o.Service != nil:
-			m.setDiags(st, checkExternal, u.findings(func(r *reporter) { checkServiceExternalIPs(o, m.cl, r) }))
+			m.setDiags(st, checkExternal, u.findings(func(r *reporter) {
+				checkServiceExternalIPs(o, m.cl, r)
+				checkServiceLoadBalancerIPs(o, m.cl, r)
+			}))
 			if selects(o) {
 				st.selecting = true
 				lk := selKey(o.Service)

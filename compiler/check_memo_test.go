@@ -546,7 +546,7 @@ func (g *randomTree) endpoints() string {
 // cluster is a Cluster object, sometimes two.
 func (g *randomTree) cluster() string {
 	spec := g.pick(
-		`serviceCIDRs: ["10.96.0.0/28"]`+"\n  nodePortRange: \"30000-30005\"\n  externalIPCIDRs: [\"203.0.113.0/24\"]",
+		`serviceCIDRs: ["10.96.0.0/28"]`+"\n  nodePortRange: \"30000-30005\"\n  externalIPCIDRs: [\"203.0.113.0/24\"]\n  loadBalancerIPCIDRs: [\"203.0.113.0/28\"]",
 		`serviceCIDRs: ["10.96.0.0/28", "fd00:96::/124"]`+"\n  nodePortRange: \"30000-30009\"",
 		`serviceCIDRs: ["10.96.0.0/29"]`+"\n  nodePortRange: \"30000-30002\"",
 		`serviceCIDRs: ["10.96.0.0/12"]`,

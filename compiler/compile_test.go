@@ -1439,7 +1439,9 @@ func TestCompileTerminatingFallbackIgnoresTopology(t *testing.T) {
 // TestCompileLoadBalancerIPModeProxy: kube-proxy does not capture a
 // LoadBalancer ingress IP whose ipMode is Proxy (KEP-1860): the load
 // balancer proxies to the node ports, and capturing the IP on the nodes
-// would bypass it for in-cluster clients. Compile adds every ingress IP.
+// would bypass it for in-cluster clients. Nor does it capture
+// spec.loadBalancerIP, a request to the load balancer: Compile adds
+// every other ingress IP.
 func TestCompileLoadBalancerIPModeProxy(t *testing.T) {
 	c := mustTree(t, "testdata/lb-ipmode-proxy", "node-a")
 	p := c.plans["node-a"]
@@ -1450,6 +1452,10 @@ func TestCompileLoadBalancerIPModeProxy(t *testing.T) {
 	v := p.Trace(plan.Packet{Src: netip.MustParseAddr("10.244.1.200"), Dst: netip.MustParseAddr("203.0.113.50"), Protocol: "TCP", Port: 443})
 	if diff := cmp.Diff(plan.Verdict{Action: "accept"}, v, equateNetip); diff != "" {
 		t.Errorf("Trace to the Proxy-mode ingress IP (-want +got):\n%s", diff)
+	}
+	v = p.Trace(plan.Packet{Src: netip.MustParseAddr("10.244.1.200"), Dst: netip.MustParseAddr("203.0.113.52"), Protocol: "TCP", Port: 443})
+	if diff := cmp.Diff(plan.Verdict{Action: "accept"}, v, equateNetip); diff != "" {
+		t.Errorf("Trace to spec.loadBalancerIP (-want +got):\n%s", diff)
 	}
 }
 

@@ -435,6 +435,9 @@ func checkCluster(c *Cluster, r *reporter) {
 	for i, s := range sp.ExternalIPCIDRs {
 		checkCIDR(r, diag.Path{"spec", "externalIPCIDRs", i}, s)
 	}
+	for i, s := range sp.LoadBalancerIPCIDRs {
+		checkCIDR(r, diag.Path{"spec", "loadBalancerIPCIDRs", i}, s)
+	}
 	for i, s := range sp.PodCIDRs {
 		checkCIDR(r, diag.Path{"spec", "podCIDRs", i}, s)
 	}

@@ -485,6 +485,12 @@ func (g *randomTree) service() string {
 	if typ == "LoadBalancer" && g.rng.IntN(2) == 0 {
 		fmt.Fprintf(&b, "  loadBalancerIP: %s\n", g.pick("203.0.113.8", "10.244.0.2"))
 	}
+	if typ == "LoadBalancer" && g.rng.IntN(2) == 0 {
+		b.WriteString("  externalTrafficPolicy: Local\n")
+		if g.rng.IntN(2) == 0 {
+			fmt.Fprintf(&b, "  healthCheckNodePort: %s\n", g.pick("30001", "30002", "30003"))
+		}
+	}
 	b.WriteString("  ports:\n  - name: http\n    protocol: TCP\n    port: 80\n")
 	if (typ == "NodePort" || typ == "LoadBalancer") && g.rng.IntN(2) == 0 {
 		fmt.Fprintf(&b, "    nodePort: %s\n", g.pick("30001", "30002", "30050"))

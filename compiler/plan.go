@@ -240,6 +240,7 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 	for _, ip := range alloc.ClusterIPs {
 		ps.ClusterIPs = append(ps.ClusterIPs, ip.Addr.Unmap())
 	}
+	ps.HealthCheckNodePort = uint16(alloc.HealthCheckNodePort)
 	if sp.Type == "LoadBalancer" {
 		// spec.loadBalancerIP is a request to the load balancer, not an
 		// address the nodes capture: kube-proxy does not program it.

@@ -67,6 +67,10 @@ type Service struct {
 	// only endpoints on this node serve, and none means drop.
 	InternalLocal bool
 	ExternalLocal bool
+	// HealthCheckNodePort is the TCP port of a LoadBalancer Service with
+	// ExternalLocal on which every node answers the load balancer's health
+	// checks (200 with local ready endpoints, 503 without); 0 for others.
+	HealthCheckNodePort uint16
 	// IPVSScheduler is the scheduler of the Service's IPVS virtual servers
 	// (annotation netspec.dev/ipvs-scheduler); "" for the node's default.
 	IPVSScheduler string

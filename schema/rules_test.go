@@ -435,7 +435,7 @@ var ruleCases = []ruleCase{
 		want: []string{`spec.internalTrafficPolicy: "Node" is not a traffic policy (Cluster or Local)`}},
 	{rule: "health-check-node-port", name: "LoadBalancer Local", yaml: svcObj(with("spec.type", "LoadBalancer"), with("spec.externalTrafficPolicy", "Local"), with("spec.healthCheckNodePort", 32000))},
 	{rule: "health-check-node-port", name: "LoadBalancer Cluster", yaml: svcObj(with("spec.type", "LoadBalancer"), with("spec.healthCheckNodePort", 32000)),
-		want: []string{`spec.healthCheckNodePort: may only be set for LoadBalancer Services with externalTrafficPolicy Local`}},
+		want: []string{`spec.healthCheckNodePort: may only be set when type is LoadBalancer and externalTrafficPolicy is Local`}},
 	{rule: "health-check-node-port", name: "out of range", yaml: svcObj(with("spec.type", "LoadBalancer"), with("spec.externalTrafficPolicy", "Local"), with("spec.healthCheckNodePort", 0)),
 		want: []string{`spec.healthCheckNodePort: 0 is out of range 1..65535`}},
 	{rule: "lb-source-ranges", name: "LoadBalancer", yaml: svcObj(with("spec.type", "LoadBalancer"), with("spec.loadBalancerSourceRanges", yv(`[10.0.0.0/8, "2001:db8::/32", " 192.0.2.0/24 "]`)))},

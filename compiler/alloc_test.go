@@ -466,6 +466,24 @@ func TestAllocateExhausted(t *testing.T) {
 				"svc.yaml:3:1: spec.ports[0]: no free TCP node port is left in the range 30000-30002 for port p0/TCP of shop/s2; widen the Cluster's nodePortRange or use fewer node ports",
 			},
 		},
+		{
+			name: "node port range full for a health check node port: a UDP node port takes its place",
+			objs: append([]*schema.Object{
+				clusterObj("c.yaml", "c", func(c *schema.ClusterSpec) { c.NodePortRange = "30000-30002" }),
+				atDoc(svcObj("svc.yaml", "shop", "x", nodePorts(30001), func(s *schema.ServiceSpec) { s.Ports[0].Protocol = "UDP" }), 9),
+			}, many(1, nodePorts(0), func(s *schema.ServiceSpec) { s.Type, s.ExternalTrafficPolicy = "LoadBalancer", "Local" })...),
+			want: []string{},
+		},
+		{
+			name: "node port range full for a health check node port",
+			objs: append([]*schema.Object{
+				clusterObj("c.yaml", "c", func(c *schema.ClusterSpec) { c.NodePortRange = "30000-30002" }),
+				atDoc(svcObj("svc.yaml", "shop", "x", nodePorts(30001), func(s *schema.ServiceSpec) { s.Ports[0].Protocol = "UDP" }), 9),
+			}, many(2, nodePorts(0), func(s *schema.ServiceSpec) { s.Type, s.ExternalTrafficPolicy = "LoadBalancer", "Local" })...),
+			want: []string{
+				"svc.yaml:2:1: metadata.name: no free node port is left in the range 30000-30002 for the health check node port of shop/s1; widen the Cluster's nodePortRange or use fewer node ports",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

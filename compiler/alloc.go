@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"netspec.dev/netspec/internal/diag"
@@ -59,6 +60,11 @@ type ServiceAlloc struct {
 	Name       string
 	ClusterIPs []ClusterIP // in the Service's family order
 	NodePorts  []NodePort  // in port order; only ports that have a node port
+	// HealthCheckNodePort is the TCP port on which the nodes answer an
+	// external load balancer's health checks, for a LoadBalancer Service
+	// with externalTrafficPolicy Local; 0 for others.
+	HealthCheckNodePort int32
+	HealthCheckOrigin   Origin // 0 when HealthCheckNodePort is
 }
 
 // Key returns namespace/name.
@@ -129,6 +135,7 @@ func (a *Allocations) Lock() *Lock {
 			}
 			e.nodePorts[np.Key] = int(np.Port)
 		}
+		e.healthCheckNodePort = int(s.HealthCheckNodePort)
 		l.set(s.Key(), e)
 	}
 	return l
@@ -181,12 +188,23 @@ type portResult struct {
 	refused bool // explicit but reported as an error: left out of the result
 }
 
+// healthSlot is the health check node port a Service needs, if any; like
+// ipSlot, it depends only on the Service and the Cluster.
+type healthSlot struct {
+	need      bool      // a LoadBalancer Service with externalTrafficPolicy Local
+	explicit  int       // spec.healthCheckNodePort; 0 when left to the allocator
+	valid     bool      // explicit is inside the node port range
+	path      diag.Path // spec.healthCheckNodePort
+	deriveKey string    // what derivation hashes: namespace/name/healthCheckNodePort
+}
+
 // svcPlan is what one Service asks the allocator for. Its slots are only
 // read by assign.
 type svcPlan struct {
-	svc   *service
-	ips   []ipSlot
-	ports []portSlot
+	svc    *service
+	ips    []ipSlot
+	ports  []portSlot
+	health healthSlot
 }
 
 // allocate gives every Service its cluster IPs and node ports: explicit
@@ -205,12 +223,40 @@ func allocate(svcs []*service, cl *cluster, lock *Lock, r *reporter) *Allocation
 // planService returns the slots of one Service, nil when it needs none,
 // reporting its explicit values that cannot be allocated.
 func planService(s *service, cl *cluster, r *reporter) *svcPlan {
-	p := &svcPlan{svc: s, ips: clusterIPSlots(s, cl, r), ports: nodePortSlots(s, cl, r)}
-	if len(p.ips) == 0 && len(p.ports) == 0 {
+	p := &svcPlan{svc: s, ips: clusterIPSlots(s, cl, r), ports: nodePortSlots(s, cl, r), health: healthCheckSlot(s, cl, r)}
+	if len(p.ips) == 0 && len(p.ports) == 0 && !p.health.need {
 		return nil
 	}
 	return p
 }
+
+// healthCheckSlot returns the health check node port slot of a Service, as
+// the API server allocates one: for a LoadBalancer Service with
+// externalTrafficPolicy Local (schema reports healthCheckNodePort on any
+// other), from the node port range. It checks an explicit port against
+// the range.
+func healthCheckSlot(s *service, cl *cluster, r *reporter) healthSlot {
+	sp := s.spec
+	if sp.Type != "LoadBalancer" || sp.ExternalTrafficPolicy != "Local" || !cl.hasNodePorts() {
+		return healthSlot{}
+	}
+	sl := healthSlot{need: true, path: pSpec.Key("healthCheckNodePort"), deriveKey: s.key + "/healthCheckNodePort"}
+	if n := int(sp.HealthCheckNodePort); n != 0 {
+		sl.explicit = n
+		if n < cl.nodePortFrom || n > cl.nodePortTo {
+			r.errorf(s.obj, sl.path, "%d is outside the cluster's node port range %s", n, cl.spec.NodePortRange)
+		} else {
+			sl.valid = true
+		}
+	}
+	return sl
+}
+
+// nodePortProtocols are the protocols of node ports. A health check node
+// port is a TCP port, but it is taken in every protocol, as the API
+// server's single node port allocator does: no node port of any protocol
+// may have its number.
+var nodePortProtocols = []string{"TCP", "UDP", "SCTP"}
 
 // assign allocates the slots of plans, which are sorted by key: explicit
 // values are reserved first, then the lock's, then the rest are derived in
@@ -223,11 +269,12 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 		nPorts += len(p.ports)
 	}
 	ipRes, portRes := make([]ipResult, nIPs), make([]portResult, nPorts)
+	healthRes := make([]portResult, len(plans))
 	// each calls f with every plan and its results, in plan order.
-	each := func(f func(p *svcPlan, ips []ipResult, ports []portResult)) {
+	each := func(f func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult)) {
 		i, j := 0, 0
-		for _, p := range plans {
-			f(p, ipRes[i:i+len(p.ips)], portRes[j:j+len(p.ports)])
+		for k, p := range plans {
+			f(p, ipRes[i:i+len(p.ips)], portRes[j:j+len(p.ports)], &healthRes[k])
 			i += len(p.ips)
 			j += len(p.ports)
 		}
@@ -246,16 +293,25 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 		}
 		return pp
 	}
+	// A health check node port is taken in every protocol's pool.
+	takenAny := func(n int) bool {
+		return slices.ContainsFunc(nodePortProtocols, func(proto string) bool { return portPool(proto).isTaken(n) })
+	}
+	takeAll := func(n int) {
+		for _, proto := range nodePortProtocols {
+			portPool(proto).take(n)
+		}
+	}
 
 	// The valid explicit values: only for them does it matter which
 	// Service has a value in the lock.
-	type portID struct {
-		proto string
-		port  int
-	}
 	var wantIPs map[netip.Addr]bool
 	var wantPorts map[portID]bool
+	wantHealth, wantAny := map[int]bool{}, map[int]bool{} // health check ports; ports of any protocol or health check
 	for _, p := range plans {
+		if sl := p.health; sl.explicit != 0 && sl.valid {
+			wantHealth[sl.explicit], wantAny[sl.explicit] = true, true
+		}
 		for _, sl := range p.ips {
 			if sl.explicit.IsValid() && sl.valid {
 				if wantIPs == nil {
@@ -270,17 +326,21 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 					wantPorts = map[portID]bool{}
 				}
 				wantPorts[portID{sl.protocol, sl.explicit}] = true
+				wantAny[sl.explicit] = true
 			}
 		}
 	}
 
 	// The lock's values that still apply: the slot is not set in the spec
-	// and the value fits the current CIDR or range. lockedIPs and
-	// lockedPorts name the first Service that locks a wanted value.
+	// and the value fits the current CIDR or range. lockedIPs,
+	// lockedPorts and lockedHealth name the first Service that locks a
+	// wanted value.
 	lockedIPs := map[netip.Addr]string{}
 	lockedPorts := map[portID]string{}
+	lockedHealth := map[int]string{}
+	inRange := func(n int) bool { return n >= cl.nodePortFrom && n <= cl.nodePortTo }
 	if lock != nil {
-		each(func(p *svcPlan, ips []ipResult, ports []portResult) {
+		each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
 			e := lock.entry(p.svc.key)
 			if e.empty() {
 				return
@@ -302,11 +362,19 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 				if sl.explicit != 0 {
 					continue
 				}
-				if n, ok := e.nodePorts[sl.key]; ok && n >= cl.nodePortFrom && n <= cl.nodePortTo {
+				if n, ok := e.nodePorts[sl.key]; ok && inRange(n) {
 					res.port, res.origin = n, Locked
 					id := portID{sl.protocol, n}
-					if _, dup := lockedPorts[id]; !dup && wantPorts[id] {
+					if _, dup := lockedPorts[id]; !dup && (wantPorts[id] || wantHealth[n]) {
 						lockedPorts[id] = p.svc.key
+					}
+				}
+			}
+			if sl := p.health; sl.need && sl.explicit == 0 {
+				if n := e.healthCheckNodePort; n != 0 && inRange(n) {
+					health.port, health.origin = n, Locked
+					if _, dup := lockedHealth[n]; !dup && wantAny[n] {
+						lockedHealth[n] = p.svc.key
 					}
 				}
 			}
@@ -317,7 +385,8 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 	// error: a locked allocation never moves.
 	explicitIPs := map[netip.Addr]string{}
 	explicitPorts := map[portID]string{}
-	each(func(p *svcPlan, ips []ipResult, ports []portResult) {
+	explicitHealth := map[int]string{}
+	each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
 		key := p.svc.key
 		for i := range p.ips {
 			sl, res := &p.ips[i], &ips[i]
@@ -360,18 +429,40 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 				}
 				continue
 			}
+			if o, ok := explicitHealth[res.port]; ok {
+				r.errorf(p.svc.obj, sl.path, "%d is already the health check node port of %s", res.port, o)
+				res.refused = true
+				continue
+			}
 			if o, ok := lockedPorts[id]; ok && o != key {
 				r.errorf(p.svc.obj, sl.path, "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, sl.protocol, o)
+			} else if o, ok := lockedHealth[res.port]; ok && o != key {
+				r.errorf(p.svc.obj, sl.path, "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, o)
 			}
 			explicitPorts[id] = key
 			portPool(sl.protocol).take(res.port)
+		}
+		if sl := &p.health; sl.explicit != 0 {
+			health.port, health.origin = sl.explicit, Explicit
+			health.refused = !sl.valid || !explicitHealthFree(p, sl, key, explicitPorts, explicitHealth, r)
+			if health.refused {
+				return
+			}
+			n := sl.explicit
+			if o, ok := lockedHealth[n]; ok && o != key {
+				r.errorf(p.svc.obj, sl.path, "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", n, o)
+			} else if o, proto, ok := lockedAny(lockedPorts, n, key); ok {
+				r.errorf(p.svc.obj, sl.path, "%d is the node port %d/%s of %s in netspec.lock; locked allocations never move, so choose another port", n, n, proto, o)
+			}
+			explicitHealth[n] = key
+			takeAll(n)
 		}
 	})
 
 	// Then the lock's values, unless an explicit value or an earlier lock
 	// entry took them; dropped ones are derived again below.
 	if lock != nil {
-		each(func(p *svcPlan, ips []ipResult, ports []portResult) {
+		each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
 			for i := range p.ips {
 				sl, res := &p.ips[i], &ips[i]
 				if res.origin != Locked {
@@ -394,11 +485,18 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 					pool.take(res.port)
 				}
 			}
+			if health.origin == Locked {
+				if takenAny(health.port) {
+					health.port, health.origin = 0, 0
+				} else {
+					takeAll(health.port)
+				}
+			}
 		})
 	}
 
 	// The rest is derived, in namespace/name order.
-	each(func(p *svcPlan, ips []ipResult, ports []portResult) {
+	each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
 		for i := range p.ips {
 			sl, res := &p.ips[i], &ips[i]
 			if res.origin != 0 {
@@ -426,15 +524,28 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 			}
 			res.port, res.origin = n, Derived
 		}
+		if p.health.need && health.origin == 0 {
+			n, ok := deriveFree(cl.nodePortFrom, cl.nodePortTo, p.health.deriveKey, takenAny)
+			if !ok {
+				r.errorf(p.svc.obj, pName, "no free node port is left in the range %s for the health check node port of %s; widen the Cluster's nodePortRange or use fewer node ports",
+					cl.spec.NodePortRange, p.svc.key)
+				return
+			}
+			takeAll(n)
+			health.port, health.origin = n, Derived
+		}
 	})
 
 	// The plans are sorted by key, which is namespace/name: so are the
 	// allocations. Their values share two arrays, capacity-limited.
 	out := &Allocations{services: make([]ServiceAlloc, 0, len(plans)), byKey: make(map[string]int, len(plans))}
 	allIPs, allPorts := make([]ClusterIP, 0, nIPs), make([]NodePort, 0, nPorts)
-	each(func(p *svcPlan, ips []ipResult, ports []portResult) {
+	each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
 		m := p.svc.obj.Service.Metadata
 		sa := ServiceAlloc{Namespace: m.Namespace, Name: m.Name}
+		if health.origin != 0 && !health.refused {
+			sa.HealthCheckNodePort, sa.HealthCheckOrigin = int32(health.port), health.origin
+		}
 		i0, p0 := len(allIPs), len(allPorts)
 		for i, sl := range p.ips {
 			if res := ips[i]; res.origin != 0 && !res.refused {
@@ -452,13 +563,72 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 		if len(allPorts) > p0 {
 			sa.NodePorts = allPorts[p0:len(allPorts):len(allPorts)]
 		}
-		if sa.ClusterIPs == nil && sa.NodePorts == nil {
+		if sa.ClusterIPs == nil && sa.NodePorts == nil && sa.HealthCheckNodePort == 0 {
 			return
 		}
 		out.byKey[p.svc.key] = len(out.services)
 		out.services = append(out.services, sa)
 	})
 	return out
+}
+
+// portID is a node port with its protocol.
+type portID struct {
+	proto string
+	port  int
+}
+
+// explicitHealthFree reports whether the explicit health check node port
+// of p is free of the explicit node ports of every protocol and the
+// explicit health check node ports seen so far, reporting it when not.
+// p's own node ports count: a node port cannot be the health check port.
+func explicitHealthFree(p *svcPlan, sl *healthSlot, key string, ports map[portID]string, health map[int]string, r *reporter) bool {
+	n := sl.explicit
+	if o, ok := health[n]; ok {
+		r.errorf(p.svc.obj, sl.path, "%d is already the health check node port of %s", n, o)
+		return false
+	}
+	for _, proto := range nodePortProtocols {
+		o, ok := ports[portID{proto, n}]
+		switch {
+		case !ok:
+		case o == key:
+			r.errorf(p.svc.obj, sl.path, "%d is already the node port %d/%s of this Service; the health check node port must differ from every node port", n, n, proto)
+			return false
+		default:
+			r.errorf(p.svc.obj, sl.path, "%d is already the node port %d/%s of %s", n, n, proto, o)
+			return false
+		}
+	}
+	return true
+}
+
+// lockedAny returns the Service other than key that locks node port n in
+// some protocol, and the protocol.
+func lockedAny(locked map[portID]string, n int, key string) (owner, proto string, ok bool) {
+	for _, proto := range nodePortProtocols {
+		if o, ok := locked[portID{proto, n}]; ok && o != key {
+			return o, proto, true
+		}
+	}
+	return "", "", false
+}
+
+// deriveFree hashes key into the range from..to and probes upwards,
+// wrapping around, to the first port taken says is free. It fails when
+// none is.
+func deriveFree(from, to int, key string, taken func(int) bool) (int, bool) {
+	n := to - from + 1
+	if n <= 0 {
+		return 0, false
+	}
+	start := int(hash(key) % uint64(n))
+	for i := range n {
+		if port := from + (start+i)%n; !taken(port) {
+			return port, true
+		}
+	}
+	return 0, false
 }
 
 // ipPool hands out the addresses of one service CIDR. Derivation looks at

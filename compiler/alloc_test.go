@@ -45,6 +45,18 @@ func TestAllocate(t *testing.T) {
 	cl := clusterObj("cluster.yaml", "prod", tiny)
 	noLBPorts := func(s *schema.ServiceSpec) { f := false; s.AllocateLoadBalancerNodePorts = &f }
 	udp := func(s *schema.ServiceSpec) { s.Ports[0].Protocol = "UDP" }
+	// local makes a LoadBalancer Service with policy Local and health
+	// check node port hc (0: allocate).
+	local := func(hc int32) func(*schema.ServiceSpec) {
+		return func(s *schema.ServiceSpec) {
+			s.Type, s.ExternalTrafficPolicy, s.HealthCheckNodePort = "LoadBalancer", "Local", hc
+		}
+	}
+	hc := func(sa ServiceAlloc, port int32, o Origin) ServiceAlloc {
+		sa.HealthCheckNodePort, sa.HealthCheckOrigin = port, o
+		return sa
+	}
+	v4 := func(addr string) []ClusterIP { return []ClusterIP{ip("IPv4", addr, Derived)} }
 	tests := []struct {
 		name     string
 		objs     []*schema.Object
@@ -217,6 +229,159 @@ services:
       p0/UDP: 30000
 `,
 		},
+
+		// ---- health check node ports ----
+		{
+			name: "health check node port of a LoadBalancer with policy Local: derived after its node ports, locked",
+			objs: []*schema.Object{
+				cl,
+				svcObj("s.yaml", "shop", "cluster", nodePorts(0), typ("LoadBalancer")),
+				svcObj("s.yaml", "shop", "local", nodePorts(0), local(0)),
+				svcObj("s.yaml", "shop", "np", nodePorts(0), func(s *schema.ServiceSpec) { s.ExternalTrafficPolicy = "Local" }),
+				svcObj("s.yaml", "shop", "nolbports", nodePorts(0), local(0), noLBPorts),
+			},
+			want: []ServiceAlloc{
+				{Namespace: "shop", Name: "cluster", ClusterIPs: v4("10.0.0.1"), NodePorts: []NodePort{np(0, "p0/TCP", 30000, Derived)}},
+				hc(ServiceAlloc{Namespace: "shop", Name: "local", ClusterIPs: v4("10.0.0.2"), NodePorts: []NodePort{np(0, "p0/TCP", 30001, Derived)}}, 30002, Derived),
+				hc(ServiceAlloc{Namespace: "shop", Name: "nolbports", ClusterIPs: v4("10.0.0.3")}, 30003, Derived),
+				{Namespace: "shop", Name: "np", ClusterIPs: v4("10.0.0.4"), NodePorts: []NodePort{np(0, "p0/TCP", 30004, Derived)}},
+			},
+			wantLock: `version: 1
+services:
+  shop/cluster:
+    clusterIPs: [10.0.0.1]
+    nodePorts:
+      p0/TCP: 30000
+  shop/local:
+    clusterIPs: [10.0.0.2]
+    nodePorts:
+      p0/TCP: 30001
+    healthCheckNodePort: 30002
+  shop/nolbports:
+    clusterIPs: [10.0.0.3]
+    healthCheckNodePort: 30003
+  shop/np:
+    clusterIPs: [10.0.0.4]
+    nodePorts:
+      p0/TCP: 30004
+`,
+		},
+		{
+			name: "a health check node port is taken in every protocol",
+			objs: []*schema.Object{
+				cl,
+				svcObj("s.yaml", "shop", "a", nodePorts(0), udp),
+				svcObj("s.yaml", "shop", "b", nodePorts(0), local(0)),
+				svcObj("s.yaml", "shop", "c", nodePorts(0), udp),
+			},
+			want: []ServiceAlloc{
+				{Namespace: "shop", Name: "a", ClusterIPs: v4("10.0.0.1"), NodePorts: []NodePort{np(0, "p0/UDP", 30000, Derived)}},
+				hc(ServiceAlloc{Namespace: "shop", Name: "b", ClusterIPs: v4("10.0.0.2"), NodePorts: []NodePort{np(0, "p0/TCP", 30000, Derived)}}, 30001, Derived),
+				{Namespace: "shop", Name: "c", ClusterIPs: v4("10.0.0.3"), NodePorts: []NodePort{np(0, "p0/UDP", 30002, Derived)}},
+			},
+		},
+		{
+			name: "explicit health check node port: kept, locked, and never the Service's own node port",
+			objs: []*schema.Object{
+				cl,
+				svcObj("a.yaml", "shop", "a", nodePorts(30005), local(30006)),
+				svcObj("b.yaml", "shop", "b", nodePorts(30007), local(30007)),
+				svcObj("c.yaml", "shop", "c", nodePorts(30008, 0), func(s *schema.ServiceSpec) { s.Ports[0].Protocol = "UDP" }, local(30008)),
+			},
+			want: []ServiceAlloc{
+				hc(ServiceAlloc{Namespace: "shop", Name: "a", ClusterIPs: v4("10.0.0.1"), NodePorts: []NodePort{np(0, "p0/TCP", 30005, Explicit)}}, 30006, Explicit),
+				{Namespace: "shop", Name: "b", ClusterIPs: v4("10.0.0.2"), NodePorts: []NodePort{np(0, "p0/TCP", 30007, Explicit)}},
+				{Namespace: "shop", Name: "c", ClusterIPs: v4("10.0.0.3"), NodePorts: []NodePort{np(0, "p0/UDP", 30008, Explicit), np(1, "p1/TCP", 30000, Derived)}},
+			},
+			wantDiag: []string{
+				"b.yaml:1:1: spec.healthCheckNodePort: 30007 is already the node port 30007/TCP of this Service; the health check node port must differ from every node port",
+				"c.yaml:1:1: spec.healthCheckNodePort: 30008 is already the node port 30008/UDP of this Service; the health check node port must differ from every node port",
+			},
+		},
+		{
+			name: "explicit health check node port against other Services: the second user is the error",
+			objs: []*schema.Object{
+				cl,
+				svcObj("a.yaml", "shop", "a", nodePorts(30005), local(30006)),
+				svcObj("b.yaml", "shop", "b", nodePorts(30006), udp),
+				svcObj("c.yaml", "shop", "c", nodePorts(0), local(30005)),
+				svcObj("d.yaml", "shop", "d", nodePorts(0), local(30006)),
+				svcObj("e.yaml", "shop", "e", nodePorts(0), local(40000)),
+			},
+			want: []ServiceAlloc{
+				hc(ServiceAlloc{Namespace: "shop", Name: "a", ClusterIPs: v4("10.0.0.1"), NodePorts: []NodePort{np(0, "p0/TCP", 30005, Explicit)}}, 30006, Explicit),
+				{Namespace: "shop", Name: "b", ClusterIPs: v4("10.0.0.2")},
+				{Namespace: "shop", Name: "c", ClusterIPs: v4("10.0.0.3"), NodePorts: []NodePort{np(0, "p0/TCP", 30000, Derived)}},
+				{Namespace: "shop", Name: "d", ClusterIPs: v4("10.0.0.4"), NodePorts: []NodePort{np(0, "p0/TCP", 30001, Derived)}},
+				{Namespace: "shop", Name: "e", ClusterIPs: v4("10.0.0.5"), NodePorts: []NodePort{np(0, "p0/TCP", 30002, Derived)}},
+			},
+			wantDiag: []string{
+				"b.yaml:1:1: spec.ports[0].nodePort: 30006 is already the health check node port of shop/a",
+				"c.yaml:1:1: spec.healthCheckNodePort: 30005 is already the node port 30005/TCP of shop/a",
+				"d.yaml:1:1: spec.healthCheckNodePort: 30006 is already the health check node port of shop/a",
+				"e.yaml:1:1: spec.healthCheckNodePort: 40000 is outside the cluster's node port range 30000-30009",
+			},
+		},
+		{
+			name: "an explicit value on another Service's locked health check node port is an error, and the entry is dropped",
+			objs: []*schema.Object{
+				cl,
+				svcObj("a.yaml", "shop", "a", nodePorts(0), local(0)),
+				svcObj("b.yaml", "shop", "b", nodePorts(30009), udp),
+				svcObj("c.yaml", "shop", "c", nodePorts(0), local(30009)),
+				svcObj("d.yaml", "shop", "d", nodePorts(0), local(30004)),
+			},
+			lock: lockOf(map[string]lockEntry{
+				"shop/a":    {nodePorts: map[string]int{"p0/TCP": 30008}, healthCheckNodePort: 30009},
+				"shop/gone": {nodePorts: map[string]int{"p0/UDP": 30004}},
+			}),
+			want: []ServiceAlloc{
+				hc(ServiceAlloc{Namespace: "shop", Name: "a", ClusterIPs: v4("10.0.0.1"), NodePorts: []NodePort{np(0, "p0/TCP", 30008, Locked)}}, 30000, Derived),
+				{Namespace: "shop", Name: "b", ClusterIPs: v4("10.0.0.2"), NodePorts: []NodePort{np(0, "p0/UDP", 30009, Explicit)}},
+				{Namespace: "shop", Name: "c", ClusterIPs: v4("10.0.0.3"), NodePorts: []NodePort{np(0, "p0/TCP", 30001, Derived)}},
+				hc(ServiceAlloc{Namespace: "shop", Name: "d", ClusterIPs: v4("10.0.0.4"), NodePorts: []NodePort{np(0, "p0/TCP", 30002, Derived)}}, 30004, Explicit),
+			},
+			wantDiag: []string{
+				"b.yaml:1:1: spec.ports[0].nodePort: 30009 is the health check node port of shop/a in netspec.lock; locked allocations never move, so choose another port",
+				"c.yaml:1:1: spec.healthCheckNodePort: 30009 is already the node port 30009/UDP of shop/b",
+			},
+		},
+		{
+			name: "a locked health check node port is kept; an explicit one on another Service's locked node port is an error",
+			objs: []*schema.Object{
+				cl,
+				svcObj("a.yaml", "shop", "a", nodePorts(0), local(0)),
+				svcObj("b.yaml", "shop", "b", nodePorts(0), udp),
+				svcObj("c.yaml", "shop", "c", nodePorts(0), local(30003)),
+			},
+			lock: lockOf(map[string]lockEntry{
+				"shop/a": {nodePorts: map[string]int{"p0/TCP": 30008}, healthCheckNodePort: 30009},
+				"shop/b": {nodePorts: map[string]int{"p0/UDP": 30003}},
+			}),
+			want: []ServiceAlloc{
+				hc(ServiceAlloc{Namespace: "shop", Name: "a", ClusterIPs: v4("10.0.0.1"), NodePorts: []NodePort{np(0, "p0/TCP", 30008, Locked)}}, 30009, Locked),
+				{Namespace: "shop", Name: "b", ClusterIPs: v4("10.0.0.2"), NodePorts: []NodePort{np(0, "p0/UDP", 30000, Derived)}},
+				hc(ServiceAlloc{Namespace: "shop", Name: "c", ClusterIPs: v4("10.0.0.3"), NodePorts: []NodePort{np(0, "p0/TCP", 30000, Derived)}}, 30003, Explicit),
+			},
+			wantDiag: []string{
+				"c.yaml:1:1: spec.healthCheckNodePort: 30003 is the node port 30003/UDP of shop/b in netspec.lock; locked allocations never move, so choose another port",
+			},
+		},
+		{
+			name: "a Service no longer LoadBalancer with policy Local drops its health check node port",
+			objs: []*schema.Object{cl, svcObj("s.yaml", "shop", "a", nodePorts(0), typ("LoadBalancer"))},
+			lock: lockOf(map[string]lockEntry{"shop/a": {nodePorts: map[string]int{"p0/TCP": 30003}, healthCheckNodePort: 30004}}),
+			want: []ServiceAlloc{
+				{Namespace: "shop", Name: "a", ClusterIPs: v4("10.0.0.1"), NodePorts: []NodePort{np(0, "p0/TCP", 30003, Locked)}},
+			},
+			wantLock: `version: 1
+services:
+  shop/a:
+    clusterIPs: [10.0.0.1]
+    nodePorts:
+      p0/TCP: 30003
+`,
+		},
 		{
 			name: "an unnamed port is keyed by its number",
 			objs: []*schema.Object{cl, svcObj("s.yaml", "shop", "a", nodePorts(0), func(s *schema.ServiceSpec) { s.Ports[0].Name = "" })},
@@ -299,6 +464,24 @@ func TestAllocateExhausted(t *testing.T) {
 			}, many(3, nodePorts(0))...),
 			want: []string{
 				"svc.yaml:3:1: spec.ports[0]: no free TCP node port is left in the range 30000-30002 for port p0/TCP of shop/s2; widen the Cluster's nodePortRange or use fewer node ports",
+			},
+		},
+		{
+			name: "node port range full for a health check node port: a UDP node port takes its place",
+			objs: append([]*schema.Object{
+				clusterObj("c.yaml", "c", func(c *schema.ClusterSpec) { c.NodePortRange = "30000-30002" }),
+				atDoc(svcObj("svc.yaml", "shop", "x", nodePorts(30001), func(s *schema.ServiceSpec) { s.Ports[0].Protocol = "UDP" }), 9),
+			}, many(1, nodePorts(0), func(s *schema.ServiceSpec) { s.Type, s.ExternalTrafficPolicy = "LoadBalancer", "Local" })...),
+			want: []string{},
+		},
+		{
+			name: "node port range full for a health check node port",
+			objs: append([]*schema.Object{
+				clusterObj("c.yaml", "c", func(c *schema.ClusterSpec) { c.NodePortRange = "30000-30002" }),
+				atDoc(svcObj("svc.yaml", "shop", "x", nodePorts(30001), func(s *schema.ServiceSpec) { s.Ports[0].Protocol = "UDP" }), 9),
+			}, many(2, nodePorts(0), func(s *schema.ServiceSpec) { s.Type, s.ExternalTrafficPolicy = "LoadBalancer", "Local" })...),
+			want: []string{
+				"svc.yaml:2:1: metadata.name: no free node port is left in the range 30000-30002 for the health check node port of shop/s1; widen the Cluster's nodePortRange or use fewer node ports",
 			},
 		},
 	}
@@ -395,6 +578,9 @@ func (w *world) add(explicit netip.Addr) {
 		mods = append(mods, nodePorts(0, 0), func(s *schema.ServiceSpec) { s.Ports[1].Protocol = "UDP" })
 	case 3:
 		mods = append(mods, nodePorts(0), typ("LoadBalancer"))
+		if w.rng.IntN(2) == 0 {
+			mods = append(mods, func(s *schema.ServiceSpec) { s.ExternalTrafficPolicy = "Local" })
+		}
 	case 4:
 		mods = append(mods, clusterIP("None"))
 	}
@@ -435,11 +621,15 @@ func values(s ServiceAlloc) []string {
 	for _, p := range s.NodePorts {
 		out = append(out, fmt.Sprintf("%s=%d", p.Key, p.Port))
 	}
+	if s.HealthCheckNodePort != 0 {
+		out = append(out, fmt.Sprintf("healthCheck/*=%d", s.HealthCheckNodePort))
+	}
 	return out
 }
 
-// checkUnique fails when two Services share a cluster IP or a node port, or
-// a value is outside the cluster's CIDRs and range.
+// checkUnique fails when two Services share a cluster IP or a node port, a
+// health check node port is any node port (of any protocol), or a value is
+// outside the cluster's CIDRs and range.
 func checkUnique(t *testing.T, a *Allocations, cidrs []netip.Prefix, from, to int32) {
 	t.Helper()
 	seen := map[string]string{}
@@ -449,10 +639,16 @@ func checkUnique(t *testing.T, a *Allocations, cidrs []netip.Prefix, from, to in
 			if i := strings.IndexByte(v, '/'); i >= 0 {
 				key = v[i+1:] // protocol=port
 			}
-			if o, ok := seen[key]; ok {
-				t.Fatalf("%s of %s is also %s's", v, s.Key(), o)
+			keys := []string{key}
+			if port, ok := strings.CutPrefix(key, "*="); ok {
+				keys = []string{"TCP=" + port, "UDP=" + port, "SCTP=" + port}
 			}
-			seen[key] = s.Key()
+			for _, key := range keys {
+				if o, ok := seen[key]; ok {
+					t.Fatalf("%s of %s is also %s's", v, s.Key(), o)
+				}
+				seen[key] = s.Key() + " (" + v + ")"
+			}
 		}
 		for _, ip := range s.ClusterIPs {
 			if !slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(ip.Addr) && p.Addr() != ip.Addr }) || ip.Addr == lastAddr(cidrs[0]) {
@@ -463,6 +659,9 @@ func checkUnique(t *testing.T, a *Allocations, cidrs []netip.Prefix, from, to in
 			if p.Port < from || p.Port > to {
 				t.Fatalf("node port %d of %s is outside %d-%d", p.Port, s.Key(), from, to)
 			}
+		}
+		if n := s.HealthCheckNodePort; n != 0 && (n < from || n > to) {
+			t.Fatalf("health check node port %d of %s is outside %d-%d", n, s.Key(), from, to)
 		}
 	}
 }
@@ -568,6 +767,9 @@ func TestLockedAllocationsNeverMove(t *testing.T) {
 							if ip.Origin == Derived {
 								t.Errorf("round %d: %s: %s derived again despite the lock", round, old.Key(), ip.Addr)
 							}
+						}
+						if now.HealthCheckNodePort != 0 && now.HealthCheckOrigin != Locked {
+							t.Errorf("round %d: %s: health check node port %d is %s, not locked", round, old.Key(), now.HealthCheckNodePort, now.HealthCheckOrigin)
 						}
 					}
 					if moved > 0 {

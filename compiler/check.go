@@ -314,17 +314,20 @@ func nodePortSlots(s *service, cl *cluster, r *reporter) []portSlot {
 }
 
 // checkExternalIPs requires every external IP to fall inside one of the
-// Cluster's externalIPCIDRs: anyone who may write a Service could otherwise
-// capture traffic to any address (CVE-2020-8554).
+// Cluster's externalIPCIDRs, and every LoadBalancer IP the nodes capture
+// inside one of its loadBalancerIPCIDRs: anyone who may write a Service
+// could otherwise capture traffic to any address (CVE-2020-8554).
 func checkExternalIPs(objs []*schema.Object, cl *cluster, r *reporter) {
 	for _, o := range objs {
 		if o.Service != nil {
 			checkServiceExternalIPs(o, cl, r)
+			checkServiceLoadBalancerIPs(o, cl, r)
 		}
 	}
 }
 
-// checkServiceExternalIPs is checkExternalIPs for one Service object.
+// checkServiceExternalIPs is checkExternalIPs's check of the external IPs
+// of one Service object.
 func checkServiceExternalIPs(o *schema.Object, cl *cluster, r *reporter) {
 	for i, ip := range o.Service.Spec.ExternalIPs {
 		a, err := netip.ParseAddr(ip)
@@ -332,7 +335,7 @@ func checkServiceExternalIPs(o *schema.Object, cl *cluster, r *reporter) {
 			continue // the schema reported it
 		}
 		a = a.Unmap()
-		if slices.ContainsFunc(cl.externalIPCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }) {
+		if inside(cl.externalIPCIDRs, a) {
 			continue
 		}
 		p := pSpec.Key("externalIPs").Index(i)
@@ -340,13 +343,62 @@ func checkServiceExternalIPs(o *schema.Object, cl *cluster, r *reporter) {
 			r.errorf(o, p, "%s is not inside any externalIPCIDRs of the Cluster object; add a CIDR that contains it to spec.externalIPCIDRs to allow it (none are allowed by default, which closes CVE-2020-8554)", a)
 			continue
 		}
-		cidrs := make([]string, len(cl.externalIPCIDRs))
-		for j, c := range cl.externalIPCIDRs {
-			cidrs[j] = c.String()
-		}
 		r.errorf(o, p, "%s is not inside any externalIPCIDRs of the Cluster object (%s); add a CIDR that contains it to spec.externalIPCIDRs to allow it",
-			a, strings.Join(cidrs, ", "))
+			a, prefixList(cl.externalIPCIDRs))
 	}
+}
+
+// checkServiceLoadBalancerIPs is checkExternalIPs's check of the
+// LoadBalancer IPs of one Service object: the ingress IPs of its status
+// that the nodes capture (those of a LoadBalancer Service whose ipMode is
+// not Proxy) must lie inside the Cluster's loadBalancerIPCIDRs. As
+// kube-proxy, netspec does not program spec.loadBalancerIP: a warning says
+// so when no ingress IP is that address.
+func checkServiceLoadBalancerIPs(o *schema.Object, cl *cluster, r *reporter) {
+	s := o.Service
+	if s.Spec.Type != "LoadBalancer" {
+		return // the schema refuses a loadBalancerIP; ingress IPs are not programmed
+	}
+	lbIP, lbErr := netip.ParseAddr(s.Spec.LoadBalancerIP)
+	lbIP = lbIP.Unmap()
+	matched := false
+	for i, ing := range s.Status.LoadBalancer.Ingress {
+		a, err := netip.ParseAddr(ing.IP)
+		if err != nil || a.Zone() != "" {
+			continue // empty (a hostname), or the schema reported it
+		}
+		a = a.Unmap()
+		if lbErr == nil && a == lbIP {
+			matched = true
+		}
+		if ing.IPMode == "Proxy" || inside(cl.lbIPCIDRs, a) {
+			continue
+		}
+		p := diag.Path{"status", "loadBalancer", "ingress", i, "ip"}
+		if len(cl.lbIPCIDRs) == 0 {
+			r.errorf(o, p, "%s is not inside any loadBalancerIPCIDRs of the Cluster object; add a CIDR that contains it to spec.loadBalancerIPCIDRs to allow it (none are allowed by default: every node captures the traffic to a LoadBalancer IP, as it does to an external IP, CVE-2020-8554)", a)
+			continue
+		}
+		r.errorf(o, p, "%s is not inside any loadBalancerIPCIDRs of the Cluster object (%s); add a CIDR that contains it to spec.loadBalancerIPCIDRs to allow it",
+			a, prefixList(cl.lbIPCIDRs))
+	}
+	if lbErr == nil && !matched {
+		r.warnf(o, pSpec.Key("loadBalancerIP"), "%s is not programmed: as kube-proxy, netspec captures only the addresses of status.loadBalancer.ingress, and none of them is %s; add it there once the load balancer answers on it", lbIP, lbIP)
+	}
+}
+
+// inside reports whether a lies inside one of cidrs.
+func inside(cidrs []netip.Prefix, a netip.Addr) bool {
+	return slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// prefixList formats CIDRs for messages.
+func prefixList(cidrs []netip.Prefix) string {
+	s := make([]string, len(cidrs))
+	for i, c := range cidrs {
+		s[i] = c.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // checkEndpointIPs refuses endpoint IPs that are a Service's own

@@ -408,7 +408,10 @@ func (u *update) add(added []*objState) {
 		}
 		switch {
 		case o.Service != nil:
-			m.setDiags(st, checkExternal, u.findings(func(r *reporter) { checkServiceExternalIPs(o, m.cl, r) }))
+			m.setDiags(st, checkExternal, u.findings(func(r *reporter) {
+				checkServiceExternalIPs(o, m.cl, r)
+				checkServiceLoadBalancerIPs(o, m.cl, r)
+			}))
 			if selects(o) {
 				st.selecting = true
 				lk := selKey(o.Service)
@@ -638,6 +641,8 @@ func (m *checkMemo) allocate(lock *Lock, r *reporter) (*Allocations, bool) {
 func samePlan(a, b *svcPlan) bool {
 	am, bm := a.svc.obj.Service.Metadata, b.svc.obj.Service.Metadata
 	return a.svc.key == b.svc.key && am.Namespace == bm.Namespace && am.Name == bm.Name &&
+		a.health.need == b.health.need && a.health.explicit == b.health.explicit && a.health.valid == b.health.valid &&
+		slices.Equal(a.health.path, b.health.path) && a.health.deriveKey == b.health.deriveKey &&
 		slices.EqualFunc(a.ips, b.ips, func(x, y ipSlot) bool {
 			return x.family == y.family && x.explicit == y.explicit && x.valid == y.valid &&
 				slices.Equal(x.path, y.path) && x.deriveKey == y.deriveKey

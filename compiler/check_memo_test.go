@@ -485,6 +485,12 @@ func (g *randomTree) service() string {
 	if typ == "LoadBalancer" && g.rng.IntN(2) == 0 {
 		fmt.Fprintf(&b, "  loadBalancerIP: %s\n", g.pick("203.0.113.8", "10.244.0.2"))
 	}
+	if typ == "LoadBalancer" && g.rng.IntN(2) == 0 {
+		b.WriteString("  externalTrafficPolicy: Local\n")
+		if g.rng.IntN(2) == 0 {
+			fmt.Fprintf(&b, "  healthCheckNodePort: %s\n", g.pick("30001", "30002", "30003"))
+		}
+	}
 	b.WriteString("  ports:\n  - name: http\n    protocol: TCP\n    port: 80\n")
 	if (typ == "NodePort" || typ == "LoadBalancer") && g.rng.IntN(2) == 0 {
 		fmt.Fprintf(&b, "    nodePort: %s\n", g.pick("30001", "30002", "30050"))
@@ -546,7 +552,7 @@ func (g *randomTree) endpoints() string {
 // cluster is a Cluster object, sometimes two.
 func (g *randomTree) cluster() string {
 	spec := g.pick(
-		`serviceCIDRs: ["10.96.0.0/28"]`+"\n  nodePortRange: \"30000-30005\"\n  externalIPCIDRs: [\"203.0.113.0/24\"]",
+		`serviceCIDRs: ["10.96.0.0/28"]`+"\n  nodePortRange: \"30000-30005\"\n  externalIPCIDRs: [\"203.0.113.0/24\"]\n  loadBalancerIPCIDRs: [\"203.0.113.0/28\"]",
 		`serviceCIDRs: ["10.96.0.0/28", "fd00:96::/124"]`+"\n  nodePortRange: \"30000-30009\"",
 		`serviceCIDRs: ["10.96.0.0/29"]`+"\n  nodePortRange: \"30000-30002\"",
 		`serviceCIDRs: ["10.96.0.0/12"]`,

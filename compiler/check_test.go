@@ -83,6 +83,25 @@ func externalIPs(ips ...string) func(*schema.ServiceSpec) {
 	return func(s *schema.ServiceSpec) { s.ExternalIPs = ips }
 }
 
+// lb makes a LoadBalancer Service with spec.loadBalancerIP lbIP ("" for
+// none).
+func lb(lbIP string) func(*schema.ServiceSpec) {
+	return func(s *schema.ServiceSpec) { s.Type, s.LoadBalancerIP = "LoadBalancer", lbIP }
+}
+
+// withIngress sets the status ingress IPs of a Service object; "Proxy:IP"
+// has ipMode Proxy.
+func withIngress(o *schema.Object, ips ...string) *schema.Object {
+	for _, ip := range ips {
+		ing := schema.LoadBalancerIngress{IP: ip}
+		if a, ok := strings.CutPrefix(ip, "Proxy:"); ok {
+			ing = schema.LoadBalancerIngress{IP: a, IPMode: "Proxy"}
+		}
+		o.Service.Status.LoadBalancer.Ingress = append(o.Service.Status.LoadBalancer.Ingress, ing)
+	}
+	return o
+}
+
 func clusterObj(file, name string, mod func(*schema.ClusterSpec)) *schema.Object {
 	c := &schema.Cluster{Metadata: schema.ObjectMeta{Name: name}, Spec: schema.DefaultClusterSpec()}
 	if mod != nil {
@@ -369,6 +388,66 @@ func TestValidate(t *testing.T) {
 			},
 		},
 
+		// ---- LoadBalancer IPs ----
+		{
+			name: "ingress IPs inside loadBalancerIPCIDRs, loadBalancerIP among them",
+			objs: []*schema.Object{
+				clusterObj("cluster.yaml", "prod", func(c *schema.ClusterSpec) {
+					c.LoadBalancerIPCIDRs = []string{"198.51.100.0/24", "2001:db8::/64"}
+				}),
+				withIngress(svcObj("a.yaml", "shop", "a", lb("198.51.100.7")), "198.51.100.7", "2001:db8::7", "::ffff:198.51.100.8"),
+			},
+			want: []string{},
+		},
+		{
+			name: "ingress IP with no loadBalancerIPCIDRs",
+			objs: []*schema.Object{
+				withIngress(svcObj("dns.yaml", "kube-system", "dns", lb("")), "1.1.1.1"),
+			},
+			want: []string{
+				"dns.yaml:1:1: status.loadBalancer.ingress[0].ip: 1.1.1.1 is not inside any loadBalancerIPCIDRs of the Cluster object; add a CIDR that contains it to spec.loadBalancerIPCIDRs to allow it (none are allowed by default: every node captures the traffic to a LoadBalancer IP, as it does to an external IP, CVE-2020-8554)",
+			},
+		},
+		{
+			name: "ingress IP outside the loadBalancerIPCIDRs; external IPs do not count",
+			objs: []*schema.Object{
+				clusterObj("cluster.yaml", "prod", func(c *schema.ClusterSpec) {
+					c.ExternalIPCIDRs, c.LoadBalancerIPCIDRs = []string{"203.0.113.0/24"}, []string{"198.51.100.0/24", "203.0.113.96/28"}
+				}),
+				withIngress(svcObj("a.yaml", "shop", "a", lb("")), "203.0.113.100", "203.0.113.7"),
+			},
+			want: []string{
+				"a.yaml:1:1: status.loadBalancer.ingress[1].ip: 203.0.113.7 is not inside any loadBalancerIPCIDRs of the Cluster object (198.51.100.0/24, 203.0.113.96/28); add a CIDR that contains it to spec.loadBalancerIPCIDRs to allow it",
+			},
+		},
+		{
+			name: "ipMode Proxy and hostname ingresses are not captured, not checked",
+			objs: []*schema.Object{
+				withIngress(svcObj("a.yaml", "shop", "a", lb("")), "Proxy:8.8.8.8", ""),
+			},
+			want: []string{},
+		},
+		{
+			name: "ingress of a Service that is not a LoadBalancer is not captured, not checked",
+			objs: []*schema.Object{
+				withIngress(svcObj("a.yaml", "shop", "a", typ("NodePort")), "8.8.8.8"),
+			},
+			want: []string{},
+		},
+		{
+			name: "loadBalancerIP that no ingress IP matches",
+			objs: []*schema.Object{
+				clusterObj("cluster.yaml", "prod", func(c *schema.ClusterSpec) { c.LoadBalancerIPCIDRs = []string{"198.51.100.0/24"} }),
+				svcObj("a.yaml", "shop", "a", lb("8.8.8.8")),
+				withIngress(svcObj("b.yaml", "shop", "b", lb("198.51.100.9")), "198.51.100.10", "Proxy:8.8.4.4"),
+				withIngress(svcObj("c.yaml", "shop", "c", lb("8.8.4.4")), "Proxy:8.8.4.4"),
+			},
+			want: []string{
+				"a.yaml:1:1: warning: spec.loadBalancerIP: 8.8.8.8 is not programmed: as kube-proxy, netspec captures only the addresses of status.loadBalancer.ingress, and none of them is 8.8.8.8; add it there once the load balancer answers on it",
+				"b.yaml:1:1: warning: spec.loadBalancerIP: 198.51.100.9 is not programmed: as kube-proxy, netspec captures only the addresses of status.loadBalancer.ingress, and none of them is 198.51.100.9; add it there once the load balancer answers on it",
+			},
+		},
+
 		// ---- endpoint IPs ----
 		{
 			name: "endpoint IPs that are no Service's",
@@ -383,7 +462,9 @@ func TestValidate(t *testing.T) {
 		{
 			name: "endpoint IPs that are cluster, external and load balancer IPs",
 			objs: []*schema.Object{
-				clusterObj("cluster.yaml", "prod", func(c *schema.ClusterSpec) { c.ExternalIPCIDRs = []string{"203.0.113.0/24"} }),
+				clusterObj("cluster.yaml", "prod", func(c *schema.ClusterSpec) {
+					c.ExternalIPCIDRs, c.LoadBalancerIPCIDRs = []string{"203.0.113.0/24"}, []string{"192.0.2.0/24"}
+				}),
 				svcObj("svc.yaml", "shop", "web", clusterIP("10.96.0.10"), externalIPs("203.0.113.7")),
 				func() *schema.Object {
 					o := svcObj("lb.yaml", "shop", "lb", typ("LoadBalancer"))
@@ -398,6 +479,7 @@ func TestValidate(t *testing.T) {
 			},
 			want: []string{
 				"ep.yaml:1:1: subsets[0].addresses[1].ip: 10.96.0.10 is the cluster IP of shop/web and cannot be an endpoint",
+				"lb.yaml:1:1: warning: spec.loadBalancerIP: 192.0.2.1 is not programmed: as kube-proxy, netspec captures only the addresses of status.loadBalancer.ingress, and none of them is 192.0.2.1; add it there once the load balancer answers on it",
 				"pod.yaml:1:1: status.podIP: 192.0.2.1 is the load balancer IP of shop/lb and cannot be an endpoint",
 				"pod2.yaml:1:1: status.podIPs[1].ip: 192.0.2.2 is a load balancer ingress IP of shop/lb and cannot be an endpoint",
 				"slice.yaml:1:1: endpoints[0].addresses[0]: 203.0.113.7 is an external IP of shop/web and cannot be an endpoint",

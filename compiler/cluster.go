@@ -18,6 +18,7 @@ type cluster struct {
 	nodePortFrom    int            // 0 when the range does not parse
 	nodePortTo      int
 	externalIPCIDRs []netip.Prefix
+	lbIPCIDRs       []netip.Prefix // loadBalancerIPCIDRs
 	podCIDRs        []netip.Prefix
 }
 
@@ -65,6 +66,11 @@ func parseCluster(spec schema.ClusterSpec) *cluster {
 	for _, s := range spec.ExternalIPCIDRs {
 		if p, ok := parsePrefix(s); ok {
 			c.externalIPCIDRs = append(c.externalIPCIDRs, p)
+		}
+	}
+	for _, s := range spec.LoadBalancerIPCIDRs {
+		if p, ok := parsePrefix(s); ok {
+			c.lbIPCIDRs = append(c.lbIPCIDRs, p)
 		}
 	}
 	for _, s := range spec.PodCIDRs {

@@ -76,7 +76,8 @@ func sameAlloc(a, b *ServiceAlloc) bool {
 		return a == b
 	}
 	return a.Namespace == b.Namespace && a.Name == b.Name &&
-		slices.Equal(a.ClusterIPs, b.ClusterIPs) && slices.Equal(a.NodePorts, b.NodePorts)
+		slices.Equal(a.ClusterIPs, b.ClusterIPs) && slices.Equal(a.NodePorts, b.NodePorts) &&
+		a.HealthCheckNodePort == b.HealthCheckNodePort && a.HealthCheckOrigin == b.HealthCheckOrigin
 }
 
 // lookup is Service without the copy, for reading only.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -74,6 +75,17 @@ func TestMemoEqualsFresh(t *testing.T) {
 		}},
 		{"type NodePort", edit(svc(4), "type: ClusterIP", "type: NodePort")},
 		{"policy Local", edit(svc(4), "type: NodePort", "type: NodePort\n  externalTrafficPolicy: Local")},
+		{"LoadBalancer with policy Local: a health check node port", edit(svc(4), "type: NodePort", "type: LoadBalancer")},
+		{"another service takes svc-4's derived health check node port", func(t *testing.T) {
+			port := last.Services[slices.IndexFunc(last.Services, func(s plan.Service) bool { return s.Name == "svc-4" })].HealthCheckNodePort
+			if port == 0 {
+				t.Fatal("svc-4 has no health check node port")
+			}
+			claim := strings.ReplaceAll(manualService("10.1.0.9"), "name: manual", "name: hc-claim")
+			claim = strings.Replace(claim, "spec:\n", "spec:\n  type: NodePort\n", 1)
+			claim = strings.Replace(claim, "    targetPort: 8080\n", "    targetPort: 8080\n    nodePort: "+strconv.Itoa(int(port))+"\n", 1)
+			write(t, filepath.Join(root, "hc-claim.yaml"), claim)
+		}},
 		{"session affinity", edit(svc(7), "type: ClusterIP", "type: ClusterIP\n  sessionAffinity: ClientIP")},
 		{"service port number", edit(svc(7), "    port: 80\n", "    port: 81\n")},
 		{"headless", edit(svc(6), "type: ClusterIP", "type: ClusterIP\n  clusterIP: None")},

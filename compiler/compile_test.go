@@ -162,8 +162,8 @@ func TestKitchenSinkValidates(t *testing.T) {
 		t.Errorf("netspec.lock is not up to date (run netspec lock %s):\n%s", kitchenSink, strings.Join(diff, "\n"))
 	}
 	for _, n := range kitchenSinkNodes {
-		if got := len(c.plans[n].Services); got != 24 {
-			t.Errorf("node %s: %d services, want 24", n, got)
+		if got := len(c.plans[n].Services); got != 25 {
+			t.Errorf("node %s: %d services, want 25", n, got)
 		}
 	}
 }
@@ -183,6 +183,7 @@ type serviceShape struct {
 	AffinitySeconds int32
 	InternalLocal   bool
 	ExternalLocal   bool
+	HealthCheck     uint16 // HealthCheckNodePort
 	Ports           []portShape
 }
 
@@ -213,6 +214,7 @@ func shapeOf(s *plan.Service) serviceShape {
 		AffinitySeconds: s.AffinitySeconds,
 		InternalLocal:   s.InternalLocal,
 		ExternalLocal:   s.ExternalLocal,
+		HealthCheck:     s.HealthCheckNodePort,
 	}
 	for _, p := range s.Ports {
 		sh.Ports = append(sh.Ports, portShape{Name: p.Name, Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort})
@@ -297,6 +299,15 @@ func TestKitchenSinkServices(t *testing.T) {
 				Type: "LoadBalancer", ClusterIPs: []string{"10.101.113.56"},
 				LoadBalancerIPs: []string{"203.0.113.100"}, SourceRanges: []string{"198.51.100.0/24"},
 				Ports: []portShape{{Name: "https", Protocol: "TCP", Port: 443, NodePort: 32631}},
+			},
+		},
+		{
+			feature: "LoadBalancer with policy Local: a health check node port",
+			service: "edge/gateway-local",
+			want: serviceShape{
+				Type: "LoadBalancer", ClusterIPs: []string{"10.101.111.6"}, LoadBalancerIPs: []string{"203.0.113.101"},
+				ExternalLocal: true, HealthCheck: 32681,
+				Ports: []portShape{{Name: "https", Protocol: "TCP", Port: 443, NodePort: 32133}},
 			},
 		},
 		{
@@ -604,6 +615,12 @@ func TestKitchenSinkEndpointSets(t *testing.T) {
 			feature: "externalTrafficPolicy Local on node-3: none",
 			node:    "node-3", service: "edge/ingress", port: "https", protocol: "TCP",
 			wantCluster:  []string{"10.244.1.80:8443", "10.244.2.80:8443"},
+			wantExternal: nil,
+		},
+		{
+			feature: "LoadBalancer with policy Local on node-3: none",
+			node:    "node-3", service: "edge/gateway-local", port: "https", protocol: "TCP",
+			wantCluster:  []string{"10.244.1.50:8443", "10.244.2.50:8443"},
 			wantExternal: nil,
 		},
 		{
@@ -1439,7 +1456,9 @@ func TestCompileTerminatingFallbackIgnoresTopology(t *testing.T) {
 // TestCompileLoadBalancerIPModeProxy: kube-proxy does not capture a
 // LoadBalancer ingress IP whose ipMode is Proxy (KEP-1860): the load
 // balancer proxies to the node ports, and capturing the IP on the nodes
-// would bypass it for in-cluster clients. Compile adds every ingress IP.
+// would bypass it for in-cluster clients. Nor does it capture
+// spec.loadBalancerIP, a request to the load balancer: Compile adds
+// every other ingress IP.
 func TestCompileLoadBalancerIPModeProxy(t *testing.T) {
 	c := mustTree(t, "testdata/lb-ipmode-proxy", "node-a")
 	p := c.plans["node-a"]
@@ -1450,6 +1469,10 @@ func TestCompileLoadBalancerIPModeProxy(t *testing.T) {
 	v := p.Trace(plan.Packet{Src: netip.MustParseAddr("10.244.1.200"), Dst: netip.MustParseAddr("203.0.113.50"), Protocol: "TCP", Port: 443})
 	if diff := cmp.Diff(plan.Verdict{Action: "accept"}, v, equateNetip); diff != "" {
 		t.Errorf("Trace to the Proxy-mode ingress IP (-want +got):\n%s", diff)
+	}
+	v = p.Trace(plan.Packet{Src: netip.MustParseAddr("10.244.1.200"), Dst: netip.MustParseAddr("203.0.113.52"), Protocol: "TCP", Port: 443})
+	if diff := cmp.Diff(plan.Verdict{Action: "accept"}, v, equateNetip); diff != "" {
+		t.Errorf("Trace to spec.loadBalancerIP (-want +got):\n%s", diff)
 	}
 }
 

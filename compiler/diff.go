@@ -103,6 +103,7 @@ type ServiceInfo struct {
 	AffinitySeconds       int32          `json:"affinitySeconds,omitempty"`
 	InternalTrafficPolicy string         `json:"internalTrafficPolicy"`
 	ExternalTrafficPolicy string         `json:"externalTrafficPolicy"`
+	HealthCheckNodePort   uint16         `json:"healthCheckNodePort,omitempty"`
 	// IPVSScheduler is the annotation netspec.dev/ipvs-scheduler, ""
 	// when the node's default applies (IPVS data plane only).
 	IPVSScheduler string     `json:"ipvsScheduler,omitempty"`
@@ -495,6 +496,7 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 	field("sessionAffinity", affinityWords(oi.AffinitySeconds), affinityWords(ni.AffinitySeconds))
 	field("internalTrafficPolicy", oi.InternalTrafficPolicy, ni.InternalTrafficPolicy)
 	field("externalTrafficPolicy", oi.ExternalTrafficPolicy, ni.ExternalTrafficPolicy)
+	field("healthCheckNodePort", portWords(oi.HealthCheckNodePort), portWords(ni.HealthCheckNodePort))
 	field("ipvsScheduler", schedulerWords(oi.IPVSScheduler), schedulerWords(ni.IPVSScheduler))
 
 	var fwd []fwdItem
@@ -666,6 +668,7 @@ func serviceInfo(s *plan.Service) *ServiceInfo {
 		AffinitySeconds:       s.AffinitySeconds,
 		InternalTrafficPolicy: policyWord(s.InternalLocal),
 		ExternalTrafficPolicy: policyWord(s.ExternalLocal),
+		HealthCheckNodePort:   s.HealthCheckNodePort,
 		IPVSScheduler:         s.IPVSScheduler,
 	}
 	for i := range s.Ports {

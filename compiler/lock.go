@@ -23,8 +23,9 @@ const LockVersion = 1
 // lockHeader opens every lock file written by Marshal.
 const lockHeader = "# netspec.lock — cluster IPs and node ports allocated by netspec. Written by `netspec lock`; commit it.\n"
 
-// Lock is the content of netspec.lock: the cluster IPs and node ports of
-// each Service, recorded so that they never move while the Service exists.
+// Lock is the content of netspec.lock: the cluster IPs, node ports and
+// health check node port of each Service, recorded so that they never
+// move while the Service exists.
 // A nil *Lock means the tree has no lock file.
 type Lock struct {
 	services map[string]lockEntry // by namespace/name
@@ -33,11 +34,14 @@ type Lock struct {
 // lockEntry is one Service's record; clusterIPs holds at most one address
 // per family, IPv4 first.
 type lockEntry struct {
-	clusterIPs []netip.Addr
-	nodePorts  map[string]int // by port key, such as http/TCP
+	clusterIPs          []netip.Addr
+	nodePorts           map[string]int // by port key, such as http/TCP
+	healthCheckNodePort int            // 0 when none
 }
 
-func (e lockEntry) empty() bool { return len(e.clusterIPs) == 0 && len(e.nodePorts) == 0 }
+func (e lockEntry) empty() bool {
+	return len(e.clusterIPs) == 0 && len(e.nodePorts) == 0 && e.healthCheckNodePort == 0
+}
 
 // ip returns the entry's address of a family.
 func (e lockEntry) ip(family string) (netip.Addr, bool) {
@@ -76,7 +80,8 @@ func lockEqual(a, b *Lock) bool {
 		return false
 	}
 	return maps.EqualFunc(a.services, b.services, func(x, y lockEntry) bool {
-		return slices.Equal(x.clusterIPs, y.clusterIPs) && maps.Equal(x.nodePorts, y.nodePorts)
+		return slices.Equal(x.clusterIPs, y.clusterIPs) && maps.Equal(x.nodePorts, y.nodePorts) &&
+			x.healthCheckNodePort == y.healthCheckNodePort
 	})
 }
 
@@ -116,6 +121,9 @@ func (l *Lock) Marshal() []byte {
 			for _, pk := range sortedKeys(e.nodePorts) {
 				fmt.Fprintf(&b, "      %s: %d\n", yamlString(pk), e.nodePorts[pk])
 			}
+		}
+		if e.healthCheckNodePort != 0 {
+			fmt.Fprintf(&b, "    healthCheckNodePort: %d\n", e.healthCheckNodePort)
 		}
 	}
 	return b.Bytes()
@@ -253,8 +261,15 @@ func (p *lockParser) service(k, v *yaml.Node) {
 				}
 				e.nodePorts[pk.Value] = n
 			})
+		case "healthCheckNodePort":
+			n, err := strconv.Atoi(fv.Value)
+			if fv.Kind != yaml.ScalarNode || err != nil || n < 1 || n > 65535 {
+				p.errorf(fv, "%shealthCheckNodePort: %q is not a port (1-65535)", ctx, fv.Value)
+				return
+			}
+			e.healthCheckNodePort = n
 		default:
-			p.errorf(fk, "%sunknown field %q (known: clusterIPs, nodePorts)", ctx, fk.Value)
+			p.errorf(fk, "%sunknown field %q (known: clusterIPs, nodePorts, healthCheckNodePort)", ctx, fk.Value)
 		}
 	})
 	p.lock.set(key, e)
@@ -330,6 +345,8 @@ func LockDiff(have, want *Lock) []string {
 			wp, wok := w.nodePorts[pk]
 			line(k+" nodePort "+pk, strconv.Itoa(hp), strconv.Itoa(wp), hok, wok)
 		}
+		hh, wh := h.healthCheckNodePort, w.healthCheckNodePort
+		line(k+" healthCheckNodePort", strconv.Itoa(hh), strconv.Itoa(wh), hh != 0, wh != 0)
 	}
 	return out
 }

@@ -37,7 +37,8 @@ func TestLockMarshal(t *testing.T) {
 			name: "sorted, IPv4 first, awkward IPv6 quoted",
 			lock: lockOf(map[string]lockEntry{
 				"shop/web": {clusterIPs: ips("fd00:10:96::e03", "10.96.14.3"), nodePorts: map[string]int{"http/TCP": 30080, "dns/UDP": 30053}},
-				"blog/api": {nodePorts: map[string]int{"443/TCP": 31000}},
+				"blog/api": {nodePorts: map[string]int{"443/TCP": 31000}, healthCheckNodePort: 31001},
+				"blog/hc":  {healthCheckNodePort: 31002},
 				"a/v6":     {clusterIPs: ips("::5")},
 				"a/empty":  {},
 			}),
@@ -48,6 +49,9 @@ services:
   blog/api:
     nodePorts:
       443/TCP: 31000
+    healthCheckNodePort: 31001
+  blog/hc:
+    healthCheckNodePort: 31002
   shop/web:
     clusterIPs: [10.96.14.3, fd00:10:96::e03]
     nodePorts:
@@ -75,7 +79,8 @@ func TestLockRoundTrip(t *testing.T) {
 			"shop/web":  {clusterIPs: ips("10.96.14.3", "fd00:10:96::e03"), nodePorts: map[string]int{"http/TCP": 30080, "dns/UDP": 30053, "sctp/SCTP": 1}},
 			"shop/v6":   {clusterIPs: ips("fd00:1::")},
 			"shop/low":  {clusterIPs: ips("::5")},
-			"x-1/y-2-z": {nodePorts: map[string]int{"8080/TCP": 65535}},
+			"x-1/y-2-z": {nodePorts: map[string]int{"8080/TCP": 65535}, healthCheckNodePort: 1},
+			"x-1/hc":    {healthCheckNodePort: 32000},
 		})},
 	}
 	for _, tt := range tests {
@@ -115,11 +120,12 @@ services:
       - "fd00::7"
       - 10.96.0.7
     nodePorts: {http/TCP: 30080}
+    healthCheckNodePort: "30081"
   shop/none: {}
   shop/nil:
 `,
 			want: lockOf(map[string]lockEntry{
-				"shop/web": {clusterIPs: ips("10.96.0.7", "fd00::7"), nodePorts: map[string]int{"http/TCP": 30080}},
+				"shop/web": {clusterIPs: ips("10.96.0.7", "fd00::7"), nodePorts: map[string]int{"http/TCP": 30080}, healthCheckNodePort: 30081},
 			}),
 		},
 	}
@@ -155,7 +161,7 @@ func TestParseLockErrors(t *testing.T) {
 		{name: "services a list", in: "version: 1\nservices: []\n", want: `netspec.lock:2: services: must be a mapping`},
 		{name: "bad service key", in: "version: 1\nservices:\n  web: {}\n", want: `netspec.lock:3: services: "web" is not NAMESPACE/NAME`},
 		{name: "duplicate service", in: svc + "    clusterIPs: [10.96.0.1]\n  shop/web: {}\n", want: `netspec.lock:5: services: "shop/web" is defined twice (also at line 3)`},
-		{name: "unknown service field", in: svc + "    clusterIP: [10.96.0.1]\n", want: `netspec.lock:4: services: shop/web: unknown field "clusterIP" (known: clusterIPs, nodePorts)`},
+		{name: "unknown service field", in: svc + "    clusterIP: [10.96.0.1]\n", want: `netspec.lock:4: services: shop/web: unknown field "clusterIP" (known: clusterIPs, nodePorts, healthCheckNodePort)`},
 		{name: "bad IP", in: svc + "    clusterIPs: [10.96.0.300]\n", want: `netspec.lock:4: services: shop/web: clusterIPs: "10.96.0.300" is not an IP address`},
 		{name: "IP with zone", in: svc + "    clusterIPs: [\"fe80::1%eth0\"]\n", want: `netspec.lock:4: services: shop/web: clusterIPs: "fe80::1%eth0" is not an IP address`},
 		{name: "two IPv4", in: svc + "    clusterIPs:\n    - 10.96.0.1\n    - 10.96.0.2\n", want: `netspec.lock:6: services: shop/web: clusterIPs: 10.96.0.2 is a second IPv4 address; there is at most one per family`},
@@ -163,6 +169,8 @@ func TestParseLockErrors(t *testing.T) {
 		{name: "port too high", in: svc + "    nodePorts:\n      http/TCP: 70000\n", want: `netspec.lock:5: services: shop/web: nodePorts: http/TCP: "70000" is not a port (1-65535)`},
 		{name: "port zero", in: svc + "    nodePorts:\n      http/TCP: 0\n", want: `netspec.lock:5: services: shop/web: nodePorts: http/TCP: "0" is not a port (1-65535)`},
 		{name: "port not a number", in: svc + "    nodePorts:\n      http/TCP: http\n", want: `netspec.lock:5: services: shop/web: nodePorts: http/TCP: "http" is not a port (1-65535)`},
+		{name: "health check port zero", in: svc + "    healthCheckNodePort: 0\n", want: `netspec.lock:4: services: shop/web: healthCheckNodePort: "0" is not a port (1-65535)`},
+		{name: "health check port a list", in: svc + "    healthCheckNodePort: [30080]\n", want: `netspec.lock:4: services: shop/web: healthCheckNodePort: "" is not a port (1-65535)`},
 		{name: "bad port key", in: svc + "    nodePorts:\n      http: 30080\n", want: `netspec.lock:5: services: shop/web: nodePorts: "http" is not PORT/PROTOCOL (such as http/TCP)`},
 		{name: "bad protocol", in: svc + "    nodePorts:\n      http/ICMP: 30080\n", want: `netspec.lock:5: services: shop/web: nodePorts: "http/ICMP" is not PORT/PROTOCOL (such as http/TCP)`},
 		{
@@ -170,7 +178,7 @@ func TestParseLockErrors(t *testing.T) {
 			in:   "version: 3\nservices:\n  shop/web:\n    clusterIPs: [x]\n    extra: 1\n",
 			want: "netspec.lock:1: version 3 is not supported; this netspec reads version 1\n" +
 				"netspec.lock:4: services: shop/web: clusterIPs: \"x\" is not an IP address\n" +
-				"netspec.lock:5: services: shop/web: unknown field \"extra\" (known: clusterIPs, nodePorts)",
+				"netspec.lock:5: services: shop/web: unknown field \"extra\" (known: clusterIPs, nodePorts, healthCheckNodePort)",
 		},
 	}
 	for _, tt := range tests {
@@ -188,6 +196,7 @@ func TestParseLockErrors(t *testing.T) {
 
 func TestLockDiff(t *testing.T) {
 	web := lockEntry{clusterIPs: ips("10.96.3.7", "fd00::e03"), nodePorts: map[string]int{"http/TCP": 30080}}
+	lb := lockEntry{nodePorts: map[string]int{"http/TCP": 30080}, healthCheckNodePort: 30081}
 	tests := []struct {
 		name       string
 		have, want *Lock
@@ -211,6 +220,16 @@ func TestLockDiff(t *testing.T) {
 			have: lockOf(map[string]lockEntry{"shop/old": {clusterIPs: ips("10.96.0.5")}, "shop/web": web}),
 			want: lockOf(map[string]lockEntry{"shop/web": web}),
 			diff: []string{"stale: shop/old clusterIP IPv4 10.96.0.5"},
+		},
+		{
+			name: "health check node port missing, differing, stale",
+			have: lockOf(map[string]lockEntry{"shop/a": {nodePorts: lb.nodePorts}, "shop/b": {nodePorts: lb.nodePorts, healthCheckNodePort: 30082}, "shop/c": lb}),
+			want: lockOf(map[string]lockEntry{"shop/a": lb, "shop/b": lb, "shop/c": {nodePorts: lb.nodePorts}}),
+			diff: []string{
+				"missing: shop/a healthCheckNodePort 30081",
+				"differs: shop/b healthCheckNodePort is 30082 in netspec.lock, want 30081",
+				"stale: shop/c healthCheckNodePort 30081",
+			},
 		},
 		{
 			name: "differs, missing and stale values of one Service",

@@ -240,11 +240,11 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 	for _, ip := range alloc.ClusterIPs {
 		ps.ClusterIPs = append(ps.ClusterIPs, ip.Addr.Unmap())
 	}
+	ps.HealthCheckNodePort = uint16(alloc.HealthCheckNodePort)
 	if sp.Type == "LoadBalancer" {
+		// spec.loadBalancerIP is a request to the load balancer, not an
+		// address the nodes capture: kube-proxy does not program it.
 		lb := []string{}
-		if sp.LoadBalancerIP != "" {
-			lb = append(lb, sp.LoadBalancerIP)
-		}
 		for _, in := range o.Status.LoadBalancer.Ingress {
 			// ipMode Proxy: the load balancer proxies, so its IP is not
 			// a destination nodes see (kube-proxy skips it too).

@@ -12,7 +12,8 @@ func (s *Service) Equal(o *Service) bool {
 		s.ExternalName == o.ExternalName && slices.Equal(s.ExternalIPs, o.ExternalIPs) &&
 		slices.Equal(s.LoadBalancerIPs, o.LoadBalancerIPs) && slices.Equal(s.SourceRanges, o.SourceRanges) &&
 		s.AffinitySeconds == o.AffinitySeconds && s.InternalLocal == o.InternalLocal &&
-		s.ExternalLocal == o.ExternalLocal && s.IPVSScheduler == o.IPVSScheduler &&
+		s.ExternalLocal == o.ExternalLocal && s.HealthCheckNodePort == o.HealthCheckNodePort &&
+		s.IPVSScheduler == o.IPVSScheduler &&
 		(Shared(s.Ports, o.Ports) || slices.EqualFunc(s.Ports, o.Ports, Port.Equal))
 }
 

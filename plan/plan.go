@@ -51,11 +51,13 @@ type Service struct {
 	Type      string // ClusterIP, NodePort, LoadBalancer, ExternalName
 	// ClusterIPs in the Service's family order; empty for headless and
 	// ExternalName Services.
-	ClusterIPs      []netip.Addr
-	Headless        bool
-	ExternalName    string       // for type ExternalName, without trailing dot
-	ExternalIPs     []netip.Addr // sorted
-	LoadBalancerIPs []netip.Addr // loadBalancerIP and status ingress IPs, sorted
+	ClusterIPs   []netip.Addr
+	Headless     bool
+	ExternalName string       // for type ExternalName, without trailing dot
+	ExternalIPs  []netip.Addr // sorted
+	// LoadBalancerIPs are the status ingress IPs the nodes capture (not
+	// spec.loadBalancerIP, nor ipMode Proxy ones, as kube-proxy), sorted.
+	LoadBalancerIPs []netip.Addr
 	// SourceRanges limit who may reach the LoadBalancer IPs; empty allows all.
 	SourceRanges []netip.Prefix
 	// AffinitySeconds > 0 keeps a client on one endpoint for that long
@@ -65,6 +67,10 @@ type Service struct {
 	// only endpoints on this node serve, and none means drop.
 	InternalLocal bool
 	ExternalLocal bool
+	// HealthCheckNodePort is the TCP port of a LoadBalancer Service with
+	// ExternalLocal on which every node answers the load balancer's health
+	// checks (200 with local ready endpoints, 503 without); 0 for others.
+	HealthCheckNodePort uint16
 	// IPVSScheduler is the scheduler of the Service's IPVS virtual servers
 	// (annotation netspec.dev/ipvs-scheduler); "" for the node's default.
 	IPVSScheduler string

@@ -88,6 +88,7 @@ func (w *jsonWriter) service(s *plan.Service) {
 	w.int("affinitySeconds", int64(s.AffinitySeconds))
 	w.bool("internalLocal", s.InternalLocal)
 	w.bool("externalLocal", s.ExternalLocal)
+	w.uint("healthCheckNodePort", uint64(s.HealthCheckNodePort))
 	w.str("ipvsScheduler", s.IPVSScheduler)
 	writeObjects(w, "ports", s.Ports, (*jsonWriter).port)
 	w.close('}')
@@ -172,7 +173,7 @@ func writeObjects[T any](w *jsonWriter, key string, xs []T, f func(*jsonWriter, 
 func planJSONSize(p *plan.Plan) int {
 	const (
 		plan    = 256
-		service = 360
+		service = 392
 		port    = 220
 		endp    = 190
 		zone    = 64
@@ -297,20 +298,21 @@ type jsonCluster struct {
 }
 
 type jsonService struct {
-	Namespace       string         `json:"namespace"`
-	Name            string         `json:"name"`
-	Type            string         `json:"type"`
-	ClusterIPs      []netip.Addr   `json:"clusterIPs"`
-	Headless        bool           `json:"headless"`
-	ExternalName    string         `json:"externalName"`
-	ExternalIPs     []netip.Addr   `json:"externalIPs"`
-	LoadBalancerIPs []netip.Addr   `json:"loadBalancerIPs"`
-	SourceRanges    []netip.Prefix `json:"sourceRanges"`
-	AffinitySeconds int32          `json:"affinitySeconds"`
-	InternalLocal   bool           `json:"internalLocal"`
-	ExternalLocal   bool           `json:"externalLocal"`
-	IPVSScheduler   string         `json:"ipvsScheduler"`
-	Ports           []jsonPort     `json:"ports"`
+	Namespace           string         `json:"namespace"`
+	Name                string         `json:"name"`
+	Type                string         `json:"type"`
+	ClusterIPs          []netip.Addr   `json:"clusterIPs"`
+	Headless            bool           `json:"headless"`
+	ExternalName        string         `json:"externalName"`
+	ExternalIPs         []netip.Addr   `json:"externalIPs"`
+	LoadBalancerIPs     []netip.Addr   `json:"loadBalancerIPs"`
+	SourceRanges        []netip.Prefix `json:"sourceRanges"`
+	AffinitySeconds     int32          `json:"affinitySeconds"`
+	InternalLocal       bool           `json:"internalLocal"`
+	ExternalLocal       bool           `json:"externalLocal"`
+	HealthCheckNodePort uint16         `json:"healthCheckNodePort"`
+	IPVSScheduler       string         `json:"ipvsScheduler"`
+	Ports               []jsonPort     `json:"ports"`
 }
 
 type jsonPort struct {
@@ -387,19 +389,20 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 		},
 		Services: jsonList(jp.Services, func(s jsonService) plan.Service {
 			return plan.Service{
-				Namespace:       s.Namespace,
-				Name:            s.Name,
-				Type:            s.Type,
-				ClusterIPs:      jsonList(s.ClusterIPs, jsonSame),
-				Headless:        s.Headless,
-				ExternalName:    s.ExternalName,
-				ExternalIPs:     jsonList(s.ExternalIPs, jsonSame),
-				LoadBalancerIPs: jsonList(s.LoadBalancerIPs, jsonSame),
-				SourceRanges:    jsonList(s.SourceRanges, jsonSame),
-				AffinitySeconds: s.AffinitySeconds,
-				InternalLocal:   s.InternalLocal,
-				ExternalLocal:   s.ExternalLocal,
-				IPVSScheduler:   s.IPVSScheduler,
+				Namespace:           s.Namespace,
+				Name:                s.Name,
+				Type:                s.Type,
+				ClusterIPs:          jsonList(s.ClusterIPs, jsonSame),
+				Headless:            s.Headless,
+				ExternalName:        s.ExternalName,
+				ExternalIPs:         jsonList(s.ExternalIPs, jsonSame),
+				LoadBalancerIPs:     jsonList(s.LoadBalancerIPs, jsonSame),
+				SourceRanges:        jsonList(s.SourceRanges, jsonSame),
+				AffinitySeconds:     s.AffinitySeconds,
+				InternalLocal:       s.InternalLocal,
+				ExternalLocal:       s.ExternalLocal,
+				HealthCheckNodePort: s.HealthCheckNodePort,
+				IPVSScheduler:       s.IPVSScheduler,
 				Ports: jsonList(s.Ports, func(pt jsonPort) plan.Port {
 					return plan.Port{
 						Name:     pt.Name,

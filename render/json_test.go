@@ -85,6 +85,7 @@ func TestPlanJSONFormat(t *testing.T) {
       "affinitySeconds": 0,
       "internalLocal": false,
       "externalLocal": false,
+      "healthCheckNodePort": 0,
       "ipvsScheduler": "",
       "ports": [
         {

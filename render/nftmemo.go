@@ -161,7 +161,8 @@ func sameService(a, b *plan.Service) bool {
 		a.ExternalName == b.ExternalName && sameSlice(a.ExternalIPs, b.ExternalIPs) &&
 		sameSlice(a.LoadBalancerIPs, b.LoadBalancerIPs) && sameSlice(a.SourceRanges, b.SourceRanges) &&
 		a.AffinitySeconds == b.AffinitySeconds && a.InternalLocal == b.InternalLocal &&
-		a.ExternalLocal == b.ExternalLocal && a.IPVSScheduler == b.IPVSScheduler
+		a.ExternalLocal == b.ExternalLocal && a.HealthCheckNodePort == b.HealthCheckNodePort &&
+		a.IPVSScheduler == b.IPVSScheduler
 }
 
 // sameSlice is slices.Equal, at once for a slice that two plans share.

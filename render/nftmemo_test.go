@@ -222,6 +222,8 @@ func TestMemoSameServiceFields(t *testing.T) {
 			v.SetBool(!v.Bool())
 		case reflect.Int32:
 			v.SetInt(v.Int() + 1)
+		case reflect.Uint16:
+			v.SetUint(v.Uint() + 1)
 		case reflect.Slice:
 			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 		default:

@@ -89,7 +89,7 @@ func checkService(s *Service, r *reporter) {
 		r.errorf(pSpec.Key("externalTrafficPolicy"), "may only be set for NodePort and LoadBalancer Services, or ClusterIP Services with externalIPs")
 	}
 	if sp.HealthCheckNodePort != 0 && (sp.Type != "LoadBalancer" || sp.ExternalTrafficPolicy != "Local") {
-		r.errorf(pSpec.Key("healthCheckNodePort"), "may only be set for LoadBalancer Services with externalTrafficPolicy Local")
+		r.errorf(pSpec.Key("healthCheckNodePort"), "may only be set when type is LoadBalancer and externalTrafficPolicy is Local")
 	}
 	if len(sp.LoadBalancerSourceRanges) > 0 && sp.Type != "LoadBalancer" {
 		r.errorf(pSpec.Key("loadBalancerSourceRanges"), "may only be set for LoadBalancer Services")
@@ -434,6 +434,9 @@ func checkCluster(c *Cluster, r *reporter) {
 	}
 	for i, s := range sp.ExternalIPCIDRs {
 		checkCIDR(r, diag.Path{"spec", "externalIPCIDRs", i}, s)
+	}
+	for i, s := range sp.LoadBalancerIPCIDRs {
+		checkCIDR(r, diag.Path{"spec", "loadBalancerIPCIDRs", i}, s)
 	}
 	for i, s := range sp.PodCIDRs {
 		checkCIDR(r, diag.Path{"spec", "podCIDRs", i}, s)

@@ -362,17 +362,21 @@ type ClusterSpec struct {
 	ClusterDomain   string   `json:"clusterDomain"`
 	DNSTTL          int32    `json:"dnsTTL"`
 	ExternalIPCIDRs []string `json:"externalIPCIDRs"`
-	PodCIDRs        []string `json:"podCIDRs"`
+	// LoadBalancerIPCIDRs hold the LoadBalancer ingress IPs that may be
+	// programmed; none by default.
+	LoadBalancerIPCIDRs []string `json:"loadBalancerIPCIDRs"`
+	PodCIDRs            []string `json:"podCIDRs"`
 }
 
 // DefaultClusterSpec returns the settings of a tree without a Cluster object.
 func DefaultClusterSpec() ClusterSpec {
 	return ClusterSpec{
-		ServiceCIDRs:    []string{"10.96.0.0/12"},
-		NodePortRange:   "30000-32767",
-		ClusterDomain:   "cluster.local",
-		DNSTTL:          5,
-		ExternalIPCIDRs: []string{},
-		PodCIDRs:        []string{},
+		ServiceCIDRs:        []string{"10.96.0.0/12"},
+		NodePortRange:       "30000-32767",
+		ClusterDomain:       "cluster.local",
+		DNSTTL:              5,
+		ExternalIPCIDRs:     []string{},
+		LoadBalancerIPCIDRs: []string{},
+		PodCIDRs:            []string{},
 	}
 }

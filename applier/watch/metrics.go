@@ -29,6 +29,9 @@ type metrics struct {
 	ready              atomic.Bool            // for /readyz
 	healthyWithinNanos int64
 	startedNano        int64
+
+	healthListeners prometheus.Gauge // health check node port listeners serving
+	healthFailed    prometheus.Gauge // and those that could not bind
 }
 
 func newMetrics(resync time.Duration) *metrics {
@@ -68,8 +71,16 @@ func newMetrics(resync time.Duration) *metrics {
 		Name: "netspec_dns_requests_total",
 		Help: "DNS queries answered, by response code.",
 	}, []string{"rcode"})
+	m.healthListeners = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "netspec_health_check_listeners",
+		Help: "Listeners of health check node ports (one per Service with a healthCheckNodePort and node address) serving.",
+	})
+	m.healthFailed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "netspec_health_check_listen_failures",
+		Help: "Listeners of health check node ports that could not bind at the last sync (tried again at each sync); the load balancer sees such a node as down.",
+	})
 	m.reg.MustRegister(m.syncDuration, m.syncLast, m.syncFailures, m.programming,
-		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests,
+		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests, m.healthListeners, m.healthFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -90,6 +101,12 @@ func (m *metrics) tree(errors int) {
 	} else {
 		m.treeValid.Set(0)
 	}
+}
+
+// healthChecks records the health check listeners after a sync.
+func (m *metrics) healthChecks(listening, failed int) {
+	m.healthListeners.Set(float64(listening))
+	m.healthFailed.Set(float64(failed))
 }
 
 // dnsQuery counts one DNS answer.

@@ -30,6 +30,7 @@ import (
 
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/dnsserver"
+	"netspec.dev/netspec/applier/healthcheck"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
@@ -92,6 +93,9 @@ type Watcher struct {
 	metricsLn net.Listener // nil without MetricsListen
 	dns       *dnsserver.Server
 	dnsReady  chan struct{}
+	// health serves the health check node ports of the plan applied
+	// last; nil under DataplaneNone, which forwards nothing.
+	health *healthcheck.Server
 
 	reload chan struct{} // Reload's requests
 	synced chan struct{} // closed after the first successful sync
@@ -238,6 +242,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer w.node.Close()
+	if w.opts.Dataplane != DataplaneNone {
+		w.health = healthcheck.New(healthcheck.Options{NetNSFd: w.opts.NetNSFd, Logger: w.log})
+		defer w.health.Close()
+	}
 
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -546,6 +554,10 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	}
 	w.good = applied
 	p = applied
+	if w.health != nil {
+		w.health.Sync(p)
+		w.metrics.healthChecks(w.health.Stats())
+	}
 	select {
 	case <-w.synced:
 	default:

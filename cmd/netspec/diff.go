@@ -339,6 +339,9 @@ func serviceSentence(si *compiler.ServiceInfo) string {
 	if si.ExternalTrafficPolicy == "Local" {
 		parts = append(parts, "externalTrafficPolicy Local")
 	}
+	if si.HealthCheckNodePort != 0 {
+		parts = append(parts, fmt.Sprintf("healthCheckNodePort %d", si.HealthCheckNodePort))
+	}
 	var ports []string
 	for _, p := range si.Ports {
 		ports = append(ports, portSentence(p))

@@ -68,11 +68,19 @@ and env files (and DNS, with --dns-listen) follow the tree.
 --dns-listen serves the plan's zones (cluster domain and reverse zones)
 authoritatively over UDP and TCP, swapped atomically on each good reload.
 
+Every LoadBalancer Service with externalTrafficPolicy Local has a health
+check node port (spec.healthCheckNodePort, or allocated and locked like a
+node port): watch answers HTTP on it at the node's addresses, 200 with the
+count of this node's ready endpoints of the Service when it has some, 503
+when it has none, so that the load balancer sends traffic only to nodes
+with endpoints (as kube-proxy does; not with --dataplane none).
+
 --metrics-listen serves Prometheus metrics on /metrics
 (netspec_sync_duration_seconds{kind}, netspec_sync_last_timestamp_seconds,
 netspec_sync_failures_total, netspec_network_programming_duration_seconds,
 netspec_tree_valid, netspec_tree_errors, netspec_drift_repairs_total,
-netspec_dns_requests_total{rcode}), /healthz (200 while the last
+netspec_dns_requests_total{rcode}, netspec_health_check_listeners,
+netspec_health_check_listen_failures), /healthz (200 while the last
 successful sync is younger than twice --resync) and /readyz (200 after the
 first successful sync).
 

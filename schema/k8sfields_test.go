@@ -353,3 +353,47 @@ func jsonFields(typ reflect.Type) map[string]reflect.Type {
 	}
 	return out
 }
+
+// TestShapeAgreesWithCUEOnKubernetesFields is TestShapeAgreesWithCUE on the
+// full objects: every value that the schema's shape reaches (those inside
+// structures netspec does not read are accepted whole) is replaced by values
+// of other types, and the shape walk and whole-object unification must
+// agree.
+func TestShapeAgreesWithCUEOnKubernetesFields(t *testing.T) {
+	ctx := cuecontext.New()
+	s := compileSchema(ctx)
+	v := newValidator()
+	replacements := []any{"X_Y", int64(0), int64(-1), true, nil, float64(1.5), map[string]any{"x": "y"}, []any{"z"}}
+	cases := 0
+	for _, k := range k8sKinds {
+		r := fullObject(t, k.kind, k.apiVersion, k.typ)
+		var ls []diag.Path
+		leaves(r.raw, nil, &ls)
+		for _, p := range ls {
+			if shapeAt(v.c.kinds[k.kind], p) == nil {
+				continue
+			}
+			for _, x := range replacements {
+				m := copyRaw(r.raw).(map[string]any)
+				setAt(m, p, x)
+				cases++
+				want, valid := fullCUE(ctx, s, k.kind, copyRaw(m).(map[string]any))
+				got := shapeWalk(v, k.kind, copyRaw(m).(map[string]any))
+				name := fmt.Sprintf("%s %s=%#v", k.kind, p, x)
+				if valid != (len(got) == 0) {
+					t.Errorf("%s: CUE says valid=%v (%v), the shape walk reports %v", name, valid, want, got)
+					continue
+				}
+				for _, w := range want {
+					if !blames(got, w) {
+						t.Errorf("%s: CUE blames %s, the shape walk does not (it reports %v)", name, w, got)
+					}
+				}
+			}
+		}
+	}
+	if cases < 500 {
+		t.Errorf("only %d cases", cases)
+	}
+	t.Logf("%d objects compared", cases)
+}

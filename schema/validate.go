@@ -1,11 +1,13 @@
 package schema
 
 import (
+	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,8 +17,25 @@ import (
 	"netspec.dev/netspec/internal/diag"
 )
 
+//go:generate go run ./internal/k8sgen -o k8s_fields.cue
+
 //go:embed netspec.cue
-var schemaSource []byte
+var handSource []byte
+
+//go:embed k8s_fields.cue
+var k8sFieldsSource []byte
+
+// schemaSource is the schema as one CUE file: netspec.cue followed by the
+// generated field sets of the Kubernetes types (k8s_fields.cue, written by
+// internal/k8sgen from k8s.io/api) without their package clause.
+var schemaSource = func() []byte {
+	const clause = "\npackage netspec\n"
+	i := bytes.Index(k8sFieldsSource, []byte(clause))
+	if i < 0 {
+		panic("k8s_fields.cue has no package clause") // a build defect, not user input
+	}
+	return slices.Concat(handSource, []byte("\n"), k8sFieldsSource[:i+1], k8sFieldsSource[i+len(clause):])
+}()
 
 // SchemaSource returns the embedded CUE schema, for `netspec schema` and for
 // users who want to vet their files with cue directly.

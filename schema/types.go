@@ -353,16 +353,21 @@ type ClusterSpec struct {
 	DNSTTL          int32    `json:"dnsTTL"`
 	ExternalIPCIDRs []string `json:"externalIPCIDRs"`
 	PodCIDRs        []string `json:"podCIDRs"`
+	// NodePortAddresses limit node ports to the node's local addresses
+	// inside these CIDRs, as kube-proxy's --nodeport-addresses; empty
+	// (the default) serves them on the Node object's addresses only.
+	NodePortAddresses []string `json:"nodePortAddresses"`
 }
 
 // DefaultClusterSpec returns the settings of a tree without a Cluster object.
 func DefaultClusterSpec() ClusterSpec {
 	return ClusterSpec{
-		ServiceCIDRs:    []string{"10.96.0.0/12"},
-		NodePortRange:   "30000-32767",
-		ClusterDomain:   "cluster.local",
-		DNSTTL:          5,
-		ExternalIPCIDRs: []string{},
-		PodCIDRs:        []string{},
+		ServiceCIDRs:      []string{"10.96.0.0/12"},
+		NodePortRange:     "30000-32767",
+		ClusterDomain:     "cluster.local",
+		DNSTTL:            5,
+		ExternalIPCIDRs:   []string{},
+		PodCIDRs:          []string{},
+		NodePortAddresses: []string{},
 	}
 }

@@ -226,9 +226,9 @@ type nftTable struct {
 	// the node's local addresses inside them.
 	nodePortAddrs []netip.Prefix
 	nodePortCIDRs bool
-	nodePortMatch string // the match of traffic to a node-port address
-	hairpin    []netip.Addr // every endpoint address, sorted, once
-	picks      []*nftPick   // chains that pick through endpoint maps, by bucket and slot
+	nodePortMatch string       // the match of traffic to a node-port address
+	hairpin       []netip.Addr // every endpoint address, sorted, once
+	picks         []*nftPick   // chains that pick through endpoint maps, by bucket and slot
 	// pickOf finds a chain's pick; nil in a Memo's tables, whose ports
 	// hold their own (nftPort.picks).
 	pickOf map[string]*nftPick

@@ -44,14 +44,31 @@ import (
 //
 //	nat-prerouting, nat-output   jump services
 //	nat-postrouting              jump masquerading
-//	filter-prerouting-pre-dnat   ct state new jump firewall-check (before DNAT)
-//	filter-input/forward/output  ct state new jump service-endpoints-check (after DNAT)
+//	filter-prerouting-pre-dnat   ct state new: jump firewall-check, service-endpoints-check
+//	filter-output-pre-dnat       ct state new: jump service-endpoints-check
+//	filter-*-post-dnat           ct state new: jump cluster-ips-check
 //	services                     mark: daddr . l4proto . dport @cluster-frontends, not from pods;
 //	                             daddr . l4proto . dport vmap @service-ips,
-//	                             then node ports: vmap @service-nodeports
+//	                             then node ports: daddr @nodeport-ips, vmap @service-nodeports
 //	masquerading                 hairpin (set hairpin), then marked packets
 //	service-endpoints-check      vmaps @no-endpoint-services, @no-endpoint-nodeports
+//	cluster-ips-check            daddr @cluster-ips: reject; daddr in the service CIDRs: drop
 //	firewall-check               vmap @firewall-ips
+//
+// The filter chains run in prerouting and output, before and after DNAT
+// (priority dstnat ± 10), never on input or forward: a refusal is decided
+// before the routing decision, so it reaches the client whatever the
+// node's routes (a forwarded packet would first make the node send an
+// ICMP redirect when the route leaves by the interface it came in on,
+// which uses up the ICMP rate limit towards the client). Reject in
+// prerouting needs Linux 5.9. What the services chain did not DNAT and is
+// still addressed to a cluster IP is to a port the cluster IP does not
+// serve (rejected, as kube-proxy's cluster-ips-check); to another address
+// of the service CIDRs, to no Service at all (dropped). Node ports answer
+// on the set nodeport-ips only: the Node object's addresses, or with the
+// Cluster's nodePortAddresses the node's local addresses inside them (fib
+// daddr type local, loopback excluded), as kube-proxy's
+// --nodeport-addresses.
 //
 // and per service port (HASH8 is derived from the readable rest of the name,
 // so that a name is stable while its service port or endpoint is):

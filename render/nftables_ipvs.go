@@ -20,10 +20,17 @@ import (
 //     traffic (an endpoint reaching itself through its Service);
 //   - firewall-check (prerouting, before IPVS) drops what
 //     loadBalancerSourceRanges do not allow;
-//   - service-endpoints-check (input, forward, output) rejects new
-//     connections to frontends without endpoints, or drops them under
-//     policy Local: IPVS hooks input after the filter priority, so these
-//     rules see the frontend address.
+//   - service-endpoints-check (prerouting and output, before IPVS and
+//     before routing) rejects new connections to frontends without
+//     endpoints, or drops them under policy Local;
+//   - cluster-ips-check (prerouting and output, after it) rejects new
+//     connections to a cluster IP on a port it does not serve (the
+//     address is on netspec-ipvs0, so the node's own sockets would
+//     otherwise answer) and drops those to an address of the service
+//     CIDRs that no Service holds (which would otherwise be routed out).
+//
+// Node ports are matched on the set nodeport-ips, as in NFTables; the
+// IPVS applier creates their virtual servers on the same addresses.
 //
 // IPVS masquerades through conntrack only when the namespace's sysctl
 // net.ipv4.vs.conntrack is 1, which the IPVS applier sets.

@@ -447,6 +447,10 @@ func TestTraffic(t *testing.T) {
 			c.upstream.Route("default", "198.18.0.1")
 			c.upstream.Route("default", "fd00:198:18::1")
 			c.upstream.Serve(t, "upstream", "198.18.0.2:80", "10.96.0.130:81", "10.96.0.131:80", "[fd00:10:96::130]:81", "[fd00:10:96::131]:80")
+			// And node-1 listens on port 81 of every address: in the IPVS
+			// mode the cluster IPs are node-1's own (on netspec-ipvs0),
+			// and without the guard this socket would answer.
+			c.node.Serve(t, "node-1-host", "[::]:81")
 			if got, want := c.client.DialTCP("198.18.0.2:80", answerWait), "upstream "+clientIP; got != want {
 				t.Fatalf("the upstream through node-1: got %q, want %q", got, want)
 			}

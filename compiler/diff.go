@@ -919,8 +919,7 @@ func diffEnv(old, new []plan.EnvFile) []EnvDiff {
 // ---- data plane ----
 
 // nftModel is the estimate of a Plan's nftables objects: chains with a
-// fingerprint of their content, frontend map elements, the elements of
-// the sets cluster-ips and nodeport-ips.
+// fingerprint of their content, and frontend map elements.
 type nftModel struct {
 	chains   map[string]string
 	elements map[string]bool
@@ -931,18 +930,10 @@ func nftOf(p *plan.Plan) nftModel {
 	if p == nil {
 		return m
 	}
-	for _, a := range nodePortIPs(p) {
-		m.elements["nodeport-ips "+a.String()] = true
-	}
 	for i := range p.Services {
 		s := &p.Services[i]
 		if s.Type == "ExternalName" || len(s.ClusterIPs) == 0 && !hasExternal(s) {
 			continue
-		}
-		if len(s.Ports) > 0 {
-			for _, ip := range s.ClusterIPs {
-				m.elements["cluster-ips "+ip.String()] = true
-			}
 		}
 		settings := fmt.Sprintf("affinity=%d internal=%t external=%t ranges=%s", s.AffinitySeconds, s.InternalLocal, s.ExternalLocal, joinPrefixes(s.SourceRanges))
 		for j := range s.Ports {
@@ -992,30 +983,6 @@ func nftOf(p *plan.Plan) nftModel {
 		}
 	}
 	return m
-}
-
-// nodePortIPs are the elements of the set nodeport-ips of both families:
-// the Cluster's nodePortAddresses of a family, or the node's addresses of
-// a family without one.
-func nodePortIPs(p *plan.Plan) []netip.Prefix {
-	var out []netip.Prefix
-	for _, is4 := range []bool{true, false} {
-		n := len(out)
-		for _, c := range p.Cluster.NodePortAddresses {
-			if c.Addr().Is4() == is4 {
-				out = append(out, c)
-			}
-		}
-		if len(out) > n {
-			continue
-		}
-		for _, a := range p.Node.IPs {
-			if a.Is4() == is4 {
-				out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			}
-		}
-	}
-	return out
 }
 
 func dataPlaneDiff(old, new *plan.Plan) DataPlaneChanges {

@@ -150,7 +150,7 @@ func TestDiff(t *testing.T) {
 				{Name: "CART_SERVICE_PORT_HTTP", Value: "80"},
 			}}},
 			// One chain for the port (it DNATs to its endpoints), one element for the cluster IP.
-			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 4}}},
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 3}}},
 		},
 		{
 			name: "service removed",
@@ -165,8 +165,8 @@ func TestDiff(t *testing.T) {
 				},
 			}},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 4}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 4}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 3}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 3}},
 			},
 			ignore: []string{"dns", "env"},
 		},
@@ -250,7 +250,7 @@ func TestDiff(t *testing.T) {
 				{Name: "WEB_PORT_80_TCP_ADDR", Old: "10.96.0.10", New: "10.96.0.11"},
 				{Name: "WEB_SERVICE_HOST", Old: "10.96.0.10", New: "10.96.0.11"},
 			}}},
-			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 2, ElementsRemoved: 2}}},
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 1, ElementsRemoved: 1}}},
 		},
 		{
 			name: "port number changes: env and SRV",
@@ -329,8 +329,8 @@ func TestDiff(t *testing.T) {
 			old:  dfPlans([]plan.Node{dfNode1}, web),
 			new:  dfPlans([]plan.Node{dfNode2}, web),
 			nodes: []NodeDiff{
-				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 4}},
-				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 4}},
+				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 2}},
+				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 2}},
 			},
 		},
 		{

@@ -30,7 +30,8 @@ type Node struct {
 	Name string
 	Zone string // topology.kubernetes.io/zone label, "" when absent
 	// IPs are the node's InternalIP and ExternalIP addresses, sorted: the
-	// addresses node ports are reached on.
+	// addresses node ports are reached on, unless Cluster.NodePortAddresses
+	// has prefixes of their family (Plan.NodePortAddress).
 	IPs []netip.Addr
 }
 

@@ -196,6 +196,9 @@ func nftCases() []nftCase {
 	// none, so it keeps the node's address.
 	nodePortAddrs := nftPlan(nodePortLocal)
 	nodePortAddrs.Cluster.NodePortAddresses = nftPrefixes("192.168.1.0/24", "10.0.0.0/8")
+	// Every local address of both families, as kube-proxy's 0.0.0.0/0.
+	nodePortAll := nftPlan(nodePortLocal)
+	nodePortAll.Cluster.NodePortAddresses = nftPrefixes("0.0.0.0/0", "::/0")
 
 	return []nftCase{
 		{name: "empty", plan: nftPlan()},
@@ -212,6 +215,7 @@ func nftCases() []nftCase {
 		{name: "multi-port", plan: nftPlan(multiPort)},
 		{name: "masquerade-all", plan: masqueradeAll},
 		{name: "nodeport-addresses", plan: nodePortAddrs},
+		{name: "nodeport-addresses-all", plan: nodePortAll},
 		{name: "long-names", plan: nftPlan(nftLongNames())},
 	}
 }

@@ -1159,8 +1159,9 @@ const (
 )
 
 // appendTableHead appends the start of a table, up to the end of its base
-// chains: base, then nat-postrouting, which both data planes share. note
-// ends the table's comment line.
+// chains: the two of base that hook the DNAT side, nat-postrouting, which
+// both data planes share, then the rest of base. note ends the table's
+// comment line.
 func (t *nftTable) appendTableHead(b []byte, note string, base []baseChain) []byte {
 	fam := t.fam
 	b = appendLine(b, "table ", fam.table, " netspec {}")
@@ -1174,7 +1175,7 @@ func (t *nftTable) appendTableHead(b []byte, note string, base []baseChain) []by
 	b = append(b, ".\n"...)
 
 	b = append(b, "\n\t# Base chains.\n"...)
-	base = append(base, baseChain{"nat-postrouting", "type nat hook postrouting priority srcnat", []string{"jump masquerading"}})
+	base = slices.Insert(base, 2, baseChain{"nat-postrouting", "type nat hook postrouting priority srcnat", []string{"jump masquerading"}})
 	for _, c := range base {
 		b = openChain(b, c.name)
 		b = appendRule(b, c.hook, "; policy accept;")

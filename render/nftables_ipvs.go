@@ -109,7 +109,7 @@ func (t *nftTable) appendIPVSTo(b []byte) []byte {
 		"meta mark & "+masqueradeMark+" == 0 return", "meta mark set meta mark ^ "+masqueradeMark, "masquerade fully-random")
 	b = appendChain(b, "service-endpoints-check", "service-endpoints-check: new connections to frontends without endpoints (before routing: reject in prerouting needs Linux 5.9)",
 		addrKey+" vmap @no-endpoint-services", nodePortMatch+" vmap @no-endpoint-nodeports")
-	b = appendChain(b, "cluster-ips-check", "cluster-ips-check: new connections to the service CIDRs but a cluster IP's ports: a cluster IP on a port it does not serve is rejected, an address no Service holds dropped",
+	b = appendChain(b, "cluster-ips-check", "cluster-ips-check: new connections to the service CIDRs but not to a cluster IP's port: to a cluster IP (a port it does not serve) rejected, to another address (no Service holds it) dropped",
 		t.clusterIPsCheck(addrKey+" @cluster-frontends return")...)
 	b = appendChain(b, "reject-chain", "reject-chain: a service without endpoints refuses the connection",
 		"reject")

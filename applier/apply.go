@@ -3,6 +3,7 @@ package applier
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"netspec.dev/netspec/applier/conntrack"
@@ -187,11 +188,36 @@ func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, error) {
 	}
 	var t *ipvs.Table
 	if n.ipvs != nil {
-		if t, err = ipvs.Parse(files[ipvsFile]); err != nil {
+		text := files[ipvsFile]
+		if len(p.Cluster.NodePortAddresses) > 0 {
+			// The node ports' virtual servers go on the node's local
+			// addresses inside nodePortAddresses, as the nftables
+			// rules match them: addresses the plan cannot know.
+			local, err := ipvs.LocalAddrs(n.opts.NetNSFd)
+			if err != nil {
+				return nil, nil, fmt.Errorf("node-port addresses: %w", err)
+			}
+			text = render.IPVSAt(p, n.opts.IPVSScheduler, nodePortAddrs(p, local))
+		}
+		if t, err = ipvs.Parse(text); err != nil {
 			return nil, nil, fmt.Errorf("rendered %s: %w", ipvsFile, err)
 		}
 	}
 	return rs, t, nil
+}
+
+// nodePortAddrs are the addresses the IPVS node ports answer on: of the
+// node's local addresses and its Node addresses, those that
+// plan.NodePortAddress accepts.
+func nodePortAddrs(p *plan.Plan, local []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range slices.Concat(local, p.Node.IPs) {
+		if p.NodePortAddress(a) {
+			out = append(out, a.Unmap())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // ipvsFile is the IPVS table's path in render.Files.

@@ -105,6 +105,13 @@ const (
 	// than TCP's first SYN retransmission (1 s), so that "refused"
 	// means the first SYN was rejected.
 	refusedWait = 800 * time.Millisecond
+	// refusedRetryWait bounds connections that should be rejected
+	// where the first SYN's ICMP error may be lost to the client: the
+	// veth links deliver it while connect() still holds the socket, and
+	// the kernel then keeps the error for SO_ERROR without waking the
+	// dialer, so the refusal ends the connect at the SYN's first
+	// retransmission (1 s). A few seconds: a refusal, not a timeout.
+	refusedRetryWait = 4 * time.Second
 )
 
 // cluster is the topology of one test.
@@ -115,6 +122,7 @@ type cluster struct {
 	client    *testnet.NS
 	node      *testnet.NS // node-1: holds the rules
 	node2     *testnet.NS // node-2: a router to its pods, no rules
+	upstream  *testnet.NS // node-1's default route: drops what it is sent
 	pods      map[string]*testnet.NS
 }
 
@@ -147,6 +155,7 @@ func newCluster(t *testing.T, feature string, inst installer) *cluster {
 	// node-1 send the client ICMP redirects, which use up the ICMP rate
 	// limit towards it and delay or suppress the rejects.)
 	upstream := n.NS("upstream")
+	c.upstream = upstream
 	testnet.Link(c.node, []string{"198.18.0.1/24", "fd00:198:18::1/64"}, upstream, []string{"198.18.0.2/24", "fd00:198:18::2/64"})
 	c.node.Route("default", "198.18.0.2")
 	c.node.Route("default", "fd00:198:18::2")
@@ -427,6 +436,125 @@ func TestTraffic(t *testing.T) {
 					}
 					t.Logf("%s: %s after %v", target, got, time.Since(start).Round(10*time.Microsecond))
 				})
+			}
+		}},
+		{"service CIDR guard", "service-cidr-guard", func(t *testing.T, c *cluster) {
+			// The upstream holds the guarded addresses and answers on
+			// them: what leaves node-1 un-DNATed is answered.
+			for _, a := range []string{"10.96.0.130/32", "10.96.0.131/32", "fd00:10:96::130/128", "fd00:10:96::131/128"} {
+				c.upstream.AddAddr("lo", a)
+			}
+			c.upstream.Route("default", "198.18.0.1")
+			c.upstream.Route("default", "fd00:198:18::1")
+			c.upstream.Serve(t, "upstream", "198.18.0.2:80", "10.96.0.130:81", "10.96.0.131:80", "[fd00:10:96::130]:81", "[fd00:10:96::131]:80")
+			// And node-1 listens on port 81 of every address: in the IPVS
+			// mode the cluster IPs are node-1's own (on netspec-ipvs0),
+			// and without the guard this socket would answer.
+			c.node.Serve(t, "node-1-host", "[::]:81")
+			if got, want := c.client.DialTCP("198.18.0.2:80", answerWait), "upstream "+clientIP; got != want {
+				t.Fatalf("the upstream through node-1: got %q, want %q", got, want)
+			}
+			for _, src := range []struct {
+				name string
+				ns   *testnet.NS
+				v6   bool
+			}{
+				{"from another host", c.client, true},
+				{"from a pod on the node", c.pods["guard-1"], true},
+				{"from the node itself", c.node, true},
+			} {
+				t.Run(src.name, func(t *testing.T) {
+					for _, row := range []struct{ target, want string }{
+						{"10.96.0.130:80", "guard-1"},
+						{"10.96.0.130:81", "refused"}, // a port the cluster IP does not serve
+						{"10.96.0.131:80", "timeout"}, // no Service holds the address
+						{"[fd00:10:96::130]:80", "guard-1"},
+						{"[fd00:10:96::130]:81", "refused"},
+						{"[fd00:10:96::131]:80", "timeout"},
+					} {
+						wait := map[string]time.Duration{"refused": refusedRetryWait, "timeout": dropWait}[row.want]
+						if wait == 0 {
+							wait = answerWait
+						}
+						got := src.ns.DialTCP(row.target, wait)
+						if pod, _, _ := strings.Cut(got, " "); pod != row.want {
+							t.Errorf("%s: got %q, want %s", row.target, got, row.want)
+						}
+					}
+				})
+			}
+		}},
+		{"node ports only on node-port addresses", "node-port-addresses", func(t *testing.T, c *cluster) {
+			// node-1 listens on the node port itself: a connection the
+			// rules leave alone reaches this socket.
+			const gateway = "10.244.1.152" // shopper-1's, on node-1
+			c.node.Serve(t, "node-1-host", nodeIP+":30150", "192.168.11.1:30150", gateway+":30150")
+			shopper := c.pods["shopper-1"]
+			check := func(t *testing.T, rows []struct {
+				from      *testnet.NS
+				target    string
+				want, why string
+			}) {
+				t.Helper()
+				for _, row := range rows {
+					got := row.from.DialTCP(row.target, answerWait)
+					if pod, _, _ := strings.Cut(got, " "); pod != row.want {
+						t.Errorf("%s from %s (%s): got %q, want an answer from %s", row.target, row.from.Role, row.why, got, row.want)
+					}
+				}
+			}
+			t.Run("default: the Node's addresses", func(t *testing.T) {
+				check(t, []struct {
+					from      *testnet.NS
+					target    string
+					want, why string
+				}{
+					{c.client, nodeIP + ":30150", "kiosk-1", "the Node's address"},
+					{c.client, "[" + nodeIP6 + "]:30150", "kiosk-1", "the Node's IPv6 address"},
+					{shopper, nodeIP + ":30150", "kiosk-1", "the Node's address, from a pod"},
+					{c.client, "192.168.11.1:30150", "node-1-host", "a second address on the client's link"},
+					{shopper, gateway + ":30150", "node-1-host", "the pod's gateway on the node"},
+				})
+			})
+			t.Run("nodePortAddresses 192.168.11.0/24", func(t *testing.T) {
+				file := filepath.Join(c.tree, "cluster.yaml")
+				data, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				edited := strings.Replace(string(data), "  podCIDRs:", "  nodePortAddresses: [\"192.168.11.0/24\"]\n  podCIDRs:", 1)
+				if edited == string(data) {
+					t.Fatal("cluster.yaml has no podCIDRs line to add nodePortAddresses before")
+				}
+				if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				c.reinstall(t)
+				check(t, []struct {
+					from      *testnet.NS
+					target    string
+					want, why string
+				}{
+					{c.client, "192.168.11.1:30150", "kiosk-1", "inside nodePortAddresses"},
+					{c.client, nodeIP + ":30150", "node-1-host", "the Node's address, outside nodePortAddresses"},
+					{c.client, "[" + nodeIP6 + "]:30150", "kiosk-1", "IPv6 has no nodePortAddresses: the Node's address"},
+					{shopper, gateway + ":30150", "node-1-host", "the pod's gateway, outside nodePortAddresses"},
+				})
+			})
+		}},
+		{"refused before routing", "refuse-before-routing", func(t *testing.T, c *cluster) {
+			// node-1's default route leaves by the client's link, to a
+			// gateway on the client's subnet (the client itself, which
+			// does not forward): a packet to the service CIDR that node-1
+			// routed would go back out where it came from, after an ICMP
+			// redirect to the client that uses up its ICMP allowance.
+			c.node.Route("default", clientIP)
+			for _, target := range []string{"10.96.0.140:80", "10.96.0.140:81", "10.96.0.141:80", nodeIP + ":30140"} {
+				start := time.Now()
+				if got := c.client.DialTCP(target, refusedWait); got != "refused" {
+					t.Errorf("%s: got %q, want refused within %v", target, got, refusedWait)
+				}
+				t.Logf("%s: refused after %v", target, time.Since(start).Round(10*time.Microsecond))
 			}
 		}},
 		{"hairpin", "hairpin", func(t *testing.T, c *cluster) {

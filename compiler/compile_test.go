@@ -1588,3 +1588,32 @@ func hostnameIf(ok bool, name string) string {
 	}
 	return ""
 }
+
+// TestNodePortAddresses: the Cluster's nodePortAddresses reach the Plan
+// masked, in spec order, an IPv4-mapped IPv6 prefix as IPv4; without
+// them the Plan has none (node ports then answer on Node.IPs).
+func TestNodePortAddresses(t *testing.T) {
+	dir := t.TempDir()
+	node := "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\nstatus:\n  addresses: [{type: InternalIP, address: 192.168.10.11}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "node.yaml"), []byte(node), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := compileTree(dir, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.plans["node-1"].Cluster.NodePortAddresses; got != nil {
+		t.Errorf("without a Cluster object: NodePortAddresses = %v, want none", got)
+	}
+	cluster := "apiVersion: netspec.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c}\nspec:\n  nodePortAddresses: [\"192.168.11.0/24\", \"::ffff:10.0.0.0/104\", \"fd00::/64\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(cluster), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = compileTree(dir, "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("192.168.11.0/24"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}
+	if got := c.plans["node-1"].Cluster.NodePortAddresses; !slices.Equal(got, want) {
+		t.Errorf("NodePortAddresses = %v, want %v", got, want)
+	}
+}

@@ -774,6 +774,7 @@ func clusterFields(o, n plan.Cluster) []FieldChange {
 	f("clusterDomain", o.Domain, n.Domain)
 	f("serviceCIDRs", joinPrefixes(o.ServiceCIDRs), joinPrefixes(n.ServiceCIDRs))
 	f("podCIDRs", joinPrefixes(o.PodCIDRs), joinPrefixes(n.PodCIDRs))
+	f("nodePortAddresses", joinPrefixes(o.NodePortAddresses), joinPrefixes(n.NodePortAddresses))
 	f("dnsTTL", fmt.Sprint(o.DNSTTL), fmt.Sprint(n.DNSTTL))
 	return out
 }

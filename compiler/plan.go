@@ -202,6 +202,11 @@ func (c *compilation) clusterPlan() plan.Cluster {
 			pc.PodCIDRs = append(pc.PodCIDRs, p.Masked())
 		}
 	}
+	for _, s := range spec.NodePortAddresses {
+		if p, ok := parsePrefix(s); ok {
+			pc.NodePortAddresses = append(pc.NodePortAddresses, p)
+		}
+	}
 	return pc
 }
 

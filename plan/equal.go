@@ -47,7 +47,8 @@ func (n Node) Equal(o Node) bool {
 // Equal tells whether two Clusters are the same (see Service.Equal).
 func (c Cluster) Equal(o Cluster) bool {
 	return c.Domain == o.Domain && slices.Equal(c.ServiceCIDRs, o.ServiceCIDRs) &&
-		slices.Equal(c.PodCIDRs, o.PodCIDRs) && c.DNSTTL == o.DNSTTL
+		slices.Equal(c.PodCIDRs, o.PodCIDRs) && slices.Equal(c.NodePortAddresses, o.NodePortAddresses) &&
+		c.DNSTTL == o.DNSTTL
 }
 
 // SameDataplane tells whether two plans program the kernel alike: the

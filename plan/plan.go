@@ -30,7 +30,8 @@ type Node struct {
 	Name string
 	Zone string // topology.kubernetes.io/zone label, "" when absent
 	// IPs are the node's InternalIP and ExternalIP addresses, sorted: the
-	// addresses node ports are reached on.
+	// addresses node ports are reached on, unless Cluster.NodePortAddresses
+	// has prefixes of their family (Plan.NodePortAddress).
 	IPs []netip.Addr
 }
 
@@ -41,7 +42,12 @@ type Cluster struct {
 	// PodCIDRs: traffic to a cluster IP from outside these is masqueraded;
 	// empty means all of it is (kube-proxy's masquerade-all).
 	PodCIDRs []netip.Prefix
-	DNSTTL   uint32
+	// NodePortAddresses are the Cluster's nodePortAddresses: node ports
+	// answer on the node's local addresses inside them. A family without
+	// a prefix here answers on the node's IPs (Node.IPs) of that family
+	// only.
+	NodePortAddresses []netip.Prefix
+	DNSTTL            uint32
 }
 
 // Service is one Service with everything its ports share.

@@ -50,11 +50,12 @@ const (
 // follows kube-proxy (pkg/proxy/nftables), whose rule order it keeps:
 //
 //  1. Frontends: a cluster IP, external IP or LoadBalancer IP with the
-//     packet's protocol and port; else, when Dst is one of Node.IPs, a
-//     node port. Headless and ExternalName Services have no frontends:
-//     their traffic is accepted untouched. A cluster IP reached on a port
-//     it does not serve is rejected; an unallocated address of a service
-//     CIDR is dropped; any other address is accepted.
+//     packet's protocol and port; else, when Dst is a node-port address
+//     (NodePortAddress), a node port. Headless and ExternalName Services
+//     have no frontends: their traffic is accepted untouched. A cluster
+//     IP reached on a port it does not serve is rejected; an unallocated
+//     address of a service CIDR is dropped; any other address (a node
+//     port on another of the node's addresses among them) is accepted.
 //  2. LoadBalancer IPs of a Service with SourceRanges drop sources outside
 //     them.
 //  3. Only endpoints of the destination's IP family are candidates (an
@@ -94,8 +95,8 @@ func (p *Plan) Trace(pk Packet) Verdict {
 		}
 		return p.forward(s, port, kind, src, dst, pk.FromLocal)
 	}
-	// Then node ports on the node's addresses.
-	if slices.Contains(p.Node.IPs, dst) {
+	// Then node ports on the node-port addresses.
+	if p.NodePortAddress(dst) {
 		for i := range p.Services {
 			s := &p.Services[i]
 			if s.Headless || s.Type == "ExternalName" {
@@ -112,6 +113,26 @@ func (p *Plan) Trace(pk Packet) Verdict {
 		}
 	}
 	return Verdict{Action: ActionAccept}
+}
+
+// NodePortAddress tells whether node ports answer on a: with
+// Cluster.NodePortAddresses of a's family, when a is inside one of them
+// (and not loopback; the packet is taken to be addressed to the node, as
+// the data plane serves only the node's local addresses there); without,
+// when a is one of Node.IPs.
+func (p *Plan) NodePortAddress(a netip.Addr) bool {
+	a = a.Unmap()
+	cidrs := false
+	for _, c := range p.Cluster.NodePortAddresses {
+		if c.Addr().Unmap().Is4() != a.Is4() {
+			continue
+		}
+		cidrs = true
+		if c.Contains(a) && !a.IsLoopback() {
+			return true
+		}
+	}
+	return !cidrs && slices.ContainsFunc(p.Node.IPs, func(n netip.Addr) bool { return n.Unmap() == a })
 }
 
 type frontend int

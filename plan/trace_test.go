@@ -370,6 +370,16 @@ func TestTrace(t *testing.T) {
 			want: plan.Verdict{Action: "accept"},
 		},
 		{
+			name: "node port on a local address that is not the Node's (the pod bridge): not a service address",
+			pk:   plan.Packet{Src: ip("10.244.3.7"), Dst: ip("10.244.1.1"), Protocol: "TCP", Port: 30080},
+			want: plan.Verdict{Action: "accept"},
+		},
+		{
+			name: "node port on loopback: not a service address",
+			pk:   plan.Packet{Src: ip("127.0.0.1"), Dst: ip("127.0.0.1"), Protocol: "TCP", Port: 30080, FromLocal: true},
+			want: plan.Verdict{Action: "accept"},
+		},
+		{
 			name: "node port with another protocol: accept",
 			pk:   plan.Packet{Src: ip("198.51.100.9"), Dst: ip("192.168.10.11"), Protocol: "UDP", Port: 30080},
 			want: plan.Verdict{Action: "accept"},
@@ -457,6 +467,61 @@ func TestTraceMasqueradeAll(t *testing.T) {
 			name: "externalTrafficPolicy Local from a pod address: no short-circuit",
 			pk:   plan.Packet{Src: ip("10.244.3.7"), Dst: ip("192.168.10.11"), Protocol: "TCP", Port: 30443},
 			want: plan.Verdict{Action: "dnat", Endpoints: eps("10.244.1.80:8443"), Service: "edge/ingress", Port: "https"},
+		},
+	}
+	opts := cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, p.Trace(tc.pk), opts); diff != "" {
+				t.Errorf("Trace(%+v) (-want +got):\n%s", tc.pk, diff)
+			}
+		})
+	}
+}
+
+func TestTraceNodePortAddresses(t *testing.T) {
+	// nodePortAddresses replace the Node's addresses in their family:
+	// 192.168.10.0/24 and 10.244.1.1/32 for IPv4; IPv6 has none, so its
+	// node ports stay on the Node's IPv6 address.
+	p := testPlan()
+	p.Node.IPs = append(p.Node.IPs, ip("fd00:192:168:10::11"))
+	p.Cluster.NodePortAddresses = []netip.Prefix{pfx("192.168.10.0/24"), pfx("10.244.1.1/32")}
+	web := plan.Verdict{Action: "dnat", Endpoints: eps("10.244.1.5:8080", "10.244.2.5:8081"), Masquerade: true, Service: "shop/web", Port: "http"}
+	tests := []struct {
+		name string
+		pk   plan.Packet
+		want plan.Verdict
+	}{
+		{
+			name: "the Node's address inside the CIDRs",
+			pk:   plan.Packet{Src: ip("198.51.100.9"), Dst: ip("192.168.10.11"), Protocol: "TCP", Port: 30080},
+			want: web,
+		},
+		{
+			name: "another local address inside the CIDRs (a secondary address)",
+			pk:   plan.Packet{Src: ip("198.51.100.9"), Dst: ip("192.168.10.99"), Protocol: "TCP", Port: 30080},
+			want: web,
+		},
+		{
+			name: "the pod bridge address, as a /32",
+			pk:   plan.Packet{Src: ip("10.244.3.7"), Dst: ip("10.244.1.1"), Protocol: "TCP", Port: 30080},
+			want: web,
+		},
+		{
+			name: "the Node's address outside the CIDRs: not a service address",
+			pk:   plan.Packet{Src: ip("198.51.100.9"), Dst: ip("203.0.113.7"), Protocol: "TCP", Port: 30080},
+			want: plan.Verdict{Action: "accept"},
+		},
+		{
+			// A node port (edge/gateway's, which has no IPv6 endpoint).
+			name: "IPv6 without a CIDR: the Node's IPv6 address",
+			pk:   plan.Packet{Src: ip("2001:db8::9"), Dst: ip("fd00:192:168:10::11"), Protocol: "TCP", Port: 31443},
+			want: plan.Verdict{Action: "reject", Service: "edge/gateway", Port: "https"},
+		},
+		{
+			name: "IPv6 without a CIDR: another IPv6 address is not a node-port address",
+			pk:   plan.Packet{Src: ip("2001:db8::9"), Dst: ip("fd00:192:168:10::99"), Protocol: "TCP", Port: 31443},
+			want: plan.Verdict{Action: "accept"},
 		},
 	}
 	opts := cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})

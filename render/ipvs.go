@@ -27,7 +27,9 @@ type ipvsVirtual struct {
 // so that `ipvsadm -R` can load the file and `ipvsadm -S -n` of a node
 // that applied it prints the same lines (order aside). One virtual server
 // per frontend: each cluster IP, external IP and LoadBalancer IP with
-// port, and each of the node's addresses with the node port; one real
+// port, and each node-port address with the node port (the node's
+// addresses that plan.NodePortAddress accepts: with nodePortAddresses,
+// those inside them; IPVSAt takes the node's local addresses instead); one real
 // server per endpoint of the frontend's family (Port.Cluster for cluster
 // IPs, Port.External for the rest), masqueraded (-m) with weight 1.
 // ClientIP affinity is persistence (-p) with the Service's timeout. A
@@ -36,6 +38,20 @@ type ipvsVirtual struct {
 // annotation ("" for DefaultIPVSScheduler). Lines are sorted by address,
 // protocol and port: the output is byte-identical for equal Plans.
 func IPVS(p *plan.Plan, sched string) []byte {
+	var nodePorts []netip.Addr
+	for _, a := range p.Node.IPs {
+		if p.NodePortAddress(a) {
+			nodePorts = append(nodePorts, a)
+		}
+	}
+	return IPVSAt(p, sched, nodePorts)
+}
+
+// IPVSAt is IPVS with the node ports' virtual servers on nodePorts: the
+// node-port addresses that the IPVS applier finds among the node's local
+// addresses, as the nftables rules match them (Cluster.NodePortAddresses
+// reach addresses that the Node object does not list).
+func IPVSAt(p *plan.Plan, sched string, nodePorts []netip.Addr) []byte {
 	if sched == "" {
 		sched = DefaultIPVSScheduler
 	}
@@ -78,7 +94,7 @@ func IPVS(p *plan.Plan, sched string) []byte {
 				add(a, port.Port, port.External)
 			}
 			if port.NodePort != 0 {
-				for _, a := range p.Node.IPs {
+				for _, a := range nodePorts {
 					add(a, port.NodePort, port.External)
 				}
 			}

@@ -2,6 +2,7 @@ package render
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,5 +62,34 @@ func TestIPVS(t *testing.T) {
 	}
 	if nft := string(files["nftables.nft"]); nft != string(NFTablesIPVS(p)) || strings.Contains(nft, " dnat ") {
 		t.Error("Files(ipvs): nftables.nft is not the IPVS data plane's tables, without DNAT")
+	}
+}
+
+// TestIPVSNodePortAddresses: node ports' virtual servers go on the
+// node-port addresses: the Node's addresses inside nodePortAddresses (a
+// family without one keeps the Node's), or with IPVSAt the addresses the
+// applier found.
+func TestIPVSNodePortAddresses(t *testing.T) {
+	a := netip.MustParseAddr
+	p := &plan.Plan{
+		Node:    plan.Node{Name: "n", IPs: []netip.Addr{a("192.0.2.1"), a("198.51.100.1"), a("fd00::1")}},
+		Cluster: plan.Cluster{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}},
+		Services: []plan.Service{{Namespace: "a", Name: "web", Type: "NodePort", ClusterIPs: []netip.Addr{a("10.96.0.10")},
+			Ports: []plan.Port{{Protocol: "TCP", Port: 80, NodePort: 30080}}}},
+	}
+	nodePorts := func(text string) []string {
+		var out []string
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, "-A ") && strings.Contains(l, ":30080 ") {
+				out = append(out, strings.Fields(l)[2])
+			}
+		}
+		return out
+	}
+	if got, want := nodePorts(string(IPVS(p, ""))), []string{"198.51.100.1:30080", "[fd00::1]:30080"}; !slices.Equal(got, want) {
+		t.Errorf("IPVS: node ports on %v, want %v", got, want)
+	}
+	if got, want := nodePorts(string(IPVSAt(p, "", []netip.Addr{a("198.51.100.7"), a("fd00::1")}))), []string{"198.51.100.7:30080", "[fd00::1]:30080"}; !slices.Equal(got, want) {
+		t.Errorf("IPVSAt: node ports on %v, want %v", got, want)
 	}
 }

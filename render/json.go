@@ -60,6 +60,7 @@ func (w *jsonWriter) plan(p *plan.Plan) {
 	w.str("domain", p.Cluster.Domain)
 	w.prefixes("serviceCIDRs", p.Cluster.ServiceCIDRs)
 	w.prefixes("podCIDRs", p.Cluster.PodCIDRs)
+	w.prefixes("nodePortAddresses", p.Cluster.NodePortAddresses)
 	w.uint("dnsTTL", uint64(p.Cluster.DNSTTL))
 	w.close('}')
 
@@ -184,7 +185,7 @@ func planJSONSize(p *plan.Plan) int {
 		hint    = len(`"", `)
 	)
 	n := plan + len(p.Node.Name) + len(p.Node.Zone) + len(p.Cluster.Domain) +
-		addrsSize(p.Node.IPs) + prefixesSize(p.Cluster.ServiceCIDRs) + prefixesSize(p.Cluster.PodCIDRs)
+		addrsSize(p.Node.IPs) + prefixesSize(p.Cluster.ServiceCIDRs) + prefixesSize(p.Cluster.PodCIDRs) + prefixesSize(p.Cluster.NodePortAddresses)
 	for i := range p.Services {
 		s := &p.Services[i]
 		n += service + len(s.Namespace) + len(s.Name) + len(s.Type) + len(s.ExternalName) +
@@ -291,10 +292,11 @@ type jsonNode struct {
 }
 
 type jsonCluster struct {
-	Domain       string         `json:"domain"`
-	ServiceCIDRs []netip.Prefix `json:"serviceCIDRs"`
-	PodCIDRs     []netip.Prefix `json:"podCIDRs"`
-	DNSTTL       uint32         `json:"dnsTTL"`
+	Domain            string         `json:"domain"`
+	ServiceCIDRs      []netip.Prefix `json:"serviceCIDRs"`
+	PodCIDRs          []netip.Prefix `json:"podCIDRs"`
+	NodePortAddresses []netip.Prefix `json:"nodePortAddresses"`
+	DNSTTL            uint32         `json:"dnsTTL"`
 }
 
 type jsonService struct {
@@ -382,10 +384,11 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 		FormatVersion: jp.FormatVersion,
 		Node:          plan.Node{Name: jp.Node.Name, Zone: jp.Node.Zone, IPs: jsonList(jp.Node.IPs, jsonSame)},
 		Cluster: plan.Cluster{
-			Domain:       jp.Cluster.Domain,
-			ServiceCIDRs: jsonList(jp.Cluster.ServiceCIDRs, jsonSame),
-			PodCIDRs:     jsonList(jp.Cluster.PodCIDRs, jsonSame),
-			DNSTTL:       jp.Cluster.DNSTTL,
+			Domain:            jp.Cluster.Domain,
+			ServiceCIDRs:      jsonList(jp.Cluster.ServiceCIDRs, jsonSame),
+			PodCIDRs:          jsonList(jp.Cluster.PodCIDRs, jsonSame),
+			NodePortAddresses: jsonList(jp.Cluster.NodePortAddresses, jsonSame),
+			DNSTTL:            jp.Cluster.DNSTTL,
 		},
 		Services: jsonList(jp.Services, func(s jsonService) plan.Service {
 			return plan.Service{

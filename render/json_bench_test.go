@@ -371,10 +371,11 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 		FormatVersion: plan.FormatVersion,
 		Node:          jsonNode{Name: p.Node.Name, Zone: p.Node.Zone, IPs: jsonList(p.Node.IPs, jsonSame)},
 		Cluster: jsonCluster{
-			Domain:       p.Cluster.Domain,
-			ServiceCIDRs: jsonList(p.Cluster.ServiceCIDRs, jsonSame),
-			PodCIDRs:     jsonList(p.Cluster.PodCIDRs, jsonSame),
-			DNSTTL:       p.Cluster.DNSTTL,
+			Domain:            p.Cluster.Domain,
+			ServiceCIDRs:      jsonList(p.Cluster.ServiceCIDRs, jsonSame),
+			PodCIDRs:          jsonList(p.Cluster.PodCIDRs, jsonSame),
+			NodePortAddresses: jsonList(p.Cluster.NodePortAddresses, jsonSame),
+			DNSTTL:            p.Cluster.DNSTTL,
 		},
 		Services: jsonList(p.Services, func(s plan.Service) jsonService {
 			return jsonService{

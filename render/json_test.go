@@ -70,7 +70,7 @@ func TestPlanJSONFormat(t *testing.T) {
 	want := `{
   "formatVersion": 1,
   "node": {"name": "n1", "zone": "", "ips": ["192.168.1.10"]},
-  "cluster": {"domain": "cluster.local", "serviceCIDRs": ["10.96.0.0/12"], "podCIDRs": [], "dnsTTL": 5},
+  "cluster": {"domain": "cluster.local", "serviceCIDRs": ["10.96.0.0/12"], "podCIDRs": [], "nodePortAddresses": [], "dnsTTL": 5},
   "services": [
     {
       "namespace": "ns",

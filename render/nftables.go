@@ -44,14 +44,31 @@ import (
 //
 //	nat-prerouting, nat-output   jump services
 //	nat-postrouting              jump masquerading
-//	filter-prerouting-pre-dnat   ct state new jump firewall-check (before DNAT)
-//	filter-input/forward/output  ct state new jump service-endpoints-check (after DNAT)
+//	filter-prerouting-pre-dnat   ct state new: jump firewall-check, service-endpoints-check
+//	filter-output-pre-dnat       ct state new: jump service-endpoints-check
+//	filter-*-post-dnat           ct state new: jump cluster-ips-check
 //	services                     mark: daddr . l4proto . dport @cluster-frontends, not from pods;
 //	                             daddr . l4proto . dport vmap @service-ips,
-//	                             then node ports: vmap @service-nodeports
+//	                             then node ports: daddr @nodeport-ips, vmap @service-nodeports
 //	masquerading                 hairpin (set hairpin), then marked packets
 //	service-endpoints-check      vmaps @no-endpoint-services, @no-endpoint-nodeports
+//	cluster-ips-check            daddr @cluster-ips: reject; daddr in the service CIDRs: drop
 //	firewall-check               vmap @firewall-ips
+//
+// The filter chains run in prerouting and output, before and after DNAT
+// (priority dstnat ± 10), never on input or forward: a refusal is decided
+// before the routing decision, so it reaches the client whatever the
+// node's routes (a forwarded packet would first make the node send an
+// ICMP redirect when the route leaves by the interface it came in on,
+// which uses up the ICMP rate limit towards the client). Reject in
+// prerouting needs Linux 5.9. What the services chain did not DNAT and is
+// still addressed to a cluster IP is to a port the cluster IP does not
+// serve (rejected, as kube-proxy's cluster-ips-check); to another address
+// of the service CIDRs, to no Service at all (dropped). Node ports answer
+// on the set nodeport-ips only: the Node object's addresses, or with the
+// Cluster's nodePortAddresses the node's local addresses inside them (fib
+// daddr type local, loopback excluded), as kube-proxy's
+// --nodeport-addresses.
 //
 // and per service port (HASH8 is derived from the readable rest of the name,
 // so that a name is stable while its service port or endpoint is):
@@ -142,17 +159,24 @@ type nftElement struct {
 	comment string
 }
 
-// appendKey appends the element's key: "addr . proto . port", or
-// "proto . port" for node ports.
+// appendKey appends the element's key: "addr . proto . port",
+// "proto . port" for node ports, or "addr" for the set cluster-ips.
 func (e *nftElement) appendKey(b []byte) []byte {
 	if e.addr.IsValid() {
 		b = e.addr.AppendTo(b)
+		if e.addrOnly() {
+			return b
+		}
 		b = append(b, " . "...)
 	}
 	b = append(b, e.proto...)
 	b = append(b, " . "...)
 	return strconv.AppendUint(b, uint64(e.port), 10)
 }
+
+// addrOnly tells whether e is an element of a set of addresses
+// (cluster-ips), where an address repeats once per port that has it.
+func (e *nftElement) addrOnly() bool { return e.proto == "" }
 
 // sameKey tells whether a and b have the same key (appendKey).
 func (e *nftElement) sameKey(o *nftElement) bool {
@@ -209,8 +233,19 @@ type nftTable struct {
 	noEpNode   []nftElement
 	firewall   []nftElement
 	clusterFE  []nftElement // cluster IPs with port that have endpoints: set elements
-	hairpin    []netip.Addr // every endpoint address, sorted, once
-	picks      []*nftPick   // chains that pick through endpoint maps, by bucket and slot
+	clusterIPs []nftElement // every cluster IP, once per port: elements of the set cluster-ips
+	// serviceCIDRs are the service CIDRs of the family: what no Service
+	// holds there is dropped (cluster-ips-check).
+	serviceCIDRs []netip.Prefix
+	// nodePortAddrs are the elements of the set nodeport-ips, the
+	// addresses node ports answer on: the node's IPs, or the Cluster's
+	// nodePortAddresses of the family (nodePortCIDRs), which then match
+	// the node's local addresses inside them.
+	nodePortAddrs []netip.Prefix
+	nodePortCIDRs bool
+	nodePortMatch string       // the match of traffic to a node-port address
+	hairpin       []netip.Addr // every endpoint address, sorted, once
+	picks         []*nftPick   // chains that pick through endpoint maps, by bucket and slot
 	// pickOf finds a chain's pick; nil in a Memo's tables, whose ports
 	// hold their own (nftPort.picks).
 	pickOf map[string]*nftPick
@@ -311,11 +346,25 @@ func (t *nftTable) setup(p *plan.Plan) {
 			t.nodeIPs = append(t.nodeIPs, ip)
 		}
 	}
+	t.serviceCIDRs = familyPrefixes(p.Cluster.ServiceCIDRs, fam)
+	t.nodePortAddrs = familyPrefixes(p.Cluster.NodePortAddresses, fam)
+	t.nodePortCIDRs = len(t.nodePortAddrs) > 0
+	t.nodePortMatch = fam.table + " daddr @nodeport-ips"
+	if t.nodePortCIDRs {
+		// kube-proxy's --nodeport-addresses: the local addresses inside
+		// the CIDRs, never loopback.
+		t.nodePortMatch = "fib daddr type local " + fam.table + " daddr != " + fam.loopback + " " + t.nodePortMatch
+	} else {
+		for _, ip := range t.nodeIPs {
+			t.nodePortAddrs = append(t.nodePortAddrs, netip.PrefixFrom(ip, ip.BitLen()))
+		}
+		t.nodePortAddrs = minimalPrefixes(t.nodePortAddrs)
+	}
 }
 
 // maps lists the table's maps in the order they are written (nftMaps).
 func (t *nftTable) maps() [len(nftMaps)]*[]nftElement {
-	return [...]*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall, &t.clusterFE}
+	return [...]*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall, &t.clusterFE, &t.clusterIPs}
 }
 
 // scanPort is the first pass over a service port: it names the port's
@@ -536,6 +585,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	}
 	for _, a := range v.clusterIPs {
 		e.addr = a
+		t.clusterIPs = append(t.clusterIPs, nftElement{addr: a})
 		if len(v.cluster) > 0 {
 			t.services = append(t.services, e)
 			t.clusterFE = append(t.clusterFE, nftElement{addr: a, proto: v.proto, port: port.Port})
@@ -907,6 +957,7 @@ func (t *nftTable) appendTo(b []byte) []byte {
 	}
 	b = appendMapClose(b, len(t.hairpin) > 0)
 	b = t.appendPodCIDRs(b)
+	b = t.appendNodePortIPs(b)
 
 	b = t.appendPickMaps(b)
 
@@ -918,22 +969,28 @@ func (t *nftTable) appendTo(b []byte) []byte {
 // dispatch chains, up to its maps.
 func (t *nftTable) appendDispatch(b []byte) []byte {
 	fam := t.fam
-	b = t.appendTableHead(b, "", [2]baseChain{
-		{"nat-prerouting", "type nat hook prerouting priority dstnat", "jump services"},
-		{"nat-output", "type nat hook output priority -100", "jump services"},
+	b = t.appendTableHead(b, "", []baseChain{
+		{"nat-prerouting", "type nat hook prerouting priority dstnat", []string{"jump services"}},
+		{"nat-output", "type nat hook output priority -100", []string{"jump services"}},
+		{"filter-prerouting-pre-dnat", hookPreroutingPreDNAT, []string{"ct state new jump firewall-check", "ct state new jump service-endpoints-check"}},
+		{"filter-output-pre-dnat", hookOutputPreDNAT, []string{"ct state new jump service-endpoints-check"}},
+		{"filter-prerouting-post-dnat", hookPreroutingPostDNAT, []string{"ct state new jump cluster-ips-check"}},
+		{"filter-output-post-dnat", hookOutputPostDNAT, []string{"ct state new jump cluster-ips-check"}},
 	})
 
 	b = append(b, "\n\t# Dispatch.\n"...)
 	vmap := fam.table + " daddr . meta l4proto . th dport vmap @"
-	nodePorts := "fib daddr type local " + fam.table + " daddr != " + fam.loopback + " meta l4proto . th dport vmap @"
-	b = appendChain(b, "services", "services: marks traffic to a cluster IP from outside the pods for masquerade; frontend address and port, then node ports on local addresses",
+	nodePorts := t.nodePortMatch + " meta l4proto . th dport vmap @"
+	b = appendChain(b, "services", "services: marks traffic to a cluster IP from outside the pods for masquerade; frontend address and port, then node ports on the node-port addresses",
 		fam.table+" daddr . meta l4proto . th dport @cluster-frontends "+t.masquerade,
 		vmap+"service-ips", nodePorts+"service-nodeports")
 	b = appendChain(b, "masquerading", "masquerading: masquerade hairpin traffic (an endpoint reaching itself through a service) and marked packets, clearing the mark",
 		"ct status dnat "+fam.table+" saddr . "+fam.table+" daddr @hairpin masquerade fully-random",
 		"meta mark & "+masqueradeMark+" == 0 return", "meta mark set meta mark ^ "+masqueradeMark, "masquerade fully-random")
-	b = appendChain(b, "service-endpoints-check", "service-endpoints-check: new connections to frontends without endpoints (after DNAT)",
+	b = appendChain(b, "service-endpoints-check", "service-endpoints-check: new connections to frontends without endpoints (before DNAT, and before routing: reject in prerouting needs Linux 5.9)",
 		vmap+"no-endpoint-services", nodePorts+"no-endpoint-nodeports")
+	b = appendChain(b, "cluster-ips-check", "cluster-ips-check: new connections still addressed to the service CIDRs after DNAT: a cluster IP on a port it does not serve is rejected, an address no Service holds dropped",
+		t.clusterIPsCheck("")...)
 	b = appendChain(b, "reject-chain", "reject-chain: a service without endpoints refuses the connection",
 		"reject")
 	b = appendChain(b, "firewall-check", "firewall-check: loadBalancerSourceRanges (before DNAT)",
@@ -942,24 +999,43 @@ func (t *nftTable) appendDispatch(b []byte) []byte {
 	return append(b, "\n\t# Maps.\n"...)
 }
 
+// clusterIPsCheck returns the rules of the chain cluster-ips-check, after
+// first (none when "").
+func (t *nftTable) clusterIPsCheck(first string) []string {
+	var rules []string
+	if first != "" {
+		rules = append(rules, first)
+	}
+	rules = append(rules, t.fam.table+" daddr @cluster-ips reject")
+	if drop := t.serviceCIDRDrop(); drop != "" {
+		rules = append(rules, drop)
+	}
+	return rules
+}
+
 // nftMaps are the table's verdict maps and the set cluster-frontends, in
 // the order nftTable.maps lists them and they are written.
 var nftMaps = [...]struct {
 	name, comment string
 	nodePorts     bool // keyed by protocol and port only
 	set           bool // a set: elements without verdicts
+	addrs         bool // a set keyed by address only (nftElement.addrOnly)
 }{
-	{"service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", false, false},
-	{"service-nodeports", "node ports to external chains", true, false},
-	{"no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", false, false},
-	{"no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", true, false},
-	{"firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", false, false},
-	{"cluster-frontends", "cluster IPs with port that have endpoints (the service chains' frontends)", false, true},
+	{"service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", false, false, false},
+	{"service-nodeports", "node ports to external chains", true, false, false},
+	{"no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", false, false, false},
+	{"no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", true, false, false},
+	{"firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", false, false, false},
+	{"cluster-frontends", "cluster IPs with port that have endpoints (the service chains' frontends)", false, true, false},
+	{"cluster-ips", "every cluster IP: a new connection still addressed to one after DNAT is to a port it does not serve", false, true, true},
 }
 
 // mapType is the type of map nftMaps[i].
 func mapType(fam nftFamily, i int) string {
 	key := fam.addrType + " . inet_proto . inet_service"
+	if nftMaps[i].addrs {
+		return fam.addrType
+	}
 	if nftMaps[i].nodePorts {
 		key = "inet_proto . inet_service"
 	}
@@ -1065,13 +1141,28 @@ func (t *nftTable) appendGroups(b []byte) []byte {
 	return b
 }
 
-// baseChain is a base chain of a table, with its one rule.
-type baseChain struct{ name, hook, rule string }
+// baseChain is a base chain of a table, with its rules.
+type baseChain struct {
+	name, hook string
+	rules      []string
+}
 
-// appendTableHead appends the start of a table, up to its base chains:
-// the two that hook the DNAT side (first), then those both data planes
-// share. note ends the table's comment line.
-func (t *nftTable) appendTableHead(b []byte, note string, first [2]baseChain) []byte {
+// The hooks of the filter base chains. Those before DNAT see the frontend
+// a packet was sent to; those after it see what the nat chains left
+// addressed to the service CIDRs. nft names priority dstnat (-100) on the
+// prerouting hook only: the output hook's are numbers.
+const (
+	hookPreroutingPreDNAT  = "type filter hook prerouting priority dstnat - 10"
+	hookPreroutingPostDNAT = "type filter hook prerouting priority dstnat + 10"
+	hookOutputPreDNAT      = "type filter hook output priority -110"
+	hookOutputPostDNAT     = "type filter hook output priority -90"
+)
+
+// appendTableHead appends the start of a table, up to the end of its base
+// chains: the two of base that hook the DNAT side, nat-postrouting, which
+// both data planes share, then the rest of base. note ends the table's
+// comment line.
+func (t *nftTable) appendTableHead(b []byte, note string, base []baseChain) []byte {
 	fam := t.fam
 	b = appendLine(b, "table ", fam.table, " netspec {}")
 	b = appendLine(b, "delete table ", fam.table, " netspec")
@@ -1084,21 +1175,46 @@ func (t *nftTable) appendTableHead(b []byte, note string, first [2]baseChain) []
 	b = append(b, ".\n"...)
 
 	b = append(b, "\n\t# Base chains.\n"...)
-	base := [...]baseChain{
-		first[0], first[1],
-		{"nat-postrouting", "type nat hook postrouting priority srcnat", "jump masquerading"},
-		{"filter-prerouting-pre-dnat", "type filter hook prerouting priority dstnat - 10", "ct state new jump firewall-check"},
-		{"filter-input", "type filter hook input priority filter", "ct state new jump service-endpoints-check"},
-		{"filter-forward", "type filter hook forward priority filter", "ct state new jump service-endpoints-check"},
-		{"filter-output", "type filter hook output priority filter", "ct state new jump service-endpoints-check"},
-	}
+	base = slices.Insert(base, 2, baseChain{"nat-postrouting", "type nat hook postrouting priority srcnat", []string{"jump masquerading"}})
 	for _, c := range base {
 		b = openChain(b, c.name)
 		b = appendRule(b, c.hook, "; policy accept;")
-		b = appendRule(b, c.rule)
+		for _, r := range c.rules {
+			b = appendRule(b, r)
+		}
 		b = closeChain(b)
 	}
 	return b
+}
+
+// appendNodePortIPs appends the set nodeport-ips: the addresses node
+// ports answer on (nftTable.nodePortAddrs).
+func (t *nftTable) appendNodePortIPs(b []byte) []byte {
+	b = append(b, "\t# nodeport-ips: node ports answer on "...)
+	if t.nodePortCIDRs {
+		b = append(b, "the node's local addresses inside these (nodePortAddresses)"...)
+	} else {
+		b = append(b, "the node's addresses"...)
+	}
+	b = append(b, "\n\tset nodeport-ips {\n\t\ttype "...)
+	b = append(b, t.fam.addrType...)
+	b = append(b, "\n\t\tflags interval\n"...)
+	if len(t.nodePortAddrs) > 0 {
+		b = append(b, "\t\telements = "...)
+		b = appendPrefixSet(b, t.nodePortAddrs, true)
+		b = append(b, '\n')
+	}
+	return append(b, "\t}\n"...)
+}
+
+// serviceCIDRDrop is the rule of cluster-ips-check that drops what is
+// addressed to the family's service CIDRs and no Service holds; "" when
+// the family has none.
+func (t *nftTable) serviceCIDRDrop() string {
+	if len(t.serviceCIDRs) == 0 {
+		return ""
+	}
+	return t.fam.table + " daddr " + string(appendPrefixSet(nil, t.serviceCIDRs, false)) + " drop"
 }
 
 // appendPodCIDRs appends the set pod-cidrs when the masquerade match needs
@@ -1172,11 +1288,14 @@ func appendMap(b []byte, name, comment, typ string, elems []nftElement) []byte {
 }
 
 // appendElements appends the lines of sorted map or set elements,
-// dropping each with the key of the one before (appendDroppedElement).
+// dropping each with the key of the one before (appendDroppedElement);
+// an address of a set of addresses is written once, silently.
 func appendElements(b []byte, elems []nftElement) []byte {
 	for i := range elems {
 		if e := &elems[i]; i > 0 && e.sameKey(&elems[i-1]) {
-			b = appendDroppedElement(b, e)
+			if !e.addrOnly() {
+				b = appendDroppedElement(b, e)
+			}
 		} else {
 			b = appendElement(b, e)
 		}

@@ -192,6 +192,13 @@ func nftCases() []nftCase {
 
 	masqueradeAll := nftPlan(nftWeb())
 	masqueradeAll.Cluster.PodCIDRs = nil
+	// Node ports on the local addresses inside two IPv4 CIDRs; IPv6 has
+	// none, so it keeps the node's address.
+	nodePortAddrs := nftPlan(nodePortLocal)
+	nodePortAddrs.Cluster.NodePortAddresses = nftPrefixes("192.168.1.0/24", "10.0.0.0/8")
+	// Every local address of both families, as kube-proxy's 0.0.0.0/0.
+	nodePortAll := nftPlan(nodePortLocal)
+	nodePortAll.Cluster.NodePortAddresses = nftPrefixes("0.0.0.0/0", "::/0")
 
 	return []nftCase{
 		{name: "empty", plan: nftPlan()},
@@ -207,6 +214,8 @@ func nftCases() []nftCase {
 		{name: "internal-local", plan: nftPlan(internalLocal)},
 		{name: "multi-port", plan: nftPlan(multiPort)},
 		{name: "masquerade-all", plan: masqueradeAll},
+		{name: "nodeport-addresses", plan: nodePortAddrs},
+		{name: "nodeport-addresses-all", plan: nodePortAll},
 		{name: "long-names", plan: nftPlan(nftLongNames())},
 	}
 }

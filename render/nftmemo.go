@@ -115,8 +115,8 @@ type memoPort struct {
 	own   [memoLists][]nftElement // its map elements, then hairpin addresses (addr)
 }
 
-// memoLists are the sorted lists of a table: its maps and the set
-// cluster-frontends (nftMaps), then the set hairpin.
+// memoLists are the sorted lists of a table: its maps and the sets
+// cluster-frontends and cluster-ips (nftMaps), then the set hairpin.
 const memoLists = len(nftMaps) + 1
 
 // memoLine is an element of a list with its line (appendElement,
@@ -611,8 +611,9 @@ func (m *Memo) appendTable(b []byte, f int) []byte {
 			l := &list[i]
 			if i > 0 && l.key == list[i-1].key && l.line[:l.key] == list[i-1].line[:l.key] {
 				// An element with the key of the one before: a
-				// hairpin address repeated, a map element dropped.
-				if k < len(nftMaps) {
+				// hairpin address or cluster IP repeated, a map
+				// element dropped.
+				if k < len(nftMaps) && !nftMaps[k].addrs {
 					b = appendDroppedElement(b, l.e)
 				}
 				continue
@@ -622,6 +623,7 @@ func (m *Memo) appendTable(b []byte, f int) []byte {
 		b = appendMapClose(b, len(list) > 0)
 		if k == len(nftMaps) {
 			b = t.appendPodCIDRs(b)
+			b = t.appendNodePortIPs(b)
 		}
 	}
 	for i := range mt.buckets {

@@ -58,7 +58,8 @@ var defaultCases = []struct {
 	{name: "node", yaml: `{apiVersion: v1, kind: Node, metadata: {name: n1, labels: {topology.kubernetes.io/zone: a}}, status: {addresses: [{type: InternalIP, address: 192.168.1.1}]}}`},
 	{name: "cluster defaults", yaml: `{apiVersion: netspec.dev/v1alpha1, kind: Cluster, metadata: {name: c}, spec: {}}`},
 	{name: "cluster set", yaml: `{apiVersion: netspec.dev/v1alpha1, kind: Cluster, metadata: {name: c}, spec: {serviceCIDRs: ["fd00::/108"], nodePortRange: 20000-21000,
-		clusterDomain: example.com, dnsTTL: 0, externalIPCIDRs: [203.0.113.0/24], loadBalancerIPCIDRs: [198.51.100.0/24], podCIDRs: [10.244.0.0/16]}}`},
+		clusterDomain: example.com, dnsTTL: 0, externalIPCIDRs: [203.0.113.0/24], loadBalancerIPCIDRs: [198.51.100.0/24], podCIDRs: [10.244.0.0/16],
+		nodePortAddresses: [192.168.1.0/24]}}`},
 }
 
 func TestDefaultsMatchSchema(t *testing.T) {

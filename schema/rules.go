@@ -441,6 +441,9 @@ func checkCluster(c *Cluster, r *reporter) {
 	for i, s := range sp.PodCIDRs {
 		checkCIDR(r, diag.Path{"spec", "podCIDRs", i}, s)
 	}
+	for i, s := range sp.NodePortAddresses {
+		checkCIDR(r, diag.Path{"spec", "nodePortAddresses", i}, s)
+	}
 }
 
 func checkCIDR(r *reporter, p diag.Path, s string) (netip.Prefix, bool) {

@@ -595,6 +595,12 @@ var ruleCases = []ruleCase{
 			`spec.loadBalancerIPCIDRs[0]: 198.51.100.1/24 has host bits set; write 198.51.100.0/24`,
 			`spec.podCIDRs[0]: "10.244.0.0/33" is not a CIDR`,
 		}},
+	{rule: "cluster-cidrs", name: "node-port addresses", yaml: clusterObj(with("spec.nodePortAddresses", yv(`[192.168.10.0/24, "fd00::/64"]`)))},
+	{rule: "cluster-cidrs", name: "bad node-port addresses", yaml: clusterObj(with("spec.nodePortAddresses", yv(`[192.168.10.0/24, 192.168.10.7, 10.0.0.1/8]`))),
+		want: []string{
+			`spec.nodePortAddresses[1]: "192.168.10.7" is not a CIDR (such as 10.96.0.0/12)`,
+			`spec.nodePortAddresses[2]: 10.0.0.1/8 has host bits set; write 10.0.0.0/8`,
+		}},
 	{rule: "cluster-node-port-range", name: "custom", yaml: clusterObj(with("spec.nodePortRange", "20000-20999"))},
 	{rule: "cluster-node-port-range", name: "one number", yaml: clusterObj(with("spec.nodePortRange", "30000")),
 		want: []string{`spec.nodePortRange: "30000" is not a port range (FROM-TO)`}},

@@ -366,6 +366,10 @@ type ClusterSpec struct {
 	// programmed; none by default.
 	LoadBalancerIPCIDRs []string `json:"loadBalancerIPCIDRs"`
 	PodCIDRs            []string `json:"podCIDRs"`
+	// NodePortAddresses limit node ports to the node's local addresses
+	// inside these CIDRs, as kube-proxy's --nodeport-addresses; empty
+	// (the default) serves them on the Node object's addresses only.
+	NodePortAddresses []string `json:"nodePortAddresses"`
 }
 
 // DefaultClusterSpec returns the settings of a tree without a Cluster object.
@@ -378,5 +382,6 @@ func DefaultClusterSpec() ClusterSpec {
 		ExternalIPCIDRs:     []string{},
 		LoadBalancerIPCIDRs: []string{},
 		PodCIDRs:            []string{},
+		NodePortAddresses:   []string{},
 	}
 }

@@ -3,8 +3,13 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/vishvananda/netlink"
 )
 
 // sysctls are the namespace's IPVS settings netspec needs, as kube-proxy's
@@ -65,4 +70,54 @@ func CleanupLeftovers(nsFd int) (bool, error) {
 	}
 	defer a.Close()
 	return true, a.Cleanup()
+}
+
+// LocalAddrs lists the addresses of the network namespace nsFd (0: the
+// current one) on which node ports may answer, for the Cluster's
+// nodePortAddresses: those of every interface but loopback and LinkName
+// (which holds frontends, and the node-port addresses netspec bound
+// there itself), without IPv6 link-local addresses. Sorted.
+func LocalAddrs(nsFd int) ([]netip.Addr, error) {
+	s, err := openLinks(nsFd)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	links, err := s.nl.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", explain(err))
+	}
+	skip := map[int]bool{}
+	for _, l := range links {
+		if a := l.Attrs(); a.Flags&net.FlagLoopback != 0 || a.Name == LinkName {
+			skip[a.Index] = true
+		}
+	}
+	var addrs []netlink.Addr
+	for try := 0; ; try++ {
+		addrs, err = s.nl.AddrList(nil, netlink.FAMILY_ALL)
+		if errors.Is(err, netlink.ErrDumpInterrupted) && try < 5 {
+			continue // the addresses changed while they were read
+		}
+		break
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list addresses: %w", explain(err))
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a.IPNet == nil || skip[a.LinkIndex] {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		if ip = ip.Unmap(); ip.Is6() && ip.IsLinkLocalUnicast() || ip.IsLoopback() {
+			continue
+		}
+		out = append(out, ip)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out), nil
 }

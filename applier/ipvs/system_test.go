@@ -238,3 +238,34 @@ func linksInNewNS(t *testing.T) (*testnet.NS, *System) {
 	t.Cleanup(func() { s.Close() })
 	return ns, s
 }
+
+// TestLocalAddrs: the namespace's addresses but loopback's, LinkName's and
+// IPv6 link-local ones (a veth named LinkName stands in for the dummy).
+func TestLocalAddrs(t *testing.T) {
+	ns, _ := linksInNewNS(t)
+	ns.MustRun("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer")
+	ns.MustRun("ip", "link", "add", LinkName, "type", "veth", "peer", "name", "peer0")
+	for _, c := range [][]string{
+		{"addr", "add", "192.168.10.11/24", "dev", "eth0"},
+		{"addr", "add", "192.168.11.1/24", "dev", "eth0"},
+		{"addr", "add", "169.254.1.1/16", "dev", "eth0"},
+		{"addr", "add", "fd00::11/64", "dev", "eth0"},
+		{"addr", "add", "fe80::11/64", "dev", "eth0"},
+		{"addr", "add", "10.96.0.10/32", "dev", LinkName},
+		{"addr", "add", "192.168.10.11/32", "dev", LinkName}, // also on eth0
+		{"addr", "add", "10.0.0.1/8", "dev", "lo"},
+	} {
+		ns.MustRun(append([]string{"ip"}, c...)...)
+	}
+	got, err := LocalAddrs(ns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{
+		netip.MustParseAddr("169.254.1.1"), netip.MustParseAddr("192.168.10.11"),
+		netip.MustParseAddr("192.168.11.1"), netip.MustParseAddr("fd00::11"),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("LocalAddrs = %v, want %v", got, want)
+	}
+}

@@ -141,7 +141,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 		{"rule deleted", [][]string{{"flush", "chain", "ip", "netspec", svcChain}}, "~1"},
 		{"rule added", [][]string{{"add", "rule", "ip", "netspec", "services", "counter", "accept"}}, "~1"},
 		{"chain added", [][]string{{"add", "chain", "ip", "netspec", "by-hand"}}, "-1"},
-		{"base chain deleted", [][]string{{"delete", "chain", "ip", "netspec", "filter-output"}}, "replace=true"},
+		{"base chain deleted", [][]string{{"delete", "chain", "ip", "netspec", "filter-output-pre-dnat"}}, "replace=true"},
 		{"element added", [][]string{{"add", "element", "ip", "netspec", "service-ips", "{ 192.0.2.99 . tcp . 1 : goto reject-chain }"}}, "elements +0 -1"},
 		{"element deleted", [][]string{{"flush", "map", "ip", "netspec", "service-ips"}}, "elements +"},
 		{"table deleted", [][]string{{"delete", "table", "ip", "netspec"}}, "replace=true"},

@@ -54,8 +54,8 @@ func TestTableMatches(t *testing.T) {
 		{"chain added", [][]string{{"add", "chain", "ip", "netspec", "by-hand"}}, false},
 		{"set added", [][]string{{"add", "set", "ip", "netspec", "by-hand", "{ type ipv4_addr; }"}}, false},
 		{"base chain's hook changed", [][]string{
-			{"delete", "chain", "ip", "netspec", "filter-output"},
-			{"add", "chain", "ip", "netspec", "filter-output", "{ type filter hook output priority 10; }"},
+			{"delete", "chain", "ip", "netspec", "filter-output-pre-dnat"},
+			{"add", "chain", "ip", "netspec", "filter-output-pre-dnat", "{ type filter hook output priority 10; }"},
 		}, false},
 		{"table deleted", [][]string{{"delete", "table", "ip", "netspec"}}, false},
 	} {

@@ -47,6 +47,9 @@ type Options struct {
 	// addresses the listeners bind; 0: the process's own.
 	NetNSFd int
 	Logger  *slog.Logger // slog.Default() when nil
+	// LocalAddrs lists the node's local addresses, for a plan whose
+	// Cluster has nodePortAddresses (see ListenAddrs); nil: none.
+	LocalAddrs func() ([]netip.Addr, error)
 }
 
 // Server serves the health check node ports of the last plan given to
@@ -127,10 +130,20 @@ func Checks(p *plan.Plan) []Check {
 }
 
 // ListenAddrs returns the addresses of the plan's node that the health
-// check node ports listen on: its node-port addresses, which are the
-// addresses of its Node object (plan.Node.IPs).
-func ListenAddrs(p *plan.Plan) []netip.Addr {
-	return slices.Clone(p.Node.IPs)
+// check node ports listen on: its node-port addresses (plan.NodePortAddress),
+// as the node ports themselves answer. Those are the addresses of its Node
+// object (plan.Node.IPs), or, in a family the Cluster's nodePortAddresses
+// name CIDRs for, the node's local addresses inside them: local lists the
+// node's addresses for that case and is not needed without such CIDRs.
+func ListenAddrs(p *plan.Plan, local []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range slices.Concat(p.Node.IPs, local) {
+		if a = a.Unmap(); p.NodePortAddress(a) && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
 }
 
 // Sync makes the Server serve the health checks of p on ListenAddrs(p):
@@ -142,7 +155,14 @@ func (s *Server) Sync(p *plan.Plan) {
 	var checks []Check
 	var addrs []netip.Addr
 	if p != nil {
-		checks, addrs = Checks(p), ListenAddrs(p)
+		var local []netip.Addr
+		if len(p.Cluster.NodePortAddresses) > 0 && s.opts.LocalAddrs != nil {
+			var err error
+			if local, err = s.opts.LocalAddrs(); err != nil {
+				s.log.Warn("health checks: cannot list the node's addresses for nodePortAddresses; serving on the Node's addresses", "err", err)
+			}
+		}
+		checks, addrs = Checks(p), ListenAddrs(p, local)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -186,7 +186,7 @@ func TestChecks(t *testing.T) {
 			t.Errorf("Checks(%s) (-want +got):\n%s", tt.node, diff)
 		}
 	}
-	if got, want := ListenAddrs(plans["node-2"]), []netip.Addr{netip.MustParseAddr("192.168.20.12")}; !slices.Equal(got, want) {
+	if got, want := ListenAddrs(plans["node-2"], nil), []netip.Addr{netip.MustParseAddr("192.168.20.12")}; !slices.Equal(got, want) {
 		t.Errorf("ListenAddrs(node-2) = %v, want %v", got, want)
 	}
 	off := compileTree(t, treeFiles("node-1", false))
@@ -378,5 +378,46 @@ func TestBindFailure(t *testing.T) {
 	got, refused := get(t, lb, "192.168.10.11:32100")
 	if refused || got.Code != 200 {
 		t.Errorf("after the address came: got %+v (refused %v), want 200", got, refused)
+	}
+}
+
+// TestListenAddrs: the health checks listen where node ports answer: the
+// Node's addresses, or the local addresses inside nodePortAddresses in a
+// family that has such CIDRs.
+func TestListenAddrs(t *testing.T) {
+	addrs := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range s {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out
+	}
+	prefixes := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, p := range s {
+			out = append(out, netip.MustParsePrefix(p))
+		}
+		return out
+	}
+	local := addrs("10.244.1.1", "192.168.10.11", "192.168.11.5", "fd00:10::11", "127.0.0.1")
+	tests := []struct {
+		name  string
+		cidrs []netip.Prefix
+		local []netip.Addr
+		want  []netip.Addr
+	}{
+		{name: "Node addresses", local: local, want: addrs("192.168.10.11", "fd00:10::11")},
+		{name: "an IPv4 CIDR", cidrs: prefixes("192.168.11.0/24"), local: local, want: addrs("192.168.11.5", "fd00:10::11")},
+		{name: "every address", cidrs: prefixes("0.0.0.0/0", "::/0"), local: local, want: addrs("10.244.1.1", "192.168.10.11", "192.168.11.5", "fd00:10::11")},
+		{name: "no local addresses known", cidrs: prefixes("192.168.11.0/24"), want: addrs("fd00:10::11")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &plan.Plan{Node: plan.Node{Name: "n", IPs: addrs("192.168.10.11", "fd00:10::11")}}
+			p.Cluster.NodePortAddresses = tt.cidrs
+			if got := ListenAddrs(p, tt.local); !slices.Equal(got, tt.want) {
+				t.Errorf("ListenAddrs = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

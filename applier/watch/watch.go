@@ -31,6 +31,7 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/dnsserver"
 	"netspec.dev/netspec/applier/healthcheck"
+	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
@@ -243,7 +244,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	defer w.node.Close()
 	if w.opts.Dataplane != DataplaneNone {
-		w.health = healthcheck.New(healthcheck.Options{NetNSFd: w.opts.NetNSFd, Logger: w.log})
+		w.health = healthcheck.New(healthcheck.Options{
+			NetNSFd:    w.opts.NetNSFd,
+			Logger:     w.log,
+			LocalAddrs: func() ([]netip.Addr, error) { return ipvs.LocalAddrs(w.opts.NetNSFd) },
+		})
 		defer w.health.Close()
 	}
 

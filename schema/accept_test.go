@@ -56,6 +56,14 @@ endpoints:
   hints:
 ports:
 - {port: 80, name: null, protocol: null}
+---
+# As kubectl prints a slice without endpoints.
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: empty-1, labels: {kubernetes.io/service-name: empty}}
+addressType: IPv4
+endpoints: null
+ports: null
 `,
 		"pod.json": `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "labels": {"app": "web", "tier": ""}, "annotations": null},
  "spec": {"nodeName": null, "containers": [{"name": "c", "ports": null}]}, "status": {"podIP": "10.1.0.2", "conditions": null}}`,

@@ -11,6 +11,7 @@ import (
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
+	"netspec.dev/netspec/treediff"
 )
 
 type diffFlags struct {
@@ -129,14 +130,14 @@ func runDiff(e *env, opts any, args []string) int {
 		}
 		plans[i] = p
 	}
-	d := compiler.Diff(plans[0], plans[1])
+	d := treediff.Diff(plans[0], plans[1])
 
 	switch f.format {
 	case "json":
 		out := struct {
 			FormatVersion int  `json:"formatVersion"`
 			Differences   bool `json:"differences"`
-			*compiler.PlanDiff
+			*treediff.PlanDiff
 		}{FormatVersion: diffFormatVersion, Differences: !d.Empty(), PlanDiff: d}
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
@@ -223,16 +224,16 @@ func nodeName(n string) string {
 // zone's change is one short line that counts its records; with records,
 // each record follows on a line of its own (diff, for review; plan shows
 // the Services whose records they are).
-func writeDiffText(w io.Writer, d *compiler.PlanDiff, records bool) {
+func writeDiffText(w io.Writer, d *treediff.PlanDiff, records bool) {
 	if d.Empty() {
 		fmt.Fprintln(w, "no differences")
 		return
 	}
 	for _, n := range d.Nodes {
 		switch n.Change {
-		case compiler.DiffAdded:
+		case treediff.DiffAdded:
 			fmt.Fprintf(w, "+ node %s\n", n.Name)
-		case compiler.DiffRemoved:
+		case treediff.DiffRemoved:
 			fmt.Fprintf(w, "- node %s\n", n.Name)
 		}
 		if len(n.Fields) > 0 {
@@ -249,9 +250,9 @@ func writeDiffText(w io.Writer, d *compiler.PlanDiff, records bool) {
 			subject += " on " + nodeName(s.Node)
 		}
 		switch s.Change {
-		case compiler.DiffAdded:
+		case treediff.DiffAdded:
 			fmt.Fprintf(w, "+ %s: %s\n", subject, serviceSentence(s.Service))
-		case compiler.DiffRemoved:
+		case treediff.DiffRemoved:
 			fmt.Fprintf(w, "- %s\n", subject)
 		default:
 			for _, p := range servicePhrases(s) {
@@ -275,9 +276,9 @@ func writeDiffText(w io.Writer, d *compiler.PlanDiff, records bool) {
 
 func changeMark(c string) string {
 	switch c {
-	case compiler.DiffAdded:
+	case treediff.DiffAdded:
 		return "+"
-	case compiler.DiffRemoved:
+	case treediff.DiffRemoved:
 		return "-"
 	}
 	return "~"
@@ -297,11 +298,11 @@ func orNone(s string) string {
 	return s
 }
 
-func fieldPhrase(f compiler.FieldChange) string {
+func fieldPhrase(f treediff.FieldChange) string {
 	return fmt.Sprintf("%s %s -> %s", f.Field, orNone(f.Old), orNone(f.New))
 }
 
-func fieldPhrases(fs []compiler.FieldChange) string {
+func fieldPhrases(fs []treediff.FieldChange) string {
 	var s []string
 	for _, f := range fs {
 		s = append(s, fieldPhrase(f))
@@ -311,7 +312,7 @@ func fieldPhrases(fs []compiler.FieldChange) string {
 
 // serviceSentence sums up a Service: ClusterIP 10.96.14.3, ports http
 // 80/TCP -> 8080 (2 endpoints).
-func serviceSentence(si *compiler.ServiceInfo) string {
+func serviceSentence(si *treediff.ServiceInfo) string {
 	var parts []string
 	switch {
 	case si.Type == "ExternalName":
@@ -361,7 +362,7 @@ func joinStrings[T fmt.Stringer](xs []T) string {
 }
 
 // portSentence: http 80/TCP -> 8080 nodePort 30080 (2 endpoints).
-func portSentence(p compiler.PortInfo) string {
+func portSentence(p treediff.PortInfo) string {
 	s := portLabel(p)
 	if len(p.TargetPorts) > 0 {
 		s += " -> " + joinPorts(p.TargetPorts)
@@ -373,7 +374,7 @@ func portSentence(p compiler.PortInfo) string {
 }
 
 // portLabel: http 80/TCP, or 80/TCP for an unnamed port.
-func portLabel(p compiler.PortInfo) string {
+func portLabel(p treediff.PortInfo) string {
 	s := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 	if p.Name != "" {
 		s = p.Name + " " + s
@@ -389,7 +390,7 @@ func joinPorts(ps []uint16) string {
 	return strings.Join(s, ",")
 }
 
-func endpointCount(p compiler.PortInfo) string {
+func endpointCount(p treediff.PortInfo) string {
 	switch {
 	case p.EndpointCount == 0:
 		return "no endpoints"
@@ -400,7 +401,7 @@ func endpointCount(p compiler.PortInfo) string {
 }
 
 // servicePhrases words the changes of a changed Service, one a line.
-func servicePhrases(s *compiler.ServiceDiff) []string {
+func servicePhrases(s *treediff.ServiceDiff) []string {
 	var out []string
 	for _, f := range s.Fields {
 		out = append(out, fieldPhrase(f))
@@ -408,10 +409,10 @@ func servicePhrases(s *compiler.ServiceDiff) []string {
 	for i := range s.Ports {
 		p := &s.Ports[i]
 		switch p.Change {
-		case compiler.DiffAdded:
+		case treediff.DiffAdded:
 			out = append(out, "port "+portSentence(p.PortInfo)+" added")
 			continue
-		case compiler.DiffRemoved:
+		case treediff.DiffRemoved:
 			out = append(out, "port "+portLabel(p.PortInfo)+" removed")
 			continue
 		}
@@ -435,9 +436,9 @@ func servicePhrases(s *compiler.ServiceDiff) []string {
 }
 
 // endpointPhrase: endpoint 10.244.2.7:8080 added (ready, node-2).
-func endpointPhrase(e compiler.EndpointDiff) string {
+func endpointPhrase(e treediff.EndpointDiff) string {
 	switch e.Change {
-	case compiler.DiffAdded, compiler.DiffRemoved:
+	case treediff.DiffAdded, treediff.DiffRemoved:
 		where := e.State()
 		if e.NodeName != "" {
 			where += ", " + e.NodeName
@@ -458,19 +459,19 @@ func endpointPhrase(e compiler.EndpointDiff) string {
 // forwardingPhrases: now forwards traffic to A, B; no longer forwards
 // external traffic to C. Cluster and external changes that are the same
 // are said once, as traffic.
-func forwardingPhrases(prefix string, fs []compiler.ForwardingChange) []string {
+func forwardingPhrases(prefix string, fs []treediff.ForwardingChange) []string {
 	set := map[[2]string][]string{}
 	for _, f := range fs {
 		k := [2]string{f.Change, f.Traffic}
 		set[k] = append(set[k], f.Endpoint.String())
 	}
 	var out []string
-	for _, change := range []string{compiler.DiffAdded, compiler.DiffRemoved} {
+	for _, change := range []string{treediff.DiffAdded, treediff.DiffRemoved} {
 		verb := "now forwards"
-		if change == compiler.DiffRemoved {
+		if change == treediff.DiffRemoved {
 			verb = "no longer forwards"
 		}
-		c, x := set[[2]string{change, compiler.TrafficCluster}], set[[2]string{change, compiler.TrafficExternal}]
+		c, x := set[[2]string{change, treediff.TrafficCluster}], set[[2]string{change, treediff.TrafficExternal}]
 		if len(c) > 0 && strings.Join(c, ",") == strings.Join(x, ",") {
 			out = append(out, fmt.Sprintf("%s%s traffic to %s", prefix, verb, strings.Join(c, ", ")))
 			continue
@@ -488,11 +489,11 @@ func forwardingPhrases(prefix string, fs []compiler.ForwardingChange) []string {
 // zoneSummary counts a zone's records added and removed, in one short
 // line: "3 records added, 1 removed"; "12 records" for a zone added or
 // removed whole.
-func zoneSummary(z compiler.ZoneDiff) string {
+func zoneSummary(z treediff.ZoneDiff) string {
 	switch z.Change {
-	case compiler.DiffAdded:
+	case treediff.DiffAdded:
 		return plural(len(z.Added), "record")
-	case compiler.DiffRemoved:
+	case treediff.DiffRemoved:
 		return plural(len(z.Removed), "record")
 	}
 	var parts []string
@@ -510,7 +511,7 @@ func zoneSummary(z compiler.ZoneDiff) string {
 }
 
 // zoneLines: + name type data, one per record.
-func zoneLines(z compiler.ZoneDiff) []string {
+func zoneLines(z treediff.ZoneDiff) []string {
 	var out []string
 	for _, r := range z.Added {
 		out = append(out, "+ "+r.String())
@@ -522,7 +523,7 @@ func zoneLines(z compiler.ZoneDiff) []string {
 }
 
 // envLines: + KEY=value, ~ KEY=old -> new, - KEY=value.
-func envLines(v compiler.EnvDiff) []string {
+func envLines(v treediff.EnvDiff) []string {
 	var out []string
 	for _, a := range v.Added {
 		out = append(out, "+ "+a.Name+"="+a.Value)
@@ -537,7 +538,7 @@ func envLines(v compiler.EnvDiff) []string {
 }
 
 // dataPlanePhrase: 3 map elements and 2 chains added, 1 chain changed.
-func dataPlanePhrase(c compiler.DataPlaneChanges) string {
+func dataPlanePhrase(c treediff.DataPlaneChanges) string {
 	if c.Zero() {
 		return "no data-plane changes"
 	}
@@ -561,7 +562,7 @@ func dataPlanePhrase(c compiler.DataPlaneChanges) string {
 }
 
 // dataPlaneLine: node-1: 3 map elements and 2 chains added; node-2: same.
-func dataPlaneLine(nodes []compiler.NodeDiff) string {
+func dataPlaneLine(nodes []treediff.NodeDiff) string {
 	var out []string
 	prev := ""
 	for _, n := range nodes {
@@ -582,7 +583,7 @@ func dataPlaneLine(nodes []compiler.NodeDiff) string {
 
 // ---- markdown ----
 
-func writeDiffMarkdown(w io.Writer, d *compiler.PlanDiff) {
+func writeDiffMarkdown(w io.Writer, d *treediff.PlanDiff) {
 	fmt.Fprintf(w, "## netspec diff\n\n")
 	if d.Empty() {
 		fmt.Fprintf(w, "No differences on %s.\n", nodesWord(d.Nodes))
@@ -621,9 +622,9 @@ func writeDiffMarkdown(w io.Writer, d *compiler.PlanDiff) {
 				fmt.Fprintf(w, "\nOn `%s`:\n", nodeName(s.Node))
 			}
 			switch s.Change {
-			case compiler.DiffAdded:
+			case treediff.DiffAdded:
 				writeServiceMarkdown(w, s.Service)
-			case compiler.DiffRemoved:
+			case treediff.DiffRemoved:
 				fmt.Fprintf(w, "\nWas: %s.\n", serviceSentence(s.Service))
 			default:
 				fmt.Fprintln(w)
@@ -668,7 +669,7 @@ func writeDiffMarkdown(w io.Writer, d *compiler.PlanDiff) {
 	}
 }
 
-func writeServiceMarkdown(w io.Writer, si *compiler.ServiceInfo) {
+func writeServiceMarkdown(w io.Writer, si *treediff.ServiceInfo) {
 	head := si
 	if si.Type != "ExternalName" && len(si.Ports) > 0 {
 		c := *si
@@ -689,7 +690,7 @@ func writeServiceMarkdown(w io.Writer, si *compiler.ServiceInfo) {
 	}
 }
 
-func nodesWord(nodes []compiler.NodeDiff) string {
+func nodesWord(nodes []treediff.NodeDiff) string {
 	var names []string
 	for _, n := range nodes {
 		if n.Name == everyNode {
@@ -705,7 +706,7 @@ func nodesWord(nodes []compiler.NodeDiff) string {
 
 // markdownSummary: **Services:** 1 added, 1 changed. **DNS:** 2 records
 // added. **Env:** 8 variables added. Compared on 2 nodes (node-1, node-2).
-func markdownSummary(d *compiler.PlanDiff) string {
+func markdownSummary(d *treediff.PlanDiff) string {
 	var parts []string
 	counts := map[string]int{}
 	seen := map[string]bool{}
@@ -716,7 +717,7 @@ func markdownSummary(d *compiler.PlanDiff) string {
 		}
 	}
 	var sv []string
-	for _, c := range []string{compiler.DiffAdded, compiler.DiffChanged, compiler.DiffRemoved} {
+	for _, c := range []string{treediff.DiffAdded, treediff.DiffChanged, treediff.DiffRemoved} {
 		if counts[c] > 0 {
 			sv = append(sv, fmt.Sprintf("%d %s", counts[c], c))
 		}

@@ -352,7 +352,7 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *treediff.PlanDiff) {
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
 	var b strings.Builder
-	writeDiffText(&b, d, false)
+	treediff.WriteText(&b, d, false)
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	for _, l := range lines[:len(lines)-1] { // the last line is diff's estimate of the data plane
 		if l != "" && l != "no differences" {

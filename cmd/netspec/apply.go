@@ -14,6 +14,7 @@ import (
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/treediff"
 )
 
 // nodeFlags are the flags of the commands that act on this node.
@@ -214,11 +215,11 @@ func runPlan(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 		return exitError
 	}
-	d := compiler.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
+	d := treediff.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
 	if f.json {
 		out := struct {
 			Changes  bool               `json:"changes"`
-			Services *compiler.PlanDiff `json:"plan"`
+			Services *treediff.PlanDiff `json:"plan"`
 			NFTables *nft.Changes       `json:"nftables"`
 			IPVS     any                `json:"ipvs,omitempty"`
 			Files    any                `json:"files"`
@@ -260,7 +261,7 @@ func runApply(e *env, opts any, args []string) int {
 		fmt.Fprintln(e.stdout, "no changes")
 		return exitOK
 	}
-	d := compiler.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
+	d := treediff.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
 	writeNodeChanges(e.stdout, r, d)
 	services, endpoints := p.Counts()
 	zones, envs := fileCounts(append(r.Files.Added, r.Files.Changed...))
@@ -331,7 +332,7 @@ func emptyPlan(p *plan.Plan) *plan.Plan {
 }
 
 // writeNodeChanges prints the +/~/- lines of a plan or apply.
-func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
+func writeNodeChanges(w io.Writer, r *applier.Result, d *treediff.PlanDiff) {
 	for _, t := range r.NFT.Tables {
 		switch {
 		case t.Replace && t.Reason == nft.ReasonMissing:
@@ -351,7 +352,7 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *compiler.PlanDiff) {
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
 	var b strings.Builder
-	writeDiffText(&b, d, false)
+	treediff.WriteText(&b, d, false)
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	for _, l := range lines[:len(lines)-1] { // the last line is diff's estimate of the data plane
 		if l != "" && l != "no differences" {
@@ -428,13 +429,13 @@ func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
 }
 
 // planSummary is the last line of plan.
-func planSummary(r *applier.Result, d *compiler.PlanDiff, add, change, remove string) string {
+func planSummary(r *applier.Result, d *treediff.PlanDiff, add, change, remove string) string {
 	var added, changed, removed int
 	for _, s := range d.Services {
 		switch s.Change {
-		case compiler.DiffAdded:
+		case treediff.DiffAdded:
 			added++
-		case compiler.DiffRemoved:
+		case treediff.DiffRemoved:
 			removed++
 		default:
 			changed++

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/applier"
-	"netspec.dev/netspec/applier/watch"
+	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
 )
@@ -98,14 +98,14 @@ Examples:
 		flags: func(fs *flag.FlagSet) any {
 			f := &watchFlags{maxFileSize: schema.DefaultMaxFileSize}
 			fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
-			fs.StringVar(&f.dataplane, "dataplane", watch.DataplaneNFTables, "the data plane: nftables, ipvs (IPVS virtual servers; see 'netspec apply --help'), or none to write the state dir (and serve DNS) only")
+			fs.StringVar(&f.dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane: nftables, ipvs (IPVS virtual servers; see 'netspec apply --help'), or none to write the state dir (and serve DNS) only")
 			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and last applied plan.json")
 			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
 			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
 			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
-			fs.DurationVar(&f.resync, "resync", watch.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
-			fs.DurationVar(&f.debounce, "debounce", watch.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
+			fs.DurationVar(&f.resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
+			fs.DurationVar(&f.debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
 			fs.StringVar(&f.logFormat, "log-format", "text", "log as text or json (log/slog) on stderr")
 			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 			fs.Var(&f.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
@@ -127,7 +127,7 @@ func runWatch(e *env, opts any, args []string) int {
 	if f.node == "" {
 		return usage("--node is required")
 	}
-	if f.dataplane != watch.DataplaneNFTables && f.dataplane != watch.DataplaneIPVS && f.dataplane != watch.DataplaneNone {
+	if f.dataplane != daemon.DataplaneNFTables && f.dataplane != daemon.DataplaneIPVS && f.dataplane != daemon.DataplaneNone {
 		return usage("--dataplane %q: want nftables, ipvs or none", f.dataplane)
 	}
 	if !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
@@ -152,7 +152,7 @@ func runWatch(e *env, opts any, args []string) int {
 	}
 	resync := f.resync
 	if resync == 0 {
-		resync = -1 // watch.Options: negative is off
+		resync = -1 // daemon.Options: negative is off
 	}
 	debounce := f.debounce
 	if debounce == 0 {
@@ -168,7 +168,7 @@ func runWatch(e *env, opts any, args []string) int {
 			transfer = append(transfer, p)
 		}
 	}
-	w, err := watch.New(watch.Options{
+	w, err := daemon.New(daemon.Options{
 		Tree:          args[0],
 		Node:          f.node,
 		Dataplane:     f.dataplane,

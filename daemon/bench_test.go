@@ -1,4 +1,4 @@
-package watch
+package daemon
 
 // Measurements of the watcher on big generated trees, run only when asked
 // (NETSPEC_WATCH_BENCH=1, root): network programming latency (one file

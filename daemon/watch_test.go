@@ -1,4 +1,4 @@
-package watch
+package daemon
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func copyTree(t *testing.T, src, dst string) {
 func basicTree(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "tree")
-	copyTree(t, "../../examples/basic", dir)
+	copyTree(t, "../examples/basic", dir)
 	return dir
 }
 
@@ -444,8 +444,8 @@ func TestReload(t *testing.T) {
 // another checkout, as git-sync does.
 func TestSymlinkSwap(t *testing.T) {
 	dir := t.TempDir()
-	copyTree(t, "../../examples/basic", filepath.Join(dir, "v1"))
-	copyTree(t, "../../examples/basic", filepath.Join(dir, "v2"))
+	copyTree(t, "../examples/basic", filepath.Join(dir, "v1"))
+	copyTree(t, "../examples/basic", filepath.Join(dir, "v2"))
 	writeFile(t, filepath.Join(dir, "v2/web/service.yaml"), webService("8091"))
 	current := filepath.Join(dir, "current")
 	if err := os.Symlink("v1", current); err != nil {

@@ -1,4 +1,4 @@
-package watch
+package daemon
 
 import (
 	"path/filepath"

@@ -1,238 +1,64 @@
-package main
+package treediff
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-
-	"netspec.dev/netspec/compiler"
-	"netspec.dev/netspec/plan"
-	"netspec.dev/netspec/schema"
 )
 
-type diffFlags struct {
-	loadFlags
-	node     string
-	format   string
-	detailed bool
-}
+// The writers of a diff: text for a terminal, markdown for a pull-request
+// comment, JSON for scripts. All three are deterministic: the same diff
+// gives the same bytes.
 
-// diffFormatVersion is the version of diff --format json.
-const diffFormatVersion = 1
+// FormatVersion is the version of the JSON that WriteJSON writes.
+const FormatVersion = 1
 
-// everyNode names the node a tree without Node objects is compiled for.
-const everyNode = "*"
+// EveryNode names the node a tree without Node objects is compiled for, so
+// that two such trees can be compared; the writers call it "every node"
+// (text) and "any node" (markdown).
+const EveryNode = "*"
 
-func init() {
-	register(&command{
-		name:    "diff",
-		args:    "OLD_TREE NEW_TREE [--node N] [--format text|markdown|json] [--detailed-exitcode]",
-		summary: "show what changing OLD_TREE into NEW_TREE changes, for review",
-		help: `Diff validates both trees, compiles each for every node (the Node objects of
-either tree) and compares the results: not the files, but what the nodes
-would do.
-
-It reports Services added, removed and changed (type, cluster IPs, external
-and LoadBalancer IPs, node ports, session affinity, traffic policies, ports),
-endpoints added, removed or changed (ready, serving, terminating, node), the
-endpoints a node starts or stops forwarding traffic to (under a Local traffic
-policy or topology this differs between nodes and is reported per node),
-DNS records added and removed per zone, service environment variables per
-namespace, and per node an estimate of the nftables changes: chains (one per
-service port and per endpoint) and map elements (one per frontend) added,
-removed or changed. A change that is the same on every node is reported once.
-
-An invalid tree is an error: its diagnostics are printed and diff exits 1.
-
-Formats:
-  text      one line per change: + added, - removed, ~ changed (default)
-  markdown  for a pull-request comment: summary, a section per Service,
-            DNS and env changes as diff blocks, the per-node counts as a table
-  json      the whole diff, with stable lowerCamelCase field names
-
-Exit status: 0 done, whether or not there are differences; 1 any error (an
-invalid tree, a node in neither tree, a usage error such as an unknown
-flag). With --detailed-exitcode, as terraform plan: 0 no differences,
-2 differences, 1 any error; 2 never means anything else.
-
-Examples:
-  netspec diff main/ pr/
-  netspec diff --node node-1 main/ pr/
-  netspec diff --format markdown main/ pr/ > comment.md
-  netspec diff --format json main/ pr/ | jq '.services[].name'
-  netspec diff --detailed-exitcode main/ pr/; [ $? -ne 1 ]   # in CI: 2 means changes
-  git worktree add /tmp/main origin/main && netspec diff /tmp/main .`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &diffFlags{}
-			f.register(fs)
-			fs.StringVar(&f.node, "node", "", "compare the plans of node `N` only (default: every node of either tree)")
-			fs.StringVar(&f.format, "format", "text", "output `FORMAT`: text, markdown or json")
-			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when there are no differences, 2 when there are, 1 on error")
-			return f
-		},
-		run: runDiff,
-	})
-}
-
-func runDiff(e *env, opts any, args []string) int {
-	f := opts.(*diffFlags)
-	if !needArgs(e, "diff", args, 2, "OLD_TREE and NEW_TREE") {
-		return exitError
+// WriteJSON writes the JSON format of a diff: its format version, whether
+// there are differences, and the whole diff, with stable lowerCamelCase
+// field names.
+func WriteJSON(w io.Writer, d *PlanDiff) error {
+	out := struct {
+		FormatVersion int  `json:"formatVersion"`
+		Differences   bool `json:"differences"`
+		*PlanDiff
+	}{FormatVersion: FormatVersion, Differences: !d.Empty(), PlanDiff: d}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
 	}
-	switch f.format {
-	case "text", "markdown", "json":
-	default:
-		fmt.Fprintf(e.stderr, "netspec diff: --format %q: want text, markdown or json\n", f.format)
-		return exitError
-	}
-	var trees [2]*loaded
-	failed := false
-	for i, root := range args {
-		l, err := loadTree(e, root, &f.loadFlags)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
-			return exitError
-		}
-		if n := l.diags.Errors(); n > 0 {
-			printDiags(e, l.diags)
-			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.diags.Files(), "file"), plural(n, "error"))
-			failed = true
-		}
-		trees[i] = l
-	}
-	if failed {
-		return exitError
-	}
-
-	names := map[string]bool{}
-	for _, l := range trees {
-		for _, n := range treeNodes(l.tree) {
-			names[n] = true
-		}
-	}
-	if f.node != "" {
-		if !names[f.node] {
-			fmt.Fprintf(e.stderr, "netspec diff: node %s is in neither tree (their nodes: %s)\n", f.node, nodeList(names))
-			return exitError
-		}
-		names = map[string]bool{f.node: true}
-	}
-	var plans [2]map[string]*plan.Plan
-	for i, l := range trees {
-		p, err := compileNodes(l, names)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec diff: %s: %v\n", args[i], err)
-			return exitError
-		}
-		plans[i] = p
-	}
-	d := compiler.Diff(plans[0], plans[1])
-
-	switch f.format {
-	case "json":
-		out := struct {
-			FormatVersion int  `json:"formatVersion"`
-			Differences   bool `json:"differences"`
-			*compiler.PlanDiff
-		}{FormatVersion: diffFormatVersion, Differences: !d.Empty(), PlanDiff: d}
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
-			return exitError
-		}
-		e.stdout.Write(append(b, '\n'))
-	case "markdown":
-		writeDiffMarkdown(e.stdout, d)
-	default:
-		writeDiffText(e.stdout, d, true)
-	}
-	if f.detailed && !d.Empty() {
-		return exitChanges
-	}
-	return exitOK
-}
-
-// treeNodes returns the names of a tree's Node objects, sorted.
-func treeNodes(t *schema.Tree) []string {
-	var out []string
-	for _, o := range t.Objects {
-		if o.Node != nil {
-			out = append(out, o.Node.Metadata.Name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func nodeList(names map[string]bool) string {
-	var s []string
-	for n := range names {
-		s = append(s, n)
-	}
-	if len(s) == 0 {
-		return "none"
-	}
-	sort.Strings(s)
-	return strings.Join(s, ", ")
-}
-
-// compileNodes compiles a tree for each of the nodes it has. When neither
-// tree has Node objects (names is empty), the tree is compiled for a node
-// of its own, everyNode, that holds no endpoint.
-func compileNodes(l *loaded, names map[string]bool) (map[string]*plan.Plan, error) {
-	objs := l.tree.Objects
-	has := map[string]bool{}
-	for _, n := range treeNodes(l.tree) {
-		has[n] = true
-	}
-	if len(names) == 0 {
-		names = map[string]bool{everyNode: true}
-		objs = append(objs[:len(objs):len(objs)], &schema.Object{
-			APIVersion: "v1", Kind: schema.KindNode,
-			Node: &schema.Node{Metadata: schema.ObjectMeta{Name: everyNode}},
-		})
-		has[everyNode] = true
-	}
-	out := map[string]*plan.Plan{}
-	for n := range names {
-		if !has[n] {
-			continue
-		}
-		p, err := compiler.Compile(objs, l.checked, n)
-		if err != nil {
-			return nil, err
-		}
-		out[n] = p
-	}
-	return out, nil
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // ---- text ----
 
 func nodeName(n string) string {
-	if n == everyNode {
+	if n == EveryNode {
 		return "every node"
 	}
 	return n
 }
 
-// writeDiffText writes the text format of a diff: a line per change. A
+// WriteText writes the text format of a diff: a line per change. A
 // zone's change is one short line that counts its records; with records,
 // each record follows on a line of its own (diff, for review; plan shows
 // the Services whose records they are).
-func writeDiffText(w io.Writer, d *compiler.PlanDiff, records bool) {
+func WriteText(w io.Writer, d *PlanDiff, records bool) {
 	if d.Empty() {
 		fmt.Fprintln(w, "no differences")
 		return
 	}
 	for _, n := range d.Nodes {
 		switch n.Change {
-		case compiler.DiffAdded:
+		case DiffAdded:
 			fmt.Fprintf(w, "+ node %s\n", n.Name)
-		case compiler.DiffRemoved:
+		case DiffRemoved:
 			fmt.Fprintf(w, "- node %s\n", n.Name)
 		}
 		if len(n.Fields) > 0 {
@@ -249,9 +75,9 @@ func writeDiffText(w io.Writer, d *compiler.PlanDiff, records bool) {
 			subject += " on " + nodeName(s.Node)
 		}
 		switch s.Change {
-		case compiler.DiffAdded:
+		case DiffAdded:
 			fmt.Fprintf(w, "+ %s: %s\n", subject, serviceSentence(s.Service))
-		case compiler.DiffRemoved:
+		case DiffRemoved:
 			fmt.Fprintf(w, "- %s\n", subject)
 		default:
 			for _, p := range servicePhrases(s) {
@@ -275,9 +101,9 @@ func writeDiffText(w io.Writer, d *compiler.PlanDiff, records bool) {
 
 func changeMark(c string) string {
 	switch c {
-	case compiler.DiffAdded:
+	case DiffAdded:
 		return "+"
-	case compiler.DiffRemoved:
+	case DiffRemoved:
 		return "-"
 	}
 	return "~"
@@ -297,11 +123,11 @@ func orNone(s string) string {
 	return s
 }
 
-func fieldPhrase(f compiler.FieldChange) string {
+func fieldPhrase(f FieldChange) string {
 	return fmt.Sprintf("%s %s -> %s", f.Field, orNone(f.Old), orNone(f.New))
 }
 
-func fieldPhrases(fs []compiler.FieldChange) string {
+func fieldPhrases(fs []FieldChange) string {
 	var s []string
 	for _, f := range fs {
 		s = append(s, fieldPhrase(f))
@@ -311,7 +137,7 @@ func fieldPhrases(fs []compiler.FieldChange) string {
 
 // serviceSentence sums up a Service: ClusterIP 10.96.14.3, ports http
 // 80/TCP -> 8080 (2 endpoints).
-func serviceSentence(si *compiler.ServiceInfo) string {
+func serviceSentence(si *ServiceInfo) string {
 	var parts []string
 	switch {
 	case si.Type == "ExternalName":
@@ -361,7 +187,7 @@ func joinStrings[T fmt.Stringer](xs []T) string {
 }
 
 // portSentence: http 80/TCP -> 8080 nodePort 30080 (2 endpoints).
-func portSentence(p compiler.PortInfo) string {
+func portSentence(p PortInfo) string {
 	s := portLabel(p)
 	if len(p.TargetPorts) > 0 {
 		s += " -> " + joinPorts(p.TargetPorts)
@@ -373,7 +199,7 @@ func portSentence(p compiler.PortInfo) string {
 }
 
 // portLabel: http 80/TCP, or 80/TCP for an unnamed port.
-func portLabel(p compiler.PortInfo) string {
+func portLabel(p PortInfo) string {
 	s := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 	if p.Name != "" {
 		s = p.Name + " " + s
@@ -381,15 +207,7 @@ func portLabel(p compiler.PortInfo) string {
 	return s
 }
 
-func joinPorts(ps []uint16) string {
-	var s []string
-	for _, p := range ps {
-		s = append(s, fmt.Sprint(p))
-	}
-	return strings.Join(s, ",")
-}
-
-func endpointCount(p compiler.PortInfo) string {
+func endpointCount(p PortInfo) string {
 	switch {
 	case p.EndpointCount == 0:
 		return "no endpoints"
@@ -400,7 +218,7 @@ func endpointCount(p compiler.PortInfo) string {
 }
 
 // servicePhrases words the changes of a changed Service, one a line.
-func servicePhrases(s *compiler.ServiceDiff) []string {
+func servicePhrases(s *ServiceDiff) []string {
 	var out []string
 	for _, f := range s.Fields {
 		out = append(out, fieldPhrase(f))
@@ -408,10 +226,10 @@ func servicePhrases(s *compiler.ServiceDiff) []string {
 	for i := range s.Ports {
 		p := &s.Ports[i]
 		switch p.Change {
-		case compiler.DiffAdded:
+		case DiffAdded:
 			out = append(out, "port "+portSentence(p.PortInfo)+" added")
 			continue
-		case compiler.DiffRemoved:
+		case DiffRemoved:
 			out = append(out, "port "+portLabel(p.PortInfo)+" removed")
 			continue
 		}
@@ -435,9 +253,9 @@ func servicePhrases(s *compiler.ServiceDiff) []string {
 }
 
 // endpointPhrase: endpoint 10.244.2.7:8080 added (ready, node-2).
-func endpointPhrase(e compiler.EndpointDiff) string {
+func endpointPhrase(e EndpointDiff) string {
 	switch e.Change {
-	case compiler.DiffAdded, compiler.DiffRemoved:
+	case DiffAdded, DiffRemoved:
 		where := e.State()
 		if e.NodeName != "" {
 			where += ", " + e.NodeName
@@ -458,19 +276,19 @@ func endpointPhrase(e compiler.EndpointDiff) string {
 // forwardingPhrases: now forwards traffic to A, B; no longer forwards
 // external traffic to C. Cluster and external changes that are the same
 // are said once, as traffic.
-func forwardingPhrases(prefix string, fs []compiler.ForwardingChange) []string {
+func forwardingPhrases(prefix string, fs []ForwardingChange) []string {
 	set := map[[2]string][]string{}
 	for _, f := range fs {
 		k := [2]string{f.Change, f.Traffic}
 		set[k] = append(set[k], f.Endpoint.String())
 	}
 	var out []string
-	for _, change := range []string{compiler.DiffAdded, compiler.DiffRemoved} {
+	for _, change := range []string{DiffAdded, DiffRemoved} {
 		verb := "now forwards"
-		if change == compiler.DiffRemoved {
+		if change == DiffRemoved {
 			verb = "no longer forwards"
 		}
-		c, x := set[[2]string{change, compiler.TrafficCluster}], set[[2]string{change, compiler.TrafficExternal}]
+		c, x := set[[2]string{change, TrafficCluster}], set[[2]string{change, TrafficExternal}]
 		if len(c) > 0 && strings.Join(c, ",") == strings.Join(x, ",") {
 			out = append(out, fmt.Sprintf("%s%s traffic to %s", prefix, verb, strings.Join(c, ", ")))
 			continue
@@ -488,11 +306,11 @@ func forwardingPhrases(prefix string, fs []compiler.ForwardingChange) []string {
 // zoneSummary counts a zone's records added and removed, in one short
 // line: "3 records added, 1 removed"; "12 records" for a zone added or
 // removed whole.
-func zoneSummary(z compiler.ZoneDiff) string {
+func zoneSummary(z ZoneDiff) string {
 	switch z.Change {
-	case compiler.DiffAdded:
+	case DiffAdded:
 		return plural(len(z.Added), "record")
-	case compiler.DiffRemoved:
+	case DiffRemoved:
 		return plural(len(z.Removed), "record")
 	}
 	var parts []string
@@ -510,7 +328,7 @@ func zoneSummary(z compiler.ZoneDiff) string {
 }
 
 // zoneLines: + name type data, one per record.
-func zoneLines(z compiler.ZoneDiff) []string {
+func zoneLines(z ZoneDiff) []string {
 	var out []string
 	for _, r := range z.Added {
 		out = append(out, "+ "+r.String())
@@ -522,7 +340,7 @@ func zoneLines(z compiler.ZoneDiff) []string {
 }
 
 // envLines: + KEY=value, ~ KEY=old -> new, - KEY=value.
-func envLines(v compiler.EnvDiff) []string {
+func envLines(v EnvDiff) []string {
 	var out []string
 	for _, a := range v.Added {
 		out = append(out, "+ "+a.Name+"="+a.Value)
@@ -537,7 +355,7 @@ func envLines(v compiler.EnvDiff) []string {
 }
 
 // dataPlanePhrase: 3 map elements and 2 chains added, 1 chain changed.
-func dataPlanePhrase(c compiler.DataPlaneChanges) string {
+func dataPlanePhrase(c DataPlaneChanges) string {
 	if c.Zero() {
 		return "no data-plane changes"
 	}
@@ -561,7 +379,7 @@ func dataPlanePhrase(c compiler.DataPlaneChanges) string {
 }
 
 // dataPlaneLine: node-1: 3 map elements and 2 chains added; node-2: same.
-func dataPlaneLine(nodes []compiler.NodeDiff) string {
+func dataPlaneLine(nodes []NodeDiff) string {
 	var out []string
 	prev := ""
 	for _, n := range nodes {
@@ -582,7 +400,7 @@ func dataPlaneLine(nodes []compiler.NodeDiff) string {
 
 // ---- markdown ----
 
-func writeDiffMarkdown(w io.Writer, d *compiler.PlanDiff) {
+func WriteMarkdown(w io.Writer, d *PlanDiff) {
 	fmt.Fprintf(w, "## netspec diff\n\n")
 	if d.Empty() {
 		fmt.Fprintf(w, "No differences on %s.\n", nodesWord(d.Nodes))
@@ -621,9 +439,9 @@ func writeDiffMarkdown(w io.Writer, d *compiler.PlanDiff) {
 				fmt.Fprintf(w, "\nOn `%s`:\n", nodeName(s.Node))
 			}
 			switch s.Change {
-			case compiler.DiffAdded:
+			case DiffAdded:
 				writeServiceMarkdown(w, s.Service)
-			case compiler.DiffRemoved:
+			case DiffRemoved:
 				fmt.Fprintf(w, "\nWas: %s.\n", serviceSentence(s.Service))
 			default:
 				fmt.Fprintln(w)
@@ -668,7 +486,7 @@ func writeDiffMarkdown(w io.Writer, d *compiler.PlanDiff) {
 	}
 }
 
-func writeServiceMarkdown(w io.Writer, si *compiler.ServiceInfo) {
+func writeServiceMarkdown(w io.Writer, si *ServiceInfo) {
 	head := si
 	if si.Type != "ExternalName" && len(si.Ports) > 0 {
 		c := *si
@@ -689,10 +507,10 @@ func writeServiceMarkdown(w io.Writer, si *compiler.ServiceInfo) {
 	}
 }
 
-func nodesWord(nodes []compiler.NodeDiff) string {
+func nodesWord(nodes []NodeDiff) string {
 	var names []string
 	for _, n := range nodes {
-		if n.Name == everyNode {
+		if n.Name == EveryNode {
 			return "any node"
 		}
 		names = append(names, "`"+n.Name+"`")
@@ -705,7 +523,7 @@ func nodesWord(nodes []compiler.NodeDiff) string {
 
 // markdownSummary: **Services:** 1 added, 1 changed. **DNS:** 2 records
 // added. **Env:** 8 variables added. Compared on 2 nodes (node-1, node-2).
-func markdownSummary(d *compiler.PlanDiff) string {
+func markdownSummary(d *PlanDiff) string {
 	var parts []string
 	counts := map[string]int{}
 	seen := map[string]bool{}
@@ -716,7 +534,7 @@ func markdownSummary(d *compiler.PlanDiff) string {
 		}
 	}
 	var sv []string
-	for _, c := range []string{compiler.DiffAdded, compiler.DiffChanged, compiler.DiffRemoved} {
+	for _, c := range []string{DiffAdded, DiffChanged, DiffRemoved} {
 		if counts[c] > 0 {
 			sv = append(sv, fmt.Sprintf("%d %s", counts[c], c))
 		}
@@ -764,4 +582,12 @@ func countWords(added, changed, removed int, noun string) string {
 		}
 	}
 	return strings.Join(s, ", ")
+}
+
+// plural is "1 word" or "n words".
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

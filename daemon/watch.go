@@ -1,4 +1,4 @@
-// Package watch keeps a node in step with a tree of spec files: it
+// Package daemon keeps a node in step with a tree of spec files: it
 // watches the tree's directories, and on every change re-validates the
 // files that changed, compiles the node's plan and applies it (nftables
 // rules, zone and env files, and the records of an optional DNS server).
@@ -11,7 +11,7 @@
 //
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
-package watch
+package daemon
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package compiler
+package treediff
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/plan"
 )
 
@@ -43,8 +44,8 @@ func dfNodePort(s plan.Service, np uint16, externalLocal bool) plan.Service {
 	return s
 }
 
-// dfPlans compiles hand-built Services for each node: endpoint sets by
-// pick, DNS and env as Compile makes them.
+// dfPlans completes hand-built Services for each node as Compile would
+// (compiler.Complete): endpoint sets, DNS records and env files.
 func dfPlans(nodes []plan.Node, svcs ...plan.Service) map[string]*plan.Plan {
 	out := map[string]*plan.Plan{}
 	for _, n := range nodes {
@@ -62,7 +63,6 @@ func dfPlans(nodes []plan.Node, svcs ...plan.Service) map[string]*plan.Plan {
 			s.Ports = slices.Clone(s.Ports)
 			for i := range s.Ports {
 				s.Ports[i].Endpoints = slices.Clone(s.Ports[i].Endpoints)
-				s.Ports[i].Cluster, s.Ports[i].External = pick(s.Ports[i].Endpoints, &s, "", n)
 			}
 			p.Services = append(p.Services, s)
 			if !slices.Contains(nss, s.Namespace) {
@@ -70,8 +70,7 @@ func dfPlans(nodes []plan.Node, svcs ...plan.Service) map[string]*plan.Plan {
 			}
 		}
 		slices.Sort(nss)
-		p.DNS = dnsRecords(p)
-		p.Env = envFiles(p, nss)
+		compiler.Complete(p, nss)
 		out[n.Name] = p
 	}
 	return out
@@ -379,7 +378,7 @@ func TestDiffCluster(t *testing.T) {
 	new := dfPlans([]plan.Node{dfNode1, dfNode2}, web)
 	for _, p := range new {
 		p.Cluster.DNSTTL = 30
-		p.DNS = dnsRecords(p)
+		compiler.Complete(p, []string{"shop"})
 	}
 	d := Diff(old, new)
 	want := []FieldChange{{Field: "dnsTTL", Old: "5", New: "30"}}

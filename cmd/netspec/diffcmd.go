@@ -1,0 +1,197 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+	"netspec.dev/netspec/treediff"
+)
+
+type diffFlags struct {
+	loadFlags
+	node     string
+	format   string
+	detailed bool
+}
+
+func init() {
+	register(&command{
+		name:    "diff",
+		args:    "OLD_TREE NEW_TREE [--node N] [--format text|markdown|json] [--detailed-exitcode]",
+		summary: "show what changing OLD_TREE into NEW_TREE changes, for review",
+		help: `Diff validates both trees, compiles each for every node (the Node objects of
+either tree) and compares the results: not the files, but what the nodes
+would do.
+
+It reports Services added, removed and changed (type, cluster IPs, external
+and LoadBalancer IPs, node ports, session affinity, traffic policies, ports),
+endpoints added, removed or changed (ready, serving, terminating, node), the
+endpoints a node starts or stops forwarding traffic to (under a Local traffic
+policy or topology this differs between nodes and is reported per node),
+DNS records added and removed per zone, service environment variables per
+namespace, and per node an estimate of the nftables changes: chains (one per
+service port and per endpoint) and map elements (one per frontend) added,
+removed or changed. A change that is the same on every node is reported once.
+
+An invalid tree is an error: its diagnostics are printed and diff exits 1.
+
+Formats:
+  text      one line per change: + added, - removed, ~ changed (default)
+  markdown  for a pull-request comment: summary, a section per Service,
+            DNS and env changes as diff blocks, the per-node counts as a table
+  json      the whole diff, with stable lowerCamelCase field names
+
+Exit status: 0 done, whether or not there are differences; 1 any error (an
+invalid tree, a node in neither tree, a usage error such as an unknown
+flag). With --detailed-exitcode, as terraform plan: 0 no differences,
+2 differences, 1 any error; 2 never means anything else.
+
+Examples:
+  netspec diff main/ pr/
+  netspec diff --node node-1 main/ pr/
+  netspec diff --format markdown main/ pr/ > comment.md
+  netspec diff --format json main/ pr/ | jq '.services[].name'
+  netspec diff --detailed-exitcode main/ pr/; [ $? -ne 1 ]   # in CI: 2 means changes
+  git worktree add /tmp/main origin/main && netspec diff /tmp/main .`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &diffFlags{}
+			f.register(fs)
+			fs.StringVar(&f.node, "node", "", "compare the plans of node `N` only (default: every node of either tree)")
+			fs.StringVar(&f.format, "format", "text", "output `FORMAT`: text, markdown or json")
+			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when there are no differences, 2 when there are, 1 on error")
+			return f
+		},
+		run: runDiff,
+	})
+}
+
+func runDiff(e *env, opts any, args []string) int {
+	f := opts.(*diffFlags)
+	if !needArgs(e, "diff", args, 2, "OLD_TREE and NEW_TREE") {
+		return exitError
+	}
+	switch f.format {
+	case "text", "markdown", "json":
+	default:
+		fmt.Fprintf(e.stderr, "netspec diff: --format %q: want text, markdown or json\n", f.format)
+		return exitError
+	}
+	var trees [2]*loaded
+	failed := false
+	for i, root := range args {
+		l, err := loadTree(e, root, &f.loadFlags)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
+			return exitError
+		}
+		if n := l.diags.Errors(); n > 0 {
+			printDiags(e, l.diags)
+			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.diags.Files(), "file"), plural(n, "error"))
+			failed = true
+		}
+		trees[i] = l
+	}
+	if failed {
+		return exitError
+	}
+
+	names := map[string]bool{}
+	for _, l := range trees {
+		for _, n := range treeNodes(l.tree) {
+			names[n] = true
+		}
+	}
+	if f.node != "" {
+		if !names[f.node] {
+			fmt.Fprintf(e.stderr, "netspec diff: node %s is in neither tree (their nodes: %s)\n", f.node, nodeList(names))
+			return exitError
+		}
+		names = map[string]bool{f.node: true}
+	}
+	var plans [2]map[string]*plan.Plan
+	for i, l := range trees {
+		p, err := compileNodes(l, names)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec diff: %s: %v\n", args[i], err)
+			return exitError
+		}
+		plans[i] = p
+	}
+	d := treediff.Diff(plans[0], plans[1])
+
+	switch f.format {
+	case "json":
+		if err := treediff.WriteJSON(e.stdout, d); err != nil {
+			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
+			return exitError
+		}
+	case "markdown":
+		treediff.WriteMarkdown(e.stdout, d)
+	default:
+		treediff.WriteText(e.stdout, d, true)
+	}
+	if f.detailed && !d.Empty() {
+		return exitChanges
+	}
+	return exitOK
+}
+
+// treeNodes returns the names of a tree's Node objects, sorted.
+func treeNodes(t *schema.Tree) []string {
+	var out []string
+	for _, o := range t.Objects {
+		if o.Node != nil {
+			out = append(out, o.Node.Metadata.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func nodeList(names map[string]bool) string {
+	var s []string
+	for n := range names {
+		s = append(s, n)
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
+
+// compileNodes compiles a tree for each of the nodes it has. When neither
+// tree has Node objects (names is empty), the tree is compiled for a node
+// of its own, treediff.EveryNode, that holds no endpoint.
+func compileNodes(l *loaded, names map[string]bool) (map[string]*plan.Plan, error) {
+	objs := l.tree.Objects
+	has := map[string]bool{}
+	for _, n := range treeNodes(l.tree) {
+		has[n] = true
+	}
+	if len(names) == 0 {
+		names = map[string]bool{treediff.EveryNode: true}
+		objs = append(objs[:len(objs):len(objs)], &schema.Object{
+			APIVersion: "v1", Kind: schema.KindNode,
+			Node: &schema.Node{Metadata: schema.ObjectMeta{Name: treediff.EveryNode}},
+		})
+		has[treediff.EveryNode] = true
+	}
+	out := map[string]*plan.Plan{}
+	for n := range names {
+		if !has[n] {
+			continue
+		}
+		p, err := compiler.Compile(objs, l.checked, n)
+		if err != nil {
+			return nil, err
+		}
+		out[n] = p
+	}
+	return out, nil
+}

@@ -30,14 +30,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netns"
-
+	"netspec.dev/netspec/applier/netnsexec"
 	"netspec.dev/netspec/plan"
 )
 
@@ -239,39 +237,12 @@ func (s *Server) bind(ap netip.AddrPort) (net.Listener, error) {
 		return net.Listen("tcp", ap.String())
 	}
 	var ln net.Listener
-	err := inNetNS(s.opts.NetNSFd, func() error {
+	err := netnsexec.Run(s.opts.NetNSFd, func() error {
 		var err error
 		ln, err = net.Listen("tcp", ap.String())
 		return err
 	})
 	return ln, err
-}
-
-// inNetNS runs fn on an OS thread switched into the network namespace
-// fd; sockets fn opens stay in that namespace.
-func inNetNS(fd int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("current network namespace: %w", err)
-			return // the thread ends with the goroutine
-		}
-		defer orig.Close()
-		if err := netns.Set(netns.NsHandle(fd)); err != nil {
-			errc <- fmt.Errorf("enter network namespace: %w", err)
-			return
-		}
-		err = fn()
-		if serr := netns.Set(orig); serr != nil {
-			errc <- errors.Join(err, fmt.Errorf("leave network namespace: %w", serr))
-			return // still locked: the thread in the wrong namespace ends
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
-	return <-errc
 }
 
 // closeAll closes every listener of in.

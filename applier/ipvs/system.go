@@ -7,13 +7,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 
 	"github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/netnsexec"
 )
 
 // System is the Kernel of a network namespace: its IPVS table over
@@ -105,32 +105,10 @@ func noIPVS(statErr error) error {
 	return fmt.Errorf("ipvs: look for /proc/net/ip_vs: %w", statErr)
 }
 
-// inNamespace runs fn on a thread switched into the namespace nsFd. A
-// thread that could not be switched back is never used again: its
-// goroutine ends locked to it, and Go ends the thread.
+// inNamespace runs fn on a thread switched into the namespace nsFd,
+// explaining a missing permission.
 func inNamespace(nsFd int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("current network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(netns.NsHandle(nsFd)); err != nil {
-			errc <- fmt.Errorf("enter network namespace: %w", explain(err))
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("leave network namespace: %w", err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return explain(netnsexec.Run(nsFd, fn))
 }
 
 // Services implements Kernel.

@@ -142,20 +142,7 @@ func startLogged(t *testing.T, tree string, resync time.Duration) (*running, *re
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(deadline):
-			t.Errorf("Run did not return after its context was cancelled")
-		}
-	})
+	runUntilCleanup(t, w)
 	return &running{Watcher: w, stateDir: stateDir}, log
 }
 

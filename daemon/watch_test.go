@@ -99,6 +99,20 @@ func start(t *testing.T, tree string, opts Options) *running {
 // error) and waits up to wait for its first sync.
 func runSynced(t *testing.T, w *Watcher, wait time.Duration) {
 	t.Helper()
+	done := runUntilCleanup(t, w)
+	select {
+	case <-w.Synced():
+	case err := <-done:
+		t.Fatalf("Run returned before the first sync: %v", err)
+	case <-time.After(wait):
+		t.Fatalf("no first sync within %s", wait)
+	}
+}
+
+// runUntilCleanup runs w until the test ends, when it must return without
+// error, and returns the channel of Run's result.
+func runUntilCleanup(t *testing.T, w *Watcher) <-chan error {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -114,13 +128,7 @@ func runSynced(t *testing.T, w *Watcher, wait time.Duration) {
 			t.Errorf("Run did not return after its context was cancelled")
 		}
 	})
-	select {
-	case <-w.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned before the first sync: %v", err)
-	case <-time.After(wait):
-		t.Fatalf("no first sync within %s", wait)
-	}
+	return done
 }
 
 // waitFor polls cond until it holds, failing the test at the deadline

@@ -50,6 +50,9 @@ func TestIPVS(t *testing.T) {
 	if got := string(IPVS(p, "wlc")); got != want {
 		t.Errorf("IPVS:\n%s\nwant:\n%s", got, want)
 	}
+	if err := IPVSTable(p, "wlc").Check(); err != nil {
+		t.Errorf("IPVSTable: %v; want a table the applier takes", err)
+	}
 	if got := string(IPVS(p, "")); !strings.Contains(got, "-A -u 10.96.0.53:53 -s rr\n") {
 		t.Errorf("without a default the scheduler is not rr:\n%s", got)
 	}

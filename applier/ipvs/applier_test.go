@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // wantDump is what a Fake holding exactly tb dumps.
@@ -751,5 +753,56 @@ func TestRenderEqualsFake(t *testing.T) {
 		if got := strings.Join(servers, ""); got != golden {
 			t.Errorf("%s: the fake holds\n%s\nthe file says\n%s", path, got, golden)
 		}
+	}
+}
+
+// TestFakeRefusesWhole: a call the kernel refuses, or one FailAfter
+// interrupts, changes nothing in the Fake and is not in its Calls: each
+// call is all or nothing, as each netlink request is.
+func TestFakeRefusesWhole(t *testing.T) {
+	a4 := netip.MustParseAddr
+	k80 := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.96.0.10"), Port: 80}
+	missing := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.96.0.99"), Port: 80}
+	r := ipvsmodel.RealServer{Addr: a4("10.244.1.5"), Port: 8080, Weight: 1}
+	tests := []struct {
+		name string
+		call func(f *Fake) error
+		want error
+	}{
+		{name: "service twice", call: func(f *Fake) error {
+			return f.AddService(KernelService{Key: k80, Scheduler: "rr", Netmask: 0xffffffff})
+		}, want: unix.EEXIST},
+		{name: "unknown scheduler", call: func(f *Fake) error { return f.AddService(KernelService{Key: missing, Scheduler: "xx"}) }, want: unix.ENOENT},
+		{name: "IPv6 netmask", call: func(f *Fake) error {
+			return f.AddService(KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("fd00::99"), Port: 80}, Scheduler: "rr", Netmask: 0xffffffff})
+		}, want: unix.EINVAL},
+		{name: "update a missing service", call: func(f *Fake) error { return f.UpdateService(KernelService{Key: missing, Scheduler: "rr"}) }, want: unix.ESRCH},
+		{name: "delete a missing service", call: func(f *Fake) error { return f.DeleteService(missing) }, want: unix.ESRCH},
+		{name: "real of a missing service", call: func(f *Fake) error { return f.AddReal(missing, r) }, want: unix.ESRCH},
+		{name: "real twice", call: func(f *Fake) error { return f.AddReal(k80, r) }, want: unix.EEXIST},
+		{name: "real of the other family", call: func(f *Fake) error {
+			return f.AddReal(k80, ipvsmodel.RealServer{Addr: a4("fd00::5"), Port: 1, Weight: 1})
+		}, want: unix.EINVAL},
+		{name: "update a missing real", call: func(f *Fake) error {
+			return f.UpdateReal(k80, ipvsmodel.RealServer{Addr: a4("10.244.9.9"), Port: 1, Weight: 2})
+		}, want: unix.ENOENT},
+		{name: "delete a missing real", call: func(f *Fake) error { return f.DeleteReal(k80, netip.MustParseAddrPort("10.244.9.9:1")) }, want: unix.ENOENT},
+		{name: "address twice", call: func(f *Fake) error { return f.AddAddr(netip.MustParsePrefix("10.96.0.10/32")) }, want: unix.EEXIST},
+		{name: "delete a missing address", call: func(f *Fake) error { return f.DeleteAddr(netip.MustParsePrefix("10.96.0.99/32")) }, want: unix.EADDRNOTAVAIL},
+		{name: "link twice", call: func(f *Fake) error { return f.AddLink() }, want: unix.EEXIST},
+		{name: "interrupted service delete", call: func(f *Fake) error { f.FailAfter(0); return f.DeleteService(k80) }, want: ErrFakeFailure},
+		{name: "interrupted link delete", call: func(f *Fake) error { f.FailAfter(0); return f.DeleteLink() }, want: ErrFakeFailure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := applied(t, base)
+			before := f.Dump()
+			if err := tt.call(f); !errors.Is(err, tt.want) {
+				t.Errorf("error %v, want %v", err, tt.want)
+			}
+			if got := f.Dump(); got != before || len(f.Calls) != 0 {
+				t.Errorf("the refused call changed the fake (calls %v):\n%s\nwas:\n%s", f.Calls, got, before)
+			}
+		})
 	}
 }

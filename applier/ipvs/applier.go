@@ -3,9 +3,10 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
-	"netspec.dev/netspec/render/ipvsmodel"
 	"slices"
 	"strings"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // Applier installs IPVS tables into the kernel of one network namespace

@@ -3,13 +3,14 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
-	"netspec.dev/netspec/render/ipvsmodel"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // wantDump is what a Fake holding exactly tb dumps.

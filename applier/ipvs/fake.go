@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"netspec.dev/netspec/render/ipvsmodel"
 	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // Fake is an in-memory Kernel for tests: it keeps virtual servers, real

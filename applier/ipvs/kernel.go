@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
+
 	"netspec.dev/netspec/render/ipvsmodel"
 )
 

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"netspec.dev/netspec/render/ipvsmodel"
 	"os"
 	"runtime"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // System is the Kernel of a network namespace: its IPVS table over

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"netspec.dev/netspec/render/ipvsmodel"
 	"os"
 	"os/exec"
 	"reflect"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // TestIPVSConversion: what System sends to moby/ipvs and reads from it.

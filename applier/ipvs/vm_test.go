@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"netspec.dev/netspec/render/ipvsmodel"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // inVM tells that the test runs in the qemu VM of internal/vmtest, whose

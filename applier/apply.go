@@ -33,7 +33,7 @@ type Options struct {
 	// only the state dir follows the plan, for a node that serves DNS
 	// and env files only (watch --dataplane none).
 	NoDataplane bool
-	// IPVS makes Services IPVS virtual servers (ipvs.txt), with the
+	// IPVS makes Services IPVS virtual servers (render.IPVSTable), with the
 	// nftables tables doing what IPVS cannot (render.NFTablesIPVS).
 	// Without it, a node that used IPVS before has its virtual servers
 	// and interface removed: switching leaves nothing of the other mode.

@@ -239,3 +239,24 @@ func keysOf(tb *Table) []Key {
 	}
 	return out
 }
+
+// BenchmarkDiff: the daemon's Update compares the table it installed last
+// with the next one, at 10,000 virtual servers of 2 real servers each,
+// one real server changed.
+func BenchmarkDiff(b *testing.B) {
+	old := &Table{}
+	for i := range 10000 {
+		addr := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
+		old.Services = append(old.Services, VirtualServer{Key: Key{Protocol: TCP, Addr: addr, Port: 80}, Scheduler: "rr",
+			Reals: []RealServer{dest("10.244.1.1", uint16(i+1), 1), dest("10.244.1.2", uint16(i+1), 1)}})
+	}
+	old.Sort()
+	new := &Table{Services: slices.Clone(old.Services)}
+	new.Services[5000].Reals = []RealServer{dest("10.244.1.3", 1, 1)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Diff(old, new); len(d.Changed) != 1 {
+			b.Fatal(d)
+		}
+	}
+}

@@ -249,8 +249,8 @@ func (t *Table) String() string { return string(t.AppendText(nil)) }
 // virtual server once with a known protocol and scheduler, a persistence
 // of at most MaxPersistence and a unicast address and port; each real
 // server once, masqueraded, of its virtual server's family, with a weight
-// from 0 to MaxWeight. Render's tables pass; a Table made by hand is
-// Sorted first.
+// from 0 to MaxWeight. render's tables pass; a Table made by hand is
+// sorted (Sort) first.
 func (t *Table) Check() error {
 	if t == nil {
 		return nil

@@ -12,6 +12,7 @@ import (
 	"netspec.dev/netspec/applier/state"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // DefaultStateDir is where a node keeps its zone files, env files and the
@@ -32,7 +33,7 @@ type Options struct {
 	// only the state dir follows the plan, for a node that serves DNS
 	// and env files only (watch --dataplane none).
 	NoDataplane bool
-	// IPVS makes Services IPVS virtual servers (ipvs.txt), with the
+	// IPVS makes Services IPVS virtual servers (render.IPVSTable), with the
 	// nftables tables doing what IPVS cannot (render.NFTablesIPVS).
 	// Without it, a node that used IPVS before has its virtual servers
 	// and interface removed: switching leaves nothing of the other mode.
@@ -155,7 +156,7 @@ func (n *Node) lastPlan() (*plan.Plan, error) {
 
 // desired renders p: the ruleset for the kernel (nil with NoDataplane),
 // the IPVS table (with Options.IPVS) and the files for the state dir.
-func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, map[string][]byte, error) {
+func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvsmodel.Table, map[string][]byte, error) {
 	rs, table, err := n.desiredKernel(p)
 	if err != nil {
 		return nil, nil, nil, err
@@ -170,7 +171,7 @@ func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, map[string][]by
 // desiredKernel renders what the kernel is programmed from: the ruleset
 // (nil with NoDataplane) and the IPVS table (with Options.IPVS). It reads
 // only the plan's Node, Cluster and Services.
-func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, error) {
+func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvsmodel.Table, error) {
 	if n.nft == nil {
 		return nil, nil, nil
 	}
@@ -186,9 +187,9 @@ func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("rendered ruleset: %w", err)
 	}
-	var t *ipvs.Table
+	var t *ipvsmodel.Table
 	if n.ipvs != nil {
-		text := files[ipvsFile]
+		t = render.IPVSTable(p, n.opts.IPVSScheduler)
 		if len(p.Cluster.NodePortAddresses) > 0 {
 			// The node ports' virtual servers go on the node's local
 			// addresses inside nodePortAddresses, as the nftables
@@ -197,10 +198,7 @@ func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvs.Table, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("node-port addresses: %w", err)
 			}
-			text = render.IPVSAt(p, n.opts.IPVSScheduler, nodePortAddrs(p, local))
-		}
-		if t, err = ipvs.Parse(text); err != nil {
-			return nil, nil, fmt.Errorf("rendered %s: %w", ipvsFile, err)
+			t = render.IPVSTableAt(p, n.opts.IPVSScheduler, nodePortAddrs(p, local))
 		}
 	}
 	return rs, t, nil
@@ -219,9 +217,6 @@ func nodePortAddrs(p *plan.Plan, local []netip.Addr) []netip.Addr {
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
 }
-
-// ipvsFile is the IPVS table's path in render.Files.
-const ipvsFile = "ipvs.txt"
 
 // Plan tells what Apply would change, changing nothing.
 func (n *Node) Plan(p *plan.Plan) (*Result, error) {
@@ -355,7 +350,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 // plan no longer has, which apply prunes once DNS no longer names them;
 // after the nftables tables, which by then mark and filter for it; or,
 // without, removes what an earlier IPVS mode left.
-func (n *Node) applyIPVS(r *Result, table *ipvs.Table, update bool) error {
+func (n *Node) applyIPVS(r *Result, table *ipvsmodel.Table, update bool) error {
 	var err error
 	switch {
 	case n.nft == nil:

@@ -1,5 +1,7 @@
 // Package render turns a compiled Plan into the text artifacts that are
 // committed and reviewed: the nftables ruleset, DNS zone files, service
-// environment files and plan.json (the IPVS table comes with the IPVS data
-// plane). It is pure: the same Plan always gives the same bytes.
+// environment files and plan.json; with the IPVS data plane, the IPVS
+// table, which it builds as a model (package ipvsmodel, IPVSTable) that the
+// applier installs and prints as ipvs.txt. It is pure: the same Plan always
+// gives the same bytes.
 package render

@@ -4,85 +4,82 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
-	"strconv"
 
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // DefaultIPVSScheduler is the scheduler of a Service without the
 // annotation netspec.dev/ipvs-scheduler, as kube-proxy's default.
 const DefaultIPVSScheduler = "rr"
 
-// ipvsVirtual is one IPVS virtual server: a frontend address, port and
-// protocol, with its real servers.
-type ipvsVirtual struct {
-	proto   string // ipvsadm's flag: -t, -u or --sctp-service
-	addr    netip.AddrPort
-	sched   string
-	persist int32
-	reals   []netip.AddrPort
+// IPVS prints IPVSTable(p, sched): the form of `ipvsadm -S -n`, so that
+// `ipvsadm -R` can load the file and `ipvsadm -S -n` of a node that
+// applied it prints the same lines (order aside). This is ipvs.txt.
+func IPVS(p *plan.Plan, sched string) []byte {
+	return IPVSTable(p, sched).AppendText(nil)
 }
 
-// IPVS renders the Plan's virtual servers in the form of `ipvsadm -S -n`,
-// so that `ipvsadm -R` can load the file and `ipvsadm -S -n` of a node
-// that applied it prints the same lines (order aside). One virtual server
-// per frontend: each cluster IP, external IP and LoadBalancer IP with
-// port, and each node-port address with the node port (the node's
-// addresses that plan.NodePortAddress accepts: with nodePortAddresses,
-// those inside them; IPVSAt takes the node's local addresses instead); one real
+// IPVSTable builds the model of the Plan's virtual servers: one per
+// frontend: each cluster IP, external IP and LoadBalancer IP with port,
+// and each node-port address with the node port (the node's addresses
+// that plan.NodePortAddress accepts: with nodePortAddresses, those inside
+// them; IPVSTableAt takes the node's local addresses instead); one real
 // server per endpoint of the frontend's family (Port.Cluster for cluster
-// IPs, Port.External for the rest), masqueraded (-m) with weight 1.
-// ClientIP affinity is persistence (-p) with the Service's timeout. A
-// frontend without endpoints is still declared: the nftables tables reject
-// or drop its traffic. sched is the scheduler of Services without the
-// annotation ("" for DefaultIPVSScheduler). Lines are sorted by address,
-// protocol and port: the output is byte-identical for equal Plans.
-func IPVS(p *plan.Plan, sched string) []byte {
+// IPs, Port.External for the rest), masqueraded with weight 1. ClientIP
+// affinity is persistence with the Service's timeout. A frontend without
+// endpoints is still declared: the nftables tables reject or drop its
+// traffic. sched is the scheduler of Services without the annotation (""
+// for DefaultIPVSScheduler). The table is ordered (ipvsmodel.Key.Compare):
+// equal Plans give equal tables.
+func IPVSTable(p *plan.Plan, sched string) *ipvsmodel.Table {
 	var nodePorts []netip.Addr
 	for _, a := range p.Node.IPs {
 		if p.NodePortAddress(a) {
 			nodePorts = append(nodePorts, a)
 		}
 	}
-	return IPVSAt(p, sched, nodePorts)
+	return IPVSTableAt(p, sched, nodePorts)
 }
 
-// IPVSAt is IPVS with the node ports' virtual servers on nodePorts: the
-// node-port addresses that the IPVS applier finds among the node's local
-// addresses, as the nftables rules match them (Cluster.NodePortAddresses
-// reach addresses that the Node object does not list).
-func IPVSAt(p *plan.Plan, sched string, nodePorts []netip.Addr) []byte {
+// IPVSTableAt is IPVSTable with the node ports' virtual servers on
+// nodePorts: the node-port addresses that the IPVS applier finds among
+// the node's local addresses, as the nftables rules match them
+// (Cluster.NodePortAddresses reach addresses that the Node object does not
+// list).
+func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.Table {
 	if sched == "" {
 		sched = DefaultIPVSScheduler
 	}
-	var vs []ipvsVirtual
+	t := &ipvsmodel.Table{}
 	for i := range p.Services {
 		svc := &p.Services[i]
 		if svc.Type == "ExternalName" || svc.Headless {
 			continue
 		}
 		s := cmp.Or(svc.IPVSScheduler, sched)
+		persist := uint32(max(svc.AffinitySeconds, 0))
 		for j := range svc.Ports {
 			port := &svc.Ports[j]
-			proto := ipvsProto(port.Protocol)
-			if proto == "" {
+			proto, ok := ipvsProtocols[port.Protocol]
+			if !ok {
 				continue
 			}
 			add := func(a netip.Addr, pn uint16, idx []int) {
 				a = normAddr(a)
-				v := ipvsVirtual{proto: proto, addr: netip.AddrPortFrom(a, pn), sched: s, persist: svc.AffinitySeconds}
+				v := ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: proto, Addr: a, Port: pn}, Scheduler: s, Persistence: persist}
 				for _, k := range idx {
 					if k < 0 || k >= len(port.Endpoints) {
 						continue
 					}
 					ep := port.Endpoints[k]
 					if ip := normAddr(ep.IP); ip.Is4() == a.Is4() {
-						v.reals = append(v.reals, netip.AddrPortFrom(ip, ep.Port))
+						v.Reals = append(v.Reals, ipvsmodel.RealServer{Addr: ip, Port: ep.Port, Forward: ipvsmodel.Masquerade, Weight: 1})
 					}
 				}
-				slices.SortFunc(v.reals, netip.AddrPort.Compare)
-				v.reals = slices.Compact(v.reals)
-				vs = append(vs, v)
+				slices.SortFunc(v.Reals, func(a, b ipvsmodel.RealServer) int { return a.AddrPort().Compare(b.AddrPort()) })
+				v.Reals = slices.CompactFunc(v.Reals, func(a, b ipvsmodel.RealServer) bool { return a.AddrPort() == b.AddrPort() })
+				t.Services = append(t.Services, v)
 			}
 			for _, a := range svc.ClusterIPs {
 				add(a, port.Port, port.Cluster)
@@ -100,47 +97,12 @@ func IPVSAt(p *plan.Plan, sched string, nodePorts []netip.Addr) []byte {
 			}
 		}
 	}
-	slices.SortStableFunc(vs, func(a, b ipvsVirtual) int {
-		return cmp.Or(a.addr.Addr().Compare(b.addr.Addr()), cmp.Compare(a.proto, b.proto), cmp.Compare(a.addr.Port(), b.addr.Port()))
-	})
+	slices.SortStableFunc(t.Services, func(a, b ipvsmodel.VirtualServer) int { return a.Compare(b.Key) })
 	// Two Services with one frontend: the compiler refuses that; keep the
-	// first so that the file still loads.
-	vs = slices.CompactFunc(vs, func(a, b ipvsVirtual) bool { return a.proto == b.proto && a.addr == b.addr })
-	var b []byte
-	for _, v := range vs {
-		b = append(b, "-A "...)
-		b = append(b, v.proto...)
-		b = append(b, ' ')
-		b = v.addr.AppendTo(b)
-		b = append(b, " -s "...)
-		b = append(b, v.sched...)
-		if v.persist > 0 {
-			b = append(b, " -p "...)
-			b = strconv.AppendInt(b, int64(v.persist), 10)
-		}
-		b = append(b, '\n')
-		for _, r := range v.reals {
-			b = append(b, "-a "...)
-			b = append(b, v.proto...)
-			b = append(b, ' ')
-			b = v.addr.AppendTo(b)
-			b = append(b, " -r "...)
-			b = r.AppendTo(b)
-			b = append(b, " -m -w 1\n"...)
-		}
-	}
-	return b
+	// first so that the table still loads.
+	t.Services = slices.CompactFunc(t.Services, func(a, b ipvsmodel.VirtualServer) bool { return a.Key == b.Key })
+	return t
 }
 
-// ipvsProto is ipvsadm's flag for a Service protocol, "" for none.
-func ipvsProto(p string) string {
-	switch p {
-	case "TCP":
-		return "-t"
-	case "UDP":
-		return "-u"
-	case "SCTP":
-		return "--sctp-service"
-	}
-	return ""
-}
+// ipvsProtocols are the IPVS protocols of the Service protocols.
+var ipvsProtocols = map[string]ipvsmodel.Protocol{"TCP": ipvsmodel.TCP, "UDP": ipvsmodel.UDP, "SCTP": ipvsmodel.SCTP}

@@ -50,6 +50,9 @@ func TestIPVS(t *testing.T) {
 	if got := string(IPVS(p, "wlc")); got != want {
 		t.Errorf("IPVS:\n%s\nwant:\n%s", got, want)
 	}
+	if err := IPVSTable(p, "wlc").Check(); err != nil {
+		t.Errorf("IPVSTable: %v; want a table the applier takes", err)
+	}
 	if got := string(IPVS(p, "")); !strings.Contains(got, "-A -u 10.96.0.53:53 -s rr\n") {
 		t.Errorf("without a default the scheduler is not rr:\n%s", got)
 	}
@@ -67,7 +70,7 @@ func TestIPVS(t *testing.T) {
 
 // TestIPVSNodePortAddresses: node ports' virtual servers go on the
 // node-port addresses: the Node's addresses inside nodePortAddresses (a
-// family without one keeps the Node's), or with IPVSAt the addresses the
+// family without one keeps the Node's), or with IPVSTableAt the addresses the
 // applier found.
 func TestIPVSNodePortAddresses(t *testing.T) {
 	a := netip.MustParseAddr
@@ -89,7 +92,7 @@ func TestIPVSNodePortAddresses(t *testing.T) {
 	if got, want := nodePorts(string(IPVS(p, ""))), []string{"198.51.100.1:30080", "[fd00::1]:30080"}; !slices.Equal(got, want) {
 		t.Errorf("IPVS: node ports on %v, want %v", got, want)
 	}
-	if got, want := nodePorts(string(IPVSAt(p, "", []netip.Addr{a("198.51.100.7"), a("fd00::1")}))), []string{"198.51.100.7:30080", "[fd00::1]:30080"}; !slices.Equal(got, want) {
-		t.Errorf("IPVSAt: node ports on %v, want %v", got, want)
+	if got, want := nodePorts(string(IPVSTableAt(p, "", []netip.Addr{a("198.51.100.7"), a("fd00::1")}).AppendText(nil))), []string{"198.51.100.7:30080", "[fd00::1]:30080"}; !slices.Equal(got, want) {
+		t.Errorf("IPVSTableAt: node ports on %v, want %v", got, want)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // Applier installs IPVS tables into the kernel of one network namespace
@@ -12,7 +14,7 @@ import (
 type Applier struct {
 	k     Kernel
 	close func()
-	last  *Table // what the last Apply or Update installed; nil when unknown
+	last  *ipvsmodel.Table // what the last Apply or Update installed; nil when unknown
 }
 
 // Open connects to the kernel of the network namespace nsFd (an open
@@ -38,7 +40,7 @@ func (a *Applier) Close() {
 
 // Plan compares want with the kernel and returns what Apply would change,
 // changing nothing.
-func (a *Applier) Plan(want *Table) (*Changes, error) {
+func (a *Applier) Plan(want *ipvsmodel.Table) (*Changes, error) {
 	p, err := a.diff(want)
 	if err != nil {
 		return nil, err
@@ -54,8 +56,10 @@ func (a *Applier) Plan(want *Table) (*Changes, error) {
 // only what differs (which repairs drift), in the order of the package
 // documentation, and reads the kernel back again to verify. It stops at
 // the first operation the kernel refuses and returns what it changed until
-// then; the next Apply goes on from there.
-func (a *Applier) Apply(want *Table) (*Changes, error) {
+// then; the next Apply goes on from there. want must pass
+// ipvsmodel.Table.Check (render's tables do), and is kept for Update: the
+// caller does not change it afterwards.
+func (a *Applier) Apply(want *ipvsmodel.Table) (*Changes, error) {
 	return a.apply(want, nil, false)
 }
 
@@ -63,65 +67,49 @@ func (a *Applier) Apply(want *Table) (*Changes, error) {
 // that want no longer has: they stay until Prune. A caller that must
 // withdraw a frontend from DNS before its virtual server goes (the
 // applier.Node) applies, publishes DNS, then prunes.
-func (a *Applier) ApplyKeeping(want *Table) (*Changes, error) {
+func (a *Applier) ApplyKeeping(want *ipvsmodel.Table) (*Changes, error) {
 	return a.apply(want, nil, true)
 }
 
 // UpdateKeeping is Update but for what want no longer has, as
 // ApplyKeeping.
-func (a *Applier) UpdateKeeping(want *Table) (*Changes, error) { return a.update(want, true) }
+func (a *Applier) UpdateKeeping(want *ipvsmodel.Table) (*Changes, error) { return a.update(want, true) }
 
 // Prune deletes the virtual servers netspec owns that want does not have,
 // then the addresses no longer used; it reads the kernel's virtual servers
 // (one dump) but no real servers.
-func (a *Applier) Prune(want *Table) (*Changes, error) {
-	return a.apply(want, map[Key]bool{}, false)
+func (a *Applier) Prune(want *ipvsmodel.Table) (*Changes, error) {
+	return a.apply(want, map[ipvsmodel.Key]bool{}, false)
 }
 
 // Update is Apply for a daemon that is the only writer of netspec's
-// virtual servers: it compares want with what it installed last, and reads
+// virtual servers: it compares want with what it installed last
+// (ipvsmodel.Diff, one walk of both tables), and reads
 // back and changes only the virtual servers that differ (besides one dump
 // of the kernel's virtual servers, and the interface), so that its work
 // follows the size of the change. Without a last table it is Apply; a
 // periodic Apply repairs drift.
-func (a *Applier) Update(want *Table) (*Changes, error) { return a.update(want, false) }
+func (a *Applier) Update(want *ipvsmodel.Table) (*Changes, error) { return a.update(want, false) }
 
-func (a *Applier) update(want *Table, keep bool) (*Changes, error) {
+func (a *Applier) update(want *ipvsmodel.Table, keep bool) (*Changes, error) {
 	if a.last == nil {
 		return a.apply(want, nil, keep)
 	}
-	only := changedKeys(a.last, want)
-	if len(only) == 0 {
+	if err := want.Check(); err != nil {
+		return nil, fmt.Errorf("desired table: %w", err)
+	}
+	delta := ipvsmodel.Diff(a.last, want)
+	if delta.Empty() {
 		return &Changes{}, nil
+	}
+	only := map[ipvsmodel.Key]bool{}
+	for _, k := range delta.Keys() {
+		only[k] = true
 	}
 	return a.apply(want, only, keep)
 }
 
-// changedKeys are the virtual servers that a and b do not have alike.
-func changedKeys(a, b *Table) map[Key]bool {
-	in := func(t *Table) map[Key]string {
-		m := make(map[Key]string, len(t.Services))
-		for _, vs := range t.Services {
-			m[vs.Key] = fmt.Sprint(vs.Scheduler, vs.Persistence, vs.Reals)
-		}
-		return m
-	}
-	old, cur := in(a), in(b)
-	ch := map[Key]bool{}
-	for k, v := range cur {
-		if o, ok := old[k]; !ok || o != v {
-			ch[k] = true
-		}
-	}
-	for k := range old {
-		if _, ok := cur[k]; !ok {
-			ch[k] = true
-		}
-	}
-	return ch
-}
-
-func (a *Applier) apply(want *Table, only map[Key]bool, keep bool) (*Changes, error) {
+func (a *Applier) apply(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, keep bool) (*Changes, error) {
 	a.last = nil
 	p, err := a.diffOnly(want, only, keep)
 	if err != nil {
@@ -177,7 +165,7 @@ func (a *Applier) Cleanup() error {
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(svcs, func(a, b KernelService) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(svcs, func(a, b KernelService) int { return a.Compare(b.Key) })
 	for _, s := range svcs {
 		if s.Addr.IsValid() && owned[s.Addr] {
 			if err := a.k.DeleteService(s.Key); err != nil {
@@ -220,8 +208,8 @@ const (
 // op is one kernel operation of a plan.
 type op struct {
 	kind   opKind
-	svc    KernelService // the virtual server (its Key alone for real server operations)
-	real   KernelReal
+	svc    KernelService // the virtual server (its ipvsmodel.Key alone for real server operations)
+	real   ipvsmodel.RealServer
 	prefix netip.Prefix
 	// what tells what changes, for Changes (a service's or real server's
 	// old and new settings).
@@ -283,16 +271,19 @@ func (o op) String() string {
 
 // diff reads the kernel and returns the operations that make it hold
 // want, in the order of the package documentation.
-func (a *Applier) diff(want *Table) (*plan, error) { return a.diffOnly(want, nil, false) }
+func (a *Applier) diff(want *ipvsmodel.Table) (*plan, error) { return a.diffOnly(want, nil, false) }
 
 // diffOnly is diff that reads the real servers of, and compares, only the
 // virtual servers in only (all when only is nil); the others are taken to
 // be as wanted if the kernel has them. With keep, virtual servers and
 // addresses no longer wanted stay (steps 4 and 5 are left out).
-func (a *Applier) diffOnly(want *Table, only map[Key]bool, keep bool) (*plan, error) {
-	wantSvcs, err := want.sorted()
-	if err != nil {
+func (a *Applier) diffOnly(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, keep bool) (*plan, error) {
+	if err := want.Check(); err != nil {
 		return nil, fmt.Errorf("desired table: %w", err)
+	}
+	var wantSvcs []ipvsmodel.VirtualServer
+	if want != nil {
+		wantSvcs = want.Services
 	}
 	if err := a.k.CheckIPVS(); err != nil {
 		return nil, err
@@ -326,7 +317,7 @@ func (a *Applier) diffOnly(want *Table, only map[Key]bool, keep bool) (*plan, er
 		return nil, err
 	}
 	p := &plan{}
-	have := map[Key]KernelService{}
+	have := map[ipvsmodel.Key]KernelService{}
 	for _, s := range svcs {
 		if !s.Addr.IsValid() || !owned[s.Addr] {
 			p.unowned++
@@ -372,7 +363,7 @@ func (a *Applier) diffOnly(want *Table, only map[Key]bool, keep bool) (*plan, er
 		if !ok {
 			p.ops = append(p.ops, op{kind: opAddService, svc: ws})
 			for _, r := range vs.Reals {
-				p.ops = append(p.ops, op{kind: opAddReal, svc: ws, real: kernelReal(r)})
+				p.ops = append(p.ops, op{kind: opAddReal, svc: ws, real: r})
 			}
 			continue
 		}
@@ -395,7 +386,7 @@ func (a *Applier) diffOnly(want *Table, only map[Key]bool, keep bool) (*plan, er
 	}
 
 	// 4. Virtual servers no longer wanted.
-	wanted := map[Key]bool{}
+	wanted := map[ipvsmodel.Key]bool{}
 	for _, vs := range wantSvcs {
 		wanted[vs.Key] = true
 	}
@@ -405,7 +396,7 @@ func (a *Applier) diffOnly(want *Table, only map[Key]bool, keep bool) (*plan, er
 			gone = append(gone, s)
 		}
 	}
-	slices.SortFunc(gone, func(a, b KernelService) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(gone, func(a, b KernelService) int { return a.Compare(b.Key) })
 	for _, s := range gone {
 		p.ops = append(p.ops, op{kind: opDeleteService, svc: s})
 	}
@@ -421,25 +412,24 @@ func (a *Applier) diffOnly(want *Table, only map[Key]bool, keep bool) (*plan, er
 
 // diffReals returns the operations that turn the kernel's real servers of
 // a virtual server into the wanted ones: additions, changes, removals.
-func diffReals(ws KernelService, want []RealServer, have []KernelReal) []op {
-	byAddr := map[netip.AddrPort]KernelReal{}
+func diffReals(ws KernelService, want, have []ipvsmodel.RealServer) []op {
+	byAddr := map[netip.AddrPort]ipvsmodel.RealServer{}
 	for _, r := range have {
 		byAddr[r.AddrPort()] = r
 	}
 	var add, change, del []op
 	wanted := map[netip.AddrPort]bool{}
 	for _, r := range want {
-		kr := kernelReal(r)
 		wanted[r.AddrPort()] = true
 		hr, ok := byAddr[r.AddrPort()]
 		switch {
 		case !ok:
-			add = append(add, op{kind: opAddReal, svc: ws, real: kr})
-		case hr != kr:
-			change = append(change, op{kind: opUpdateReal, svc: ws, real: kr, what: realDiffers(kr, hr)})
+			add = append(add, op{kind: opAddReal, svc: ws, real: r})
+		case hr != r:
+			change = append(change, op{kind: opUpdateReal, svc: ws, real: r, what: realDiffers(r, hr)})
 		}
 	}
-	slices.SortFunc(have, func(a, b KernelReal) int { return a.AddrPort().Compare(b.AddrPort()) })
+	slices.SortFunc(have, func(a, b ipvsmodel.RealServer) int { return a.AddrPort().Compare(b.AddrPort()) })
 	for _, r := range have {
 		if !wanted[r.AddrPort()] {
 			del = append(del, op{kind: opDeleteReal, svc: ws, real: r})
@@ -467,27 +457,13 @@ func serviceDiffers(want, have KernelService) string {
 	return strings.Join(what, ", ")
 }
 
-func realDiffers(want, have KernelReal) string {
+func realDiffers(want, have ipvsmodel.RealServer) string {
 	var what []string
 	if want.Weight != have.Weight {
 		what = append(what, fmt.Sprintf("weight %d -> %d", have.Weight, want.Weight))
 	}
 	if want.Forward != have.Forward {
-		what = append(what, fmt.Sprintf("forwarding %s -> %s", forwardName(have.Forward), forwardName(want.Forward)))
+		what = append(what, fmt.Sprintf("forwarding %s -> %s", have.Forward, want.Forward))
 	}
 	return strings.Join(what, ", ")
-}
-
-func forwardName(f uint32) string {
-	switch f {
-	case ForwardMasquerade:
-		return "masquerade"
-	case 1:
-		return "local"
-	case 2:
-		return "tunnel"
-	case 3:
-		return "direct-routing"
-	}
-	return fmt.Sprintf("method-%d", f)
 }

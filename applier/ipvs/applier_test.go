@@ -3,22 +3,18 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
-func mustParse(t testing.TB, text string) *Table {
-	t.Helper()
-	tb, err := Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
-}
-
 // wantDump is what a Fake holding exactly tb dumps.
-func wantDump(tb *Table) string {
+func wantDump(tb *ipvsmodel.Table) string {
 	var b strings.Builder
 	b.WriteString("# link " + LinkName + " dummy up\n")
 	for _, f := range tb.Frontends() {
@@ -32,7 +28,7 @@ func wantDump(tb *Table) string {
 func applied(t *testing.T, text string) *Fake {
 	t.Helper()
 	f := NewFake()
-	if _, err := New(f).Apply(mustParse(t, text)); err != nil {
+	if _, err := New(f).Apply(fixture(t, text)); err != nil {
 		t.Fatal(err)
 	}
 	f.Calls = nil
@@ -40,7 +36,7 @@ func applied(t *testing.T, text string) *Fake {
 }
 
 // realSets is the kernel's real servers of every virtual server.
-type realSets map[Key]map[netip.AddrPort]bool
+type realSets map[ipvsmodel.Key]map[netip.AddrPort]bool
 
 func snapshot(t *testing.T, f *Fake) realSets {
 	t.Helper()
@@ -62,9 +58,9 @@ func snapshot(t *testing.T, f *Fake) realSets {
 // checkNeverEmpty replays calls from the state before and asserts the
 // ordering invariant: a virtual server of want that had real servers
 // before and has some after never, in between, is missing or has none.
-func checkNeverEmpty(t *testing.T, before realSets, calls []Call, want *Table, after realSets) {
+func checkNeverEmpty(t *testing.T, before realSets, calls []Call, want *ipvsmodel.Table, after realSets) {
 	t.Helper()
-	var watch []Key
+	var watch []ipvsmodel.Key
 	for _, vs := range want.Services {
 		if len(before[vs.Key]) > 0 && len(after[vs.Key]) > 0 {
 			watch = append(watch, vs.Key)
@@ -229,7 +225,7 @@ func TestApply(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := c.setUp(t)
 			a := New(f)
-			to := mustParse(t, *c.to)
+			to := fixture(t, *c.to)
 			before := snapshot(t, f)
 
 			planned, err := a.Plan(to)
@@ -277,7 +273,7 @@ func TestApplyOrder(t *testing.T) {
 -a -t 10.0.0.2:80 -r 10.1.0.1:80 -m -w 1
 `)
 	f.SetLinkDown()
-	to := mustParse(t, `-A -t 10.0.0.1:80 -s wrr
+	to := fixture(t, `-A -t 10.0.0.1:80 -s wrr
 -a -t 10.0.0.1:80 -r 10.1.0.2:80 -m -w 3
 -a -t 10.0.0.1:80 -r 10.1.0.3:80 -m -w 1
 -A -t 10.0.0.3:80 -s rr
@@ -324,12 +320,12 @@ func TestApplyInterrupted(t *testing.T) {
 		c := &applyCases[i]
 		// The number of changes of the whole apply.
 		full := c.setUp(t)
-		if _, err := New(full).Apply(mustParse(t, *c.to)); err != nil {
+		if _, err := New(full).Apply(fixture(t, *c.to)); err != nil {
 			t.Fatal(err)
 		}
 		for n := range len(full.Calls) {
 			t.Run(c.name+"/"+full.Calls[n].String(), func(t *testing.T) {
-				to := mustParse(t, *c.to)
+				to := fixture(t, *c.to)
 				f := c.setUp(t)
 				before := snapshot(t, f)
 				a := New(f)
@@ -359,7 +355,7 @@ func TestApplyInterrupted(t *testing.T) {
 				g := c.setUp(t)
 				g.FailAfter(n)
 				New(g).Apply(to)
-				from := mustParse(t, *c.from)
+				from := fixture(t, *c.from)
 				if _, err := New(g).Apply(from); err != nil {
 					t.Fatalf("Apply of the old table after the interruption: %v", err)
 				}
@@ -375,9 +371,9 @@ func TestApplyInterrupted(t *testing.T) {
 // that.
 func TestApplyRepairsDrift(t *testing.T) {
 	a4 := netip.MustParseAddr
-	k80 := Key{Protocol: TCP, Addr: a4("10.96.0.10"), Port: 80}
-	k6 := Key{Protocol: TCP, Addr: a4("fd00::10"), Port: 80}
-	k53 := Key{Protocol: UDP, Addr: a4("10.96.0.2"), Port: 53}
+	k80 := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.96.0.10"), Port: 80}
+	k6 := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("fd00::10"), Port: 80}
+	k53 := ipvsmodel.Key{Protocol: ipvsmodel.UDP, Addr: a4("10.96.0.2"), Port: 53}
 	must := func(t *testing.T, err error) {
 		t.Helper()
 		if err != nil {
@@ -398,14 +394,14 @@ func TestApplyRepairsDrift(t *testing.T) {
 		{
 			name: "real server added",
 			drift: func(t *testing.T, f *Fake) {
-				must(t, f.AddReal(k80, KernelReal{Addr: a4("10.244.9.9"), Port: 8080, Weight: 1}))
+				must(t, f.AddReal(k80, ipvsmodel.RealServer{Addr: a4("10.244.9.9"), Port: 8080, Weight: 1}))
 			},
 			want: []string{"- real server tcp 10.96.0.10:80 -> 10.244.9.9:8080"},
 		},
 		{
 			name: "real server reweighted and switched to direct routing",
 			drift: func(t *testing.T, f *Fake) {
-				must(t, f.UpdateReal(k6, KernelReal{Addr: a4("fd00:244::5"), Port: 8080, Weight: 7, Forward: 3}))
+				must(t, f.UpdateReal(k6, ipvsmodel.RealServer{Addr: a4("fd00:244::5"), Port: 8080, Weight: 7, Forward: 3}))
 			},
 			want: []string{"~ real server tcp [fd00::10]:80 -> [fd00:244::5]:8080: weight 7 -> 1, forwarding direct-routing -> masquerade"},
 		},
@@ -434,7 +430,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 		{
 			name: "virtual server added on a frontend address",
 			drift: func(t *testing.T, f *Fake) {
-				must(t, f.AddService(KernelService{Key: Key{Protocol: TCP, Addr: a4("10.96.0.10"), Port: 8080}, Scheduler: "rr", Netmask: 0xffffffff}))
+				must(t, f.AddService(KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.96.0.10"), Port: 8080}, Scheduler: "rr", Netmask: 0xffffffff}))
 			},
 			want: []string{"- virtual server tcp 10.96.0.10:8080"},
 		},
@@ -442,7 +438,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 			name: "address and virtual server added on the interface",
 			drift: func(t *testing.T, f *Fake) {
 				must(t, f.AddAddr(netip.MustParsePrefix("10.96.0.99/32")))
-				must(t, f.AddService(KernelService{Key: Key{Protocol: TCP, Addr: a4("10.96.0.99"), Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}))
+				must(t, f.AddService(KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.96.0.99"), Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}))
 			},
 			want: []string{"- address 10.96.0.99/32", "- virtual server tcp 10.96.0.99:80"},
 		},
@@ -480,9 +476,9 @@ func TestApplyRepairsDrift(t *testing.T) {
 		{
 			name: "someone else's virtual servers",
 			drift: func(t *testing.T, f *Fake) {
-				must(t, f.AddService(KernelService{Key: Key{Protocol: TCP, Addr: a4("192.0.2.1"), Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}))
-				must(t, f.AddReal(Key{Protocol: TCP, Addr: a4("192.0.2.1"), Port: 80}, KernelReal{Addr: a4("192.0.2.9"), Port: 80, Forward: 3}))
-				f.services[Key{}] = &fakeService{svc: KernelService{Scheduler: "rr"}} // a firewall-mark service
+				must(t, f.AddService(KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("192.0.2.1"), Port: 80}, Scheduler: "rr", Netmask: 0xffffffff}))
+				must(t, f.AddReal(ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("192.0.2.1"), Port: 80}, ipvsmodel.RealServer{Addr: a4("192.0.2.9"), Port: 80, Forward: 3}))
+				f.services[ipvsmodel.Key{}] = &fakeService{svc: KernelService{Scheduler: "rr"}} // a firewall-mark service
 			},
 			want:    nil,
 			unowned: 2,
@@ -495,7 +491,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 			foreign := f.Dump()
 			f.Calls = nil
 			before := snapshot(t, f)
-			want := mustParse(t, base)
+			want := fixture(t, base)
 			ch, err := New(f).Apply(want)
 			if err != nil {
 				t.Fatal(err)
@@ -524,7 +520,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 // virtual servers stay; a second Cleanup has nothing to do.
 func TestCleanup(t *testing.T) {
 	f := applied(t, base)
-	other := Key{Protocol: TCP, Addr: netip.MustParseAddr("192.0.2.1"), Port: 80}
+	other := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: netip.MustParseAddr("192.0.2.1"), Port: 80}
 	if err := f.AddService(KernelService{Key: other, Scheduler: "rr", Netmask: 0xffffffff}); err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +543,7 @@ func TestNoIPVS(t *testing.T) {
 	f := NewFake()
 	f.NoIPVS = true
 	a := New(f)
-	tb := mustParse(t, base)
+	tb := fixture(t, base)
 	_, perr := a.Plan(tb)
 	_, aerr := a.Apply(tb)
 	for _, err := range []error{perr, aerr, a.Cleanup()} {
@@ -572,7 +568,7 @@ func TestOtherInterface(t *testing.T) {
 	f := NewFake()
 	f.AddOtherLink("veth")
 	a := New(f)
-	_, aerr := a.Apply(mustParse(t, base))
+	_, aerr := a.Apply(fixture(t, base))
 	for _, err := range []error{aerr, a.Cleanup()} {
 		if err == nil || !strings.Contains(err.Error(), `is of kind "veth", not a dummy interface`) {
 			t.Errorf("error %v: want it to say the interface is no dummy", err)
@@ -583,22 +579,25 @@ func TestOtherInterface(t *testing.T) {
 	}
 }
 
-// TestApplyBadTable: a Table made by hand is checked as Parse checks text.
+// TestApplyBadTable: a table made by hand is checked (ipvsmodel.Table.Check)
+// before anything is read or changed.
 func TestApplyBadTable(t *testing.T) {
 	a4 := netip.MustParseAddr
-	k := Key{Protocol: TCP, Addr: a4("10.0.0.1"), Port: 80}
+	k := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.0.0.1"), Port: 80}
 	tests := []struct {
 		name string
-		tb   *Table
+		tb   *ipvsmodel.Table
 		want string
 	}{
-		{name: "twice", tb: &Table{Services: []VirtualServer{{Key: k, Scheduler: "rr"}, {Key: k, Scheduler: "rr"}}}, want: "in the table twice"},
-		{name: "scheduler", tb: &Table{Services: []VirtualServer{{Key: k, Scheduler: "xx"}}}, want: `unknown scheduler "xx"`},
-		{name: "protocol", tb: &Table{Services: []VirtualServer{{Key: Key{Protocol: 1, Addr: k.Addr, Port: 80}, Scheduler: "rr"}}}, want: "unknown protocol 1"},
-		{name: "no address", tb: &Table{Services: []VirtualServer{{Key: Key{Protocol: TCP, Port: 80}, Scheduler: "rr"}}}, want: "no address"},
-		{name: "real twice", tb: &Table{Services: []VirtualServer{{Key: k, Scheduler: "rr", Reals: []RealServer{{Addr: a4("10.1.0.1"), Port: 1}, {Addr: a4("10.1.0.1"), Port: 1}}}}}, want: "real server 10.1.0.1:1 is in the table twice"},
-		{name: "weight", tb: &Table{Services: []VirtualServer{{Key: k, Scheduler: "rr", Reals: []RealServer{{Addr: a4("10.1.0.1"), Port: 1, Weight: -1}}}}}, want: "weight -1"},
-		{name: "family", tb: &Table{Services: []VirtualServer{{Key: k, Scheduler: "rr", Reals: []RealServer{{Addr: a4("fd00::1"), Port: 1}}}}}, want: "forwards within its family"},
+		{name: "twice", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: k, Scheduler: "rr"}, {Key: k, Scheduler: "rr"}}}, want: "in the table twice"},
+		{name: "scheduler", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: k, Scheduler: "xx"}}}, want: `unknown scheduler "xx"`},
+		{name: "protocol", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: ipvsmodel.Key{Protocol: 1, Addr: k.Addr, Port: 80}, Scheduler: "rr"}}}, want: "unknown protocol 1"},
+		{name: "no address", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Port: 80}, Scheduler: "rr"}}}, want: "no address"},
+		{name: "real twice", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: k, Scheduler: "rr", Reals: []ipvsmodel.RealServer{{Addr: a4("10.1.0.1"), Port: 1}, {Addr: a4("10.1.0.1"), Port: 1}}}}}, want: "real server 10.1.0.1:1 is in the table twice"},
+		{name: "weight", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: k, Scheduler: "rr", Reals: []ipvsmodel.RealServer{{Addr: a4("10.1.0.1"), Port: 1, Weight: -1}}}}}, want: "weight -1"},
+		{name: "family", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: k, Scheduler: "rr", Reals: []ipvsmodel.RealServer{{Addr: a4("fd00::1"), Port: 1}}}}}, want: "forwards within its family"},
+		{name: "forwarding", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: k, Scheduler: "rr", Reals: []ipvsmodel.RealServer{{Addr: a4("10.1.0.1"), Port: 1, Forward: ipvsmodel.DirectRoute}}}}}, want: "forwarding method direct-routing is not supported"},
+		{name: "unsorted", tb: &ipvsmodel.Table{Services: []ipvsmodel.VirtualServer{{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: k.Addr, Port: 81}, Scheduler: "rr"}, {Key: k, Scheduler: "rr"}}}, want: "the table is not sorted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -626,12 +625,12 @@ func TestApplyBadTable(t *testing.T) {
 // a kernel without IPVS.
 type silentKernel struct{ *Fake }
 
-func (silentKernel) AddReal(Key, KernelReal) error { return nil }
+func (silentKernel) AddReal(ipvsmodel.Key, ipvsmodel.RealServer) error { return nil }
 
 // TestApplyVerifies: a kernel that says yes and does nothing is caught by
 // the read-back.
 func TestApplyVerifies(t *testing.T) {
-	_, err := New(silentKernel{NewFake()}).Apply(mustParse(t, base))
+	_, err := New(silentKernel{NewFake()}).Apply(fixture(t, base))
 	if err == nil || !strings.Contains(err.Error(), "verify: the kernel does not hold what was sent, still to do: real servers 6 added") {
 		t.Errorf("Apply: %v, want a verify error", err)
 	}
@@ -642,7 +641,7 @@ func TestApplyVerifies(t *testing.T) {
 func TestApplyRefused(t *testing.T) {
 	f := applied(t, base)
 	f.FailAfter(1)
-	ch, err := New(f).Apply(mustParse(t, strings.Replace(base, "10.244.1.5:8443", "10.244.1.6:8443", 1)))
+	ch, err := New(f).Apply(fixture(t, strings.Replace(base, "10.244.1.5:8443", "10.244.1.6:8443", 1)))
 	if err == nil || err.Error() != "delete real server 10.244.1.5:8443 of tcp 10.96.0.10:443: "+ErrFakeFailure.Error() {
 		t.Errorf("Apply: %v", err)
 	}
@@ -676,10 +675,10 @@ func TestChangesSummary(t *testing.T) {
 // readCounter is a Fake that counts the real-server reads.
 type readCounter struct {
 	*Fake
-	reals []Key
+	reals []ipvsmodel.Key
 }
 
-func (r *readCounter) Reals(k Key) ([]KernelReal, error) {
+func (r *readCounter) Reals(k ipvsmodel.Key) ([]ipvsmodel.RealServer, error) {
 	r.reals = append(r.reals, k)
 	return r.Fake.Reals(k)
 }
@@ -696,14 +695,7 @@ func TestUpdate(t *testing.T) {
 -a -t 10.96.0.12:80 -r 10.244.1.7:8080 -m -w 1
 `
 	changed := strings.Replace(base, "10.244.1.6:8080", "10.244.2.6:8080", 1)
-	parse := func(s string) *Table {
-		t.Helper()
-		tb, err := Parse([]byte(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tb
-	}
+	parse := func(s string) *ipvsmodel.Table { return fixture(t, s) }
 	k := &readCounter{Fake: NewFake()}
 	a := New(k)
 	if _, err := a.Update(parse(base)); err != nil { // no last table: an Apply
@@ -714,7 +706,7 @@ func TestUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Key{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.11"), Port: 80}
+	want := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: netip.MustParseAddr("10.96.0.11"), Port: 80}
 	for _, r := range k.reals {
 		if r != want {
 			t.Errorf("Update read the real servers of %s, which did not change", r)
@@ -729,11 +721,89 @@ func TestUpdate(t *testing.T) {
 	}
 	// Drift on a virtual server the update does not touch: Update leaves
 	// it, Apply repairs it.
-	other := Key{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.12"), Port: 80}
+	other := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: netip.MustParseAddr("10.96.0.12"), Port: 80}
 	if err := k.DeleteReal(other, netip.MustParseAddrPort("10.244.1.7:8080")); err != nil {
 		t.Fatal(err)
 	}
 	if ch, err := a.Apply(parse(changed)); err != nil || len(ch.RealsAdded) != 1 {
 		t.Errorf("Apply after drift: %v %s", err, ch.Summary())
+	}
+}
+
+// TestRenderEqualsFake: for every golden ipvs.txt, the table render builds
+// from the golden plan.json, applied to a Fake, leaves it holding the
+// file: its virtual and real servers print as the golden text, byte for
+// byte (TestInVMRenderEqualsKernel asserts the same of a real kernel).
+func TestRenderEqualsFake(t *testing.T) {
+	files, err := filepath.Glob("../../golden/*/*/ipvs.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden ipvs.txt (%v)", err)
+	}
+	for _, path := range files {
+		golden, want := goldenTable(t, path)
+		f := NewFake()
+		if _, err := New(f).Apply(want); err != nil {
+			t.Fatalf("%s: Apply: %v", path, err)
+		}
+		var servers []string
+		for _, l := range strings.SplitAfter(f.Dump(), "\n") {
+			if !strings.HasPrefix(l, "#") {
+				servers = append(servers, l)
+			}
+		}
+		if got := strings.Join(servers, ""); got != golden {
+			t.Errorf("%s: the fake holds\n%s\nthe file says\n%s", path, got, golden)
+		}
+	}
+}
+
+// TestFakeRefusesWhole: a call the kernel refuses, or one FailAfter
+// interrupts, changes nothing in the Fake and is not in its Calls: each
+// call is all or nothing, as each netlink request is.
+func TestFakeRefusesWhole(t *testing.T) {
+	a4 := netip.MustParseAddr
+	k80 := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.96.0.10"), Port: 80}
+	missing := ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("10.96.0.99"), Port: 80}
+	r := ipvsmodel.RealServer{Addr: a4("10.244.1.5"), Port: 8080, Weight: 1}
+	tests := []struct {
+		name string
+		call func(f *Fake) error
+		want error
+	}{
+		{name: "service twice", call: func(f *Fake) error {
+			return f.AddService(KernelService{Key: k80, Scheduler: "rr", Netmask: 0xffffffff})
+		}, want: unix.EEXIST},
+		{name: "unknown scheduler", call: func(f *Fake) error { return f.AddService(KernelService{Key: missing, Scheduler: "xx"}) }, want: unix.ENOENT},
+		{name: "IPv6 netmask", call: func(f *Fake) error {
+			return f.AddService(KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a4("fd00::99"), Port: 80}, Scheduler: "rr", Netmask: 0xffffffff})
+		}, want: unix.EINVAL},
+		{name: "update a missing service", call: func(f *Fake) error { return f.UpdateService(KernelService{Key: missing, Scheduler: "rr"}) }, want: unix.ESRCH},
+		{name: "delete a missing service", call: func(f *Fake) error { return f.DeleteService(missing) }, want: unix.ESRCH},
+		{name: "real of a missing service", call: func(f *Fake) error { return f.AddReal(missing, r) }, want: unix.ESRCH},
+		{name: "real twice", call: func(f *Fake) error { return f.AddReal(k80, r) }, want: unix.EEXIST},
+		{name: "real of the other family", call: func(f *Fake) error {
+			return f.AddReal(k80, ipvsmodel.RealServer{Addr: a4("fd00::5"), Port: 1, Weight: 1})
+		}, want: unix.EINVAL},
+		{name: "update a missing real", call: func(f *Fake) error {
+			return f.UpdateReal(k80, ipvsmodel.RealServer{Addr: a4("10.244.9.9"), Port: 1, Weight: 2})
+		}, want: unix.ENOENT},
+		{name: "delete a missing real", call: func(f *Fake) error { return f.DeleteReal(k80, netip.MustParseAddrPort("10.244.9.9:1")) }, want: unix.ENOENT},
+		{name: "address twice", call: func(f *Fake) error { return f.AddAddr(netip.MustParsePrefix("10.96.0.10/32")) }, want: unix.EEXIST},
+		{name: "delete a missing address", call: func(f *Fake) error { return f.DeleteAddr(netip.MustParsePrefix("10.96.0.99/32")) }, want: unix.EADDRNOTAVAIL},
+		{name: "link twice", call: func(f *Fake) error { return f.AddLink() }, want: unix.EEXIST},
+		{name: "interrupted service delete", call: func(f *Fake) error { f.FailAfter(0); return f.DeleteService(k80) }, want: ErrFakeFailure},
+		{name: "interrupted link delete", call: func(f *Fake) error { f.FailAfter(0); return f.DeleteLink() }, want: ErrFakeFailure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := applied(t, base)
+			before := f.Dump()
+			if err := tt.call(f); !errors.Is(err, tt.want) {
+				t.Errorf("error %v, want %v", err, tt.want)
+			}
+			if got := f.Dump(); got != before || len(f.Calls) != 0 {
+				t.Errorf("the refused call changed the fake (calls %v):\n%s\nwas:\n%s", f.Calls, got, before)
+			}
+		})
 	}
 }

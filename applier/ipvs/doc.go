@@ -1,12 +1,15 @@
-// Package ipvs installs the IPVS table that render writes (ipvs.txt, in
-// `ipvsadm -S -n` form) into the kernel of one network namespace, over
-// netlink with github.com/moby/ipvs, and binds the virtual servers'
-// addresses to the dummy interface netspec-ipvs0 (github.com/vishvananda/netlink).
+// Package ipvs installs a node's IPVS table, the model that render builds
+// from the Plan (ipvsmodel.Table: virtual servers with their real
+// servers), into the kernel of one network namespace, over netlink with
+// github.com/moby/ipvs, and binds the virtual servers' addresses to the
+// dummy interface netspec-ipvs0 (github.com/vishvananda/netlink). It reads
+// no text: ipvs.txt is printed from the same model, for review.
 //
-// Parse reads the text strictly into a Table. An Applier compares a Table
-// with what the kernel holds and changes only the difference, which also
-// repairs drift. IPVS has no transactions, so the changes run in an order
-// that never leaves a live virtual server without real servers:
+// An Applier compares the table it wants with what the kernel holds (read
+// back), or with the table it installed last (Update: ipvsmodel.Diff), and
+// changes only the difference, which also repairs drift. IPVS has no
+// transactions, so the changes run in an order that never leaves a live
+// virtual server without real servers:
 //
 //  1. the dummy interface exists and is up, and holds every frontend address;
 //  2. new virtual servers are added, each with its real servers;
@@ -24,5 +27,6 @@
 // alone.
 //
 // The kernel-facing side is the Kernel interface: System is the real
-// kernel, Fake an in-memory one for tests that need no root and no IPVS.
+// kernel, Fake a stateful in-memory one for tests that need no root and no
+// IPVS.
 package ipvs

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // Fake is an in-memory Kernel for tests: it keeps virtual servers, real
@@ -17,13 +19,20 @@ import (
 // a missing virtual server, an address on a missing interface, an IPv6
 // netmask out of range, an unknown scheduler…). Every change it makes is
 // appended to Calls. Make it with NewFake.
+//
+// It is all-or-nothing where the kernel is: each Kernel call is one
+// netlink request, which the kernel makes whole or refuses whole, and a
+// refused call (or one FailAfter interrupts) changes nothing. IPVS has no
+// transaction across requests, and neither has the Fake: an Apply that
+// fails half-way leaves the calls before the failure made, as the kernel
+// would, for the next Apply to complete.
 type Fake struct {
 	// NoIPVS makes CheckIPVS fail as on a kernel without IPVS.
 	NoIPVS bool
 	// Calls are the changes made, in order; failed ones are not in it.
 	Calls []Call
 
-	services map[Key]*fakeService
+	services map[ipvsmodel.Key]*fakeService
 	link     *fakeLink // nil: no interface
 	failIn   int       // changes left before one fails; -1: none fails
 }
@@ -32,7 +41,7 @@ var _ Kernel = (*Fake)(nil)
 
 type fakeService struct {
 	svc   KernelService
-	reals map[netip.AddrPort]KernelReal
+	reals map[netip.AddrPort]ipvsmodel.RealServer
 }
 
 type fakeLink struct {
@@ -43,8 +52,8 @@ type fakeLink struct {
 
 // Call is one change made to a Fake.
 type Call struct {
-	Op     string // one of the Call* constants
-	Key    Key    // the virtual server, for service and real server calls
+	Op     string        // one of the Call* constants
+	Key    ipvsmodel.Key // the virtual server, for service and real server calls
 	Real   netip.AddrPort
 	Prefix netip.Prefix
 }
@@ -83,7 +92,7 @@ var ErrFakeFailure = errors.New("fake: injected failure")
 
 // NewFake returns a Fake with IPVS, no virtual servers and no interface.
 func NewFake() *Fake {
-	return &Fake{services: map[Key]*fakeService{}, failIn: -1}
+	return &Fake{services: map[ipvsmodel.Key]*fakeService{}, failIn: -1}
 }
 
 // FailAfter makes the change after the next n ones fail with
@@ -123,17 +132,17 @@ func (f *Fake) Services() ([]KernelService, error) {
 	return out, nil
 }
 
-func (f *Fake) keys() []Key {
-	return slices.SortedFunc(maps.Keys(f.services), compareKeys)
+func (f *Fake) keys() []ipvsmodel.Key {
+	return slices.SortedFunc(maps.Keys(f.services), ipvsmodel.Key.Compare)
 }
 
 // Reals implements Kernel.
-func (f *Fake) Reals(k Key) ([]KernelReal, error) {
+func (f *Fake) Reals(k ipvsmodel.Key) ([]ipvsmodel.RealServer, error) {
 	s, ok := f.services[k]
 	if !ok {
 		return nil, unix.ESRCH
 	}
-	var out []KernelReal
+	var out []ipvsmodel.RealServer
 	for _, ap := range slices.SortedFunc(maps.Keys(s.reals), netip.AddrPort.Compare) {
 		out = append(out, s.reals[ap])
 	}
@@ -144,9 +153,9 @@ func checkKernelService(ks KernelService) error {
 	switch {
 	case !ks.Addr.IsValid():
 		return unix.EINVAL
-	case !ks.Protocol.valid():
+	case !ks.Protocol.Valid():
 		return unix.EPROTONOSUPPORT
-	case !slices.Contains(schedulers, ks.Scheduler):
+	case !slices.Contains(ipvsmodel.Schedulers, ks.Scheduler):
 		return unix.ENOENT // the kernel's answer for a scheduler it has no module for
 	case ks.Addr.Is6() && (ks.Netmask < 1 || ks.Netmask > 128):
 		return unix.EINVAL
@@ -165,7 +174,7 @@ func (f *Fake) AddService(ks KernelService) error {
 	if err := f.change(); err != nil {
 		return err
 	}
-	f.services[ks.Key] = &fakeService{svc: ks, reals: map[netip.AddrPort]KernelReal{}}
+	f.services[ks.Key] = &fakeService{svc: ks, reals: map[netip.AddrPort]ipvsmodel.RealServer{}}
 	f.log(Call{Op: CallAddService, Key: ks.Key})
 	return nil
 }
@@ -188,7 +197,7 @@ func (f *Fake) UpdateService(ks KernelService) error {
 }
 
 // DeleteService implements Kernel.
-func (f *Fake) DeleteService(k Key) error {
+func (f *Fake) DeleteService(k ipvsmodel.Key) error {
 	if _, ok := f.services[k]; !ok {
 		return unix.ESRCH
 	}
@@ -200,7 +209,7 @@ func (f *Fake) DeleteService(k Key) error {
 	return nil
 }
 
-func (f *Fake) realOf(k Key, ap netip.AddrPort) (*fakeService, bool, error) {
+func (f *Fake) realOf(k ipvsmodel.Key, ap netip.AddrPort) (*fakeService, bool, error) {
 	s, ok := f.services[k]
 	if !ok {
 		return nil, false, unix.ESRCH
@@ -209,7 +218,7 @@ func (f *Fake) realOf(k Key, ap netip.AddrPort) (*fakeService, bool, error) {
 	return s, ok, nil
 }
 
-func checkKernelReal(k Key, r KernelReal) error {
+func checkKernelReal(k ipvsmodel.Key, r ipvsmodel.RealServer) error {
 	if !r.Addr.IsValid() || r.Addr.Is4() != k.Addr.Is4() || r.Weight < 0 {
 		return unix.EINVAL
 	}
@@ -217,7 +226,7 @@ func checkKernelReal(k Key, r KernelReal) error {
 }
 
 // AddReal implements Kernel.
-func (f *Fake) AddReal(k Key, r KernelReal) error {
+func (f *Fake) AddReal(k ipvsmodel.Key, r ipvsmodel.RealServer) error {
 	s, exists, err := f.realOf(k, r.AddrPort())
 	switch {
 	case err != nil:
@@ -237,7 +246,7 @@ func (f *Fake) AddReal(k Key, r KernelReal) error {
 }
 
 // UpdateReal implements Kernel.
-func (f *Fake) UpdateReal(k Key, r KernelReal) error {
+func (f *Fake) UpdateReal(k ipvsmodel.Key, r ipvsmodel.RealServer) error {
 	s, exists, err := f.realOf(k, r.AddrPort())
 	switch {
 	case err != nil:
@@ -257,7 +266,7 @@ func (f *Fake) UpdateReal(k Key, r KernelReal) error {
 }
 
 // DeleteReal implements Kernel.
-func (f *Fake) DeleteReal(k Key, ap netip.AddrPort) error {
+func (f *Fake) DeleteReal(k ipvsmodel.Key, ap netip.AddrPort) error {
 	s, exists, err := f.realOf(k, ap)
 	switch {
 	case err != nil:
@@ -378,9 +387,10 @@ func (f *Fake) DeleteAddr(p netip.Prefix) error {
 }
 
 // Dump returns the Fake's state as sorted text: the interface and its
-// addresses, then the virtual servers in the grammar of Parse. A setting
-// the grammar cannot say is added in ipvsadm's terms (-M netmask, -g or -i
-// forwarding) or as "--flags", "--timeout".
+// addresses as "#" lines, then the virtual servers as ipvs.txt prints them
+// (ipvsmodel.Table.AppendText). A setting ipvs.txt does not say is added
+// in ipvsadm's terms (-M netmask, -g or -i forwarding) or as "--flags",
+// "--timeout".
 func (f *Fake) Dump() string {
 	var b strings.Builder
 	if f.link != nil {
@@ -396,7 +406,7 @@ func (f *Fake) Dump() string {
 	for _, k := range f.keys() {
 		s := f.services[k]
 		ap := netip.AddrPortFrom(k.Addr, k.Port)
-		fmt.Fprintf(&b, "-A %s %s -s %s", k.Protocol.option(), ap, s.svc.Scheduler)
+		fmt.Fprintf(&b, "-A %s %s -s %s", k.Protocol.Option(), ap, s.svc.Scheduler)
 		if s.svc.Flags&FlagPersistent != 0 {
 			fmt.Fprintf(&b, " -p %d", s.svc.Timeout)
 		} else if s.svc.Timeout != 0 {
@@ -411,11 +421,7 @@ func (f *Fake) Dump() string {
 		b.WriteByte('\n')
 		reals, _ := f.Reals(k)
 		for _, r := range reals {
-			fwd := map[uint32]string{ForwardMasquerade: "-m", 2: "-i", 3: "-g"}[r.Forward]
-			if fwd == "" {
-				fwd = fmt.Sprintf("--forward %d", r.Forward)
-			}
-			fmt.Fprintf(&b, "-a %s %s -r %s %s -w %d\n", k.Protocol.option(), ap, r.AddrPort(), fwd, r.Weight)
+			fmt.Fprintf(&b, "-a %s %s -r %s %s -w %d\n", k.Protocol.Option(), ap, r.AddrPort(), r.Forward.Option(), r.Weight)
 		}
 	}
 	return b.String()

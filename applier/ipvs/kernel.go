@@ -3,6 +3,8 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // LinkName is the dummy interface that holds the frontend addresses, so
@@ -24,10 +26,6 @@ const (
 	flagHashed uint32 = 0x0002
 )
 
-// ForwardMasquerade is KernelReal.Forward for masquerading (NAT), the only
-// forwarding method netspec sets.
-const ForwardMasquerade uint32 = 0
-
 // Kernel is what an Applier reads and changes: the network namespace's
 // IPVS table and its dummy interface LinkName. System is the real one,
 // Fake an in-memory one. Changes are single kernel operations; a failed
@@ -42,14 +40,14 @@ type Kernel interface {
 	// a zero Key.Addr.
 	Services() ([]KernelService, error)
 	// Reals returns the real servers of a virtual server.
-	Reals(Key) ([]KernelReal, error)
+	Reals(ipvsmodel.Key) ([]ipvsmodel.RealServer, error)
 	AddService(KernelService) error
 	UpdateService(KernelService) error
 	// DeleteService deletes a virtual server and its real servers.
-	DeleteService(Key) error
-	AddReal(Key, KernelReal) error
-	UpdateReal(Key, KernelReal) error
-	DeleteReal(Key, netip.AddrPort) error
+	DeleteService(ipvsmodel.Key) error
+	AddReal(ipvsmodel.Key, ipvsmodel.RealServer) error
+	UpdateReal(ipvsmodel.Key, ipvsmodel.RealServer) error
+	DeleteReal(ipvsmodel.Key, netip.AddrPort) error
 
 	// Link returns the state of the interface LinkName.
 	Link() (LinkState, error)
@@ -61,9 +59,12 @@ type Kernel interface {
 	DeleteAddr(netip.Prefix) error
 }
 
-// KernelService is a virtual server as the kernel holds it.
+// KernelService is a virtual server's settings as the kernel holds them,
+// without its real servers (which are the model's ipvsmodel.RealServer):
+// the model's Persistence is the flag FlagPersistent with Timeout, and
+// Netmask is of one client (kernelService).
 type KernelService struct {
-	Key
+	ipvsmodel.Key
 	Scheduler string
 	Flags     uint32 // FlagPersistent and others, without the kernel's "hashed" bit
 	Timeout   uint32 // persistence timeout, seconds
@@ -71,17 +72,6 @@ type KernelService struct {
 	// (0xffffffff: each client alone), for IPv6 a prefix length (128).
 	Netmask uint32
 }
-
-// KernelReal is a real server as the kernel holds it.
-type KernelReal struct {
-	Addr    netip.Addr
-	Port    uint16
-	Weight  int
-	Forward uint32 // forwarding method: ForwardMasquerade, or 1 local, 2 tunnel, 3 direct routing
-}
-
-// AddrPort returns the real server's address and port.
-func (r KernelReal) AddrPort() netip.AddrPort { return netip.AddrPortFrom(r.Addr, r.Port) }
 
 // LinkState is the state of the interface LinkName.
 type LinkState struct {
@@ -92,7 +82,7 @@ type LinkState struct {
 }
 
 // kernelService is the kernel's form of a desired virtual server.
-func kernelService(vs *VirtualServer) KernelService {
+func kernelService(vs *ipvsmodel.VirtualServer) KernelService {
 	ks := KernelService{Key: vs.Key, Scheduler: vs.Scheduler, Netmask: defaultNetmask(vs.Addr)}
 	if vs.Persistence > 0 {
 		ks.Flags, ks.Timeout = FlagPersistent, vs.Persistence
@@ -110,6 +100,6 @@ func defaultNetmask(a netip.Addr) uint32 {
 	return 128
 }
 
-func kernelReal(r RealServer) KernelReal {
-	return KernelReal{Addr: r.Addr, Port: r.Port, Weight: r.Weight, Forward: ForwardMasquerade}
-}
+// hostPrefix returns the address as a one-address prefix (/32 or /128),
+// as it is bound to the dummy interface.
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }

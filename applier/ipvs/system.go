@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"netspec.dev/netspec/applier/netnsexec"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // System is the Kernel of a network namespace: its IPVS table over
@@ -125,12 +126,12 @@ func (s *System) Services() ([]KernelService, error) {
 }
 
 // Reals implements Kernel.
-func (s *System) Reals(k Key) ([]KernelReal, error) {
+func (s *System) Reals(k ipvsmodel.Key) ([]ipvsmodel.RealServer, error) {
 	dsts, err := s.ipvs.GetDestinations(toIPVSService(KernelService{Key: k, Netmask: defaultNetmask(k.Addr)}))
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", k, explain(err))
 	}
-	out := make([]KernelReal, 0, len(dsts))
+	out := make([]ipvsmodel.RealServer, 0, len(dsts))
 	for _, d := range dsts {
 		out = append(out, fromIPVSDest(d))
 	}
@@ -148,26 +149,26 @@ func (s *System) UpdateService(ks KernelService) error {
 }
 
 // DeleteService implements Kernel.
-func (s *System) DeleteService(k Key) error {
+func (s *System) DeleteService(k ipvsmodel.Key) error {
 	return explain(s.ipvs.DelService(toIPVSService(KernelService{Key: k, Netmask: defaultNetmask(k.Addr)})))
 }
 
 // AddReal implements Kernel.
-func (s *System) AddReal(k Key, r KernelReal) error {
+func (s *System) AddReal(k ipvsmodel.Key, r ipvsmodel.RealServer) error {
 	return explain(s.ipvs.NewDestination(keyService(k), toIPVSDest(r)))
 }
 
 // UpdateReal implements Kernel.
-func (s *System) UpdateReal(k Key, r KernelReal) error {
+func (s *System) UpdateReal(k ipvsmodel.Key, r ipvsmodel.RealServer) error {
 	return explain(s.ipvs.UpdateDestination(keyService(k), toIPVSDest(r)))
 }
 
 // DeleteReal implements Kernel.
-func (s *System) DeleteReal(k Key, ap netip.AddrPort) error {
-	return explain(s.ipvs.DelDestination(keyService(k), toIPVSDest(KernelReal{Addr: ap.Addr(), Port: ap.Port()})))
+func (s *System) DeleteReal(k ipvsmodel.Key, ap netip.AddrPort) error {
+	return explain(s.ipvs.DelDestination(keyService(k), toIPVSDest(ipvsmodel.RealServer{Addr: ap.Addr(), Port: ap.Port()})))
 }
 
-func keyService(k Key) *ipvs.Service {
+func keyService(k ipvsmodel.Key) *ipvs.Service {
 	return toIPVSService(KernelService{Key: k, Netmask: defaultNetmask(k.Addr)})
 }
 
@@ -201,16 +202,16 @@ func fromIPVSService(svc *ipvs.Service) KernelService {
 	if svc.FWMark != 0 {
 		return ks
 	}
-	ks.Key = Key{Protocol: Protocol(svc.Protocol), Addr: addrOf(svc.Address, svc.AddressFamily), Port: svc.Port}
+	ks.Key = ipvsmodel.Key{Protocol: ipvsmodel.Protocol(svc.Protocol), Addr: addrOf(svc.Address, svc.AddressFamily), Port: svc.Port}
 	return ks
 }
 
-func toIPVSDest(r KernelReal) *ipvs.Destination {
+func toIPVSDest(r ipvsmodel.RealServer) *ipvs.Destination {
 	d := &ipvs.Destination{
 		Address:         net.IP(r.Addr.AsSlice()),
 		Port:            r.Port,
 		Weight:          r.Weight,
-		ConnectionFlags: r.Forward & ipvs.ConnectionFlagFwdMask,
+		ConnectionFlags: uint32(r.Forward) & ipvs.ConnectionFlagFwdMask,
 	}
 	d.AddressFamily = unix.AF_INET6
 	if r.Addr.Is4() {
@@ -219,12 +220,12 @@ func toIPVSDest(r KernelReal) *ipvs.Destination {
 	return d
 }
 
-func fromIPVSDest(d *ipvs.Destination) KernelReal {
-	return KernelReal{
+func fromIPVSDest(d *ipvs.Destination) ipvsmodel.RealServer {
+	return ipvsmodel.RealServer{
 		Addr:    addrOf(d.Address, d.AddressFamily),
 		Port:    d.Port,
 		Weight:  d.Weight,
-		Forward: d.ConnectionFlags & ipvs.ConnectionFlagFwdMask,
+		Forward: ipvsmodel.Forward(d.ConnectionFlags & ipvs.ConnectionFlagFwdMask),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // TestIPVSConversion: what System sends to moby/ipvs and reads from it.
@@ -28,12 +29,12 @@ func TestIPVSConversion(t *testing.T) {
 	}{
 		{
 			name: "IPv4 persistent",
-			ks:   KernelService{Key: Key{Protocol: UDP, Addr: a("10.96.0.2"), Port: 53}, Scheduler: "sh", Flags: FlagPersistent, Timeout: 300, Netmask: 0xffffffff},
+			ks:   KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.UDP, Addr: a("10.96.0.2"), Port: 53}, Scheduler: "sh", Flags: FlagPersistent, Timeout: 300, Netmask: 0xffffffff},
 			svc:  ipvs.Service{AddressFamily: unix.AF_INET, Address: net.IP{10, 96, 0, 2}, Protocol: unix.IPPROTO_UDP, Port: 53, SchedName: "sh", Flags: 1, Timeout: 300, Netmask: 0xffffffff},
 		},
 		{
 			name: "IPv6",
-			ks:   KernelService{Key: Key{Protocol: SCTP, Addr: a("fd00::10"), Port: 80}, Scheduler: "rr", Netmask: 128},
+			ks:   KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.SCTP, Addr: a("fd00::10"), Port: 80}, Scheduler: "rr", Netmask: 128},
 			svc:  ipvs.Service{AddressFamily: unix.AF_INET6, Address: net.ParseIP("fd00::10"), Protocol: unix.IPPROTO_SCTP, Port: 80, SchedName: "rr", Netmask: 128},
 		},
 	}
@@ -49,7 +50,7 @@ func TestIPVSConversion(t *testing.T) {
 			}
 		})
 	}
-	if tt := toIPVSService(kernelService(&VirtualServer{Key: Key{Protocol: TCP, Addr: a("fd00::1"), Port: 1}, Scheduler: "rr"})); tt.Netmask != 128 {
+	if tt := toIPVSService(kernelService(&ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: a("fd00::1"), Port: 1}, Scheduler: "rr"})); tt.Netmask != 128 {
 		t.Errorf("an IPv6 virtual server's netmask is %d: the kernel refuses any but 1 to 128", tt.Netmask)
 	}
 	fw := fromIPVSService(&ipvs.Service{FWMark: 7, AddressFamily: unix.AF_INET, SchedName: "rr"})
@@ -58,7 +59,7 @@ func TestIPVSConversion(t *testing.T) {
 	}
 
 	// Real servers: moby/ipvs may return IPv4 in 16 bytes.
-	kr := KernelReal{Addr: a("10.244.1.5"), Port: 8080, Weight: 3}
+	kr := ipvsmodel.RealServer{Addr: a("10.244.1.5"), Port: 8080, Weight: 3}
 	d := toIPVSDest(kr)
 	if want := (ipvs.Destination{AddressFamily: unix.AF_INET, Address: net.IP{10, 244, 1, 5}, Port: 8080, Weight: 3}); !reflect.DeepEqual(*d, want) {
 		t.Errorf("toIPVSDest = %+v, want %+v", *d, want)
@@ -68,7 +69,7 @@ func TestIPVSConversion(t *testing.T) {
 		t.Errorf("fromIPVSDest = %+v, want %+v", got, kr)
 	}
 	d6 := &ipvs.Destination{AddressFamily: unix.AF_INET6, Address: net.ParseIP("fd00::5"), Port: 1, Weight: 1, ConnectionFlags: 3}
-	if got, want := fromIPVSDest(d6), (KernelReal{Addr: a("fd00::5"), Port: 1, Weight: 1, Forward: 3}); got != want {
+	if got, want := fromIPVSDest(d6), (ipvsmodel.RealServer{Addr: a("fd00::5"), Port: 1, Weight: 1, Forward: 3}); got != want {
 		t.Errorf("fromIPVSDest = %+v, want %+v", got, want)
 	}
 }
@@ -76,7 +77,7 @@ func TestIPVSConversion(t *testing.T) {
 // TestExplain: the errors of a missing privilege, scheduler module or
 // dummy interface say what to do.
 func TestExplain(t *testing.T) {
-	ks := KernelService{Key: Key{Protocol: SCTP}, Scheduler: "mh"}
+	ks := KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.SCTP}, Scheduler: "mh"}
 	for _, tt := range []struct {
 		err  error
 		want string

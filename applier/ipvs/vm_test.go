@@ -18,6 +18,7 @@ import (
 
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 // inVM tells that the test runs in the qemu VM of internal/vmtest, whose
@@ -59,10 +60,7 @@ func TestInVMSchedulers(t *testing.T) {
 	}
 	defer s.Close()
 	for _, sched := range []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"} {
-		want, err := Parse([]byte("-A -t 10.96.0.10:80 -s " + sched + "\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := fixture(t, "-A -t 10.96.0.10:80 -s "+sched+"\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n")
 		if _, err := a.Apply(want); err != nil {
 			t.Errorf("scheduler %s: %v", sched, err)
 			continue
@@ -77,9 +75,10 @@ func TestInVMSchedulers(t *testing.T) {
 	}
 }
 
-// TestInVMRenderEqualsKernel: after Apply of every golden ipvs.txt, the
+// TestInVMRenderEqualsKernel: for every golden ipvs.txt, the table that
+// render builds from the golden plan.json beside it is applied; the
 // kernel's virtual and real servers, read back with moby/ipvs and printed
-// in ipvsadm -S -n form, are the file's (order aside).
+// in ipvsadm -S -n form, are then the golden file, byte for byte.
 func TestInVMRenderEqualsKernel(t *testing.T) {
 	ns := requireVM(t)
 	files, err := filepath.Glob("testdata/golden/*/*/ipvs.txt")
@@ -97,19 +96,12 @@ func TestInVMRenderEqualsKernel(t *testing.T) {
 	}
 	defer h.Close()
 	for _, f := range files {
-		text, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := Parse(text)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		golden, want := goldenTable(t, f)
 		if _, err := a.Apply(want); err != nil {
 			t.Fatalf("%s: Apply: %v", f, err)
 		}
-		if got := vmKernelTable(t, h, netip.Addr{}); got != want.String() {
-			t.Errorf("%s: the kernel holds\n%s\nthe file says\n%s", f, got, want.String())
+		if got := vmKernelTable(t, h, netip.Addr{}); got != golden {
+			t.Errorf("%s: the kernel holds\n%s\nthe file says\n%s", f, got, golden)
 		}
 	}
 }
@@ -186,9 +178,9 @@ func TestInVMApply(t *testing.T) {
 	}
 	defer a.Close()
 	fake := NewFake()
-	fake.AddService(KernelService{Key: Key{Protocol: TCP, Addr: otherAddr, Port: 80}, Scheduler: "rr", Netmask: 0xffffffff})
+	fake.AddService(KernelService{Key: ipvsmodel.Key{Protocol: ipvsmodel.TCP, Addr: otherAddr, Port: 80}, Scheduler: "rr", Netmask: 0xffffffff})
 
-	step := func(name string, want *Table) {
+	step := func(name string, want *ipvsmodel.Table) {
 		t.Helper()
 		ch, err := a.Apply(want)
 		if err != nil {
@@ -213,7 +205,7 @@ func TestInVMApply(t *testing.T) {
 		}
 	}
 
-	first, second := mustParse(t, vmFirst), mustParse(t, vmSecond)
+	first, second := fixture(t, vmFirst), fixture(t, vmSecond)
 	step("first", first)
 	step("second", second)
 
@@ -250,7 +242,7 @@ func TestInVMApply(t *testing.T) {
 
 // vmCheck asserts that the kernel holds want, besides the virtual server
 // at other, and that the dummy interface holds want's frontends.
-func vmCheck(t *testing.T, name string, h *ipvs.Handle, nl *netlink.Handle, ns *testnet.NS, other netip.Addr, want *Table) {
+func vmCheck(t *testing.T, name string, h *ipvs.Handle, nl *netlink.Handle, ns *testnet.NS, other netip.Addr, want *ipvsmodel.Table) {
 	t.Helper()
 	if got := vmKernelTable(t, h, other); got != want.String() {
 		t.Errorf("%s: the kernel holds\n%s\nwant\n%s", name, got, want)
@@ -263,9 +255,8 @@ func vmCheck(t *testing.T, name string, h *ipvs.Handle, nl *netlink.Handle, ns *
 				lines = append(lines, l)
 			}
 		}
-		tb, err := Parse([]byte(strings.Join(lines, "\n")))
-		if err != nil || tb.String() != want.String() {
-			t.Errorf("%s: ipvsadm -S -n says\n%s\n(%v), want\n%s", name, out, err, want)
+		if got, want := sortedLines(strings.Join(lines, "\n")), sortedLines(want.String()); !slices.Equal(got, want) {
+			t.Errorf("%s: ipvsadm -S -n says\n%s\nwant (order aside)\n%s", name, out, strings.Join(want, "\n"))
 		}
 	}
 	l, err := nl.LinkByName(LinkName)
@@ -296,9 +287,9 @@ func vmCheck(t *testing.T, name string, h *ipvs.Handle, nl *netlink.Handle, ns *
 }
 
 // vmKernelTable reads the kernel's IPVS table with moby/ipvs, apart from
-// System's conversions, and writes it in the grammar of Parse, sorted;
-// virtual servers at skip are left out. A setting the grammar cannot say
-// fails the test.
+// System's conversions, into a model and prints it (ipvs.txt's form and
+// order); virtual servers at skip are left out. A setting the model
+// cannot say fails the test.
 func vmKernelTable(t *testing.T, h *ipvs.Handle, skip netip.Addr) string {
 	t.Helper()
 	svcs, err := h.GetServices()
@@ -312,21 +303,18 @@ func vmKernelTable(t *testing.T, h *ipvs.Handle, skip netip.Addr) string {
 		}
 		return a
 	}
-	var b strings.Builder
+	tb := &ipvsmodel.Table{}
 	for _, s := range svcs {
 		va := addr(s.Address, s.AddressFamily)
 		if va == skip {
 			continue
 		}
-		opt := map[uint16]string{unix.IPPROTO_TCP: "-t", unix.IPPROTO_UDP: "-u", unix.IPPROTO_SCTP: "--sctp-service"}[s.Protocol]
-		vap := netip.AddrPortFrom(va, s.Port)
-		fmt.Fprintf(&b, "-A %s %s -s %s", opt, vap, s.SchedName)
+		vs := ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: ipvsmodel.Protocol(s.Protocol), Addr: va, Port: s.Port}, Scheduler: s.SchedName}
 		if s.Flags&FlagPersistent != 0 {
-			fmt.Fprintf(&b, " -p %d", s.Timeout)
+			vs.Persistence = s.Timeout
 		}
-		b.WriteByte('\n')
 		if extra := s.Flags &^ (FlagPersistent | flagHashed); extra != 0 || s.Netmask != defaultNetmask(va) {
-			t.Errorf("virtual server %s: flags %#x, netmask %#x", vap, s.Flags, s.Netmask)
+			t.Errorf("virtual server %s: flags %#x, netmask %#x", vs.Key, s.Flags, s.Netmask)
 		}
 		dsts, err := h.GetDestinations(s)
 		if err != nil {
@@ -334,14 +322,16 @@ func vmKernelTable(t *testing.T, h *ipvs.Handle, skip netip.Addr) string {
 		}
 		for _, d := range dsts {
 			if d.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq {
-				t.Errorf("real server %s of %s: forwarding %d, want masquerading", d.Address, vap, d.ConnectionFlags)
+				t.Errorf("real server %s of %s: forwarding %d, want masquerading", d.Address, vs.Key, d.ConnectionFlags)
 			}
-			fmt.Fprintf(&b, "-a %s %s -r %s -m -w %d\n", opt, vap, netip.AddrPortFrom(addr(d.Address, d.AddressFamily), d.Port), d.Weight)
+			ra := addr(d.Address, d.AddressFamily)
+			vs.Reals = append(vs.Reals, ipvsmodel.RealServer{Addr: ra, Port: d.Port, Forward: ipvsmodel.Masquerade, Weight: d.Weight})
 		}
+		tb.Services = append(tb.Services, vs)
 	}
-	tb, err := Parse([]byte(b.String()))
-	if err != nil {
-		t.Fatalf("the kernel's table does not parse: %v\n%s", err, b.String())
+	tb.Sort()
+	if err := tb.Check(); err != nil {
+		t.Errorf("the kernel's table: %v\n%s", err, tb)
 	}
 	return tb.String()
 }

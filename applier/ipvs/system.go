@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
 	"netspec.dev/netspec/applier/netnsexec"
 	"netspec.dev/netspec/render/ipvsmodel"
 )

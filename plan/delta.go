@@ -87,7 +87,32 @@ func Diff(old, new *Plan) *Delta {
 // the other kept ones; one that moves is removed and added. Repeated keys
 // make the whole list replaced.
 func diffList[T any, K comparable](old, new []T, key func(*T) K, eq func(a, b *T) bool) ListDelta[T] {
+	same := func(i, j int) bool { return key(&old[i]) == key(&new[j]) && eq(&old[i], &new[j]) }
+	// The ends that did not change are kept as they are: only the middle
+	// is looked up by key.
+	pre := 0
+	for pre < len(old) && pre < len(new) && same(pre, pre) {
+		pre++
+	}
+	suf := 0
+	for suf < len(old)-pre && suf < len(new)-pre && same(len(old)-1-suf, len(new)-1-suf) {
+		suf++
+	}
+	d := diffMiddle(old[pre:len(old)-suf], new[pre:len(new)-suf], key, eq)
+	for i := range d.Removed {
+		d.Removed[i] += pre
+	}
+	for i := range d.At {
+		d.At[i] += pre
+	}
+	return d
+}
+
+func diffMiddle[T any, K comparable](old, new []T, key func(*T) K, eq func(a, b *T) bool) ListDelta[T] {
 	var d ListDelta[T]
+	if len(old) == 0 && len(new) == 0 {
+		return d
+	}
 	at := make(map[K]int, len(old))
 	for i := range old {
 		k := key(&old[i])

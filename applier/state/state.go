@@ -53,8 +53,13 @@ import (
 	"syscall"
 )
 
-// PlanFile is the path of the last applied plan in the dir.
+// PlanFile is the path of the last applied plan in the dir: the whole
+// plan, or the base that LogFile's deltas apply to (see record.go).
 const PlanFile = "plan.json"
+
+// LogFile is the path of the journal of the applied plan's changes since
+// PlanFile was written (ApplyRecord).
+const LogFile = "plan.log"
 
 // RulesetFile is the ruleset's path in render.Files. It is installed over
 // netlink, not kept in the dir: Plan and Apply ignore it.
@@ -71,7 +76,29 @@ const (
 // Dir is a node's state directory.
 type Dir struct {
 	path string // absolute
+	// rec is the record (plan.json and plan.log) as this Dir last read or
+	// wrote it; nil: not known. ApplyRecord appends to the log only when
+	// the files still are as it says.
+	rec     *planRecord
+	written Written
+	// crash, set by tests, simulates a crash: when it returns true at a
+	// step (a file about to be renamed into place or removed, a record
+	// half appended), the Dir stops there with errCrash, leaving what a
+	// crash would.
+	crash func(step string) bool
 }
+
+var errCrash = errors.New("simulated crash")
+
+// Written counts what a Dir wrote: files written whole (each through a
+// temporary file) and records appended to LogFile, and their bytes.
+type Written struct {
+	Files, Appends int
+	Bytes          int64
+}
+
+// Written is what the dir wrote since it was opened.
+func (d *Dir) Written() Written { return d.written }
 
 // Open opens the state directory at path, creating it (and its parents)
 // with mode 0755 when it is missing. A path that exists and is not a
@@ -150,9 +177,9 @@ func (c Changes) Empty() bool {
 }
 
 // IsManaged reports whether rel (a relative slash path) names a file of
-// netspec's kinds: plan.json, dns/<name>.zone or env/<name>.env.
+// netspec's kinds: plan.json, plan.log, dns/<name>.zone or env/<name>.env.
 func IsManaged(rel string) bool {
-	if rel == PlanFile {
+	if rel == PlanFile || rel == LogFile {
 		return true
 	}
 	dir, name, ok := strings.Cut(rel, "/")
@@ -190,7 +217,7 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 		}
 		defer unlock()
 	}
-	ch, _, err := d.diff(files)
+	ch, _, err := d.diff(files, false)
 	return ch, err
 }
 
@@ -212,12 +239,58 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 	if err := d.sweepTemp(); err != nil {
 		return Changes{}, err
 	}
-	plan, want, err := d.diff(files)
+	plan, want, err := d.diff(files, false)
 	if err != nil {
 		return Changes{}, err
 	}
+	d.rec = nil // known again when next read or written whole
+	done, err := d.applyFiles(plan, want)
+	if err != nil {
+		return done, err
+	}
+	// plan.json last: it names a completely applied plan. A log goes
+	// with the plan.json it applies to, or once it is written over: in
+	// either case the record is then plan.json alone.
+	switch {
+	case slices.Contains(plan.Added, PlanFile), slices.Contains(plan.Changed, PlanFile):
+		if err := d.write(PlanFile, want[PlanFile]); err != nil {
+			return done, err
+		}
+		if slices.Contains(plan.Added, PlanFile) {
+			done.Added = append(done.Added, PlanFile)
+		} else {
+			done.Changed = append(done.Changed, PlanFile)
+		}
+	case slices.Contains(plan.Removed, PlanFile):
+		if err := d.remove(PlanFile); err != nil {
+			return done, err
+		}
+		if err := syncDir(d.path); err != nil {
+			return done, d.errorf("sync %s: %w", d.path, err)
+		}
+		done.Removed = append(done.Removed, PlanFile)
+	}
+	if slices.Contains(plan.Removed, LogFile) {
+		if err := d.remove(LogFile); err != nil {
+			return done, err
+		}
+		if err := syncDir(d.path); err != nil {
+			return done, d.errorf("sync %s: %w", d.path, err)
+		}
+		done.Removed = append(done.Removed, LogFile)
+	}
+	slices.Sort(done.Added)
+	slices.Sort(done.Changed)
+	slices.Sort(done.Removed)
+	return done, nil
+}
+
+// applyFiles writes and removes the zone and env files of plan (made by
+// diff), each durable before it returns; plan.json and plan.log are left
+// to the caller.
+func (d *Dir) applyFiles(plan Changes, want map[string][]byte) (Changes, error) {
 	var done Changes
-	isPlan := func(p string) bool { return p == PlanFile }
+	isPlan := func(p string) bool { return p == PlanFile || p == LogFile }
 	for _, p := range plan.Added {
 		if isPlan(p) {
 			continue
@@ -252,29 +325,6 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 			return done, d.errorf("sync %s: %w", dir, err)
 		}
 	}
-	// plan.json last: it names a completely applied plan.
-	switch {
-	case slices.Contains(plan.Added, PlanFile), slices.Contains(plan.Changed, PlanFile):
-		if err := d.write(PlanFile, want[PlanFile]); err != nil {
-			return done, err
-		}
-		if slices.Contains(plan.Added, PlanFile) {
-			done.Added = append(done.Added, PlanFile)
-		} else {
-			done.Changed = append(done.Changed, PlanFile)
-		}
-	case slices.Contains(plan.Removed, PlanFile):
-		if err := d.remove(PlanFile); err != nil {
-			return done, err
-		}
-		if err := syncDir(d.path); err != nil {
-			return done, d.errorf("sync %s: %w", d.path, err)
-		}
-		done.Removed = append(done.Removed, PlanFile)
-	}
-	slices.Sort(done.Added)
-	slices.Sort(done.Changed)
-	slices.Sort(done.Removed)
 	return done, nil
 }
 
@@ -292,6 +342,7 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 		return nil, err
 	}
 	defer unlock()
+	d.rec = nil
 	if err := d.sweepTemp(); err != nil {
 		return nil, err
 	}
@@ -331,19 +382,6 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 	return sorted(removed), nil
 }
 
-// LastPlan returns the content of plan.json, or nil and no error when the
-// dir has none.
-func (d *Dir) LastPlan() ([]byte, error) {
-	b, err := os.ReadFile(d.abs(PlanFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, d.errorf("read %s: %w", PlanFile, err)
-	}
-	return b, nil
-}
-
 // Serial returns the SOA serial of the zone file the dir holds for zone
 // (a zone name, with or without the trailing dot), and false when there is
 // none or it cannot be read.
@@ -364,12 +402,17 @@ func (d *Dir) Serial(zone string) (uint32, bool) {
 }
 
 // diff computes the changes files make and the content each wanted file
-// is to have (zone serials rewritten).
-func (d *Dir) diff(files map[string][]byte) (Changes, map[string][]byte, error) {
+// is to have (zone serials rewritten). With record, files has no plan.json
+// and the record (plan.json, plan.log) is neither compared nor removed:
+// the caller keeps it (ApplyRecord). plan.log is never in files.
+func (d *Dir) diff(files map[string][]byte, record bool) (Changes, map[string][]byte, error) {
 	want := make(map[string][]byte, len(files))
 	for p, b := range files {
 		if p == RulesetFile {
 			continue
+		}
+		if p == LogFile || record && p == PlanFile {
+			return Changes{}, nil, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
 		if !IsManaged(p) {
 			return Changes{}, nil, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone or %s/<namespace>.env)", p, PlanFile, dnsDir, envDir)
@@ -403,6 +446,9 @@ func (d *Dir) diff(files map[string][]byte) (Changes, map[string][]byte, error) 
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(held)) {
+		if record && (p == PlanFile || p == LogFile) {
+			continue
+		}
 		if _, ok := want[p]; !ok {
 			ch.Removed = append(ch.Removed, p)
 		}
@@ -414,12 +460,14 @@ func (d *Dir) diff(files map[string][]byte) (Changes, map[string][]byte, error) 
 // only.
 func (d *Dir) held() (map[string]bool, error) {
 	held := map[string]bool{}
-	fi, err := os.Lstat(d.abs(PlanFile))
-	switch {
-	case err == nil && fi.Mode().IsRegular():
-		held[PlanFile] = true
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return nil, d.errorf("%s: %w", PlanFile, err)
+	for _, p := range []string{PlanFile, LogFile} {
+		fi, err := os.Lstat(d.abs(p))
+		switch {
+		case err == nil && fi.Mode().IsRegular():
+			held[p] = true
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return nil, d.errorf("%s: %w", p, err)
+		}
 	}
 	for _, sub := range []string{dnsDir, envDir} {
 		ents, err := os.ReadDir(filepath.Join(d.path, sub))
@@ -491,6 +539,9 @@ func (d *Dir) write(rel string, data []byte) error {
 		os.Remove(tmp)
 		return d.errorf("write %s: %w", rel, err)
 	}
+	if d.crash != nil && d.crash("write "+rel) {
+		return errCrash
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return d.errorf("write %s: %w", rel, err)
@@ -498,11 +549,16 @@ func (d *Dir) write(rel string, data []byte) error {
 	if err := syncDir(dir); err != nil {
 		return d.errorf("write %s: sync %s: %w", rel, dir, err)
 	}
+	d.written.Files++
+	d.written.Bytes += int64(len(data))
 	return nil
 }
 
 // remove removes rel; one already gone is not an error.
 func (d *Dir) remove(rel string) error {
+	if d.crash != nil && d.crash("remove "+rel) {
+		return errCrash
+	}
 	if err := os.Remove(d.abs(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return d.errorf("remove %s: %w", rel, err)
 	}

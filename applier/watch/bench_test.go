@@ -434,11 +434,13 @@ var stageNames = [...]string{"rescan", "schema_load", "treecheck", "compile", "c
 // and tree checks, compiling the Services, comparing them with the last
 // plan's, rendering and parsing (warm Parser) the ruleset, the kernel
 // update; then, after the kernel, finishing the plan (DNS records, env
-// files) with rendering the state dir's files, and writing them.
+// files) with rendering the state dir's zone and env files and the plan's
+// delta, and writing them (state.Dir.ApplyRecord, as applier.Node does).
 type reloader struct {
 	tree   string
-	kernel func(*nft.Ruleset) error      // the kernel update; nil: none
-	files  func(map[string][]byte) error // writes the state dir; nil: none
+	kernel func(*nft.Ruleset) error // the kernel update; nil: none
+	// files writes the state dir; nil: none.
+	files  func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error
 	mem    *cache.Memory
 	stats  schema.StatCache
 	parser nft.Parser
@@ -506,14 +508,22 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 		}
 	}
 	lap(7)
+	prev := r.last
 	r.last = st.Finish()
-	files, err := render.StateFiles(r.last)
+	files, err := render.ZoneEnvFiles(r.last)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var delta []byte
+	if prev != nil {
+		if delta, err = render.PlanDeltaJSON(plan.Diff(prev, r.last)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	p := r.last
 	lap(8)
 	if r.files != nil {
-		if err := r.files(files); err != nil {
+		if err := r.files(files, delta, func() ([]byte, error) { return render.PlanJSON(p) }); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -540,7 +550,10 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 	}
 	r := newReloader(tree)
 	r.kernel = func(rs *nft.Ruleset) error { _, err := a.Update(rs); return err }
-	r.files = func(files map[string][]byte) error { _, err := dir.Apply(files); return err }
+	r.files = func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error {
+		_, err := dir.ApplyRecord(files, delta, full)
+		return err
+	}
 	real, err := filepath.EvalSymlinks(tree)
 	if err != nil {
 		t.Fatal(err)

@@ -375,6 +375,9 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	if r.Files, err = n.dir.ApplyRecord(files, delta, full); err != nil {
 		return r, err
 	}
+	// The state dir records p now: the next delta is from p, whatever
+	// happens below.
+	n.last = p
 	if n.nft == nil {
 		r.KernelAt = time.Now() // no kernel: the files are what changes
 	}
@@ -390,7 +393,6 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 			return r, fmt.Errorf("ipvs: %w", err)
 		}
 	}
-	n.last = p
 	r.Took = time.Since(start)
 	return r, nil
 }

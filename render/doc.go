@@ -1,5 +1,7 @@
 // Package render turns a compiled Plan into the text artifacts that are
 // committed and reviewed: the nftables ruleset, DNS zone files, service
 // environment files and plan.json (the IPVS table comes with the IPVS data
-// plane). It is pure: the same Plan always gives the same bytes.
+// plane), and a plan.Delta as the line a node appends to its record of the
+// applied plan (PlanDeltaJSON). It is pure: the same Plan always gives the
+// same bytes.
 package render

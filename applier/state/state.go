@@ -244,7 +244,9 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 // changed files atomically and removes the files of netspec's kinds that
 // files does not have, leaving every other file alone, and returns what it
 // did, which is what Plan returns for the same dir and files. plan.json is
-// written or removed last (see the package doc). On an error, the Changes
+// written or removed last (see the package doc), given whole: a plan.log
+// goes after it (the record is then plan.json alone). A daemon records its
+// plans by difference with ApplyRecord instead. On an error, the Changes
 // returned are those made before it.
 func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 	if err := mkdir(d.path); err != nil { // OpenNoCreate may have left it missing

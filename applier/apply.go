@@ -142,8 +142,10 @@ func (n *Node) Close() error {
 	return n.nft.Close()
 }
 
+// lastPlan reads the state dir's record of the last applied plan: its
+// plan.json with plan.log's deltas applied.
 func (n *Node) lastPlan() (*plan.Plan, error) {
-	data, err := n.dir.LastPlan()
+	data, deltas, err := n.dir.LastPlan()
 	if err != nil || data == nil {
 		return nil, err
 	}
@@ -151,7 +153,45 @@ func (n *Node) lastPlan() (*plan.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", n.dir.Path(), state.PlanFile, err)
 	}
+	for i, b := range deltas {
+		d, err := render.ParsePlanDeltaJSON(b)
+		if err == nil {
+			p, err = d.Apply(p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: record %d: %w (remove %s to start the record over from the next apply)",
+				n.dir.Path(), state.LogFile, i+1, err, state.LogFile)
+		}
+	}
 	return p, nil
+}
+
+// record is what ApplyRecord needs to record p as applied: the delta from
+// the last applied plan (nil when there is none, or p is the same), and
+// the whole plan, rendered only if the dir writes it.
+func (n *Node) record(p *plan.Plan) ([]byte, func() ([]byte, error), error) {
+	full := func() ([]byte, error) { return render.PlanJSON(p) }
+	if n.last == nil || n.last.Equal(p) {
+		return nil, full, nil
+	}
+	delta, err := render.PlanDeltaJSON(plan.Diff(n.last, p))
+	if err != nil {
+		return nil, nil, err
+	}
+	return delta, full, nil
+}
+
+// planRecord adds plan.json to ch when applying p changes the record of
+// the last applied plan, as ApplyRecord reports it.
+func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
+	switch {
+	case n.last == nil:
+		ch.Added = append(ch.Added, state.PlanFile)
+		slices.Sort(ch.Added)
+	case !n.last.Equal(p):
+		ch.Changed = append(ch.Changed, state.PlanFile)
+		slices.Sort(ch.Changed)
+	}
 }
 
 // desired renders p: the ruleset for the kernel (nil with NoDataplane),
@@ -161,7 +201,7 @@ func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvsmodel.Table, map[string
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	files, err := render.StateFiles(p)
+	files, err := render.ZoneEnvFiles(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -236,9 +276,10 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 			return nil, err
 		}
 	}
-	if r.Files, err = n.dir.Plan(files); err != nil {
+	if r.Files, err = n.dir.PlanFiles(files); err != nil {
 		return nil, err
 	}
+	n.planRecord(&r.Files, p)
 	r.Took = time.Since(start)
 	return r, nil
 }
@@ -284,7 +325,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	if finish == nil {
 		// A complete plan: its files are rendered before anything
 		// changes, so that an error changes nothing.
-		if files, err = render.StateFiles(p); err != nil {
+		if files, err = render.ZoneEnvFiles(p); err != nil {
 			return nil, err
 		}
 	}
@@ -318,13 +359,20 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		if p, err = finish(); err != nil {
 			return r, err
 		}
-		if files, err = render.StateFiles(p); err != nil {
+		if files, err = render.ZoneEnvFiles(p); err != nil {
 			return r, err
 		}
 	}
-	if r.Files, err = n.dir.Apply(files); err != nil {
+	delta, full, err := n.record(p)
+	if err != nil {
 		return r, err
 	}
+	if r.Files, err = n.dir.ApplyRecord(files, delta, full); err != nil {
+		return r, err
+	}
+	// The state dir records p now: the next delta is from p, whatever
+	// happens below.
+	n.last = p
 	if n.nft == nil {
 		r.KernelAt = time.Now() // no kernel: the files are what changes
 	}
@@ -340,7 +388,6 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 			return r, fmt.Errorf("ipvs: %w", err)
 		}
 	}
-	n.last = p
 	r.Took = time.Since(start)
 	return r, nil
 }

@@ -73,6 +73,7 @@ type syncRec struct {
 	// programming is the watcher's network programming latency: from
 	// its first file event to the kernel updated (before the state dir).
 	programming time.Duration
+	files       int64 // state dir files written or removed
 }
 
 // recorder is a slog.Handler that keeps what the measurements need from
@@ -113,6 +114,8 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 				s.validated = a.Value.Int64()
 			case "programming_latency":
 				s.programming = a.Value.Duration()
+			case "changed_files":
+				s.files = a.Value.Int64()
 			}
 			return true
 		})
@@ -194,13 +197,17 @@ func (e *editor) service(k int) int { return (k*7919)%e.cfg.Services + 1 }
 // prepare writes the next content of service i and returns the rename
 // that installs it; t0 is to be taken just before calling it.
 func (e *editor) prepare(t testing.TB, i int) (rename func() error, want string) {
+	return e.toggle(t, i, "containerPort: 8080", "containerPort: 8081")
+}
+
+// toggle is prepare with another edit: from ↔ to in service i's file.
+func (e *editor) toggle(t testing.TB, i int, from, to string) (rename func() error, want string) {
 	t.Helper()
 	path := filepath.Join(e.tree, filepath.FromSlash(gentree.ServiceFile(e.cfg, i)))
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	from, to := "containerPort: 8080", "containerPort: 8081"
 	if e.toggled[i] {
 		from, to = to, from
 	}
@@ -212,7 +219,7 @@ func (e *editor) prepare(t testing.TB, i int) (rename func() error, want string)
 	if err := os.WriteFile(tmp, []byte(strings.ReplaceAll(string(data), from, to)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return func() error { return os.Rename(tmp, path) }, strings.TrimPrefix(to, "containerPort: ")
+	return func() error { return os.Rename(tmp, path) }, strings.TrimSpace(to[strings.LastIndex(to, ":")+1:])
 }
 
 // benchWatcher runs a watcher of tree for node-1 in a namespace of its
@@ -427,11 +434,13 @@ var stageNames = [...]string{"rescan", "schema_load", "treecheck", "compile", "c
 // and tree checks, compiling the Services, comparing them with the last
 // plan's, rendering and parsing (warm Parser) the ruleset, the kernel
 // update; then, after the kernel, finishing the plan (DNS records, env
-// files) with rendering the state dir's files, and writing them.
+// files) with rendering the state dir's zone and env files and the plan's
+// delta, and writing them (state.Dir.ApplyRecord, as applier.Node does).
 type reloader struct {
 	tree   string
-	kernel func(*nft.Ruleset) error      // the kernel update; nil: none
-	files  func(map[string][]byte) error // writes the state dir; nil: none
+	kernel func(*nft.Ruleset) error // the kernel update; nil: none
+	// files writes the state dir; nil: none.
+	files  func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error
 	mem    *cache.Memory
 	stats  schema.StatCache
 	parser nft.Parser
@@ -499,14 +508,22 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 		}
 	}
 	lap(7)
+	prev := r.last
 	r.last = st.Finish()
-	files, err := render.StateFiles(r.last)
+	files, err := render.ZoneEnvFiles(r.last)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var delta []byte
+	if prev != nil {
+		if delta, err = render.PlanDeltaJSON(plan.Diff(prev, r.last)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	p := r.last
 	lap(8)
 	if r.files != nil {
-		if err := r.files(files); err != nil {
+		if err := r.files(files, delta, func() ([]byte, error) { return render.PlanJSON(p) }); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -533,7 +550,10 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 	}
 	r := newReloader(tree)
 	r.kernel = func(rs *nft.Ruleset) error { _, err := a.Update(rs); return err }
-	r.files = func(files map[string][]byte) error { _, err := dir.Apply(files); return err }
+	r.files = func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error {
+		_, err := dir.ApplyRecord(files, delta, full)
+		return err
+	}
 	real, err := filepath.EvalSymlinks(tree)
 	if err != nil {
 		t.Fatal(err)
@@ -628,5 +648,98 @@ func rssMB(t *testing.T) float64 {
 			return kb / 1024
 		}
 	}
+	return 0
+}
+
+// TestWatchDisk measures what a watcher writes to disk per one-service
+// reload of a big tree: write_bytes of /proc/self/io (bytes the process
+// caused to be sent to storage, counted by page as it dirties them; the
+// file system's journal is not counted) around each reload, with
+// NETSPEC_WATCH_DISK_RELOADS (default 20) reloads of each kind of change:
+//
+//   - endpoints: the pods' container port (8080 ↔ 8081), which changes
+//     the plan and the kernel but no DNS record or env variable;
+//   - service-port: the Service's port (80 ↔ 81), which also changes its
+//     SRV record (the cluster zone) and its env variables (its namespace's
+//     env file).
+//
+// It logs, per kind,
+//
+//	watch-disk services=10000 kind=endpoints reloads=20 write_kb_p50=… write_kb_max=… write_kb_mean=… files_max=…
+//
+// The watcher runs with --dataplane none: what reaches the disk does not
+// depend on the data plane, and no root is needed. The test process
+// writes nothing else during a reload (the edit is written before).
+func TestWatchDisk(t *testing.T) {
+	if os.Getenv("NETSPEC_WATCH_BENCH") == "" {
+		t.Skip("SKIPPED: set NETSPEC_WATCH_BENCH=1 to measure the watcher on a big tree (scripts/bench-watch)")
+	}
+	n := benchInt(t, "NETSPEC_WATCH_SERVICES", 10000)
+	reloads := benchInt(t, "NETSPEC_WATCH_DISK_RELOADS", 20)
+	tree, cfg := benchTree(t, n)
+	ed := newEditor(t, tree, cfg)
+	rec := newRecorder(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	w, err := New(Options{Tree: tree, Node: "node-1", StateDir: stateDir, Dataplane: DataplaneNone,
+		Debounce: 20 * time.Millisecond, Resync: -1, Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := writeBytes(t)
+	runSynced(t, w, 2*time.Minute)
+	t.Logf("watch-disk services=%d kind=first-sync write_kb=%.0f", n, float64(writeBytes(t)-before)/1024)
+	kinds := []struct{ name, from, to string }{
+		{"endpoints", "containerPort: 8080", "containerPort: 8081"},
+		{"service-port", "    port: 80\n", "    port: 81\n"},
+	}
+	k := 0
+	for _, kind := range kinds {
+		var written []float64
+		var files int64
+		for range reloads {
+			rename, _ := ed.toggle(t, ed.service(k), kind.from, kind.to)
+			k++
+			rec.mark()
+			before := writeBytes(t)
+			if err := rename(); err != nil {
+				t.Fatal(err)
+			}
+			s := rec.waitChange(t)
+			written = append(written, float64(writeBytes(t)-before)/1024)
+			files = max(files, s.files)
+		}
+		slices.Sort(written)
+		var sum float64
+		for _, v := range written {
+			sum += v
+		}
+		t.Logf("watch-disk services=%d kind=%s reloads=%d write_kb_p50=%.1f write_kb_max=%.1f write_kb_mean=%.1f files_max=%d",
+			n, kind.name, reloads, written[(len(written)-1)/2], written[len(written)-1], sum/float64(len(written)), files)
+	}
+	entries, _ := os.ReadDir(stateDir)
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && !e.IsDir() {
+			t.Logf("watch-disk state dir: %s %d bytes", e.Name(), fi.Size())
+		}
+	}
+}
+
+// writeBytes is write_bytes of /proc/self/io.
+func writeBytes(t *testing.T) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("/proc/self/io has no write_bytes")
 	return 0
 }

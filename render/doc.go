@@ -2,6 +2,7 @@
 // committed and reviewed: the nftables ruleset, DNS zone files, service
 // environment files and plan.json; with the IPVS data plane, the IPVS
 // table, which it builds as a model (package ipvsmodel, IPVSTable) that the
-// applier installs and prints as ipvs.txt. It is pure: the same Plan always
-// gives the same bytes.
+// applier installs and prints as ipvs.txt; and a plan.Delta as the line a
+// node appends to its record of the applied plan (PlanDeltaJSON). It is
+// pure: the same Plan always gives the same bytes.
 package render

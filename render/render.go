@@ -89,6 +89,22 @@ func kernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, e
 // StateFiles renders the artifacts of Files that a node keeps in its
 // state dir: the zone files, the env files and plan.json.
 func StateFiles(p *plan.Plan) (map[string][]byte, error) {
+	files, err := ZoneEnvFiles(p)
+	if err != nil {
+		return nil, err
+	}
+	planJSON, err := PlanJSON(p)
+	if err != nil {
+		return nil, err
+	}
+	files["plan.json"] = planJSON
+	return files, nil
+}
+
+// ZoneEnvFiles renders the zone files and the env files of Files: what a
+// node's state dir holds for other programs (resolvers, pods). The node
+// records the plan itself apart, by difference (plan.Delta).
+func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
 	if p == nil {
 		return nil, errors.New("render: no plan")
 	}
@@ -116,13 +132,6 @@ func StateFiles(p *plan.Plan) (map[string][]byte, error) {
 		if err := add("env/"+f.Namespace+".env", EnvFile(f)); err != nil {
 			return nil, err
 		}
-	}
-	planJSON, err := PlanJSON(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := add("plan.json", planJSON); err != nil {
-		return nil, err
 	}
 	return files, nil
 }

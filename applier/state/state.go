@@ -1,10 +1,25 @@
 // Package state keeps a node's state directory (netspec's --state-dir,
 // /var/lib/netspec by default): the DNS zones (dns/<zone>.zone), the
-// service environment files (env/<namespace>.env) and the last applied plan
-// (plan.json), as render.Files names them.
+// service environment files (env/<namespace>.env), as render.Files names
+// them, and the record of the last applied plan (plan.json and plan.log).
 //
-// Only files of those three kinds are netspec's: a file is one when its
-// path, relative to the dir, is plan.json, dns/<name>.zone or
+// What is on disk, and why:
+//
+//   - the zone files, for any authoritative server (CoreDNS file, BIND,
+//     Knot) that serves the node's names from them, and the env files, for
+//     the loaders that give pods their service variables: both are read by
+//     other programs, so both always hold the last applied plan, each
+//     written whole (a reader must see a complete file) and only when its
+//     content changed;
+//   - the record of the last applied plan, for the node itself: `netspec
+//     plan` compares a tree with it, and apply (or a daemon starting)
+//     deletes the conntrack entries of UDP endpoints that left since. It is
+//     plan.json, a whole plan, plus plan.log, the changes applied since
+//     (record.go): a daemon's reload appends its change, a few kilobytes,
+//     instead of rewriting the whole plan (27 MB at 10,000 Services).
+//
+// Only files of those kinds are netspec's: a file is one when its path,
+// relative to the dir, is plan.json, plan.log, dns/<name>.zone or
 // env/<name>.env, where <name> is a plain file name not starting with a
 // dot, and it is a regular file. Everything else in the dir (other files,
 // subdirectories, symbolic links) is never modified or removed.
@@ -18,20 +33,24 @@
 // within one file system replaces the name atomically, so a reader (the DNS
 // server, a pod's env loader) sees the old file or the new one and never a
 // mix, and after a power loss the name points at a complete file: the data
-// was synced before the rename, and the directory after it.
+// was synced before the rename, and the directory after it. plan.log is
+// the one file appended to: a record counts only when whole (length and
+// checksum), so a torn append is no record (see record.go).
 //
-// plan.json is written (or removed) last, after every zone and env file is
-// in place and durable, and stale files are removed before it too. So
-// plan.json always names a plan that was completely applied: after a crash
-// in the middle of Apply the dir holds the old plan.json with a mix of old
-// and new zone and env files, each of them complete. The next Apply
-// converges; it compares file contents, not plan.json, so it rewrites
-// exactly what is still different, and a zone written just before the crash
-// keeps the serial it got (its content equals the rendered one). Temporary
-// files a crash left behind are removed by the next Apply or Cleanup.
+// The record (plan.json, or a record appended to plan.log) is written (or
+// removed) last, after every zone and env file is in place and durable,
+// and stale files are removed before it too. So the record always names a
+// plan that was completely applied: after a crash in the middle of Apply
+// or ApplyRecord the dir holds the old record with a mix of old and new
+// zone and env files, each of them complete. The next apply converges; it
+// compares file contents, not the record, so it rewrites exactly what is
+// still different, and a zone written just before the crash keeps the
+// serial it got (its content equals the rendered one). Temporary files a
+// crash left behind are removed by the next Apply or Cleanup.
 //
-// Apply and Cleanup hold an exclusive flock(2) on the dir while they run,
-// and Plan a shared one, so two appliers on one node do not interleave.
+// Apply, ApplyRecord and Cleanup hold an exclusive flock(2) on the dir
+// while they run, and Plan, PlanFiles and LastPlan a shared one, so two
+// appliers on one node do not interleave.
 //
 // # Zone serials
 //
@@ -53,8 +72,13 @@ import (
 	"syscall"
 )
 
-// PlanFile is the path of the last applied plan in the dir.
+// PlanFile is the path of the last applied plan in the dir: the whole
+// plan, or the base that LogFile's deltas apply to (see record.go).
 const PlanFile = "plan.json"
+
+// LogFile is the path of the journal of the applied plan's changes since
+// PlanFile was written (ApplyRecord).
+const LogFile = "plan.log"
 
 // RulesetFile is the ruleset's path in render.Files. It is installed over
 // netlink, not kept in the dir: Plan and Apply ignore it.
@@ -71,7 +95,29 @@ const (
 // Dir is a node's state directory.
 type Dir struct {
 	path string // absolute
+	// rec is the record (plan.json and plan.log) as this Dir last read or
+	// wrote it; nil: not known. ApplyRecord appends to the log only when
+	// the files still are as it says.
+	rec     *planRecord
+	written Written
+	// crash, set by tests, simulates a crash: when it returns true at a
+	// step (a file about to be renamed into place or removed, a record
+	// half appended), the Dir stops there with errCrash, leaving what a
+	// crash would.
+	crash func(step string) bool
 }
+
+var errCrash = errors.New("simulated crash")
+
+// Written counts what a Dir wrote: files written whole (each through a
+// temporary file) and records appended to LogFile, and their bytes.
+type Written struct {
+	Files, Appends int
+	Bytes          int64
+}
+
+// Written is what the dir wrote since it was opened.
+func (d *Dir) Written() Written { return d.written }
 
 // Open opens the state directory at path, creating it (and its parents)
 // with mode 0755 when it is missing. A path that exists and is not a
@@ -150,9 +196,9 @@ func (c Changes) Empty() bool {
 }
 
 // IsManaged reports whether rel (a relative slash path) names a file of
-// netspec's kinds: plan.json, dns/<name>.zone or env/<name>.env.
+// netspec's kinds: plan.json, plan.log, dns/<name>.zone or env/<name>.env.
 func IsManaged(rel string) bool {
-	if rel == PlanFile {
+	if rel == PlanFile || rel == LogFile {
 		return true
 	}
 	dir, name, ok := strings.Cut(rel, "/")
@@ -190,7 +236,7 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 		}
 		defer unlock()
 	}
-	ch, _, err := d.diff(files)
+	ch, _, err := d.diff(files, false)
 	return ch, err
 }
 
@@ -198,7 +244,9 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 // changed files atomically and removes the files of netspec's kinds that
 // files does not have, leaving every other file alone, and returns what it
 // did, which is what Plan returns for the same dir and files. plan.json is
-// written or removed last (see the package doc). On an error, the Changes
+// written or removed last (see the package doc), given whole: a plan.log
+// goes after it (the record is then plan.json alone). A daemon records its
+// plans by difference with ApplyRecord instead. On an error, the Changes
 // returned are those made before it.
 func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 	if err := mkdir(d.path); err != nil { // OpenNoCreate may have left it missing
@@ -212,12 +260,58 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 	if err := d.sweepTemp(); err != nil {
 		return Changes{}, err
 	}
-	plan, want, err := d.diff(files)
+	plan, want, err := d.diff(files, false)
 	if err != nil {
 		return Changes{}, err
 	}
+	d.rec = nil // known again when next read or written whole
+	done, err := d.applyFiles(plan, want)
+	if err != nil {
+		return done, err
+	}
+	// plan.json last: it names a completely applied plan. A log goes
+	// with the plan.json it applies to, or once it is written over: in
+	// either case the record is then plan.json alone.
+	switch {
+	case slices.Contains(plan.Added, PlanFile), slices.Contains(plan.Changed, PlanFile):
+		if err := d.write(PlanFile, want[PlanFile]); err != nil {
+			return done, err
+		}
+		if slices.Contains(plan.Added, PlanFile) {
+			done.Added = append(done.Added, PlanFile)
+		} else {
+			done.Changed = append(done.Changed, PlanFile)
+		}
+	case slices.Contains(plan.Removed, PlanFile):
+		if err := d.remove(PlanFile); err != nil {
+			return done, err
+		}
+		if err := syncDir(d.path); err != nil {
+			return done, d.errorf("sync %s: %w", d.path, err)
+		}
+		done.Removed = append(done.Removed, PlanFile)
+	}
+	if slices.Contains(plan.Removed, LogFile) {
+		if err := d.remove(LogFile); err != nil {
+			return done, err
+		}
+		if err := syncDir(d.path); err != nil {
+			return done, d.errorf("sync %s: %w", d.path, err)
+		}
+		done.Removed = append(done.Removed, LogFile)
+	}
+	slices.Sort(done.Added)
+	slices.Sort(done.Changed)
+	slices.Sort(done.Removed)
+	return done, nil
+}
+
+// applyFiles writes and removes the zone and env files of plan (made by
+// diff), each durable before it returns; plan.json and plan.log are left
+// to the caller.
+func (d *Dir) applyFiles(plan Changes, want map[string][]byte) (Changes, error) {
 	var done Changes
-	isPlan := func(p string) bool { return p == PlanFile }
+	isPlan := func(p string) bool { return p == PlanFile || p == LogFile }
 	for _, p := range plan.Added {
 		if isPlan(p) {
 			continue
@@ -252,29 +346,6 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 			return done, d.errorf("sync %s: %w", dir, err)
 		}
 	}
-	// plan.json last: it names a completely applied plan.
-	switch {
-	case slices.Contains(plan.Added, PlanFile), slices.Contains(plan.Changed, PlanFile):
-		if err := d.write(PlanFile, want[PlanFile]); err != nil {
-			return done, err
-		}
-		if slices.Contains(plan.Added, PlanFile) {
-			done.Added = append(done.Added, PlanFile)
-		} else {
-			done.Changed = append(done.Changed, PlanFile)
-		}
-	case slices.Contains(plan.Removed, PlanFile):
-		if err := d.remove(PlanFile); err != nil {
-			return done, err
-		}
-		if err := syncDir(d.path); err != nil {
-			return done, d.errorf("sync %s: %w", d.path, err)
-		}
-		done.Removed = append(done.Removed, PlanFile)
-	}
-	slices.Sort(done.Added)
-	slices.Sort(done.Changed)
-	slices.Sort(done.Removed)
 	return done, nil
 }
 
@@ -292,6 +363,7 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 		return nil, err
 	}
 	defer unlock()
+	d.rec = nil
 	if err := d.sweepTemp(); err != nil {
 		return nil, err
 	}
@@ -331,19 +403,6 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 	return sorted(removed), nil
 }
 
-// LastPlan returns the content of plan.json, or nil and no error when the
-// dir has none.
-func (d *Dir) LastPlan() ([]byte, error) {
-	b, err := os.ReadFile(d.abs(PlanFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, d.errorf("read %s: %w", PlanFile, err)
-	}
-	return b, nil
-}
-
 // Serial returns the SOA serial of the zone file the dir holds for zone
 // (a zone name, with or without the trailing dot), and false when there is
 // none or it cannot be read.
@@ -364,12 +423,17 @@ func (d *Dir) Serial(zone string) (uint32, bool) {
 }
 
 // diff computes the changes files make and the content each wanted file
-// is to have (zone serials rewritten).
-func (d *Dir) diff(files map[string][]byte) (Changes, map[string][]byte, error) {
+// is to have (zone serials rewritten). With record, files has no plan.json
+// and the record (plan.json, plan.log) is neither compared nor removed:
+// the caller keeps it (ApplyRecord). plan.log is never in files.
+func (d *Dir) diff(files map[string][]byte, record bool) (Changes, map[string][]byte, error) {
 	want := make(map[string][]byte, len(files))
 	for p, b := range files {
 		if p == RulesetFile {
 			continue
+		}
+		if p == LogFile || record && p == PlanFile {
+			return Changes{}, nil, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
 		if !IsManaged(p) {
 			return Changes{}, nil, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone or %s/<namespace>.env)", p, PlanFile, dnsDir, envDir)
@@ -403,6 +467,9 @@ func (d *Dir) diff(files map[string][]byte) (Changes, map[string][]byte, error) 
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(held)) {
+		if record && (p == PlanFile || p == LogFile) {
+			continue
+		}
 		if _, ok := want[p]; !ok {
 			ch.Removed = append(ch.Removed, p)
 		}
@@ -414,12 +481,14 @@ func (d *Dir) diff(files map[string][]byte) (Changes, map[string][]byte, error) 
 // only.
 func (d *Dir) held() (map[string]bool, error) {
 	held := map[string]bool{}
-	fi, err := os.Lstat(d.abs(PlanFile))
-	switch {
-	case err == nil && fi.Mode().IsRegular():
-		held[PlanFile] = true
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return nil, d.errorf("%s: %w", PlanFile, err)
+	for _, p := range []string{PlanFile, LogFile} {
+		fi, err := os.Lstat(d.abs(p))
+		switch {
+		case err == nil && fi.Mode().IsRegular():
+			held[p] = true
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return nil, d.errorf("%s: %w", p, err)
+		}
 	}
 	for _, sub := range []string{dnsDir, envDir} {
 		ents, err := os.ReadDir(filepath.Join(d.path, sub))
@@ -491,6 +560,9 @@ func (d *Dir) write(rel string, data []byte) error {
 		os.Remove(tmp)
 		return d.errorf("write %s: %w", rel, err)
 	}
+	if d.crash != nil && d.crash("write "+rel) {
+		return errCrash
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return d.errorf("write %s: %w", rel, err)
@@ -498,11 +570,16 @@ func (d *Dir) write(rel string, data []byte) error {
 	if err := syncDir(dir); err != nil {
 		return d.errorf("write %s: sync %s: %w", rel, dir, err)
 	}
+	d.written.Files++
+	d.written.Bytes += int64(len(data))
 	return nil
 }
 
 // remove removes rel; one already gone is not an error.
 func (d *Dir) remove(rel string) error {
+	if d.crash != nil && d.crash("remove "+rel) {
+		return errCrash
+	}
 	if err := os.Remove(d.abs(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return d.errorf("remove %s: %w", rel, err)
 	}

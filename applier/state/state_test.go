@@ -450,7 +450,7 @@ func TestCleanup(t *testing.T) {
 			if _, err := os.Stat(d.Path()); err != nil {
 				t.Errorf("the state dir itself: %v", err)
 			}
-			if p, err := d.LastPlan(); p != nil || err != nil {
+			if p, _, err := d.LastPlan(); p != nil || err != nil {
 				t.Errorf("LastPlan after Cleanup = %q, %v", p, err)
 			}
 		})
@@ -459,13 +459,13 @@ func TestCleanup(t *testing.T) {
 
 func TestLastPlan(t *testing.T) {
 	d := openTemp(t)
-	if p, err := d.LastPlan(); p != nil || err != nil {
+	if p, _, err := d.LastPlan(); p != nil || err != nil {
 		t.Fatalf("LastPlan of an empty dir = %q, %v; want nil, nil", p, err)
 	}
 	if _, err := d.Apply(map[string][]byte{"plan.json": []byte(`{"v":1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := d.LastPlan(); string(p) != `{"v":1}` || err != nil {
+	if p, _, err := d.LastPlan(); string(p) != `{"v":1}` || err != nil {
 		t.Fatalf("LastPlan = %q, %v", p, err)
 	}
 }
@@ -663,7 +663,7 @@ func TestOpenNoCreate(t *testing.T) {
 		t.Errorf("Plan of a missing dir (-want +got):\n%s", diff)
 	}
 	missing("Plan")
-	if b, err := d.LastPlan(); b != nil || err != nil {
+	if b, _, err := d.LastPlan(); b != nil || err != nil {
 		t.Errorf("LastPlan of a missing dir = %q, %v; want nil, nil", b, err)
 	}
 	if _, ok := d.Serial("cluster.local"); ok {

@@ -29,7 +29,7 @@ type nodeFlags struct {
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.loadFlags.register(fs)
 	fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
-	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and last applied plan.json")
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
 	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane: nftables, or ipvs (IPVS virtual servers, with nftables tables for what IPVS cannot do)")
 	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 }
@@ -119,8 +119,10 @@ Examples:
     ip_vs);
   - conntrack entries of UDP endpoints that left a service are deleted, so
     the next datagram reaches a live endpoint;
-  - DIR/dns/*.zone, DIR/env/*.env and DIR/plan.json are written atomically;
-    files the plan no longer has are removed. Zone serials never go back.
+  - DIR/dns/*.zone and DIR/env/*.env are written atomically, those whose
+    content changed; files the plan no longer has are removed. Zone serials
+    never go back. Last, the applied plan is recorded: its change appended
+    to DIR/plan.log, or the whole plan written as DIR/plan.json.
 
 Applying twice changes nothing the second time. An invalid tree changes
 nothing. Needs root (or CAP_NET_ADMIN).
@@ -145,10 +147,10 @@ Examples:
 		summary: "remove what netspec installed on this node: its nftables tables and state files",
 		help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
 namespace it runs in, the IPVS virtual servers netspec owns and its interface
-netspec-ipvs0 (if --dataplane ipvs was used), and the zone files, env files
-and plan.json of the state dir. Other tables, virtual servers and files are
-left alone. Running it again is harmless. A state dir that does not exist
-is not created.
+netspec-ipvs0 (if --dataplane ipvs was used), and the zone files, env files,
+plan.json and plan.log of the state dir. Other tables, virtual servers and
+files are left alone. Running it again is harmless. A state dir that does
+not exist is not created.
 
 Exit status: 0 removed, or nothing to remove; 1 any error (a usage error
 too).

@@ -100,7 +100,7 @@ Examples:
 			fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
 			fs.StringVar(&f.dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane: nftables, ipvs (IPVS virtual servers; see 'netspec apply --help'), or none to write the state dir (and serve DNS) only")
 			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and last applied plan.json")
+			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
 			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
 			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
 			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")

@@ -371,15 +371,48 @@ func TestFakeCleanup(t *testing.T) {
 	}
 }
 
-// refusals are batches the kernel refuses, each after a valid setup batch.
-// TestFakeRefuses runs them against the Fake, TestFakeRefusesAsKernel
-// against both.
+// refusals are batches the kernel refuses (errno), each after a valid
+// setup batch, and look-alikes it accepts (errno 0). TestFakeRefuses runs
+// them against the Fake, TestFakeRefusesAsKernel against the kernel.
 var refusals = []struct {
 	name  string
 	setup func(b Batch)
 	bad   func(b Batch)
 	errno unix.Errno
 }{
+	{
+		name:  "accepted: add an existing table, chain and set again",
+		setup: func(b Batch) { b.AddTable(ipNetspec); b.AddChain(chainIn(ipNetspec, "a")) },
+		bad: func(b Batch) {
+			b.AddTable(ipNetspec)
+			b.AddChain(chainIn(ipNetspec, "a"))
+			b.AddSet(&nftables.Set{Table: ipNetspec, Name: "s", KeyType: nftables.TypeIPAddr}, nil)
+			b.AddSet(&nftables.Set{Table: ipNetspec, Name: "s", KeyType: nftables.TypeIPAddr}, nil)
+		},
+	},
+	{
+		name: "accepted: add an element again with the same data",
+		setup: func(b Batch) {
+			b.AddTable(ipNetspec)
+			b.AddChain(chainIn(ipNetspec, "a"))
+			b.AddSet(&nftables.Set{Table: ipNetspec, Name: "m", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict},
+				[]nftables.SetElement{{Key: []byte{10, 0, 0, 1}, VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: "a"}}})
+		},
+		bad: func(b Batch) {
+			b.SetAddElements(&nftables.Set{Table: ipNetspec, Name: "m", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict},
+				[]nftables.SetElement{{Key: []byte{10, 0, 0, 1}, VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: "a"}}})
+		},
+	},
+	{
+		name: "accepted: delete a chain with rules, and the chain it alone jumped to",
+		setup: func(b Batch) {
+			b.AddTable(ipNetspec)
+			b.AddChain(chainIn(ipNetspec, "a"))
+			b.AddChain(chainIn(ipNetspec, "b"))
+			b.AddRule(&nftables.Rule{Table: ipNetspec, Chain: chainIn(ipNetspec, "a"), Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "b"}}})
+		},
+		bad: func(b Batch) { b.DelChain(chainIn(ipNetspec, "a")); b.DelChain(chainIn(ipNetspec, "b")) },
+	},
 	{
 		name:  "rule jumps to a missing chain",
 		setup: func(b Batch) { b.AddTable(ipNetspec); b.AddChain(chainIn(ipNetspec, "a")) },
@@ -529,6 +562,12 @@ func TestFakeRefuses(t *testing.T) {
 				tc.bad(b)
 				return nil
 			})
+			if tc.errno == 0 {
+				if err != nil {
+					t.Errorf("error %v, want none", err)
+				}
+				return
+			}
 			if !errors.Is(err, tc.errno) {
 				t.Errorf("error %v, want %v", err, tc.errno)
 			}
@@ -555,6 +594,12 @@ func TestFakeRefusesAsKernel(t *testing.T) {
 				t.Fatalf("the kernel refuses the setup: %v", err)
 			}
 			err = k.Run(func(b Batch) error { tc.bad(b); return nil })
+			if tc.errno == 0 {
+				if err != nil {
+					t.Errorf("the kernel answers %v, the Fake accepts the batch", err)
+				}
+				return
+			}
 			if !errors.Is(err, tc.errno) {
 				t.Errorf("the kernel answers %v, the Fake %v", err, tc.errno)
 			}

@@ -25,9 +25,12 @@ import (
 // netspec could send wrongly: a rule or map element that jumps to a
 // missing chain, a rule that looks up a missing set, elements of a
 // missing set, deleting or flushing a missing object, deleting a chain
-// that is jumped to, deleting a set a rule uses, a set
-// declared again differently, an element added again with other data, a
-// base chain's hook changed in place.
+// that is jumped to (its own rules go with it, as in the kernel) or a set
+// a rule uses, a set declared again differently, an element added again
+// with other data, a base chain's hook changed in place. Adding a table,
+// chain, set or element that exists as it is changes nothing, as NEW*
+// messages without NLM_F_EXCL do. TestFakeRefusesAsKernel checks these
+// answers against the kernel's.
 //
 // Tests inspect it with Dump and the Kernel reads, drift it with Run (as
 // someone running nft by hand), and make a batch fail with FailNext.
@@ -212,6 +215,9 @@ func (f *Fake) Rules(fam nftables.TableFamily, table, chain string) (map[string]
 	if !ok {
 		return nil, unix.ENOENT
 	}
+	if chain != "" && ft.chains[chain] == nil {
+		return nil, unix.ENOENT
+	}
 	out := map[string][]KernelRule{}
 	for name, fc := range ft.chains {
 		if chain != "" && name != chain {
@@ -232,9 +238,6 @@ func (f *Fake) Rules(fam nftables.TableFamily, table, chain string) (map[string]
 			}
 			out[name] = append(out[name], kr)
 		}
-	}
-	if chain != "" && ft.chains[chain] == nil {
-		return nil, unix.ENOENT
 	}
 	return out, nil
 }
@@ -297,8 +300,8 @@ func (f *Fake) Dump() string {
 		for _, name := range sortedKeys(t.chains) {
 			c := t.chains[name]
 			fmt.Fprintf(&b, "\tchain %s", name)
-			if c.chain.Hooknum != nil {
-				fmt.Fprintf(&b, " (type %s hook %d priority %d)", c.chain.Type, *c.chain.Hooknum, *c.chain.Priority)
+			if h, p := c.chain.Hooknum, c.chain.Priority; h != nil && p != nil {
+				fmt.Fprintf(&b, " (type %s hook %d priority %d)", c.chain.Type, *h, *p)
 			}
 			fmt.Fprintf(&b, ": %d rules\n", len(c.rules))
 		}

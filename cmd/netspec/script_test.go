@@ -107,7 +107,8 @@ func cmdNetns(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdStatus runs a program as exec does and fails unless it exits with
-// the status given, which `! exec` cannot tell (1 an error, 2 differences):
+// the status given, which `! exec` cannot tell (1 an error, 2 differences);
+// it runs netspec-fake as that command does:
 //
 //	status 2 netspec diff --detailed-exitcode a b
 //	stdout '^\+ service'

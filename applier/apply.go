@@ -46,6 +46,11 @@ type Options struct {
 	// longer has are deleted: a daemon publishes its DNS records there,
 	// so that a frontend leaves DNS before its virtual server goes.
 	Published func()
+	// NFTables, when set, is the nftables the Node programs instead of the
+	// network namespace's (tests: an nft.Fake). Such a Node touches no
+	// other kernel state: no IPVS leftovers are looked for and no
+	// conntrack entries deleted.
+	NFTables nft.Kernel
 	// Incremental makes the Node remember what it rendered last, so that
 	// a daemon's next plan, which differs in a few Services, renders in
 	// a few milliseconds (render.Memo). A one-shot apply leaves it off:
@@ -119,8 +124,15 @@ func Open(opts Options) (*Node, error) {
 	if opts.NoDataplane {
 		return n, nil
 	}
-	if n.nft, err = nft.Open(opts.NetNSFd); err != nil {
-		return nil, err
+	switch {
+	case opts.NFTables != nil && opts.IPVS:
+		return nil, fmt.Errorf("the IPVS data plane needs the kernel, not a given nftables")
+	case opts.NFTables != nil:
+		n.nft = nft.New(opts.NFTables)
+	default:
+		if n.nft, err = nft.Open(opts.NetNSFd); err != nil {
+			return nil, err
+		}
 	}
 	if opts.IPVS {
 		if n.ipvs, err = ipvs.Open(opts.NetNSFd); err != nil {
@@ -344,7 +356,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		return r, err
 	}
 	r.KernelAt = time.Now()
-	if flows := staleUDPFlows(n.last, p); len(flows) > 0 && n.nft != nil {
+	if flows := staleUDPFlows(n.last, p); len(flows) > 0 && n.nft != nil && n.opts.NFTables == nil {
 		c, err := conntrack.New(n.opts.NetNSFd)
 		if err != nil {
 			return r, fmt.Errorf("conntrack: %w", err)
@@ -400,7 +412,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 func (n *Node) applyIPVS(r *Result, table *ipvsmodel.Table, update bool) error {
 	var err error
 	switch {
-	case n.nft == nil:
+	case n.nft == nil, n.opts.NFTables != nil:
 	case n.ipvs != nil && update:
 		r.IPVS, err = n.ipvs.UpdateKeeping(table)
 	case n.ipvs != nil:
@@ -423,7 +435,10 @@ func (n *Node) Cleanup() (tables, files []string, err error) {
 		if tables, err = n.nft.Cleanup(); err != nil {
 			return nil, nil, err
 		}
-		removed, err := ipvs.CleanupLeftovers(n.opts.NetNSFd)
+		removed := false
+		if n.opts.NFTables == nil {
+			removed, err = ipvs.CleanupLeftovers(n.opts.NetNSFd)
+		}
 		if err != nil {
 			return tables, nil, fmt.Errorf("ipvs: %w", err)
 		}

@@ -20,10 +20,7 @@ var families = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFa
 // Applier installs rendered rulesets into the kernel of one network
 // namespace and keeps them there.
 type Applier struct {
-	conn   *nftables.Conn // reads
-	batch  *nftables.Conn // writes: batches sent by sender
-	sender *batchSender
-	dump   *ruleDumper
+	k Kernel
 	// last is what the applier last installed and verified; the daemon
 	// diffs against it (Update) instead of reading the kernel back.
 	last *Ruleset
@@ -35,43 +32,18 @@ type Applier struct {
 // Open connects to nftables in the network namespace nsFd (an open
 // /var/run/netns/NAME or /proc/PID/ns/net; 0 for the current one).
 func Open(nsFd int) (*Applier, error) {
-	c, err := dial(nsFd)
+	k, err := OpenSystem(nsFd)
 	if err != nil {
 		return nil, err
 	}
-	// Fail early and clearly when nftables cannot be used at all.
-	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
-		c.CloseLasting()
-		return nil, fmt.Errorf("nftables: %w", explain(err))
-	}
-	d, err := newRuleDumper(nsFd)
-	if err != nil {
-		c.CloseLasting()
-		return nil, err
-	}
-	s, err := newBatchSender(nsFd)
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
-		return nil, err
-	}
-	bc, err := s.nftConn()
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
-		s.Close()
-		return nil, err
-	}
-	return &Applier{conn: c, batch: bc, sender: s, dump: d}, nil
+	return New(k), nil
 }
 
-// Close releases the netlink connections. The rules stay.
-func (a *Applier) Close() error {
-	a.dump.Close()
-	a.sender.Close()
-	a.batch.CloseLasting()
-	return a.conn.CloseLasting()
-}
+// New returns an Applier over any Kernel, such as a Fake.
+func New(k Kernel) *Applier { return &Applier{k: k} }
+
+// Close releases the kernel's connections. The rules stay.
+func (a *Applier) Close() error { return a.k.Close() }
 
 // Plan compares want with the kernel's tables and returns what Apply
 // would change, without changing anything.
@@ -143,18 +115,25 @@ func (a *Applier) Update(want *Ruleset) (*Changes, error) {
 
 // Cleanup deletes netspec's tables, if present, in one transaction.
 func (a *Applier) Cleanup() (deleted []string, err error) {
+	var del []nftables.TableFamily
 	for _, fam := range families {
-		kt, err := findTable(a.conn, fam, TableName)
+		kt, err := findTable(a.k, fam, TableName)
 		if err != nil {
 			return nil, err
 		}
 		if kt != nil {
-			a.batch.DelTable(&nftables.Table{Family: fam, Name: TableName})
+			del = append(del, fam)
 			deleted = append(deleted, familyName(fam)+" "+TableName)
 		}
 	}
-	if len(deleted) > 0 {
-		if err := a.batch.Flush(); err != nil {
+	if len(del) > 0 {
+		err := a.k.Run(func(b Batch) error {
+			for _, fam := range del {
+				b.DelTable(&nftables.Table{Family: fam, Name: TableName})
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, fmt.Errorf("delete tables: %w", explain(err))
 		}
 	}
@@ -165,7 +144,7 @@ func (a *Applier) Cleanup() (deleted []string, err error) {
 func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 	var plans []*tablePlan
 	for _, fam := range families {
-		have, err := readTable(a.conn, a.dump, fam, TableName, true)
+		have, err := readTable(a.k, fam, TableName, true)
 		if err != nil {
 			return nil, err
 		}
@@ -185,17 +164,19 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 	if ch.Empty() {
 		return ch, nil
 	}
-	for i, tp := range plans {
-		if err := tp.queue(a.batch, families[i]); err != nil {
-			// Drop what was queued: the next batch must not carry it.
-			if bc, nerr := a.sender.nftConn(); nerr == nil {
-				a.batch.CloseLasting()
-				a.batch = bc
+	var qerr error // an error of queueing: nothing was sent
+	err := a.k.Run(func(b Batch) error {
+		for i, tp := range plans {
+			if qerr = tp.queue(b, families[i]); qerr != nil {
+				return qerr
 			}
-			return ch, err
 		}
+		return nil
+	})
+	if qerr != nil {
+		return ch, qerr
 	}
-	if err := a.batch.Flush(); err != nil {
+	if err != nil {
 		a.last, a.refused = nil, true
 		// google/nftables repeats the batch's one error for every message.
 		var errno syscall.Errno
@@ -229,7 +210,7 @@ func (a *Applier) verifyWritten(want *Ruleset, plans []*tablePlan, keys *wantKey
 		} else if ok {
 			continue
 		}
-		have, err := readTable(a.conn, a.dump, fam, TableName, false)
+		have, err := readTable(a.k, fam, TableName, false)
 		if err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
@@ -254,13 +235,13 @@ func (a *Applier) verifyChanged(want *Ruleset, plans []*tablePlan) error {
 		}
 		fam := families[i]
 		for _, ch := range slices.Concat(tp.addChains, tp.changedChains) {
-			rules, err := a.dump.rules(fam, TableName, ch.Name)
+			rules, err := a.k.Rules(fam, TableName, ch.Name)
 			if err != nil {
 				return fmt.Errorf("verify chain %s: %w", ch.Name, err)
 			}
 			keys := make([][]byte, len(rules[ch.Name]))
 			for i, r := range rules[ch.Name] {
-				keys[i] = kernelRuleKey(fam, r.exprs, nil)
+				keys[i] = kernelRuleKey(fam, r.Exprs, nil)
 			}
 			// Read per chain, an anonymous set's elements do not show:
 			// compare the expressions only.

@@ -232,15 +232,15 @@ func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *Table) {
 		}
 		for i, r := range ch.Rules {
 			kr := krules[i]
-			if kr.opaque != "" || !bytes.Equal(r.Key(fam), ruleKey(fam, kr.exprs)) {
-				t.Errorf("%s: chain %s: rule %q compiles to\n%s\nbut nft made\n%s", id, ch.Name, r.Text, nftcDump(r.Exprs), nftcDump(kr.exprs)+kr.opaque)
+			if kr.Opaque != "" || !bytes.Equal(r.Key(fam), ruleKey(fam, kr.Exprs)) {
+				t.Errorf("%s: chain %s: rule %q compiles to\n%s\nbut nft made\n%s", id, ch.Name, r.Text, nftcDump(r.Exprs), nftcDump(kr.Exprs)+kr.Opaque)
 				continue
 			}
 			if r.Anon == nil {
 				continue
 			}
 			wantAnon++
-			lk, ok := kr.exprs[r.anonAt].(*expr.Lookup)
+			lk, ok := kr.Exprs[r.anonAt].(*expr.Lookup)
 			if !ok {
 				t.Errorf("%s: rule %q: no lookup at %d", id, r.Text, r.anonAt)
 				continue

@@ -47,41 +47,37 @@ func dialNetfilter(nsFd int) (*netlink.Conn, error) {
 
 func (d *ruleDumper) Close() error { return d.conn.Close() }
 
-// dump returns the keys (KernelRuleKey) of the rules of table, by chain,
-// in order.
-func (d *ruleDumper) dump(fam nftables.TableFamily, table string, anon map[string]string) (map[string][][]byte, error) {
-	rules, err := d.rules(fam, table, "")
-	if err != nil {
-		return nil, err
-	}
+// ruleKeys are the keys (kernelRuleKey) of the rules of a table, by
+// chain, in order; anon gives the elements of its anonymous sets.
+func ruleKeys(fam nftables.TableFamily, rules map[string][]KernelRule, anon map[string]string) map[string][][]byte {
 	out := make(map[string][][]byte, len(rules))
 	for chain, rs := range rules {
 		keys := make([][]byte, len(rs))
 		for i, r := range rs {
-			if r.opaque != "" {
+			if r.Opaque != "" {
 				// An expression netspec never writes: the rule is not ours.
-				keys[i] = []byte("opaque: " + r.opaque)
+				keys[i] = []byte("opaque: " + r.Opaque)
 				continue
 			}
-			keys[i] = kernelRuleKey(fam, r.exprs, anon)
+			keys[i] = kernelRuleKey(fam, r.Exprs, anon)
 		}
 		out[chain] = keys
 	}
-	return out, nil
+	return out
 }
 
-// dumpedRule is a rule read from the kernel: its expressions, and the
+// KernelRule is a rule read from the kernel: its expressions, and the
 // names of those no parser here knows (then the rule is not netspec's).
-type dumpedRule struct {
-	exprs  []expr.Any
-	opaque string
+type KernelRule struct {
+	Exprs  []expr.Any
+	Opaque string
 }
 
 // rules reads the rules of table, or only of its chain when chain is not
 // empty, by chain, in order. It reads them itself rather than with
 // google/nftables' GetRules, which fails on expressions it cannot read
 // (byteorder, in v0.3.0), and reads a whole table in big gulps.
-func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[string][]dumpedRule, error) {
+func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[string][]KernelRule, error) {
 	attrs := []netlink.Attribute{{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")}}
 	if chain != "" {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")})
@@ -101,7 +97,7 @@ func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("dump rules of %s %s: %w", familyName(fam), table, explain(err))
 	}
-	out := map[string][]dumpedRule{}
+	out := map[string][]KernelRule{}
 	for _, m := range msgs {
 		if len(m) < 4 {
 			continue
@@ -173,7 +169,7 @@ func (d *ruleDumper) execute(req netlink.Message) ([][]byte, error) {
 }
 
 // parseRule reads a rule message's chain and expressions.
-func parseRule(fam byte, data []byte) (chain string, r dumpedRule, err error) {
+func parseRule(fam byte, data []byte) (chain string, r KernelRule, err error) {
 	ad, err := netlink.NewAttributeDecoder(data)
 	if err != nil {
 		return "", r, err
@@ -191,10 +187,10 @@ func parseRule(fam byte, data []byte) (chain string, r dumpedRule, err error) {
 						return err
 					}
 					if e == nil {
-						r.opaque += name + " "
+						r.Opaque += name + " "
 						continue
 					}
-					r.exprs = append(r.exprs, e)
+					r.Exprs = append(r.Exprs, e)
 				}
 				return nil
 			})

@@ -108,7 +108,7 @@ func (s *Set) set(t *nftables.Table) *nftables.Set {
 // map's elements for every chain that binds it, so binding the endpoint
 // maps of thousands of chains while they are full makes a load
 // super-linear (BenchmarkFullSync/20k took 5.5 s so, 2.9 s without).
-func (s *Set) AddTo(c *nftables.Conn, t *nftables.Table) error {
+func (s *Set) AddTo(c Batch, t *nftables.Table) error {
 	if err := c.AddSet(s.set(t), nil); err != nil {
 		return fmt.Errorf("set %s: %w", s.Name, err)
 	}
@@ -117,7 +117,7 @@ func (s *Set) AddTo(c *nftables.Conn, t *nftables.Table) error {
 
 // AddElements queues the addition of elems to s, which exists in table t,
 // chunked as AddTo.
-func (s *Set) AddElements(c *nftables.Conn, t *nftables.Table, elems []Element) error {
+func (s *Set) AddElements(c Batch, t *nftables.Table, elems []Element) error {
 	ns := s.set(t)
 	for _, p := range chunks(s.kernelElems(elems)) {
 		if err := c.SetAddElements(ns, p); err != nil {
@@ -130,7 +130,7 @@ func (s *Set) AddElements(c *nftables.Conn, t *nftables.Table, elems []Element) 
 // DeleteElements queues the removal of elems from s, which exists in
 // table t, chunked as AddTo. Elements are found by key, so elements read
 // back from the kernel may be passed as they are.
-func (s *Set) DeleteElements(c *nftables.Conn, t *nftables.Table, elems []Element) error {
+func (s *Set) DeleteElements(c Batch, t *nftables.Table, elems []Element) error {
 	ns := s.set(t)
 	all := s.kernelElems(elems)
 	for i, e := range all {
@@ -146,7 +146,7 @@ func (s *Set) DeleteElements(c *nftables.Conn, t *nftables.Table, elems []Elemen
 
 // AddTo queues the rule (and its anonymous set, if any) at the end of
 // chain ch of table t.
-func (r *Rule) AddTo(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain) error {
+func (r *Rule) AddTo(c Batch, t *nftables.Table, ch *nftables.Chain) error {
 	exprs := r.Exprs
 	if r.Anon != nil {
 		as := r.Anon.Template
@@ -190,7 +190,7 @@ func (r *Rule) AddTo(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain) er
 // table, add it (a no-op when it exists), delete it and add it again, then
 // its chains, its sets and maps (empty), its rules, then the elements of
 // the sets and maps (see AddTo). Other tables are not touched.
-func (rs *Ruleset) Replace(c *nftables.Conn) error {
+func (rs *Ruleset) Replace(c Batch) error {
 	for _, t := range rs.Tables {
 		tbl := &nftables.Table{Family: t.Family, Name: t.Name}
 		c.AddTable(tbl)

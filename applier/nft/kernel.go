@@ -93,23 +93,23 @@ func explain(err error) error {
 }
 
 // readTable reads one table back from the kernel, or returns nil when it
-// does not exist. Rules come in one dump of d for the whole table, unless
+// does not exist. Rules come in one dump for the whole table, unless
 // withRules is false (then the chains' keys stay nil); each set's elements
-// in one dump of d.
-func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name string, withRules bool) (*kernelTable, error) {
-	t, err := findTable(c, fam, name)
+// in one dump.
+func readTable(k Kernel, fam nftables.TableFamily, name string, withRules bool) (*kernelTable, error) {
+	t, err := findTable(k, fam, name)
 	if t == nil || err != nil {
 		return nil, err
 	}
 	kt := &kernelTable{table: t, chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
-	sets, err := c.GetSets(t)
+	sets, err := k.Sets(t)
 	if err != nil {
 		return nil, fmt.Errorf("list sets: %w", explain(err))
 	}
 	anon := map[string]string{} // anonymous set name -> anonKey of its elements
 	for _, s := range sets {
 		if s.Anonymous {
-			elems, err := d.setElements(fam, name, s.Name)
+			elems, err := k.Elements(fam, name, s.Name)
 			if err != nil {
 				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
 			}
@@ -118,21 +118,23 @@ func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name s
 		}
 		ks := &kernelSet{set: s}
 		if !s.Dynamic {
-			if ks.elems, err = d.setElements(fam, name, s.Name); err != nil {
+			if ks.elems, err = k.Elements(fam, name, s.Name); err != nil {
 				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
 			}
 		}
 		kt.sets[s.Name] = ks
 	}
-	chains, err := c.ListChainsOfTableFamily(fam)
+	chains, err := k.Chains(fam)
 	if err != nil {
 		return nil, fmt.Errorf("list chains: %w", explain(err))
 	}
 	var rules map[string][][]byte
 	if withRules {
-		if rules, err = d.dump(fam, name, anon); err != nil {
+		all, err := k.Rules(fam, name, "")
+		if err != nil {
 			return nil, err
 		}
+		rules = ruleKeys(fam, all, anon)
 	}
 	for _, ch := range chains {
 		if ch.Table == nil || ch.Table.Name != name {
@@ -145,8 +147,8 @@ func readTable(c *nftables.Conn, d *ruleDumper, fam nftables.TableFamily, name s
 
 // findTable returns the kernel's table name of family fam, or nil when
 // there is none.
-func findTable(c *nftables.Conn, fam nftables.TableFamily, name string) (*nftables.Table, error) {
-	tables, err := c.ListTablesOfFamily(fam)
+func findTable(k Kernel, fam nftables.TableFamily, name string) (*nftables.Table, error) {
+	tables, err := k.Tables(fam)
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", explain(err))
 	}

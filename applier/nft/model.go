@@ -7,6 +7,21 @@
 // the same text, so that what reviewers read in a golden file is exactly
 // what is installed, and `nft list table ip netspec` after Replace equals
 // what `nft -f` of the file gives.
+//
+// The kernel is behind one interface, Kernel: the applier reads tables,
+// sets, chains, rule and element dumps through it, and sends each change
+// as one transaction with Kernel.Run, which fills a Batch (the methods of
+// google/nftables' Conn that netspec queues). Parsing, compiling, the diff
+// (diffTable, diffKnown), the order of a batch (tablePlan.queue) and the
+// read-back check are the same for every Kernel. System is the real one
+// over netlink (sockets with big buffers, dumps with big reads, a batch
+// sender without an acknowledgement per message); Fake keeps tables,
+// chains, rules, sets and elements in memory and applies a batch all or
+// nothing, refusing what the kernel refuses, so that the sync logic, plan
+// and the CLI's scripts are tested without root. Tests against the real
+// kernel, as root in namespaces of their own, prove the rest: what is
+// installed equals `nft -f`, and the Fake refuses and reads back as the
+// kernel does (TestFakeRefusesAsKernel, TestFakeReadsAsKernel).
 package nft
 
 import (

@@ -238,7 +238,7 @@ func (tp *tablePlan) replace(why string) {
 // order the kernel accepts within one transaction: new sets and chains
 // first, then rules and elements that refer to them, and removals after
 // the references to what they remove are gone.
-func (tp *tablePlan) queue(c *nftables.Conn, fam nftables.TableFamily) error {
+func (tp *tablePlan) queue(c Batch, fam nftables.TableFamily) error {
 	if tp.changes.Delete {
 		c.DelTable(&nftables.Table{Family: fam, Name: tp.have.table.Name})
 		return nil

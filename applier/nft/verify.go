@@ -75,11 +75,11 @@ func sortedElementKeys(elems []nftables.SetElement) []string {
 // as wantKeys computes them) and chains (names and hooks). Rules are not
 // compared. false says nothing of what differs: diffTable does.
 func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[string][]string) (bool, error) {
-	t, err := findTable(a.conn, fam, want.Name)
+	t, err := findTable(a.k, fam, want.Name)
 	if t == nil || err != nil {
 		return false, err
 	}
-	sets, err := a.conn.GetSets(t)
+	sets, err := a.k.Sets(t)
 	if err != nil {
 		return false, fmt.Errorf("list sets: %w", explain(err))
 	}
@@ -103,8 +103,8 @@ func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[s
 		}
 	}
 
-	// Read the elements on the dump socket while the chains are listed
-	// and the elements compared here.
+	// Read the elements (System: on the dump socket) while the chains are
+	// listed and the elements compared here.
 	type read struct {
 		elems []nftables.SetElement
 		err   error
@@ -116,7 +116,7 @@ func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[s
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i, s := range static {
-			elems, err := a.dump.setElements(fam, want.Name, s.Name)
+			elems, err := a.k.Elements(fam, want.Name, s.Name)
 			reads[i] <- read{elems, err}
 			if err != nil {
 				return
@@ -144,7 +144,7 @@ func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[s
 // chainsMatch reports whether the kernel's table has exactly want's
 // chains, with their hooks.
 func (a *Applier) chainsMatch(want *Table, fam nftables.TableFamily) (bool, error) {
-	chains, err := a.conn.ListChainsOfTableFamily(fam)
+	chains, err := a.k.Chains(fam)
 	if err != nil {
 		return false, fmt.Errorf("list chains: %w", explain(err))
 	}

@@ -34,9 +34,10 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 }
 
-// applierOptions are the applier.Options the flags ask for.
-func (f *nodeFlags) applierOptions() applier.Options {
-	return applier.Options{StateDir: f.stateDir, IPVS: f.dataplane == "ipvs", IPVSScheduler: f.ipvsScheduler}
+// applierOptions are the applier.Options the flags ask for, on e's
+// nftables.
+func (f *nodeFlags) applierOptions(e *env) applier.Options {
+	return applier.Options{StateDir: f.stateDir, IPVS: f.dataplane == "ipvs", IPVSScheduler: f.ipvsScheduler, NFTables: e.nftables}
 }
 
 // checkDataplane checks --dataplane and --ipvs-scheduler.
@@ -204,7 +205,7 @@ func runPlan(e *env, opts any, args []string) int {
 	if p == nil {
 		return code
 	}
-	ao := f.applierOptions()
+	ao := f.applierOptions(e)
 	ao.NoCreateStateDir = true // plan only reads
 	n, err := applier.Open(ao)
 	if err != nil {
@@ -248,7 +249,7 @@ func runApply(e *env, opts any, args []string) int {
 	if p == nil {
 		return code
 	}
-	n, err := applier.Open(f.applierOptions())
+	n, err := applier.Open(f.applierOptions(e))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
 		return exitError
@@ -285,7 +286,7 @@ func runCleanup(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec cleanup: takes no arguments, got %q\nRun 'netspec cleanup --help' for usage.\n", args)
 		return exitError
 	}
-	n, err := applier.Open(applier.Options{StateDir: f.stateDir, NoCreateStateDir: true})
+	n, err := applier.Open(applier.Options{StateDir: f.stateDir, NoCreateStateDir: true, NFTables: e.nftables})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
 		return exitError

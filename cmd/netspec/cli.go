@@ -10,6 +10,8 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+
+	"netspec.dev/netspec/applier/nft"
 )
 
 // Exit codes, one rule for every command (as terraform's): 0 success, 1
@@ -37,9 +39,13 @@ type command struct {
 	run     func(e *env, opts any, args []string) int
 }
 
-// env is what a command may touch: its output streams and working directory.
+// env is what a command may touch: its output streams and working
+// directory, and the node's nftables.
 type env struct {
 	stdout, stderr io.Writer
+	// nftables is the nftables plan, apply and cleanup act on instead of
+	// the kernel's: the script tests' nft.Fake. nil: the kernel's.
+	nftables nft.Kernel
 }
 
 var commands = map[string]*command{}

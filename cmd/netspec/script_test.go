@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/internal/vmtest"
 )
 
@@ -59,6 +61,8 @@ func TestScripts(t *testing.T) {
 			// Each script gets its own cache, so that scripts are independent.
 			env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
 			env.Setenv("HOME", env.WorkDir)
+			// The nftables of netspec-fake, for the whole script.
+			env.Values[fakeKernelKey{}] = nft.NewFake()
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
@@ -72,8 +76,10 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"netns":  cmdNetns,
-			"status": cmdStatus,
+			"netns":        cmdNetns,
+			"status":       cmdStatus,
+			"netspec-fake": cmdNetspecFake,
+			"nftfake":      cmdNFTFake,
 		},
 	})
 }
@@ -101,7 +107,8 @@ func cmdNetns(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdStatus runs a program as exec does and fails unless it exits with
-// the status given, which `! exec` cannot tell (1 an error, 2 differences):
+// the status given, which `! exec` cannot tell (1 an error, 2 differences);
+// it runs netspec-fake as that command does:
 //
 //	status 2 netspec diff --detailed-exitcode a b
 //	stdout '^\+ service'
@@ -114,7 +121,9 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("status: bad CODE %q", args[0])
 	}
 	got := 0
-	if err := ts.Exec(args[1], args[2:]...); err != nil {
+	if args[1] == "netspec-fake" {
+		got = runFake(ts, args[2:])
+	} else if err := ts.Exec(args[1], args[2:]...); err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
 			ts.Fatalf("status: %s: %v", args[1], err)
@@ -124,4 +133,92 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
 	}
+}
+
+// fakeKernelKey is the key of the script's nft.Fake in its Values.
+type fakeKernelKey struct{}
+
+func fakeKernel(ts *testscript.TestScript) *nft.Fake {
+	return ts.Value(fakeKernelKey{}).(*nft.Fake)
+}
+
+// cmdNetspecFake runs netspec inside the test, as exec runs it, but with
+// the script's nft.Fake for the kernel's nftables: plan, apply and cleanup
+// without root, and with a kernel that keeps its state from one command to
+// the next. It runs in the test's working directory, not $WORK: give it
+// absolute paths.
+//
+//	netspec-fake apply $REPO/examples/basic --node node-1 --state-dir $WORK/state
+func cmdNetspecFake(ts *testscript.TestScript, neg bool, args []string) {
+	code := runFake(ts, args)
+	switch {
+	case code != 0 && !neg:
+		ts.Fatalf("netspec exited %d", code)
+	case code == 0 && neg:
+		ts.Fatalf("netspec succeeded unexpectedly")
+	}
+}
+
+func runFake(ts *testscript.TestScript, args []string) int {
+	return run(args, &env{stdout: ts.Stdout(), stderr: ts.Stderr(), nftables: fakeKernel(ts)})
+}
+
+// cmdNFTFake shows or changes the script's nft.Fake, as someone with nft
+// in hand would change the kernel behind netspec's back:
+//
+//	nftfake dump                            # the tables, chains and sets
+//	nftfake flush-chain ip services         # a chain's rules deleted
+//	nftfake add-chain ip by-hand            # a chain netspec did not make
+//	nftfake delete-element ip service-ips 0 # a set's element (by index, in key order)
+//	nftfake fail-next                       # the next batch is refused
+func cmdNFTFake(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: nftfake dump|flush-chain|add-chain|delete-element|fail-next [ARGS...]")
+	}
+	f := fakeKernel(ts)
+	if args[0] == "dump" {
+		fmt.Fprint(ts.Stdout(), f.Dump())
+		return
+	}
+	if args[0] == "fail-next" {
+		f.FailNext()
+		return
+	}
+	if len(args) < 3 {
+		ts.Fatalf("usage: nftfake %s FAMILY NAME", args[0])
+	}
+	fam := nftables.TableFamilyIPv4
+	switch args[1] {
+	case "ip":
+	case "ip6":
+		fam = nftables.TableFamilyIPv6
+	default:
+		ts.Fatalf("nftfake: family %q is not ip or ip6", args[1])
+	}
+	table := &nftables.Table{Family: fam, Name: nft.TableName}
+	var queue func(b nft.Batch) error
+	switch args[0] {
+	case "flush-chain":
+		queue = func(b nft.Batch) error { b.FlushChain(&nftables.Chain{Table: table, Name: args[2]}); return nil }
+	case "add-chain":
+		queue = func(b nft.Batch) error { b.AddChain(&nftables.Chain{Table: table, Name: args[2]}); return nil }
+	case "delete-element":
+		if len(args) != 4 {
+			ts.Fatalf("usage: nftfake delete-element FAMILY SET INDEX")
+		}
+		i, err := strconv.Atoi(args[3])
+		ts.Check(err)
+		elems, err := f.Elements(fam, nft.TableName, args[2])
+		ts.Check(err)
+		if i < 0 || i >= len(elems) {
+			ts.Fatalf("nftfake: set %s has %d elements", args[2], len(elems))
+		}
+		e := elems[i]
+		queue = func(b nft.Batch) error {
+			return b.SetDeleteElements(&nftables.Set{Table: table, Name: args[2]}, []nftables.SetElement{{Key: e.Key, KeyEnd: e.KeyEnd, IntervalEnd: e.IntervalEnd}})
+		}
+	default:
+		ts.Fatalf("nftfake: unknown operation %q", args[0])
+	}
+	ts.Check(f.Run(queue))
 }

@@ -1,0 +1,149 @@
+package nft
+
+import (
+	"fmt"
+
+	"github.com/google/nftables"
+)
+
+// Kernel is the nftables of one network namespace, as an Applier reads and
+// changes it: lists of tables, sets and chains, dumps of rules and set
+// elements, and transactions. Everything above it (the diff, the batch
+// order, the read-back check) is the same for every Kernel. System is the
+// real one, over netlink; Fake an in-memory one for tests.
+//
+// Reads may run concurrently with each other (the read-back check reads
+// the elements while it lists the chains), never with Run.
+type Kernel interface {
+	// Tables lists the tables of a family.
+	Tables(fam nftables.TableFamily) ([]*nftables.Table, error)
+	// Sets lists the sets and maps of a table, anonymous ones included.
+	Sets(t *nftables.Table) ([]*nftables.Set, error)
+	// Elements lists the elements of a set as google/nftables'
+	// GetSetElements returns them: a verdict as its netlink attributes in
+	// Val.
+	Elements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error)
+	// Chains lists the chains of every table of a family.
+	Chains(fam nftables.TableFamily) ([]*nftables.Chain, error)
+	// Rules lists the rules of a table, or of one of its chains when chain
+	// is not empty, by chain, in order.
+	Rules(fam nftables.TableFamily, table, chain string) (map[string][]KernelRule, error)
+	// Run hands queue a Batch, then sends what queue added to it as one
+	// transaction, which the kernel applies whole or not at all. When
+	// queue fails nothing is sent, and the next batch starts empty.
+	Run(queue func(Batch) error) error
+	// Close releases the connections; the kernel's state stays.
+	Close() error
+}
+
+// Batch collects the operations of one transaction: the methods of
+// google/nftables' Conn that netspec queues, which *nftables.Conn has.
+// Nothing happens before Kernel.Run sends the batch.
+type Batch interface {
+	AddTable(*nftables.Table) *nftables.Table
+	DelTable(*nftables.Table)
+	AddChain(*nftables.Chain) *nftables.Chain
+	FlushChain(*nftables.Chain)
+	DelChain(*nftables.Chain)
+	AddRule(*nftables.Rule) *nftables.Rule
+	// AddSet creates a set with elements; an anonymous set gets its name
+	// ("__set%d") and batch ID here, for the rule that uses it.
+	AddSet(*nftables.Set, []nftables.SetElement) error
+	SetAddElements(*nftables.Set, []nftables.SetElement) error
+	SetDeleteElements(*nftables.Set, []nftables.SetElement) error
+	FlushSet(*nftables.Set)
+	DelSet(*nftables.Set)
+}
+
+var (
+	_ Batch  = (*nftables.Conn)(nil)
+	_ Kernel = (*System)(nil)
+)
+
+// System is the Kernel of a network namespace, over netlink. It keeps
+// three sockets: google/nftables' for the lists, one for dumps with big
+// reads (dump.go), and the batch sender's (batch.go), which sends a
+// transaction without asking for an acknowledgement per message.
+type System struct {
+	conn   *nftables.Conn // lists
+	batch  *nftables.Conn // writes: batches sent by sender
+	sender *batchSender
+	dump   *ruleDumper
+}
+
+// OpenSystem connects to nftables in the network namespace nsFd (an open
+// /var/run/netns/NAME or /proc/PID/ns/net; 0 for the current one).
+func OpenSystem(nsFd int) (*System, error) {
+	c, err := dial(nsFd)
+	if err != nil {
+		return nil, err
+	}
+	// Fail early and clearly when nftables cannot be used at all.
+	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
+		c.CloseLasting()
+		return nil, fmt.Errorf("nftables: %w", explain(err))
+	}
+	d, err := newRuleDumper(nsFd)
+	if err != nil {
+		c.CloseLasting()
+		return nil, err
+	}
+	s, err := newBatchSender(nsFd)
+	if err != nil {
+		c.CloseLasting()
+		d.Close()
+		return nil, err
+	}
+	bc, err := s.nftConn()
+	if err != nil {
+		c.CloseLasting()
+		d.Close()
+		s.Close()
+		return nil, err
+	}
+	return &System{conn: c, batch: bc, sender: s, dump: d}, nil
+}
+
+// Close implements Kernel.
+func (k *System) Close() error {
+	k.dump.Close()
+	k.sender.Close()
+	k.batch.CloseLasting()
+	return k.conn.CloseLasting()
+}
+
+// Tables implements Kernel.
+func (k *System) Tables(fam nftables.TableFamily) ([]*nftables.Table, error) {
+	return k.conn.ListTablesOfFamily(fam)
+}
+
+// Sets implements Kernel.
+func (k *System) Sets(t *nftables.Table) ([]*nftables.Set, error) { return k.conn.GetSets(t) }
+
+// Chains implements Kernel.
+func (k *System) Chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
+	return k.conn.ListChainsOfTableFamily(fam)
+}
+
+// Elements implements Kernel, in one dump with big reads.
+func (k *System) Elements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error) {
+	return k.dump.setElements(fam, table, set)
+}
+
+// Rules implements Kernel, in one dump with big reads.
+func (k *System) Rules(fam nftables.TableFamily, table, chain string) (map[string][]KernelRule, error) {
+	return k.dump.rules(fam, table, chain)
+}
+
+// Run implements Kernel.
+func (k *System) Run(queue func(Batch) error) error {
+	if err := queue(k.batch); err != nil {
+		// Drop what was queued: the next batch must not carry it.
+		if bc, nerr := k.sender.nftConn(); nerr == nil {
+			k.batch.CloseLasting()
+			k.batch = bc
+		}
+		return err
+	}
+	return k.batch.Flush()
+}

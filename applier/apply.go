@@ -250,24 +250,10 @@ func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvsmodel.Table, erro
 			if err != nil {
 				return nil, nil, fmt.Errorf("node-port addresses: %w", err)
 			}
-			t = render.IPVSTableAt(p, n.opts.IPVSScheduler, nodePortAddrs(p, local))
+			t = render.IPVSTableAt(p, n.opts.IPVSScheduler, p.NodePortAddrs(local))
 		}
 	}
 	return rs, t, nil
-}
-
-// nodePortAddrs are the addresses the IPVS node ports answer on: of the
-// node's local addresses and its Node addresses, those that
-// plan.NodePortAddress accepts.
-func nodePortAddrs(p *plan.Plan, local []netip.Addr) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range slices.Concat(local, p.Node.IPs) {
-		if p.NodePortAddress(a) {
-			out = append(out, a.Unmap())
-		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
 }
 
 // Plan tells what Apply would change, changing nothing.

@@ -135,6 +135,21 @@ func (p *Plan) NodePortAddress(a netip.Addr) bool {
 	return !cidrs && slices.ContainsFunc(p.Node.IPs, func(n netip.Addr) bool { return n.Unmap() == a })
 }
 
+// NodePortAddrs returns the addresses node ports answer on, sorted and
+// without repeats: of the node's own addresses (Node.IPs) and local (the
+// addresses its interfaces hold, needed only when the Cluster names
+// nodePortAddresses), those that NodePortAddress accepts.
+func (p *Plan) NodePortAddrs(local []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range slices.Concat(p.Node.IPs, local) {
+		if p.NodePortAddress(a) {
+			out = append(out, a.Unmap())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
 type frontend int
 
 const (

@@ -33,13 +33,7 @@ func IPVS(p *plan.Plan, sched string) []byte {
 // for DefaultIPVSScheduler). The table is ordered (ipvsmodel.Key.Compare):
 // equal Plans give equal tables.
 func IPVSTable(p *plan.Plan, sched string) *ipvsmodel.Table {
-	var nodePorts []netip.Addr
-	for _, a := range p.Node.IPs {
-		if p.NodePortAddress(a) {
-			nodePorts = append(nodePorts, a)
-		}
-	}
-	return IPVSTableAt(p, sched, nodePorts)
+	return IPVSTableAt(p, sched, p.NodePortAddrs(nil))
 }
 
 // IPVSTableAt is IPVSTable with the node ports' virtual servers on

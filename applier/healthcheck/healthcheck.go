@@ -134,14 +134,7 @@ func Checks(p *plan.Plan) []Check {
 // name CIDRs for, the node's local addresses inside them: local lists the
 // node's addresses for that case and is not needed without such CIDRs.
 func ListenAddrs(p *plan.Plan, local []netip.Addr) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range slices.Concat(p.Node.IPs, local) {
-		if a = a.Unmap(); p.NodePortAddress(a) && !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
+	return p.NodePortAddrs(local)
 }
 
 // Sync makes the Server serve the health checks of p on ListenAddrs(p):

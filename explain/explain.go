@@ -130,15 +130,28 @@ func Packet(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Explanation {
 		}
 		x.step("source %s is inside loadBalancerSourceRanges %s", pk.Src, prefixes(s.SourceRanges))
 	}
-	x.step("traffic policy: internal %s, external %s%s", policy(s.InternalLocal), policy(s.ExternalLocal), topologyOf(so, p.Node))
+	x.step("traffic policy: internal %s, external %s%s", policy(s.InternalLocal), policy(s.ExternalLocal), topologyOf(so, port, p.Node))
+	fam := func(set []int) int {
+		n := 0
+		for _, i := range set {
+			if port.Endpoints[i].IP.Is4() == pk.Dst.Unmap().Is4() {
+				n++
+			}
+		}
+		return n
+	}
+	all := make([]int, len(port.Endpoints))
+	for i := range all {
+		all[i] = i
+	}
 	switch d.Set {
 	case "cluster":
 		if d.Frontend != "cluster IP" {
 			x.step("externalTrafficPolicy Local short-circuit: traffic from a pod or from this node uses the cluster set, as through the cluster IP")
 		}
-		x.step("endpoint set: cluster (internal traffic), %d of %d endpoints", len(port.Cluster), len(port.Endpoints))
+		x.step("endpoint set: cluster (internal traffic), %d of the port's %d endpoints of this IP family", fam(port.Cluster), fam(all))
 	case "external":
-		x.step("endpoint set: external, %d of %d endpoints", len(port.External), len(port.Endpoints))
+		x.step("endpoint set: external, %d of the port's %d endpoints of this IP family", fam(port.External), fam(all))
 	}
 	x.endpoints(p, s, port, d, pk)
 	x.pods(objs, so, sp, port)
@@ -452,15 +465,18 @@ func servedPorts(s *plan.Service, nodePorts bool) string {
 	return orNone(out)
 }
 
-func topologyOf(so *schema.Service, n plan.Node) string {
+func topologyOf(so *schema.Service, port *plan.Port, n plan.Node) string {
 	zone := n.Zone
 	if zone == "" {
 		zone = "none"
 	}
 	if so != nil && so.Spec.TrafficDistribution != "" {
-		return fmt.Sprintf("; trafficDistribution %s (node %s, zone %s)", so.Spec.TrafficDistribution, n.Name, zone)
+		return fmt.Sprintf("; topology: trafficDistribution %s (node %s, zone %s)", so.Spec.TrafficDistribution, n.Name, zone)
 	}
-	return fmt.Sprintf("; no trafficDistribution (zone hints of EndpointSlices apply when every endpoint has them; this node's zone: %s)", zone)
+	if slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool { return len(e.ZoneHints) > 0 || len(e.NodeHints) > 0 }) {
+		return fmt.Sprintf("; topology: EndpointSlice hints, used when every endpoint has them (node %s, zone %s)", n.Name, zone)
+	}
+	return "; topology: none"
 }
 
 func topologyWhy(e plan.Endpoint, n plan.Node) string {

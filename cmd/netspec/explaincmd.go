@@ -63,8 +63,9 @@ Exit status: 0 explained, whatever the verdict; 1 any error (an invalid
 tree, an unknown node or Service, a usage error such as a bad --to).
 
 Examples:
-  netspec explain examples/basic --node node-1 --to 10.96.0.20:80
-  netspec explain examples/basic --node node-1 --to 10.96.0.53:53/udp --from 10.244.1.7
+  netspec explain examples/basic --node node-1 --to 10.96.0.50:6379
+  netspec explain examples/basic --node node-2 --to 192.168.10.12:30090 --from 10.244.1.10
+  netspec explain examples/kitchen-sink --node node-1 shop/reports
   netspec explain examples/basic --node node-1 shop/web --json`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &explainFlags{}

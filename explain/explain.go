@@ -175,7 +175,8 @@ func Packet(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Explanation {
 // Service explains a packet to each frontend of the Service key
 // (namespace/name) on the node of p: each port on each cluster IP,
 // external IP and LoadBalancer IP, and each node port on each of the
-// node's node-port addresses, from src.
+// node's node-port addresses, from src (DefaultSource when src is not
+// valid or of the other IP family than the frontend).
 func Service(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr) ([]*Explanation, error) {
 	s := planService(p, key)
 	if s == nil {
@@ -183,7 +184,7 @@ func Service(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr) ([
 	}
 	var out []*Explanation
 	for _, pk := range Frontends(p, s) {
-		if src.IsValid() {
+		if src.IsValid() && src.Is4() == pk.Dst.Is4() {
 			pk.Src = src
 		} else {
 			pk.Src = DefaultSource(pk.Dst)

@@ -58,6 +58,8 @@ which the nftables and IPVS renderers implement); explain reads only the
 tree, needs no root and touches nothing. The packet comes from --from
 (default: a client outside the cluster, 198.51.100.10 or 2001:db8::10);
 a --from that is one of the node's own IPs is a process on the node.
+With NAMESPACE/SERVICE, frontends of the other IP family than --from
+get the default source of their family.
 
 Exit status: 0 explained, whatever the verdict; 1 any error (an invalid
 tree, an unknown node or Service, a usage error such as a bad --to).
@@ -111,6 +113,9 @@ func runExplain(e *env, opts any, args []string) int {
 			return usageErr("--from: %q is not an IP address", f.from)
 		}
 		from = a.Unmap()
+	}
+	if from.IsValid() && f.to != "" && from.Is4() != pk.Dst.Is4() {
+		return usageErr("--from %s and --to %s are of different IP families", from, pk.Dst)
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {

@@ -9,14 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
 )
 
 // TestExplainPackets proves that `netspec explain` cannot drift from the
 // rules: each example tree (examples/basic, examples/kitchen-sink) is
-// compiled for node-1 and installed by the applier, and for every frontend
+// compiled for node-1 (kitchen-sink also for node-3, where its Local
+// Services have no endpoint) and installed by the applier, and for every frontend
 // of every Service of that plan (each port on each cluster IP, external IP
 // and LoadBalancer IP, each node port on each node-port address), real
 // packets are sent and the outcome is checked against what explain
@@ -37,11 +40,11 @@ import (
 // LoadBalancer frontend with source ranges is also tried from 192.0.2.7,
 // outside them. Topology:
 //
-//	client ── node-1 ── upstream (drops: the route of un-DNATed traffic)
+//	client ── node ── upstream (drops: the route of un-DNATed traffic)
 //	             └── one namespace per endpoint address of the plan
 //
 // Every endpoint address of the plan, of whatever node, is linked to
-// node-1 directly (what the verdict is does not depend on where an
+// the node directly (what the verdict is does not depend on where an
 // endpoint runs), with a server on each of its ports that answers
 // "IP:PORT CLIENT-IP"; endpoints that are not ready answer too, so a
 // packet sent to one would show.
@@ -51,10 +54,16 @@ import (
 // Headless and ExternalName Services have no frontends.
 func TestExplainPackets(t *testing.T) {
 	testnet.Require(t, "nft")
-	for _, ex := range []string{"basic", "kitchen-sink"} {
-		t.Run(ex, func(t *testing.T) {
+	for _, c := range []struct{ example, node string }{
+		{"basic", "node-1"},
+		{"kitchen-sink", "node-1"},
+		// node-3 has no endpoint of edge/ingress and edge/gateway-local:
+		// their externalTrafficPolicy Local drops there.
+		{"kitchen-sink", "node-3"},
+	} {
+		t.Run(c.example+"/"+c.node, func(t *testing.T) {
 			t.Parallel()
-			runExplainPackets(t, filepath.Join("..", "examples", ex))
+			runExplainPackets(t, filepath.Join("..", "examples", c.example), c.node)
 		})
 	}
 }
@@ -67,8 +76,19 @@ const (
 	explainGW6     = "fd00:ffff::1"
 )
 
-func runExplainPackets(t *testing.T, dir string) {
-	tree, p := compileTree(t, dir)
+func runExplainPackets(t *testing.T, dir, nodeName string) {
+	tree, err := schema.Load(dir, schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := compiler.Validate(tree.Objects, nil, tree)
+	if diags := append(tree.Diags, checked.Diags...); diags.Errors() > 0 {
+		t.Fatalf("the tree %s is invalid:\n%v", dir, diags)
+	}
+	p, err := compiler.Compile(tree.Objects, checked, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := explain.DefaultSource(netip.MustParseAddr("10.0.0.1")).String(); got != explainClient {
 		t.Fatalf("explain's default IPv4 source is %s, the test's client %s", got, explainClient)
 	}
@@ -77,7 +97,7 @@ func runExplainPackets(t *testing.T, dir string) {
 	}
 
 	n := testnet.New(t, "explain")
-	client, node, upstream := n.NS("client"), n.NS("node-1"), n.NS("upstream")
+	client, node, upstream := n.NS("client"), n.NS(nodeName), n.NS("upstream")
 	nodeAddrs := []string{"198.51.100.1/24", "192.0.2.1/24", "2001:db8::1/64"}
 	for _, ip := range p.Node.IPs {
 		nodeAddrs = append(nodeAddrs, netip.PrefixFrom(ip, ip.BitLen()).String())
@@ -90,7 +110,7 @@ func runExplainPackets(t *testing.T, dir string) {
 	node.Route("default", "198.18.0.2")
 	node.Route("default", "fd00:198:18::2")
 	// The rejects of one test share the ICMP rate limit towards the
-	// client: off in node-1, so that each is sent.
+	// client: off in the node, so that each is sent.
 	node.Sysctl("net.ipv4.icmp_ratelimit", "0")
 	node.Sysctl("net.ipv6.icmp.ratelimit", "0")
 
@@ -126,7 +146,7 @@ func runExplainPackets(t *testing.T, dir string) {
 
 	nodeInstaller(false)(t, node)(t, p)
 
-	kinds := map[string]int{}
+	kinds, verdicts := map[string]int{}, map[string]int{}
 	left := 0
 	for i := range p.Services {
 		s := &p.Services[i]
@@ -138,6 +158,7 @@ func runExplainPackets(t *testing.T, dir string) {
 			pk.Src = explain.DefaultSource(pk.Dst)
 			x := explain.Packet(p, tree.Objects, pk)
 			kinds[x.Frontend]++
+			verdicts[x.Verdict]++
 			checkExplained(t, client, s, x, "")
 			if x.Frontend == "LoadBalancer IP" && len(s.SourceRanges) > 0 && pk.Dst.Is4() {
 				pk.Src = netip.MustParseAddr(explainDenied)
@@ -149,9 +170,12 @@ func runExplainPackets(t *testing.T, dir string) {
 			}
 		}
 	}
-	t.Logf("frontends checked by kind: %v; SCTP frontends left out: %d", kinds, left)
+	t.Logf("frontends checked by kind: %v, by verdict: %v; SCTP frontends left out: %d", kinds, verdicts, left)
 	if kinds["cluster IP"] == 0 {
 		t.Errorf("no cluster IP frontend in %s", dir)
+	}
+	if nodeName == "node-3" && verdicts[plan.ActionDrop] == 0 {
+		t.Errorf("kitchen-sink on node-3: no frontend drops, yet its Local Services have no endpoint there")
 	}
 	if strings.HasSuffix(dir, "kitchen-sink") {
 		for _, k := range []string{"cluster IP", "external IP", "LoadBalancer IP", "node port"} {

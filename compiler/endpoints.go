@@ -63,22 +63,9 @@ func (c *compilation) zoneOf(node string) string {
 // not-ready one, as the EndpointSlice controller decides
 // (ShouldPodBeInEndpoints).
 func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
-	if pod.Terminal() {
+	target, why := PodTarget(pod, port)
+	if why != "" {
 		return nil
-	}
-	target := port.TargetPort.Int
-	if port.TargetPort.IsName() {
-		target = 0
-		for _, ct := range pod.Spec.Containers {
-			for _, cp := range ct.Ports {
-				if cp.Name == port.TargetPort.Str && cp.Protocol == port.Protocol {
-					target = cp.ContainerPort
-				}
-			}
-		}
-		if target == 0 {
-			return nil
-		}
 	}
 	terminating := pod.Metadata.DeletionTimestamp != ""
 	serving := pod.Ready()
@@ -97,7 +84,7 @@ func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port sc
 			continue
 		}
 		out = append(out, plan.Endpoint{
-			IP: ip.Unmap(), Port: uint16(target),
+			IP: ip.Unmap(), Port: target,
 			Ready: ready, Serving: serving, Terminating: terminating,
 			NodeName: pod.Spec.NodeName, Zone: c.zoneOf(pod.Spec.NodeName),
 			Hostname: hostname,
@@ -106,6 +93,37 @@ func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port sc
 	}
 	return out
 }
+
+// PodTarget returns the port a pod serves a Service port on, or why the pod
+// is no endpoint of that port: it is terminal (Succeeded or Failed), or
+// the named targetPort is no container port of the pod with the port's
+// protocol. It is the compiler's own rule, exported so that explanations
+// cannot disagree with the plan.
+func PodTarget(pod *schema.Pod, port schema.ServicePort) (target uint16, why string) {
+	if pod.Terminal() {
+		return 0, "the pod is terminal (phase " + pod.Status.Phase + ")"
+	}
+	if !port.TargetPort.IsName() {
+		return uint16(port.TargetPort.Int), ""
+	}
+	var t int32
+	for _, ct := range pod.Spec.Containers {
+		for _, cp := range ct.Ports {
+			if cp.Name == port.TargetPort.Str && cp.Protocol == port.Protocol {
+				t = cp.ContainerPort
+			}
+		}
+	}
+	if t == 0 {
+		return 0, "the pod has no container port named " + port.TargetPort.Str + "/" + port.Protocol
+	}
+	return uint16(t), ""
+}
+
+// Selects reports whether a Service selector selects a pod with labels,
+// as the compiler selects: every key and value of sel, and an empty
+// selector selects nothing.
+func Selects(sel, labels map[string]string) bool { return len(sel) > 0 && matches(sel, labels) }
 
 // endpointPort finds the port of an Endpoints subset or EndpointSlice that
 // serves a Service port: the one of the same name and protocol.

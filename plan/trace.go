@@ -74,7 +74,25 @@ const (
 //  7. Hairpin: a packet whose source is one of the endpoints it may be
 //     DNATed to is masqueraded, so that the reply comes back through the
 //     node.
-func (p *Plan) Trace(pk Packet) Verdict {
+func (p *Plan) Trace(pk Packet) Verdict { return p.TraceDetail(pk).Verdict }
+
+// Detail is a Verdict with how Trace reached it, for explanations.
+type Detail struct {
+	Verdict
+	// Frontend is the kind of frontend the packet matched: "cluster IP",
+	// "external IP", "LoadBalancer IP", "node port", or "" for none.
+	Frontend string
+	// Set is the endpoint set of the Port the packet was given:
+	// "cluster" (Port.Cluster) or "external" (Port.External); "" when it
+	// was rejected or dropped before a set was chosen.
+	Set string
+	// OutsideSourceRanges: dropped by the LoadBalancer source ranges.
+	OutsideSourceRanges bool
+}
+
+// TraceDetail is Trace, also telling which frontend and endpoint set
+// gave the verdict.
+func (p *Plan) TraceDetail(pk Packet) Detail {
 	src, dst := pk.Src.Unmap(), pk.Dst.Unmap()
 	// 1. Service addresses first (kube-proxy's service-ips map).
 	for i := range p.Services {
@@ -89,7 +107,7 @@ func (p *Plan) Trace(pk Packet) Verdict {
 		port := s.portFor(pk.Protocol, pk.Port, false)
 		if port == nil {
 			if kind == frontendClusterIP {
-				return Verdict{Action: ActionReject, Service: s.Key()}
+				return Detail{Verdict: Verdict{Action: ActionReject, Service: s.Key()}, Frontend: kind.String()}
 			}
 			continue
 		}
@@ -109,10 +127,10 @@ func (p *Plan) Trace(pk Packet) Verdict {
 	}
 	for _, c := range p.Cluster.ServiceCIDRs {
 		if c.Contains(dst) {
-			return Verdict{Action: ActionDrop}
+			return Detail{Verdict: Verdict{Action: ActionDrop}}
 		}
 	}
-	return Verdict{Action: ActionAccept}
+	return Detail{Verdict: Verdict{Action: ActionAccept}}
 }
 
 // NodePortAddress tells whether node ports answer on a: with
@@ -160,6 +178,10 @@ const (
 	frontendNodePort
 )
 
+func (f frontend) String() string {
+	return [...]string{"", "cluster IP", "external IP", "LoadBalancer IP", "node port"}[f]
+}
+
 func frontendOf(s *Service, dst netip.Addr) frontend {
 	switch {
 	case slices.Contains(s.ClusterIPs, dst):
@@ -187,13 +209,15 @@ func (s *Service) portFor(protocol string, port uint16, nodePort bool) *Port {
 	return nil
 }
 
-func (p *Plan) forward(s *Service, port *Port, kind frontend, src, dst netip.Addr, fromLocal bool) Verdict {
-	v := Verdict{Service: s.Key(), Port: port.Name}
+func (p *Plan) forward(s *Service, port *Port, kind frontend, src, dst netip.Addr, fromLocal bool) Detail {
+	d := Detail{Verdict: Verdict{Service: s.Key(), Port: port.Name}, Frontend: kind.String()}
+	v := &d.Verdict
 	// 2. The LoadBalancer firewall.
 	if kind == frontendLoadBalancerIP && len(s.SourceRanges) > 0 &&
 		!slices.ContainsFunc(s.SourceRanges, func(r netip.Prefix) bool { return r.Contains(src) }) {
 		v.Action = ActionDrop
-		return v
+		d.OutsideSourceRanges = true
+		return d
 	}
 	// 3. Candidates of the destination's family.
 	sameFamily := func(e Endpoint) bool { return e.IP.Is4() == dst.Is4() }
@@ -202,24 +226,24 @@ func (p *Plan) forward(s *Service, port *Port, kind frontend, src, dst netip.Add
 	})
 	if !usable {
 		v.Action = ActionReject
-		return v
+		return d
 	}
 	// 4. and 5. The set and masquerading.
 	var set []int
 	switch {
 	case kind == frontendClusterIP:
-		set = port.Cluster
+		set, d.Set = port.Cluster, "cluster"
 		v.Masquerade = !p.inPodCIDRs(src)
 	case !s.ExternalLocal:
-		set = port.External
+		set, d.Set = port.External, "external"
 		v.Masquerade = true
 	case p.inPodCIDRs(src):
-		set = port.Cluster
+		set, d.Set = port.Cluster, "cluster"
 	case fromLocal:
-		set = port.Cluster
+		set, d.Set = port.Cluster, "cluster"
 		v.Masquerade = true
 	default:
-		set = port.External
+		set, d.Set = port.External, "external"
 	}
 	for _, i := range set {
 		if e := port.Endpoints[i]; sameFamily(e) {
@@ -229,14 +253,14 @@ func (p *Plan) forward(s *Service, port *Port, kind frontend, src, dst netip.Add
 	// 6. Nothing on this node under a Local policy.
 	if len(v.Endpoints) == 0 {
 		v.Action, v.Masquerade = ActionDrop, false
-		return v
+		return d
 	}
 	// 7. Hairpin.
 	if slices.ContainsFunc(v.Endpoints, func(e netip.AddrPort) bool { return e.Addr() == src }) {
 		v.Masquerade = true
 	}
 	v.Action = ActionDNAT
-	return v
+	return d
 }
 
 // inPodCIDRs reports whether traffic from src counts as pod traffic, which

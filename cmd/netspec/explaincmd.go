@@ -1,0 +1,197 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/explain"
+	"netspec.dev/netspec/plan"
+)
+
+type explainFlags struct {
+	loadFlags
+	node string
+	to   string
+	from string
+	json bool
+}
+
+func init() {
+	register(&command{
+		name:    "explain",
+		args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--json]",
+		summary: "say what a node does with a packet to a Service, and why",
+		help: `Explain walks one packet through the plan of node NODE and prints each
+step, one a line: the frontend it matches (cluster IP, external IP,
+LoadBalancer IP or node port), the Service and its port, the traffic
+policies and topology, every endpoint of the port (taken, or left out and
+why), the selected pods that are no endpoint and why, masquerading, and
+the verdict:
+
+  dnat     forwarded to one of the endpoints listed
+  reject   the client is refused at once (no usable endpoint, or a cluster
+           IP reached on a port the Service does not serve)
+  drop     the client gets no answer (traffic policy Local and no endpoint
+           on this node, a source outside loadBalancerSourceRanges, an
+           unallocated address of the service CIDR)
+  accept   not a service address: the service rules leave the packet alone
+
+For reject, drop and accept it names the cause to look for: a selector
+that matches no pod (with the nearest pod and the labels that differ), a
+named targetPort the pods do not have, policy Local with no endpoint on
+this node, a source outside loadBalancerSourceRanges, a port the Service
+does not serve, an address of the service CIDR that no Service holds, a
+node port on an address that is not a node-port address.
+
+With NAMESPACE/SERVICE instead of --to, it explains a packet to each
+frontend of that Service: each port on each cluster IP, external IP and
+LoadBalancer IP, and each node port on each of the node's node-port
+addresses.
+
+The verdict is the one the installed rules give (the plan's own trace,
+which the nftables and IPVS renderers implement); explain reads only the
+tree, needs no root and touches nothing. The packet comes from --from
+(default: a client outside the cluster, 198.51.100.10 or 2001:db8::10);
+a --from that is one of the node's own IPs is a process on the node.
+With NAMESPACE/SERVICE, frontends of the other IP family than --from
+get the default source of their family.
+
+Exit status: 0 explained, whatever the verdict; 1 any error (an invalid
+tree, an unknown node or Service, a usage error such as a bad --to).
+
+Examples:
+  netspec explain examples/basic --node node-1 --to 10.96.0.50:6379
+  netspec explain examples/basic --node node-2 --to 192.168.10.12:30090 --from 10.244.1.10
+  netspec explain examples/kitchen-sink --node node-1 shop/reports
+  netspec explain examples/basic --node node-1 shop/web --json`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &explainFlags{}
+			f.register(fs)
+			fs.StringVar(&f.node, "node", "", "the `NODE` whose plan the packet goes through (a Node object's name)")
+			fs.StringVar(&f.to, "to", "", "the packet's destination `IP:PORT[/PROTO]` (PROTO tcp, udp or sctp; default tcp)")
+			fs.StringVar(&f.from, "from", "", "the packet's source `IP` (default a client outside the cluster)")
+			fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
+			return f
+		},
+		run: runExplain,
+	})
+}
+
+func runExplain(e *env, opts any, args []string) int {
+	f := opts.(*explainFlags)
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(e.stderr, "netspec explain: "+format+"\nRun 'netspec explain --help' for usage.\n", a...)
+		return exitError
+	}
+	if len(args) == 0 || len(args) > 2 {
+		return usageErr("want TREE and, without --to, NAMESPACE/SERVICE; got %d argument(s)", len(args))
+	}
+	if f.node == "" {
+		return usageErr("--node is required")
+	}
+	if (f.to == "") == (len(args) == 1) {
+		return usageErr("give either --to IP:PORT[/PROTO] or NAMESPACE/SERVICE")
+	}
+	var pk plan.Packet
+	if f.to != "" {
+		var err error
+		if pk, err = parseTo(f.to); err != nil {
+			return usageErr("--to: %v", err)
+		}
+	} else if !strings.Contains(args[1], "/") {
+		return usageErr("service %q: want NAMESPACE/NAME", args[1])
+	}
+	var from netip.Addr
+	if f.from != "" {
+		a, err := netip.ParseAddr(f.from)
+		if err != nil {
+			return usageErr("--from: %q is not an IP address", f.from)
+		}
+		from = a.Unmap()
+	}
+	if from.IsValid() && f.to != "" && from.Is4() != pk.Dst.Is4() {
+		return usageErr("--from %s and --to %s are of different IP families", from, pk.Dst)
+	}
+	l, err := loadTree(e, args[0], &f.loadFlags)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
+		return exitError
+	}
+	if n := l.diags.Errors(); n > 0 {
+		printDiags(e, l.diags)
+		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", plural(l.diags.Files(), "file"), plural(n, "error"))
+		return exitError
+	}
+	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
+		return exitError
+	}
+	var xs []*explain.Explanation
+	if f.to != "" {
+		pk.Src = from
+		if !from.IsValid() {
+			pk.Src = explain.DefaultSource(pk.Dst)
+		}
+		pk.FromLocal = slices.Contains(p.Node.IPs, pk.Src)
+		xs = append(xs, explain.Packet(p, l.tree.Objects, pk))
+	} else {
+		xs, err = explain.Service(p, l.tree.Objects, args[1], from)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
+			return exitError
+		}
+		if len(xs) == 0 {
+			fmt.Fprintf(e.stdout, "Service %s has no frontends on node %s (headless or ExternalName: its clients reach the endpoints directly)\n", args[1], f.node)
+			return exitOK
+		}
+	}
+	if f.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(xs); err != nil {
+			fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+	for i, x := range xs {
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		local := ""
+		if x.FromLocal {
+			local = " (a process on the node)"
+		}
+		fmt.Fprintf(e.stdout, "%s/%s from %s%s on node %s:\n", x.To, x.Protocol, x.From, local, x.Node)
+		for _, s := range x.Steps {
+			fmt.Fprintf(e.stdout, "  %s\n", s)
+		}
+	}
+	return exitOK
+}
+
+// parseTo parses IP:PORT[/PROTO] (an IPv6 address in brackets).
+func parseTo(s string) (plan.Packet, error) {
+	proto := "TCP"
+	if i := strings.LastIndex(s, "/"); i >= 0 {
+		proto = strings.ToUpper(s[i+1:])
+		s = s[:i]
+		if proto != "TCP" && proto != "UDP" && proto != "SCTP" {
+			return plan.Packet{}, fmt.Errorf("protocol %q: want tcp, udp or sctp", strings.ToLower(proto))
+		}
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return plan.Packet{}, fmt.Errorf("%q: want IP:PORT[/PROTO], for example 10.96.0.10:80/tcp or [fd00::10]:53/udp", s)
+	}
+	if ap.Port() == 0 {
+		return plan.Packet{}, fmt.Errorf("%q: port 0", s)
+	}
+	return plan.Packet{Dst: ap.Addr().Unmap(), Port: ap.Port(), Protocol: proto}, nil
+}

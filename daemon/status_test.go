@@ -246,3 +246,22 @@ func TestStatusSocket(t *testing.T) {
 func quietLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tlog{t}, nil))
 }
+
+// TestStatusHealthChecks: the status lists the health check node ports,
+// failing to bind while the node's address is missing, then listening.
+func TestStatusHealthChecks(t *testing.T) {
+	tree := basicTree(t)
+	writeFile(t, filepath.Join(tree, "web", "edge.yaml"), edgeService("web"))
+	r := start(t, tree, Options{Resync: -1})
+	r.idle(t)
+	want := HealthCheckStatus{Service: "shop/edge", Port: 31000, LocalEndpoints: 2, Listening: []string{}, Failing: []string{"192.168.10.11"}}
+	if st := r.query(t); len(st.HealthChecks) != 1 || fmt.Sprint(st.HealthChecks[0]) != fmt.Sprint(want) {
+		t.Errorf("health checks %+v, want [%+v]", st.HealthChecks, want)
+	}
+	r.ns.AddAddr("lo", "192.168.10.11/32")
+	r.Reload()
+	want.Listening, want.Failing = []string{"192.168.10.11"}, []string{}
+	r.statusUntil(t, "listening", func(s *Status) bool {
+		return len(s.HealthChecks) == 1 && fmt.Sprint(s.HealthChecks[0]) == fmt.Sprint(want)
+	})
+}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fsnotify/fsnotify"
+
 	"netspec.dev/netspec/internal/treecheck"
 	"netspec.dev/netspec/schema"
 )
@@ -44,16 +46,24 @@ const maxRefDepth = 10
 // an error tells that one has, but its HEAD cannot be resolved (an unborn
 // branch, a ref storage other than files).
 func GitHead(dir string) (commit string, ok bool, err error) {
+	commit, _, ok, err = gitHead(dir)
+	return commit, ok, err
+}
+
+// gitHead is GitHead, which also returns the files it read or looked
+// for, whose change may move HEAD: HEAD, each ref on the way from it
+// (in the git dir and the common dir), packed-refs.
+func gitHead(dir string) (commit string, files []string, ok bool, err error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", false, err
+		return "", nil, false, err
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
 	gitDir, found, err := findGitDir(abs)
 	if err != nil || !found {
-		return "", found, err
+		return "", nil, found, err
 	}
 	commonDir := gitDir
 	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
@@ -63,25 +73,32 @@ func GitHead(dir string) (commit string, ok bool, err error) {
 		}
 		commonDir = filepath.Clean(c)
 	}
-	head, err := os.ReadFile(filepath.Join(gitDir, "HEAD"))
+	files = []string{filepath.Join(gitDir, "HEAD"), filepath.Join(commonDir, "packed-refs")}
+	head, err := os.ReadFile(files[0])
 	if err != nil {
-		return "", true, fmt.Errorf("git: %w", err)
+		return "", files, true, fmt.Errorf("git: %w", err)
 	}
 	v := strings.TrimSpace(string(head))
 	for range maxRefDepth {
 		ref, symbolic := strings.CutPrefix(v, "ref:")
 		if !symbolic {
 			if !isHash(v) {
-				return "", true, fmt.Errorf("git: %s: not a commit: %q", filepath.Join(gitDir, "HEAD"), v)
+				return "", files, true, fmt.Errorf("git: %s: not a commit: %q", files[0], v)
 			}
-			return strings.ToLower(v), true, nil
+			return strings.ToLower(v), files, true, nil
 		}
 		ref = strings.TrimSpace(ref)
+		if ref != "" && !strings.Contains(ref, "..") && !filepath.IsAbs(ref) {
+			files = append(files, filepath.Join(gitDir, filepath.FromSlash(ref)))
+			if commonDir != gitDir {
+				files = append(files, filepath.Join(commonDir, filepath.FromSlash(ref)))
+			}
+		}
 		if v, err = readRef(gitDir, commonDir, ref); err != nil {
-			return "", true, err
+			return "", files, true, err
 		}
 	}
-	return "", true, fmt.Errorf("git: HEAD: more than %d symbolic refs", maxRefDepth)
+	return "", files, true, fmt.Errorf("git: HEAD: more than %d symbolic refs", maxRefDepth)
 }
 
 // findGitDir looks for .git in dir and its parents and returns the git
@@ -202,4 +219,44 @@ func ContentRevision(root string, t *schema.Tree) (Revision, error) {
 		h.Write([]byte{0})
 	}
 	return Revision{ID: "sha256:" + hex.EncodeToString(h.Sum(nil)), Source: RevisionContent}, nil
+}
+
+// gitWatch watches the files that name the tree's git commit (gitHead's
+// files), apart from the tree's own watches: git writes HEAD or the ref
+// after the files of a checkout or commit, and .git, hidden, is not
+// watched with the tree. An event on them reloads the tree by its file
+// changes alone (none, usually), which reads the commit again.
+type gitWatch struct {
+	fw  *fsnotify.Watcher // nil: not watching (inotify refused)
+	set watchSet
+}
+
+// update watches the git files of the tree at root as it is now.
+func (g *gitWatch) update(root string) {
+	if g.fw == nil {
+		return
+	}
+	_, files, _, _ := gitHead(root)
+	s := watchSet{}
+	for _, f := range files {
+		s.only(filepath.Dir(f), filepath.Base(f))
+	}
+	s.sync(g.fw, g.set)
+	g.set = s
+}
+
+// events is the channel of the git files' events (nil without a watcher).
+func (g *gitWatch) events() chan fsnotify.Event {
+	if g.fw == nil {
+		return nil
+	}
+	return g.fw.Events
+}
+
+// errors is the channel of the git watcher's errors (nil without one).
+func (g *gitWatch) errors() chan error {
+	if g.fw == nil {
+		return nil
+	}
+	return g.fw.Errors
 }

@@ -218,6 +218,7 @@ func (w *Watcher) appliedRevision(rev Revision) {
 	if w.cur.Revision == nil || w.cur.Revision.ID != rev.ID {
 		w.cur.Revision = &RevisionStatus{ID: rev.ID, Source: rev.Source, Since: time.Now().UTC().Truncate(time.Millisecond)}
 		w.metrics.applied(rev.ID)
+		w.log.Info("revision applied", "revision", rev.ID, "source", rev.Source)
 	}
 }
 

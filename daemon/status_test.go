@@ -156,16 +156,37 @@ func TestRevisionFollowsGit(t *testing.T) {
 		t.Fatalf("status revision %+v, want git %s", st.Revision, c1)
 	}
 
-	// An edit, committed. Git moves HEAD after writing the files, and
-	// HEAD is outside the tree's watched files: the reload of the edit may
-	// read HEAD before the commit; SIGHUP (or the resync) reads it again.
+	// An edit, committed: git moves the branch after the files are
+	// written; the watcher follows HEAD's files as well as the tree's.
 	atomicWrite(t, filepath.Join(tree, "web/service.yaml"), webService("8080"))
 	git(t, dir, "commit", "-q", "-am", "web on 8080")
 	c2 := git(t, dir, "rev-parse", "HEAD")
-	r.Reload()
 	r.statusUntil(t, "the second commit applied", func(s *Status) bool { return s.Revision != nil && s.Revision.ID == c2 })
 	if got := revisionMetric(t, r.Watcher); len(got) != 1 || got[0] != c2 {
 		t.Errorf("revisions %q after the commit, want [%s] alone", got, c2)
+	}
+
+	// A commit that changes no file of the tree, on another branch: HEAD
+	// names another ref, which is followed too.
+	git(t, dir, "checkout", "-q", "-b", "other")
+	git(t, dir, "commit", "-q", "--allow-empty", "-m", "empty")
+	c3 := git(t, dir, "rev-parse", "HEAD")
+	r.statusUntil(t, "the empty commit on another branch", func(s *Status) bool { return s.Revision.ID == c3 })
+	git(t, dir, "commit", "-q", "--allow-empty", "-m", "empty again")
+	c4 := git(t, dir, "rev-parse", "HEAD")
+	r.statusUntil(t, "the next commit on that branch", func(s *Status) bool { return s.Revision.ID == c4 })
+
+	// Back to the first commit, detached: its files and its commit.
+	git(t, dir, "checkout", "-q", "--detach", c1)
+	st := r.statusUntil(t, "the first commit again", func(s *Status) bool { return s.Revision.ID == c1 })
+	if ls := st.LastSync; ls.Reason != "change" {
+		t.Errorf("last sync %+v, want a change", ls)
+	}
+	if !strings.Contains(r.file(t, "env/shop.env"), "\nWEB_SERVICE_PORT=80\n") {
+		t.Errorf("the first commit's files are not applied:\n%s", r.file(t, "env/shop.env"))
+	}
+	if got := revisionMetric(t, r.Watcher); len(got) != 1 || got[0] != c1 {
+		t.Errorf("revisions %q, want [%s] alone", got, c1)
 	}
 }
 

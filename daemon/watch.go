@@ -137,6 +137,10 @@ type Watcher struct {
 	// revErr is the last error of reading the tree's git HEAD, logged
 	// when it changes.
 	revErr string
+	// git watches the files that name the tree's commit; gitMoved
+	// tells that one changed since the last reload.
+	git      gitWatch
+	gitMoved bool
 }
 
 // New checks opts and binds the metrics listener (so that a busy port is
@@ -280,6 +284,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer fw.Close()
+	if gfw, err := fsnotify.NewWatcher(); err == nil {
+		w.git.fw = gfw
+		defer gfw.Close()
+	} else {
+		w.log.Warn("cannot watch the tree's git HEAD; a commit shows at the next reload", "err", err)
+	}
 
 	statusLn, err := listenStatus(w.opts.StatusSocket)
 	if err != nil {
@@ -366,6 +376,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.changes.add(path, ev.Op, w.watched)
 			w.log.Debug("file event", "path", ev.Name, "op", ev.Op.String())
 			debounce.Reset(pace.event(time.Now()))
+		case ev := <-w.git.events():
+			if !w.git.set.matters(filepath.Clean(ev.Name)) {
+				continue
+			}
+			w.log.Debug("git event", "path", ev.Name, "op", ev.Op.String())
+			w.gitMoved = true
+			debounce.Reset(pace.event(time.Now()))
+		case err := <-w.git.errors():
+			w.log.Debug("git watch error", "err", err)
 		case err, ok := <-fw.Errors:
 			if !ok {
 				return errors.New("watch: fsnotify stopped")
@@ -379,6 +398,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			debounce.Reset(pace.event(time.Now()))
 		case <-debounce.C:
 			since := pace.fire(time.Now())
+			if w.gitMoved {
+				// HEAD may name another ref now.
+				w.gitMoved = false
+				w.git.update(w.opts.Tree)
+			}
 			if paths, ok := w.changes.take(); ok {
 				// Files changed, no directory: the watches stay, and
 				// the loader reads just these paths.
@@ -449,6 +473,8 @@ func (w *Watcher) waitIdle(ctx context.Context) error {
 // event the paths do not describe (changes) rescan and read the tree.
 func (w *Watcher) rescan(fw *fsnotify.Watcher) {
 	w.changes = changes{}
+	w.gitMoved = false
+	w.git.update(w.opts.Tree)
 	s := scan(w.opts.Tree)
 	added, removed := s.sync(fw, w.watched)
 	w.watched = s

@@ -129,7 +129,7 @@ func listenStatus(path string) (net.Listener, error) {
 	case fi.Mode().Type() != fs.ModeSocket:
 		return nil, fmt.Errorf("%s exists and is not a socket", path)
 	default:
-		c, err := net.Dial("unix", path)
+		c, err := dialUnix(context.Background(), path)
 		if err == nil {
 			c.Close()
 			return nil, fmt.Errorf("%s: another netspec watch answers on it (one daemon per state dir)", path)
@@ -141,7 +141,12 @@ func listenStatus(path string) (net.Listener, error) {
 	}
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp"+strconv.Itoa(os.Getpid()))
 	os.Remove(tmp)
-	ln, err := net.Listen("unix", tmp)
+	var ln net.Listener
+	err = shortPath(tmp, func(addr string) error {
+		var err error
+		ln, err = net.Listen("unix", addr)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +176,7 @@ var (
 func QueryStatus(ctx context.Context, path string) (*Status, error) {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+			return dialUnix(ctx, path)
 		},
 		DisableKeepAlives: true,
 	}
@@ -257,4 +261,35 @@ func healthStatus(in []healthcheck.Status) []HealthCheckStatus {
 		out = append(out, h)
 	}
 	return out
+}
+
+// maxSocketPath is the longest path a unix socket address holds
+// (sun_path, with its terminating NUL).
+const maxSocketPath = 107
+
+// shortPath calls fn with path, or, when path is too long for a socket
+// address, with /proc/self/fd/N/NAME, N an open descriptor of its
+// directory: a state dir deep in the file system still has its socket.
+func shortPath(path string, fn func(addr string) error) error {
+	if len(path) <= maxSocketPath {
+		return fn(path)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
+}
+
+// dialUnix connects to the unix socket at path (of any length).
+func dialUnix(ctx context.Context, path string) (net.Conn, error) {
+	var c net.Conn
+	err := shortPath(path, func(addr string) error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, "unix", addr)
+		return err
+	})
+	return c, err
 }

@@ -286,3 +286,27 @@ func TestStatusHealthChecks(t *testing.T) {
 		return len(s.HealthChecks) == 1 && fmt.Sprint(s.HealthChecks[0]) == fmt.Sprint(want)
 	})
 }
+
+// TestStatusLongPath: a state dir too deep for a socket address still
+// gets its socket.
+func TestStatusLongPath(t *testing.T) {
+	state := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Options{Tree: basicTree(t), Node: "node-1", Dataplane: DataplaneNone, StateDir: state, Resync: -1, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.StatusSocket()) <= maxSocketPath {
+		t.Fatalf("socket path %s is short enough: the test tests nothing", w.StatusSocket())
+	}
+	runSynced(t, w, deadline)
+	waitFor(t, "the first sync in the status", func() (bool, string) {
+		st, err := QueryStatus(context.Background(), w.StatusSocket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.LastSync != nil && st.LastSync.Result == ResultApplied, fmt.Sprintf("%+v", st.LastSync)
+	})
+}

@@ -9,6 +9,13 @@
 // appears. A periodic resync (and SIGHUP, Reload) reads the whole tree
 // and the kernel back and repairs drift.
 //
+// Each sync ends with a snapshot of the watcher's state (Status: the
+// revision applied, the last sync, the tree's validity, drift repairs,
+// health check node ports), served on a unix socket in the state dir for
+// `netspec status` (QueryStatus). The revision is the tree's git commit,
+// read from its files (GitHead), or a hash of its content
+// (ContentRevision), and is exported as netspec_applied_revision_info.
+//
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
 package daemon

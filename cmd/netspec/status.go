@@ -163,7 +163,8 @@ func askDaemon(sock string, wait time.Duration) (*daemon.Status, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		st, err := daemon.QueryStatus(ctx, sock)
 		cancel()
-		if (err == nil && st.LastSync != nil) || time.Now().After(end) {
+		retry := (err == nil && st.LastSync == nil) || errors.Is(err, daemon.ErrNoDaemon) || errors.Is(err, daemon.ErrStaleSocket)
+		if !retry || time.Now().After(end) {
 			return st, err
 		}
 		time.Sleep(100 * time.Millisecond)

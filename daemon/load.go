@@ -37,6 +37,7 @@ type loadResult struct {
 	errors int              // error diagnostics in diags
 	files  int              // spec files read
 	cached int              // files whose result came from the cache
+	tree   *schema.Tree     // what was read, for the revision
 }
 
 // load reads, validates and compiles the tree's Services (the DNS records
@@ -53,7 +54,7 @@ func (l *loader) load() (*loadResult, error) {
 	// Keep only the current tree's results: files removed or changed
 	// since the previous load are forgotten.
 	l.cache.Sweep()
-	res := &loadResult{files: t.Files, cached: t.Cached}
+	res := &loadResult{files: t.Files, cached: t.Cached, tree: t}
 	c := treecheck.CheckWith(l.root, t, l.memo)
 	res.diags = c.Diags
 	res.errors = res.diags.Errors()
@@ -76,4 +77,18 @@ func (r *loadResult) firstError() string {
 		}
 	}
 	return ""
+}
+
+// revision names the tree read: its git commit (read after its files, as
+// git moves HEAD once the files are written), else its content hash.
+func (l *loader) revision(res *loadResult) (Revision, error) {
+	commit, ok, gitErr := GitHead(l.root)
+	if ok && gitErr == nil {
+		return Revision{ID: commit, Source: RevisionGit}, nil
+	}
+	rev, err := ContentRevision(l.root, res.tree)
+	if err != nil {
+		return Revision{}, err
+	}
+	return rev, gitErr
 }

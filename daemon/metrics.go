@@ -32,6 +32,8 @@ type metrics struct {
 
 	healthListeners prometheus.Gauge // health check node port listeners serving
 	healthFailed    prometheus.Gauge // and those that could not bind
+
+	revision *prometheus.GaugeVec // revision: 1 for the revision applied last
 }
 
 func newMetrics(resync time.Duration) *metrics {
@@ -79,6 +81,11 @@ func newMetrics(resync time.Duration) *metrics {
 		Name: "netspec_health_check_listen_failures",
 		Help: "Listeners of health check node ports that could not bind at the last sync (tried again at each sync); the load balancer sees such a node as down.",
 	})
+	m.revision = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "netspec_applied_revision_info",
+		Help: "1 for the revision of the tree applied last: its git commit when the tree is in a git checkout, else sha256: and a hash of its spec files and netspec.lock. Only the current revision has a series.",
+	}, []string{"revision"})
+	m.reg.MustRegister(m.revision)
 	m.reg.MustRegister(m.syncDuration, m.syncLast, m.syncFailures, m.programming,
 		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests, m.healthListeners, m.healthFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -101,6 +108,12 @@ func (m *metrics) tree(errors int) {
 	} else {
 		m.treeValid.Set(0)
 	}
+}
+
+// applied records the revision of the tree applied: its series alone.
+func (m *metrics) applied(revision string) {
+	m.revision.Reset()
+	m.revision.WithLabelValues(revision).Set(1)
 }
 
 // healthChecks records the health check listeners after a sync.

@@ -9,6 +9,13 @@
 // appears. A periodic resync (and SIGHUP, Reload) reads the whole tree
 // and the kernel back and repairs drift.
 //
+// Each sync ends with a snapshot of the watcher's state (Status: the
+// revision applied, the last sync, the tree's validity, drift repairs,
+// health check node ports), served on a unix socket in the state dir for
+// `netspec status` (QueryStatus). The revision is the tree's git commit,
+// read from its files (GitHead), or a hash of its content
+// (ContentRevision), and is exported as netspec_applied_revision_info.
+//
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
 package daemon
@@ -21,8 +28,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -72,6 +81,9 @@ type Options struct {
 	// MetricsListen, when set, is the address of the HTTP server of
 	// /metrics, /healthz and /readyz.
 	MetricsListen string
+	// StatusSocket is the path of the unix socket (mode 0600) that
+	// `netspec status` asks; StateDir/SocketName when empty.
+	StatusSocket string
 
 	Resync time.Duration // DefaultResync when 0; negative: no resync
 	// Debounce paces reloads for file changes: a change after a quiet
@@ -123,6 +135,19 @@ type Watcher struct {
 
 	// idle is received from by Run between syncs only (waitIdle).
 	idle chan struct{}
+
+	// cur is the status as of the last sync, owned by Run's goroutine;
+	// status is a copy of it made at the end of each sync, which the
+	// status server reads.
+	cur    Status
+	status atomic.Pointer[Status]
+	// revErr is the last error of reading the tree's git HEAD, logged
+	// when it changes.
+	revErr string
+	// git watches the files that name the tree's commit; gitMoved
+	// tells that one changed since the last reload.
+	git      gitWatch
+	gitMoved bool
 }
 
 // New checks opts and binds the metrics listener (so that a busy port is
@@ -153,6 +178,9 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.StatusSocket == "" {
+		opts.StatusSocket = filepath.Join(opts.StateDir, SocketName)
+	}
 	w := &Watcher{
 		opts:     opts,
 		log:      opts.Logger,
@@ -164,6 +192,9 @@ func New(opts Options) (*Watcher, error) {
 		full:     true,
 		idle:     make(chan struct{}),
 	}
+	w.cur = Status{Node: opts.Node, Tree: opts.Tree, Dataplane: opts.Dataplane, StateDir: opts.StateDir,
+		PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Millisecond)}
+	w.publishStatus()
 	if opts.DNSListen != "" {
 		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery})
 	}
@@ -260,10 +291,35 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer fw.Close()
+	if gfw, err := fsnotify.NewWatcher(); err == nil {
+		w.git.fw = gfw
+		defer gfw.Close()
+	} else {
+		w.log.Warn("cannot watch the tree's git HEAD; a commit shows at the next reload", "err", err)
+	}
+
+	statusLn, err := listenStatus(w.opts.StatusSocket)
+	if err != nil {
+		if w.metricsLn != nil {
+			w.metricsLn.Close()
+		}
+		return fmt.Errorf("watch: status socket: %w", err)
+	}
+	defer os.Remove(w.opts.StatusSocket)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel(nil) // stop the servers before waiting for them
+	statusSrv := &http.Server{Handler: w.statusHandler(), ReadHeaderTimeout: 10 * time.Second}
+	wg.Go(func() {
+		if err := statusSrv.Serve(statusLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cancel(fmt.Errorf("watch: status server: %w", err))
+		}
+	})
+	wg.Go(func() {
+		<-ctx.Done()
+		statusSrv.Close()
+	})
 	if w.metricsLn != nil {
 		srv := &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		wg.Go(func() {
@@ -292,7 +348,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 
 	w.log.Info("watching", "tree", w.opts.Tree, "node", w.opts.Node, "dataplane", w.opts.Dataplane,
-		"state_dir", w.opts.StateDir, "resync", w.opts.Resync, "debounce", w.opts.Debounce)
+		"state_dir", w.opts.StateDir, "status_socket", w.opts.StatusSocket, "resync", w.opts.Resync, "debounce", w.opts.Debounce)
 	w.rescan(fw)
 	w.sync(syncStart, time.Time{})
 
@@ -327,6 +383,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.changes.add(path, ev.Op, w.watched)
 			w.log.Debug("file event", "path", ev.Name, "op", ev.Op.String())
 			debounce.Reset(pace.event(time.Now()))
+		case ev := <-w.git.events():
+			if !w.git.set.matters(filepath.Clean(ev.Name)) {
+				continue
+			}
+			w.log.Debug("git event", "path", ev.Name, "op", ev.Op.String())
+			w.gitMoved = true
+			debounce.Reset(pace.event(time.Now()))
+		case err := <-w.git.errors():
+			w.log.Debug("git watch error", "err", err)
 		case err, ok := <-fw.Errors:
 			if !ok {
 				return errors.New("watch: fsnotify stopped")
@@ -340,6 +405,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			debounce.Reset(pace.event(time.Now()))
 		case <-debounce.C:
 			since := pace.fire(time.Now())
+			if w.gitMoved {
+				// HEAD may name another ref now.
+				w.gitMoved = false
+				w.git.update(w.opts.Tree)
+			}
 			if paths, ok := w.changes.take(); ok {
 				// Files changed, no directory: the watches stay, and
 				// the loader reads just these paths.
@@ -410,6 +480,8 @@ func (w *Watcher) waitIdle(ctx context.Context) error {
 // event the paths do not describe (changes) rescan and read the tree.
 func (w *Watcher) rescan(fw *fsnotify.Watcher) {
 	w.changes = changes{}
+	w.gitMoved = false
+	w.git.update(w.opts.Tree)
 	s := scan(w.opts.Tree)
 	added, removed := s.sync(fw, w.watched)
 	w.watched = s
@@ -442,6 +514,14 @@ func (r syncReason) String() string {
 // only then are the DNS records and env files worked out (compiler.Staged)
 // and the state dir and DNS answers updated.
 func (w *Watcher) sync(why syncReason, since time.Time) {
+	out := &SyncStatus{Reason: why.String(), Result: ResultInvalid}
+	began := time.Now()
+	defer func() {
+		out.Ended = time.Now().UTC().Truncate(time.Millisecond)
+		out.DurationSeconds = time.Since(began).Seconds()
+		w.cur.LastSync = out
+		w.publishStatus()
+	}()
 	if why == syncResync {
 		// A resync works the tree out from scratch, so that a missed
 		// change cannot outlive it.
@@ -463,13 +543,17 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	case err != nil:
 		w.invalid = true
 		w.metrics.syncFailures.Inc()
+		out.Result, out.Error = ResultFailed, err.Error()
+		w.cur.TreeState = TreeStatus{FirstError: err.Error()}
 		if res != nil {
 			w.metrics.tree(res.errors)
+			w.cur.TreeState.Errors = res.errors
 		}
 		w.log.Error("cannot read the tree, "+keeping, "reason", why.String(), "err", err)
 	case res.errors > 0:
 		w.invalid = true
 		w.metrics.tree(res.errors)
+		w.cur.TreeState = TreeStatus{Errors: res.errors, FirstError: res.firstError()}
 		w.log.Error("tree invalid, "+keeping, "reason", why.String(), "errors", res.errors, "first", res.firstError())
 		n := 0
 		for _, d := range res.diags {
@@ -489,7 +573,20 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 			w.log.Info("tree valid again", "reason", why.String())
 		}
 		w.metrics.tree(0)
+		w.cur.TreeState = TreeStatus{Valid: true}
 		st = res.plan
+	}
+	var rev Revision // of the tree read, when it is valid
+	if st != nil {
+		var revErr error
+		rev, revErr = w.loader.revision(res)
+		if msg := fmt.Sprint(revErr); revErr != nil && msg != w.revErr {
+			w.log.Warn("cannot read the tree's git commit; its revision is a hash of its content", "err", revErr)
+		}
+		w.revErr = ""
+		if revErr != nil {
+			w.revErr = revErr.Error()
+		}
 	}
 	if st == nil && (w.good == nil || why != syncResync) {
 		// Nothing good to apply yet, or the tree is not good: only a
@@ -527,6 +624,8 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		// A file changed without changing the plan (a comment, a file
 		// outside the plan's node): nothing to do.
 		w.log.Debug("plan unchanged", "files", res.files, "validated", res.files-res.cached)
+		out.Result = ResultUnchanged
+		w.appliedRevision(rev)
 		return
 	}
 
@@ -545,6 +644,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	if err != nil {
 		w.full = true // the kernel may hold anything now: read it back next time
 		w.metrics.syncFailures.Inc()
+		out.Kind, out.Result, out.Error = kind, ResultFailed, err.Error()
 		w.log.Error("sync failed", "reason", why.String(), "kind", kind, "err", err)
 		return
 	}
@@ -559,9 +659,14 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	}
 	w.good = applied
 	p = applied
+	out.Kind, out.Result = kind, ResultApplied
+	if st != nil {
+		w.appliedRevision(rev)
+	}
 	if w.health != nil {
 		w.health.Sync(p)
 		w.metrics.healthChecks(w.health.Stats())
+		w.cur.HealthChecks = healthStatus(w.health.Status())
 	}
 	select {
 	case <-w.synced:
@@ -587,6 +692,8 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	switch {
 	case why == syncResync && !changed && !r.Empty():
 		w.metrics.driftRepairs.Inc()
+		w.cur.DriftRepairs.Count++
+		w.cur.DriftRepairs.Last = &out.Ended // set when the sync ends
 		if r.IPVS != nil && !r.IPVS.Empty() {
 			attrs = append(attrs, "ipvs", r.IPVS.Summary())
 		}

@@ -80,9 +80,13 @@ with endpoints (as kube-proxy does; not with --dataplane none).
 netspec_sync_failures_total, netspec_network_programming_duration_seconds,
 netspec_tree_valid, netspec_tree_errors, netspec_drift_repairs_total,
 netspec_dns_requests_total{rcode}, netspec_health_check_listeners,
-netspec_health_check_listen_failures), /healthz (200 while the last
+netspec_health_check_listen_failures, netspec_applied_revision_info{revision}:
+the tree's git commit applied, or sha256:HASH of its content), /healthz (200 while the last
 successful sync is younger than twice --resync) and /readyz (200 after the
 first successful sync).
+
+Its state is served on the unix socket DIR/netspec.sock (--state-dir DIR;
+mode 0600, removed on exit, a stale one replaced): 'netspec status' asks it.
 
 Needs root (or CAP_NET_ADMIN, and CAP_NET_BIND_SERVICE for port 53).
 deploy/netspec.service is a systemd unit for it.

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"netspec.dev/netspec/applier"
+	"netspec.dev/netspec/applier/state"
+	"netspec.dev/netspec/daemon"
+)
+
+type statusFlags struct {
+	stateDir string
+	socket   string
+	json     bool
+	wait     time.Duration
+}
+
+func init() {
+	register(&command{
+		name:    "status",
+		args:    "[--state-dir DIR] [--json] [--wait DURATION]",
+		summary: "show what the daemon on this node applied, and how its syncs go",
+		help: `Status asks the netspec watch daemon of this node, over its unix socket
+DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
+
+  - the revision of the tree applied (its git commit, or sha256: and a hash
+    of its spec files and netspec.lock when the tree is not a git checkout)
+    and since when;
+  - the last sync: why (start, change, reload, resync), its kind (full reads
+    the kernel back, partial updates by difference), how long it took and
+    its result (applied, unchanged, invalid, failed, with the error);
+  - whether the tree read last is valid, with its first error;
+  - the drift repairs of resyncs (count, last);
+  - the health check node ports: port, service, local endpoints, and the
+    addresses listening and failing to bind.
+
+Without a daemon (no socket, or a stale one nothing listens on) it says so
+and shows what this node holds: netspec's nftables tables (chains, sets and
+elements), its IPVS virtual servers and real servers, and the state dir's
+record of the last applied plan. Reading the kernel needs root (or
+CAP_NET_ADMIN); without, status says so and shows the record only.
+
+--json prints the same as one JSON object: "running" (bool), "daemon" (the
+daemon's status, when running: node, tree, dataplane, stateDir, pid,
+started, revision{id, source, since}, lastSync{reason, kind, ended,
+durationSeconds, result, error}, treeState{valid, errors, firstError},
+driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
+listening, failing}]), and without a daemon "reason", "kernel"{read, error,
+nftables[{family, present, chains, sets, elements}], ipvs{available,
+interface, virtualServers, realServers}} and "record"{present, node,
+services, endpoints, recorded}. Times are RFC 3339.
+
+--wait waits up to DURATION for a daemon to answer and finish its first
+sync (after starting one), then reports.
+
+Exit status: 0 reported (with or without a daemon); 1 any error: the
+daemon's socket cannot be used (permission), the state dir cannot be read,
+a usage error.
+
+Examples:
+  netspec status
+  netspec status --json | jq -r .daemon.revision.id
+  ip netns exec blue netspec status --state-dir /var/lib/netspec-blue`,
+		flags: func(fs *flag.FlagSet) any {
+			f := &statusFlags{}
+			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the daemon's state `DIR` (its socket is DIR/netspec.sock)")
+			fs.StringVar(&f.socket, "socket", "", "ask the daemon on `PATH` instead of DIR/netspec.sock")
+			fs.BoolVar(&f.json, "json", false, "print the status as JSON")
+			fs.DurationVar(&f.wait, "wait", 0, "wait up to `DURATION` for a daemon to answer after its first sync")
+			return f
+		},
+		run: runStatus,
+	})
+}
+
+// statusOut is the JSON of netspec status.
+type statusOut struct {
+	Running bool           `json:"running"`
+	Daemon  *daemon.Status `json:"daemon,omitempty"`
+	Reason  string         `json:"reason,omitempty"` // why no daemon answered
+	Kernel  *kernelView    `json:"kernel,omitempty"`
+	Record  *recordView    `json:"record,omitempty"`
+}
+
+// recordView is the state dir's record of the last applied plan.
+type recordView struct {
+	Present   bool      `json:"present"`
+	Node      string    `json:"node,omitempty"`
+	Services  int       `json:"services"`
+	Endpoints int       `json:"endpoints"`
+	Recorded  time.Time `json:"recorded,omitzero"` // the record's last write
+}
+
+func runStatus(e *env, opts any, args []string) int {
+	f := opts.(*statusFlags)
+	if len(args) > 0 {
+		fmt.Fprintf(e.stderr, "netspec status: takes no arguments, got %q\nRun 'netspec status --help' for usage.\n", args)
+		return exitError
+	}
+	if f.wait < 0 {
+		fmt.Fprintf(e.stderr, "netspec status: --wait %s: want a positive duration\n", f.wait)
+		return exitError
+	}
+	sock := f.socket
+	if sock == "" {
+		sock = filepath.Join(f.stateDir, daemon.SocketName)
+	}
+	st, err := askDaemon(sock, f.wait)
+	out := statusOut{}
+	switch {
+	case err == nil:
+		out.Running, out.Daemon = true, st
+	case errors.Is(err, daemon.ErrNoDaemon), errors.Is(err, daemon.ErrStaleSocket):
+		out.Reason = err.Error()
+		out.Kernel = readKernel()
+		rec, err := readRecord(f.stateDir)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
+			return exitError
+		}
+		out.Record = rec
+	case errors.Is(err, os.ErrPermission):
+		fmt.Fprintf(e.stderr, "netspec status: %s: permission denied: the socket is for the daemon's user (root) only\n", sock)
+		return exitError
+	default:
+		fmt.Fprintf(e.stderr, "netspec status: asking the daemon on %s: %v\n", sock, err)
+		return exitError
+	}
+	if f.json {
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
+			return exitError
+		}
+		e.stdout.Write(append(b, '\n'))
+		return exitOK
+	}
+	if out.Running {
+		writeDaemonStatus(e.stdout, sock, out.Daemon, time.Now())
+	} else {
+		fmt.Fprintf(e.stdout, "daemon: not running: %s\n", out.Reason)
+		writeKernelView(e.stdout, out.Kernel)
+		writeRecordView(e.stdout, f.stateDir, out.Record, time.Now())
+	}
+	return exitOK
+}
+
+// askDaemon queries the daemon; with wait, it asks again until the
+// daemon answers with a sync done or wait has passed.
+func askDaemon(sock string, wait time.Duration) (*daemon.Status, error) {
+	end := time.Now().Add(wait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := daemon.QueryStatus(ctx, sock)
+		cancel()
+		retry := (err == nil && st.LastSync == nil) || errors.Is(err, daemon.ErrNoDaemon) || errors.Is(err, daemon.ErrStaleSocket)
+		if !retry || time.Now().After(end) {
+			return st, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ago formats a time as RFC 3339 with its age.
+func ago(t, now time.Time) string {
+	age := now.Sub(t)
+	switch {
+	case age < 0:
+		age = 0
+	case age < time.Minute:
+		age = age.Round(100 * time.Millisecond)
+	default:
+		age = age.Round(time.Second)
+	}
+	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age)
+}
+
+// writeDaemonStatus prints a running daemon's status.
+func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Time) {
+	fmt.Fprintf(w, "daemon: running, pid %d, started %s, socket %s\n", st.PID, ago(st.Started, now), sock)
+	fmt.Fprintf(w, "node: %s; tree: %s; dataplane: %s; state dir: %s\n", st.Node, st.Tree, st.Dataplane, st.StateDir)
+	if r := st.Revision; r != nil {
+		what := "git commit"
+		if r.Source == daemon.RevisionContent {
+			what = "content hash: not a git checkout"
+		}
+		fmt.Fprintf(w, "revision: %s (%s), applied since %s\n", r.ID, what, ago(r.Since, now))
+	} else {
+		fmt.Fprintln(w, "revision: none applied since the daemon started")
+	}
+	if s := st.LastSync; s != nil {
+		kind := ""
+		if s.Kind != "" {
+			kind = s.Kind + ", "
+		}
+		took := time.Duration(s.DurationSeconds * float64(time.Second)).Round(time.Millisecond)
+		fmt.Fprintf(w, "last sync: %s, %s%s in %s, ended %s\n", s.Reason, kind, s.Result, took, ago(s.Ended, now))
+		if s.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", s.Error)
+		}
+	} else {
+		fmt.Fprintln(w, "last sync: none yet (the first one is under way)")
+	}
+	switch t := st.TreeState; {
+	case st.LastSync == nil:
+		fmt.Fprintln(w, "tree: not read yet")
+	case t.Valid:
+		fmt.Fprintln(w, "tree: valid")
+	case t.Errors > 0:
+		fmt.Fprintf(w, "tree: invalid, %s; first: %s\n", plural(t.Errors, "error"), t.FirstError)
+	default:
+		fmt.Fprintf(w, "tree: cannot be read or compiled: %s\n", t.FirstError)
+	}
+	if d := st.DriftRepairs; d.Count > 0 && d.Last != nil {
+		fmt.Fprintf(w, "drift repairs: %d, last %s\n", d.Count, ago(*d.Last, now))
+	} else {
+		fmt.Fprintln(w, "drift repairs: none")
+	}
+	switch {
+	case st.HealthChecks == nil:
+		fmt.Fprintf(w, "health check node ports: not served (dataplane %s)\n", st.Dataplane)
+	case len(st.HealthChecks) == 0:
+		fmt.Fprintln(w, "health check node ports: none")
+	default:
+		fmt.Fprintln(w, "health check node ports:")
+		for _, h := range st.HealthChecks {
+			line := fmt.Sprintf("  %d %s: %s", h.Port, h.Service, plural(h.LocalEndpoints, "local endpoint"))
+			if len(h.Listening) > 0 {
+				line += "; listening on " + strings.Join(h.Listening, ", ")
+			}
+			if len(h.Failing) > 0 {
+				line += "; FAILING to listen on " + strings.Join(h.Failing, ", ")
+			}
+			if len(h.Listening)+len(h.Failing) == 0 {
+				line += "; no node address to listen on"
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+// readRecord reads the state dir's record of the last applied plan,
+// creating nothing.
+func readRecord(dir string) (*recordView, error) {
+	n, err := applier.Open(applier.Options{StateDir: dir, NoCreateStateDir: true, NoDataplane: true})
+	if err != nil {
+		return nil, err
+	}
+	defer n.Close()
+	p := n.Last()
+	if p == nil {
+		return &recordView{}, nil
+	}
+	r := &recordView{Present: true, Node: p.Node.Name}
+	r.Services, r.Endpoints = p.Counts()
+	for _, name := range []string{state.PlanFile, state.LogFile} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.ModTime().After(r.Recorded) {
+			r.Recorded = fi.ModTime().UTC().Truncate(time.Second)
+		}
+	}
+	return r, nil
+}
+
+func writeRecordView(w io.Writer, dir string, r *recordView, now time.Time) {
+	if !r.Present {
+		fmt.Fprintf(w, "state dir %s: no record of an applied plan\n", dir)
+		return
+	}
+	fmt.Fprintf(w, "state dir %s: last applied plan, of node %s: %s, %s; recorded %s\n",
+		dir, r.Node, plural(r.Services, "service"), plural(r.Endpoints, "endpoint"), ago(r.Recorded, now))
+}
+
+// isPermission tells an error of a missing privilege.
+func isPermission(err error) bool {
+	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
+}

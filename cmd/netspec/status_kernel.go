@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
-
-	"github.com/google/nftables"
 
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
@@ -63,102 +60,39 @@ func readKernel() *kernelView {
 	return k
 }
 
+// readNFTables counts netspec's nftables tables (nft.Summarize).
 func readNFTables() ([]nftView, error) {
-	c, err := nftables.New()
+	k, err := nft.OpenSystem(0)
 	if err != nil {
 		return nil, err
 	}
-	var out []nftView
-	for _, fam := range []struct {
-		f    nftables.TableFamily
-		name string
-	}{{nftables.TableFamilyIPv4, "ip"}, {nftables.TableFamilyIPv6, "ip6"}} {
-		v := nftView{Family: fam.name}
-		tables, err := c.ListTablesOfFamily(fam.f)
-		if err != nil {
-			return nil, fmt.Errorf("nftables: list tables: %w", err)
-		}
-		var t *nftables.Table
-		for _, x := range tables {
-			if x.Name == nft.TableName {
-				t = x
-			}
-		}
-		if t != nil {
-			v.Present = true
-			chains, err := c.ListChainsOfTableFamily(fam.f)
-			if err != nil {
-				return nil, fmt.Errorf("nftables: list chains: %w", err)
-			}
-			for _, ch := range chains {
-				if ch.Table.Name == nft.TableName {
-					v.Chains++
-				}
-			}
-			sets, err := c.GetSets(t)
-			if err != nil {
-				return nil, fmt.Errorf("nftables: list sets of %s %s: %w", fam.name, nft.TableName, err)
-			}
-			for _, s := range sets {
-				if s.Anonymous {
-					continue
-				}
-				v.Sets++
-				els, err := c.GetSetElements(s)
-				if err != nil {
-					return nil, fmt.Errorf("nftables: elements of set %s: %w", s.Name, err)
-				}
-				for _, e := range els {
-					if !e.IntervalEnd {
-						v.Elements++
-					}
-				}
-			}
-		}
-		out = append(out, v)
+	defer k.Close()
+	tables, err := nft.Summarize(k)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]nftView, len(tables))
+	for i, t := range tables {
+		out[i] = nftView{Family: t.Family, Present: t.Present, Chains: t.Chains, Sets: t.Sets, Elements: t.Elements}
 	}
 	return out, nil
 }
 
+// readIPVS counts netspec's virtual servers (ipvs.Summarize).
 func readIPVS() (*ipvsView, error) {
-	v := &ipvsView{}
 	s, err := ipvs.OpenSystem(0)
 	if errors.Is(err, ipvs.ErrNoIPVS) {
-		return v, nil
+		return &ipvsView{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	v.Available = true
-	link, err := s.Link()
+	sum, err := ipvs.Summarize(s)
 	if err != nil {
 		return nil, err
 	}
-	if !link.Exists {
-		return v, nil
-	}
-	v.Interface = true
-	owned := map[netip.Addr]bool{}
-	for _, p := range link.Addrs {
-		owned[p.Addr()] = true
-	}
-	svcs, err := s.Services()
-	if err != nil {
-		return nil, err
-	}
-	for _, svc := range svcs {
-		if !svc.Addr.IsValid() || !owned[svc.Addr] {
-			continue
-		}
-		v.VirtualServers++
-		reals, err := s.Reals(svc.Key)
-		if err != nil {
-			return nil, err
-		}
-		v.RealServers += len(reals)
-	}
-	return v, nil
+	return &ipvsView{Available: true, Interface: sum.Interface, VirtualServers: sum.VirtualServers, RealServers: sum.RealServers}, nil
 }
 
 func writeKernelView(w io.Writer, k *kernelView) {

@@ -1,0 +1,74 @@
+package nft
+
+import (
+	"fmt"
+
+	"github.com/google/nftables"
+)
+
+// TableSummary counts what one of netspec's tables holds in the kernel:
+// what `netspec status` shows of a node whose daemon does not answer.
+type TableSummary struct {
+	Family   string // "ip" or "ip6"
+	Present  bool   // the table exists
+	Chains   int
+	Sets     int // named sets and maps
+	Elements int // of the named sets and maps; an interval counts once
+}
+
+// Summarize reads netspec's tables (ip, then ip6) from k and counts their
+// chains, named sets and elements. It only reads.
+func Summarize(k Kernel) ([]TableSummary, error) {
+	var out []TableSummary
+	for _, fam := range []struct {
+		f    nftables.TableFamily
+		name string
+	}{{nftables.TableFamilyIPv4, "ip"}, {nftables.TableFamilyIPv6, "ip6"}} {
+		s := TableSummary{Family: fam.name}
+		tables, err := k.Tables(fam.f)
+		if err != nil {
+			return nil, fmt.Errorf("nftables: list %s tables: %w", fam.name, err)
+		}
+		var t *nftables.Table
+		for _, x := range tables {
+			if x.Name == TableName {
+				t = x
+			}
+		}
+		if t == nil {
+			out = append(out, s)
+			continue
+		}
+		s.Present = true
+		chains, err := k.Chains(fam.f)
+		if err != nil {
+			return nil, fmt.Errorf("nftables: list %s chains: %w", fam.name, err)
+		}
+		for _, ch := range chains {
+			if ch.Table != nil && ch.Table.Name == TableName {
+				s.Chains++
+			}
+		}
+		sets, err := k.Sets(t)
+		if err != nil {
+			return nil, fmt.Errorf("nftables: list sets of %s %s: %w", fam.name, TableName, err)
+		}
+		for _, set := range sets {
+			if set.Anonymous {
+				continue
+			}
+			s.Sets++
+			els, err := k.Elements(fam.f, TableName, set.Name)
+			if err != nil {
+				return nil, fmt.Errorf("nftables: elements of set %s: %w", set.Name, err)
+			}
+			for _, e := range els {
+				if !e.IntervalEnd {
+					s.Elements++
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -185,17 +185,11 @@ func (d *Dir) PlanFiles(files map[string][]byte) (Changes, error) {
 // to be the caller's, which then writes full(). plan.json is reported
 // added or changed when the record changes.
 func (d *Dir) ApplyRecord(files map[string][]byte, delta []byte, full func() ([]byte, error)) (Changes, error) {
-	if err := mkdir(d.path); err != nil {
-		return Changes{}, err
-	}
-	unlock, err := d.lock(syscall.LOCK_EX)
+	unlock, err := d.beginWrite()
 	if err != nil {
 		return Changes{}, err
 	}
 	defer unlock()
-	if err := d.sweepTemp(); err != nil {
-		return Changes{}, err
-	}
 	plan, want, err := d.diff(files, true)
 	if err != nil {
 		return Changes{}, err

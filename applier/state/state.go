@@ -249,17 +249,11 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 // plans by difference with ApplyRecord instead. On an error, the Changes
 // returned are those made before it.
 func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
-	if err := mkdir(d.path); err != nil { // OpenNoCreate may have left it missing
-		return Changes{}, err
-	}
-	unlock, err := d.lock(syscall.LOCK_EX)
+	unlock, err := d.beginWrite()
 	if err != nil {
 		return Changes{}, err
 	}
 	defer unlock()
-	if err := d.sweepTemp(); err != nil {
-		return Changes{}, err
-	}
 	plan, want, err := d.diff(files, false)
 	if err != nil {
 		return Changes{}, err
@@ -587,6 +581,24 @@ func (d *Dir) remove(rel string) error {
 }
 
 // sweepTemp removes the temporary files an interrupted write left.
+// beginWrite readies the dir for a write: it is created if missing
+// (OpenNoCreate may have left it so), locked for this process alone, and
+// swept of the temporary files of a writer that died. The caller calls
+// unlock when done.
+func (d *Dir) beginWrite() (unlock func(), err error) {
+	if err := mkdir(d.path); err != nil {
+		return nil, err
+	}
+	if unlock, err = d.lock(syscall.LOCK_EX); err != nil {
+		return nil, err
+	}
+	if err := d.sweepTemp(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
 func (d *Dir) sweepTemp() error {
 	for _, sub := range []string{".", dnsDir, envDir} {
 		dir := filepath.Join(d.path, sub)

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -598,7 +599,9 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 //	watch-memory services=10000 reloads=100 heap_before_mb=… heap_mid_mb=… heap_after_mb=… growth_pct=… rss_before_mb=… rss_after_mb=…
 //
 // The heap is runtime.MemStats.HeapInuse after two runtime.GC, of the
-// whole test process (the watcher is most of it).
+// whole test process (the watcher is most of it). With
+// NETSPEC_WATCH_HEAPPROFILE=FILE it also writes a heap profile taken
+// after the first sync to FILE (go tool pprof -top -inuse_space FILE).
 func TestWatchMemory(t *testing.T) {
 	n := benchEnv(t)
 	reloads := benchInt(t, "NETSPEC_WATCH_RELOADS", 100)
@@ -614,6 +617,9 @@ func TestWatchMemory(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	inuse0, alloc0, rss0 := heap()
+	if out := os.Getenv("NETSPEC_WATCH_HEAPPROFILE"); out != "" {
+		writeHeapProfile(t, out)
+	}
 	var inuseMid float64
 	start := time.Now()
 	for k := range reloads {
@@ -633,6 +639,20 @@ func TestWatchMemory(t *testing.T) {
 	inuse1, alloc1, rss1 := heap()
 	t.Logf("watch-memory services=%d reloads=%d heap_before_mb=%.1f heap_mid_mb=%.1f heap_after_mb=%.1f growth_pct=%+.1f alloc_before_mb=%.1f alloc_after_mb=%.1f rss_before_mb=%.1f rss_after_mb=%.1f reloads_took_s=%.1f",
 		n, reloads, inuse0, inuseMid, inuse1, 100*(inuse1-inuse0)/inuse0, alloc0, alloc1, rss0, rss1, took.Seconds())
+}
+
+// writeHeapProfile writes the heap profile of the test process to path.
+func writeHeapProfile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("heap profile after the first sync: %s", path)
 }
 
 // rssMB is the process's resident set (VmRSS), in MiB.

@@ -93,7 +93,7 @@ func TestKubeProxyFlows(t *testing.T) {
 								t.Skipf("SKIPPED: %s", c.skip)
 							}
 							t.Parallel()
-							runKubeProxyCase(t, c, in.install)
+							runKubeProxyCase(t, c, in.name, in.install)
 						}
 						if c.name == "" {
 							run(t) // one case: its flows are the table's
@@ -109,15 +109,10 @@ func TestKubeProxyFlows(t *testing.T) {
 
 // TestKubeProxyFlowsIPVS runs TestKubeProxyFlows for the IPVS data plane
 // in the VM of internal/vmtest, whose kernel has IPVS (the host's has not).
-// Under qemu without KVM the replay takes minutes (about 6 on two busy
-// cores, against 20 s on the host), so it runs only when
-// NETSPEC_KUBEPROXY_IPVS=1 asks for it.
+// Under qemu without KVM the replay takes one to a few minutes.
 func TestKubeProxyFlowsIPVS(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("in the VM already")
-	}
-	if os.Getenv("NETSPEC_KUBEPROXY_IPVS") != "1" {
-		t.Skip("SKIPPED: replaying kube-proxy's flows for IPVS in the VM takes minutes; set NETSPEC_KUBEPROXY_IPVS=1 to run it")
 	}
 	testnet.Require(t, "nft")
 	vmtest.RunPackage(t, "netspec.dev/netspec/applier", vmtest.Options{
@@ -127,6 +122,28 @@ func TestKubeProxyFlowsIPVS(t *testing.T) {
 		Dir:          "/vmtest",
 		Timeout:      10 * time.Minute,
 	})
+}
+
+// skipIPVSLocal is why the flows of ipvsLocalOnly are not replayed for the
+// IPVS data plane: the tables are kube-proxy's nftables mode, whose pods
+// and node reach every endpoint of a Service with externalTrafficPolicy
+// Local through its external IPs, LoadBalancer IPs and node ports (the
+// short-circuit). kube-proxy's IPVS mode has none: the virtual servers of
+// those frontends hold the node's local endpoints only, whoever sends
+// (pkg/proxy/ipvs, syncEndpoint with ExternalPolicyLocal), and so do
+// netspec's.
+const skipIPVSLocal = "kube-proxy's IPVS mode, as netspec's, gives the external frontends of a Local Service only this node's endpoints, also for pods and the node (no short-circuit)"
+
+// ipvsLocalOnly are the flows, by test path under the installer, that
+// skipIPVSLocal is about.
+var ipvsLocalOnly = map[string]bool{
+	"TestExternalTrafficPolicyLocal/pod_to_external_IP_hits_both_endpoints,_unmasqueraded":            true,
+	"TestExternalTrafficPolicyLocal/pod_to_LB_IP_hits_only_both_endpoints,_unmasqueraded":             true,
+	"TestExternalTrafficPolicyLocal/pod_to_NodePort_hits_both_endpoints,_unmasqueraded":               true,
+	"TestInternalExternalMasquerade/base/pod_to_NodePort_with_eTP:Local":                              true,
+	"TestInternalExternalMasquerade/base/pod_to_LB_with_eTP:Local":                                    true,
+	"TestInternalExternalMasquerade/base/node_to_LB_with_eTP:Local":                                   true,
+	"TestInternalExternalMasquerade/masqueradeAll,_no_LocalTrafficDetector/node_to_LB_with_eTP:Local": true,
 }
 
 // kpFlow is one packet flow of a kube-proxy table: kube-proxy's
@@ -457,7 +474,7 @@ type kpTopology struct {
 // install and replays c's flows; then, when c has flows for after the
 // EndpointSlices are deleted, deletes them, installs again and replays
 // those.
-func runKubeProxyCase(t *testing.T, c kpCase, inst installer) {
+func runKubeProxyCase(t *testing.T, c kpCase, dataplane string, inst installer) {
 	dir := t.TempDir()
 	if err := kpCopyFiles(filepath.Join("testdata", "kubeproxy", "common"), dir); err != nil {
 		t.Fatal(err)
@@ -471,7 +488,7 @@ func runKubeProxyCase(t *testing.T, c kpCase, inst installer) {
 	topo := newKPTopology(t, tree, append(slices.Clone(c.flows), c.after...))
 	install := inst(t, topo.node)
 	install(t, p)
-	topo.replay(t, c.flows)
+	topo.replay(t, dataplane, c.flows)
 	if len(c.after) == 0 {
 		return
 	}
@@ -480,7 +497,7 @@ func runKubeProxyCase(t *testing.T, c kpCase, inst installer) {
 	}
 	_, p = kpCompile(t, dir)
 	install(t, p)
-	t.Run("EndpointSlices deleted", func(t *testing.T) { topo.replay(t, c.after) })
+	t.Run("EndpointSlices deleted", func(t *testing.T) { topo.replay(t, dataplane, c.after) })
 }
 
 // kpCopyFiles copies the files (not the directories) of directory from
@@ -701,11 +718,17 @@ func (topo *kpTopology) dial(f kpFlow, timeout time.Duration) string {
 
 // replay runs each flow as a sub-test and checks kube-proxy's expected
 // output and masquerade.
-func (topo *kpTopology) replay(t *testing.T, flows []kpFlow) {
+func (topo *kpTopology) replay(t *testing.T, dataplane string, flows []kpFlow) {
 	for _, f := range flows {
 		t.Run(f.name, func(t *testing.T) {
 			if f.skip != "" {
 				t.Skipf("SKIPPED: %s", f.skip)
+			}
+			if dataplane == "ipvs" {
+				_, flow, _ := strings.Cut(t.Name(), "/ipvs/")
+				if ipvsLocalOnly[flow] {
+					t.Skipf("SKIPPED for IPVS: %s", skipIPVSLocal)
+				}
 			}
 			proto := strings.ToUpper(cmp.Or(f.protocol, "tcp"))
 			what := fmt.Sprintf("%s from %s to %s", proto, f.sourceIP, net.JoinHostPort(f.destIP, strconv.Itoa(f.destPort)))

@@ -115,13 +115,7 @@ func TestKubeProxyFlowsIPVS(t *testing.T) {
 		t.Skip("in the VM already")
 	}
 	testnet.Require(t, "nft")
-	vmtest.RunPackage(t, "netspec.dev/netspec/applier", vmtest.Options{
-		Args:         []string{"-test.run", "^TestKubeProxyFlows$/^ipvs$", "-test.v"},
-		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
-		Files:        map[string]string{"/vmtest/testdata": "testdata"},
-		Dir:          "/vmtest",
-		Timeout:      10 * time.Minute,
-	})
+	runInVM(t, "^TestKubeProxyFlows$/^ipvs$")
 }
 
 // skipIPVSLocal is why the flows of ipvsLocalOnly are not replayed for the

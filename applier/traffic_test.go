@@ -329,8 +329,15 @@ func TestTrafficIPVS(t *testing.T) {
 		t.Skip("in the VM already")
 	}
 	testnet.Require(t, "nft")
+	runInVM(t, "^(TestTraffic|TestInVMSwitchDataplane|TestInVMRemovalAfterPublish)$/^ipvs/")
+}
+
+// runInVM runs this package's tests that match run in the VM of
+// internal/vmtest, with ip, nft and the testdata they use.
+func runInVM(t *testing.T, run string) {
+	t.Helper()
 	vmtest.RunPackage(t, "netspec.dev/netspec/applier", vmtest.Options{
-		Args:         []string{"-test.run", "^(TestTraffic|TestInVMSwitchDataplane|TestInVMRemovalAfterPublish)$/^ipvs/", "-test.v"},
+		Args:         []string{"-test.run", run, "-test.v"},
 		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
 		Files:        map[string]string{"/vmtest/testdata": "testdata"},
 		Dir:          "/vmtest",

@@ -1163,7 +1163,7 @@ func TestKitchenSinkDNSZones(t *testing.T) {
 // TestDNSInZoneNameServerHasAddress: a zone whose NS target lies inside
 // the zone must hold an address for it, or authoritative servers refuse
 // the zone (BIND: "NS 'ns.dns.cluster.local' has no address records (A or
-// AAAA)", "not loaded due to errors"), while DESIGN.md promises zone files
+// AAAA)", "not loaded due to errors"), while docs/design.md promises zone files
 // that BIND and Knot serve.
 func TestDNSInZoneNameServerHasAddress(t *testing.T) {
 	c := kitchenSinkPlans(t)

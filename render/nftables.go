@@ -16,7 +16,7 @@ import (
 )
 
 // The shape of the ruleset follows kube-proxy's nftables mode (see
-// DESIGN.md, "Data plane: nftables"), with changes that keep the kernel's
+// docs/design.md, "Data plane: nftables"), with changes that keep the kernel's
 // work linear in the number of services and keep endpoint changes cheap:
 //
 //   - a chain picks its endpoint with one rule that never changes while

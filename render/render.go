@@ -19,7 +19,7 @@ const (
 )
 
 // Files renders every artifact of a Plan for data plane dp, keyed by the
-// slash-separated path DESIGN.md gives it under `netspec render --out`:
+// slash-separated path docs/design.md gives it under `netspec render --out`:
 //
 //	nftables.nft        the ruleset (NFTables; NFTablesIPVS for data plane ipvs)
 //	ipvs.txt            the virtual servers (IPVS), for data plane ipvs

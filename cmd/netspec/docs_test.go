@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// docFiles are the user documents whose commands TestDocsCommands runs,
+// relative to the repository's root.
+var docFiles = []string{"README.md", "docs/*.md", "deploy/README.md"}
+
+// docCommand is one "$ netspec …" line of a document's code block with the
+// output the document quotes under it.
+type docCommand struct {
+	where string   // file:line
+	args  []string // after "netspec"
+	quote []string // the quoted output lines; "..." elides any lines
+}
+
+// TestDocsCommands keeps the documents' examples true: every command a
+// document shows with a user's prompt ("$ netspec …", in a code block) is
+// run from the repository's root, and the lines quoted under it, up to the
+// next prompt or the end of the block, must be what it prints (stdout and
+// stderr), in order; a "..." line stands for any number of lines, and
+// without one the output must be exactly the quote. Commands shown with
+// root's prompt ("#", "$ sudo") need root and a node, and are left to the
+// kernel tests.
+func TestDocsCommands(t *testing.T) {
+	t.Chdir("../..")
+	var cmds []docCommand
+	for _, pattern := range docFiles {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			text, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, docCommands(f, string(text))...)
+		}
+	}
+	// The examples README.md must keep showing, so that a document that
+	// loses its examples fails rather than passes with nothing to check.
+	for _, want := range []string{"validate examples/basic", "validate examples/broken", "explain examples/kitchen-sink --node node-1", "explain examples/kitchen-sink --node node-3"} {
+		found := false
+		for _, c := range cmds {
+			found = found || strings.HasPrefix(c.where, "README.md:") && strings.HasPrefix(strings.Join(c.args, " "), want)
+		}
+		if !found {
+			t.Errorf("README.md no longer shows netspec %s with its output", want)
+		}
+	}
+	for _, c := range cmds {
+		var out bytes.Buffer
+		args := append([]string{}, c.args...)
+		if len(args) > 0 && (args[0] == "validate" || args[0] == "explain" || args[0] == "render" || args[0] == "diff") {
+			args = append(args, "--no-cache")
+		}
+		run(args, &env{stdout: &out, stderr: &out})
+		got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if !quoteMatches(c.quote, got) {
+			t.Errorf("%s: netspec %s prints:\n%s\nbut the document quotes:\n%s", c.where, strings.Join(c.args, " "), out.String(), strings.Join(c.quote, "\n"))
+		}
+	}
+}
+
+// docCommands finds the "$ netspec" lines of text's fenced code blocks.
+func docCommands(file, text string) []docCommand {
+	var cmds []docCommand
+	var cur *docCommand
+	inBlock := false
+	flush := func() {
+		if cur != nil && len(cur.quote) > 0 {
+			cmds = append(cmds, *cur)
+		}
+		cur = nil
+	}
+	for i, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			if inBlock {
+				flush()
+			}
+			inBlock = !inBlock
+			continue
+		}
+		if !inBlock {
+			continue
+		}
+		if strings.HasPrefix(line, "$ ") {
+			flush()
+			rest, ok := strings.CutPrefix(line, "$ netspec ")
+			if !ok {
+				rest, ok = strings.CutPrefix(line, "$ go run ./cmd/netspec ")
+			}
+			if ok && !strings.ContainsAny(rest, "|<>;&") {
+				cur = &docCommand{where: file + ":" + itoa(i+1), args: strings.Fields(rest)}
+			}
+			continue
+		}
+		if cur != nil {
+			cur.quote = append(cur.quote, line)
+		}
+	}
+	return cmds
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		if n /= 10; n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// quoteMatches tells whether got is what quote shows: its lines in order,
+// "..." standing for any number of lines.
+func quoteMatches(quote, got []string) bool {
+	if len(quote) == 0 {
+		return len(got) == 0
+	}
+	if quote[0] == "..." {
+		for k := 0; k <= len(got); k++ {
+			if quoteMatches(quote[1:], got[k:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return len(got) > 0 && got[0] == quote[0] && quoteMatches(quote[1:], got[1:])
+}
+
+func TestQuoteMatches(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		quote, got  []string
+		wantMatches bool
+	}{
+		{name: "exact", quote: []string{"a", "b"}, got: []string{"a", "b"}, wantMatches: true},
+		{name: "extra line", quote: []string{"a"}, got: []string{"a", "b"}, wantMatches: false},
+		{name: "elided tail", quote: []string{"a", "..."}, got: []string{"a", "b", "c"}, wantMatches: true},
+		{name: "elided middle", quote: []string{"a", "...", "d"}, got: []string{"a", "b", "c", "d"}, wantMatches: true},
+		{name: "wrong order", quote: []string{"b", "...", "a"}, got: []string{"a", "b"}, wantMatches: false},
+		{name: "changed line", quote: []string{"a", "x"}, got: []string{"a", "b"}, wantMatches: false},
+	} {
+		if got := quoteMatches(tc.quote, tc.got); got != tc.wantMatches {
+			t.Errorf("%s: quoteMatches(%q, %q) = %v, want %v", tc.name, tc.quote, tc.got, got, tc.wantMatches)
+		}
+	}
+}

@@ -19,15 +19,15 @@ func init() {
 	register(&command{
 		name:    "version",
 		args:    "[--json]",
-		summary: "print netspec's version, its schema version and the Go version",
-		help: `Version prints what the binary was built from, as the Go toolchain recorded
-it: the module version (a tag such as v1.2.0 when built with 'go install
-netspec.dev/netspec/cmd/netspec@v1.2.0', or the version Go derived from the
-git checkout), the git revision, "-dirty" when the checkout had uncommitted
-changes, and the revision's commit time (Go records no build time; the
-commit time is what makes a build reproducible); then the version of netspec's embedded schema (which
-keys the validation cache) and the Go toolchain. A binary built without any
-of that (go run, go test) says "devel".
+		summary: "print netspec's version and git revision, its schema version and the Go version",
+		help: `Version prints what the binary was built from, as the Go toolchain
+recorded it: the module version (v1.2.0 when built from a checkout of that
+tag, a pseudo-version between tags, "+dirty" with uncommitted changes), the
+git revision ("-dirty" likewise), and the revision's commit time (Go records
+no build time; the commit time keeps builds reproducible); then the version
+of netspec's embedded schema (which keys the validation cache) and the Go
+toolchain. A binary whose build recorded none of that (go run, go test, go
+build -buildvcs=false, a build outside a git checkout) says "devel".
 
 --json prints the same as one JSON object: "version", "revision", "dirty",
 "time" (RFC 3339), "schema", "go"; a field that is unknown is left out.

@@ -25,6 +25,9 @@ func LoadFile(name string, opt Options) (*Tree, error) {
 		opt.MaxFileSize = DefaultMaxFileSize
 	}
 	file := filepath.ToSlash(filepath.Clean(name))
+	if specExt(name) == ".cue" {
+		return nil, fmt.Errorf("tree %s: a single file must be YAML or JSON; CUE files are read from a directory (one CUE package per directory)", name)
+	}
 	data, _, err := readLimited(name, opt.MaxFileSize)
 	if err != nil {
 		if _, statErr := filepath.EvalSymlinks(name); statErr != nil {
@@ -76,7 +79,7 @@ func loadStream(name string, data []byte) *Tree {
 		}
 		if t.StreamLock != nil {
 			if !second {
-				t.Diags.Errorf(locateYAML(name, root, nil), nil, "a second lock document (with a version and no apiVersion or kind); the stream may hold one, at line %d", docRoot(t.StreamLock).Line)
+				t.Diags.Errorf(locateYAML(name, root, nil), nil, "a second lock document (a version, and neither apiVersion nor kind): a stream holds one lock, and the first is at line %d", docRoot(t.StreamLock).Line)
 				second = true
 			}
 			return true

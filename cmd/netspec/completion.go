@@ -38,6 +38,9 @@ Install it for your shell:
 
 Regenerate it after upgrading netspec.
 
+Exit status: 0 printed; 1 any error (an unknown shell, a usage error such
+as an unknown flag).
+
 Examples:
   source <(netspec completion bash)
   netspec completion zsh > "${fpath[1]}/_netspec"`,

@@ -95,10 +95,7 @@ func runValidate(e *env, opts any, args []string) int {
 	dl := l.diags
 	var stale []string // the lock's differences from what the tree needs, with --locked
 	if f.locked && dl.Errors() == 0 {
-		want := l.checked.Alloc.Lock()
-		for _, s := range compiler.LockDiff(l.lock, want) {
-			stale = append(stale, s)
-		}
+		stale = compiler.LockDiff(l.lock, l.checked.Alloc.Lock())
 		if len(stale) > 0 {
 			if l.tree.Stream() {
 				stale = append(stale, fmt.Sprintf("%s: the lock document is not up to date: run 'netspec lock' on a directory of these documents and put its %s in", l.lockFile(), LockFile))

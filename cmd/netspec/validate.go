@@ -93,22 +93,25 @@ func runValidate(e *env, opts any, args []string) int {
 		return exitError
 	}
 	dl := l.diags
-	var stale []string // the lock's differences from what the tree needs, with --locked
+	// With --locked, the lock's differences from what the tree needs, and
+	// what to do about them.
+	var stale []string
+	var hint string
 	if f.locked && dl.Errors() == 0 {
 		stale = compiler.LockDiff(l.lock, l.checked.Alloc.Lock())
-		if len(stale) > 0 {
-			if l.tree.Stream() {
-				stale = append(stale, fmt.Sprintf("%s: the lock document is not up to date: run 'netspec lock' on a directory of these documents and put its %s in", l.lockFile(), LockFile))
-			} else {
-				stale = append(stale, fmt.Sprintf("%s is not up to date: run 'netspec lock %s' and commit it", LockFile, args[0]))
-			}
+		if l.tree.Stream() {
+			hint = fmt.Sprintf("the lock document is not up to date: run 'netspec lock' on a directory of these documents and put its %s in", LockFile)
+		} else {
+			hint = fmt.Sprintf("%s is not up to date: run 'netspec lock %s' and commit it", LockFile, args[0])
 		}
 	}
 	if f.output == "json" {
 		r := newValidateReport(l.tree, dl)
-		for _, s := range stale {
-			r.Findings = append(r.Findings, finding{File: l.lockFile(), Severity: "error", Message: s})
-			r.Errors++
+		if len(stale) > 0 {
+			for _, s := range append(stale, hint) {
+				r.Findings = append(r.Findings, finding{File: l.lockFile(), Severity: "error", Message: s})
+				r.Errors++
+			}
 		}
 		r.Valid = r.Errors == 0
 		return printValidateJSON(e, r)
@@ -119,10 +122,13 @@ func runValidate(e *env, opts any, args []string) int {
 		return exitError
 	}
 	if len(stale) > 0 {
-		for _, s := range stale[:len(stale)-1] {
+		for _, s := range stale {
 			fmt.Fprintf(e.stderr, "%s: %s\n", l.lockFile(), s)
 		}
-		fmt.Fprintln(e.stderr, stale[len(stale)-1])
+		if l.tree.Stream() {
+			hint = l.lockFile() + ": " + hint
+		}
+		fmt.Fprintln(e.stderr, hint)
 		return exitError
 	}
 	fmt.Fprintln(e.stdout, summary(l.tree))

@@ -42,13 +42,13 @@ type loaded struct {
 // treeArgHelp is what --help says of TREE for the commands that read one.
 const treeArgHelp = `
 TREE may also be a single YAML or JSON file, or - for a stream of YAML or
-JSON documents on standard input (--- separated, as kubectl get -o yaml
-writes them; a kind: List contributes its items). Positions then name the
-file, or <stdin>. The Cluster object is one of the documents; so may be the
-lock, as netspec.lock is written (version: 1, services: ...). Without a lock
-document, cluster IPs and node ports are allocated as for a directory
-without netspec.lock: each derived from a hash of the Service's namespace
-and name (the next free one when that is taken).
+JSON documents on standard input (--- separated, as helm template writes
+them; a kind: List, as kubectl get -o yaml writes, contributes its items).
+Positions then name the file, or <stdin>. The Cluster object is one of the
+documents; so may be the lock, as netspec.lock is written (version: 1,
+services: ...). Without a lock document, cluster IPs and node ports are
+allocated as for a directory without netspec.lock: each derived from a hash
+of the Service's namespace and name (the next free one when that is taken).
 `
 
 // loadTree reads and validates a tree and its lock: a directory, a single

@@ -54,7 +54,7 @@ an unknown flag).
 Examples:
   netspec render examples/basic --node node-1 --out out/node-1
   for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done
-  cat cluster.yaml services.yaml | netspec render - --node node-1 --out out/`,
+  helm template ./chart | netspec render - --node node-1 --out out/`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &renderFlags{}
 			f.register(fs)

@@ -52,8 +52,8 @@ annotations (nothing on stderr but warnings about the cache):
    "skipped": [{"file", "what"}]}         kustomize and Helm files not read
 Findings are sorted by file, line and column; severity is "error" or
 "warning"; line and column are 0 and field is "" when unknown; file is
-relative to TREE ("<stdin>" for standard input). A TREE that cannot be read
-at all is one finding with the TREE as its file.
+relative to a TREE directory (a TREE file as given, "<stdin>" for -). A
+TREE that cannot be read at all is one finding with the TREE as its file.
 
 Exit status: 0 valid; 1 any error: the tree is invalid, or a usage error
 (an unknown flag, a missing TREE).

@@ -166,11 +166,20 @@ func ParseLock(data []byte) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("netspec.lock: %s", msg)
 	}
-	p := &lockParser{lock: &Lock{services: map[string]lockEntry{}}}
 	if len(doc.Content) == 0 {
 		return nil, fmt.Errorf("netspec.lock: is empty; it needs at least \"version: %d\"", LockVersion)
 	}
-	root := doc.Content[0]
+	return ParseLockNode(doc.Content[0])
+}
+
+// ParseLockNode reads the lock from a parsed YAML mapping: a lock that is
+// one document of a stream (netspec validate -). Errors are as ParseLock's,
+// with the lines of the node's source.
+func ParseLockNode(root *yaml.Node) (*Lock, error) {
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	p := &lockParser{lock: &Lock{services: map[string]lockEntry{}}}
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("netspec.lock:%d: must be a mapping with version and services", root.Line)
 	}

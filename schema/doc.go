@@ -12,6 +12,10 @@
 // Every finding carries file:line:column. Rules that relate objects, or
 // need the Cluster settings, are the compiler's.
 //
+// LoadFile and LoadStream read a tree that is one YAML/JSON file or a
+// stream of documents (standard input), whose lock may be one of its
+// documents.
+//
 // Load can reuse the previous reading of the same tree: unchanged files
 // (by stat, then content) keep their decoded objects, and a daemon can
 // name just the paths that changed (Options.Changed).

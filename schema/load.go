@@ -351,6 +351,13 @@ func (ig Ignored) String() string {
 // error; when no document of the file is an object, the error says that
 // the file is not Kubernetes objects and how to leave it out.
 func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignored []Ignored) {
+	return splitDocs(file, data, dl, nil)
+}
+
+// splitDocs is splitYAML offering the mappings that have neither apiVersion
+// nor kind to other first (a stream's lock document, LoadStream): those it
+// takes are not objects and no error. other nil takes none.
+func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.Node, m map[string]any) bool) (objs []rawObject, ignored []Ignored) {
 	// The documents that are not objects, reported when the file is read.
 	var strays []struct {
 		pos diag.Pos
@@ -361,6 +368,8 @@ func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignor
 		for i, s := range strays {
 			if anyObject {
 				dl.Errorf(s.pos, nil, "%s", s.msg)
+			} else if i == 0 && other != nil {
+				dl.Errorf(s.pos, nil, "this input holds no Kubernetes object (%s)", s.msg)
 			} else if i == 0 {
 				dl.Errorf(s.pos, nil, "this file holds no Kubernetes object (%s); if netspec should not read it, list it in a %s file", s.msg, IgnoreFile)
 			}
@@ -398,6 +407,9 @@ func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignor
 		apiVersion, _ := m["apiVersion"].(string)
 		kind, _ := m["kind"].(string)
 		if apiVersion == "" && kind == "" {
+			if other != nil && other(root, m) {
+				continue
+			}
 			strays = append(strays, struct {
 				pos diag.Pos
 				msg string

@@ -85,6 +85,12 @@ type Tree struct {
 	Cached int
 	// Unread counts the files not read, because Options.Stats knew them.
 	Unread int
+	// StreamLock is the lock document of a tree read by LoadFile or
+	// LoadStream (compiler.ParseLockNode reads it); nil when it has none,
+	// and for Load, whose lock is the file netspec.lock at the root.
+	StreamLock *yaml.Node
+
+	mem map[string][]byte // the contents of a LoadStream tree, by file name
 
 	sums       []fileSum // content hash per file, to locate positions later
 	hashesOnce sync.Once
@@ -349,6 +355,10 @@ func (t *Tree) fileHashes() map[string][32]byte {
 }
 
 func (t *Tree) read(file string) ([]byte, bool) {
+	if t.mem != nil {
+		data, ok := t.mem[file]
+		return data, ok
+	}
 	data, err := os.ReadFile(filepath.Join(t.Root, filepath.FromSlash(file)))
 	if err != nil || sha256.Sum256(data) != t.fileHashes()[file] {
 		return nil, false

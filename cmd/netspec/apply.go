@@ -82,6 +82,9 @@ chain that differs, its rules that differ ("- rule N" as the kernel has it,
 
 Needs root (or CAP_NET_ADMIN) to read the kernel's tables.
 
+TREE may also be a single YAML or JSON file, or - for a stream of documents
+on standard input; see 'netspec validate --help'.
+
 Exit status: 0 done; 1 any error (an invalid tree, a usage error such as an
 unknown flag). With --detailed-exitcode, as terraform plan: 0 nothing to
 do, 2 changes pending, 1 any error; 2 never means anything else.

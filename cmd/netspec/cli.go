@@ -42,6 +42,7 @@ type command struct {
 // env is what a command may touch: its output streams and working
 // directory, and the node's nftables.
 type env struct {
+	stdin          io.Reader // a TREE of "-"; nil reads as empty
 	stdout, stderr io.Writer
 	// nftables is the nftables plan, apply and cleanup act on instead of
 	// the kernel's: the script tests' nft.Fake. nil: the kernel's.
@@ -86,7 +87,7 @@ func Main() int {
 			}
 		}
 	}
-	return run(os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr})
+	return run(os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
 }
 
 func run(args []string, e *env) int {

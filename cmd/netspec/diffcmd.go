@@ -40,6 +40,9 @@ removed or changed. A change that is the same on every node is reported once.
 
 An invalid tree is an error: its diagnostics are printed and diff exits 1.
 
+Either tree may be a single YAML or JSON file, or - (one of them) for a
+stream of documents on standard input; see 'netspec validate --help'.
+
 Formats:
   text      one line per change: + added, - removed, ~ changed (default)
   markdown  for a pull-request comment: summary, a section per Service,
@@ -57,7 +60,8 @@ Examples:
   netspec diff --format markdown main/ pr/ > comment.md
   netspec diff --format json main/ pr/ | jq '.services[].name'
   netspec diff --detailed-exitcode main/ pr/; [ $? -ne 1 ]   # in CI: 2 means changes
-  git worktree add /tmp/main origin/main && netspec diff /tmp/main .`,
+  git worktree add /tmp/main origin/main && netspec diff /tmp/main .
+  kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec diff . -`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &diffFlags{}
 			f.register(fs)
@@ -79,6 +83,10 @@ func runDiff(e *env, opts any, args []string) int {
 	case "text", "markdown", "json":
 	default:
 		fmt.Fprintf(e.stderr, "netspec diff: --format %q: want text, markdown or json\n", f.format)
+		return exitError
+	}
+	if args[0] == "-" && args[1] == "-" {
+		fmt.Fprintf(e.stderr, "netspec diff: only one tree can be - (standard input)\n")
 		return exitError
 	}
 	var trees [2]*loaded

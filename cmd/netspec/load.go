@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -38,10 +39,45 @@ type loaded struct {
 	diags   diag.List      // all diagnostics, sorted
 }
 
-// loadTree reads and validates a tree and its lock. It prints nothing; the
-// error is for a tree that cannot be read at all.
+// treeArgHelp is what --help says of TREE for the commands that read one.
+const treeArgHelp = `
+TREE may also be a single YAML or JSON file, or - for a stream of YAML or
+JSON documents on standard input (--- separated, as helm template writes
+them; a kind: List, as kubectl get -o yaml writes, contributes its items).
+Positions then name the file, or <stdin>. The Cluster object is one of the
+documents; so may be the lock, as netspec.lock is written (version: 1,
+services: ...). Without a lock document, cluster IPs and node ports are
+allocated as for a directory without netspec.lock: each derived from a hash
+of the Service's namespace and name (the next free one when that is taken).
+`
+
+// loadTree reads and validates a tree and its lock: a directory, a single
+// YAML/JSON file, or "-" for a stream on standard input. It prints nothing;
+// the error is for a tree that cannot be read at all.
 func loadTree(e *env, root string, lf *loadFlags) (*loaded, error) {
 	opts := schema.Options{MaxFileSize: int64(lf.maxFileSize)}
+	var t *schema.Tree
+	var err error
+	if root == "-" {
+		in := e.stdin
+		if in == nil {
+			in = strings.NewReader("")
+		}
+		t, err = schema.LoadStream(schema.StdinName, in, opts)
+	} else if st, serr := os.Stat(root); serr == nil && !st.IsDir() {
+		t, err = schema.LoadFile(root, opts)
+	} else {
+		t, err = loadDir(e, root, lf, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := treecheck.Check(root, t)
+	return &loaded{tree: t, checked: c.Checked, lock: c.Lock, diags: c.Diags}, nil
+}
+
+// loadDir is loadTree for a directory, with the validation cache.
+func loadDir(e *env, root string, lf *loadFlags, opts schema.Options) (*schema.Tree, error) {
 	var dc *cache.Disk
 	if !lf.noCache && lf.cacheDir != "" {
 		var err error
@@ -61,8 +97,16 @@ func loadTree(e *env, root string, lf *loadFlags) (*loaded, error) {
 			fmt.Fprintf(e.stderr, "netspec: warning: cache not saved: %v\n", err)
 		}
 	}
-	c := treecheck.Check(root, t)
-	return &loaded{tree: t, checked: c.Checked, lock: c.Lock, diags: c.Diags}, nil
+	return t, nil
+}
+
+// lockFile names the tree's lock in messages: netspec.lock, or the file or
+// stream whose document it is.
+func (l *loaded) lockFile() string {
+	if l.tree.Stream() {
+		return l.tree.Root
+	}
+	return LockFile
 }
 
 // printDiags writes diagnostics to stderr, errors and warnings alike.

@@ -50,6 +50,10 @@ func runLock(e *env, opts any, args []string) int {
 		return exitError
 	}
 	root := args[0]
+	if st, err := os.Stat(root); root == "-" || err == nil && !st.IsDir() {
+		fmt.Fprintf(e.stderr, "netspec lock: TREE must be a directory: the lock is written into it as %s\n", LockFile)
+		return exitError
+	}
 	l, err := loadTree(e, root, &f.loadFlags)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec lock: %v\n", err)

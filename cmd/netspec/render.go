@@ -44,12 +44,17 @@ Files of these kinds that the plan no longer has (a zone or namespace that
 is gone) are removed from DIR; other files in DIR are left alone. Nothing is
 written when the tree is invalid.
 
+TREE may also be a single YAML or JSON file, or - for a stream of documents
+on standard input (the Cluster, Node, Service, ... objects, and the lock if
+any); see 'netspec validate --help'.
+
 Exit status: 0 written; 1 any error (an invalid tree, a usage error such as
 an unknown flag).
 
 Examples:
   netspec render examples/basic --node node-1 --out out/node-1
-  for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done`,
+  for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done
+  helm template ./chart | netspec render - --node node-1 --out out/`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &renderFlags{}
 			f.register(fs)

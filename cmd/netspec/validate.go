@@ -1,23 +1,30 @@
 package main
 
 import (
+	"cmp"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/schema"
 )
 
 type validateFlags struct {
 	loadFlags
-	locked bool
+	locked  bool
+	verbose bool
+	output  string
 }
 
 func init() {
 	register(&command{
 		name:    "validate",
-		args:    "TREE [--locked]",
+		args:    "TREE [--locked] [--verbose] [--output text|json]",
 		summary: "check a tree of specs and report every mistake with its position",
 		help: `Validate reads every .yaml, .yml, .json and .cue file below TREE (dot-files
 and dot-directories are skipped, and so is what a .netspecignore file
@@ -26,23 +33,42 @@ values*.yaml are skipped and listed), checks each object against netspec's
 embedded CUE schema and the Kubernetes API rules, then checks the objects
 against each other (duplicate names, two Services with one IP, a node port
 used twice, ...). Every error is printed as file:line:col: field: message,
-all of them in one run. Objects of kinds netspec does not use are listed as
-ignored. Warnings (a selector that matches no pod) never fail the run.
-
+all of them in one run. Objects of kinds netspec does not use are ignored
+and counted by kind; --verbose lists each one with its file:line. Warnings
+(a selector that matches no pod) never fail the run.
+` + treeArgHelp + `
 With --locked, validate also fails when netspec.lock does not record exactly
 the cluster IPs and node ports the tree needs, as 'go mod tidy' checks go.mod:
 use it in CI so that allocations are always reviewed and committed.
+
+--output json prints one JSON object on stdout instead, for editors and CI
+annotations (nothing on stderr but warnings about the cache):
+  {"valid": bool,              false when an error was found (exit 1)
+   "errors": n, "warnings": n,
+   "findings": [{"file", "line", "column", "severity", "field", "message"}],
+   "objects": {"Service": n, ...},         the objects netspec uses, by kind
+   "ignored": {"count": n, "kinds": {"Deployment": n, ...},
+               "objects": [{"apiVersion", "kind", "name", "file", "line", "column"}]},
+   "skipped": [{"file", "what"}]}         kustomize and Helm files not read
+Findings are sorted by file, line and column; severity is "error" or
+"warning"; line and column are 0 and field is "" when unknown; file is
+relative to a TREE directory (a TREE file as given, "<stdin>" for -). A
+TREE that cannot be read at all is one finding with the TREE as its file.
 
 Exit status: 0 valid; 1 any error: the tree is invalid, or a usage error
 (an unknown flag, a missing TREE).
 
 Examples:
   netspec validate examples/basic
-  netspec validate --locked .`,
+  netspec validate --locked .
+  netspec validate --output json . | jq -r '.findings[] | "\(.file):\(.line): \(.message)"'
+  kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec validate -`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &validateFlags{}
 			f.register(fs)
 			fs.BoolVar(&f.locked, "locked", false, "also fail when netspec.lock is missing allocations or has stale ones")
+			fs.BoolVar(&f.verbose, "verbose", false, "list every ignored object with its file:line, not only their count by kind")
+			fs.StringVar(&f.output, "output", "text", "output `FORMAT`: text (findings on stderr, the summary on stdout) or json (one object on stdout)")
 			return f
 		},
 		run: runValidate,
@@ -51,31 +77,169 @@ Examples:
 
 func runValidate(e *env, opts any, args []string) int {
 	f := opts.(*validateFlags)
+	if f.output != "text" && f.output != "json" {
+		fmt.Fprintf(e.stderr, "netspec validate: --output must be text or json, not %q\n", f.output)
+		return exitError
+	}
 	if !needArgs(e, "validate", args, 1, "one TREE") {
 		return exitError
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
+		if f.output == "json" {
+			return printValidateJSON(e, &validateReport{Errors: 1, Findings: []finding{{File: args[0], Severity: "error", Message: err.Error()}}})
+		}
 		fmt.Fprintf(e.stderr, "netspec validate: %v\n", err)
 		return exitError
 	}
-	printDiags(e, l.diags)
-	errs := l.diags.Errors()
-	if errs > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s\n", plural(l.diags.Files(), "file"), plural(errs, "error"))
-		return exitError
-	}
-	if f.locked {
-		want := l.checked.Alloc.Lock()
-		if lines := compiler.LockDiff(l.lock, want); len(lines) > 0 {
-			for _, s := range lines {
-				fmt.Fprintf(e.stderr, "%s: %s\n", LockFile, s)
-			}
-			fmt.Fprintf(e.stderr, "%s is not up to date: run 'netspec lock %s' and commit it\n", LockFile, args[0])
-			return exitError
+	dl := l.diags
+	// With --locked, the lock's differences from what the tree needs, and
+	// what to do about them.
+	var stale []string
+	var hint string
+	if f.locked && dl.Errors() == 0 {
+		stale = compiler.LockDiff(l.lock, l.checked.Alloc.Lock())
+		if l.tree.Stream() {
+			hint = fmt.Sprintf("the lock document is not up to date: run 'netspec lock' on a directory of these documents and put its %s in", LockFile)
+		} else {
+			hint = fmt.Sprintf("%s is not up to date: run 'netspec lock %s' and commit it", LockFile, args[0])
 		}
 	}
+	if f.output == "json" {
+		r := newValidateReport(l.tree, dl)
+		if len(stale) > 0 {
+			for _, s := range append(stale, hint) {
+				r.Findings = append(r.Findings, finding{File: l.lockFile(), Severity: "error", Message: s})
+				r.Errors++
+			}
+		}
+		r.Valid = r.Errors == 0
+		return printValidateJSON(e, r)
+	}
+	printDiags(e, dl)
+	if errs := dl.Errors(); errs > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s\n", plural(dl.Files(), "file"), plural(errs, "error"))
+		return exitError
+	}
+	if len(stale) > 0 {
+		for _, s := range stale {
+			fmt.Fprintf(e.stderr, "%s: %s\n", l.lockFile(), s)
+		}
+		if l.tree.Stream() {
+			hint = l.lockFile() + ": " + hint
+		}
+		fmt.Fprintln(e.stderr, hint)
+		return exitError
+	}
 	fmt.Fprintln(e.stdout, summary(l.tree))
+	if f.verbose {
+		for _, i := range l.tree.Ignored {
+			fmt.Fprintf(e.stdout, "ignored: %s: %s\n", i.Pos, strings.TrimSuffix(i.String(), " in "+i.Pos.File))
+		}
+	}
+	return exitOK
+}
+
+// validateReport is the JSON form of validate's result (--output json); its
+// fields are documented in validate's --help and must stay compatible.
+type validateReport struct {
+	Valid    bool           `json:"valid"`
+	Errors   int            `json:"errors"`
+	Warnings int            `json:"warnings"`
+	Findings []finding      `json:"findings"`
+	Objects  map[string]int `json:"objects"`
+	Ignored  ignoredReport  `json:"ignored"`
+	Skipped  []skippedFile  `json:"skipped"`
+}
+
+// finding is one diagnostic, for tools.
+type finding struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Severity string `json:"severity"` // "error" or "warning"
+	Field    string `json:"field"`    // the path in the object (spec.ports[0].port), "" when unknown
+	Message  string `json:"message"`
+}
+
+type ignoredReport struct {
+	Count   int             `json:"count"`
+	Kinds   map[string]int  `json:"kinds"`
+	Objects []ignoredObject `json:"objects"`
+}
+
+type ignoredObject struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	File       string `json:"file"`
+	Line       int    `json:"line"`
+	Column     int    `json:"column"`
+}
+
+type skippedFile struct {
+	File string `json:"file"`
+	What string `json:"what"`
+}
+
+// newValidateReport is the report of a loaded tree and its diagnostics.
+func newValidateReport(t *schema.Tree, dl diag.List) *validateReport {
+	r := &validateReport{
+		Errors:   dl.Errors(),
+		Warnings: dl.Warnings(),
+		Findings: []finding{},
+		Objects:  map[string]int{},
+		Ignored:  ignoredReport{Count: len(t.Ignored), Kinds: map[string]int{}, Objects: []ignoredObject{}},
+		Skipped:  []skippedFile{},
+	}
+	r.Valid = r.Errors == 0
+	for _, d := range dl {
+		sev := "error"
+		if d.Severity == diag.Warning {
+			sev = "warning"
+		}
+		r.Findings = append(r.Findings, finding{File: d.Pos.File, Line: d.Pos.Line, Column: d.Pos.Col, Severity: sev, Field: d.Path.String(), Message: d.Msg})
+	}
+	for _, o := range t.Objects {
+		r.Objects[o.Kind]++
+	}
+	for _, i := range t.Ignored {
+		r.Ignored.Kinds[i.Kind]++
+		r.Ignored.Objects = append(r.Ignored.Objects, ignoredObject{APIVersion: i.APIVersion, Kind: i.Kind, Name: i.Name, File: i.Pos.File, Line: i.Pos.Line, Column: i.Pos.Col})
+	}
+	for _, s := range t.Skipped {
+		r.Skipped = append(r.Skipped, skippedFile{File: s.File, What: s.What})
+	}
+	return r
+}
+
+func printValidateJSON(e *env, r *validateReport) int {
+	if r.Findings == nil {
+		r.Findings = []finding{}
+	}
+	if r.Objects == nil {
+		r.Objects = map[string]int{}
+	}
+	if r.Ignored.Kinds == nil {
+		r.Ignored = ignoredReport{Kinds: map[string]int{}, Objects: []ignoredObject{}}
+	}
+	if r.Skipped == nil {
+		r.Skipped = []skippedFile{}
+	}
+	for _, f := range r.Findings {
+		if f.Severity == "error" {
+			r.Valid = false
+		}
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec validate: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(e.stdout, "%s\n", b)
+	if !r.Valid {
+		return exitError
+	}
 	return exitOK
 }
 
@@ -93,12 +257,8 @@ func summary(t *schema.Tree) string {
 		parts = append(parts, plural(n, "endpoint slice"))
 	}
 	s := "ok: " + strings.Join(parts, ", ")
-	if n := len(t.Ignored); n > 0 {
-		var ig []string
-		for _, i := range t.Ignored {
-			ig = append(ig, i.String())
-		}
-		s += fmt.Sprintf(" (%s ignored: %s)", plural(n, "object"), strings.Join(ig, "; "))
+	if len(t.Ignored) > 0 {
+		s += fmt.Sprintf(" (%s ignored: %s; --verbose lists them)", plural(len(t.Ignored), "object"), ignoredByKind(t.Ignored))
 	}
 	if n := len(t.Skipped); n > 0 {
 		var sk []string
@@ -108,6 +268,42 @@ func summary(t *schema.Tree) string {
 		s += fmt.Sprintf(" (%s skipped: %s)", plural(n, "file"), strings.Join(sk, "; "))
 	}
 	return s
+}
+
+// shownKinds is how many kinds of ignored objects the summary names; the
+// rest are counted together.
+const shownKinds = 4
+
+// ignoredByKind counts ignored objects by kind, most frequent first:
+// "300 ConfigMap, 100 Deployment, 12 of 3 other kinds".
+func ignoredByKind(ig []schema.Ignored) string {
+	counts := map[string]int{}
+	for _, i := range ig {
+		k := i.Kind
+		if k == "" {
+			k = "(no kind)"
+		}
+		counts[k]++
+	}
+	kinds := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for i, k := range kinds {
+		if i == shownKinds && len(kinds) > shownKinds+1 {
+			rest := 0
+			for _, k := range kinds[i:] {
+				rest += counts[k]
+			}
+			parts = append(parts, fmt.Sprintf("%d of %d other kinds", rest, len(kinds)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func plural(n int, word string) string {

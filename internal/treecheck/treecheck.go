@@ -27,7 +27,8 @@ type Result struct {
 }
 
 // Check reads root's lock and checks the objects of t, which was loaded
-// from root.
+// from root. A tree read from one file or stream (schema.LoadStream) takes
+// its lock from its lock document instead, if it has one.
 func Check(root string, t *schema.Tree) *Result {
 	return CheckWith(root, t, nil)
 }
@@ -37,7 +38,13 @@ func Check(root string, t *schema.Tree) *Result {
 func CheckWith(root string, t *schema.Tree, m *compiler.Memo) *Result {
 	r := &Result{}
 	r.Diags = append(r.Diags, t.Diags...)
-	lock, ld := ReadLock(root)
+	var lock *compiler.Lock
+	var ld diag.List
+	if t.Stream() {
+		lock, ld = StreamLock(t)
+	} else {
+		lock, ld = ReadLock(root)
+	}
 	r.Lock = lock
 	r.Diags = append(r.Diags, ld...)
 	r.Checked = m.Validate(t.Objects, lock, t)
@@ -74,4 +81,32 @@ func ReadLock(root string) (*compiler.Lock, diag.List) {
 		return nil, dl
 	}
 	return lock, nil
+}
+
+// StreamLock reads the lock document of a tree read from one file or
+// stream; none is not an error, as a tree without netspec.lock. Each
+// problem is a diagnostic at its line of the stream.
+func StreamLock(t *schema.Tree) (*compiler.Lock, diag.List) {
+	if t.StreamLock == nil {
+		return nil, nil
+	}
+	lock, err := compiler.ParseLockNode(t.StreamLock)
+	if err == nil {
+		return lock, nil
+	}
+	var dl diag.List
+	for _, msg := range strings.Split(err.Error(), "\n") {
+		pos := diag.Pos{File: t.Root}
+		if rest, ok := strings.CutPrefix(msg, LockFile+":"); ok {
+			msg = strings.TrimSpace(rest)
+			if i := strings.Index(rest, ":"); i > 0 {
+				if n, err := strconv.Atoi(rest[:i]); err == nil {
+					pos.Line = n
+					msg = strings.TrimSpace(rest[i+1:])
+				}
+			}
+		}
+		dl.Errorf(pos, nil, "lock document: %s (run 'netspec lock' on the tree to rewrite it)", msg)
+	}
+	return nil, dl
 }

@@ -26,6 +26,7 @@ const (
 //	dns/<zone>.zone     each zone (ZoneFile), named without the trailing dot
 //	env/<namespace>.env each namespace's service variables (EnvFile)
 //	resolv/<namespace>.conf the resolv.conf of the namespace's pods (ResolvConf)
+//	resolved/...        with a Cluster dnsAddress, the systemd-resolved recipes (Resolved)
 //	plan.json           the Plan (PlanJSON)
 //
 // It writes nothing: the caller does. Two zones or env files that would
@@ -61,6 +62,9 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 		return nil, err
 	}
 	for path, data := range kernel {
+		files[path] = data
+	}
+	for path, data := range Resolved(p) {
 		files[path] = data
 	}
 	return files, nil

@@ -28,10 +28,13 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"netspec.dev/netspec/render"
 )
 
-// DefaultName is the conventional name of the link.
-const DefaultName = "netspec0"
+// DefaultName is the conventional name of the link, the one netspec
+// render's systemd-resolved recipes name.
+const DefaultName = render.DNSLink
 
 // DefaultAddr is the conventional address of netspec's DNS server on the
 // link: link-local, as NodeLocal DNSCache's 169.254.20.10.

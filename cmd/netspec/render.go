@@ -39,6 +39,11 @@ func init() {
   DIR/resolv/<namespace>.conf  the resolv.conf the kubelet writes for the
                             namespace's pods (search path, ndots:5, and the
                             Cluster's dnsAddress as nameserver)
+  DIR/resolved/             with a Cluster dnsAddress: netspec0.netdev and
+                            netspec0.network (systemd-networkd) and
+                            resolvectl.sh, which send the zones netspec
+                            serves, and only those, to it through
+                            systemd-resolved (see deploy/README.md)
   DIR/plan.json             the plan itself
 
 Commit the output (for example under golden/) and every pull request shows
@@ -125,6 +130,8 @@ func renderedKind(rel string) bool {
 		return strings.HasSuffix(base, ".env")
 	case "resolv/":
 		return strings.HasSuffix(base, ".conf")
+	case "resolved/":
+		return base == render.DNSLink+".netdev" || base == render.DNSLink+".network" || base == "resolvectl.sh"
 	}
 	return false
 }

@@ -285,6 +285,16 @@ func TestResolvConf(t *testing.T) {
 			t.Errorf("getent hosts with resolv.conf\n%s\ngot  %q\nwant %q", resolv, got, want)
 		}
 	})
+	t.Run("host, netspec not running", func(t *testing.T) {
+		// 169.254.20.12 is on the link, with no server: the query is
+		// refused (ICMP port unreachable) and glibc asks the next server.
+		ns.IP("addr add 169.254.20.12/32 dev netspec0")
+		resolv := "nameserver 169.254.20.12\nnameserver 127.0.0.1\noptions timeout:2 attempts:2\n"
+		got := getent(t, ns, map[string]string{"resolv.conf": resolv, "nsswitch.conf": nss}, "www.example.test")
+		if want := []string{"192.0.2.80 www.example.test"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("getent hosts with resolv.conf\n%s\ngot  %q\nwant %q", resolv, got, want)
+		}
+	})
 	t.Run("pod", func(t *testing.T) {
 		resolv := string(render.ResolvConf("shop", "cluster.local", DefaultAddr))
 		got := getent(t, ns, map[string]string{"resolv.conf": resolv, "nsswitch.conf": nss},

@@ -64,8 +64,9 @@ every directory of TREE and applies again whenever a file changes:
     first sync and the resync (logged kind=full); SIGTERM and SIGINT stop,
     leaving rules and files in place (netspec cleanup removes them).
 
-With --dataplane none the kernel is left alone: only the state dir's zone
-and env files (and DNS, with --dns-listen) follow the tree.
+With --dataplane none the kernel is left alone (but for the link of
+--dns-link): only the state dir's zone, env and resolv files (and DNS,
+with --dns-listen) follow the tree.
 
 --dns-listen serves the plan's zones (cluster domain and reverse zones)
 authoritatively over UDP and TCP, swapped atomically on each good reload;

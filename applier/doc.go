@@ -4,7 +4,8 @@
 // or IPVS virtual servers (package ipvs), conntrack cleanup for UDP
 // endpoints that left (package conntrack) and the state dir's zone, env and
 // plan files (package state); packages dnsserver and healthcheck serve a
-// plan's zones and health check node ports. Pure packages (schema,
+// plan's zones and health check node ports, and package dnslink makes the
+// dummy link that holds the DNS server's address. Pure packages (schema,
 // compiler, render) never import it; the CLI and the node daemon (package
 // daemon) drive it.
 package applier

@@ -1212,6 +1212,7 @@ func TestKitchenSinkSameOnEveryNode(t *testing.T) {
 		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112")},
 		PodCIDRs:     []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
 		DNSTTL:       5,
+		DNSAddress:   netip.MustParseAddr("169.254.20.10"),
 	}
 	if diff := cmp.Diff(wantCluster, first.Cluster, equateNetip); diff != "" {
 		t.Errorf("Cluster (-want +got):\n%s", diff)

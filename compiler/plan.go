@@ -207,6 +207,9 @@ func (c *compilation) clusterPlan() plan.Cluster {
 			pc.NodePortAddresses = append(pc.NodePortAddresses, p)
 		}
 	}
+	if ip, err := netip.ParseAddr(spec.DNSAddress); err == nil {
+		pc.DNSAddress = ip.Unmap()
+	}
 	return pc
 }
 

@@ -48,7 +48,7 @@ func (n Node) Equal(o Node) bool {
 func (c Cluster) Equal(o Cluster) bool {
 	return c.Domain == o.Domain && slices.Equal(c.ServiceCIDRs, o.ServiceCIDRs) &&
 		slices.Equal(c.PodCIDRs, o.PodCIDRs) && slices.Equal(c.NodePortAddresses, o.NodePortAddresses) &&
-		c.DNSTTL == o.DNSTTL
+		c.DNSTTL == o.DNSTTL && c.DNSAddress == o.DNSAddress
 }
 
 // SameDataplane tells whether two plans program the kernel alike: the

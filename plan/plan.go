@@ -48,6 +48,10 @@ type Cluster struct {
 	// only.
 	NodePortAddresses []netip.Prefix
 	DNSTTL            uint32
+	// DNSAddress is netspec's DNS server address (the Cluster's
+	// dnsAddress), the nameserver of the pods' resolv.conf; invalid (the
+	// zero Addr) when the Cluster gives none.
+	DNSAddress netip.Addr
 }
 
 // Service is one Service with everything its ports share.

@@ -62,6 +62,9 @@ func (w *jsonWriter) plan(p *plan.Plan) {
 	w.prefixes("podCIDRs", p.Cluster.PodCIDRs)
 	w.prefixes("nodePortAddresses", p.Cluster.NodePortAddresses)
 	w.uint("dnsTTL", uint64(p.Cluster.DNSTTL))
+	if p.Cluster.DNSAddress.IsValid() {
+		w.str("dnsAddress", p.Cluster.DNSAddress.String())
+	}
 	w.close('}')
 
 	writeObjects(w, "services", p.Services, (*jsonWriter).service)
@@ -297,6 +300,7 @@ type jsonCluster struct {
 	PodCIDRs          []netip.Prefix `json:"podCIDRs"`
 	NodePortAddresses []netip.Prefix `json:"nodePortAddresses"`
 	DNSTTL            uint32         `json:"dnsTTL"`
+	DNSAddress        netip.Addr     `json:"dnsAddress,omitzero"`
 }
 
 type jsonService struct {
@@ -389,6 +393,7 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 			PodCIDRs:          jsonList(jp.Cluster.PodCIDRs, jsonSame),
 			NodePortAddresses: jsonList(jp.Cluster.NodePortAddresses, jsonSame),
 			DNSTTL:            jp.Cluster.DNSTTL,
+			DNSAddress:        jp.Cluster.DNSAddress,
 		},
 		Services: jsonList(jp.Services, func(s jsonService) plan.Service {
 			return plan.Service{

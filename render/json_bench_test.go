@@ -376,6 +376,7 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 			PodCIDRs:          jsonList(p.Cluster.PodCIDRs, jsonSame),
 			NodePortAddresses: jsonList(p.Cluster.NodePortAddresses, jsonSame),
 			DNSTTL:            p.Cluster.DNSTTL,
+			DNSAddress:        p.Cluster.DNSAddress,
 		},
 		Services: jsonList(p.Services, func(s plan.Service) jsonService {
 			return jsonService{

@@ -25,6 +25,8 @@ const (
 //	ipvs.txt            the virtual servers (IPVS), for data plane ipvs
 //	dns/<zone>.zone     each zone (ZoneFile), named without the trailing dot
 //	env/<namespace>.env each namespace's service variables (EnvFile)
+//	resolv/<namespace>.conf the resolv.conf of the namespace's pods (ResolvConf)
+//	resolved/...        with a Cluster dnsAddress, the systemd-resolved recipes (Resolved)
 //	plan.json           the Plan (PlanJSON)
 //
 // It writes nothing: the caller does. Two zones or env files that would
@@ -60,6 +62,9 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 		return nil, err
 	}
 	for path, data := range kernel {
+		files[path] = data
+	}
+	for path, data := range Resolved(p) {
 		files[path] = data
 	}
 	return files, nil
@@ -101,7 +106,8 @@ func StateFiles(p *plan.Plan) (map[string][]byte, error) {
 	return files, nil
 }
 
-// ZoneEnvFiles renders the zone files and the env files of Files: what a
+// ZoneEnvFiles renders the zone files, the env files and the pods'
+// resolv.conf files (one per env file's namespace) of Files: what a
 // node's state dir holds for other programs (resolvers, pods). The node
 // records the plan itself apart, by difference (plan.Delta).
 func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
@@ -130,6 +136,9 @@ func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
 			return nil, err
 		}
 		if err := add("env/"+f.Namespace+".env", EnvFile(f)); err != nil {
+			return nil, err
+		}
+		if err := add("resolv/"+f.Namespace+".conf", ResolvConf(f.Namespace, p.Cluster.Domain, p.Cluster.DNSAddress)); err != nil {
 			return nil, err
 		}
 	}

@@ -332,6 +332,7 @@ func TestFiles(t *testing.T) {
 	}
 	for _, f := range p.Env {
 		want["env/"+f.Namespace+".env"] = EnvFile(f)
+		want["resolv/"+f.Namespace+".conf"] = ResolvConf(f.Namespace, p.Cluster.Domain, p.Cluster.DNSAddress)
 	}
 	wantPaths := []string{
 		"dns/10.in-addr.arpa.zone",
@@ -342,6 +343,9 @@ func TestFiles(t *testing.T) {
 		"env/shop.env",
 		"nftables.nft",
 		"plan.json",
+		"resolv/default.conf",
+		"resolv/kube-system.conf",
+		"resolv/shop.conf",
 	}
 	if got := slices.Sorted(maps.Keys(want)); !slices.Equal(got, wantPaths) {
 		t.Fatalf("fixture paths %q, want %q", got, wantPaths)

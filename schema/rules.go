@@ -444,6 +444,11 @@ func checkCluster(c *Cluster, r *reporter) {
 	for i, s := range sp.NodePortAddresses {
 		checkCIDR(r, diag.Path{"spec", "nodePortAddresses", i}, s)
 	}
+	if s := sp.DNSAddress; s != "" {
+		if ip, err := netip.ParseAddr(s); err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+			r.errorf(diag.Path{"spec", "dnsAddress"}, "%q is not a unicast IP address (such as 169.254.20.10)", s)
+		}
+	}
 }
 
 func checkCIDR(r *reporter, p diag.Path, s string) (netip.Prefix, bool) {

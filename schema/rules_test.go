@@ -212,6 +212,7 @@ var ruleIDs = []string{
 	"pod-ips", "container-ports", "pod-conditions", "hostname",
 	"node-addresses",
 	"cluster-cidrs", "cluster-node-port-range", "cluster-domain", "cluster-ttl",
+	"cluster-dns-address",
 	"unknown-field", "required-field", "type-mismatch",
 }
 
@@ -601,6 +602,14 @@ var ruleCases = []ruleCase{
 			`spec.nodePortAddresses[1]: "192.168.10.7" is not a CIDR (such as 10.96.0.0/12)`,
 			`spec.nodePortAddresses[2]: 10.0.0.1/8 has host bits set; write 10.0.0.0/8`,
 		}},
+	{rule: "cluster-dns-address", name: "link-local", yaml: clusterObj(with("spec.dnsAddress", "169.254.20.10"))},
+	{rule: "cluster-dns-address", name: "IPv6", yaml: clusterObj(with("spec.dnsAddress", "fd00::53"))},
+	{rule: "cluster-dns-address", name: "a CIDR", yaml: clusterObj(with("spec.dnsAddress", "169.254.20.10/32")),
+		want: []string{`spec.dnsAddress: "169.254.20.10/32" is not a unicast IP address (such as 169.254.20.10)`}},
+	{rule: "cluster-dns-address", name: "unspecified", yaml: clusterObj(with("spec.dnsAddress", "0.0.0.0")),
+		want: []string{`spec.dnsAddress: "0.0.0.0" is not a unicast IP address`}},
+	{rule: "cluster-dns-address", name: "with port", yaml: clusterObj(with("spec.dnsAddress", "169.254.20.10:53")),
+		want: []string{`spec.dnsAddress: "169.254.20.10:53" is not a unicast IP address`}},
 	{rule: "cluster-node-port-range", name: "custom", yaml: clusterObj(with("spec.nodePortRange", "20000-20999"))},
 	{rule: "cluster-node-port-range", name: "one number", yaml: clusterObj(with("spec.nodePortRange", "30000")),
 		want: []string{`spec.nodePortRange: "30000" is not a port range (FROM-TO)`}},

@@ -370,6 +370,10 @@ type ClusterSpec struct {
 	// inside these CIDRs, as kube-proxy's --nodeport-addresses; empty
 	// (the default) serves them on the Node object's addresses only.
 	NodePortAddresses []string `json:"nodePortAddresses"`
+	// DNSAddress is the IP address of netspec's DNS server (watch
+	// --dns-listen), the nameserver of the pods' resolv.conf the nodes
+	// render (as the kubelet's clusterDNS); empty: none.
+	DNSAddress string `json:"dnsAddress,omitempty"`
 }
 
 // DefaultClusterSpec returns the settings of a tree without a Cluster object.

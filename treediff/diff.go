@@ -776,7 +776,16 @@ func clusterFields(o, n plan.Cluster) []FieldChange {
 	f("podCIDRs", joinPrefixes(o.PodCIDRs), joinPrefixes(n.PodCIDRs))
 	f("nodePortAddresses", joinPrefixes(o.NodePortAddresses), joinPrefixes(n.NodePortAddresses))
 	f("dnsTTL", fmt.Sprint(o.DNSTTL), fmt.Sprint(n.DNSTTL))
+	f("dnsAddress", addrOrNone(o.DNSAddress), addrOrNone(n.DNSAddress))
 	return out
+}
+
+// addrOrNone writes an address, or "none" for the zero Addr.
+func addrOrNone(a netip.Addr) string {
+	if !a.IsValid() {
+		return "none"
+	}
+	return a.String()
 }
 
 // ---- DNS and env ----

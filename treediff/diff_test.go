@@ -378,10 +378,11 @@ func TestDiffCluster(t *testing.T) {
 	new := dfPlans([]plan.Node{dfNode1, dfNode2}, web)
 	for _, p := range new {
 		p.Cluster.DNSTTL = 30
+		p.Cluster.DNSAddress = netip.MustParseAddr("169.254.20.10")
 		compiler.Complete(p, []string{"shop"})
 	}
 	d := Diff(old, new)
-	want := []FieldChange{{Field: "dnsTTL", Old: "5", New: "30"}}
+	want := []FieldChange{{Field: "dnsTTL", Old: "5", New: "30"}, {Field: "dnsAddress", Old: "none", New: "169.254.20.10"}}
 	if diff := cmp.Diff(want, d.Cluster); diff != "" {
 		t.Errorf("cluster (-want +got):\n%s", diff)
 	}

@@ -1,14 +1,16 @@
 // Package state keeps a node's state directory (netspec's --state-dir,
 // /var/lib/netspec by default): the DNS zones (dns/<zone>.zone), the
-// service environment files (env/<namespace>.env), as render.Files names
-// them, and the record of the last applied plan (plan.json and plan.log).
+// service environment files (env/<namespace>.env) and the pods'
+// resolv.conf files (resolv/<namespace>.conf), as render.Files names them,
+// and the record of the last applied plan (plan.json and plan.log).
 //
 // What is on disk, and why:
 //
 //   - the zone files, for any authoritative server (CoreDNS file, BIND,
-//     Knot) that serves the node's names from them, and the env files, for
-//     the loaders that give pods their service variables: both are read by
-//     other programs, so both always hold the last applied plan, each
+//     Knot) that serves the node's names from them, and the env and
+//     resolv.conf files, for the loaders that give pods their service
+//     variables and resolver settings: all are read by other programs, so
+//     all always hold the last applied plan, each
 //     written whole (a reader must see a complete file) and only when its
 //     content changed;
 //   - the record of the last applied plan, for the node itself: `netspec
@@ -19,8 +21,8 @@
 //     instead of rewriting the whole plan (27 MB at 10,000 Services).
 //
 // Only files of those kinds are netspec's: a file is one when its path,
-// relative to the dir, is plan.json, plan.log, dns/<name>.zone or
-// env/<name>.env, where <name> is a plain file name not starting with a
+// relative to the dir, is plan.json, plan.log, dns/<name>.zone,
+// env/<name>.env or resolv/<name>.conf, where <name> is a plain file name not starting with a
 // dot, and it is a regular file. Everything else in the dir (other files,
 // subdirectories, symbolic links) is never modified or removed.
 //
@@ -87,6 +89,7 @@ const RulesetFile = "nftables.nft"
 const (
 	dnsDir    = "dns"
 	envDir    = "env"
+	resolvDir = "resolv"
 	tmpPrefix = ".netspec-tmp-"
 	fileMode  = 0o644
 	dirMode   = 0o755
@@ -196,7 +199,8 @@ func (c Changes) Empty() bool {
 }
 
 // IsManaged reports whether rel (a relative slash path) names a file of
-// netspec's kinds: plan.json, plan.log, dns/<name>.zone or env/<name>.env.
+// netspec's kinds: plan.json, plan.log, dns/<name>.zone, env/<name>.env or
+// resolv/<name>.conf.
 func IsManaged(rel string) bool {
 	if rel == PlanFile || rel == LogFile {
 		return true
@@ -211,6 +215,8 @@ func IsManaged(rel string) bool {
 		ext = ".zone"
 	case envDir:
 		ext = ".env"
+	case resolvDir:
+		ext = ".conf"
 	default:
 		return false
 	}
@@ -344,7 +350,7 @@ func (d *Dir) applyFiles(plan Changes, want map[string][]byte) (Changes, error) 
 }
 
 // Cleanup removes every file of netspec's kinds from the dir, plan.json
-// first, then dns/ and env/ when they are empty; other files, and the dir
+// first, then dns/, env/ and resolv/ when they are empty; other files, and the dir
 // itself, stay. It returns the relative paths of the files it removed,
 // sorted. Zone serials are forgotten with the zones. A missing dir stays
 // missing.
@@ -383,7 +389,7 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 		}
 		removed = append(removed, p)
 	}
-	for _, sub := range []string{dnsDir, envDir} {
+	for _, sub := range []string{dnsDir, envDir, resolvDir} {
 		dir := filepath.Join(d.path, sub)
 		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			return sorted(removed), d.errorf("sync %s: %w", dir, err)
@@ -430,7 +436,7 @@ func (d *Dir) diff(files map[string][]byte, record bool) (Changes, map[string][]
 			return Changes{}, nil, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
 		if !IsManaged(p) {
-			return Changes{}, nil, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone or %s/<namespace>.env)", p, PlanFile, dnsDir, envDir)
+			return Changes{}, nil, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, PlanFile, dnsDir, envDir, resolvDir)
 		}
 		want[p] = b
 	}
@@ -484,7 +490,7 @@ func (d *Dir) held() (map[string]bool, error) {
 			return nil, d.errorf("%s: %w", p, err)
 		}
 	}
-	for _, sub := range []string{dnsDir, envDir} {
+	for _, sub := range []string{dnsDir, envDir, resolvDir} {
 		ents, err := os.ReadDir(filepath.Join(d.path, sub))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -600,7 +606,7 @@ func (d *Dir) beginWrite() (unlock func(), err error) {
 }
 
 func (d *Dir) sweepTemp() error {
-	for _, sub := range []string{".", dnsDir, envDir} {
+	for _, sub := range []string{".", dnsDir, envDir, resolvDir} {
 		dir := filepath.Join(d.path, sub)
 		ents, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {

@@ -83,6 +83,7 @@ func TestApply(t *testing.T) {
 		"other/x.zone":      "other dir",
 		"dns/sub/deep.zone": "subdir",
 		"plan.json.old":     "old",
+		"resolv/shop.txt":   "not a resolv.conf of netspec's",
 	}
 	tests := []struct {
 		name    string
@@ -125,6 +126,13 @@ func TestApply(t *testing.T) {
 			files:  map[string]string{"dns/cluster.local.zone": z1, "env/shop.env": "A=1\n", "plan.json": "{}"},
 			want:   Changes{Removed: []string{"dns/10.in-addr.arpa.zone", "env/data.env"}},
 			after:  map[string]string{"dns/cluster.local.zone": z1, "env/shop.env": "A=1\n", "plan.json": "{}"},
+		},
+		{
+			name:   "resolv.conf files written, changed and removed as env files",
+			before: map[string]string{"resolv/shop.conf": "search a\n", "resolv/data.conf": "search b\n"},
+			files:  map[string]string{"resolv/shop.conf": "search c\n", "resolv/web.conf": "search d\n"},
+			want:   Changes{Added: []string{"resolv/web.conf"}, Changed: []string{"resolv/shop.conf"}, Removed: []string{"resolv/data.conf"}},
+			after:  map[string]string{"resolv/shop.conf": "search c\n", "resolv/web.conf": "search d\n"},
 		},
 		{
 			name:   "plan without plan.json removes it",
@@ -259,7 +267,7 @@ func TestApplyRealRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Changes{Added: []string{"dns/10.in-addr.arpa.zone", "dns/cluster.local.zone", "env/data.env", "env/shop.env", "plan.json"}}
+	want := Changes{Added: []string{"dns/10.in-addr.arpa.zone", "dns/cluster.local.zone", "env/data.env", "env/shop.env", "plan.json", "resolv/data.conf", "resolv/shop.conf"}}
 	if diff := cmp.Diff(want, ch, cmpChanges); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}

@@ -123,8 +123,8 @@ Examples:
     ip_vs);
   - conntrack entries of UDP endpoints that left a service are deleted, so
     the next datagram reaches a live endpoint;
-  - DIR/dns/*.zone and DIR/env/*.env are written atomically, those whose
-    content changed; files the plan no longer has are removed. Zone serials
+  - DIR/dns/*.zone, DIR/env/*.env and DIR/resolv/*.conf are written
+    atomically, those whose content changed; files the plan no longer has are removed. Zone serials
     never go back. Last, the applied plan is recorded: its change appended
     to DIR/plan.log, or the whole plan written as DIR/plan.json.
 
@@ -151,8 +151,8 @@ Examples:
 		summary: "remove what netspec installed on this node: its nftables tables and state files",
 		help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
 namespace it runs in, the IPVS virtual servers netspec owns and its interface
-netspec-ipvs0 (if --dataplane ipvs was used), and the zone files, env files,
-plan.json and plan.log of the state dir. Other tables, virtual servers and
+netspec-ipvs0 (if --dataplane ipvs was used), and the zone, env and resolv
+files, plan.json and plan.log of the state dir. Other tables, virtual servers and
 files are left alone. Running it again is harmless. A state dir that does
 not exist is not created.
 

@@ -36,6 +36,14 @@ func init() {
                             cannot do (masquerade, source ranges, reject)
   DIR/dns/<zone>.zone       RFC 1035 zone files: the cluster domain and reverse zones
   DIR/env/<namespace>.env   service variables as the kubelet sets them
+  DIR/resolv/<namespace>.conf  the resolv.conf the kubelet writes for the
+                            namespace's pods (search path, ndots:5, and the
+                            Cluster's dnsAddress as nameserver)
+  DIR/resolved/             with a Cluster dnsAddress: netspec0.netdev and
+                            netspec0.network (systemd-networkd) and
+                            resolvectl.sh, which send the zones netspec
+                            serves, and only those, to it through
+                            systemd-resolved (see deploy/README.md)
   DIR/plan.json             the plan itself
 
 Commit the output (for example under golden/) and every pull request shows
@@ -125,6 +133,10 @@ func renderedKind(rel string) bool {
 		return strings.HasSuffix(base, ".zone")
 	case "env/":
 		return strings.HasSuffix(base, ".env")
+	case "resolv/":
+		return strings.HasSuffix(base, ".conf")
+	case "resolved/":
+		return base == render.DNSLink+".netdev" || base == render.DNSLink+".network" || base == "resolvectl.sh"
 	}
 	return false
 }

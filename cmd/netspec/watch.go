@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/applier"
+	"netspec.dev/netspec/applier/dnslink"
 	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
@@ -26,6 +27,7 @@ type watchFlags struct {
 	ipvsScheduler string
 	stateDir      string
 	dnsListen     string
+	dnsLink       string
 	dnsTransferTo string
 	metricsListen string
 	resync        time.Duration
@@ -37,7 +39,7 @@ type watchFlags struct {
 func init() {
 	register(&command{
 		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--log-format text|json]",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--log-format text|json]",
 		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
 		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
@@ -62,11 +64,20 @@ every directory of TREE and applies again whenever a file changes:
     first sync and the resync (logged kind=full); SIGTERM and SIGINT stop,
     leaving rules and files in place (netspec cleanup removes them).
 
-With --dataplane none the kernel is left alone: only the state dir's zone
-and env files (and DNS, with --dns-listen) follow the tree.
+With --dataplane none the kernel is left alone (but for the link of
+--dns-link): only the state dir's zone, env and resolv files (and DNS,
+with --dns-listen) follow the tree.
 
 --dns-listen serves the plan's zones (cluster domain and reverse zones)
-authoritatively over UDP and TCP, swapped atomically on each good reload.
+authoritatively over UDP and TCP, swapped atomically on each good reload;
+other names are REFUSED (a resolver then asks its next server). Give it an
+address of its own, not 127.0.0.53 (systemd-resolved's) nor 0.0.0.0:53:
+--dns-link NAME creates a dummy link NAME holding the address of
+--dns-listen (169.254.20.10:53, link-local as NodeLocal DNSCache's, when
+--dns-listen is not given), or does nothing when it is there, and leaves
+it in place on exit ('ip link del NAME' removes it). deploy/README.md
+says how to send cluster.local queries to it (systemd-resolved, or
+/etc/resolv.conf).
 
 Every LoadBalancer Service with externalTrafficPolicy Local has a health
 check node port (spec.healthCheckNodePort, or allocated and locked like a
@@ -96,7 +107,7 @@ start, a server failed, or a usage error (an unknown flag, no --node).
 
 Examples:
   netspec watch /srv/cluster --node $(hostname)
-  netspec watch /srv/git/current --node node-1 --dns-listen 127.0.0.53:53 --metrics-listen :9253
+  netspec watch /srv/git/current --node node-1 --dns-link netspec0 --dns-listen 169.254.20.10:53 --metrics-listen 127.0.0.1:9253
   netspec watch . --node node-1 --dataplane none --state-dir /tmp/netspec --log-format json
   kill -HUP $(pidof netspec)   # reload now`,
 		flags: func(fs *flag.FlagSet) any {
@@ -106,6 +117,7 @@ Examples:
 			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
 			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
+			fs.StringVar(&f.dnsLink, "dns-link", "", "create (if missing) the dummy link `NAME` holding --dns-listen's address, 169.254.20.10:53 by default; off when empty")
 			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
 			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
 			fs.DurationVar(&f.resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
@@ -171,6 +183,21 @@ func runWatch(e *env, opts any, args []string) int {
 			}
 			transfer = append(transfer, p)
 		}
+	}
+	if f.dnsLink != "" {
+		if f.dnsListen == "" {
+			f.dnsListen = netip.AddrPortFrom(dnslink.DefaultAddr, 53).String()
+		}
+		ap, err := netip.ParseAddrPort(f.dnsListen)
+		if err != nil || ap.Addr().IsUnspecified() {
+			return usage("--dns-link needs --dns-listen to be IP:PORT with the link's address (such as %s:53), not %q", dnslink.DefaultAddr, f.dnsListen)
+		}
+		res, err := dnslink.Ensure(f.dnsLink, ap.Addr())
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec watch: %v\n", err)
+			return exitError
+		}
+		logger.Info("dns link ready", "link", f.dnsLink, "addr", ap.Addr(), "created", res.CreatedLink, "addr_added", res.AddedAddr)
 	}
 	w, err := daemon.New(daemon.Options{
 		Tree:          args[0],

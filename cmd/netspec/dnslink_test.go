@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/internal/vmtest"
+)
+
+// TestWatchDNSLinkInVM runs TestWatchDNSLink in the VM of internal/vmtest
+// when the host kernel has no dummy links.
+func TestWatchDNSLinkInVM(t *testing.T) {
+	if vmtest.InVM() {
+		t.Skip("in the VM already")
+	}
+	testnet.Require(t)
+	if hasDummy(t) {
+		t.Skip("the host kernel has dummy links: TestWatchDNSLink ran here")
+	}
+	vmtest.RunPackage(t, "netspec.dev/netspec/cmd/netspec", vmtest.Options{
+		Args:         []string{"-test.run", "^TestWatchDNSLink$", "-test.v"},
+		HostBinaries: []string{"/usr/sbin/ip"},
+		Files:        map[string]string{"/vmtest/examples": "../../examples"},
+		Dir:          "/vmtest/cmd/netspec",
+		Timeout:      5 * time.Minute,
+	})
+}
+
+// hasDummy tells whether the kernel makes dummy links, trying in a
+// namespace of its own.
+func hasDummy(t *testing.T) bool {
+	t.Helper()
+	ns := testnet.New(t, "dummyprobe").NS("probe")
+	_, err := ns.Run("ip", "link", "add", "probe0", "type", "dummy")
+	return err == nil
+}
+
+// TestWatchDNSLink runs netspec watch --dns-link netspec0 in a network
+// namespace: it makes the dummy link with 169.254.20.10, answers the tree's
+// names there, leaves the link when it stops, and starts again on the
+// link it finds.
+func TestWatchDNSLink(t *testing.T) {
+	testnet.Require(t)
+	if !hasDummy(t) {
+		if vmtest.InVM() {
+			t.Fatal("the VM's kernel has no dummy links")
+		}
+		t.Skip("SKIPPED: the kernel has no dummy links; TestWatchDNSLinkInVM runs this test in a VM")
+	}
+	ns := testnet.New(t, "watchdns").NS("node")
+	// This test binary is netspec when called so (TestMain).
+	bin := filepath.Join(t.TempDir(), "netspec")
+	if err := os.Symlink(os.Args[0], bin); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	tree, err := filepath.Abs("../../examples/kitchen-sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() *watchProc {
+		cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "watch", tree, "--node", "node-1",
+			"--dataplane", "none", "--state-dir", state, "--dns-link", "netspec0", "--log-format", "json")
+		return startWatch(t, cmd)
+	}
+	// query asks netspec on 169.254.20.10 from inside the namespace.
+	query := func(name string, qtype uint16) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(name, qtype)
+		c := &dns.Client{Timeout: 5 * time.Second}
+		var r *dns.Msg
+		var err error
+		if derr := ns.Do(func() error { r, _, err = c.Exchange(m, "169.254.20.10:53"); return nil }); derr != nil {
+			t.Fatal(derr)
+		}
+		if err != nil {
+			t.Fatalf("%s from 169.254.20.10: %v", name, err)
+		}
+		return r
+	}
+
+	w := start()
+	r := query("web.shop.svc.cluster.local.", dns.TypeA)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 {
+		t.Fatalf("web.shop.svc.cluster.local A: %v", r)
+	}
+	if got := query("www.example.org.", dns.TypeA).Rcode; got != dns.RcodeRefused {
+		t.Errorf("www.example.org: rcode %s, want REFUSED", dns.RcodeToString[got])
+	}
+	log := w.stop()
+	if !strings.Contains(log, `"msg":"dns link ready","link":"netspec0","addr":"169.254.20.10","created":true`) {
+		t.Errorf("the first start does not log the link it made:\n%s", log)
+	}
+	if out := ns.MustRun("ip", "-o", "addr", "show", "dev", "netspec0"); !strings.Contains(out, "inet 169.254.20.10/32") {
+		t.Errorf("after netspec stopped, netspec0 should stay with its address:\n%s", out)
+	}
+	conf, err := os.ReadFile(filepath.Join(state, "resolv", "shop.conf"))
+	if err != nil || !strings.Contains(string(conf), "nameserver 169.254.20.10\n") {
+		t.Errorf("state dir resolv/shop.conf: %v\n%s", err, conf)
+	}
+
+	w = start()
+	if r := query("web.shop.svc.cluster.local.", dns.TypeA); r.Rcode != dns.RcodeSuccess {
+		t.Errorf("second start: %v", r)
+	}
+	log = w.stop()
+	if !strings.Contains(log, `"msg":"dns link ready","link":"netspec0","addr":"169.254.20.10","created":false,"addr_added":false`) {
+		t.Errorf("the second start should find the link as it was:\n%s", log)
+	}
+}
+
+// watchProc is a netspec watch process whose JSON log is read as it
+// comes.
+type watchProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	log  bytes.Buffer
+	done chan struct{} // closed when the log ends
+}
+
+// startWatch starts cmd (netspec watch --log-format json --dns-listen or
+// --dns-link) and returns once its log says that it serves DNS and has
+// synced, or fails the test when it exits before.
+func startWatch(t *testing.T, cmd *exec.Cmd) *watchProc {
+	t.Helper()
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &watchProc{t: t, cmd: cmd, done: make(chan struct{})}
+	t.Cleanup(func() { cmd.Process.Kill(); <-w.done; cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		defer close(w.done)
+		sc := bufio.NewScanner(pipe)
+		serving, synced, closed := false, false, false
+		for sc.Scan() {
+			line := sc.Text()
+			w.mu.Lock()
+			w.log.WriteString(line + "\n")
+			w.mu.Unlock()
+			serving = serving || strings.Contains(line, `"msg":"serving DNS"`)
+			synced = synced || strings.Contains(line, `"msg":"synced"`)
+			if serving && synced && !closed {
+				close(ready)
+				closed = true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-w.done:
+		cmd.Wait()
+		t.Fatalf("netspec watch ended before it served DNS and synced:\n%s", w.logText())
+	}
+	return w
+}
+
+func (w *watchProc) logText() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.log.String()
+}
+
+// stop sends SIGINT, waits for a clean exit and returns the whole log.
+func (w *watchProc) stop() string {
+	w.t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		w.t.Fatal(err)
+	}
+	<-w.done
+	if err := w.cmd.Wait(); err != nil {
+		w.t.Fatalf("netspec watch: %v\n%s", err, w.logText())
+	}
+	return w.logText()
+}

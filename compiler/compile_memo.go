@@ -39,6 +39,10 @@ type compiledService struct {
 	endpoints *schema.Endpoints
 	slices    []*schema.EndpointSlice
 	out       plan.Service
+	// view is out under the last NotReady view, nil when none of its
+	// endpoints failed (probe.go): kept so that a view unchanged for
+	// this Service gives the same plan.Service.
+	view *probedService
 }
 
 // begin readies the memo for a compilation for node n: it keeps the

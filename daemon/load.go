@@ -27,6 +27,9 @@ type loader struct {
 	// reload of file events it trusts, never for the first sync, SIGHUP
 	// or the periodic resync.
 	changed []string
+	// notReady is the readiness probes' view for the next compilation
+	// (compiler.Options); nil: the tree's.
+	notReady compiler.NotReady
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -61,7 +64,7 @@ func (l *loader) load() (*loadResult, error) {
 	if res.errors > 0 {
 		return res, nil
 	}
-	p, err := l.memo.CompileStaged(t.Objects, c.Checked, l.node)
+	p, err := l.memo.CompileStagedWith(t.Objects, c.Checked, l.node, compiler.Options{NotReady: l.notReady})
 	if err != nil {
 		return res, err
 	}

@@ -287,16 +287,16 @@ func (ps *probes) status(out map[outKey]plan.Probe) (st *ProbeStatus, keys []out
 			since = s.Since.UTC().Truncate(time.Millisecond)
 		}
 		st.Out = append(st.Out, ProbeOut{
-			Service: k.service, Endpoint: k.endpoint.String(), Probe: describeProbe(out[k]),
+			Service: k.service, Endpoint: k.endpoint.String(), Probe: DescribeProbe(out[k]),
 			Since: since, LastError: s.LastError, FailOpen: slices.Contains(ps.failOpen, k.service),
 		})
 	}
 	return st, keys
 }
 
-// describeProbe names a probe for people: "httpGet http://:8080/ready",
+// DescribeProbe names a probe for people: "httpGet http://:8080/ready",
 // "tcpSocket :5432", "grpc :9090 service health".
-func describeProbe(p plan.Probe) string {
+func DescribeProbe(p plan.Probe) string {
 	var b strings.Builder
 	b.WriteString(string(p.Action))
 	b.WriteByte(' ')

@@ -245,7 +245,7 @@ func TestProbeFlips(t *testing.T) {
 	f.mu.Lock()
 	var got []string
 	for _, tg := range f.targets {
-		got = append(got, tg.Addr.String()+" "+describeProbe(tg.Probe))
+		got = append(got, tg.Addr.String()+" "+DescribeProbe(tg.Probe))
 	}
 	f.mu.Unlock()
 	slices.Sort(got)

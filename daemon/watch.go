@@ -97,6 +97,8 @@ type Options struct {
 	// node (package probe): an endpoint failing one is out of its
 	// Services here (not ready), unless every endpoint a Service port
 	// uses here fails (fail open). False leaves readiness to the tree.
+	// Probes go out from the process's network namespace (not
+	// NetNSFd's): run the daemon on the node, in its namespace.
 	Probes bool
 	// ProbeConcurrency bounds the probes in flight at once; 0 is
 	// probe.DefaultMaxConcurrent.

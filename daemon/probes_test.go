@@ -89,6 +89,7 @@ subsets:
 type fakeProber struct {
 	mu       sync.Mutex
 	targets  []probe.Target
+	byKey    map[string]netip.Addr
 	sets     int
 	failing  map[netip.Addr]string // address → error
 	since    map[netip.Addr]time.Time
@@ -99,19 +100,22 @@ func (f *fakeProber) Set(ts []probe.Target) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.targets = slices.Clone(ts)
+	f.byKey = map[string]netip.Addr{}
+	for _, t := range ts {
+		f.byKey[t.Key()] = t.Addr
+	}
 	f.sets++
 }
 
 func (f *fakeProber) Ready(key string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, t := range f.targets {
-		if t.Key() == key {
-			_, bad := f.failing[t.Addr]
-			return !bad
-		}
+	a, ok := f.byKey[key]
+	if !ok {
+		return true // unknown keys are ready, as the prober's
 	}
-	return true
+	_, bad := f.failing[a]
+	return !bad
 }
 
 func (f *fakeProber) Snapshot() []probe.Status {

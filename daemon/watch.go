@@ -152,6 +152,9 @@ type Watcher struct {
 	// Options.Probes; probeKick is signalled when a check flips.
 	probes    *probes
 	probeKick chan struct{}
+	// probeKicked is when the first flip since the last probe sync was
+	// reported (UnixNano; 0: none), for the programming latency.
+	probeKicked atomic.Int64
 	// newProber makes the prober (probe.New; a fake in tests).
 	newProber func(probe.Options) prober
 
@@ -300,6 +303,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		p := w.newProber(probe.Options{
 			MaxConcurrent: w.opts.ProbeConcurrency,
 			OnChange: func() {
+				w.probeKicked.CompareAndSwap(0, time.Now().UnixNano())
 				select {
 				case w.probeKick <- struct{}{}:
 				default: // one is pending already
@@ -464,7 +468,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.sync(syncReload, time.Time{})
 		case <-w.idle:
 		case <-w.probeKick:
-			w.sync(syncProbe, time.Time{})
+			var since time.Time
+			if at := w.probeKicked.Swap(0); at != 0 {
+				since = time.Unix(0, at)
+			}
+			w.sync(syncProbe, since)
 		case <-resync:
 			w.rescan(fw) // events may have been missed; cheap when nothing changed
 			w.sync(syncResync, time.Time{})
@@ -716,7 +724,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	now := time.Now()
 	w.full = false
 	w.metrics.synced(kind, took, now)
-	var programming time.Duration // file event → kernel updated; 0: not a file change
+	var programming time.Duration // file event (or probe flip) → kernel updated; 0: neither
 	if !since.IsZero() && changed {
 		// The state dir's files (and DNS) follow the kernel.
 		programming = r.KernelAt.Sub(since)

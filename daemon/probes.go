@@ -53,13 +53,23 @@ func newProbes(p prober) *probes {
 		failingAddrs: map[netip.Addr]bool{}, out: map[outKey]string{}}
 }
 
-// targetsOf lists the distinct checks of a plan, in plan order.
-func targetsOf(p *plan.Plan) (targets []probe.Target, keys map[netip.Addr][]string) {
+// targetsOf lists the distinct checks of a plan, in plan order: those
+// of the endpoints that carry traffic from this node (in a port's Cluster
+// or External set), of every endpoint of a headless Service (this node
+// serves their DNS answers), and of the addresses in keep (failing now:
+// out of their sets for that reason). An endpoint only other nodes use (a
+// Local traffic policy, topology) is not probed here.
+func targetsOf(p *plan.Plan, keep map[netip.Addr]bool) (targets []probe.Target, keys map[netip.Addr][]string) {
 	keys = map[netip.Addr][]string{}
 	seen := map[string]bool{}
 	for i := range p.Services {
-		for j := range p.Services[i].Ports {
-			for _, e := range p.Services[i].Ports[j].Endpoints {
+		s := &p.Services[i]
+		for j := range s.Ports {
+			port := &s.Ports[j]
+			for k, e := range port.Endpoints {
+				if len(e.Probes) == 0 || !s.Headless && !keep[e.IP] && !slices.Contains(port.Cluster, k) && !slices.Contains(port.External, k) {
+					continue
+				}
 				for _, pr := range e.Probes {
 					t := probe.Target{Addr: e.IP, Probe: pr}
 					k := t.Key()
@@ -79,7 +89,7 @@ func targetsOf(p *plan.Plan) (targets []probe.Target, keys map[netip.Addr][]stri
 // set gives the prober the checks of p: those kept keep their state.
 // Failing checks p no longer has are forgotten.
 func (ps *probes) set(p *plan.Plan) {
-	targets, keys := targetsOf(p)
+	targets, keys := targetsOf(p, ps.failingAddrs)
 	ps.p.Set(targets)
 	ps.keys, ps.targets = keys, len(targets)
 	for k := range ps.failing {

@@ -361,11 +361,22 @@ func TestProbeTargetsOnce(t *testing.T) {
 		return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 80, Ready: true, Probes: probes}
 	}
 	p := &plan.Plan{Services: []plan.Service{
-		{Namespace: "a", Name: "x", Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.1", pr), ep("10.0.0.2", pr, other)}}, {Endpoints: []plan.Endpoint{ep("10.0.0.1", pr)}}}},
-		{Namespace: "a", Name: "y", Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.1", pr), ep("10.0.0.3")}}}},
+		{Namespace: "a", Name: "x", Ports: []plan.Port{
+			{Endpoints: []plan.Endpoint{ep("10.0.0.1", pr), ep("10.0.0.2", pr, other)}, Cluster: []int{0, 1}, External: []int{0, 1}},
+			{Endpoints: []plan.Endpoint{ep("10.0.0.1", pr)}, Cluster: []int{0}}}},
+		{Namespace: "a", Name: "y", Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.1", pr), ep("10.0.0.3")}, External: []int{0, 1}}}},
+		// Used by other nodes only (a Local policy, say): not probed here,
+		// unless failing now, or the Service is headless.
+		{Namespace: "a", Name: "z", Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.4", pr), ep("10.0.0.5", pr)}}}},
+		{Namespace: "a", Name: "hl", Headless: true, Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.6", pr)}}}},
 	}}
-	targets, keys := targetsOf(p)
-	if len(targets) != 3 || len(keys[netip.MustParseAddr("10.0.0.2")]) != 2 || len(keys[netip.MustParseAddr("10.0.0.1")]) != 1 {
-		t.Errorf("targets %v, keys %v: want 10.0.0.1:80 once and 10.0.0.2 twice", targets, keys)
+	targets, keys := targetsOf(p, map[netip.Addr]bool{netip.MustParseAddr("10.0.0.5"): true})
+	var got []string
+	for _, tg := range targets {
+		got = append(got, tg.Addr.String()+" "+DescribeProbe(tg.Probe))
+	}
+	want := []string{"10.0.0.1 tcpSocket :80", "10.0.0.2 tcpSocket :80", "10.0.0.2 tcpSocket :81", "10.0.0.5 tcpSocket :80", "10.0.0.6 tcpSocket :80"}
+	if !slices.Equal(got, want) || len(keys[netip.MustParseAddr("10.0.0.2")]) != 2 {
+		t.Errorf("targets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -315,6 +315,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		})
 		defer p.Close()
 		w.probes = newProbes(p)
+		w.cur.Probes = &ProbeStatus{Out: []ProbeOut{}, FailOpen: []string{}}
 	}
 	if w.opts.Dataplane != DataplaneNone {
 		w.health = healthcheck.New(healthcheck.Options{

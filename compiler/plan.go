@@ -94,6 +94,8 @@ func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string
 		}
 	})
 	m.compile.end(c, compiled)
+	m.compile.last.header = plan.Plan{FormatVersion: p.FormatVersion, Node: p.Node, Cluster: p.Cluster}
+	m.compile.last.namespaces = c.namespaces
 	return &Staged{Plan: p, FailOpen: failOpenKeys(p, failOpen), namespaces: c.namespaces, memo: m}, nil
 }
 

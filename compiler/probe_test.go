@@ -218,3 +218,33 @@ func TestCompileNotReadyMemo(t *testing.T) {
 		t.Errorf("no endpoint failing: the plan differs from the tree's")
 	}
 }
+
+// TestRestage: Restage gives what a compilation with the same view gives,
+// DNS records included, without reading the tree again.
+func TestRestage(t *testing.T) {
+	c := mustTree(t, probesTree)
+	m := compiler.NewMemo()
+	if _, ok := m.Restage(compiler.Options{}); ok {
+		t.Fatal("Restage of an empty memo")
+	}
+	if _, err := m.CompileStaged(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, fail := range [][]string{{"10.244.1.10"}, {"10.244.1.30"}, {"10.50.0.1", "10.50.0.2"}, nil, {"10.244.1.20", "10.244.2.30"}} {
+		o := compiler.Options{NotReady: failing(fail...)}
+		got, ok := m.Restage(o)
+		if !ok {
+			t.Fatal("Restage after a compilation: not ok")
+		}
+		want, err := compiler.CompileStagedWith(c.tree.Objects, c.checked, "node-a", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !plan.SameDataplane(got.Plan, want.Plan) || !slices.Equal(got.FailOpen, want.FailOpen) {
+			t.Errorf("failing %v: Restage differs from a compilation (fail open %v, want %v)", fail, got.FailOpen, want.FailOpen)
+		}
+		if !got.Finish().Equal(want.Finish()) {
+			t.Errorf("failing %v: Restage's DNS or env differ from a compilation's", fail)
+		}
+	}
+}

@@ -576,10 +576,6 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 				w.log.Debug("readiness check flipped; the tree is invalid, the last good plan stays")
 				return
 			}
-			// Nothing below the tree changed: the loader reads no file,
-			// and the memo compiles just the Services whose endpoints
-			// flipped, as for an endpoint change.
-			w.loader.changed = []string{}
 		}
 		w.loader.notReady = w.probes.notReady()
 	}
@@ -596,7 +592,21 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		// change cannot outlive it.
 		w.loader.memo = compiler.NewMemo()
 	}
-	res, err := w.loader.load()
+	var res *loadResult
+	var err error
+	restaged := false
+	if why == syncProbe {
+		// Nothing below the tree changed: the last reading's Services
+		// are compiled again with the new view, only those whose
+		// endpoints flipped at any cost.
+		res, restaged = w.loader.restage()
+		if !restaged {
+			w.loader.changed = []string{} // read no file
+		}
+	}
+	if !restaged {
+		res, err = w.loader.load()
+	}
 	if res != nil {
 		w.logWarnings(res.diags)
 	}
@@ -645,8 +655,8 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		w.cur.TreeState = TreeStatus{Valid: true}
 		st = res.plan
 	}
-	var rev Revision // of the tree read, when it is valid
-	if st != nil {
+	var rev Revision // of the tree read, when it is valid and was read
+	if st != nil && !restaged {
 		var revErr error
 		rev, revErr = w.loader.revision(res)
 		if msg := fmt.Sprint(revErr); revErr != nil && msg != w.revErr {

@@ -16,6 +16,12 @@
 // read from its files (GitHead), or a hash of its content
 // (ContentRevision), and is exported as netspec_applied_revision_info.
 //
+// With Options.Probes it runs the readiness probes of the plan's
+// endpoints (package probe) and keeps the data plane and the headless DNS
+// answers to the endpoints that pass them, failing open when all of a
+// Service port's would go (probes.go); a flip is a sync "probe" that
+// reads no file (compiler.Memo.Restage).
+//
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
 package daemon

@@ -308,6 +308,9 @@ func (p *Prober) run(c *check) {
 		return
 	}
 	defer func() { <-p.sem }()
+	if p.ctx.Err() != nil {
+		return // closed while waiting: select chose the freed slot
+	}
 
 	t := c.target
 	ctx, cancel := context.WithCancelCause(p.ctx)

@@ -42,7 +42,12 @@ type netChecker struct {
 }
 
 func newNetChecker() *netChecker {
-	c := &netChecker{dialer: net.Dialer{Control: shortLinger}}
+	c := &netChecker{dialer: net.Dialer{
+		Control: shortLinger,
+		// A probe's connection lives for one request: TCP keep-alive
+		// would only cost four setsockopt calls per probe.
+		KeepAlive: -1,
+	}}
 	c.transport = &http.Transport{
 		Proxy:       nil, // never the node's proxy: probes go to the endpoint
 		DialContext: c.dialTarget,
@@ -177,6 +182,8 @@ func sameHostRedirects(req *http.Request, via []*http.Request) error {
 
 // tcpSocket connects and closes.
 func (c *netChecker) tcpSocket(ctx context.Context, t Target) error {
+	// Not Dialer.DialTCP: its zero local address is bound explicitly,
+	// and bind's search for a free port costs ten times the connect.
 	conn, err := c.dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(t.Addr, t.Probe.Port).String())
 	if err != nil {
 		return err

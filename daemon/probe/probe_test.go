@@ -451,8 +451,7 @@ func TestSetDiscardsRemovedResult(t *testing.T) {
 	p.Set([]Target{a})
 	clk.Advance(10 * time.Second)
 	<-s.entered
-	p.Set(nil)
-	s.release <- struct{}{}
+	p.Set(nil) // cancels the probe: the scripted check returns
 	p.WaitIdle()
 	if !p.Ready(a.Key()) || len(p.Snapshot()) != 0 || changes != 0 {
 		t.Errorf("after a removed check's failure: Ready %v, Snapshot %v, OnChange calls %d", p.Ready(a.Key()), p.Snapshot(), changes)
@@ -477,14 +476,14 @@ func TestConcurrencyBound(t *testing.T) {
 	<-s.entered
 	<-s.entered
 	p.mu.Lock()
-	inflight := p.inflight
+	inflight, running, queued := p.inflight, p.running, len(p.queue)
 	p.mu.Unlock()
-	if inflight != 5 || len(p.sem) != 2 {
-		t.Fatalf("%d runs started, %d slots taken; want 5 and 2", inflight, len(p.sem))
+	if inflight != 5 || running != 2 || queued != 3 {
+		t.Fatalf("%d runs, %d running, %d queued; want 5, 2, 3", inflight, running, queued)
 	}
 	for range 3 {
 		s.release <- struct{}{}
-		<-s.entered // a waiting run takes the freed slot
+		<-s.entered // a queued run takes the free worker
 	}
 	s.release <- struct{}{}
 	s.release <- struct{}{}
@@ -507,7 +506,7 @@ func TestBusyCheckSkipsTicks(t *testing.T) {
 	p.Set([]Target{a, b})
 	clk.Advance(10 * time.Second)
 	first := <-s.entered
-	// One run holds the only slot, the other waits for it; four more
+	// One run holds the only worker, the other is queued; four more
 	// periods add no run of either.
 	clk.Advance(40 * time.Second)
 	p.mu.Lock()
@@ -585,7 +584,7 @@ func TestClose(t *testing.T) {
 	p.Set([]Target{a, b})
 	clk.Advance(10 * time.Second)
 	<-s.entered
-	p.Close() // aborts the running probe and the one waiting for a slot
+	p.Close() // aborts the running probe and drops the queued one
 	if n := clk.Pending(); n != 0 {
 		t.Errorf("%d timers armed after Close", n)
 	}

@@ -89,6 +89,14 @@ func newHTTPServer(t *testing.T, tls bool) (*httptest.Server, func() seen) {
 	mux.HandleFunc("/redirect/loop", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/redirect/loop", http.StatusFound)
 	})
+	mux.HandleFunc("/early-hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("/huge-header", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Huge", strings.Repeat("x", 100<<10))
+	})
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		last = seen{host: r.Host, path: r.URL.Path, query: r.URL.RawQuery, headers: r.Header.Clone(), close: r.Close}
@@ -130,6 +138,8 @@ func TestHTTPGet(t *testing.T) {
 		{name: "absolute redirect to the probe's host is followed to the target", path: "/redirect/absolute", host: "svc.example"},
 		{name: "redirect to another host: success with a warning", path: "/redirect/other", wantWarning: true},
 		{name: "redirect loop", path: "/redirect/loop", wantErr: "stopped after 10 redirects"},
+		{name: "an interim 103 then 200", path: "/early-hints"},
+		{name: "a response head over 64 KiB is a failure", path: "/huge-header", wantErr: "reading the response"},
 		{name: "HTTPS without certificate verification", tls: true, path: "/status/200"},
 		{name: "HTTPS 503", tls: true, path: "/status/503", wantErr: "http status 503"},
 	}

@@ -32,6 +32,18 @@
 //     MaxConcurrent probes are in flight, and a check whose previous run
 //     still waits for a worker or runs skips its tick, so that a slow
 //     fleet never piles up runs.
+//   - httpGet speaks HTTP/1.1 over its own connection instead of
+//     net/http's client (same rules, a fifth less CPU at scale), and the
+//     probe host is only a name (see above).
+//
+// Cost: scripts/bench-probe runs 20,000 checks with a 10 s period (2,000
+// probes a second) against a fleet of listeners in a network namespace.
+// On the 2-core development machine the prober took about 19 % of one
+// core for tcpSocket and 27 % for httpGet, more than half of it in the kernel
+// (connect and close, including the listener's half of each loopback
+// handshake), and under 60 MiB of memory. Probing is cheap per endpoint
+// but not free: a node pays about 0.1 ms of CPU per probe, so a fleet's
+// load is nodes × endpoints / period.
 package probe
 
 import (
@@ -81,7 +93,8 @@ type Options struct {
 	// Check runs one probe; nil runs the network probes (httpGet,
 	// tcpSocket, grpc). A non-empty warning with a nil error is a success
 	// that deserves a note (an httpGet redirect not followed). ctx ends at
-	// the probe's timeout or at Close. For tests.
+	// the probe's timeout, or when Set removes the check or Close stops
+	// it (that result is discarded). For tests.
 	Check func(ctx context.Context, t Target) (warning string, err error)
 }
 

@@ -224,9 +224,10 @@ func New(o Options) *Prober {
 
 // Set makes targets the checks to run from now on. A target whose key is
 // new starts ready and is first probed after its InitialDelaySeconds plus
-// its offset in the period; a check whose key is gone stops (a result in
-// flight is cancelled and discarded); a kept check keeps its state and schedule.
-// Duplicate keys are one check.
+// its offset in the period; a check whose key is gone stops (its probe in
+// flight is cancelled, a queued one dropped); a kept check keeps its state
+// and schedule. Duplicate keys are one check. Set does not call OnChange:
+// the caller knows what it removed.
 func (p *Prober) Set(targets []Target) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -358,6 +359,12 @@ func (p *Prober) worker() {
 		c := p.queue[0]
 		p.queue[0] = nil
 		p.queue = p.queue[1:]
+		if c.removed { // by Set while queued
+			c.busy = false
+			p.inflight--
+			p.cond.Broadcast()
+			continue
+		}
 		ctx, cancel := context.WithCancelCause(context.Background())
 		c.cancel = cancel
 		p.running++

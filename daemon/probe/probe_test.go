@@ -33,7 +33,8 @@ func target(addr string, mod func(*plan.Probe)) Target {
 // scripted is a Check whose results are scripted per address: each probe
 // takes the next result of its address (nil is a success), a success when
 // none is left. When block is set, each probe first reports on entered and
-// then waits for a value on release or for its context to end.
+// then waits for a value on release (buffered: a release may come first)
+// or for its context to end.
 type scripted struct {
 	clock *FakeClock
 	block bool
@@ -58,7 +59,7 @@ func newScripted(clock *FakeClock) *scripted {
 		clock:   clock,
 		results: map[string][]error{},
 		entered: make(chan string, 100),
-		release: make(chan struct{}),
+		release: make(chan struct{}, 10),
 	}
 }
 
@@ -458,6 +459,51 @@ func TestSetDiscardsRemovedResult(t *testing.T) {
 	}
 	if n := clk.Pending(); n != 0 {
 		t.Errorf("%d timers armed with no check", n)
+	}
+}
+
+func TestSetStopsRuns(t *testing.T) {
+	// x ticks before y in each period; with one worker y queues behind x.
+	x, y := target("10.0.0.1", longTimeout), target("10.0.0.2", longTimeout)
+	if offset(x.Key(), 10*time.Second) > offset(y.Key(), 10*time.Second) {
+		x, y = y, x
+	}
+	tests := []struct {
+		name      string
+		keep      Target
+		wantCalls map[string]int
+	}{
+		{name: "removing the queued check drops its run", keep: x, wantCalls: map[string]int{x.Addr.String(): 1, y.Addr.String(): 0}},
+		{name: "removing the running check cancels it, the queued one runs", keep: y, wantCalls: map[string]int{x.Addr.String(): 1, y.Addr.String(): 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := NewFakeClock(t0)
+			s := newScripted(clk)
+			s.block = true
+			p := New(Options{Clock: clk, Check: s.check, MaxConcurrent: 1})
+			defer p.Close()
+			p.Set([]Target{x, y})
+			clk.Advance(10 * time.Second)
+			if got := <-s.entered; got != x.Addr.String() {
+				t.Fatalf("first probe of %s, want %s", got, x.Addr)
+			}
+			p.Set([]Target{tc.keep})
+			if tc.keep.Key() == y.Key() {
+				<-s.entered // x was cancelled: y has the worker
+			}
+			s.release <- struct{}{}
+			s.release <- struct{}{} // a spare: a wrongly started run ends too
+			p.WaitIdle()
+			for addr, want := range tc.wantCalls {
+				if n := s.callCount(addr); n != want {
+					t.Errorf("%s probed %d times, want %d", addr, n, want)
+				}
+			}
+			if st := p.Snapshot(); len(st) != 1 || st[0].Target.Key() != tc.keep.Key() {
+				t.Errorf("Snapshot %+v, want only %s", st, tc.keep.Addr)
+			}
+		})
 	}
 }
 

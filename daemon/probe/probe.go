@@ -88,7 +88,7 @@ type Options struct {
 	// Observe is called after each finished probe with its action,
 	// duration and error (nil on success, also on a success with a
 	// warning), for metrics. It may be called concurrently. A probe cut
-	// short by Close is not observed.
+	// short by Set (removing its check) or Close is not observed.
 	Observe func(t Target, action plan.ProbeAction, d time.Duration, err error)
 	// Check runs one probe; nil runs the network probes (httpGet,
 	// tcpSocket, grpc). A non-empty warning with a nil error is a success

@@ -393,3 +393,26 @@ func TestNetworkTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6 probes a server on [::1]: the URL brackets the address, the
+// dialer takes it as it is.
+func TestIPv6(t *testing.T) {
+	lis, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != lis.Addr().String() {
+			http.Error(w, "Host "+r.Host, http.StatusBadRequest)
+		}
+	})}
+	go srv.Serve(lis)
+	t.Cleanup(func() { srv.Close() })
+	addr, port := addrPort(t, lis.Addr().String())
+	c := newNetChecker()
+	for _, action := range []plan.ProbeAction{plan.ProbeHTTPGet, plan.ProbeTCPSocket} {
+		if _, err := c.check(testCtx(t), Target{Addr: addr, Probe: plan.Probe{Action: action, Port: port, Path: "/"}}); err != nil {
+			t.Errorf("%s to %s: %v", action, lis.Addr(), err)
+		}
+	}
+}

@@ -1,9 +1,9 @@
 package probe
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,23 +36,18 @@ const maxBody = 10 << 10
 const maxRedirects = 10
 
 // netChecker runs the probes over the network. One is shared by all
-// checks: its HTTP transport keeps no connection between probes.
+// checks; it keeps no connection between probes.
 type netChecker struct {
-	dialer    net.Dialer
-	transport *http.Transport
+	dialer net.Dialer
 }
 
 func newNetChecker() *netChecker {
-	c := &netChecker{dialer: net.Dialer{Control: shortLinger}}
-	c.transport = &http.Transport{
-		Proxy:       nil, // never the node's proxy: probes go to the endpoint
-		DialContext: c.dialTarget,
-		// As the kubelet: a probe checks that the endpoint answers, not
-		// who it is.
-		TLSClientConfig:    &tls.Config{InsecureSkipVerify: true},
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-	}
+	c := &netChecker{dialer: net.Dialer{
+		Control: shortLinger,
+		// A probe's connection lives for one request: TCP keep-alive
+		// would only cost four setsockopt calls per probe.
+		KeepAlive: -1,
+	}}
 	return c
 }
 
@@ -81,25 +77,6 @@ func (c *netChecker) check(ctx context.Context, t Target) (string, error) {
 	return "", fmt.Errorf("unknown probe action %q", t.Probe.Action)
 }
 
-// targetAddr is the context key of the address an httpGet probe connects
-// to, whatever host its URL names.
-type targetAddr struct{}
-
-// dialTarget connects to the probe's target address at the port of addr:
-// the URL's host is the probe's Host (for the Host header and TLS server
-// name) and redirects are followed to that same host only.
-func (c *netChecker) dialTarget(ctx context.Context, network, addr string) (net.Conn, error) {
-	ip, ok := ctx.Value(targetAddr{}).(netip.Addr)
-	if !ok {
-		return nil, errors.New("probe: no target address in context")
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	return c.dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
-}
-
 // probeURL is the URL an httpGet probe requests: the scheme, the probe's
 // Host (else the target address) and port, and the path with its query.
 func probeURL(t Target) *url.URL {
@@ -119,17 +96,26 @@ func probeURL(t Target) *url.URL {
 	}
 	u.Scheme = scheme
 	u.Host = net.JoinHostPort(host, strconv.Itoa(int(pr.Port)))
+	if u.Path != "" && !strings.HasPrefix(u.Path, "/") {
+		// As the URL's text reads once it has a host: "healthz" is
+		// "/healthz".
+		u.Path = "/" + u.Path
+		if u.RawPath != "" {
+			u.RawPath = "/" + u.RawPath
+		}
+	}
 	return u
 }
 
-// httpGet sends one GET; a status from 200 to 399 is a success, a 3xx
-// (a redirect to another host, not followed) with a warning.
+// httpGet sends one GET, following redirects to the same host; a final
+// status from 200 to 399 is a success, a 3xx (a redirect to another host,
+// not followed) with a warning. It behaves as the kubelet's probe, which
+// uses net/http's client with keep-alive and compression off, but speaks
+// HTTP/1.1 over one connection per request itself: net/http's transport
+// starts three goroutines and allocates its buffers per connection, which
+// is most of the user CPU of a node probing thousands of endpoints.
 func (c *netChecker) httpGet(ctx context.Context, t Target) (string, error) {
 	u := probeURL(t)
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, targetAddr{}, t.Addr), http.MethodGet, u.String(), nil)
-	if err != nil {
-		return "", err
-	}
 	h := make(http.Header, len(t.Probe.Headers)+2)
 	for _, hd := range t.Probe.Headers {
 		h.Add(hd.Name, hd.Value)
@@ -142,41 +128,131 @@ func (c *netChecker) httpGet(ctx context.Context, t Target) (string, error) {
 	} else if h.Get("Accept") == "" {
 		h.Del("Accept") // an empty Accept header removes it, as the kubelet
 	}
-	req.Header = h
-	req.Host = h.Get("Host") // "" is the URL's host
-	client := &http.Client{Transport: c.transport, CheckRedirect: sameHostRedirects}
-	res, err := client.Do(req)
-	if err != nil {
-		return "", err
+	req := newRequest(u, h, h.Get("Host")) // Host "" is the URL's host
+	for redirects := 0; ; redirects++ {
+		status, location, err := c.roundTrip(ctx, t.Addr, req)
+		if err != nil {
+			return "", err
+		}
+		if !isRedirect(status) || location == "" {
+			return httpResult(status)
+		}
+		next, err := req.URL.Parse(location)
+		if err != nil {
+			return "", fmt.Errorf("http status %d: bad Location %q: %w", status, location, err)
+		}
+		if next.Hostname() != u.Hostname() {
+			return httpResult(status) // not followed, as the kubelet
+		}
+		if redirects+1 >= maxRedirects {
+			return "", fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		// As net/http: a Host header survives only a relative redirect.
+		host := ""
+		if loc, err := url.Parse(location); err == nil && !loc.IsAbs() {
+			host = req.Host
+		}
+		req = newRequest(next, h, host)
 	}
-	defer res.Body.Close()
-	if _, err := io.Copy(io.Discard, io.LimitReader(res.Body, maxBody)); err != nil {
-		return "", fmt.Errorf("reading the response body: %w", err)
+}
+
+// newRequest is a GET of u that asks the server to close the connection
+// (no keep-alive between probes).
+func newRequest(u *url.URL, h http.Header, host string) *http.Request {
+	return &http.Request{
+		Method: http.MethodGet, URL: u, Header: h, Host: host, Close: true,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 	}
-	if res.StatusCode < http.StatusOK || res.StatusCode >= http.StatusBadRequest {
-		return "", fmt.Errorf("http status %d", res.StatusCode)
+}
+
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
 	}
-	if res.StatusCode >= http.StatusMultipleChoices {
-		return fmt.Sprintf("http status %d: redirect not followed (another host), counted as a success", res.StatusCode), nil
+	return false
+}
+
+// httpResult is the verdict on a final status.
+func httpResult(status int) (string, error) {
+	if status < http.StatusOK || status >= http.StatusBadRequest {
+		return "", fmt.Errorf("http status %d", status)
+	}
+	if status >= http.StatusMultipleChoices {
+		return fmt.Sprintf("http status %d: redirect not followed (another host), counted as a success", status), nil
 	}
 	return "", nil
 }
 
-// sameHostRedirects follows a redirect only to the host of the first
-// request, at most maxRedirects times; a redirect elsewhere ends the probe
-// with that response, as the kubelet does.
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
-	if req.URL.Hostname() != via[0].URL.Hostname() {
-		return http.ErrUseLastResponse
+// maxHeader bounds the bytes of a response's head; with the body limit
+// and one read buffer it bounds what one request reads.
+const maxHeader = 64 << 10
+
+// roundTrip sends req over a new connection to addr at the URL's port and
+// returns the final status and Location; it reads at most maxBody of the
+// body and closes the connection.
+func (c *netChecker) roundTrip(ctx context.Context, addr netip.Addr, req *http.Request) (status int, location string, err error) {
+	port := req.URL.Port()
+	if port == "" {
+		port = "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
 	}
-	if len(via) >= maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	raw, err := c.dialer.DialContext(ctx, "tcp", net.JoinHostPort(addr.String(), port))
+	if err != nil {
+		return 0, "", err
 	}
-	return nil
+	defer raw.Close()
+	// The context ends the probe (timeout, Set, Close): unblock any read
+	// or write then.
+	stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	conn := raw
+	switch req.URL.Scheme {
+	case "http":
+	case "https":
+		// As the kubelet: a probe checks that the endpoint answers, not
+		// who it is.
+		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: req.URL.Hostname()})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return 0, "", err
+		}
+		conn = tc
+	default:
+		return 0, "", fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
+	}
+	bw := bufio.NewWriterSize(conn, 512)
+	if err := req.Write(bw); err != nil {
+		return 0, "", err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, "", err
+	}
+	br := bufio.NewReaderSize(io.LimitReader(conn, maxHeader+maxBody+4096), 4096)
+	var res *http.Response
+	for interim := 0; ; interim++ {
+		res, err = http.ReadResponse(br, req)
+		if err != nil {
+			return 0, "", fmt.Errorf("reading the response: %w", err)
+		}
+		// As net/http: 1xx other than 101 are interim responses.
+		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols || interim >= 5 {
+			break
+		}
+	}
+	defer res.Body.Close()
+	if _, err := io.Copy(io.Discard, io.LimitReader(res.Body, maxBody)); err != nil {
+		return 0, "", fmt.Errorf("reading the response body: %w", err)
+	}
+	return res.StatusCode, res.Header.Get("Location"), nil
 }
 
 // tcpSocket connects and closes.
 func (c *netChecker) tcpSocket(ctx context.Context, t Target) error {
+	// Not Dialer.DialTCP: its zero local address is bound explicitly,
+	// and bind's search for a free port costs ten times the connect.
 	conn, err := c.dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(t.Addr, t.Probe.Port).String())
 	if err != nil {
 		return err

@@ -27,8 +27,10 @@ type prober interface {
 // as of the last sync.
 type probes struct {
 	p prober
-	// keys are the checks Set, by address.
+	// keys are the checks Set, by address, and checks the same as a
+	// list (refresh walks it on every flip).
 	keys    map[netip.Addr][]string
+	checks  []check
 	targets int // distinct checks Set
 	// failing are the checks not ready as of the last sync, and
 	// failingAddrs their addresses: the NotReady view reads them.
@@ -39,6 +41,12 @@ type probes struct {
 	// out are the endpoints out for a failing probe after the last sync
 	// (with their probe, described), for logging flips once.
 	out map[outKey]string
+}
+
+// check is one check Set: its address and key.
+type check struct {
+	addr netip.Addr
+	key  string
 }
 
 // outKey is an endpoint of a Service out for one of its probes.
@@ -92,6 +100,10 @@ func (ps *probes) set(p *plan.Plan) {
 	targets, keys := targetsOf(p, ps.failingAddrs)
 	ps.p.Set(targets)
 	ps.keys, ps.targets = keys, len(targets)
+	ps.checks = ps.checks[:0]
+	for _, t := range targets {
+		ps.checks = append(ps.checks, check{t.Addr, t.Key()})
+	}
 	for k := range ps.failing {
 		t, _, _ := strings.Cut(k, "\x00")
 		if a, err := netip.ParseAddr(t); err != nil || !slices.Contains(keys[a], k) {
@@ -162,12 +174,10 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 func (ps *probes) refresh() bool {
 	failing := map[string]bool{}
 	addrs := map[netip.Addr]bool{}
-	for a, ks := range ps.keys {
-		for _, k := range ks {
-			if !ps.p.Ready(k) {
-				failing[k] = true
-				addrs[a] = true
-			}
+	for _, c := range ps.checks {
+		if !ps.p.Ready(c.key) {
+			failing[c.key] = true
+			addrs[c.addr] = true
 		}
 	}
 	changed := len(failing) != len(ps.failing)

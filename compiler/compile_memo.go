@@ -23,6 +23,13 @@ import (
 type compileMemo struct {
 	shared   compileShared
 	services map[*schema.Service]*compiledService
+	// last is the last compilation, in plan order, for Restage.
+	last struct {
+		header     plan.Plan // FormatVersion, Node and Cluster
+		objs       []*schema.Service
+		compiled   []*compiledService
+		namespaces []string
+	}
 }
 
 // compileShared are the inputs every Service's compilation reads.
@@ -39,6 +46,10 @@ type compiledService struct {
 	endpoints *schema.Endpoints
 	slices    []*schema.EndpointSlice
 	out       plan.Service
+	// view is out under the last NotReady view, nil when none of its
+	// endpoints failed (probe.go): kept so that a view unchanged for
+	// this Service gives the same plan.Service.
+	view *probedService
 }
 
 // begin readies the memo for a compilation for node n: it keeps the
@@ -116,7 +127,35 @@ func (m *compileMemo) compile(c *compilation, o *schema.Service, n plan.Node, ne
 // c.services[i]) for the next one.
 func (m *compileMemo) end(c *compilation, compiled []*compiledService) {
 	m.services = make(map[*schema.Service]*compiledService, len(compiled))
+	objs := make([]*schema.Service, len(compiled))
 	for i, cs := range compiled {
 		m.services[c.services[i].Service] = cs
+		objs[i] = c.services[i].Service
 	}
+	m.last.objs, m.last.compiled = objs, compiled
+}
+
+// Restage is the last CompileStaged (or CompileStagedWith) of m again,
+// with another readiness view: the same tree, node and Services as
+// compiled then, only the endpoints that o.NotReady fails out. It is what
+// a node agent runs when a readiness probe flips and nothing else
+// changed: no object is read or checked, and only the Services with
+// failing endpoints are worked out again. ok is false when m has compiled
+// nothing yet.
+func (m *Memo) Restage(o Options) (st *Staged, ok bool) {
+	l := &m.compile.last
+	if l.compiled == nil {
+		return nil, false
+	}
+	p := &plan.Plan{FormatVersion: l.header.FormatVersion, Node: l.header.Node, Cluster: l.header.Cluster}
+	p.Services = make([]plan.Service, len(l.compiled))
+	failOpen := make([]bool, len(l.compiled))
+	for i, cs := range l.compiled {
+		p.Services[i] = cs.out
+		cs.view = withView(l.objs[i], &cs.out, p.Node, o.NotReady, cs.view)
+		if cs.view != nil {
+			p.Services[i], failOpen[i] = cs.view.out, cs.view.failOpen
+		}
+	}
+	return &Staged{Plan: p, FailOpen: failOpenKeys(p, failOpen), namespaces: l.namespaces, memo: m}, true
 }

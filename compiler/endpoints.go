@@ -26,6 +26,11 @@ func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, 
 		for _, s := range c.slices[key] {
 			eps = append(eps, c.sliceEndpoints(s, port, fams)...)
 		}
+		if probes := annotationProbes(svc); probes != nil {
+			for i := range eps {
+				eps[i].Probes = probes
+			}
+		}
 	}
 	slices.SortStableFunc(eps, func(a, b plan.Endpoint) int {
 		if c := a.AddrPort().Compare(b.AddrPort()); c != 0 {
@@ -78,6 +83,7 @@ func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port sc
 		hostname = pod.Spec.Hostname
 	}
 	var out []plan.Endpoint
+	probes := podProbes(pod)
 	for _, s := range pod.IPs() {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || !fams[schema.Family(ip)] {
@@ -89,6 +95,7 @@ func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port sc
 			NodeName: pod.Spec.NodeName, Zone: c.zoneOf(pod.Spec.NodeName),
 			Hostname: hostname,
 			Pod:      pod.Metadata.Namespace + "/" + pod.Metadata.Name,
+			Probes:   probes,
 		})
 	}
 	return out

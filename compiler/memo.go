@@ -27,5 +27,10 @@ func (m *Memo) Validate(objs []*schema.Object, lock *Lock, loc Locator) *Checked
 
 // CompileStaged is the package's CompileStaged, reusing m.
 func (m *Memo) CompileStaged(objs []*schema.Object, checked *Checked, node string) (*Staged, error) {
-	return compileStaged(m, objs, checked, node)
+	return compileStaged(m, objs, checked, node, Options{})
+}
+
+// CompileStagedWith is the package's CompileStagedWith, reusing m.
+func (m *Memo) CompileStagedWith(objs []*schema.Object, checked *Checked, node string, o Options) (*Staged, error) {
+	return compileStaged(m, objs, checked, node, o)
 }

@@ -35,7 +35,11 @@ func Compile(objs []*schema.Object, checked *Checked, node string) (*plan.Plan, 
 // the DNS server need. A daemon programs the kernel between the two steps,
 // so that the names do not delay the rules.
 type Staged struct {
-	Plan       *plan.Plan // without DNS and Env until Finish
+	Plan *plan.Plan // without DNS and Env until Finish
+	// FailOpen are the Services (namespace/name, sorted) that a NotReady
+	// view (Options) left as the tree has them because every endpoint a
+	// port of theirs uses on this node fails its probes.
+	FailOpen   []string
 	namespaces []string
 	finished   bool
 	memo       *Memo // nil: none
@@ -44,11 +48,17 @@ type Staged struct {
 // CompileStaged is the first step of Compile: Plan without DNS records
 // and env files.
 func CompileStaged(objs []*schema.Object, checked *Checked, node string) (*Staged, error) {
-	return compileStaged(nil, objs, checked, node)
+	return compileStaged(nil, objs, checked, node, Options{})
+}
+
+// CompileStagedWith is CompileStaged with options: a node agent's view of
+// its probed endpoints.
+func CompileStagedWith(objs []*schema.Object, checked *Checked, node string, o Options) (*Staged, error) {
+	return compileStaged(nil, objs, checked, node, o)
 }
 
 // compileStaged is CompileStaged, reusing m (nil: nothing).
-func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string) (*Staged, error) {
+func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string, o Options) (*Staged, error) {
 	if n := checked.Diags.Errors(); n > 0 {
 		return nil, fmt.Errorf("the tree has %d errors; validate it first", n)
 	}
@@ -62,17 +72,42 @@ func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string
 	// core. Results land in fixed slots, so the Plan does not depend on
 	// scheduling.
 	p.Services = make([]plan.Service, len(c.services))
+	failOpen := make([]bool, len(c.services))
 	if m == nil {
-		parallel(len(c.services), func(i int) { p.Services[i] = c.service(c.services[i].Service, n) })
-		return &Staged{Plan: p, namespaces: c.namespaces}, nil
+		parallel(len(c.services), func(i int) {
+			svc := c.services[i].Service
+			p.Services[i] = c.service(svc, n)
+			if v := withView(svc, &p.Services[i], n, o.NotReady, nil); v != nil {
+				p.Services[i], failOpen[i] = v.out, v.failOpen
+			}
+		})
+		return &Staged{Plan: p, FailOpen: failOpenKeys(p, failOpen), namespaces: c.namespaces}, nil
 	}
 	m.compile.begin(c, n)
 	compiled := make([]*compiledService, len(c.services))
 	parallel(len(c.services), func(i int) {
 		p.Services[i] = m.compile.compile(c, c.services[i].Service, n, &compiled[i])
+		cs := compiled[i]
+		cs.view = withView(c.services[i].Service, &cs.out, n, o.NotReady, cs.view)
+		if cs.view != nil {
+			p.Services[i], failOpen[i] = cs.view.out, cs.view.failOpen
+		}
 	})
 	m.compile.end(c, compiled)
-	return &Staged{Plan: p, namespaces: c.namespaces, memo: m}, nil
+	m.compile.last.header = plan.Plan{FormatVersion: p.FormatVersion, Node: p.Node, Cluster: p.Cluster}
+	m.compile.last.namespaces = c.namespaces
+	return &Staged{Plan: p, FailOpen: failOpenKeys(p, failOpen), namespaces: c.namespaces, memo: m}, nil
+}
+
+// failOpenKeys returns the keys of the Services marked in failOpen.
+func failOpenKeys(p *plan.Plan, failOpen []bool) []string {
+	var out []string
+	for i, f := range failOpen {
+		if f {
+			out = append(out, p.Services[i].Key())
+		}
+	}
+	return out
 }
 
 // Finish adds the DNS records and env files to Plan and returns it; the

@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/applier/state"
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/gen/gentree"
 	"netspec.dev/netspec/internal/testnet"
@@ -148,15 +150,21 @@ func (r *recorder) firstEvent() time.Time {
 // waitChange waits for the next "synced" record of a file change.
 func (r *recorder) waitChange(t *testing.T) syncRec {
 	t.Helper()
+	return r.waitSync(t, "change")
+}
+
+// waitSync waits for the next "synced" record of a sync for reason.
+func (r *recorder) waitSync(t *testing.T, reason string) syncRec {
+	t.Helper()
 	timeout := time.After(deadline)
 	for {
 		select {
 		case s := <-r.synced:
-			if s.reason == "change" {
+			if s.reason == reason {
 				return s
 			}
 		case <-timeout:
-			t.Fatalf("no sync of a file change within %s", deadline)
+			t.Fatalf("no sync %q within %s", reason, deadline)
 		}
 	}
 }
@@ -762,4 +770,70 @@ func writeBytes(t *testing.T) int64 {
 	}
 	t.Fatal("/proc/self/io has no write_bytes")
 	return 0
+}
+
+// TestWatchProbeFlip measures one readiness probe flip at NETSPEC_WATCH_SERVICES
+// services (every pod with a probe): the time from the prober's report
+// to the kernel holding the change (the sync's programming_latency; the
+// namespace's nftables), the whole sync, and the bytes the process wrote
+// to disk (the state dir: plan.log, and the zone file when DNS changes).
+// Each of NETSPEC_WATCH_FLIPS rounds fails one pod's check, then passes it
+// again; both are measured. The prober is a stand-in (the flips are the
+// test's), so that nothing but the watcher's work is timed. It logs
+//
+//	watch-probe-flip services=10000 flips=40 kernel_p50_ms=… kernel_p99_ms=… sync_p50_ms=… write_kb_p50=… write_kb_max=…
+func TestWatchProbeFlip(t *testing.T) {
+	n := benchEnv(t)
+	flips := benchInt(t, "NETSPEC_WATCH_FLIPS", 20)
+	cfg := gentree.Config{Services: n, PodsPerService: 2, Seed: 1, ReadinessProbes: true}
+	tree := filepath.Join(t.TempDir(), "tree")
+	if err := gentree.Write(tree, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ns := testnet.New(t, "wflip").NS("node")
+	rec := newRecorder(t)
+	w, err := New(Options{
+		Tree: tree, Node: "node-1", StateDir: filepath.Join(t.TempDir(), "state"),
+		NetNSFd: ns.Fd(), Debounce: DefaultDebounce, Resync: -1, Probes: true,
+		Logger: slog.New(rec),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeProber{failing: map[netip.Addr]string{}, since: map[netip.Addr]time.Time{}}
+	w.newProber = func(o probe.Options) prober {
+		f.onChange = o.OnChange
+		return f
+	}
+	start := time.Now()
+	runSynced(t, w, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if err := w.waitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first sync in %s; %d checks", time.Since(start).Round(time.Millisecond), len(f.targets))
+	if len(f.targets) < n {
+		t.Fatalf("%d checks for %d services of two pods with probes", len(f.targets), n)
+	}
+	var kernel, took []time.Duration
+	var written []float64
+	for i := range flips {
+		addr := f.targets[(i*7919)%len(f.targets)].Addr.String()
+		for _, fail := range []string{"connection refused", ""} {
+			time.Sleep(20 * time.Millisecond) // let the watcher settle
+			before := writeBytes(t)
+			f.set(fail, addr)
+			s := rec.waitSync(t, "probe")
+			written = append(written, float64(writeBytes(t)-before)/1024)
+			if s.programming <= 0 {
+				t.Fatalf("the synced record of a probe flip has no programming_latency")
+			}
+			kernel = append(kernel, s.programming)
+			took = append(took, s.took)
+		}
+	}
+	slices.Sort(written)
+	t.Logf("watch-probe-flip services=%d flips=%d %s %s write_kb_p50=%.1f write_kb_max=%.1f",
+		n, len(kernel), summary("kernel_", kernel), summary("apply_", took), written[(len(written)-1)/2], written[len(written)-1])
 }

@@ -27,6 +27,12 @@ type loader struct {
 	// reload of file events it trusts, never for the first sync, SIGHUP
 	// or the periodic resync.
 	changed []string
+	// notReady is the readiness probes' view for the next compilation
+	// (compiler.Options); nil: the tree's.
+	notReady compiler.NotReady
+	// last is the last reading that compiled, for restage; nil when the
+	// last reading failed.
+	last *loadResult
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -47,6 +53,7 @@ type loadResult struct {
 func (l *loader) load() (*loadResult, error) {
 	changed := l.changed
 	l.changed = nil
+	l.last = nil
 	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache, Stats: &l.stats, Changed: changed})
 	if err != nil {
 		return nil, err
@@ -61,12 +68,30 @@ func (l *loader) load() (*loadResult, error) {
 	if res.errors > 0 {
 		return res, nil
 	}
-	p, err := l.memo.CompileStaged(t.Objects, c.Checked, l.node)
+	p, err := l.memo.CompileStagedWith(t.Objects, c.Checked, l.node, compiler.Options{NotReady: l.notReady})
 	if err != nil {
 		return res, err
 	}
 	res.plan = p
+	l.last = res
 	return res, nil
+}
+
+// restage is load for a readiness probe flip: the last reading that
+// compiled, its Services compiled again with the current notReady view
+// (compiler.Memo.Restage); no file is read or checked. ok is false when
+// there is no such reading (the last one failed).
+func (l *loader) restage() (*loadResult, bool) {
+	if l.last == nil {
+		return nil, false
+	}
+	st, ok := l.memo.Restage(compiler.Options{NotReady: l.notReady})
+	if !ok {
+		return nil, false
+	}
+	r := *l.last
+	r.plan, r.cached = st, r.files // nothing validated
+	return &r, true
 }
 
 // firstError is the first error diagnostic, as file:line:col: message.

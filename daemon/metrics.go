@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,11 @@ type metrics struct {
 	healthFailed    prometheus.Gauge // and those that could not bind
 
 	revision *prometheus.GaugeVec // revision: 1 for the revision applied last
+
+	probeEndpoints      *prometheus.GaugeVec     // state=ready|failing
+	probeServiceFailing *prometheus.GaugeVec     // namespace, service: only Services with failing endpoints
+	probeFailOpen       prometheus.Gauge         // Services failing open
+	probeDuration       *prometheus.HistogramVec // action, result
 }
 
 func newMetrics(resync time.Duration) *metrics {
@@ -54,7 +60,7 @@ func newMetrics(resync time.Duration) *metrics {
 	})
 	m.programming = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "netspec_network_programming_duration_seconds",
-		Help:    "Time from the first file change event of a reload to the kernel holding the changed plan (debounce included; the state dir and DNS follow right after). With --dataplane none, to the files written.",
+		Help:    "Time from the first file change event of a reload (or the readiness probe flip of a sync \"probe\") to the kernel holding the changed plan (debounce included; the state dir and DNS follow right after). With --dataplane none, to the files written.",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
 	})
 	m.treeValid = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -86,6 +92,24 @@ func newMetrics(resync time.Duration) *metrics {
 		Help: "1 for the revision of the tree applied last: its git commit when the tree is in a git checkout, else sha256: and a hash of its spec files and netspec.lock. Only the current revision has a series.",
 	}, []string{"revision"})
 	m.reg.MustRegister(m.revision)
+	m.probeEndpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "netspec_probe_endpoints",
+		Help: "Distinct readiness checks (endpoint address and probe) this node runs, by state: ready, or failing (the endpoint is out of its Services here, unless they fail open).",
+	}, []string{"state"})
+	m.probeServiceFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "netspec_probe_service_failing_endpoints",
+		Help: "Endpoints (addresses) of a Service that fail a readiness probe on this node; only Services with failing endpoints have a series.",
+	}, []string{"namespace", "service"})
+	m.probeFailOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "netspec_probe_fail_open_services",
+		Help: "Services every endpoint of which (on some port, as this node uses them) fails its readiness probe here: they keep them all.",
+	})
+	m.probeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "netspec_probe_duration_seconds",
+		Help:    "Time a readiness probe took, by action (httpGet, tcpSocket, grpc) and result (success, failure).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"action", "result"})
+	m.reg.MustRegister(m.probeEndpoints, m.probeServiceFailing, m.probeFailOpen, m.probeDuration)
 	m.reg.MustRegister(m.syncDuration, m.syncLast, m.syncFailures, m.programming,
 		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests, m.healthListeners, m.healthFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -120,6 +144,29 @@ func (m *metrics) applied(revision string) {
 func (m *metrics) healthChecks(listening, failed int) {
 	m.healthListeners.Set(float64(listening))
 	m.healthFailed.Set(float64(failed))
+}
+
+// probeObserved records one finished probe.
+func (m *metrics) probeObserved(action string, d time.Duration, err error) {
+	result := "success"
+	if err != nil {
+		result = "failure"
+	}
+	m.probeDuration.WithLabelValues(action, result).Observe(d.Seconds())
+}
+
+// probeState records the checks' states after a sync: the totals, the
+// failing endpoints of each Service that has some (the series of others
+// are removed) and the Services failing open.
+func (m *metrics) probeState(checks, failing int, perService map[string]int, failOpen int) {
+	m.probeEndpoints.WithLabelValues("ready").Set(float64(checks - failing))
+	m.probeEndpoints.WithLabelValues("failing").Set(float64(failing))
+	m.probeServiceFailing.Reset()
+	for key, n := range perService {
+		ns, name, _ := strings.Cut(key, "/")
+		m.probeServiceFailing.WithLabelValues(ns, name).Set(float64(n))
+	}
+	m.probeFailOpen.Set(float64(failOpen))
 }
 
 // dnsQuery counts one DNS answer.

@@ -43,6 +43,9 @@ type Status struct {
 	// HealthChecks are the health check node ports served, by service;
 	// nil with DataplaneNone, which serves none.
 	HealthChecks []HealthCheckStatus `json:"healthChecks"`
+	// Probes is the state of the readiness probes as of the last sync;
+	// nil when the watcher does not probe.
+	Probes *ProbeStatus `json:"probes"`
 }
 
 // RevisionStatus is the revision applied and since when.

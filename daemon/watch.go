@@ -16,6 +16,12 @@
 // read from its files (GitHead), or a hash of its content
 // (ContentRevision), and is exported as netspec_applied_revision_info.
 //
+// With Options.Probes it runs the readiness probes of the plan's
+// endpoints (package probe) and keeps the data plane and the headless DNS
+// answers to the endpoints that pass them, failing open when all of a
+// Service port's would go (probes.go); a flip is a sync "probe" that
+// reads no file (compiler.Memo.Restage).
+//
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
 package daemon
@@ -42,6 +48,7 @@ import (
 	"netspec.dev/netspec/applier/healthcheck"
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/plan"
@@ -92,6 +99,17 @@ type Options struct {
 	// DefaultDebounce when 0; negative: every event reloads at once.
 	Debounce time.Duration
 
+	// Probes runs the readiness probes of the plan's endpoints from this
+	// node (package probe): an endpoint failing one is out of its
+	// Services here (not ready), unless every endpoint a Service port
+	// uses here fails (fail open). False leaves readiness to the tree.
+	// Probes go out from the process's network namespace (not
+	// NetNSFd's): run the daemon on the node, in its namespace.
+	Probes bool
+	// ProbeConcurrency bounds the probes in flight at once; 0 is
+	// probe.DefaultMaxConcurrent.
+	ProbeConcurrency int
+
 	Logger *slog.Logger // slog.Default() when nil
 }
 
@@ -135,6 +153,16 @@ type Watcher struct {
 
 	// idle is received from by Run between syncs only (waitIdle).
 	idle chan struct{}
+
+	// probes is the readiness prober's state, nil without
+	// Options.Probes; probeKick is signalled when a check flips.
+	probes    *probes
+	probeKick chan struct{}
+	// probeKicked is when the first flip since the last probe sync was
+	// reported (UnixNano; 0: none), for the programming latency.
+	probeKicked atomic.Int64
+	// newProber makes the prober (probe.New; a fake in tests).
+	newProber func(probe.Options) prober
 
 	// cur is the status as of the last sync, owned by Run's goroutine;
 	// status is a copy of it made at the end of each sync, which the
@@ -191,6 +219,9 @@ func New(opts Options) (*Watcher, error) {
 		dnsReady: make(chan struct{}),
 		full:     true,
 		idle:     make(chan struct{}),
+
+		probeKick: make(chan struct{}, 1),
+		newProber: func(o probe.Options) prober { return probe.New(o) },
 	}
 	w.cur = Status{Node: opts.Node, Tree: opts.Tree, Dataplane: opts.Dataplane, StateDir: opts.StateDir,
 		PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Millisecond)}
@@ -274,6 +305,24 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer w.node.Close()
+	if w.opts.Probes {
+		p := w.newProber(probe.Options{
+			MaxConcurrent: w.opts.ProbeConcurrency,
+			OnChange: func() {
+				w.probeKicked.CompareAndSwap(0, time.Now().UnixNano())
+				select {
+				case w.probeKick <- struct{}{}:
+				default: // one is pending already
+				}
+			},
+			Observe: func(_ probe.Target, action plan.ProbeAction, d time.Duration, err error) {
+				w.metrics.probeObserved(string(action), d, err)
+			},
+		})
+		defer p.Close()
+		w.probes = newProbes(p)
+		w.cur.Probes = &ProbeStatus{Out: []ProbeOut{}, FailOpen: []string{}}
+	}
 	if w.opts.Dataplane != DataplaneNone {
 		w.health = healthcheck.New(healthcheck.Options{
 			NetNSFd:    w.opts.NetNSFd,
@@ -425,6 +474,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.rescan(fw)
 			w.sync(syncReload, time.Time{})
 		case <-w.idle:
+		case <-w.probeKick:
+			var since time.Time
+			if at := w.probeKicked.Swap(0); at != 0 {
+				since = time.Unix(0, at)
+			}
+			w.sync(syncProbe, since)
 		case <-resync:
 			w.rescan(fw) // events may have been missed; cheap when nothing changed
 			w.sync(syncResync, time.Time{})
@@ -498,10 +553,11 @@ const (
 	syncChange                   // files changed
 	syncReload                   // Reload (SIGHUP)
 	syncResync                   // the periodic resync
+	syncProbe                    // a readiness check flipped
 )
 
 func (r syncReason) String() string {
-	return [...]string{"start", "change", "reload", "resync"}[r]
+	return [...]string{"start", "change", "reload", "resync", "probe"}[r]
 }
 
 // sync reads the tree and applies its plan: by difference (Update) after
@@ -514,6 +570,21 @@ func (r syncReason) String() string {
 // only then are the DNS records and env files worked out (compiler.Staged)
 // and the state dir and DNS answers updated.
 func (w *Watcher) sync(why syncReason, since time.Time) {
+	if w.probes != nil {
+		flipped := w.probes.refresh()
+		if why == syncProbe {
+			if !flipped {
+				return // flipped and back before this sync
+			}
+			if w.invalid || w.good == nil {
+				// The tree is not good: its next good reading uses the
+				// checks' states as they are then.
+				w.log.Debug("readiness check flipped; the tree is invalid, the last good plan stays")
+				return
+			}
+		}
+		w.loader.notReady = w.probes.notReady()
+	}
 	out := &SyncStatus{Reason: why.String(), Result: ResultInvalid}
 	began := time.Now()
 	defer func() {
@@ -527,7 +598,21 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		// change cannot outlive it.
 		w.loader.memo = compiler.NewMemo()
 	}
-	res, err := w.loader.load()
+	var res *loadResult
+	var err error
+	restaged := false
+	if why == syncProbe {
+		// Nothing below the tree changed: the last reading's Services
+		// are compiled again with the new view, only those whose
+		// endpoints flipped at any cost.
+		res, restaged = w.loader.restage()
+		if !restaged {
+			w.loader.changed = []string{} // read no file
+		}
+	}
+	if !restaged {
+		res, err = w.loader.load()
+	}
 	if res != nil {
 		w.logWarnings(res.diags)
 	}
@@ -576,8 +661,8 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		w.cur.TreeState = TreeStatus{Valid: true}
 		st = res.plan
 	}
-	var rev Revision // of the tree read, when it is valid
-	if st != nil {
+	var rev Revision // of the tree read, when it is valid and was read
+	if st != nil && !restaged {
 		var revErr error
 		rev, revErr = w.loader.revision(res)
 		if msg := fmt.Sprint(revErr); revErr != nil && msg != w.revErr {
@@ -620,19 +705,24 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 			return q, nil
 		}
 	}
-	if !changed && why == syncChange && !w.full {
+	if !changed && (why == syncChange || why == syncProbe) && !w.full {
 		// A file changed without changing the plan (a comment, a file
 		// outside the plan's node): nothing to do.
 		w.log.Debug("plan unchanged", "files", res.files, "validated", res.files-res.cached)
 		out.Result = ResultUnchanged
 		w.appliedRevision(rev)
+		if w.probes != nil {
+			// A check flipped without changing the plan (a Service that
+			// fails open, an endpoint no traffic of this node uses).
+			w.probeReport(w.good, false, true, st.FailOpen)
+		}
 		return
 	}
 
-	// Only a file change is applied by difference with what was
-	// installed; the first sync, SIGHUP and the resync read the kernel
-	// back (and say so: kind full).
-	full := w.full || why != syncChange
+	// Only a file change or a probe flip is applied by difference with
+	// what was installed; the first sync, SIGHUP and the resync read the
+	// kernel back (and say so: kind full).
+	full := w.full || why != syncChange && why != syncProbe
 	kind, apply := "partial", w.node.UpdateStaged
 	if full {
 		kind, apply = "full", w.node.ApplyStaged
@@ -651,7 +741,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	now := time.Now()
 	w.full = false
 	w.metrics.synced(kind, took, now)
-	var programming time.Duration // file event → kernel updated; 0: not a file change
+	var programming time.Duration // file event (or probe flip) → kernel updated; 0: neither
 	if !since.IsZero() && changed {
 		// The state dir's files (and DNS) follow the kernel.
 		programming = r.KernelAt.Sub(since)
@@ -662,6 +752,13 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	out.Kind, out.Result = kind, ResultApplied
 	if st != nil {
 		w.appliedRevision(rev)
+	}
+	if w.probes != nil {
+		var failOpen []string
+		if st != nil {
+			failOpen = st.FailOpen
+		}
+		w.probeReport(p, why != syncProbe, st != nil, failOpen)
 	}
 	if w.health != nil {
 		w.health.Sync(p)

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/plan"
@@ -46,8 +47,37 @@ type Explanation struct {
 	Targets    []netip.AddrPort `json:"targets,omitempty"` // for dnat
 	Masquerade bool             `json:"masquerade"`
 	// Cause is why the packet is rejected, dropped or not for a Service;
-	// nil for dnat.
+	// for dnat nil, unless the node's daemon left endpoints out for
+	// failing readiness probes (Options.Probes).
 	Cause *Cause `json:"cause,omitempty"`
+
+	probes   map[probeKey]ProbeFailure // Options.Probes
+	failOpen []string                  // Options.FailOpen
+}
+
+// ProbeFailure is an endpoint that a node's daemon left out of a Service
+// because it fails a readiness probe there (netspec status).
+type ProbeFailure struct {
+	Service   string // namespace/name
+	Endpoint  netip.AddrPort
+	Probe     string // the probe, described
+	Since     time.Time
+	LastError string
+}
+
+// Options are the optional inputs of an explanation.
+type Options struct {
+	// Probes are the endpoints the node's daemon left out for failing
+	// readiness probes, and FailOpen the Services it kept whole because
+	// every endpoint they use there fails (explain --live). p must be
+	// compiled with the same view (compiler.Options.NotReady).
+	Probes   []ProbeFailure
+	FailOpen []string
+}
+
+type probeKey struct {
+	service  string
+	endpoint netip.AddrPort
 }
 
 // Endpoint is one endpoint of the Service port and what became of it.
@@ -71,6 +101,7 @@ const (
 	CauseUnallocated        = "unallocated-address"
 	CauseNodePortNotAddress = "node-port-address"
 	CauseNotService         = "not-a-service-address"
+	CauseProbeFailing       = "endpoint-probe-failing"
 )
 
 // Cause is the reason of a reject, drop or accept.
@@ -82,11 +113,25 @@ type Cause struct {
 // Packet explains what the node of p does with pk. objs are the tree's
 // objects p was compiled from.
 func Packet(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Explanation {
+	return PacketWith(p, objs, pk, Options{})
+}
+
+// PacketWith is Packet with the node's live state (Options).
+func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) *Explanation {
 	d := p.TraceDetail(pk)
 	x := &Explanation{
 		Node: p.Node.Name, From: pk.Src, To: netip.AddrPortFrom(pk.Dst, pk.Port), Protocol: pk.Protocol,
 		FromLocal: pk.FromLocal, Frontend: d.Frontend, Service: d.Service, Port: d.Port,
 		Verdict: d.Action, Targets: d.Endpoints, Masquerade: d.Masquerade,
+		failOpen: o.FailOpen,
+	}
+	if len(o.Probes) > 0 {
+		x.probes = map[probeKey]ProbeFailure{}
+		for _, f := range o.Probes {
+			if _, ok := x.probes[probeKey{f.Service, f.Endpoint}]; !ok {
+				x.probes[probeKey{f.Service, f.Endpoint}] = f
+			}
+		}
 	}
 	to := fmt.Sprintf("%s/%s", x.To, pk.Protocol)
 	if d.Service == "" {
@@ -155,6 +200,16 @@ func Packet(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Explanation {
 	}
 	x.endpoints(p, s, port, d, pk)
 	x.pods(objs, so, sp, port)
+	if x.Verdict == plan.ActionDNAT {
+		// Every endpoint a node's probes fail is named, the first as the
+		// cause: it is why the rules differ from the tree's.
+		for _, e := range x.Endpoints {
+			if f, ok := x.probes[probeKey{d.Service, e.Addr}]; ok && !e.Taken {
+				x.Cause = &Cause{CauseProbeFailing, fmt.Sprintf("endpoint %s is %s", e.Addr, probeText(f))}
+				break
+			}
+		}
+	}
 	if x.Verdict == plan.ActionReject {
 		x.Cause = noEndpoints(objs, so, sp, port)
 	}
@@ -178,6 +233,11 @@ func Packet(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Explanation {
 // node's node-port addresses, from src (DefaultSource when src is not
 // valid or of the other IP family than the frontend).
 func Service(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr) ([]*Explanation, error) {
+	return ServiceWith(p, objs, key, src, Options{})
+}
+
+// ServiceWith is Service with the node's live state (Options).
+func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr, o Options) ([]*Explanation, error) {
 	s := planService(p, key)
 	if s == nil {
 		return nil, fmt.Errorf("no Service %s in the tree", key)
@@ -189,7 +249,7 @@ func Service(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr) ([
 		} else {
 			pk.Src = DefaultSource(pk.Dst)
 		}
-		out = append(out, Packet(p, objs, pk))
+		out = append(out, PacketWith(p, objs, pk, o))
 	}
 	return out, nil
 }
@@ -267,11 +327,19 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 	if d.Set == "external" {
 		local = s.ExternalLocal
 	}
+	failOpen := slices.Contains(x.failOpen, s.Key())
 	for _, e := range port.Endpoints {
 		n := Endpoint{Addr: e.AddrPort(), Pod: e.Pod, Node: e.NodeName}
 		n.Taken = slices.Contains(d.Endpoints, e.AddrPort())
+		f, failing := x.probes[probeKey{s.Key(), e.AddrPort()}]
 		switch {
+		case n.Taken && failing && failOpen:
+			x.step("endpoint %s%s: taken, although it fails its readiness probe %s on this node: every endpoint the port uses here fails, so all are kept (fail open)", e.AddrPort(), who(e), f.Probe)
+			x.Endpoints = append(x.Endpoints, n)
+			continue
 		case n.Taken:
+		case failing && e.IP.Is4() == pk.Dst.Unmap().Is4():
+			n.Why = probeText(f)
 		case e.IP.Is4() != pk.Dst.Unmap().Is4():
 			n.Why = "other IP family than the destination"
 		case !e.Ready && !(e.Serving && e.Terminating):
@@ -490,6 +558,22 @@ func topologyWhy(e plan.Endpoint, n plan.Node) string {
 		return fmt.Sprintf("in zone %s, endpoints of zone %s are preferred", orNone([]string{e.Zone}), n.Zone)
 	}
 	return fmt.Sprintf("on node %s, endpoints of node %s are preferred", e.NodeName, n.Name)
+}
+
+// probeText says why an endpoint is out for its probe.
+func probeText(f ProbeFailure) string {
+	s := "out for its readiness probe " + f.Probe
+	var parts []string
+	if !f.Since.IsZero() {
+		parts = append(parts, "since "+f.Since.UTC().Format(time.RFC3339))
+	}
+	if f.LastError != "" {
+		parts = append(parts, "last error "+f.LastError)
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
 }
 
 func terminating(e plan.Endpoint) string {

@@ -36,7 +36,17 @@ func (e Endpoint) Equal(o Endpoint) bool {
 	return e.IP == o.IP && e.Port == o.Port && e.Ready == o.Ready && e.Serving == o.Serving &&
 		e.Terminating == o.Terminating && e.NodeName == o.NodeName && e.Zone == o.Zone &&
 		e.Hostname == o.Hostname && slices.Equal(e.ZoneHints, o.ZoneHints) &&
-		slices.Equal(e.NodeHints, o.NodeHints) && e.Pod == o.Pod
+		slices.Equal(e.NodeHints, o.NodeHints) && e.Pod == o.Pod &&
+		slices.EqualFunc(e.Probes, o.Probes, Probe.Equal)
+}
+
+// Equal tells whether two Probes are the same check (see Service.Equal).
+func (p Probe) Equal(o Probe) bool {
+	return p.Action == o.Action && p.Port == o.Port && p.Scheme == o.Scheme && p.Host == o.Host &&
+		p.Path == o.Path && slices.Equal(p.Headers, o.Headers) && p.GRPCService == o.GRPCService &&
+		p.InitialDelaySeconds == o.InitialDelaySeconds && p.PeriodSeconds == o.PeriodSeconds &&
+		p.TimeoutSeconds == o.TimeoutSeconds && p.SuccessThreshold == o.SuccessThreshold &&
+		p.FailureThreshold == o.FailureThreshold
 }
 
 // Equal tells whether two Nodes are the same (see Service.Equal).

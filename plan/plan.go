@@ -123,6 +123,12 @@ type Endpoint struct {
 	NodeHints   []string // hints.forNodes, sorted
 	// Pod is namespace/name of the pod behind it, "" for manual endpoints.
 	Pod string
+	// Probes are the readiness probes the node agent runs against IP: one
+	// per container of the Pod that has a readinessProbe, or the
+	// Service's netspec.dev/readiness-probe for an endpoint without a
+	// Pod; nil when none. The endpoint is ready on a node only while all
+	// of them pass there.
+	Probes []Probe
 }
 
 // AddrPort is the endpoint's address and port.

@@ -111,7 +111,7 @@ func (w *jsonWriter) port(pt *plan.Port) {
 }
 
 func (w *jsonWriter) endpoint(e *plan.Endpoint) {
-	w.open('{', true)
+	w.open('{', len(e.Probes) == 0)
 	w.key("ip")
 	w.b = appendJSONText(w.b, e.IP)
 	w.uint("port", uint64(e.Port))
@@ -124,6 +124,31 @@ func (w *jsonWriter) endpoint(e *plan.Endpoint) {
 	w.strs("zoneHints", e.ZoneHints)
 	w.strs("nodeHints", e.NodeHints)
 	w.str("pod", e.Pod)
+	writeObjects(w, "probes", e.Probes, (*jsonWriter).probe)
+	w.close('}')
+}
+
+func (w *jsonWriter) probe(p *plan.Probe) {
+	w.open('{', len(p.Headers) == 0)
+	w.str("action", string(p.Action))
+	w.uint("port", uint64(p.Port))
+	w.str("scheme", p.Scheme)
+	w.str("host", p.Host)
+	w.str("path", p.Path)
+	writeObjects(w, "headers", p.Headers, (*jsonWriter).probeHeader)
+	w.str("grpcService", p.GRPCService)
+	w.int("initialDelaySeconds", int64(p.InitialDelaySeconds))
+	w.int("periodSeconds", int64(p.PeriodSeconds))
+	w.int("timeoutSeconds", int64(p.TimeoutSeconds))
+	w.int("successThreshold", int64(p.SuccessThreshold))
+	w.int("failureThreshold", int64(p.FailureThreshold))
+	w.close('}')
+}
+
+func (w *jsonWriter) probeHeader(h *plan.ProbeHeader) {
+	w.open('{', true)
+	w.str("name", h.Name)
+	w.str("value", h.Value)
 	w.close('}')
 }
 
@@ -180,12 +205,17 @@ func planJSONSize(p *plan.Plan) int {
 		service = 392
 		port    = 220
 		endp    = 190
-		zone    = 64
-		record  = 68
-		envFile = 64
-		envVar  = 36
-		number  = len(`-9223372036854775808, `)
-		hint    = len(`"", `)
+		// An endpoint with probes has a line per field, and a probe
+		// with headers too.
+		endpLines = 280
+		probe     = 300
+		header    = 96
+		zone      = 64
+		record    = 68
+		envFile   = 64
+		envVar    = 36
+		number    = len(`-9223372036854775808, `)
+		hint      = len(`"", `)
 	)
 	n := plan + len(p.Node.Name) + len(p.Node.Zone) + len(p.Cluster.Domain) +
 		addrsSize(p.Node.IPs) + prefixesSize(p.Cluster.ServiceCIDRs) + prefixesSize(p.Cluster.PodCIDRs) + prefixesSize(p.Cluster.NodePortAddresses)
@@ -199,6 +229,18 @@ func planJSONSize(p *plan.Plan) int {
 			for k := range pt.Endpoints {
 				e := &pt.Endpoints[k]
 				n += endp + addrSize(e.IP) + len(e.NodeName) + len(e.Zone) + len(e.Hostname) + len(e.Pod)
+				if len(e.Probes) > 0 {
+					n += endpLines
+				}
+				for _, pr := range e.Probes {
+					n += probe + len(pr.Action) + len(pr.Scheme) + len(pr.Host) + len(pr.Path) + len(pr.GRPCService)
+					if len(pr.Headers) > 0 {
+						n += endpLines
+					}
+					for _, h := range pr.Headers {
+						n += header + len(h.Name) + len(h.Value)
+					}
+				}
 				for _, h := range e.ZoneHints {
 					n += hint + len(h)
 				}
@@ -332,17 +374,38 @@ type jsonPort struct {
 }
 
 type jsonEndpoint struct {
-	IP          netip.Addr `json:"ip"`
-	Port        uint16     `json:"port"`
-	Ready       bool       `json:"ready"`
-	Serving     bool       `json:"serving"`
-	Terminating bool       `json:"terminating"`
-	NodeName    string     `json:"nodeName"`
-	Zone        string     `json:"zone"`
-	Hostname    string     `json:"hostname"`
-	ZoneHints   []string   `json:"zoneHints"`
-	NodeHints   []string   `json:"nodeHints"`
-	Pod         string     `json:"pod"`
+	IP          netip.Addr  `json:"ip"`
+	Port        uint16      `json:"port"`
+	Ready       bool        `json:"ready"`
+	Serving     bool        `json:"serving"`
+	Terminating bool        `json:"terminating"`
+	NodeName    string      `json:"nodeName"`
+	Zone        string      `json:"zone"`
+	Hostname    string      `json:"hostname"`
+	ZoneHints   []string    `json:"zoneHints"`
+	NodeHints   []string    `json:"nodeHints"`
+	Pod         string      `json:"pod"`
+	Probes      []jsonProbe `json:"probes"`
+}
+
+type jsonProbe struct {
+	Action              plan.ProbeAction  `json:"action"`
+	Port                uint16            `json:"port"`
+	Scheme              string            `json:"scheme"`
+	Host                string            `json:"host"`
+	Path                string            `json:"path"`
+	Headers             []jsonProbeHeader `json:"headers"`
+	GRPCService         string            `json:"grpcService"`
+	InitialDelaySeconds int32             `json:"initialDelaySeconds"`
+	PeriodSeconds       int32             `json:"periodSeconds"`
+	TimeoutSeconds      int32             `json:"timeoutSeconds"`
+	SuccessThreshold    int32             `json:"successThreshold"`
+	FailureThreshold    int32             `json:"failureThreshold"`
+}
+
+type jsonProbeHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 type jsonDNS struct {
@@ -430,6 +493,20 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 								ZoneHints:   jsonList(e.ZoneHints, jsonSame),
 								NodeHints:   jsonList(e.NodeHints, jsonSame),
 								Pod:         e.Pod,
+								Probes: jsonList(e.Probes, func(p jsonProbe) plan.Probe {
+									return plan.Probe{
+										Action: p.Action, Port: p.Port, Scheme: p.Scheme, Host: p.Host, Path: p.Path,
+										Headers: jsonList(p.Headers, func(h jsonProbeHeader) plan.ProbeHeader {
+											return plan.ProbeHeader{Name: h.Name, Value: h.Value}
+										}),
+										GRPCService:         p.GRPCService,
+										InitialDelaySeconds: p.InitialDelaySeconds,
+										PeriodSeconds:       p.PeriodSeconds,
+										TimeoutSeconds:      p.TimeoutSeconds,
+										SuccessThreshold:    p.SuccessThreshold,
+										FailureThreshold:    p.FailureThreshold,
+									}
+								}),
 							}
 						}),
 						Cluster:  jsonList(pt.Cluster, jsonSame),

@@ -413,6 +413,20 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 								ZoneHints:   jsonList(e.ZoneHints, jsonSame),
 								NodeHints:   jsonList(e.NodeHints, jsonSame),
 								Pod:         e.Pod,
+								Probes: jsonList(e.Probes, func(p plan.Probe) jsonProbe {
+									return jsonProbe{
+										Action: p.Action, Port: p.Port, Scheme: p.Scheme, Host: p.Host, Path: p.Path,
+										Headers: jsonList(p.Headers, func(h plan.ProbeHeader) jsonProbeHeader {
+											return jsonProbeHeader{Name: h.Name, Value: h.Value}
+										}),
+										GRPCService:         p.GRPCService,
+										InitialDelaySeconds: p.InitialDelaySeconds,
+										PeriodSeconds:       p.PeriodSeconds,
+										TimeoutSeconds:      p.TimeoutSeconds,
+										SuccessThreshold:    p.SuccessThreshold,
+										FailureThreshold:    p.FailureThreshold,
+									}
+								}),
 							}
 						}),
 						Cluster:  jsonList(pt.Cluster, jsonSame),

@@ -94,7 +94,7 @@ func TestPlanJSONFormat(t *testing.T) {
           "port": 80,
           "nodePort": 30080,
           "endpoints": [
-            {"ip": "10.244.0.5", "port": 8080, "ready": true, "serving": true, "terminating": false, "nodeName": "", "zone": "", "hostname": "", "zoneHints": [], "nodeHints": [], "pod": "ns/web<1>&"}
+            {"ip": "10.244.0.5", "port": 8080, "ready": true, "serving": true, "terminating": false, "nodeName": "", "zone": "", "hostname": "", "zoneHints": [], "nodeHints": [], "pod": "ns/web<1>&", "probes": []}
           ],
           "cluster": [0],
           "external": []
@@ -150,6 +150,8 @@ func TestPlanJSONMirrorsPlan(t *testing.T) {
 		{plan: plan.Service{}, mirror: jsonService{}},
 		{plan: plan.Port{}, mirror: jsonPort{}},
 		{plan: plan.Endpoint{}, mirror: jsonEndpoint{}},
+		{plan: plan.Probe{}, mirror: jsonProbe{}},
+		{plan: plan.ProbeHeader{}, mirror: jsonProbeHeader{}},
 		{plan: plan.DNS{}, mirror: jsonDNS{}},
 		{plan: plan.Zone{}, mirror: jsonZone{}},
 		{plan: plan.Record{}, mirror: jsonRecord{}},

@@ -1,10 +1,16 @@
 package schema
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 
 	"netspec.dev/netspec/internal/diag"
 )
@@ -26,11 +32,20 @@ func (r *reporter) errorf(p diag.Path, format string, args ...any) {
 	r.dl.Errorf(r.locate(p), p, format, args...)
 }
 
+func (r *reporter) warnf(p diag.Path, format string, args ...any) {
+	r.dl.Warnf(r.locate(p), p, format, args...)
+}
+
 func checkObject(o *Object, r *reporter) {
 	switch {
 	case o.Service != nil:
 		checkMetaName(o, r, 63)
 		checkService(o.Service, r)
+		if a, ok := o.Service.Metadata.Annotations[ReadinessProbeAnnotation]; ok {
+			if _, err := ParseProbeAnnotation(a); err != nil {
+				r.errorf(diag.Path{"metadata", "annotations", ReadinessProbeAnnotation}, "%v", err)
+			}
+		}
 	case o.Endpoints != nil:
 		checkMetaName(o, r, 253)
 		checkEndpoints(o.Endpoints, r)
@@ -392,6 +407,146 @@ func checkPod(p *Pod, r *reporter) {
 			names[cp.Name] = fmt.Sprintf("containers[%d]", i)
 		}
 	}
+	exec := -1
+	for i, c := range p.Spec.Containers {
+		if c.ReadinessProbe == nil {
+			continue
+		}
+		pp := diag.Path{"spec", "containers", i, "readinessProbe"}
+		ports := map[string]bool{}
+		for _, cp := range c.Ports {
+			if cp.Name != "" {
+				ports[cp.Name] = true
+			}
+		}
+		for _, pr := range probeProblems(c.ReadinessProbe, ports) {
+			r.errorf(append(slices.Clone(pp), pr.path...), "%s", pr.msg)
+		}
+		if c.ReadinessProbe.Exec != nil && exec < 0 {
+			exec = i
+		}
+	}
+	if exec >= 0 {
+		// Once per pod: the pod's readiness is what the tree says.
+		r.warnf(diag.Path{"spec", "containers", exec, "readinessProbe", "exec"},
+			"an exec readiness probe runs inside the container; netspec cannot run it from the node, so it is not probed (the pod's Ready condition in the tree stands)")
+	}
+}
+
+// probeProblem is one finding of probeProblems, at a path inside the probe.
+type probeProblem struct {
+	path diag.Path
+	msg  string
+}
+
+// probeProblems checks the values of a readiness probe's fields, as the
+// API server and the kubelet would take them: one action, ports in range
+// (a name must be a port of the container, whose named ports are ports;
+// nil ports: no Pod, so no name can resolve), scheme HTTP or HTTPS,
+// timing fields not negative (zero takes the kubelet's default).
+func probeProblems(p *Probe, ports map[string]bool) []probeProblem {
+	var out []probeProblem
+	add := func(msg string, path ...any) {
+		out = append(out, probeProblem{path: diag.Path(path), msg: msg})
+	}
+	actions := 0
+	for _, set := range []bool{p.Exec != nil, p.HTTPGet != nil, p.TCPSocket != nil, p.GRPC != nil} {
+		if set {
+			actions++
+		}
+	}
+	switch {
+	case actions == 0:
+		add("needs an action: httpGet, tcpSocket, grpc or exec")
+	case actions > 1:
+		add(fmt.Sprintf("has %d actions; exactly one of httpGet, tcpSocket, grpc and exec is allowed", actions))
+	}
+	port := func(v IntOrString, path ...any) {
+		switch {
+		case !v.IsName():
+			if v.Int < 1 || v.Int > 65535 {
+				add(fmt.Sprintf("%d is out of range 1..65535", v.Int), path...)
+			}
+		case !ianaSvcName.MatchString(v.Str) || !strings.ContainsAny(v.Str, "abcdefghijklmnopqrstuvwxyz") || len(v.Str) > 15:
+			add(fmt.Sprintf("%q is not a port number 1..65535 nor a port name", v.Str), path...)
+		case ports == nil:
+			add(fmt.Sprintf("%q is a port name, which only a Pod's container can resolve; give the port number", v.Str), path...)
+		case !ports[v.Str]:
+			add(fmt.Sprintf("%q names no port of this container", v.Str), path...)
+		}
+	}
+	if h := p.HTTPGet; h != nil {
+		port(h.Port, "httpGet", "port")
+		if h.Scheme != "" && h.Scheme != "HTTP" && h.Scheme != "HTTPS" {
+			add(fmt.Sprintf("%q is not a scheme (HTTP or HTTPS)", h.Scheme), "httpGet", "scheme")
+		}
+		for i, hd := range h.HTTPHeaders {
+			if hd.Name == "" || strings.ContainsAny(hd.Name, " \t:\r\n") {
+				add(fmt.Sprintf("%q is not an HTTP header name", hd.Name), "httpGet", "httpHeaders", i, "name")
+			}
+		}
+	}
+	if t := p.TCPSocket; t != nil {
+		port(t.Port, "tcpSocket", "port")
+	}
+	if g := p.GRPC; g != nil {
+		port(IntOrString{Int: g.Port}, "grpc", "port")
+	}
+	for _, f := range []struct {
+		name string
+		v    int32
+	}{
+		{"initialDelaySeconds", p.InitialDelaySeconds}, {"timeoutSeconds", p.TimeoutSeconds},
+		{"periodSeconds", p.PeriodSeconds}, {"successThreshold", p.SuccessThreshold},
+		{"failureThreshold", p.FailureThreshold},
+	} {
+		if f.v < 0 {
+			add(fmt.Sprintf("%d is negative; give at least 1 (or leave it out for the kubelet's default)", f.v), f.name)
+		}
+	}
+	return out
+}
+
+var ianaSvcName = regexp.MustCompile(`^[a-z0-9]([a-z0-9]|-[a-z0-9])*$`)
+
+// ParseProbeAnnotation reads the annotation netspec.dev/readiness-probe: a
+// Probe's fields as JSON or YAML, with a network action (an endpoint
+// without a Pod has no container to exec in nor named ports). The error
+// names the first problem.
+func ParseProbeAnnotation(s string) (*Probe, error) {
+	var raw any
+	if err := yaml.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("is neither JSON nor YAML: %s", yamlErrMsg(err))
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return nil, fmt.Errorf("must be a probe's fields (a mapping such as {\"tcpSocket\": {\"port\": 8080}}), not %s", typeName(raw))
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	p := new(Probe)
+	if err := dec.Decode(p); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			msg = fmt.Sprintf("%s: want %s, not %s", te.Field, te.Type, te.Value)
+		}
+		return nil, fmt.Errorf("is no probe: %s", msg)
+	}
+	if p.Exec != nil {
+		return nil, errors.New("exec: cannot run from the node; use httpGet, tcpSocket or grpc")
+	}
+	if pr := probeProblems(p, nil); len(pr) > 0 {
+		where := pr[0].path.String()
+		if where != "" {
+			where += ": "
+		}
+		return nil, fmt.Errorf("%s%s", where, pr[0].msg)
+	}
+	return p, nil
 }
 
 func checkNode(n *Node, r *reporter) {

@@ -265,6 +265,88 @@ type Container struct {
 	Name  string          `json:"name"`
 	Image string          `json:"image,omitempty"`
 	Ports []ContainerPort `json:"ports,omitempty"`
+	// ReadinessProbe is the check a node agent runs against the pod's
+	// IP; nil when the container has none.
+	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
+}
+
+// ReadinessProbeAnnotation names, on a Service, the readiness probe of its
+// endpoints that have no Pod (those of Endpoints objects and
+// EndpointSlices): a Probe's fields as JSON or YAML.
+const ReadinessProbeAnnotation = "netspec.dev/readiness-probe"
+
+// Probe is a Kubernetes v1 Probe: one action and its timing. Zero timing
+// fields take the kubelet's defaults (DefaultProbe).
+type Probe struct {
+	Exec                *ExecAction      `json:"exec,omitempty"`
+	HTTPGet             *HTTPGetAction   `json:"httpGet,omitempty"`
+	TCPSocket           *TCPSocketAction `json:"tcpSocket,omitempty"`
+	GRPC                *GRPCAction      `json:"grpc,omitempty"`
+	InitialDelaySeconds int32            `json:"initialDelaySeconds,omitempty"`
+	TimeoutSeconds      int32            `json:"timeoutSeconds,omitempty"`
+	PeriodSeconds       int32            `json:"periodSeconds,omitempty"`
+	SuccessThreshold    int32            `json:"successThreshold,omitempty"`
+	FailureThreshold    int32            `json:"failureThreshold,omitempty"`
+	// TerminationGracePeriodSeconds is accepted and ignored (liveness
+	// probes use it).
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+}
+
+// The kubelet's defaults of a probe's timing fields (the API server fills
+// them in for a zero value).
+const (
+	DefaultProbePeriod    = 10
+	DefaultProbeTimeout   = 1
+	DefaultProbeSuccess   = 1
+	DefaultProbeFailure   = 3
+	DefaultProbeInitDelay = 0
+)
+
+// ExecAction runs a command in the container: a node cannot, so netspec
+// does not probe it.
+type ExecAction struct {
+	Command []string `json:"command,omitempty"`
+}
+
+// HTTPGetAction is a GET request; 200 to 399 is success.
+type HTTPGetAction struct {
+	Path        string       `json:"path,omitempty"`
+	Port        IntOrString  `json:"port"`
+	Host        string       `json:"host,omitempty"`
+	Scheme      string       `json:"scheme,omitempty"` // HTTP (default) or HTTPS
+	HTTPHeaders []HTTPHeader `json:"httpHeaders,omitempty"`
+}
+
+// HTTPHeader is one header of an httpGet probe.
+type HTTPHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// TCPSocketAction opens a TCP connection.
+type TCPSocketAction struct {
+	Port IntOrString `json:"port"`
+	Host string      `json:"host,omitempty"`
+}
+
+// GRPCAction asks grpc.health.v1 Health/Check.
+type GRPCAction struct {
+	Port    int32   `json:"port"`
+	Service *string `json:"service,omitempty"`
+}
+
+// Port is the probe's port as written (a number or a container port
+// name); the zero IntOrString when it has no network action.
+func (p *Probe) Port() IntOrString {
+	switch {
+	case p.HTTPGet != nil:
+		return p.HTTPGet.Port
+	case p.TCPSocket != nil:
+		return p.TCPSocket.Port
+	case p.GRPC != nil:
+		return IntOrString{Int: p.GRPC.Port}
+	}
+	return IntOrString{}
 }
 
 // ContainerPort is a port a container listens on.

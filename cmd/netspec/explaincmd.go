@@ -1,30 +1,39 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/plan"
 )
 
 type explainFlags struct {
 	loadFlags
-	node string
-	to   string
-	from string
-	json bool
+	node     string
+	to       string
+	from     string
+	json     bool
+	live     bool
+	stateDir string
 }
 
 func init() {
 	register(&command{
 		name:    "explain",
-		args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--json]",
+		args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--live [--state-dir DIR]] [--json]",
 		summary: "say what a node does with a packet to a Service, and why",
 		help: `Explain walks one packet through the plan of node NODE and prints each
 step, one a line: the frontend it matches (cluster IP, external IP,
@@ -47,6 +56,14 @@ named targetPort the pods do not have, policy Local with no endpoint on
 this node, a source outside loadBalancerSourceRanges, a port the Service
 does not serve, an address of the service CIDR that no Service holds, a
 node port on an address that is not a node-port address.
+
+With --live, on the node itself, explain also asks the node's netspec
+watch daemon (its socket DIR/netspec.sock, --state-dir DIR; root) for its
+readiness probes: the plan is then the daemon's, with the endpoints that
+fail their probes on this node left out, each named "out for its
+readiness probe" with since when and the last error (also as the cause
+of a dnat that they would otherwise have shared), and the Services that
+fail open said so.
 
 With NAMESPACE/SERVICE instead of --to, it explains a packet to each
 frontend of that Service: each port on each cluster IP, external IP and
@@ -76,6 +93,8 @@ Examples:
 			fs.StringVar(&f.to, "to", "", "the packet's destination `IP:PORT[/PROTO]` (PROTO tcp, udp or sctp; default tcp)")
 			fs.StringVar(&f.from, "from", "", "the packet's source `IP` (default a client outside the cluster)")
 			fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
+			fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes")
+			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
 			return f
 		},
 		run: runExplain,
@@ -127,11 +146,20 @@ func runExplain(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", plural(l.diags.Files(), "file"), plural(n, "error"))
 		return exitError
 	}
-	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
+	var live explain.Options
+	var view compiler.Options
+	if f.live {
+		if live, view, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
+			fmt.Fprintf(e.stderr, "netspec explain: --live: %v\n", err)
+			return exitError
+		}
+	}
+	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, f.node, view)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
 		return exitError
 	}
+	p := st.Finish()
 	var xs []*explain.Explanation
 	if f.to != "" {
 		pk.Src = from
@@ -139,9 +167,9 @@ func runExplain(e *env, opts any, args []string) int {
 			pk.Src = explain.DefaultSource(pk.Dst)
 		}
 		pk.FromLocal = slices.Contains(p.Node.IPs, pk.Src)
-		xs = append(xs, explain.Packet(p, l.tree.Objects, pk))
+		xs = append(xs, explain.PacketWith(p, l.tree.Objects, pk, live))
 	} else {
-		xs, err = explain.Service(p, l.tree.Objects, args[1], from)
+		xs, err = explain.ServiceWith(p, l.tree.Objects, args[1], from, live)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
 			return exitError
@@ -194,4 +222,45 @@ func parseTo(s string) (plan.Packet, error) {
 		return plan.Packet{}, fmt.Errorf("%q: port 0", s)
 	}
 	return plan.Packet{Dst: ap.Addr().Unmap(), Port: ap.Port(), Protocol: proto}, nil
+}
+
+// liveProbes asks the daemon on sock for its readiness probes: the
+// endpoints out for failing probes (for the explanation) and the view the
+// daemon compiled its plan with (each endpoint address and probe it
+// reports failing).
+func liveProbes(sock string) (explain.Options, compiler.Options, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := daemon.QueryStatus(ctx, sock)
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		return explain.Options{}, compiler.Options{}, fmt.Errorf("%s: permission denied: the socket is for the daemon's user (root) only", sock)
+	case err != nil:
+		return explain.Options{}, compiler.Options{}, err
+	case st.Probes == nil:
+		return explain.Options{}, compiler.Options{}, errors.New("the daemon runs with --probes=false: readiness is the tree's; explain without --live")
+	}
+	var o explain.Options
+	failing := map[string]bool{}
+	for _, out := range st.Probes.Out {
+		ap, err := netip.ParseAddrPort(out.Endpoint)
+		if err != nil {
+			return explain.Options{}, compiler.Options{}, fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
+		}
+		o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe, Since: out.Since, LastError: out.LastError})
+		failing[ap.Addr().String()+" "+out.Probe] = true
+	}
+	o.FailOpen = st.Probes.FailOpen
+	var view compiler.Options
+	if len(failing) > 0 {
+		view.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
+			for _, p := range probes {
+				if failing[ip.String()+" "+daemon.DescribeProbe(p)] {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return o, view, nil
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +82,7 @@ func TestScripts(t *testing.T) {
 			"status":       cmdStatus,
 			"netspec-fake": cmdNetspecFake,
 			"nftfake":      cmdNFTFake,
+			"daemon-fake":  cmdDaemonFake,
 		},
 	})
 }
@@ -221,4 +224,28 @@ func cmdNFTFake(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("nftfake: unknown operation %q", args[0])
 	}
 	ts.Check(f.Run(queue))
+}
+
+// cmdDaemonFake stands in for a running netspec watch: it serves the
+// status in a JSON file (daemon.Status, as GET /status answers) on a unix
+// socket until the script ends, for status and explain --live output that
+// does not depend on timing:
+//
+//	daemon-fake state/netspec.sock status.json
+func cmdDaemonFake(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: daemon-fake SOCKET STATUS.json")
+	}
+	data := []byte(ts.ReadFile(args[1]))
+	ts.Check(os.MkdirAll(filepath.Dir(ts.MkAbs(args[0])), 0o700))
+	ln, err := net.Listen("unix", ts.MkAbs(args[0]))
+	ts.Check(err)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(data)
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	ts.Defer(func() { srv.Close() })
 }

@@ -42,7 +42,11 @@ DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
   - whether the tree read last is valid, with its first error;
   - the drift repairs of resyncs (count, last);
   - the health check node ports: port, service, local endpoints, and the
-    addresses listening and failing to bind.
+    addresses listening and failing to bind;
+  - the readiness probes: how many checks run and fail, the endpoints out
+    of their Services for a failing probe (service, endpoint, probe, since
+    when, last error), and the Services that fail open (every endpoint
+    they use here fails: all are kept).
 
 Without a daemon (no socket, or a stale one nothing listens on) it says so
 and shows what this node holds: netspec's nftables tables (chains, sets and
@@ -55,7 +59,8 @@ daemon's status, when running: node, tree, dataplane, stateDir, pid,
 started, revision{id, source, since}, lastSync{reason, kind, ended,
 durationSeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
-listening, failing}]), and without a daemon "reason", "kernel"{read, error,
+listening, failing}], probes{checks, failing, out[{service, endpoint,
+probe, since, lastError, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
 interface, virtualServers, realServers}} and "record"{present, node,
 services, endpoints, recorded}. Times are RFC 3339.
@@ -247,6 +252,58 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 			fmt.Fprintln(w, line)
 		}
 	}
+	writeProbeStatus(w, st.Probes, now)
+}
+
+// writeProbeStatus prints the readiness probes' section.
+func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
+	switch {
+	case ps == nil:
+		fmt.Fprintln(w, "readiness probes: off (--probes=false): readiness is the tree's")
+		return
+	case ps.Checks == 0:
+		fmt.Fprintln(w, "readiness probes: none in the plan")
+		return
+	}
+	fmt.Fprintf(w, "readiness probes: %s, %d failing\n", plural(ps.Checks, "check"), ps.Failing)
+	var out, kept []daemon.ProbeOut
+	for _, o := range ps.Out {
+		if o.FailOpen {
+			kept = append(kept, o)
+		} else {
+			out = append(out, o)
+		}
+	}
+	line := func(o daemon.ProbeOut) {
+		if o.Since.IsZero() {
+			fmt.Fprintf(w, "  %s %s: %s, failing\n", o.Service, o.Endpoint, o.Probe)
+			return
+		}
+		fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError))
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(w, "endpoints out for failing probes: none")
+	} else {
+		fmt.Fprintln(w, "endpoints out for failing probes:")
+		for _, o := range out {
+			line(o)
+		}
+	}
+	if len(ps.FailOpen) == 0 {
+		fmt.Fprintln(w, "fail open: none")
+		return
+	}
+	fmt.Fprintf(w, "fail open (every endpoint fails its probe on this node; all are kept): %s\n", strings.Join(ps.FailOpen, ", "))
+	for _, o := range kept {
+		line(o)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // readRecord reads the state dir's record of the last applied plan,

@@ -16,6 +16,7 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/dnslink"
 	"netspec.dev/netspec/daemon"
+	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
 )
@@ -34,12 +35,14 @@ type watchFlags struct {
 	debounce      time.Duration
 	logFormat     string
 	logLevel      string
+	probes        bool
+	probeConc     int
 }
 
 func init() {
 	register(&command{
 		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--log-format text|json]",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--probes=false] [--probe-concurrency 64] [--log-format text|json]",
 		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
 		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
@@ -86,13 +89,27 @@ count of this node's ready endpoints of the Service when it has some, 503
 when it has none, so that the load balancer sends traffic only to nodes
 with endpoints (as kube-proxy does; not with --dataplane none).
 
+Readiness probes: watch runs the readinessProbe of each endpoint's Pod
+(httpGet, tcpSocket, grpc; exec cannot run from the node and is not
+probed), or for endpoints without a Pod the Service annotation
+netspec.dev/readiness-probe, from this node against the endpoint's
+address, with the kubelet's timing and thresholds. Each distinct address
+and probe is probed once per period, at most --probe-concurrency at once.
+An endpoint failing its probe is out of its Services on this node (rules,
+IPVS and headless DNS), as if the tree said it was not ready, until it
+passes again; when every endpoint a Service port uses here fails, they
+are all kept (fail open) and the Service is logged and counted.
+--probes=false leaves readiness to the tree.
+
 --metrics-listen serves Prometheus metrics on /metrics
 (netspec_sync_duration_seconds{kind}, netspec_sync_last_timestamp_seconds,
 netspec_sync_failures_total, netspec_network_programming_duration_seconds,
 netspec_tree_valid, netspec_tree_errors, netspec_drift_repairs_total,
 netspec_dns_requests_total{rcode}, netspec_health_check_listeners,
 netspec_health_check_listen_failures, netspec_applied_revision_info{revision}:
-the tree's git commit applied, or sha256:HASH of its content), /healthz (200 while the last
+the tree's git commit applied, or sha256:HASH of its content,
+netspec_probe_endpoints{state}, netspec_probe_service_failing_endpoints{namespace,service},
+netspec_probe_fail_open_services, netspec_probe_duration_seconds{action,result}), /healthz (200 while the last
 successful sync is younger than twice --resync) and /readyz (200 after the
 first successful sync).
 
@@ -124,6 +141,8 @@ Examples:
 			fs.DurationVar(&f.debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
 			fs.StringVar(&f.logFormat, "log-format", "text", "log as text or json (log/slog) on stderr")
 			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+			fs.BoolVar(&f.probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
+			fs.IntVar(&f.probeConc, "probe-concurrency", probe.DefaultMaxConcurrent, "at most `N` readiness probes in flight at once")
 			fs.Var(&f.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
 			return f
 		},
@@ -148,6 +167,9 @@ func runWatch(e *env, opts any, args []string) int {
 	}
 	if !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
 		return usage("--ipvs-scheduler %q: want one of %s", f.ipvsScheduler, strings.Join(ipvsSchedulers, ", "))
+	}
+	if f.probeConc < 1 {
+		return usage("--probe-concurrency %d: want at least 1", f.probeConc)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -200,18 +222,20 @@ func runWatch(e *env, opts any, args []string) int {
 		logger.Info("dns link ready", "link", f.dnsLink, "addr", ap.Addr(), "created", res.CreatedLink, "addr_added", res.AddedAddr)
 	}
 	w, err := daemon.New(daemon.Options{
-		Tree:          args[0],
-		Node:          f.node,
-		Dataplane:     f.dataplane,
-		IPVSScheduler: f.ipvsScheduler,
-		StateDir:      f.stateDir,
-		MaxFileSize:   int64(f.maxFileSize),
-		DNSListen:     f.dnsListen,
-		DNSTransferTo: transfer,
-		MetricsListen: f.metricsListen,
-		Resync:        resync,
-		Debounce:      debounce,
-		Logger:        logger,
+		Tree:             args[0],
+		Node:             f.node,
+		Dataplane:        f.dataplane,
+		IPVSScheduler:    f.ipvsScheduler,
+		StateDir:         f.stateDir,
+		MaxFileSize:      int64(f.maxFileSize),
+		DNSListen:        f.dnsListen,
+		DNSTransferTo:    transfer,
+		MetricsListen:    f.metricsListen,
+		Resync:           resync,
+		Debounce:         debounce,
+		Probes:           f.probes,
+		ProbeConcurrency: f.probeConc,
+		Logger:           logger,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec watch: %v\n", err)

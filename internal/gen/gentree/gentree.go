@@ -25,6 +25,9 @@ type Config struct {
 	Namespaces     int   // namespaces ns-1..ns-K, one directory each; 0: DefaultNamespaces
 	Nodes          int   // nodes node-1..node-M; 0: DefaultNodes
 	Seed           int64 // seeds the choices that vary (node of a pod, ports, names)
+	// ReadinessProbes gives each pod's container a readinessProbe
+	// (tcpSocket on its first port, by name).
+	ReadinessProbes bool
 }
 
 // Defaults for zero Config fields.
@@ -264,6 +267,9 @@ spec:
 `, name, hash, g.suffix(5), ns, name, team, hash, node, team, name, version)
 		for _, p := range ports {
 			fmt.Fprintf(b, "    - name: %s\n      containerPort: %d\n      protocol: %s\n", p.name, p.container, p.proto)
+		}
+		if cfg.ReadinessProbes {
+			fmt.Fprintf(b, "    readinessProbe:\n      tcpSocket: {port: %s}\n", ports[0].name)
 		}
 		fmt.Fprintf(b, `status:
   phase: Running

@@ -1,0 +1,179 @@
+package compiler
+
+import (
+	"net/netip"
+	"slices"
+
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
+)
+
+// podProbes returns the readiness probes of a pod's containers, in
+// container order: a named port becomes the container's port number and
+// the kubelet's defaults are filled in. Exec probes cannot run from the
+// node and are left out (the schema warns of them), as are probes the
+// schema rejected.
+func podProbes(pod *schema.Pod) []plan.Probe {
+	var out []plan.Probe
+	for i := range pod.Spec.Containers {
+		ct := &pod.Spec.Containers[i]
+		if ct.ReadinessProbe == nil {
+			continue
+		}
+		if p, ok := planProbe(ct.ReadinessProbe, ct.Ports); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// annotationProbes returns the probe of the Service annotation
+// netspec.dev/readiness-probe, for its endpoints without a Pod; nil when
+// it has none.
+func annotationProbes(svc *schema.Service) []plan.Probe {
+	a, ok := svc.Metadata.Annotations[schema.ReadinessProbeAnnotation]
+	if !ok {
+		return nil
+	}
+	sp, err := schema.ParseProbeAnnotation(a)
+	if err != nil {
+		return nil // validation reported it
+	}
+	if p, ok := planProbe(sp, nil); ok {
+		return []plan.Probe{p}
+	}
+	return nil
+}
+
+// planProbe turns a spec probe into the plan's: its action, the port as
+// a number (ports resolve a name) and the timing with the kubelet's
+// defaults. ok is false for exec probes and unresolvable ports.
+func planProbe(sp *schema.Probe, ports []schema.ContainerPort) (plan.Probe, bool) {
+	port := func(v schema.IntOrString) (uint16, bool) {
+		if !v.IsName() {
+			return uint16(v.Int), v.Int >= 1 && v.Int <= 65535
+		}
+		for _, cp := range ports {
+			if cp.Name == v.Str {
+				return uint16(cp.ContainerPort), true
+			}
+		}
+		return 0, false
+	}
+	var p plan.Probe
+	var ok bool
+	switch {
+	case sp.HTTPGet != nil:
+		h := sp.HTTPGet
+		p.Action = plan.ProbeHTTPGet
+		p.Port, ok = port(h.Port)
+		p.Scheme, p.Host, p.Path = h.Scheme, h.Host, h.Path
+		if p.Scheme == "" {
+			p.Scheme = "HTTP"
+		}
+		if p.Path == "" {
+			p.Path = "/"
+		}
+		for _, hd := range h.HTTPHeaders {
+			p.Headers = append(p.Headers, plan.ProbeHeader{Name: hd.Name, Value: hd.Value})
+		}
+	case sp.TCPSocket != nil:
+		p.Action = plan.ProbeTCPSocket
+		p.Port, ok = port(sp.TCPSocket.Port)
+	case sp.GRPC != nil:
+		p.Action = plan.ProbeGRPC
+		p.Port, ok = port(schema.IntOrString{Int: sp.GRPC.Port})
+		if sp.GRPC.Service != nil {
+			p.GRPCService = *sp.GRPC.Service
+		}
+	default:
+		return plan.Probe{}, false
+	}
+	or := func(v, def int32) int32 {
+		if v <= 0 {
+			return def
+		}
+		return v
+	}
+	p.InitialDelaySeconds = max(sp.InitialDelaySeconds, schema.DefaultProbeInitDelay)
+	p.PeriodSeconds = or(sp.PeriodSeconds, schema.DefaultProbePeriod)
+	p.TimeoutSeconds = or(sp.TimeoutSeconds, schema.DefaultProbeTimeout)
+	p.SuccessThreshold = or(sp.SuccessThreshold, schema.DefaultProbeSuccess)
+	p.FailureThreshold = or(sp.FailureThreshold, schema.DefaultProbeFailure)
+	return p, ok
+}
+
+// NotReady is a node agent's view of its endpoints: whether the endpoint
+// at ip fails one of its readiness probes on this node. A compilation
+// given one treats such endpoints as not ready (and not serving) on this
+// node, as if the tree said so, unless that would leave a Service port
+// without the endpoints it uses (fail open: see Staged.FailOpen).
+type NotReady func(ip netip.Addr, probes []plan.Probe) bool
+
+// Options are the optional inputs of a compilation.
+type Options struct {
+	// NotReady, when set, is the node's view of its probed endpoints;
+	// nil: readiness is the tree's.
+	NotReady NotReady
+}
+
+// probedRef names a failing endpoint of a Service: its port and its
+// index in that port's endpoints.
+type probedRef struct{ port, ep int }
+
+// probedService is a Service compiled with a NotReady view: the failing
+// endpoints it was made for and the result, so that a view unchanged for
+// this Service gives the same plan.Service again.
+type probedService struct {
+	failing  []probedRef
+	out      plan.Service
+	failOpen bool
+}
+
+// withView applies a NotReady view to base, a Service compiled with the
+// tree's readiness: its failing endpoints become not ready and not
+// serving, and the ports' picks are made again. A port whose Cluster or
+// External endpoints would become none while the tree's view has some
+// keeps the tree's view (fail open). last, when not nil, is the result of
+// an earlier call for the same base; it is returned when the same
+// endpoints fail. The result is nil when no endpoint of base fails.
+func withView(o *schema.Service, base *plan.Service, node plan.Node, notReady NotReady, last *probedService) *probedService {
+	if notReady == nil || o.Spec.PublishNotReadyAddresses {
+		// publishNotReadyAddresses: endpoints are ready whatever their
+		// pods' readiness, as in Kubernetes.
+		return nil
+	}
+	var failing []probedRef
+	for i := range base.Ports {
+		for j, e := range base.Ports[i].Endpoints {
+			if len(e.Probes) > 0 && e.Ready && notReady(e.IP, e.Probes) {
+				failing = append(failing, probedRef{i, j})
+			}
+		}
+	}
+	if len(failing) == 0 {
+		return nil
+	}
+	if last != nil && slices.Equal(last.failing, failing) {
+		return last
+	}
+	ps := &probedService{failing: failing, out: *base}
+	ps.out.Ports = slices.Clone(base.Ports)
+	for k := 0; k < len(failing); {
+		i := failing[k].port
+		bp := &base.Ports[i]
+		eps := slices.Clone(bp.Endpoints)
+		for ; k < len(failing) && failing[k].port == i; k++ {
+			e := &eps[failing[k].ep]
+			e.Ready, e.Serving = false, false
+		}
+		cluster, external := pick(eps, &ps.out, o.Spec.TrafficDistribution, node)
+		if len(bp.Cluster) > 0 && len(cluster) == 0 || len(bp.External) > 0 && len(external) == 0 {
+			ps.failOpen = true
+			continue // the tree's view stands for this port
+		}
+		pp := &ps.out.Ports[i]
+		pp.Endpoints, pp.Cluster, pp.External = eps, cluster, external
+	}
+	return ps
+}

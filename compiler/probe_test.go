@@ -1,0 +1,250 @@
+package compiler_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/plan"
+)
+
+const probesTree = "testdata/readiness-probes"
+
+// TestCompileProbes: the plan carries each endpoint's readiness probes:
+// those of its Pod's containers (a named port resolved in the container,
+// the kubelet's defaults filled in, exec left out), or for endpoints
+// without a Pod the Service's annotation netspec.dev/readiness-probe.
+func TestCompileProbes(t *testing.T) {
+	c := mustTree(t, probesTree, "node-a")
+	p := c.plans["node-a"]
+	probesOf := func(svc, port, ep string) []plan.Probe {
+		t.Helper()
+		pp := findPort(t, findService(t, p, svc), port, "TCP")
+		for _, e := range pp.Endpoints {
+			if e.AddrPort().String() == ep {
+				return e.Probes
+			}
+		}
+		t.Fatalf("%s has no endpoint %s", svc, ep)
+		return nil
+	}
+	tests := []struct {
+		name     string
+		svc      string
+		port     string
+		endpoint string
+		want     []plan.Probe
+	}{
+		{name: "httpGet on a named port and grpc, two containers", svc: "shop/web", port: "http", endpoint: "10.244.1.10:8080", want: []plan.Probe{
+			{Action: plan.ProbeHTTPGet, Port: 8080, Scheme: "HTTP", Path: "/ready", Headers: []plan.ProbeHeader{{Name: "X-Probe", Value: "netspec"}},
+				PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 2},
+			{Action: plan.ProbeGRPC, Port: 9090, GRPCService: "health", PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3},
+		}},
+		{name: "tcpSocket with the defaults", svc: "shop/web", port: "http", endpoint: "10.244.2.10:8080", want: []plan.Probe{
+			{Action: plan.ProbeTCPSocket, Port: 8080, PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3},
+		}},
+		{name: "exec is not probed", svc: "shop/web", port: "http", endpoint: "10.244.1.12:8080", want: nil},
+		{name: "annotation for Endpoints", svc: "shop/legacy", port: "https", endpoint: "10.50.0.2:8443", want: []plan.Probe{
+			{Action: plan.ProbeHTTPGet, Port: 8443, Scheme: "HTTPS", Host: "legacy.example.com", Path: "/",
+				PeriodSeconds: 10, TimeoutSeconds: 2, SuccessThreshold: 1, FailureThreshold: 3},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, probesOf(tc.svc, tc.port, tc.endpoint)); diff != "" {
+				t.Errorf("probes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// failing is a NotReady view that fails the given addresses.
+func failing(ips ...string) compiler.NotReady {
+	set := map[netip.Addr]bool{}
+	for _, s := range ips {
+		set[netip.MustParseAddr(s)] = true
+	}
+	return func(ip netip.Addr, probes []plan.Probe) bool {
+		if len(probes) == 0 {
+			panic("NotReady asked about an endpoint without probes")
+		}
+		return set[ip]
+	}
+}
+
+// TestCompileNotReady: a NotReady view takes failing endpoints out of the
+// node's selection (not ready, not serving) as the tree's readiness
+// would, unless every endpoint a port uses here fails: then the port
+// keeps them (fail open) and the Service is named in FailOpen. Endpoints
+// without probes are never asked about.
+func TestCompileNotReady(t *testing.T) {
+	c := mustTree(t, probesTree)
+	tests := []struct {
+		name     string
+		node     string
+		failing  []string
+		svc      string
+		port     string
+		cluster  []string
+		notReady []string // endpoints the plan marks not ready
+		failOpen []string
+	}{
+		{name: "one of three out", node: "node-a", failing: []string{"10.244.1.10"}, svc: "shop/web", port: "http",
+			cluster: []string{"10.244.1.12:8080", "10.244.2.10:8080"}, notReady: []string{"10.244.1.10:8080"}},
+		{name: "the one without probes stays", node: "node-a", failing: []string{"10.244.1.10", "10.244.2.10"}, svc: "shop/web", port: "http",
+			cluster: []string{"10.244.1.12:8080"}, notReady: []string{"10.244.1.10:8080", "10.244.2.10:8080"}},
+		{name: "Local: the only local endpoint fails: fail open", node: "node-a", failing: []string{"10.244.1.20"}, svc: "shop/local", port: "http",
+			cluster: []string{"10.244.1.20:8080"}, failOpen: []string{"shop/local"}},
+		{name: "Local: another node's endpoint fails", node: "node-b", failing: []string{"10.244.1.20"}, svc: "shop/local", port: "http",
+			cluster: []string{"10.244.2.20:8080"}, notReady: []string{"10.244.1.20:8080"}},
+		{name: "annotation: every endpoint fails: fail open", node: "node-a", failing: []string{"10.50.0.1", "10.50.0.2"}, svc: "shop/legacy", port: "https",
+			cluster: []string{"10.50.0.1:8443", "10.50.0.2:8443"}, failOpen: []string{"shop/legacy"}},
+		{name: "annotation: one fails", node: "node-a", failing: []string{"10.50.0.2"}, svc: "shop/legacy", port: "https",
+			cluster: []string{"10.50.0.1:8443"}, notReady: []string{"10.50.0.2:8443"}},
+		{name: "nothing fails", node: "node-a", svc: "shop/web", port: "http",
+			cluster: []string{"10.244.1.10:8080", "10.244.1.12:8080", "10.244.2.10:8080"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, memo := range []bool{false, true} {
+				var st *compiler.Staged
+				var err error
+				o := compiler.Options{NotReady: failing(tc.failing...)}
+				if memo {
+					m := compiler.NewMemo()
+					// A first compilation without the view: the memo must
+					// apply the view to what it kept.
+					if _, err = m.CompileStaged(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), tc.node); err != nil {
+						t.Fatal(err)
+					}
+					st, err = m.CompileStagedWith(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), tc.node, o)
+				} else {
+					st, err = compiler.CompileStagedWith(c.tree.Objects, c.checked, tc.node, o)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				pp := findPort(t, findService(t, st.Plan, tc.svc), tc.port, "TCP")
+				if diff := cmp.Diff(tc.cluster, addrs(pp, pp.Cluster)); diff != "" {
+					t.Errorf("memo %v: Cluster (-want +got):\n%s", memo, diff)
+				}
+				var notReady []string
+				for _, e := range pp.Endpoints {
+					if !e.Ready {
+						notReady = append(notReady, e.AddrPort().String())
+						if e.Serving {
+							t.Errorf("memo %v: %s is out for its probe but still serving", memo, e.AddrPort())
+						}
+					}
+				}
+				if diff := cmp.Diff(tc.notReady, notReady); diff != "" {
+					t.Errorf("memo %v: not ready (-want +got):\n%s", memo, diff)
+				}
+				if diff := cmp.Diff(tc.failOpen, st.FailOpen); diff != "" {
+					t.Errorf("memo %v: FailOpen (-want +got):\n%s", memo, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestCompileNotReadyDNS: a headless Service's DNS answers follow the
+// view: a failing pod's address leaves the Service name and its own name,
+// and comes back when it passes.
+func TestCompileNotReadyDNS(t *testing.T) {
+	c := mustTree(t, probesTree)
+	m := compiler.NewMemo()
+	compile := func(fail ...string) *plan.Plan {
+		t.Helper()
+		st, err := m.CompileStagedWith(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), "node-a", compiler.Options{NotReady: failing(fail...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Finish()
+	}
+	const zone, name = "cluster.local.", "db.shop.svc.cluster.local."
+	for _, step := range []struct {
+		fail []string
+		want []string
+	}{
+		{want: []string{"10.244.1.30", "10.244.2.30"}},
+		{fail: []string{"10.244.1.30"}, want: []string{"10.244.2.30"}},
+		{fail: []string{"10.244.1.30", "10.244.2.30"}, want: []string{"10.244.1.30", "10.244.2.30"}}, // fail open
+		{want: []string{"10.244.1.30", "10.244.2.30"}},
+	} {
+		p := compile(step.fail...)
+		got := recordsAt(t, p, zone, name, "A", false)
+		slices.Sort(got)
+		if diff := cmp.Diff(step.want, got); diff != "" {
+			t.Errorf("failing %v: A records of %s (-want +got):\n%s", step.fail, name, diff)
+		}
+		if hosts := recordsAt(t, p, zone, "db-0."+name, "A", false); (len(hosts) == 0) != (len(step.fail) == 1) {
+			t.Errorf("failing %v: db-0's own name has %v", step.fail, hosts)
+		}
+	}
+}
+
+// TestCompileNotReadyMemo: with a memo, a view that fails the same
+// endpoints as last time gives the same Services back (shared memory, so
+// the daemon's comparison is free), and a Service without failing
+// endpoints is the tree's.
+func TestCompileNotReadyMemo(t *testing.T) {
+	c := mustTree(t, probesTree)
+	m := compiler.NewMemo()
+	compile := func(fail ...string) *plan.Plan {
+		t.Helper()
+		st, err := m.CompileStagedWith(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), "node-a", compiler.Options{NotReady: failing(fail...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Plan
+	}
+	a := compile("10.244.1.10")
+	b := compile("10.244.1.10")
+	for i := range a.Services {
+		if !plan.Shared(a.Services[i].Ports, b.Services[i].Ports) {
+			t.Errorf("%s: compiled again for an unchanged view", a.Services[i].Key())
+		}
+	}
+	d := compile()
+	want, err := compiler.Compile(c.tree.Objects, c.checked, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.SameDataplane(d, want) {
+		t.Errorf("no endpoint failing: the plan differs from the tree's")
+	}
+}
+
+// TestRestage: Restage gives what a compilation with the same view gives,
+// DNS records included, without reading the tree again.
+func TestRestage(t *testing.T) {
+	c := mustTree(t, probesTree)
+	m := compiler.NewMemo()
+	if _, ok := m.Restage(compiler.Options{}); ok {
+		t.Fatal("Restage of an empty memo")
+	}
+	if _, err := m.CompileStaged(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, fail := range [][]string{{"10.244.1.10"}, {"10.244.1.30"}, {"10.50.0.1", "10.50.0.2"}, nil, {"10.244.1.20", "10.244.2.30"}} {
+		o := compiler.Options{NotReady: failing(fail...)}
+		got, ok := m.Restage(o)
+		if !ok {
+			t.Fatal("Restage after a compilation: not ok")
+		}
+		want, err := compiler.CompileStagedWith(c.tree.Objects, c.checked, "node-a", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !plan.SameDataplane(got.Plan, want.Plan) || !slices.Equal(got.FailOpen, want.FailOpen) {
+			t.Errorf("failing %v: Restage differs from a compilation (fail open %v, want %v)", fail, got.FailOpen, want.FailOpen)
+		}
+		if !got.Finish().Equal(want.Finish()) {
+			t.Errorf("failing %v: Restage's DNS or env differ from a compilation's", fail)
+		}
+	}
+}

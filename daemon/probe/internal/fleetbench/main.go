@@ -1,0 +1,187 @@
+// Command fleetbench measures what a probe.Prober costs: run by
+// scripts/bench-probe inside a network namespace of its own, once as the
+// fleet ("serve": one HTTP listener per port on the wildcard address, so
+// that every 127.x.y.z of the namespace's loopback answers) and once as
+// the prober ("probe": N targets spread over addresses × ports, probed
+// with the real clock for a bounded time), which prints one markdown
+// table row with its CPU (getrusage, user + system, in % of one core) and
+// peak RSS. The system time includes the kernel's work for both ends of
+// each loopback connection that runs in the prober's context (the
+// listener's half of the handshake and teardown), which on a node goes
+// to the pods' side.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"netspec.dev/netspec/daemon/probe"
+	"netspec.dev/netspec/plan"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: fleetbench serve|probe [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "probe":
+		err = run(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown mode %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleetbench:", err)
+		os.Exit(1)
+	}
+}
+
+// serve listens on ports base..base+ports-1 of every address and answers
+// every HTTP request 200 with a short body, until killed.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	base := fs.Int("base", 20000, "first port")
+	ports := fs.Int("ports", 100, "number of ports")
+	fs.Parse(args)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	errc := make(chan error, *ports)
+	for i := range *ports {
+		lis, err := net.Listen("tcp", ":"+strconv.Itoa(*base+i))
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { errc <- srv.Serve(lis) }()
+	}
+	return <-errc
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("probe", flag.ExitOnError)
+	targets := fs.Int("targets", 20000, "number of targets")
+	base := fs.Int("base", 20000, "first port of the fleet")
+	ports := fs.Int("ports", 100, "ports of the fleet")
+	period := fs.Duration("period", 10*time.Second, "probe period (whole seconds)")
+	duration := fs.Duration("duration", 30*time.Second, "how long to probe")
+	action := fs.String("action", "tcpSocket", "tcpSocket or httpGet")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the probing to this file")
+	fs.Parse(args)
+
+	if err := waitFleet(*base, *ports); err != nil {
+		return err
+	}
+	var probes, failed atomic.Int64
+	var firstErr atomic.Value
+	p := probe.New(probe.Options{Observe: func(_ probe.Target, _ plan.ProbeAction, _ time.Duration, err error) {
+		probes.Add(1)
+		if err != nil {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+		}
+	}})
+	addr := netip.MustParseAddr("127.1.0.1")
+	var ts []probe.Target
+	for i := range *targets {
+		if i > 0 && i%*ports == 0 {
+			addr = addr.Next()
+		}
+		ts = append(ts, probe.Target{Addr: addr, Probe: plan.Probe{
+			Action: plan.ProbeAction(*action), Port: uint16(*base + i%*ports), Scheme: "HTTP", Path: "/healthz",
+			PeriodSeconds: int32(*period / time.Second), TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
+		}})
+	}
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	user0, sys0 := cpuTime()
+	wall0 := time.Now()
+	p.Set(ts)
+	time.Sleep(*duration)
+	user1, sys1 := cpuTime()
+	wall := time.Since(wall0)
+	user, sys := user1-user0, sys1-sys0
+	p.Close()
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+
+	rss, err := peakRSS()
+	if err != nil {
+		return err
+	}
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / wall.Seconds() }
+	fmt.Printf("| %d | %s | %s | %s | %d | %d | %.1f | %.1f | %.1f | %.0f |\n",
+		*targets, *period, *action, wall.Round(time.Second), probes.Load(), failed.Load(),
+		pct(user+sys), pct(user), pct(sys), float64(rss)/(1<<20))
+	if e, ok := firstErr.Load().(string); ok {
+		fmt.Fprintln(os.Stderr, "fleetbench: first probe error:", e)
+	}
+	return nil
+}
+
+// waitFleet waits (bounded) until every port of the fleet accepts.
+func waitFleet(base, ports int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var d net.Dialer
+	for i := range ports {
+		for {
+			c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.1.0.1", strconv.Itoa(base+i)))
+			if err == nil {
+				c.Close()
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("the fleet does not answer on port %d: %w", base+i, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() (user, sys time.Duration) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// peakRSS is VmHWM of /proc/self/status, in bytes.
+func peakRSS() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+}

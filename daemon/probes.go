@@ -1,0 +1,340 @@
+package daemon
+
+import (
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon/probe"
+	"netspec.dev/netspec/plan"
+)
+
+// prober is what the watcher needs of a probe.Prober (a fake in tests).
+type prober interface {
+	Set(targets []probe.Target)
+	Ready(key string) bool
+	Snapshot() []probe.Status
+	Close()
+}
+
+// probes is the watcher's side of the readiness prober, owned by Run's
+// goroutine: the checks it runs (each distinct address and probe of the
+// plan once, however many Services select it) and which of them failed
+// as of the last sync.
+type probes struct {
+	p prober
+	// keys are the checks Set, by address, and checks the same as a
+	// list (refresh walks it on every flip).
+	keys    map[netip.Addr][]string
+	checks  []check
+	targets int // distinct checks Set
+	// failing are the checks not ready as of the last sync, and
+	// failingAddrs their addresses: the NotReady view reads them.
+	failing      map[string]bool
+	failingAddrs map[netip.Addr]bool
+	// failOpen are the Services failing open as of the last sync.
+	failOpen []string
+	// out are the endpoints out for a failing probe after the last sync
+	// (with their probe, described), for logging flips once.
+	out map[outKey]string
+}
+
+// check is one check Set: its address and key.
+type check struct {
+	addr netip.Addr
+	key  string
+}
+
+// outKey is an endpoint of a Service out for one of its probes.
+type outKey struct {
+	service  string
+	endpoint netip.AddrPort
+	check    string // probe.Target key
+}
+
+func newProbes(p prober) *probes {
+	return &probes{p: p, keys: map[netip.Addr][]string{}, failing: map[string]bool{},
+		failingAddrs: map[netip.Addr]bool{}, out: map[outKey]string{}}
+}
+
+// targetsOf lists the distinct checks of a plan, in plan order: those
+// of the endpoints that carry traffic from this node (in a port's Cluster
+// or External set), of every endpoint of a headless Service (this node
+// serves their DNS answers), and of the addresses in keep (failing now:
+// out of their sets for that reason). An endpoint only other nodes use (a
+// Local traffic policy, topology) is not probed here.
+func targetsOf(p *plan.Plan, keep map[netip.Addr]bool) (targets []probe.Target, keys map[netip.Addr][]string) {
+	keys = map[netip.Addr][]string{}
+	seen := map[string]bool{}
+	for i := range p.Services {
+		s := &p.Services[i]
+		for j := range s.Ports {
+			port := &s.Ports[j]
+			for k, e := range port.Endpoints {
+				if len(e.Probes) == 0 || !s.Headless && !keep[e.IP] && !slices.Contains(port.Cluster, k) && !slices.Contains(port.External, k) {
+					continue
+				}
+				for _, pr := range e.Probes {
+					t := probe.Target{Addr: e.IP, Probe: pr}
+					k := t.Key()
+					if seen[k] {
+						continue
+					}
+					seen[k] = true
+					targets = append(targets, t)
+					keys[e.IP] = append(keys[e.IP], k)
+				}
+			}
+		}
+	}
+	return targets, keys
+}
+
+// set gives the prober the checks of p: those kept keep their state.
+// Failing checks p no longer has are forgotten.
+func (ps *probes) set(p *plan.Plan) {
+	targets, keys := targetsOf(p, ps.failingAddrs)
+	ps.p.Set(targets)
+	ps.keys, ps.targets = keys, len(targets)
+	ps.checks = ps.checks[:0]
+	for _, t := range targets {
+		ps.checks = append(ps.checks, check{t.Addr, t.Key()})
+	}
+	for k := range ps.failing {
+		t, _, _ := strings.Cut(k, "\x00")
+		if a, err := netip.ParseAddr(t); err != nil || !slices.Contains(keys[a], k) {
+			delete(ps.failing, k)
+		}
+	}
+	addrs := map[netip.Addr]bool{}
+	for a := range ps.failingAddrs {
+		for _, k := range keys[a] {
+			if ps.failing[k] {
+				addrs[a] = true
+			}
+		}
+	}
+	ps.failingAddrs = addrs
+}
+
+// probeReport follows a successful sync of p: it gives the prober the
+// plan's checks (setTargets: unless only a check flipped, which leaves
+// them as they are), logs each endpoint that went out of a Service for a
+// failing probe or came back, and each Service that fails open or no
+// longer does (failOpen, when compiled: p was compiled in this sync),
+// and updates the metrics and the status.
+func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen []string) {
+	ps := w.probes
+	if setTargets {
+		ps.set(p)
+	}
+	if compiled {
+		for _, s := range failOpen {
+			if !slices.Contains(ps.failOpen, s) {
+				w.log.Warn("every endpoint of the Service fails its readiness probe on this node; keeping them all (fail open)", "service", s)
+			}
+		}
+		for _, s := range ps.failOpen {
+			if !slices.Contains(failOpen, s) {
+				w.log.Info("Service no longer fails open", "service", s)
+			}
+		}
+		ps.failOpen = failOpen
+	}
+	out, perService := ps.outOf(p)
+	st, keys := ps.status(out)
+	now := map[outKey]string{}
+	for i, o := range st.Out {
+		now[keys[i]] = o.Probe
+		if _, ok := ps.out[keys[i]]; ok {
+			continue
+		}
+		msg := "endpoint out for its readiness probe"
+		if o.FailOpen {
+			msg = "endpoint fails its readiness probe; kept, its Service fails open"
+		}
+		w.log.Warn(msg, "service", o.Service, "endpoint", o.Endpoint, "probe", o.Probe, "err", o.LastError)
+	}
+	for k, desc := range ps.out {
+		if _, ok := now[k]; !ok {
+			w.log.Info("endpoint back in: its readiness probe passes", "service", k.service, "endpoint", k.endpoint.String(), "probe", desc)
+		}
+	}
+	ps.out = now
+	w.metrics.probeState(ps.targets, len(ps.failing), perService, len(ps.failOpen))
+	w.cur.Probes = st
+}
+
+// refresh reads which checks fail now (Ready of each check: a map look-up
+// each) and tells whether that changed since the last refresh.
+func (ps *probes) refresh() bool {
+	failing := map[string]bool{}
+	addrs := map[netip.Addr]bool{}
+	for _, c := range ps.checks {
+		if !ps.p.Ready(c.key) {
+			failing[c.key] = true
+			addrs[c.addr] = true
+		}
+	}
+	changed := len(failing) != len(ps.failing)
+	if !changed {
+		for k := range failing {
+			if !ps.failing[k] {
+				changed = true
+				break
+			}
+		}
+	}
+	ps.failing, ps.failingAddrs = failing, addrs
+	return changed
+}
+
+// notReady is the compiler's view of the node's probes: an endpoint is
+// not ready while one of its checks fails. Addresses without a failing
+// check are answered without working out a key.
+func (ps *probes) notReady() compiler.NotReady {
+	if len(ps.failing) == 0 {
+		return nil
+	}
+	failing, addrs := ps.failing, ps.failingAddrs
+	return func(ip netip.Addr, probes []plan.Probe) bool {
+		if !addrs[ip] {
+			return false
+		}
+		for _, pr := range probes {
+			if failing[probe.Target{Addr: ip, Probe: pr}.Key()] {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// outOf lists the endpoints of p out for a failing check, by Service, and
+// how many distinct failing endpoint addresses each Service has.
+func (ps *probes) outOf(p *plan.Plan) (out map[outKey]plan.Probe, perService map[string]int) {
+	out, perService = map[outKey]plan.Probe{}, map[string]int{}
+	if len(ps.failing) == 0 {
+		return out, perService
+	}
+	for i := range p.Services {
+		s := &p.Services[i]
+		addrs := map[netip.Addr]bool{}
+		for j := range s.Ports {
+			for _, e := range s.Ports[j].Endpoints {
+				if !ps.failingAddrs[e.IP] {
+					continue
+				}
+				for _, pr := range e.Probes {
+					k := probe.Target{Addr: e.IP, Probe: pr}.Key()
+					if ps.failing[k] {
+						out[outKey{s.Key(), e.AddrPort(), k}] = pr
+						addrs[e.IP] = true
+					}
+				}
+			}
+		}
+		if len(addrs) > 0 {
+			perService[s.Key()] = len(addrs)
+		}
+	}
+	return out, perService
+}
+
+// ProbeStatus is the readiness probes' state in Status.
+type ProbeStatus struct {
+	// Checks is the number of distinct checks (address and probe) run,
+	// and Failing how many of them fail.
+	Checks  int `json:"checks"`
+	Failing int `json:"failing"`
+	// Out are the endpoints out of their Services on this node for a
+	// failing probe, by service and endpoint.
+	Out []ProbeOut `json:"out"`
+	// FailOpen are the Services (namespace/name) every endpoint of
+	// which fails on this node: they are all kept.
+	FailOpen []string `json:"failOpen"`
+}
+
+// ProbeOut is an endpoint of a Service out for a failing probe (or kept,
+// when its Service fails open).
+type ProbeOut struct {
+	Service   string    `json:"service"`  // namespace/name
+	Endpoint  string    `json:"endpoint"` // ip:port
+	Probe     string    `json:"probe"`    // e.g. "httpGet http://:8080/ready"
+	Since     time.Time `json:"since"`
+	LastError string    `json:"lastError"`
+	FailOpen  bool      `json:"failOpen"` // kept: its Service fails open
+}
+
+// status builds the probe section of Status from out (outOf) and the
+// prober's snapshot of the failing checks; keys[i] is the key of
+// Out[i].
+func (ps *probes) status(out map[outKey]plan.Probe) (st *ProbeStatus, keys []outKey) {
+	st = &ProbeStatus{Checks: ps.targets, Failing: len(ps.failing), Out: []ProbeOut{}, FailOpen: slices.Clone(ps.failOpen)}
+	if st.FailOpen == nil {
+		st.FailOpen = []string{}
+	}
+	if len(out) == 0 {
+		return st, nil
+	}
+	byKey := map[string]probe.Status{}
+	for _, s := range ps.p.Snapshot() {
+		if !s.Ready {
+			byKey[s.Target.Key()] = s
+		}
+	}
+	for k := range out {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.service != b.service {
+			return a.service < b.service
+		}
+		if a.endpoint != b.endpoint {
+			return a.endpoint.Compare(b.endpoint) < 0
+		}
+		return a.check < b.check
+	})
+	for _, k := range keys {
+		s := byKey[k.check]
+		var since time.Time
+		if !s.Since.IsZero() {
+			since = s.Since.UTC().Truncate(time.Millisecond)
+		}
+		st.Out = append(st.Out, ProbeOut{
+			Service: k.service, Endpoint: k.endpoint.String(), Probe: DescribeProbe(out[k]),
+			Since: since, LastError: s.LastError, FailOpen: slices.Contains(ps.failOpen, k.service),
+		})
+	}
+	return st, keys
+}
+
+// DescribeProbe names a probe for people: "httpGet http://:8080/ready",
+// "tcpSocket :5432", "grpc :9090 service health".
+func DescribeProbe(p plan.Probe) string {
+	var b strings.Builder
+	b.WriteString(string(p.Action))
+	b.WriteByte(' ')
+	switch p.Action {
+	case plan.ProbeHTTPGet:
+		b.WriteString(strings.ToLower(p.Scheme))
+		b.WriteString("://")
+		b.WriteString(p.Host)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(int(p.Port)))
+		b.WriteString(p.Path)
+	default:
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(int(p.Port)))
+		if p.GRPCService != "" {
+			b.WriteString(" service ")
+			b.WriteString(p.GRPCService)
+		}
+	}
+	return b.String()
+}

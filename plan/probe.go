@@ -1,0 +1,79 @@
+package plan
+
+import (
+	"strconv"
+	"strings"
+)
+
+// ProbeAction is how a readiness probe checks an endpoint.
+type ProbeAction string
+
+// The probe actions netspec runs from the node. A container's exec probe
+// cannot run from the node and is never in a plan.
+const (
+	ProbeHTTPGet   ProbeAction = "httpGet"
+	ProbeTCPSocket ProbeAction = "tcpSocket"
+	ProbeGRPC      ProbeAction = "grpc"
+)
+
+// Probe is a readiness probe that the node agent runs against an
+// endpoint's address, as the kubelet runs a container's readinessProbe:
+// from a Pod's container, or for endpoints without a Pod from the
+// Service's annotation netspec.dev/readiness-probe. Ports are resolved
+// (a named port becomes the container's number) and the kubelet's
+// defaults are filled in, so that two endpoints with equal probes are
+// probed once.
+type Probe struct {
+	Action ProbeAction
+	Port   uint16
+	// Scheme is "HTTP" or "HTTPS" (httpGet only).
+	Scheme string
+	// Host is the Host header and name to connect to; "" is the
+	// endpoint's address (httpGet only).
+	Host string
+	// Path is the request path, "/" when the spec has none (httpGet only).
+	Path string
+	// Headers are the httpHeaders, in spec order (httpGet only).
+	Headers []ProbeHeader
+	// GRPCService is the service name sent in the grpc.health.v1 request;
+	// "" asks about the server as a whole (grpc only).
+	GRPCService string
+
+	// The timing fields, with the kubelet's defaults: initialDelaySeconds
+	// 0, periodSeconds 10, timeoutSeconds 1, successThreshold 1,
+	// failureThreshold 3.
+	InitialDelaySeconds int32
+	PeriodSeconds       int32
+	TimeoutSeconds      int32
+	SuccessThreshold    int32
+	FailureThreshold    int32
+}
+
+// ProbeHeader is one HTTP header an httpGet probe sends.
+type ProbeHeader struct {
+	Name  string
+	Value string
+}
+
+// Key identifies the probe by value: two probes with the same key are the
+// same check.
+func (p *Probe) Key() string {
+	var b strings.Builder
+	b.WriteString(string(p.Action))
+	for _, s := range []string{
+		strconv.Itoa(int(p.Port)), p.Scheme, p.Host, p.Path, p.GRPCService,
+		strconv.Itoa(int(p.InitialDelaySeconds)), strconv.Itoa(int(p.PeriodSeconds)),
+		strconv.Itoa(int(p.TimeoutSeconds)), strconv.Itoa(int(p.SuccessThreshold)),
+		strconv.Itoa(int(p.FailureThreshold)),
+	} {
+		b.WriteByte(0)
+		b.WriteString(s)
+	}
+	for _, h := range p.Headers {
+		b.WriteByte(0)
+		b.WriteString(h.Name)
+		b.WriteByte(0)
+		b.WriteString(h.Value)
+	}
+	return b.String()
+}

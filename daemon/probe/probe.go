@@ -37,13 +37,10 @@
 //     probe host is only a name (see above).
 //
 // Cost: scripts/bench-probe runs 20,000 checks with a 10 s period (2,000
-// probes a second) against a fleet of listeners in a network namespace.
-// On the 2-core development machine the prober took about 19 % of one
-// core for tcpSocket and 27 % for httpGet, more than half of it in the kernel
-// (connect and close, including the listener's half of each loopback
-// handshake), and under 60 MiB of memory. Probing is cheap per endpoint
-// but not free: a node pays about 0.1 ms of CPU per probe, so a fleet's
-// load is nodes × endpoints / period.
+// probes a second) against a fleet of listeners in a network namespace;
+// docs/performance.md ("Readiness probes") has its figures. Most of a
+// probe's cost is the kernel's connect and close, so a fleet's load is
+// nodes × endpoints / period.
 package probe
 
 import (

@@ -267,10 +267,10 @@ func ipvsDifferences(c *ipvs.Changes, f *kernelFrontend) []string {
 		}
 	}
 	lines(c.ServicesAdded, "virtual server %s is missing")
-	lines(c.ServicesChanged, "virtual server %s (the kernel's differs)")
+	lines(c.ServicesChanged, "virtual server %s (the kernel's -> the plan's)")
 	lines(c.ServicesRemoved, "virtual server %s is not in the plan")
 	lines(c.RealsAdded, "real server %s is missing")
-	lines(c.RealsChanged, "real server %s (the kernel's differs)")
+	lines(c.RealsChanged, "real server %s (the kernel's -> the plan's)")
 	lines(c.RealsRemoved, "real server %s is not in the plan")
 	return out
 }

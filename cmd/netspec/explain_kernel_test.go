@@ -199,9 +199,9 @@ func TestIPVSDifferences(t *testing.T) {
 		},
 		want: []string{
 			"virtual server tcp 10.96.0.10:80 is missing",
-			"virtual server tcp 10.96.0.10:80: scheduler rr -> lc (the kernel's differs)",
+			"virtual server tcp 10.96.0.10:80: scheduler rr -> lc (the kernel's -> the plan's)",
 			"real server tcp 10.96.0.10:80 -> 10.244.1.5:8080 is missing",
-			"real server tcp 10.96.0.10:80 -> 10.244.2.5:8080: weight 0 -> 1 (the kernel's differs)",
+			"real server tcp 10.96.0.10:80 -> 10.244.2.5:8080: weight 0 -> 1 (the kernel's -> the plan's)",
 			"real server tcp 10.96.0.10:80 -> 10.244.3.5:8080 is not in the plan",
 		},
 	}, {

@@ -161,7 +161,8 @@ func (f *kernelFrontend) element(set, text string) bool {
 // nftDifferences is what the kernel's nftables lack or hold beyond the
 // plan for the frontend, one line each: c is the kernel's difference with
 // the plan (applier.Result.NFT). A table missing or to be replaced whole
-// is one line: the kernel holds none of the plan.
+// is one line: the kernel holds none of the plan. The chains all
+// frontends share count when missing or differing (shared).
 func nftDifferences(c *nft.Changes, f *kernelFrontend) []string {
 	if c == nil {
 		return nil
@@ -181,12 +182,12 @@ func nftDifferences(c *nft.Changes, f *kernelFrontend) []string {
 			continue
 		}
 		for _, name := range t.ChainsAdded {
-			if f.names(name) {
+			if f.names(name) || shared(name) {
 				out = append(out, fmt.Sprintf("chain %s %s is missing", t.Family, name))
 			}
 		}
 		for _, name := range t.ChainsChanged {
-			if !f.names(name) {
+			if !f.names(name) && !shared(name) {
 				continue
 			}
 			out = append(out, fmt.Sprintf("chain %s %s differs from the plan", t.Family, name))
@@ -229,6 +230,20 @@ func nftDifferences(c *nft.Changes, f *kernelFrontend) []string {
 		}
 	}
 	return out
+}
+
+// shared tells whether a chain is one every frontend's packets go
+// through (services, nat-prerouting, service-endpoints-check, …): not
+// one of a Service port's. One missing or differing concerns every
+// frontend; one the plan does not have (made by hand) is not jumped to
+// by the plan's chains, and concerns none.
+func shared(chain string) bool {
+	for _, prefix := range chainPrefixes {
+		if strings.HasPrefix(chain, prefix) {
+			return false
+		}
+	}
+	return true
 }
 
 // ipvsDifferences is what the kernel's IPVS lacks or holds beyond the

@@ -82,6 +82,20 @@ func TestNFTDifferences(t *testing.T) {
 			"chain ip " + webChain + " rule 2 in the kernel: counter",
 		},
 	}, {
+		name: "chains every frontend goes through, missing or differing; a chain made by hand is not jumped to",
+		changes: nft.TableChanges{Family: "ip",
+			ChainsAdded:   []string{"nat-prerouting"},
+			ChainsChanged: []string{"services"},
+			ChainsRemoved: []string{"by-hand"},
+			Rules:         []nft.RuleChange{{Chain: "services", Index: 2, New: "ip daddr . meta l4proto . th dport vmap @service-ips"}},
+		},
+		fe: web(),
+		want: []string{
+			"chain ip nat-prerouting is missing",
+			"chain ip services differs from the plan",
+			"chain ip services rule 2 in the plan: ip daddr . meta l4proto . th dport vmap @service-ips",
+		},
+	}, {
 		name:    "a cluster IP does not go through the external or firewall chains",
 		changes: nft.TableChanges{Family: "ip", ChainsAdded: []string{webExt, webLBChain}},
 		fe:      web(),

@@ -50,6 +50,9 @@ type Explanation struct {
 	// for dnat nil, unless the node's daemon left endpoints out for
 	// failing readiness probes (Options.Probes).
 	Cause *Cause `json:"cause,omitempty"`
+	// Kernel is whether the node's kernel holds what the plan says for
+	// this frontend (Options.Kernel); nil when it was not asked.
+	Kernel *KernelCheck `json:"kernel,omitempty"`
 
 	probes   map[probeKey]ProbeFailure // Options.Probes
 	failOpen []string                  // Options.FailOpen
@@ -73,7 +76,35 @@ type Options struct {
 	// compiled with the same view (compiler.Options.NotReady).
 	Probes   []ProbeFailure
 	FailOpen []string
+	// Kernel is what the node's kernel holds of the plan, one check per
+	// frontend (To and Protocol; a check with no To is every
+	// frontend's), read on the node (explain --live): it is printed
+	// after the verdict, with a cause of its own when the kernel
+	// differs.
+	Kernel []KernelCheck
 }
+
+// KernelCheck is whether a node's kernel holds what the plan says for one
+// frontend: its difference with the plan (what `netspec plan` would
+// change) kept to what concerns that frontend.
+type KernelCheck struct {
+	To       netip.AddrPort `json:"-"`
+	Protocol string         `json:"-"`
+	// Dataplane is the node's: nftables, ipvs or none.
+	Dataplane string `json:"dataplane"`
+	// Checked tells that the kernel was read; NotChecked says why not.
+	Checked    bool   `json:"checked"`
+	NotChecked string `json:"notChecked,omitempty"`
+	// Differences are what the kernel lacks or holds beyond the plan for
+	// the frontend, one line each; none: it holds what the plan says.
+	Differences []string `json:"differences,omitempty"`
+	// Cause is set when the kernel differs (CauseKernelDiffers). It does
+	// not replace Explanation.Cause, the plan's own.
+	Cause *Cause `json:"cause,omitempty"`
+}
+
+// maxKernelLines bounds the differences printed for one frontend.
+const maxKernelLines = 10
 
 type probeKey struct {
 	service  string
@@ -102,6 +133,7 @@ const (
 	CauseNodePortNotAddress = "node-port-address"
 	CauseNotService         = "not-a-service-address"
 	CauseProbeFailing       = "endpoint-probe-failing"
+	CauseKernelDiffers      = "kernel-differs"
 )
 
 // Cause is the reason of a reject, drop or accept.
@@ -125,6 +157,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		Verdict: d.Action, Targets: d.Endpoints, Masquerade: d.Masquerade,
 		failOpen: o.FailOpen,
 	}
+	defer x.kernel(o.Kernel)
 	if len(o.Probes) > 0 {
 		x.probes = map[probeKey]ProbeFailure{}
 		for _, f := range o.Probes {
@@ -314,6 +347,42 @@ func (x *Explanation) verdict() {
 		x.step("verdict: drop (the client gets no answer)")
 	case plan.ActionAccept:
 		x.step("verdict: accept (not a service address: the service rules leave the packet alone)")
+	}
+}
+
+// kernel adds the step of the kernel's check of the frontend, after the
+// verdict.
+func (x *Explanation) kernel(checks []KernelCheck) {
+	var k *KernelCheck
+	for i := range checks {
+		c := &checks[i]
+		if c.To == x.To && c.Protocol == x.Protocol || !c.To.IsValid() && k == nil {
+			k = c
+		}
+	}
+	if k == nil {
+		return
+	}
+	kc := *k
+	kc.To, kc.Protocol = x.To, x.Protocol
+	kc.Differences = slices.Clone(k.Differences)
+	x.Kernel = &kc
+	switch {
+	case !kc.Checked:
+		x.step("kernel: not checked: %s", kc.NotChecked)
+	case len(kc.Differences) == 0:
+		x.step("kernel: holds what the plan says for this frontend (%s)", kc.Dataplane)
+	default:
+		x.step("kernel: differs from the plan for this frontend (%s):", kc.Dataplane)
+		for i, d := range kc.Differences {
+			if i == maxKernelLines {
+				x.step("  and %d more", len(kc.Differences)-maxKernelLines)
+				break
+			}
+			x.step("  %s", d)
+		}
+		kc.Cause = &Cause{CauseKernelDiffers, "the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)"}
+		x.step("cause: %s", kc.Cause.Text)
 	}
 }
 

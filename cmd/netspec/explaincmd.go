@@ -18,6 +18,7 @@ import (
 	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render"
 )
 
 type explainFlags struct {
@@ -28,12 +29,16 @@ type explainFlags struct {
 	json     bool
 	live     bool
 	stateDir string
+	// dataplane and ipvsScheduler are the node's, for --live's check of
+	// the kernel when no daemon says them.
+	dataplane     string
+	ipvsScheduler string
 }
 
 func init() {
 	register(&command{
 		name:    "explain",
-		args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--live [--state-dir DIR]] [--json]",
+		args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--live [--state-dir DIR] [--dataplane nftables|ipvs]] [--json]",
 		summary: "say what a node does with a packet to a Service, and why",
 		help: `Explain walks one packet through the plan of node NODE and prints each
 step, one a line: the frontend it matches (cluster IP, external IP,
@@ -65,14 +70,25 @@ readiness probe" with since when and the last error (also as the cause
 of a dnat that they would otherwise have shared), and the Services that
 fail open said so.
 
+--live also checks, for each frontend explained, that the node's kernel
+holds what the plan says (as 'netspec plan' compares them, changing
+nothing): the step after the verdict says "kernel: holds what the plan
+says for this frontend", or lists what differs (its chains, its map
+elements, its endpoints; with IPVS its virtual server and real servers)
+with the cause to look for: netspec watch not running, or not applying
+this tree. The data plane is the daemon's, or --dataplane's when no
+daemon answers (explain then says so and keeps the tree's readiness).
+Reading the kernel needs root (or CAP_NET_ADMIN); without it the step
+says so and the rest is explained.
+
 With NAMESPACE/SERVICE instead of --to, it explains a packet to each
 frontend of that Service: each port on each cluster IP, external IP and
 LoadBalancer IP, and each node port on each of the node's node-port
 addresses.
 
 The verdict is the one the installed rules give (the plan's own trace,
-which the nftables and IPVS renderers implement); explain reads only the
-tree, needs no root and touches nothing. The packet comes from --from
+which the nftables and IPVS renderers implement); without --live,
+explain reads only the tree and needs no root; it never changes anything. The packet comes from --from
 (default: a client outside the cluster, 198.51.100.10 or 2001:db8::10);
 a --from that is one of the node's own IPs is a process on the node.
 With NAMESPACE/SERVICE, frontends of the other IP family than --from
@@ -93,8 +109,10 @@ Examples:
 			fs.StringVar(&f.to, "to", "", "the packet's destination `IP:PORT[/PROTO]` (PROTO tcp, udp or sctp; default tcp)")
 			fs.StringVar(&f.from, "from", "", "the packet's source `IP` (default a client outside the cluster)")
 			fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
-			fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes")
+			fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes, and check that the kernel holds the plan")
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
+			fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: nftables or ipvs")
+			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler)")
 			return f
 		},
 		run: runExplain,
@@ -136,6 +154,12 @@ func runExplain(e *env, opts any, args []string) int {
 	if from.IsValid() && f.to != "" && from.Is4() != pk.Dst.Is4() {
 		return usageErr("--from %s and --to %s are of different IP families", from, pk.Dst)
 	}
+	if f.dataplane != "nftables" && f.dataplane != "ipvs" {
+		return usageErr("--dataplane must be nftables or ipvs, not %q", f.dataplane)
+	}
+	if !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
+		return usageErr("--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsSchedulers, ", "), f.ipvsScheduler)
+	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
@@ -148,10 +172,18 @@ func runExplain(e *env, opts any, args []string) int {
 	}
 	var live explain.Options
 	var view compiler.Options
+	dataplane := f.dataplane
 	if f.live {
-		if live, view, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
+		var note string
+		if live, view, dataplane, note, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
 			fmt.Fprintf(e.stderr, "netspec explain: --live: %v\n", err)
 			return exitError
+		}
+		if note != "" {
+			fmt.Fprintf(e.stderr, "netspec explain: --live: %s\n", note)
+		}
+		if dataplane == "" {
+			dataplane = f.dataplane
 		}
 	}
 	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, f.node, view)
@@ -167,8 +199,22 @@ func runExplain(e *env, opts any, args []string) int {
 			pk.Src = explain.DefaultSource(pk.Dst)
 		}
 		pk.FromLocal = slices.Contains(p.Node.IPs, pk.Src)
+		if f.live {
+			live.Kernel = kernelChecks(e, f, dataplane, p, []plan.Packet{pk})
+		}
 		xs = append(xs, explain.PacketWith(p, l.tree.Objects, pk, live))
 	} else {
+		if f.live {
+			var pks []plan.Packet
+			for i := range p.Services {
+				if p.Services[i].Key() == args[1] {
+					pks = explain.Frontends(p, &p.Services[i])
+				}
+			}
+			if len(pks) > 0 {
+				live.Kernel = kernelChecks(e, f, dataplane, p, pks)
+			}
+		}
 		xs, err = explain.ServiceWith(p, l.tree.Objects, args[1], from, live)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
@@ -227,31 +273,31 @@ func parseTo(s string) (plan.Packet, error) {
 // liveProbes asks the daemon on sock for its readiness probes: the
 // endpoints out for failing probes (for the explanation) and the view the
 // daemon compiled its plan with (each endpoint address and probe it
-// reports failing).
-func liveProbes(sock string) (explain.Options, compiler.Options, error) {
+// reports failing), and its data plane. A daemon that does not answer,
+// or does not probe, is a note: readiness is then the tree's, and the
+// data plane "" (the kernel is still checked).
+func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplane, note string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := daemon.QueryStatus(ctx, sock)
 	switch {
 	case errors.Is(err, os.ErrPermission):
-		return explain.Options{}, compiler.Options{}, fmt.Errorf("%s: permission denied: the socket is for the daemon's user (root) only", sock)
+		return o, view, "", fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock), nil
 	case err != nil:
-		return explain.Options{}, compiler.Options{}, err
+		return o, view, "", fmt.Sprintf("%v; readiness is the tree's", err), nil
 	case st.Probes == nil:
-		return explain.Options{}, compiler.Options{}, errors.New("the daemon runs with --probes=false: readiness is the tree's; explain without --live")
+		return o, view, st.Dataplane, "the daemon runs with --probes=false: readiness is the tree's", nil
 	}
-	var o explain.Options
 	failing := map[string]bool{}
 	for _, out := range st.Probes.Out {
 		ap, err := netip.ParseAddrPort(out.Endpoint)
 		if err != nil {
-			return explain.Options{}, compiler.Options{}, fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
+			return o, view, "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
 		}
 		o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe, Since: out.Since, LastError: out.LastError})
 		failing[ap.Addr().String()+" "+out.Probe] = true
 	}
 	o.FailOpen = st.Probes.FailOpen
-	var view compiler.Options
 	if len(failing) > 0 {
 		view.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
 			for _, p := range probes {
@@ -262,5 +308,5 @@ func liveProbes(sock string) (explain.Options, compiler.Options, error) {
 			return false
 		}
 	}
-	return o, view, nil
+	return o, view, st.Dataplane, "", nil
 }

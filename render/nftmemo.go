@@ -2,12 +2,15 @@ package render
 
 import (
 	"errors"
+	"net/netip"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // Memo renders one node's successive plans as NFTables does, byte for
@@ -545,12 +548,13 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 	write := func(indexes []int) {
 		var v nftPortView
 		var buf []byte
+		var items []nftmodel.Item
 		ends := make([]int, len(indexes))
 		for n, i := range indexes {
 			e := &entries[i]
 			for _, mp := range e.ms.ports[f] {
 				mp.svc, mp.port = e.svc, &e.svc.Ports[mp.index]
-				buf = t.appendGroup(buf, t.viewPortIn(&v, &mp.nftPort))
+				buf = t.appendGroup(buf, t.viewPortIn(&v, &mp.nftPort), &items)
 				mp.svc, mp.port = nil, nil
 				for _, p := range mp.picks {
 					p.shown = p.slot
@@ -622,8 +626,10 @@ func (m *Memo) appendTable(b []byte, f int) []byte {
 		}
 		b = appendMapClose(b, len(list) > 0)
 		if k == len(nftMaps) {
-			b = t.appendPodCIDRs(b)
-			b = t.appendNodePortIPs(b)
+			if s := t.podCIDRsSet(); s != nil {
+				b = s.AppendText(b, t.fam.model)
+			}
+			b = t.nodePortIPsSet().AppendText(b, t.fam.model)
 		}
 	}
 	for i := range mt.buckets {
@@ -635,4 +641,108 @@ func (m *Memo) appendTable(b []byte, f int) []byte {
 		b = append(b, m.svcs[i].text[f]...)
 	}
 	return append(b, "}\n"...)
+}
+
+// The memo keeps the lines of map elements, and writes the heads of the
+// maps around them: text equal to what the model prints
+// (TestMemoEqualsFresh and the other tests of nftmemo_test.go).
+
+// appendMapOpen appends the start of map nftMaps[i], up to its first
+// element; appendMapClose ends it.
+func appendMapOpen(b []byte, fam nftFamily, i int, elements bool) []byte {
+	s := &nftmodel.Set{Name: nftMaps[i].name, Comment: nftMaps[i].name + ": " + nftMaps[i].comment, Key: mapKey(i), Verdicts: !nftMaps[i].set}
+	return openSet(b, fam, s, elements)
+}
+
+// openSet appends the text of the empty set s without its end, and the
+// start of its elements.
+func openSet(b []byte, fam nftFamily, s *nftmodel.Set, elements bool) []byte {
+	b = s.AppendText(b, fam.model)
+	b = b[:len(b)-len("\t}\n")]
+	if elements {
+		b = append(b, "\t\telements = {\n"...)
+	}
+	return b
+}
+
+// appendMapClose ends a map or set opened with the same elements.
+func appendMapClose(b []byte, elements bool) []byte {
+	if elements {
+		b = append(b, "\t\t}\n"...)
+	}
+	return append(b, "\t}\n"...)
+}
+
+// appendHairpinOpen appends the start of the set hairpin, up to its first
+// element (appendHairpinElement); appendMapClose ends it.
+func appendHairpinOpen(b []byte, fam nftFamily, elements bool) []byte {
+	return openSet(b, fam, &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}, elements)
+}
+
+// appendHairpinElement appends the element of the set hairpin for a.
+func appendHairpinElement(b []byte, a netip.Addr) []byte {
+	b = append(b, "\t\t\t"...)
+	b = a.AppendTo(b)
+	b = append(b, " . "...)
+	b = a.AppendTo(b)
+	return append(b, ",\n"...)
+}
+
+// appendElement appends the line of a map element, or of a set element
+// (no verdict).
+func appendElement(b []byte, e *nftElement) []byte {
+	b = append(b, "\t\t\t"...)
+	b = e.appendKey(b)
+	if e.comment != "" {
+		b = append(b, ` comment "`...)
+		b = appendCommentText(b, e.comment)
+		b = append(b, '"')
+	}
+	if e.verdict == "" {
+		return append(b, ",\n"...)
+	}
+	b = append(b, " : "...)
+	b = append(b, e.verdict...)
+	return append(b, ",\n"...)
+}
+
+// appendDroppedElement appends, in place of an element, the comment that
+// drops it as it has the key of the one before: two frontends with one
+// key, which the compiler rejects; the first is kept so that the file
+// still loads.
+func appendDroppedElement(b []byte, e *nftElement) []byte {
+	b = append(b, "\t\t\t# duplicate key dropped: "...)
+	b = e.appendKey(b)
+	if e.verdict == "" {
+		return append(b, '\n')
+	}
+	b = append(b, " : "...)
+	b = append(b, e.verdict...)
+	return append(b, '\n')
+}
+
+// appendKey appends the element's key: "addr . proto . port",
+// "proto . port" for node ports, or "addr" for the set cluster-ips.
+func (e *nftElement) appendKey(b []byte) []byte {
+	if e.addr.IsValid() {
+		b = e.addr.AppendTo(b)
+		if e.addrOnly() {
+			return b
+		}
+		b = append(b, " . "...)
+	}
+	b = append(b, e.proto...)
+	b = append(b, " . "...)
+	return strconv.AppendUint(b, uint64(e.port), 10)
+}
+
+// appendGroup appends the text of a service port's section
+// (appendGroupItems), using items as scratch space.
+func (t *nftTable) appendGroup(b []byte, v *nftPortView, items *[]nftmodel.Item) []byte {
+	*items = t.appendGroupItems((*items)[:0], v)
+	for _, it := range *items {
+		b = it.AppendText(b, t.fam.model)
+	}
+	clear(*items)
+	return b
 }

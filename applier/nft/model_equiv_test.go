@@ -3,6 +3,8 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -254,4 +257,41 @@ func dumpElems(els []nftables.SetElement) string {
 		parts = append(parts, s+"}")
 	}
 	return strings.Join(parts, " ")
+}
+
+// TestGoldenModelEncodesAsParse: for every golden plan, the model render
+// builds prints the golden file byte for byte, and encodes, rule by rule
+// and element by element, what Parse compiles from that file.
+func TestGoldenModelEncodesAsParse(t *testing.T) {
+	plans, err := filepath.Glob("../../golden/*/*/plan.json")
+	if err != nil || len(plans) < 4 {
+		t.Fatalf("found %d golden plans: %v", len(plans), err)
+	}
+	for _, path := range plans {
+		dir := filepath.Dir(path)
+		t.Run(nftcName(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := render.ParsePlanJSON(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			models := map[string]*nftmodel.Ruleset{"nftables.nft": render.NFTablesModel(p), "ipvs-nftables.nft": render.NFTablesIPVSModel(p)}
+			for file, m := range models {
+				want, err := os.ReadFile(filepath.Join(dir, file))
+				if os.IsNotExist(err) {
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := m.Text(); string(got) != string(want) {
+					t.Errorf("%s: the model's text differs from the golden file", file)
+				}
+				checkModelEqualsParse(t, m)
+			}
+		})
+	}
 }

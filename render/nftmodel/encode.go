@@ -415,17 +415,10 @@ func (f Family) natFamily() uint32 {
 
 func (s DNAT) encode(e *encoder) {
 	family := e.fam.natFamily()
-	hasPort := s.To.Port() != 0
 	e.immediate(reg1, appendAddr(nil, s.To.Addr()))
-	if hasPort {
-		e.immediate(reg2, binary.BigEndian.AppendUint16(nil, s.To.Port()))
-	}
-	e.add(e.intern(append(e.sig[:0], 'n', byte(expr.NATTypeDestNAT), byte(family), b2u(hasPort)), func() expr.Any {
-		x := &expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1}
-		if hasPort {
-			x.RegProtoMin, x.Specified = reg2, true
-		}
-		return x
+	e.immediate(reg2, binary.BigEndian.AppendUint16(nil, s.To.Port()))
+	e.add(e.intern(append(e.sig[:0], 'n', byte(expr.NATTypeDestNAT), byte(family)), func() expr.Any {
+		return &expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1, RegProtoMin: reg2, Specified: true}
 	}))
 }
 

@@ -86,8 +86,9 @@ type Table struct {
 	Items   []Item
 }
 
-// Item is a chain or a set of a table (exactly one is set), with the
-// heading of the file section it opens, if any.
+// Item is a chain or a set of a table (at most one is set), with the
+// heading of the file section it opens, if any. An item with neither is
+// a heading alone: a section of the file with nothing in it.
 type Item struct {
 	Heading string
 	Chain   *Chain

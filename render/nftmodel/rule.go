@@ -296,16 +296,12 @@ func (s Update) appendText(b []byte, f Family) []byte {
 	return append(b, " }"...)
 }
 
-// DNAT rewrites the destination: `dnat to 10.244.1.5:8080`, or with port
-// 0 `dnat to 10.244.1.5` (the port is kept). A port needs a ProtoMatch
-// before it.
+// DNAT rewrites the destination address and port: `dnat to
+// 10.244.1.5:8080`. It needs a ProtoMatch before it.
 type DNAT struct{ To netip.AddrPort }
 
 func (s DNAT) appendText(b []byte, _ Family) []byte {
 	b = append(b, "dnat to "...)
-	if s.To.Port() == 0 {
-		return s.To.Addr().AppendTo(b)
-	}
 	return s.To.AppendTo(b)
 }
 

@@ -27,6 +27,16 @@ func (rs *Ruleset) Text() []byte { return rs.AppendText(nil) }
 
 // AppendText appends the table as the file writes it.
 func (t *Table) AppendText(b []byte) []byte {
+	b = t.AppendHead(b)
+	for _, it := range t.Items {
+		b = it.AppendText(b, t.Family)
+	}
+	return append(b, "}\n"...)
+}
+
+// AppendHead appends the start of the table, up to its first item: the
+// lines that replace it and its comment.
+func (t *Table) AppendHead(b []byte) []byte {
 	fam := t.Family.Keyword()
 	b = append(b, "table "...)
 	b = append(b, fam...)
@@ -46,10 +56,7 @@ func (t *Table) AppendText(b []byte) []byte {
 		b = appendCommentText(b, t.Comment)
 		b = append(b, '\n')
 	}
-	for _, it := range t.Items {
-		b = it.AppendText(b, t.Family)
-	}
-	return append(b, "}\n"...)
+	return b
 }
 
 // AppendText appends the item, after its heading.
@@ -59,10 +66,13 @@ func (it Item) AppendText(b []byte, f Family) []byte {
 		b = appendCommentText(b, it.Heading)
 		b = append(b, '\n')
 	}
-	if it.Chain != nil {
+	switch {
+	case it.Chain != nil:
 		return it.Chain.AppendText(b, f)
+	case it.Set != nil:
+		return it.Set.AppendText(b, f)
 	}
-	return it.Set.AppendText(b, f)
+	return b
 }
 
 // AppendText appends the chain as the file writes it, with its comment.

@@ -31,6 +31,7 @@ import (
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // benchSizes are the sizes of the size-indexed benchmarks, in services
@@ -112,10 +113,10 @@ var cache struct {
 	rulesets map[int]*rendered
 }
 
-// rendered is a plan's ruleset as text and parsed.
+// rendered is a plan's ruleset as a model and as text.
 type rendered struct {
 	text []byte
-	rs   *nft.Ruleset
+	rs   *nftmodel.Ruleset
 }
 
 // compilePlan compiles the Plan of node-1 for a generated tree of n
@@ -135,15 +136,11 @@ func compilePlan(tb testing.TB, n int) *plan.Plan {
 	return p
 }
 
-// renderPlan renders and parses p's ruleset.
+// renderPlan renders p's ruleset.
 func renderPlan(tb testing.TB, p *plan.Plan) *rendered {
 	tb.Helper()
-	text := render.NFTables(p)
-	rs, err := nft.Parse(text)
-	if err != nil {
-		tb.Fatalf("parse the rendered ruleset: %v", err)
-	}
-	return &rendered{text: text, rs: rs}
+	rs := render.NFTablesModel(p)
+	return &rendered{text: rs.Text(), rs: rs}
 }
 
 // benchRuleset is the rendered ruleset of compilePlan(n), cached.

@@ -163,6 +163,7 @@ func checkModelEqualsParse(t *testing.T, m *nftmodel.Ruleset) {
 	if err != nil {
 		t.Fatalf("Parse: %v\n%s", err, text)
 	}
+	checkEncodeEqualsParse(t, Encode(m), rs)
 	if len(rs.Tables) != len(m.Tables) {
 		t.Fatalf("Parse: %d tables, the model has %d", len(rs.Tables), len(m.Tables))
 	}
@@ -293,5 +294,42 @@ func TestGoldenModelEncodesAsParse(t *testing.T) {
 				checkModelEqualsParse(t, m)
 			}
 		})
+	}
+}
+
+// checkEncodeEqualsParse compares what Encode made of a model with what
+// Parse made of its text, field by field (the sums, texts and user data
+// included: the diff and the batch use them all).
+func checkEncodeEqualsParse(t *testing.T, got, want *Ruleset) {
+	t.Helper()
+	if len(got.Tables) != len(want.Tables) {
+		t.Fatalf("Encode: %d tables, Parse %d", len(got.Tables), len(want.Tables))
+	}
+	for i, gt := range got.Tables {
+		wt := want.Tables[i]
+		if gt.Family != wt.Family || gt.Name != wt.Name || gt.chainSum != wt.chainSum || len(gt.Chains) != len(wt.Chains) || len(gt.Sets) != len(wt.Sets) {
+			t.Errorf("table %d: Encode %v %s sum %x, %d chains, %d sets; Parse %v %s sum %x, %d chains, %d sets", i,
+				gt.Family, gt.Name, gt.chainSum, len(gt.Chains), len(gt.Sets), wt.Family, wt.Name, wt.chainSum, len(wt.Chains), len(wt.Sets))
+			continue
+		}
+		for j, gc := range gt.Chains {
+			wc := wt.Chains[j]
+			if gc.Name != wc.Name || gc.Text != wc.Text || !reflect.DeepEqual(gc.Base, wc.Base) || len(gc.Rules) != len(wc.Rules) {
+				t.Errorf("chain %s: Encode %+v, Parse %+v", gc.Name, *gc, *wc)
+				continue
+			}
+			for k, gr := range gc.Rules {
+				wr := wc.Rules[k]
+				if gr.Text != wr.Text || gr.anonAt != wr.anonAt || !reflect.DeepEqual(gr.Exprs, wr.Exprs) || !reflect.DeepEqual(gr.Anon, wr.Anon) {
+					t.Errorf("chain %s rule %q: Encode %+v, Parse %+v", gc.Name, wr.Text, *gr, *wr)
+				}
+			}
+		}
+		for j, gs := range gt.Sets {
+			ws := wt.Sets[j]
+			if gs.Name != ws.Name || gs.Decl != ws.Decl || gs.sum != ws.sum || !reflect.DeepEqual(gs.Template, ws.Template) || !reflect.DeepEqual(gs.udata, ws.udata) || !reflect.DeepEqual(gs.Elements, ws.Elements) {
+				t.Errorf("set %s: Encode and Parse differ:\nEncode %+v\nParse  %+v", gs.Name, *gs, *ws)
+			}
+		}
 	}
 }

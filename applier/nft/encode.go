@@ -1,0 +1,129 @@
+package nft
+
+import (
+	"fmt"
+	"hash/maphash"
+
+	"github.com/google/nftables"
+	"netspec.dev/netspec/render/nftmodel"
+)
+
+// Encode returns the ruleset of the model m with every rule, set and
+// element encoded for netlink (nftmodel's encoding: what nft sends for the
+// model's text). Tables, chains and sets keep the model's order.
+func Encode(m *nftmodel.Ruleset) *Ruleset {
+	rs := &Ruleset{}
+	for _, mt := range m.Tables {
+		rs.Tables = append(rs.Tables, encodeTable(mt))
+	}
+	return rs
+}
+
+// encodeTable encodes one table of a model.
+func encodeTable(mt *nftmodel.Table) *Table {
+	f := mt.Family
+	t := &Table{Family: f.TableFamily(), Name: mt.Name}
+	enc := nftmodel.NewEncoder(f)
+	var text []byte
+	for _, it := range mt.Items {
+		switch {
+		case it.Chain != nil:
+			ch := encodeChain(enc, f, it.Chain, &text)
+			t.chainSum += chainHash(ch, ch.Text)
+			t.Chains = append(t.Chains, ch)
+		case it.Set != nil:
+			t.Sets = append(t.Sets, encodeSet(f, it.Set, &text))
+		}
+	}
+	return t
+}
+
+// encodeChain encodes a chain; text is scratch space.
+func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
+	ch := &Chain{Name: mc.Name}
+	if h := mc.Hook; h != nil {
+		ch.Base = &BaseChain{Type: nftables.ChainTypeFilter, Policy: nftables.ChainPolicyAccept}
+		if h.Type == nftmodel.NAT {
+			ch.Base.Type = nftables.ChainTypeNAT
+		}
+		switch h.Hook {
+		case nftmodel.Prerouting:
+			ch.Base.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPrerouting)
+		case nftmodel.Output:
+			ch.Base.Hooknum = nftables.ChainHookRef(*nftables.ChainHookOutput)
+		case nftmodel.Postrouting:
+			ch.Base.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPostrouting)
+		}
+		ch.Base.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(h.Priority))
+	}
+	*text = (*text)[:0]
+	if len(mc.Rules) > 0 {
+		ch.Rules = make([]*Rule, len(mc.Rules))
+		rules := make([]Rule, len(mc.Rules))
+		for i, mr := range mc.Rules {
+			r := &rules[i]
+			start := len(*text)
+			if i > 0 {
+				*text = append(*text, '\n')
+				start++
+			}
+			*text = mr.AppendText(*text, f)
+			r.Text = string((*text)[start:])
+			var anon *nftmodel.AnonSet
+			r.Exprs, anon = enc.Encode(mr)
+			r.anonAt = -1
+			if anon != nil {
+				r.Anon = &AnonSet{Template: anon.Template, Elements: anon.Elements}
+				r.anonAt = anon.At
+			}
+			ch.Rules[i] = r
+		}
+	}
+	ch.Text = string(*text)
+	return ch
+}
+
+// encodeSet encodes a set with its elements; text is scratch space.
+func encodeSet(f nftmodel.Family, ms *nftmodel.Set, text *[]byte) *Set {
+	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: ms.Template(f)}
+	if ms.EndpointMod > 0 {
+		s.udata = typeofUserdata(f.TableFamily(), ms.EndpointMod)
+	}
+	var h maphash.Hash
+	h.SetSeed(sumSeed)
+	elems := ms.EncodeAll(f)
+	s.Elements = make([]Element, len(ms.Elements))
+	for i := range ms.Elements {
+		*text = ms.AppendElementText((*text)[:0], &ms.Elements[i])
+		s.Elements[i] = Element{Text: string(*text), Elems: elems[i]}
+		h.Write(*text)
+		h.WriteByte(0)
+	}
+	s.sum = h.Sum64()
+	return s
+}
+
+// sumSeed seeds the hashes of Table.chainSum and Set.sum, which are only
+// compared within a process.
+var sumSeed = maphash.MakeSeed()
+
+// chainHash hashes a chain: its name, hook and rule lines (text).
+func chainHash(ch *Chain, text string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(sumSeed)
+	h.WriteString(ch.Name)
+	h.WriteByte(0)
+	if b := ch.Base; b != nil {
+		h.WriteString(string(b.Type))
+		fmt.Fprintf(&h, " %d", b.Policy)
+		if b.Hooknum != nil {
+			fmt.Fprintf(&h, " hook %d", *b.Hooknum)
+		}
+		if b.Priority != nil {
+			fmt.Fprintf(&h, " priority %d", *b.Priority)
+		}
+		h.WriteByte(0)
+	}
+	h.WriteString(text)
+	return h.Sum64()
+}

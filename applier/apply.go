@@ -52,10 +52,12 @@ type Options struct {
 	// other kernel state: no IPVS leftovers are looked for and no
 	// conntrack entries deleted.
 	NFTables nft.Kernel
-	// Incremental makes the Node remember what it rendered last, so that
-	// a daemon's next plan, which differs in a few Services, renders in
-	// a few milliseconds (render.Memo). A one-shot apply leaves it off:
-	// the first rendering with a memo costs more than a plain one.
+	// Incremental makes the Node remember the model it rendered last, so
+	// that a daemon's next plan, which differs in a few Services, renders
+	// in a few milliseconds and shares the unchanged chains and sets with
+	// the last model, which the applier then does not encode again
+	// (render.Memo). A one-shot apply leaves it off: the first rendering
+	// with a memo costs more than a plain one.
 	Incremental bool
 }
 
@@ -91,9 +93,9 @@ type Node struct {
 	ipvs *ipvs.Applier // with Options.IPVS
 	dir  *state.Dir
 	last *plan.Plan
-	// render remembers what the last ruleset was rendered from: a
-	// daemon's next plan differs in a few Services (render.Memo; nil
-	// without Options.Incremental).
+	// render remembers what the last model was built from: a daemon's
+	// next plan differs in a few Services (render.Memo; nil without
+	// Options.Incremental).
 	render *render.Memo
 }
 
@@ -227,7 +229,7 @@ func (n *Node) desiredKernel(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table,
 	if n.opts.IPVS {
 		return n.desiredIPVS(p)
 	}
-	return render.NFTablesModel(p), nil, nil
+	return n.render.NFTablesModel(p), nil, nil
 }
 
 // desiredIPVS is desiredKernel of the IPVS data plane.

@@ -447,6 +447,8 @@ type reloader struct {
 	stats schema.StatCache
 	memo  *compiler.Memo
 	last  *plan.Plan // the previous plan
+	// render builds the ruleset's model, reusing the last one (render.Memo).
+	render render.Memo
 	// changed are the paths changed since the last once, as the watcher's
 	// events name them: once then neither rescans nor walks the tree, as
 	// the watcher does (schema.Options.Changed). nil: unknown.
@@ -491,7 +493,7 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 		tb.Fatal("the change did not change the plan's Services")
 	}
 	lap(4)
-	rs := render.NFTablesModel(st.Plan)
+	rs := r.render.NFTablesModel(st.Plan)
 	lap(5)
 	if r.kernel != nil {
 		if err := r.kernel(rs); err != nil {

@@ -259,11 +259,16 @@ func mapKey(i int) []nftmodel.KeyPart {
 // is kept so that the file still loads), or for a set of addresses
 // silently.
 func (t *nftTable) mapSet(name, comment string, key []nftmodel.KeyPart, verdicts bool, elems []nftElement) *nftmodel.Set {
+	return mapSetOf(name, comment, key, verdicts, len(elems), func(i int) *nftElement { return &elems[i] })
+}
+
+// mapSetOf is mapSet of the n elements at(0), at(1), ….
+func mapSetOf(name, comment string, key []nftmodel.KeyPart, verdicts bool, n int, at func(int) *nftElement) *nftmodel.Set {
 	s := &nftmodel.Set{Name: name, Comment: comment, Key: key, Verdicts: verdicts}
-	s.Elements = make([]nftmodel.Element, 0, len(elems))
-	for i := range elems {
-		e := &elems[i]
-		if i > 0 && e.sameKey(&elems[i-1]) {
+	s.Elements = make([]nftmodel.Element, 0, n)
+	for i := range n {
+		e := at(i)
+		if i > 0 && e.sameKey(at(i-1)) {
 			if !e.addrOnly() {
 				last := &s.Elements[len(s.Elements)-1]
 				last.Dropped = append(last.Dropped, verdictOf(e.verdict))

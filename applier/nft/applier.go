@@ -28,6 +28,9 @@ type Applier struct {
 	// refused tells that the kernel refused the last batch: the next
 	// sync replaces the tables whole rather than trust a diff.
 	refused bool
+	// enc encodes models, reusing the encoding of the pieces that the
+	// last model shares with the next.
+	enc encodeCache
 }
 
 // Open connects to nftables in the network namespace nsFd (an open
@@ -48,7 +51,7 @@ func (a *Applier) Close() error { return a.k.Close() }
 
 // Plan compares want with the kernel's tables and returns what Apply
 // would change, without changing anything.
-func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) { return a.plan(Encode(m)) }
+func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) { return a.plan(a.enc.encode(m)) }
 
 // plan is Plan of an encoded ruleset.
 func (a *Applier) plan(want *Ruleset) (*Changes, error) {
@@ -65,7 +68,7 @@ func (a *Applier) plan(want *Ruleset) (*Changes, error) {
 // The kernel applies all of it or none; after a rejected batch the next
 // Apply replaces the tables whole. Afterwards what was written is read
 // back (see verifyWritten): a difference is an error.
-func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) { return a.apply(Encode(m)) }
+func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) { return a.apply(a.enc.encode(m)) }
 
 // apply is Apply of an encoded ruleset.
 func (a *Applier) apply(want *Ruleset) (*Changes, error) {
@@ -92,7 +95,7 @@ func (a *Applier) apply(want *Ruleset) (*Changes, error) {
 // of the change, not of the ruleset. Only the changed chains are read
 // back to verify. Without a last state it is Apply. A periodic Apply
 // finds and repairs drift.
-func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) { return a.update(Encode(m)) }
+func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) { return a.update(a.enc.encode(m)) }
 
 // update is Update of an encoded ruleset.
 func (a *Applier) update(want *Ruleset) (*Changes, error) {

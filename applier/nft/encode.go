@@ -12,30 +12,73 @@ import (
 // element encoded for netlink (nftmodel's encoding: what nft sends for the
 // model's text). Tables, chains and sets keep the model's order.
 func Encode(m *nftmodel.Ruleset) *Ruleset {
-	rs := &Ruleset{}
-	for _, mt := range m.Tables {
-		rs.Tables = append(rs.Tables, encodeTable(mt))
-	}
-	return rs
+	var c encodeCache
+	return c.encode(m)
 }
 
-// encodeTable encodes one table of a model.
-func encodeTable(mt *nftmodel.Table) *Table {
-	f := mt.Family
-	t := &Table{Family: f.TableFamily(), Name: mt.Name}
-	enc := nftmodel.NewEncoder(f)
+// encodeCache remembers the encoding of the last model: chains and sets
+// of the next model that are the same pointers (render.Memo reuses the
+// pieces of Services that did not change) are not encoded again, nor are
+// the elements a set shares with its last version, at its head and tail.
+// The work of encoding then follows the size of the change.
+type encodeCache struct {
+	enc    [3]*nftmodel.Encoder // by family; expressions shared across calls
+	chains map[*nftmodel.Chain]*Chain
+	sets   map[*nftmodel.Set]*Set
+	named  map[setID]lastSet // by table and name
+}
+
+// setID names a set of a table.
+type setID struct {
+	fam  nftmodel.Family
+	name string
+}
+
+// lastSet is the last version of a set, with its encoding.
+type lastSet struct {
+	m *nftmodel.Set
+	s *Set
+}
+
+// encode encodes m, reusing the last call's work, and keeps m's pieces
+// for the next call.
+func (c *encodeCache) encode(m *nftmodel.Ruleset) *Ruleset {
+	chains := make(map[*nftmodel.Chain]*Chain, len(c.chains))
+	sets := make(map[*nftmodel.Set]*Set, len(c.sets))
+	named := make(map[setID]lastSet, len(c.named))
+	rs := &Ruleset{}
 	var text []byte
-	for _, it := range mt.Items {
-		switch {
-		case it.Chain != nil:
-			ch := encodeChain(enc, f, it.Chain, &text)
-			t.chainSum += chainHash(ch, ch.Text)
-			t.Chains = append(t.Chains, ch)
-		case it.Set != nil:
-			t.Sets = append(t.Sets, encodeSet(f, it.Set, &text))
+	for _, mt := range m.Tables {
+		f := mt.Family
+		if c.enc[f] == nil {
+			c.enc[f] = nftmodel.NewEncoder(f)
 		}
+		t := &Table{Family: f.TableFamily(), Name: mt.Name}
+		for _, it := range mt.Items {
+			switch {
+			case it.Chain != nil:
+				ch := c.chains[it.Chain]
+				if ch == nil {
+					ch = encodeChain(c.enc[f], f, it.Chain, &text)
+				}
+				chains[it.Chain] = ch
+				t.chainSum += ch.hash
+				t.Chains = append(t.Chains, ch)
+			case it.Set != nil:
+				id := setID{f, it.Set.Name}
+				s := c.sets[it.Set]
+				if s == nil {
+					s = encodeSet(f, it.Set, c.named[id], &text)
+				}
+				sets[it.Set] = s
+				named[id] = lastSet{it.Set, s}
+				t.Sets = append(t.Sets, s)
+			}
+		}
+		rs.Tables = append(rs.Tables, t)
 	}
-	return t
+	c.chains, c.sets, c.named = chains, sets, named
+	return rs
 }
 
 // encodeChain encodes a chain; text is scratch space.
@@ -80,26 +123,66 @@ func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, t
 		}
 	}
 	ch.Text = string(*text)
+	ch.hash = chainHash(ch, ch.Text)
 	return ch
 }
 
-// encodeSet encodes a set with its elements; text is scratch space.
-func encodeSet(f nftmodel.Family, ms *nftmodel.Set, text *[]byte) *Set {
+// encodeSet encodes a set with its elements, reusing those at the head
+// and tail that equal its last version's (an interval set, whose lowest
+// element carries the leading end, is encoded whole); text is scratch
+// space.
+func (s *Set) encodeElements(f nftmodel.Family, ms *nftmodel.Set, last lastSet, text *[]byte) {
+	s.Elements = make([]Element, len(ms.Elements))
+	head, tail := 0, 0
+	if last.m != nil && !ms.Interval && last.m.Decl(f) == s.Decl {
+		old := last.m.Elements
+		for head < len(old) && head < len(ms.Elements) && sameElement(&old[head], &ms.Elements[head]) {
+			s.Elements[head] = last.s.Elements[head]
+			head++
+		}
+		for tail < len(old)-head && tail < len(ms.Elements)-head &&
+			sameElement(&old[len(old)-1-tail], &ms.Elements[len(ms.Elements)-1-tail]) {
+			s.Elements[len(ms.Elements)-1-tail] = last.s.Elements[len(old)-1-tail]
+			tail++
+		}
+	}
+	var all [][]nftables.SetElement
+	if ms.Interval {
+		all = ms.EncodeAll(f)
+	}
+	for i := head; i < len(ms.Elements)-tail; i++ {
+		e := &ms.Elements[i]
+		*text = ms.AppendElementText((*text)[:0], e)
+		var elems []nftables.SetElement
+		if all != nil {
+			elems = all[i]
+		} else {
+			elems = ms.Encode(f, e)
+		}
+		s.Elements[i] = Element{Text: string(*text), Elems: elems}
+	}
+	var h maphash.Hash
+	h.SetSeed(sumSeed)
+	for i := range s.Elements {
+		h.WriteString(s.Elements[i].Text)
+		h.WriteByte(0)
+	}
+	s.sum = h.Sum64()
+}
+
+// sameElement tells whether two elements of a set encode alike (their
+// notes and dropped duplicates are the file's only).
+func sameElement(a, b *nftmodel.Element) bool {
+	return a.Key == b.Key && a.Verdict == b.Verdict && a.To == b.To && a.Comment == b.Comment
+}
+
+// encodeSet encodes a set, reusing what it shares with its last version.
+func encodeSet(f nftmodel.Family, ms *nftmodel.Set, last lastSet, text *[]byte) *Set {
 	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: ms.Template(f)}
 	if ms.EndpointMod > 0 {
 		s.udata = typeofUserdata(f.TableFamily(), ms.EndpointMod)
 	}
-	var h maphash.Hash
-	h.SetSeed(sumSeed)
-	elems := ms.EncodeAll(f)
-	s.Elements = make([]Element, len(ms.Elements))
-	for i := range ms.Elements {
-		*text = ms.AppendElementText((*text)[:0], &ms.Elements[i])
-		s.Elements[i] = Element{Text: string(*text), Elems: elems[i]}
-		h.Write(*text)
-		h.WriteByte(0)
-	}
-	s.sum = h.Sum64()
+	s.encodeElements(f, ms, last, text)
 	return s
 }
 

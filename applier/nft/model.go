@@ -92,6 +92,8 @@ type Chain struct {
 	// Text is the chain's rule lines joined by "\n": a cheap way to tell
 	// that a chain did not change.
 	Text string
+
+	hash uint64 // chainHash
 }
 
 // BaseChain is the hook of a base chain.

@@ -738,9 +738,10 @@ func TestNFTablesParallelAffinity(t *testing.T) {
 	}
 }
 
-// BenchmarkNFTablesMemo renders, with one Memo, a 10,000-Service plan in
-// which one Service's endpoints change per iteration (an endpoint moves
-// to a new address), as `netspec watch` does after a one-file change.
+// BenchmarkNFTablesMemo builds, with one Memo, the model of a
+// 10,000-Service plan in which one Service's endpoints change per
+// iteration (an endpoint moves to a new address), as `netspec watch` does
+// after a one-file change.
 // shared: the plan shares every other Service with the last (a compiler
 // that reuses them); copied: every Service is a fresh copy.
 func BenchmarkNFTablesMemo(b *testing.B) {
@@ -749,11 +750,11 @@ func BenchmarkNFTablesMemo(b *testing.B) {
 		b.Run(map[bool]string{true: "shared", false: "copied"}[shared], func(b *testing.B) {
 			var m Memo
 			p := base
-			m.NFTables(p)
+			m.NFTablesModel(p)
 			next := netip.MustParseAddr("10.247.0.1")
 			b.ReportAllocs()
 			b.ResetTimer()
-			var size int
+			var items int
 			for i := range b.N {
 				b.StopTimer()
 				k := i * 7919 % len(p.Services)
@@ -771,9 +772,9 @@ func BenchmarkNFTablesMemo(b *testing.B) {
 					q = nftClone(p)
 				}
 				b.StartTimer()
-				size = len(m.NFTables(q))
+				items = len(m.NFTablesModel(q).Tables[0].Items)
 			}
-			b.ReportMetric(float64(size), "bytes")
+			b.ReportMetric(float64(items), "items")
 		})
 	}
 }

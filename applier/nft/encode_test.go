@@ -9,6 +9,7 @@ import (
 	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // withEndpointPort returns a copy of p in which every endpoint of the
@@ -110,5 +111,26 @@ func compareEncoded(t *testing.T, step int, what string, got, want *Ruleset) {
 				t.Fatalf("step %d (%s): set %s differs from a fresh encoding", step, what, ws.Name)
 			}
 		}
+	}
+}
+
+// BenchmarkEncodeChange encodes, with one cache, the model of a
+// 10,000-Service plan (render.Memo) in which one Service's endpoints
+// change per iteration, as the daemon's Update does after a one-file
+// change.
+func BenchmarkEncodeChange(b *testing.B) {
+	p := genplan.Plan(b, 10000, "node-1")
+	var memo render.Memo
+	var c encodeCache
+	c.encode(memo.NFTablesModel(p))
+	models := make([]*nftmodel.Ruleset, 2)
+	for i := range models {
+		p = withEndpointPort(p, 100+i)
+		models[i] = memo.NFTablesModel(p)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		c.encode(models[i%2])
 	}
 }

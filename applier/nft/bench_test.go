@@ -113,8 +113,9 @@ var cache struct {
 	rulesets map[int]*rendered
 }
 
-// rendered is a plan's ruleset as a model and as text.
+// rendered is a plan's ruleset as a model and as text, with the plan.
 type rendered struct {
+	p    *plan.Plan
 	text []byte
 	rs   *nftmodel.Ruleset
 }
@@ -140,7 +141,7 @@ func compilePlan(tb testing.TB, n int) *plan.Plan {
 func renderPlan(tb testing.TB, p *plan.Plan) *rendered {
 	tb.Helper()
 	rs := render.NFTablesModel(p)
-	return &rendered{text: rs.Text(), rs: rs}
+	return &rendered{p: p, text: rs.Text(), rs: rs}
 }
 
 // benchRuleset is the rendered ruleset of compilePlan(n), cached.
@@ -294,15 +295,20 @@ func BenchmarkNFTFile(b *testing.B) {
 
 // benchUpdate installs base (untimed), then times Updates alternating
 // between other and base, and reports the mean netlink messages and
-// bytes of one Update.
+// bytes of one Update. The two models are built by one render.Memo, as a
+// daemon's successive models are: they share the chains and sets of the
+// Services that did not change, which Update does not encode again.
 func benchUpdate(b *testing.B, base, other *rendered) {
 	b.Helper()
 	_, fd := benchNetns(b)
 	a := openApplier(b, fd)
-	if _, err := a.Apply(base.rs); err != nil {
+	var memo render.Memo
+	baseM := memo.NFTablesModel(base.p)
+	otherM := memo.NFTablesModel(other.p)
+	if _, err := a.Apply(baseM); err != nil {
 		b.Fatal(err)
 	}
-	want := []*rendered{other, base}
+	want := []*rendered{{rs: otherM}, {rs: baseM}}
 	var ops, bytes, i int
 	runtime.GC() // not the garbage of compiling and installing
 	for b.Loop() {

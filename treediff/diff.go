@@ -33,7 +33,7 @@ const (
 // sorted.
 type PlanDiff struct {
 	// Nodes are every node of either side, by name, with their own changes
-	// and the data-plane estimate.
+	// and their data-plane changes.
 	Nodes []NodeDiff `json:"nodes"`
 	// Cluster lists changes of the cluster-wide settings.
 	Cluster  []FieldChange `json:"cluster,omitempty"`
@@ -44,7 +44,7 @@ type PlanDiff struct {
 
 // NodeDiff is one node: added (only in the new tree), removed (only in the
 // old one) or in both, with the changes of its own settings and the
-// estimated data-plane changes.
+// data-plane changes (DataPlaneChanges).
 type NodeDiff struct {
 	Name      string           `json:"name"`
 	Change    string           `json:"change,omitempty"` // added, removed, or "" when in both trees

@@ -9,8 +9,8 @@ import (
 // verdict, a vmap, reject).
 type Rule []Stmt
 
-// Stmt is a statement of a rule: one of the types of this package (Match,
-// Lookup, VMap, AddrMatch, ProtoMatch, FibLocal, CtMatch, MarkMatch,
+// Stmt is a statement of a rule: one of the types of this package
+// (Lookup, VMap, AddrMatch, ProtoMatch, FibLocal, CtMatch, MarkMatch,
 // NumgenMatch, MarkSet, Update, DNAT, DNATMap, Masquerade, Reject,
 // Verdict). The set is closed: a statement prints itself and encodes
 // itself, and nothing else needs to know its form.

@@ -339,7 +339,11 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		if k == len(nftMaps) {
 			compare = compareHairpin
 		}
-		if len(mt.del[k]) > 0 || len(mt.add[k]) > 0 || mt.sets[k] == nil {
+		switch {
+		case mt.sets[k] != nil && mt.swap(k, compare):
+			// The same elements left and came back (a Service changed in
+			// what the list does not hold): the set stays as it is.
+		case len(mt.del[k]) > 0 || len(mt.add[k]) > 0 || mt.sets[k] == nil:
 			mt.lists[k], mt.spare[k] = patchLines(mt.spare[k][:0], mt.lists[k], mt.del[k], mt.add[k], compare), mt.lists[k]
 			if set := mt.listSet(k); mt.sets[k] == nil || !sameElements(mt.sets[k].Elements, set.Elements) {
 				mt.sets[k] = set
@@ -532,6 +536,39 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 		wg.Go(func() { write(part) })
 	}
 	wg.Wait()
+}
+
+// swap tells whether the elements that leave list k (del) and those that
+// come (add) are equal, one for one; if so the list takes the new ones in
+// place of the old, in O(changes · log n), and its set need not change.
+func (mt *memoTable) swap(k int, compare func(a, b *nftElement) int) bool {
+	del, add := mt.del[k], mt.add[k]
+	if len(del) != len(add) {
+		return false
+	}
+	slices.SortFunc(del, compare)
+	slices.SortFunc(add, func(a, b memoLine) int { return compare(a.e, b.e) })
+	for i := range del {
+		if compare(del[i], add[i].e) != 0 {
+			return false
+		}
+	}
+	list := mt.lists[k]
+	at := make([]int, len(del))
+	for i, e := range del {
+		j, _ := slices.BinarySearchFunc(list, e, func(l memoLine, e *nftElement) int { return compare(l.e, e) })
+		for j < len(list) && list[j].e != e && compare(list[j].e, e) == 0 {
+			j++
+		}
+		if j == len(list) || list[j].e != e {
+			return false
+		}
+		at[i] = j
+	}
+	for i, j := range at {
+		list[j].e = add[i].e
+	}
+	return true
 }
 
 // listSet is the set or map of list k (mapSet, hairpinSet).

@@ -70,7 +70,7 @@ func benchInt(t *testing.T, name string, def int) int {
 type syncRec struct {
 	at        time.Time // when it was logged: the node holds the plan
 	reason    string
-	took      time.Duration // the apply: render, parse, kernel, state dir
+	took      time.Duration // the apply: render, kernel, state dir
 	validated int64         // files validated (not from the cache)
 	// programming is the watcher's network programming latency: from
 	// its first file event to the kernel updated (before the state dir).
@@ -303,7 +303,7 @@ func histogram(t *testing.T, w *Watcher, name string) (count uint64, sum float64
 //
 // with the parts of the time: notify (t0 → the watcher's first file
 // event), debounce+load (→ the apply starts: the debounce timer, rescan,
-// reading, validating and compiling the tree) and apply (render, parse,
+// reading, validating and compiling the tree) and apply (render,
 // kernel update, state dir). The first change of each run is checked
 // against the kernel by polling `nft list map` in the namespace.
 func TestWatchLatency(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/ipvsmodel"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // DefaultStateDir is where a node keeps its zone files, env files and the
@@ -51,10 +52,12 @@ type Options struct {
 	// other kernel state: no IPVS leftovers are looked for and no
 	// conntrack entries deleted.
 	NFTables nft.Kernel
-	// Incremental makes the Node remember what it rendered last, so that
-	// a daemon's next plan, which differs in a few Services, renders in
-	// a few milliseconds (render.Memo). A one-shot apply leaves it off:
-	// the first rendering with a memo costs more than a plain one.
+	// Incremental makes the Node remember the model it rendered last, so
+	// that a daemon's next plan, which differs in a few Services, renders
+	// in a few milliseconds and shares the unchanged chains and sets with
+	// the last model, which the applier then does not encode again
+	// (render.Memo). A one-shot apply leaves it off: the first rendering
+	// with a memo costs more than a plain one.
 	Incremental bool
 }
 
@@ -90,13 +93,9 @@ type Node struct {
 	ipvs *ipvs.Applier // with Options.IPVS
 	dir  *state.Dir
 	last *plan.Plan
-	// parser remembers the blocks of the last ruleset parsed: a daemon's
-	// next ruleset differs in a few of them. Node's methods run one at a
-	// time, as the parser needs.
-	parser nft.Parser
-	// render remembers what the last ruleset was rendered from: a
-	// daemon's next plan differs in a few Services (render.Memo; nil
-	// without Options.Incremental).
+	// render remembers what the last model was built from: a daemon's
+	// next plan differs in a few Services (render.Memo; nil without
+	// Options.Incremental).
 	render *render.Memo
 }
 
@@ -208,7 +207,7 @@ func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
 
 // desired renders p: the ruleset for the kernel (nil with NoDataplane),
 // the IPVS table (with Options.IPVS) and the files for the state dir.
-func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvsmodel.Table, map[string][]byte, error) {
+func (n *Node) desired(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, map[string][]byte, error) {
 	rs, table, err := n.desiredKernel(p)
 	if err != nil {
 		return nil, nil, nil, err
@@ -223,22 +222,19 @@ func (n *Node) desired(p *plan.Plan) (*nft.Ruleset, *ipvsmodel.Table, map[string
 // desiredKernel renders what the kernel is programmed from: the ruleset
 // (nil with NoDataplane) and the IPVS table (with Options.IPVS). It reads
 // only the plan's Node, Cluster and Services.
-func (n *Node) desiredKernel(p *plan.Plan) (*nft.Ruleset, *ipvsmodel.Table, error) {
+func (n *Node) desiredKernel(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, error) {
 	if n.nft == nil {
 		return nil, nil, nil
 	}
-	dp := render.DataplaneNFTables
 	if n.opts.IPVS {
-		dp = render.DataplaneIPVS
+		return n.desiredIPVS(p)
 	}
-	files, err := n.render.KernelFiles(p, dp, n.opts.IPVSScheduler)
-	if err != nil {
-		return nil, nil, err
-	}
-	rs, err := n.parser.Parse(files[state.RulesetFile])
-	if err != nil {
-		return nil, nil, fmt.Errorf("rendered ruleset: %w", err)
-	}
+	return n.render.NFTablesModel(p), nil, nil
+}
+
+// desiredIPVS is desiredKernel of the IPVS data plane.
+func (n *Node) desiredIPVS(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, error) {
+	rs := render.NFTablesIPVSModel(p)
 	var t *ipvsmodel.Table
 	if n.ipvs != nil {
 		t = render.IPVSTable(p, n.opts.IPVSScheduler)

@@ -40,6 +40,7 @@ import (
 	"netspec.dev/netspec/internal/treecheck"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 	"netspec.dev/netspec/schema"
 )
 
@@ -71,7 +72,7 @@ func benchInt(t *testing.T, name string, def int) int {
 type syncRec struct {
 	at        time.Time // when it was logged: the node holds the plan
 	reason    string
-	took      time.Duration // the apply: render, parse, kernel, state dir
+	took      time.Duration // the apply: render, kernel, state dir
 	validated int64         // files validated (not from the cache)
 	// programming is the watcher's network programming latency: from
 	// its first file event to the kernel updated (before the state dir).
@@ -310,7 +311,7 @@ func histogram(t *testing.T, w *Watcher, name string) (count uint64, sum float64
 //
 // with the parts of the time: notify (t0 → the watcher's first file
 // event), debounce+load (→ the apply starts: the debounce timer, rescan,
-// reading, validating and compiling the tree) and apply (render, parse,
+// reading, validating and compiling the tree) and apply (render,
 // kernel update, state dir). The first change of each run is checked
 // against the kernel by polling `nft list map` in the namespace.
 func TestWatchLatency(t *testing.T) {
@@ -435,27 +436,26 @@ func crossCheck(t *testing.T, rec *recorder, ns *testnet.NS, ed *editor, k int) 
 
 // stageNames name the stages of one reload that a reloader times, in
 // order.
-var stageNames = [...]string{"rescan", "schema_load", "treecheck", "compile", "compare", "render", "parse", "kernel", "finish", "state_dir"}
+var stageNames = [...]string{"rescan", "schema_load", "treecheck", "compile", "compare", "render", "kernel", "finish", "state_dir"}
 
 // reloader runs the parts of one reload outside the watcher, in the
 // watcher's order, timing each (stageNames): the rescan of the tree's
 // directories, reading and validating it (cache and stat memo), the lock
 // and tree checks, compiling the Services, comparing them with the last
-// plan's, rendering and parsing (warm Parser) the ruleset, the kernel
-// update; then, after the kernel, finishing the plan (DNS records, env
+// plan's, rendering the ruleset's model, the kernel update (which encodes
+// the model); then, after the kernel, finishing the plan (DNS records, env
 // files) with rendering the state dir's zone and env files and the plan's
 // delta, and writing them (state.Dir.ApplyRecord, as applier.Node does).
 type reloader struct {
 	tree   string
-	kernel func(*nft.Ruleset) error // the kernel update; nil: none
+	kernel func(*nftmodel.Ruleset) error // the kernel update; nil: none
 	// files writes the state dir; nil: none.
-	files  func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error
-	mem    *cache.Memory
-	stats  schema.StatCache
-	parser nft.Parser
-	memo   *compiler.Memo
-	last   *plan.Plan // the previous plan
-	// render renders the ruleset, reusing the last rendering (render.Memo).
+	files func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error
+	mem   *cache.Memory
+	stats schema.StatCache
+	memo  *compiler.Memo
+	last  *plan.Plan // the previous plan
+	// render builds the ruleset's model, reusing the last one (render.Memo).
 	render render.Memo
 	// changed are the paths changed since the last once, as the watcher's
 	// events name them: once then neither rescans nor walks the tree, as
@@ -501,22 +501,14 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 		tb.Fatal("the change did not change the plan's Services")
 	}
 	lap(4)
-	kfiles, err := r.render.KernelFiles(st.Plan, render.DataplaneNFTables, "")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	rs := r.render.NFTablesModel(st.Plan)
 	lap(5)
-	rs, err := r.parser.Parse(kfiles["nftables.nft"])
-	if err != nil {
-		tb.Fatal(err)
-	}
-	lap(6)
 	if r.kernel != nil {
 		if err := r.kernel(rs); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	lap(7)
+	lap(6)
 	prev := r.last
 	r.last = st.Finish()
 	files, err := render.ZoneEnvFiles(r.last)
@@ -530,13 +522,13 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 		}
 	}
 	p := r.last
-	lap(8)
+	lap(7)
 	if r.files != nil {
 		if err := r.files(files, delta, func() ([]byte, error) { return render.PlanJSON(p) }); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	lap(9)
+	lap(8)
 	return times
 }
 
@@ -558,7 +550,7 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 		t.Fatal(err)
 	}
 	r := newReloader(tree)
-	r.kernel = func(rs *nft.Ruleset) error { _, err := a.Update(rs); return err }
+	r.kernel = func(rs *nftmodel.Ruleset) error { _, err := a.Update(rs); return err }
 	r.files = func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error {
 		_, err := dir.ApplyRecord(files, delta, full)
 		return err

@@ -1,5 +1,7 @@
-// Package render turns a compiled Plan into the text artifacts that are
-// committed and reviewed: the nftables ruleset, DNS zone files, service
+// Package render turns a compiled Plan into the artifacts that are
+// committed and reviewed: the nftables ruleset, which it builds as a model
+// (package nftmodel, NFTablesModel and NFTablesIPVSModel) that the applier
+// installs and prints as nftables.nft; DNS zone files, service
 // environment files and plan.json; with the IPVS data plane, the IPVS
 // table, which it builds as a model (package ipvsmodel, IPVSTable) that the
 // applier installs and prints as ipvs.txt; and a plan.Delta as the line a

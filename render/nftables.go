@@ -5,14 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"net/netip"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // The shape of the ruleset follows kube-proxy's nftables mode (see
@@ -80,30 +79,21 @@ import (
 //	set affinity-HASH8-...__ip/port    ClientIP affinity, one per endpoint
 //	map endpoints-XX                   endpoints of the picks whose chain name hashes to XX
 //
-// Rendering is on the path of every apply and plans reach tens of thousands
-// of endpoints, so the text is appended to byte slices (no fmt), every name
-// is computed once, and scratch space is reused from port to port. Each
-// table takes two passes over its service ports (see nftTable), so that the
-// maps, which gather elements from every port, are written before the
-// ports' chains without holding those chains in a second buffer.
+// render builds the ruleset as a model (package nftmodel, NFTablesModel):
+// the applier installs the model and NFTables prints it. Rendering is on
+// the path of every apply and plans reach tens of thousands of endpoints,
+// so every name is computed once and scratch space is reused from port to
+// port. Each table takes two passes over its service ports (see nftTable):
+// the first gathers the maps' elements from every port, the second builds
+// the ports' sets and chains.
 
 const (
-	// masqueradeMark is the packet mark bit that asks nat-postrouting to
-	// masquerade, as kube-proxy's default (--masquerade-bit 14).
-	masqueradeMark = "0x4000"
-
 	// nftNameMax is the longest chain or set name the kernel takes:
 	// NFT_CHAIN_MAXNAMELEN and NFT_SET_MAXNAMELEN are 256 with the NUL.
 	nftNameMax = 255
 
 	rejectVerdict = "goto reject-chain"
 	dropVerdict   = "drop"
-
-	// markMasquerade asks nat-postrouting to masquerade. It is a statement,
-	// not a jump to a chain (kube-proxy's mark-for-masquerade): a commit
-	// that adds a jump or goto makes the kernel re-validate the whole
-	// table, and service chains are rewritten whenever endpoints change.
-	markMasquerade = "meta mark set meta mark | " + masqueradeMark
 )
 
 // nftFamily is one of the two tables.
@@ -112,12 +102,13 @@ type nftFamily struct {
 	addrType string                // set key type
 	label    string                // for comments
 	is       func(netip.Addr) bool // of a normalized address (normAddr)
-	loopback string                // node ports are not served on loopback
+	loopback netip.Prefix          // node ports are not served on loopback
+	model    nftmodel.Family
 }
 
 var nftFamilies = [...]nftFamily{
-	{table: "ip", addrType: "ipv4_addr", label: "IPv4", is: netip.Addr.Is4, loopback: "127.0.0.0/8"},
-	{table: "ip6", addrType: "ipv6_addr", label: "IPv6", is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }, loopback: "::1"},
+	{table: "ip", addrType: "ipv4_addr", label: "IPv4", is: netip.Addr.Is4, loopback: netip.MustParsePrefix("127.0.0.0/8"), model: nftmodel.IPv4},
+	{table: "ip6", addrType: "ipv6_addr", label: "IPv6", is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }, loopback: netip.MustParsePrefix("::1/128"), model: nftmodel.IPv6},
 }
 
 // NFTables renders the Plan as an nftables ruleset for `nft -f`. The file
@@ -128,26 +119,8 @@ var nftFamilies = [...]nftFamily{
 // that loading the file always converges. The output is byte-identical for
 // equal Plans: everything is sorted and no name depends on an index.
 func NFTables(p *plan.Plan) []byte {
-	if p == nil {
-		p = &plan.Plan{}
-	}
-	tables := make([]*nftTable, len(nftFamilies))
-	size := 256 + len(p.Node.Name)
-	for i, fam := range nftFamilies {
-		tables[i] = newNFTTable(p, fam)
-		size += tables[i].sizeHint()
-	}
-	b := make([]byte, 0, size)
-	b = append(b, "# nftables ruleset of node "...)
-	b = appendCommentText(b, p.Node.Name)
-	b = append(b, ", rendered by netspec: do not edit.\n"...)
-	b = append(b, "# `nft -f` replaces the tables ip netspec and ip6 netspec in one transaction\n"...)
-	b = append(b, "# and touches no other table.\n"...)
-	for _, t := range tables {
-		b = append(b, '\n')
-		b = t.appendTo(b)
-	}
-	return b
+	rs, size := nftablesModel(p)
+	return rs.AppendText(make([]byte, 0, size))
 }
 
 // nftElement is one map element.
@@ -157,21 +130,6 @@ type nftElement struct {
 	port    uint16
 	verdict string
 	comment string
-}
-
-// appendKey appends the element's key: "addr . proto . port",
-// "proto . port" for node ports, or "addr" for the set cluster-ips.
-func (e *nftElement) appendKey(b []byte) []byte {
-	if e.addr.IsValid() {
-		b = e.addr.AppendTo(b)
-		if e.addrOnly() {
-			return b
-		}
-		b = append(b, " . "...)
-	}
-	b = append(b, e.proto...)
-	b = append(b, " . "...)
-	return strconv.AppendUint(b, uint64(e.port), 10)
 }
 
 // addrOnly tells whether e is an element of a set of addresses
@@ -224,8 +182,6 @@ type nftTable struct {
 	count      int // service ports when ports is not filled (a Memo's table)
 	endpoints  int // of all families, in ports
 	podCIDRs   []netip.Prefix
-	podMatch   string // podMatch(podCIDRs), "" without pod CIDRs
-	masquerade string // the verdict that masquerades traffic to a cluster IP
 	nodeIPs    []netip.Addr
 	services   []nftElement
 	nodePort   []nftElement
@@ -243,7 +199,6 @@ type nftTable struct {
 	// the node's local addresses inside them.
 	nodePortAddrs []netip.Prefix
 	nodePortCIDRs bool
-	nodePortMatch string       // the match of traffic to a node-port address
 	hairpin       []netip.Addr // every endpoint address, sorted, once
 	picks         []*nftPick   // chains that pick through endpoint maps, by bucket and slot
 	// pickOf finds a chain's pick; nil in a Memo's tables, whose ports
@@ -332,15 +287,10 @@ func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
 }
 
 // setup sets what the whole table derives from the plan's cluster and
-// node: the pod CIDRs and their match, and the node's addresses.
+// node: the pod CIDRs and the node's addresses.
 func (t *nftTable) setup(p *plan.Plan) {
 	fam := t.fam
 	t.podCIDRs = familyPrefixes(p.Cluster.PodCIDRs, fam)
-	t.masquerade = markMasquerade
-	if len(t.podCIDRs) > 0 {
-		t.podMatch = podMatch(t.podCIDRs)
-		t.masquerade = fam.table + " saddr != " + t.podMatch + " " + markMasquerade
-	}
 	for _, ip := range p.Node.IPs {
 		if ip = normAddr(ip); fam.is(ip) {
 			t.nodeIPs = append(t.nodeIPs, ip)
@@ -349,12 +299,7 @@ func (t *nftTable) setup(p *plan.Plan) {
 	t.serviceCIDRs = familyPrefixes(p.Cluster.ServiceCIDRs, fam)
 	t.nodePortAddrs = familyPrefixes(p.Cluster.NodePortAddresses, fam)
 	t.nodePortCIDRs = len(t.nodePortAddrs) > 0
-	t.nodePortMatch = fam.table + " daddr @nodeport-ips"
-	if t.nodePortCIDRs {
-		// kube-proxy's --nodeport-addresses: the local addresses inside
-		// the CIDRs, never loopback.
-		t.nodePortMatch = "fib daddr type local " + fam.table + " daddr != " + fam.loopback + " " + t.nodePortMatch
-	} else {
+	if !t.nodePortCIDRs {
 		for _, ip := range t.nodeIPs {
 			t.nodePortAddrs = append(t.nodePortAddrs, netip.PrefixFrom(ip, ip.BitLen()))
 		}
@@ -691,196 +636,6 @@ func nameAffinity(v *nftPortView, ep *nftEndpoint) nftEndpoint {
 	return named
 }
 
-// appendGroup appends the section of a service port: its affinity sets,
-// then its chains. A port without chains has no section.
-func (t *nftTable) appendGroup(b []byte, v *nftPortView) []byte {
-	if v.serviceChain == "" && v.externalChain == "" && v.firewallChain == "" && len(v.all) == 0 {
-		return b
-	}
-	t.describe(v)
-	fam, svc := t.fam, v.svc
-	affinity := svc.AffinitySeconds > 0
-
-	b = append(b, "\n\t# Service "...)
-	start := len(b)
-	b = append(b, v.desc...)
-	b = fixCommentText(b, start, v.descClean)
-	b = append(b, ".\n"...)
-
-	if affinity {
-		for i := range v.all {
-			ep := &v.all[i]
-			b, start = openComment(b)
-			b = append(b, "affinity "...)
-			b = append(b, v.desc...)
-			b = append(b, ": clients sent to "...)
-			b = ep.addr.AppendTo(b)
-			b = append(b, " in the last "...)
-			b = strconv.AppendInt(b, int64(svc.AffinitySeconds), 10)
-			b = append(b, 's')
-			b = closeComment(b, start, v.descClean)
-			b = append(b, "\tset "...)
-			b = append(b, ep.affinity...)
-			b = append(b, " {\n\t\ttype "...)
-			b = append(b, fam.addrType...)
-			b = append(b, "\n\t\tflags dynamic,timeout\n\t\ttimeout "...)
-			b = strconv.AppendInt(b, int64(svc.AffinitySeconds), 10)
-			b = append(b, "s\n\t}\n"...)
-		}
-	}
-
-	// Internal traffic: the cluster IPs.
-	if v.serviceChain != "" {
-		b, start = openComment(b)
-		b = append(b, "service "...)
-		b = append(b, v.desc...)
-		b = append(b, ": traffic to the cluster IP, picks "...)
-		b = appendCountEndpoints(b, len(v.cluster), "")
-		b = closeComment(b, start, v.descClean)
-		b = openChain(b, v.serviceChain)
-		// Unlike kube-proxy, the chain has no masquerade rule: the
-		// services chain marks traffic to every cluster IP with port in
-		// the set cluster-frontends (the elements of service-ips that
-		// lead to service chains) from outside the pods, and the external
-		// chains that go here have marked the packet or pass pod traffic
-		// only. A rule less per service: a full sync is faster in the
-		// kernel, and a commit that adds a service re-validates less.
-		b = t.appendPick(b, v, v.serviceChain, v.cluster, affinity)
-		b = closeChain(b)
-	}
-
-	// External traffic: external IPs, LoadBalancer IPs and the node port.
-	if v.externalChain != "" {
-		b = t.appendExternalChains(b, v)
-	}
-
-	// loadBalancerSourceRanges: checked before DNAT, whatever the endpoints.
-	if v.firewallChain != "" {
-		b = t.appendFirewallChain(b, v)
-	}
-
-	return b
-}
-
-// appendExternalChains appends the external chain of a port and, under
-// policy Local with local endpoints, its local chain.
-func (t *nftTable) appendExternalChains(b []byte, v *nftPortView) []byte {
-	svc := v.svc
-	affinity := svc.AffinitySeconds > 0
-	b, start := openComment(b)
-	b = append(b, "external "...)
-	b = append(b, v.desc...)
-	b = append(b, ": traffic to "...)
-	b = appendExternalFrontends(b, len(v.externalIPs), len(v.lbIPs), v.port.NodePort)
-	switch {
-	case svc.ExternalLocal:
-		b = append(b, ", policy Local: "...)
-		if v.shortCircuit() {
-			if len(t.podCIDRs) > 0 {
-				b = append(b, "pods and the node (masqueraded) go to the service chain, "...)
-			} else {
-				b = append(b, "the node (masqueraded) goes to the service chain, "...)
-			}
-		}
-		if len(v.external) > 0 {
-			b = append(b, "the rest to the local chain"...)
-		} else {
-			b = append(b, "the rest is dropped (no local endpoint)"...)
-		}
-		b = closeComment(b, start, v.descClean)
-		b = openChain(b, v.externalChain)
-		if v.shortCircuit() {
-			if len(t.podCIDRs) > 0 {
-				b = appendRule(b, t.fam.table, " saddr ", t.podMatch, " goto ", v.serviceChain)
-			}
-			b = appendRule(b, "fib saddr type local ", markMasquerade)
-			b = appendRule(b, "fib saddr type local goto ", v.serviceChain)
-		}
-		if len(v.external) > 0 {
-			b = appendRule(b, "goto ", v.localChain)
-		}
-	case !v.externalPicks():
-		b = append(b, ", policy Cluster: masquerade, then as the service chain"...)
-		b = closeComment(b, start, v.descClean)
-		b = openChain(b, v.externalChain)
-		b = appendRule(b, markMasquerade)
-		b = appendRule(b, "goto ", v.serviceChain)
-	default:
-		b = append(b, ", policy Cluster: masquerade, then picks "...)
-		b = appendCountEndpoints(b, len(v.external), "")
-		b = closeComment(b, start, v.descClean)
-		b = openChain(b, v.externalChain)
-		b = appendRule(b, markMasquerade)
-		b = t.appendPick(b, v, v.externalChain, v.external, affinity)
-	}
-	b = closeChain(b)
-
-	if v.localChain != "" {
-		b, start = openComment(b)
-		b = append(b, "local "...)
-		b = append(b, v.desc...)
-		b = append(b, ": external traffic under policy Local, picks "...)
-		b = appendCountEndpoints(b, len(v.external), "local ")
-		b = closeComment(b, start, v.descClean)
-		b = openChain(b, v.localChain)
-		b = t.appendPick(b, v, v.localChain, v.external, affinity)
-		b = closeChain(b)
-	}
-	return b
-}
-
-// appendFirewallChain appends the chain that applies a port's
-// loadBalancerSourceRanges.
-func (t *nftTable) appendFirewallChain(b []byte, v *nftPortView) []byte {
-	fam := t.fam
-	ranges := familyPrefixes(v.svc.SourceRanges, fam)
-	b, start := openComment(b)
-	b = append(b, "firewall "...)
-	b = append(b, v.desc...)
-	if len(ranges) == 0 {
-		// Ranges were given for the other family only: none of this
-		// family is allowed (fail closed).
-		b = append(b, ": loadBalancerSourceRanges hold no "...)
-		b = append(b, fam.label...)
-		b = append(b, " range, so no "...)
-		b = append(b, fam.label...)
-		b = append(b, " client may reach the LoadBalancer IPs"...)
-		b = closeComment(b, start, v.descClean)
-		b = openChain(b, v.firewallChain)
-		b = appendRule(b, dropVerdict)
-		return closeChain(b)
-	}
-	b = append(b, ": only loadBalancerSourceRanges may reach the LoadBalancer IPs"...)
-	b = closeComment(b, start, v.descClean)
-	b = openChain(b, v.firewallChain)
-	allowed := slices.Clone(ranges)
-	// A node in the ranges may reach the LB IPs through a local route that
-	// loops back with the LB IP as source (kube-proxy).
-	if slices.ContainsFunc(t.nodeIPs, func(a netip.Addr) bool {
-		return slices.ContainsFunc(ranges, func(r netip.Prefix) bool { return r.Contains(a) })
-	}) {
-		for _, a := range v.lbIPs {
-			allowed = append(allowed, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	b = append(b, "\t\t"...)
-	b = append(b, fam.table...)
-	b = append(b, " saddr != "...)
-	b = appendPrefixSet(b, allowed, true)
-	b = append(b, " drop\n"...)
-	return closeChain(b)
-}
-
-// appendPick appends what sends a packet of chain to one of eps: the rule
-// that looks its endpoint up in an endpoint map (picks.go), or the rules
-// of appendPickRules.
-func (t *nftTable) appendPick(b []byte, v *nftPortView, chain string, eps []nftEndpoint, affinity bool) []byte {
-	if p := t.lookupPick(v.nftPort, chain); p != nil {
-		return appendMapPick(b, t.fam, v.proto, p)
-	}
-	return appendPickRules(b, t.fam, v.proto, eps, affinity)
-}
-
 // lookupPick finds the pick of a chain of sp: in the table's index, or
 // without one (a Memo's table) among the port's own picks.
 func (t *nftTable) lookupPick(sp *nftPort, chain string) *nftPick {
@@ -895,122 +650,15 @@ func (t *nftTable) lookupPick(sp *nftPort, chain string) *nftPick {
 	return nil
 }
 
-// appendPickRules appends the rules that send a packet to one of eps: first
-// to the endpoint its client stuck to (affinity), else at random. Rule i
-// is taken with probability 1/(k-i) of what reaches it, so each endpoint
-// gets 1/k. Each rule DNATs itself rather than going to a chain per
-// endpoint (kube-proxy's shape): rewriting a service chain when its
-// endpoints change then adds no goto, and the kernel does not re-validate
-// the whole table.
-func appendPickRules(b []byte, fam nftFamily, proto string, eps []nftEndpoint, affinity bool) []byte {
-	if affinity {
-		for i := range eps {
-			b = append(b, "\t\t"...)
-			b = append(b, fam.table...)
-			b = append(b, " saddr @"...)
-			b = append(b, eps[i].affinity...)
-			b = append(b, ' ')
-			b = appendDNAT(b, fam, proto, &eps[i])
-		}
-	}
-	for i := range eps {
-		b = append(b, "\t\t"...)
-		if left := len(eps) - i; left > 1 {
-			b = append(b, "numgen random mod "...)
-			b = strconv.AppendInt(b, int64(left), 10)
-			b = append(b, " == 0 "...)
-		}
-		b = appendDNAT(b, fam, proto, &eps[i])
-	}
-	return b
-}
-
-// appendDNAT appends the statements that send a packet to ep, refreshing
-// the client's affinity first when ep has an affinity set, and ends the
-// line.
-func appendDNAT(b []byte, fam nftFamily, proto string, ep *nftEndpoint) []byte {
-	if ep.affinity != "" {
-		b = append(b, "update @"...)
-		b = append(b, ep.affinity...)
-		b = append(b, " { "...)
-		b = append(b, fam.table...)
-		b = append(b, " saddr } "...)
-	}
-	b = append(b, "meta l4proto "...)
-	b = append(b, proto...)
-	b = append(b, " dnat to "...)
-	b = ep.addr.AppendTo(b)
-	return append(b, '\n')
-}
-
-// appendTo appends the table.
-func (t *nftTable) appendTo(b []byte) []byte {
-	b = t.appendDispatch(b)
-	for i, m := range t.maps() {
-		b = appendMapOpen(b, t.fam, i, len(*m) > 0)
-		b = appendElements(b, *m)
-		b = appendMapClose(b, len(*m) > 0)
-	}
-	b = appendHairpinOpen(b, t.fam, len(t.hairpin) > 0)
-	for _, a := range t.hairpin {
-		b = appendHairpinElement(b, a)
-	}
-	b = appendMapClose(b, len(t.hairpin) > 0)
-	b = t.appendPodCIDRs(b)
-	b = t.appendNodePortIPs(b)
-
-	b = t.appendPickMaps(b)
-
-	b = t.appendGroups(b)
-	return append(b, "}\n"...)
-}
-
 // appendDispatch appends the start of the table: its head, base chains and
 // dispatch chains, up to its maps.
 func (t *nftTable) appendDispatch(b []byte) []byte {
-	fam := t.fam
-	b = t.appendTableHead(b, "", []baseChain{
-		{"nat-prerouting", "type nat hook prerouting priority dstnat", []string{"jump services"}},
-		{"nat-output", "type nat hook output priority -100", []string{"jump services"}},
-		{"filter-prerouting-pre-dnat", hookPreroutingPreDNAT, []string{"ct state new jump firewall-check", "ct state new jump service-endpoints-check"}},
-		{"filter-output-pre-dnat", hookOutputPreDNAT, []string{"ct state new jump service-endpoints-check"}},
-		{"filter-prerouting-post-dnat", hookPreroutingPostDNAT, []string{"ct state new jump cluster-ips-check"}},
-		{"filter-output-post-dnat", hookOutputPostDNAT, []string{"ct state new jump cluster-ips-check"}},
-	})
-
-	b = append(b, "\n\t# Dispatch.\n"...)
-	vmap := fam.table + " daddr . meta l4proto . th dport vmap @"
-	nodePorts := t.nodePortMatch + " meta l4proto . th dport vmap @"
-	b = appendChain(b, "services", "services: marks traffic to a cluster IP from outside the pods for masquerade; frontend address and port, then node ports on the node-port addresses",
-		fam.table+" daddr . meta l4proto . th dport @cluster-frontends "+t.masquerade,
-		vmap+"service-ips", nodePorts+"service-nodeports")
-	b = appendChain(b, "masquerading", "masquerading: masquerade hairpin traffic (an endpoint reaching itself through a service) and marked packets, clearing the mark",
-		"ct status dnat "+fam.table+" saddr . "+fam.table+" daddr @hairpin masquerade fully-random",
-		"meta mark & "+masqueradeMark+" == 0 return", "meta mark set meta mark ^ "+masqueradeMark, "masquerade fully-random")
-	b = appendChain(b, "service-endpoints-check", "service-endpoints-check: new connections to frontends without endpoints (before DNAT, and before routing: reject in prerouting needs Linux 5.9)",
-		vmap+"no-endpoint-services", nodePorts+"no-endpoint-nodeports")
-	b = appendChain(b, "cluster-ips-check", "cluster-ips-check: new connections still addressed to the service CIDRs after DNAT: a cluster IP on a port it does not serve is rejected, an address no Service holds dropped",
-		t.clusterIPsCheck("")...)
-	b = appendChain(b, "reject-chain", "reject-chain: a service without endpoints refuses the connection",
-		"reject")
-	b = appendChain(b, "firewall-check", "firewall-check: loadBalancerSourceRanges (before DNAT)",
-		vmap+"firewall-ips")
-
+	mt := t.dispatchModel()
+	b = mt.AppendHead(b)
+	for _, it := range mt.Items {
+		b = it.AppendText(b, mt.Family)
+	}
 	return append(b, "\n\t# Maps.\n"...)
-}
-
-// clusterIPsCheck returns the rules of the chain cluster-ips-check, after
-// first (none when "").
-func (t *nftTable) clusterIPsCheck(first string) []string {
-	var rules []string
-	if first != "" {
-		rules = append(rules, first)
-	}
-	rules = append(rules, t.fam.table+" daddr @cluster-ips reject")
-	if drop := t.serviceCIDRDrop(); drop != "" {
-		rules = append(rules, drop)
-	}
-	return rules
 }
 
 // nftMaps are the table's verdict maps and the set cluster-frontends, in
@@ -1030,307 +678,9 @@ var nftMaps = [...]struct {
 	{"cluster-ips", "every cluster IP: a new connection still addressed to one after DNAT is to a port it does not serve", false, true, true},
 }
 
-// mapType is the type of map nftMaps[i].
-func mapType(fam nftFamily, i int) string {
-	key := fam.addrType + " . inet_proto . inet_service"
-	if nftMaps[i].addrs {
-		return fam.addrType
-	}
-	if nftMaps[i].nodePorts {
-		key = "inet_proto . inet_service"
-	}
-	if nftMaps[i].set {
-		return key
-	}
-	return key + " : verdict"
-}
-
-// appendMapOpen appends the start of map nftMaps[i], up to its first
-// element; appendMapClose ends it.
-func appendMapOpen(b []byte, fam nftFamily, i int, elements bool) []byte {
-	if nftMaps[i].set {
-		return appendSetHead(b, nftMaps[i].name, nftMaps[i].comment, mapType(fam, i), elements)
-	}
-	return appendMapHead(b, nftMaps[i].name, nftMaps[i].comment, mapType(fam, i), elements)
-}
-
-// appendMapHead appends the start of a map, up to its first element.
-func appendMapHead(b []byte, name, comment, typ string, elements bool) []byte {
-	return appendHead(b, "map", name, comment, typ, elements)
-}
-
-// appendSetHead appends the start of a set, up to its first element.
-func appendSetHead(b []byte, name, comment, typ string, elements bool) []byte {
-	return appendHead(b, "set", name, comment, typ, elements)
-}
-
-// appendHead appends the start of a map or set, up to its first element.
-func appendHead(b []byte, kind, name, comment, typ string, elements bool) []byte {
-	b = appendLine(b, "\t# ", name, ": ", comment)
-	b = appendLine(b, "\t", kind, " ", name, " {")
-	b = appendRule(b, "type ", typ)
-	if elements {
-		b = append(b, "\t\telements = {\n"...)
-	}
-	return b
-}
-
-// appendMapClose ends a map or set opened with the same elements.
-func appendMapClose(b []byte, elements bool) []byte {
-	if elements {
-		b = append(b, "\t\t}\n"...)
-	}
-	return append(b, "\t}\n"...)
-}
-
-// appendHairpinOpen appends the start of the set hairpin, up to its first
-// element (appendHairpinElement); appendMapClose ends it.
-func appendHairpinOpen(b []byte, fam nftFamily, elements bool) []byte {
-	b = append(b, "\t# hairpin: every endpoint address, twice: source and destination of a packet DNATed back to its sender\n\tset hairpin {\n\t\ttype "...)
-	b = append(b, fam.addrType...)
-	b = append(b, " . "...)
-	b = append(b, fam.addrType...)
-	b = append(b, '\n')
-	if elements {
-		b = append(b, "\t\telements = {\n"...)
-	}
-	return b
-}
-
-// appendHairpinElement appends the element of the set hairpin for a.
-func appendHairpinElement(b []byte, a netip.Addr) []byte {
-	b = append(b, "\t\t\t"...)
-	b = a.AppendTo(b)
-	b = append(b, " . "...)
-	b = a.AppendTo(b)
-	return append(b, ",\n"...)
-}
-
 // groupsPerWorker is the fewest service ports worth a goroutine of
 // appendGroups (a variable for tests).
 var groupsPerWorker = 2048
-
-// appendGroups appends the chains of every service port, in t.ports
-// order. A big table is rendered in slices side by side, each into a
-// buffer of its own, joined in order: the text is the same.
-func (t *nftTable) appendGroups(b []byte) []byte {
-	workers := min(runtime.GOMAXPROCS(0), len(t.ports)/groupsPerWorker)
-	if workers < 2 {
-		for _, sp := range t.ports {
-			b = t.appendGroup(b, t.viewPort(sp))
-		}
-		return b
-	}
-	parts := make([][]byte, workers)
-	var wg sync.WaitGroup
-	for w := range parts {
-		from, to := w*len(t.ports)/workers, (w+1)*len(t.ports)/workers
-		wg.Go(func() {
-			var v nftPortView
-			part := make([]byte, 0, (len(b)+1)/workers+4096)
-			for _, sp := range t.ports[from:to] {
-				part = t.appendGroup(part, t.viewPortIn(&v, sp))
-			}
-			parts[w] = part
-		})
-	}
-	wg.Wait()
-	for _, part := range parts {
-		b = append(b, part...)
-	}
-	return b
-}
-
-// baseChain is a base chain of a table, with its rules.
-type baseChain struct {
-	name, hook string
-	rules      []string
-}
-
-// The hooks of the filter base chains. Those before DNAT see the frontend
-// a packet was sent to; those after it see what the nat chains left
-// addressed to the service CIDRs. nft names priority dstnat (-100) on the
-// prerouting hook only: the output hook's are numbers.
-const (
-	hookPreroutingPreDNAT  = "type filter hook prerouting priority dstnat - 10"
-	hookPreroutingPostDNAT = "type filter hook prerouting priority dstnat + 10"
-	hookOutputPreDNAT      = "type filter hook output priority -110"
-	hookOutputPostDNAT     = "type filter hook output priority -90"
-)
-
-// appendTableHead appends the start of a table, up to the end of its base
-// chains: the two of base that hook the DNAT side, nat-postrouting, which
-// both data planes share, then the rest of base. note ends the table's
-// comment line.
-func (t *nftTable) appendTableHead(b []byte, note string, base []baseChain) []byte {
-	fam := t.fam
-	b = appendLine(b, "table ", fam.table, " netspec {}")
-	b = appendLine(b, "delete table ", fam.table, " netspec")
-	b = appendLine(b, "table ", fam.table, " netspec {")
-	b = append(b, "\t# "...)
-	b = append(b, fam.label...)
-	b = append(b, ": "...)
-	b = appendPlural(b, max(len(t.ports), t.count), "service port")
-	b = append(b, note...)
-	b = append(b, ".\n"...)
-
-	b = append(b, "\n\t# Base chains.\n"...)
-	base = slices.Insert(base, 2, baseChain{"nat-postrouting", "type nat hook postrouting priority srcnat", []string{"jump masquerading"}})
-	for _, c := range base {
-		b = openChain(b, c.name)
-		b = appendRule(b, c.hook, "; policy accept;")
-		for _, r := range c.rules {
-			b = appendRule(b, r)
-		}
-		b = closeChain(b)
-	}
-	return b
-}
-
-// appendNodePortIPs appends the set nodeport-ips: the addresses node
-// ports answer on (nftTable.nodePortAddrs).
-func (t *nftTable) appendNodePortIPs(b []byte) []byte {
-	b = append(b, "\t# nodeport-ips: node ports answer on "...)
-	if t.nodePortCIDRs {
-		b = append(b, "the node's local addresses inside these (nodePortAddresses)"...)
-	} else {
-		b = append(b, "the node's addresses"...)
-	}
-	b = append(b, "\n\tset nodeport-ips {\n\t\ttype "...)
-	b = append(b, t.fam.addrType...)
-	b = append(b, "\n\t\tflags interval\n"...)
-	if len(t.nodePortAddrs) > 0 {
-		b = append(b, "\t\telements = "...)
-		b = appendPrefixSet(b, t.nodePortAddrs, true)
-		b = append(b, '\n')
-	}
-	return append(b, "\t}\n"...)
-}
-
-// serviceCIDRDrop is the rule of cluster-ips-check that drops what is
-// addressed to the family's service CIDRs and no Service holds; "" when
-// the family has none.
-func (t *nftTable) serviceCIDRDrop() string {
-	if len(t.serviceCIDRs) == 0 {
-		return ""
-	}
-	return t.fam.table + " daddr " + string(appendPrefixSet(nil, t.serviceCIDRs, false)) + " drop"
-}
-
-// appendPodCIDRs appends the set pod-cidrs when the masquerade match needs
-// it (more than one pod CIDR of the family).
-func (t *nftTable) appendPodCIDRs(b []byte) []byte {
-	if len(t.podCIDRs) <= 1 {
-		return b
-	}
-	b = append(b, "\t# pod-cidrs: traffic from elsewhere to a cluster IP is masqueraded\n\tset pod-cidrs {\n\t\ttype "...)
-	b = append(b, t.fam.addrType...)
-	b = append(b, "\n\t\tflags interval\n\t\telements = "...)
-	b = appendPrefixSet(b, t.podCIDRs, true)
-	return append(b, "\n\t}\n"...)
-}
-
-// appendLine appends the concatenation of parts and a newline.
-func appendLine(b []byte, parts ...string) []byte {
-	for _, s := range parts {
-		b = append(b, s...)
-	}
-	return append(b, '\n')
-}
-
-// appendRule appends a rule line: the concatenation of parts, indented.
-func appendRule(b []byte, parts ...string) []byte {
-	b = append(b, "\t\t"...)
-	return appendLine(b, parts...)
-}
-
-// openComment starts the comment line above a chain or set; the comment
-// text follows, then closeComment.
-func openComment(b []byte) (_ []byte, start int) {
-	b = append(b, "\t# "...)
-	return b, len(b)
-}
-
-// closeComment ends a comment line opened at start. clean tells that the
-// text is known to need no fixing (fixCommentText).
-func closeComment(b []byte, start int, clean bool) []byte {
-	b = fixCommentText(b, start, clean)
-	return append(b, '\n')
-}
-
-// openChain starts a chain; its rules follow, then closeChain.
-func openChain(b []byte, name string) []byte {
-	b = append(b, "\tchain "...)
-	b = append(b, name...)
-	return append(b, " {\n"...)
-}
-
-func closeChain(b []byte) []byte {
-	return append(b, "\t}\n"...)
-}
-
-// appendChain appends a whole chain with its comment.
-func appendChain(b []byte, name, comment string, rules ...string) []byte {
-	b = append(b, "\t# "...)
-	b = appendCommentText(b, comment)
-	b = append(b, '\n')
-	b = openChain(b, name)
-	for _, r := range rules {
-		b = appendRule(b, r)
-	}
-	return closeChain(b)
-}
-
-func appendMap(b []byte, name, comment, typ string, elems []nftElement) []byte {
-	b = appendMapHead(b, name, comment, typ, len(elems) > 0)
-	b = appendElements(b, elems)
-	return appendMapClose(b, len(elems) > 0)
-}
-
-// appendElements appends the lines of sorted map or set elements,
-// dropping each with the key of the one before (appendDroppedElement);
-// an address of a set of addresses is written once, silently.
-func appendElements(b []byte, elems []nftElement) []byte {
-	for i := range elems {
-		if e := &elems[i]; i > 0 && e.sameKey(&elems[i-1]) {
-			if !e.addrOnly() {
-				b = appendDroppedElement(b, e)
-			}
-		} else {
-			b = appendElement(b, e)
-		}
-	}
-	return b
-}
-
-// appendElement appends the line of a map element, or of a set element
-// (no verdict).
-func appendElement(b []byte, e *nftElement) []byte {
-	b = append(b, "\t\t\t"...)
-	b = e.appendKey(b)
-	if e.comment != "" {
-		b = append(b, ` comment "`...)
-		b = appendCommentText(b, e.comment)
-		b = append(b, '"')
-	}
-	if e.verdict == "" {
-		return append(b, ",\n"...)
-	}
-	return appendLine(b, " : ", e.verdict, ",")
-}
-
-// appendDroppedElement appends, in place of an element, the comment that
-// drops it as it has the key of the one before: two frontends with one
-// key, which the compiler rejects; the first is kept so that the file
-// still loads.
-func appendDroppedElement(b []byte, e *nftElement) []byte {
-	b = append(b, "\t\t\t# duplicate key dropped: "...)
-	b = e.appendKey(b)
-	if e.verdict == "" {
-		return append(b, '\n')
-	}
-	return appendLine(b, " : ", e.verdict)
-}
 
 // hash8 is nftHash without allocation. Eight base32 characters encode the
 // first five bytes of the sum exactly, without padding.
@@ -1428,41 +778,6 @@ func minimalPrefixes(ps []netip.Prefix) []netip.Prefix {
 	return out
 }
 
-// podMatch matches the pod CIDRs: one inline, several through the named
-// set @pod-cidrs. Not an anonymous set per rule: each is a set of its own
-// in the kernel, and the kernel finds sets by walking a list.
-func podMatch(podCIDRs []netip.Prefix) string {
-	if len(podCIDRs) == 1 {
-		return string(appendPrefixSet(nil, podCIDRs, false))
-	}
-	return "@pod-cidrs"
-}
-
-// appendPrefixSet appends prefixes as one nft value, or as an anonymous set
-// when there are several or when set is true.
-func appendPrefixSet(b []byte, ps []netip.Prefix, set bool) []byte {
-	ps = minimalPrefixes(slices.Clone(ps))
-	if len(ps) == 1 && !set {
-		return appendPrefix(b, ps[0])
-	}
-	b = append(b, "{ "...)
-	for i, p := range ps {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = appendPrefix(b, p)
-	}
-	return append(b, " }"...)
-}
-
-// appendPrefix appends p, as an address when it holds one.
-func appendPrefix(b []byte, p netip.Prefix) []byte {
-	if p.IsSingleIP() {
-		return p.Addr().AppendTo(b)
-	}
-	return p.AppendTo(b)
-}
-
 func appendExternalFrontends(b []byte, externalIPs, lbIPs int, nodePort uint16) []byte {
 	sep := ""
 	if nodePort != 0 {
@@ -1528,17 +843,6 @@ func appendCommentText(b []byte, s string) []byte {
 		i += size
 	}
 	return b
-}
-
-// fixCommentText replaces b[start:] by its appendCommentText. Comments are
-// written in pieces and fixed as a whole, as a multi-byte character may
-// span two pieces. clean tells that every piece is printable ASCII without
-// quotes (isCleanText), so that the text needs no fixing.
-func fixCommentText(b []byte, start int, clean bool) []byte {
-	if clean || isCleanText(b[start:]) {
-		return b
-	}
-	return appendCommentText(b[:start], string(b[start:]))
 }
 
 // isCleanText tells whether s is printable ASCII without quotes or

@@ -1,18 +1,24 @@
 package render
 
 import (
-	"strings"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // Readable forms of the renderer's appenders, for tests.
 
-// pickRules is appendPickRules as a list of rules.
+// pickRules is pickRulesOf as a list of rule lines.
 func pickRules(fam nftFamily, eps []nftEndpoint, affinity bool) []string {
 	var rules []string
-	for line := range strings.Lines(string(appendPickRules(nil, fam, "tcp", eps, affinity))) {
-		rules = append(rules, strings.TrimSuffix(strings.TrimPrefix(line, "\t\t"), "\n"))
+	for _, r := range pickRulesOf(nftmodel.TCP, eps, affinity) {
+		rules = append(rules, r.Text(fam.model))
 	}
 	return rules
+}
+
+// appendPickMaps appends the text of the table's endpoint maps.
+func (t *nftTable) appendPickMaps(b []byte) []byte {
+	t.eachPickBucket(func(picks []*nftPick) { b = appendPickMap(b, t.fam, picks) })
+	return b
 }
 
 // nftHash is HASH8 of a name: the start of the base32 SHA-256 of its

@@ -3,9 +3,10 @@ package render
 import (
 	"net/netip"
 	"slices"
-	"strconv"
+	"strings"
 
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // NFTablesIPVS renders the nftables tables of a node whose Services are
@@ -35,125 +36,130 @@ import (
 // IPVS masquerades through conntrack only when the namespace's sysctl
 // net.ipv4.vs.conntrack is 1, which the IPVS applier sets.
 func NFTablesIPVS(p *plan.Plan) []byte {
+	return NFTablesIPVSModel(p).AppendText(make([]byte, 0, 8192))
+}
+
+// NFTablesIPVSModel builds the model of the nftables tables of the IPVS
+// data plane, which NFTablesIPVS prints.
+func NFTablesIPVSModel(p *plan.Plan) *nftmodel.Ruleset {
 	if p == nil {
 		p = &plan.Plan{}
 	}
-	b := make([]byte, 0, 8192)
-	b = append(b, "# nftables tables of node "...)
-	b = appendCommentText(b, p.Node.Name)
-	b = append(b, " for the IPVS data plane (ipvs.txt holds the virtual servers), rendered by netspec: do not edit.\n"...)
-	b = append(b, "# `nft -f` replaces the tables ip netspec and ip6 netspec in one transaction\n"...)
-	b = append(b, "# and touches no other table.\n"...)
+	rs := &nftmodel.Ruleset{Comment: rulesetComment("nftables tables of node " + p.Node.Name + " for the IPVS data plane (ipvs.txt holds the virtual servers), rendered by netspec: do not edit.")}
 	for _, fam := range nftFamilies {
-		t := newNFTTable(p, fam)
-		b = append(b, '\n')
-		b = t.appendIPVSTo(b)
+		rs.Tables = append(rs.Tables, newNFTTable(p, fam).ipvsModel())
 	}
-	return b
+	return rs
 }
 
-// appendIPVSTo appends the table of the IPVS data plane (NFTablesIPVS).
-func (t *nftTable) appendIPVSTo(b []byte) []byte {
-	fam := t.fam
-	var cluster, external, nodePorts []string
+// ipvsModel builds the table of the IPVS data plane (NFTablesIPVS).
+func (t *nftTable) ipvsModel() *nftmodel.Table {
+	var cluster, external, nodePorts []nftElement
 	var clusterAddrs []netip.Addr
 	var firewalls []*nftPort
 	for _, sp := range t.ports {
 		v := t.viewPort(sp)
-		key := func(a netip.Addr, port uint16) string {
-			return a.String() + " . " + v.proto + " . " + strconv.Itoa(int(port))
-		}
 		for _, a := range v.clusterIPs {
-			cluster = append(cluster, key(a, sp.port.Port))
+			cluster = append(cluster, nftElement{addr: a, proto: v.proto, port: sp.port.Port})
 			clusterAddrs = append(clusterAddrs, a)
 		}
 		if !sp.svc.ExternalLocal {
 			for _, a := range slices.Concat(v.externalIPs, v.lbIPs) {
-				external = append(external, key(a, sp.port.Port))
+				external = append(external, nftElement{addr: a, proto: v.proto, port: sp.port.Port})
 			}
 			if sp.port.NodePort != 0 {
-				nodePorts = append(nodePorts, v.proto+" . "+strconv.Itoa(int(sp.port.NodePort)))
+				nodePorts = append(nodePorts, nftElement{proto: v.proto, port: sp.port.NodePort})
 			}
 		}
 		if v.firewallChain != "" {
 			firewalls = append(firewalls, sp)
 		}
 	}
-	for _, s := range []*[]string{&cluster, &external, &nodePorts} {
-		slices.Sort(*s)
-		*s = slices.Compact(*s)
-	}
 	slices.SortFunc(clusterAddrs, netip.Addr.Compare)
-	clusterIPs := make([]string, 0, len(clusterAddrs))
+	clusterIPs := &nftmodel.Set{Name: "cluster-ips", Comment: "cluster-ips: every cluster IP", Key: keyAddr}
 	for _, a := range slices.Compact(clusterAddrs) {
-		clusterIPs = append(clusterIPs, a.String())
+		clusterIPs.Elements = append(clusterIPs.Elements, nftmodel.Element{Key: nftmodel.Key{Addr: a}})
 	}
 
-	check := []string{"ct state new jump service-endpoints-check", "ct state new jump cluster-ips-check"}
-	b = t.appendTableHead(b, " (IPVS virtual servers)", []baseChain{
-		{"mark-prerouting", "type filter hook prerouting priority dstnat", []string{"jump ipvs-mark"}},
-		{"mark-output", "type filter hook output priority -100", []string{"jump ipvs-mark"}},
-		{"filter-prerouting-pre-dnat", hookPreroutingPreDNAT, append([]string{"ct state new jump firewall-check"}, check...)},
+	check := []nftmodel.Rule{newConnJump("service-endpoints-check"), newConnJump("cluster-ips-check")}
+	mt := t.newModelTable(" (IPVS virtual servers)", []baseChain{
+		{"mark-prerouting", hookMarkPrerouting, []nftmodel.Rule{jumpRule("ipvs-mark")}},
+		{"mark-output", hookMarkOutput, []nftmodel.Rule{jumpRule("ipvs-mark")}},
+		{"filter-prerouting-pre-dnat", hookPreroutingPreDNAT, append([]nftmodel.Rule{newConnJump("firewall-check")}, check...)},
 		{"filter-output-pre-dnat", hookOutputPreDNAT, check},
 	})
 
-	b = append(b, "\n\t# What IPVS cannot do.\n"...)
-	addrKey := fam.table + " daddr . meta l4proto . th dport"
-	nodePortMatch := t.nodePortMatch + " meta l4proto . th dport"
-	b = appendChain(b, "ipvs-mark", "ipvs-mark: marks for masquerade traffic to a cluster IP from outside the pods, and external traffic under policy Cluster",
-		addrKey+" @cluster-frontends "+t.masquerade,
-		addrKey+" @external-frontends "+markMasquerade,
-		nodePortMatch+" @external-nodeports "+markMasquerade)
-	b = appendChain(b, "masquerading", "masquerading: masquerade hairpin traffic (an endpoint reaching itself through a service) and marked packets, clearing the mark",
-		fam.table+" saddr . "+fam.table+" daddr @hairpin masquerade fully-random",
-		"meta mark & "+masqueradeMark+" == 0 return", "meta mark set meta mark ^ "+masqueradeMark, "masquerade fully-random")
-	b = appendChain(b, "service-endpoints-check", "service-endpoints-check: new connections to frontends without endpoints (before routing: reject in prerouting needs Linux 5.9)",
-		addrKey+" vmap @no-endpoint-services", nodePortMatch+" vmap @no-endpoint-nodeports")
-	b = appendChain(b, "cluster-ips-check", "cluster-ips-check: new connections to the service CIDRs but not to a cluster IP's port: to a cluster IP (a port it does not serve) rejected, to another address (no Service holds it) dropped",
-		t.clusterIPsCheck(addrKey+" @cluster-frontends return")...)
-	b = appendChain(b, "reject-chain", "reject-chain: a service without endpoints refuses the connection",
-		"reject")
-	b = appendChain(b, "firewall-check", "firewall-check: loadBalancerSourceRanges",
-		addrKey+" vmap @firewall-ips")
+	frontends := func(set string) nftmodel.Stmt {
+		return nftmodel.Lookup{Key: nftmodel.KeyDAddrProtoPort, Set: set}
+	}
+	vmap := func(m string) nftmodel.Rule {
+		return nftmodel.Rule{nftmodel.VMap{Key: nftmodel.KeyDAddrProtoPort, Map: m}}
+	}
+	mt.AddChain("What IPVS cannot do.", &nftmodel.Chain{Name: "ipvs-mark",
+		Comment: "ipvs-mark: marks for masquerade traffic to a cluster IP from outside the pods, and external traffic under policy Cluster",
+		Rules: []nftmodel.Rule{
+			append(nftmodel.Rule{frontends("cluster-frontends")}, t.masquerade()...),
+			{frontends("external-frontends"), markMasqueradeStmt},
+			append(t.nodePortMatch(), nftmodel.Lookup{Key: nftmodel.KeyProtoPort, Set: "external-nodeports"}, markMasqueradeStmt),
+		}})
+	mt.AddChain("", &nftmodel.Chain{Name: "masquerading",
+		Comment: "masquerading: masquerade hairpin traffic (an endpoint reaching itself through a service) and marked packets, clearing the mark",
+		Rules:   masqueradingRules(nil)})
+	mt.AddChain("", &nftmodel.Chain{Name: "service-endpoints-check",
+		Comment: "service-endpoints-check: new connections to frontends without endpoints (before routing: reject in prerouting needs Linux 5.9)",
+		Rules:   []nftmodel.Rule{vmap("no-endpoint-services"), append(t.nodePortMatch(), nftmodel.VMap{Key: nftmodel.KeyProtoPort, Map: "no-endpoint-nodeports"})}})
+	mt.AddChain("", &nftmodel.Chain{Name: "cluster-ips-check",
+		Comment: "cluster-ips-check: new connections to the service CIDRs but not to a cluster IP's port: to a cluster IP (a port it does not serve) rejected, to another address (no Service holds it) dropped",
+		Rules:   t.clusterIPsCheck(nftmodel.Rule{frontends("cluster-frontends"), nftmodel.Verdict{Kind: nftmodel.Return}})})
+	mt.AddChain("", &nftmodel.Chain{Name: "reject-chain",
+		Comment: "reject-chain: a service without endpoints refuses the connection",
+		Rules:   []nftmodel.Rule{rejectRule}})
+	mt.AddChain("", &nftmodel.Chain{Name: "firewall-check",
+		Comment: "firewall-check: loadBalancerSourceRanges",
+		Rules:   []nftmodel.Rule{vmap("firewall-ips")}})
 
-	b = append(b, "\n\t# Maps and sets.\n"...)
-	addrType := fam.addrType + " . inet_proto . inet_service"
-	b = appendKeySet(b, "cluster-frontends", "cluster IPs with port", addrType, cluster)
-	b = appendKeySet(b, "cluster-ips", "every cluster IP", fam.addrType, clusterIPs)
-	b = appendKeySet(b, "external-frontends", "external and LoadBalancer IPs with port, under policy Cluster", addrType, external)
-	b = appendKeySet(b, "external-nodeports", "node ports under policy Cluster", "inet_proto . inet_service", nodePorts)
-	b = appendMap(b, "no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", addrType+" : verdict", t.noEpSvc)
-	b = appendMap(b, "no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", "inet_proto . inet_service : verdict", t.noEpNode)
-	b = appendMap(b, "firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", addrType+" : verdict", t.firewall)
-	hairpin := make([]string, len(t.hairpin))
-	for i, a := range t.hairpin {
-		hairpin[i] = a.String() + " . " + a.String()
+	mt.AddSet("Maps and sets.", keySet("cluster-frontends", "cluster IPs with port", keyAddrProtoPort, cluster))
+	mt.AddSet("", clusterIPs)
+	mt.AddSet("", keySet("external-frontends", "external and LoadBalancer IPs with port, under policy Cluster", keyAddrProtoPort, external))
+	mt.AddSet("", keySet("external-nodeports", "node ports under policy Cluster", keyProtoPort, nodePorts))
+	mt.AddSet("", t.mapSet("no-endpoint-services", "no-endpoint-services: frontends without endpoints: reject, or drop under policy Local", keyAddrProtoPort, true, t.noEpSvc))
+	mt.AddSet("", t.mapSet("no-endpoint-nodeports", "no-endpoint-nodeports: node ports without endpoints: reject, or drop under policy Local", keyProtoPort, true, t.noEpNode))
+	mt.AddSet("", t.mapSet("firewall-ips", "firewall-ips: LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", keyAddrProtoPort, true, t.firewall))
+	mt.AddSet("", t.hairpinSet("hairpin: every endpoint address, twice: source and destination of a packet IPVS sent back to its sender"))
+	if s := t.podCIDRsSet(); s != nil {
+		mt.AddSet("", s)
 	}
-	b = appendKeySet(b, "hairpin", "every endpoint address, twice: source and destination of a packet IPVS sent back to its sender", fam.addrType+" . "+fam.addrType, hairpin)
-	b = t.appendPodCIDRs(b)
-	b = t.appendNodePortIPs(b)
-	if len(firewalls) > 0 {
-		b = append(b, "\n\t# loadBalancerSourceRanges.\n"...)
-		for _, sp := range firewalls {
-			v := t.viewPort(sp)
-			t.describe(v)
-			b = t.appendFirewallChain(b, v)
+	mt.AddSet("", t.nodePortIPsSet())
+	for i, sp := range firewalls {
+		v := t.viewPort(sp)
+		t.describe(v)
+		heading := ""
+		if i == 0 {
+			heading = "loadBalancerSourceRanges."
 		}
+		mt.AddChain(heading, t.firewallChain(v))
 	}
-	return append(b, "}\n"...)
+	return mt
 }
 
-// appendKeySet appends a set of keys, one a line.
-func appendKeySet(b []byte, name, comment, typ string, keys []string) []byte {
-	b = appendLine(b, "\t# ", name, ": ", comment)
-	b = appendLine(b, "\tset ", name, " {")
-	b = appendRule(b, "type ", typ)
-	if len(keys) > 0 {
-		b = append(b, "\t\telements = {\n"...)
-		for _, k := range keys {
-			b = appendLine(b, "\t\t\t", k, ",")
-		}
-		b = append(b, "\t\t}\n"...)
+// keySet is a set of the keys of elems, in the order of their text,
+// without repeats.
+func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftElement) *nftmodel.Set {
+	s := &nftmodel.Set{Name: name, Comment: name + ": " + comment, Key: key}
+	type keyed struct {
+		text string
+		e    nftmodel.Element
 	}
-	return append(b, "\t}\n"...)
+	all := make([]keyed, len(elems))
+	for i := range elems {
+		all[i].e = nftmodel.Element{Key: elems[i].key()}
+		all[i].text = s.ElementText(&all[i].e)
+	}
+	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.text, b.text) })
+	all = slices.CompactFunc(all, func(a, b keyed) bool { return a.text == b.text })
+	s.Elements = make([]nftmodel.Element, len(all))
+	for i := range all {
+		s.Elements[i] = all[i].e
+	}
+	return s
 }

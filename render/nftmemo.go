@@ -1,27 +1,31 @@
 package render
 
 import (
-	"errors"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
-// Memo renders one node's successive plans as NFTables does, byte for
-// byte, reusing what it derived from the Services that did not change
-// since its previous call: a daemon re-renders the whole ruleset on every
-// change of its tree, and a change of one Service then costs about that
-// Service and a copy of the text, not the whole table.
+// Memo builds one node's successive models as NFTablesModel does, equal
+// to a fresh build, reusing what it derived from the Services that did
+// not change since its previous call: a daemon re-renders the ruleset on
+// every change of its tree, and a change of one Service then costs about
+// that Service and the assembly of the model, not the whole table. The
+// pieces of the model that did not change are the same pointers as in the
+// last model (chains, sets), which lets the applier encode only what
+// changed (nft.Applier.Update).
 //
 // Per Service and table it keeps the first pass over the Service's ports
-// (chain names, map elements with their lines, endpoint picks, hairpin
-// addresses) and the text of their chains; per table, the maps' sorted
-// elements and the endpoint maps' text. A Service is reused when it equals
-// the previous plan's Service of the same namespace and name in what the
-// ruleset is made of (sameService, samePorts). Its text is written again
+// (chain names, map elements, endpoint picks, hairpin addresses) and the
+// model of their sets and chains; per table, the maps' sorted elements
+// and sets, and the endpoint maps. A Service is reused when it equals the
+// previous plan's Service of the same namespace and name in what the
+// ruleset is made of (sameService, samePorts). Its model is built again
 // when a pick of its moved to another slot (assignBucket), or for every
 // Service when a table-wide input changed (pod CIDRs, node addresses); an
 // endpoint map, when it gained or lost a pick.
@@ -45,58 +49,40 @@ type Memo struct {
 	fresh []int // indexes in next of the Services to scan
 }
 
-// NFTables is NFTables(p), reusing the work of the previous call.
-func (m *Memo) NFTables(p *plan.Plan) []byte {
+// NFTablesModel is NFTablesModel(p), reusing the work of the previous
+// call.
+func (m *Memo) NFTablesModel(p *plan.Plan) *nftmodel.Ruleset {
 	if m == nil {
-		return NFTables(p)
+		return NFTablesModel(p)
 	}
 	if p == nil {
 		p = &plan.Plan{}
 	}
 	if !m.update(p) {
 		*m = Memo{}
-		return NFTables(p)
+		return NFTablesModel(p)
 	}
 	for f := range m.tables {
 		if m.tables[f].dups > 0 {
-			return NFTables(p)
+			return NFTablesModel(p)
 		}
 	}
-	size := 256 + len(p.Node.Name)
+	rs := &nftmodel.Ruleset{Comment: rulesetComment("nftables ruleset of node " + p.Node.Name + ", rendered by netspec: do not edit.")}
 	for f := range m.tables {
-		size += m.size(f)
+		rs.Tables = append(rs.Tables, m.table(f))
 	}
-	b := make([]byte, 0, size)
-	b = append(b, "# nftables ruleset of node "...)
-	b = appendCommentText(b, p.Node.Name)
-	b = append(b, ", rendered by netspec: do not edit.\n"...)
-	b = append(b, "# `nft -f` replaces the tables ip netspec and ip6 netspec in one transaction\n"...)
-	b = append(b, "# and touches no other table.\n"...)
-	for f := range m.tables {
-		b = append(b, '\n')
-		b = m.appendTable(b, f)
-	}
-	return b
+	return rs
 }
 
-// KernelFiles is KernelFiles(p, dp, sched), reusing the work of the
-// previous call for data plane nftables (Memo.NFTables). The IPVS data
-// plane is rendered afresh.
-func (m *Memo) KernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) {
-	if m == nil || dp != DataplaneNFTables {
-		return KernelFiles(p, dp, sched)
-	}
-	if p == nil {
-		return nil, errors.New("render: no plan")
-	}
-	return map[string][]byte{"nftables.nft": m.NFTables(p)}, nil
-}
+// NFTables is NFTables(p), reusing the work of the previous call: the text
+// of NFTablesModel.
+func (m *Memo) NFTables(p *plan.Plan) []byte { return m.NFTablesModel(p).Text() }
 
 // memoEntry is a Service of the last plan with what a Memo keeps of it.
 type memoEntry struct {
-	svc  *plan.Service
-	ms   *memoSvc
-	text [len(nftFamilies)][]byte // the chains of its ports in each table (appendGroup)
+	svc   *plan.Service
+	ms    *memoSvc
+	items [len(nftFamilies)][]nftmodel.Item // the sets and chains of its ports in each table (appendGroupItems)
 }
 
 // memoSvc is what a Memo derived from a Service.
@@ -119,27 +105,27 @@ type memoPort struct {
 // cluster-frontends and cluster-ips (nftMaps), then the set hairpin.
 const memoLists = len(nftMaps) + 1
 
-// memoLine is an element of a list with its line (appendElement,
-// appendHairpinElement), whose first key bytes are its key: two elements
-// of a map have the same key exactly when these bytes are equal.
+// memoLine is an element of a list.
 type memoLine struct {
-	e    *nftElement // in its port's own
-	line string
-	key  int
+	e *nftElement // in its port's own
 }
 
 // memoBucket is an endpoint map.
 type memoBucket struct {
-	picks []*nftPick // by slot
-	text  []byte     // appendPickMap, when there are picks
-	dirty bool       // picks were added or removed
+	picks []*nftPick    // by slot
+	set   *nftmodel.Set // pickMapSet, when there are picks
+	dirty bool          // picks were added or removed
 }
 
 // memoTable is what a Memo keeps of one table.
 type memoTable struct {
-	t       *nftTable // of the last update, with its count of service ports
-	lists   [memoLists][]memoLine
-	buckets [pickBuckets]memoBucket
+	t     *nftTable // of the last update, with its count of service ports
+	lists [memoLists][]memoLine
+	sets  [memoLists]*nftmodel.Set // of the lists (listSet)
+	// dispatch are the base and dispatch chains of the last model, reused
+	// when built alike.
+	dispatch map[string]*nftmodel.Chain
+	buckets  [pickBuckets]memoBucket
 
 	// chains counts the ports that have each name of a chain that picks
 	// (service, external, local); dups is how many names more than one
@@ -317,10 +303,9 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		mt.chains = make(map[string]int32, n+n/4)
 	}
 	ports, ptrs := make([]memoPort, n), make([]*memoPort, n)
-	s := &memoScan{lines: make([]byte, 0, 160*n), own: make([]nftElement, 0, 4*n)}
-	for k := range s.at {
+	s := &memoScan{own: make([]nftElement, 0, 4*n)}
+	for k := range mt.add {
 		if k == 0 || k == len(nftMaps) {
-			s.at[k] = make([][2]int, 0, n*(1+k/len(nftMaps)))
 			mt.add[k] = slices.Grow(mt.add[k], n*(1+k/len(nftMaps)))
 		}
 	}
@@ -349,20 +334,20 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		e.ms.ports[f] = mps
 		t.count += len(mps)
 	}
-	arena := string(s.lines)
-	for k := range mt.add {
-		for i := range mt.add[k] {
-			mt.add[k][i].line = arena[s.at[k][i][0]:s.at[k][i][1]]
-		}
-	}
-
 	for k := range mt.lists {
 		compare := compareElementPtrs
 		if k == len(nftMaps) {
 			compare = compareHairpin
 		}
-		if len(mt.del[k]) > 0 || len(mt.add[k]) > 0 {
+		switch {
+		case mt.sets[k] != nil && mt.swap(k, compare):
+			// The same elements left and came back (a Service changed in
+			// what the list does not hold): the set stays as it is.
+		case len(mt.del[k]) > 0 || len(mt.add[k]) > 0 || mt.sets[k] == nil:
 			mt.lists[k], mt.spare[k] = patchLines(mt.spare[k][:0], mt.lists[k], mt.del[k], mt.add[k], compare), mt.lists[k]
+			if set := mt.listSet(k); mt.sets[k] == nil || !sameElements(mt.sets[k].Elements, set.Elements) {
+				mt.sets[k] = set
+			}
 		}
 		clear(mt.del[k])
 		clear(mt.add[k])
@@ -383,13 +368,9 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		}
 		slices.SortFunc(bk.picks, comparePicks)
 		assignBucket(bk.picks)
-		bk.text = bk.text[:0]
+		bk.set = nil
 		if len(bk.picks) > 0 {
-			n := 512
-			for _, p := range bk.picks {
-				n += 8 + len(p.chain) + 48*len(p.eps)
-			}
-			bk.text = appendPickMap(slices.Grow(bk.text, n), t.fam, bk.picks)
+			bk.set = pickMapSet(t.fam, bk.picks)
 		}
 		for _, p := range bk.picks {
 			if p.slot != p.shown && !p.owner.redo[f] {
@@ -427,14 +408,12 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 // memoScan is where the first pass over an update's new ports puts what
 // it keeps.
 type memoScan struct {
-	lines []byte              // the lines of the added elements,
-	at    [memoLists][][2]int // at these offsets
-	own   []nftElement        // the ports' own elements
-	picks []*nftPick          // the ports' picks
+	own   []nftElement // the ports' own elements
+	picks []*nftPick   // the ports' picks
 }
 
 // scan runs the first pass over a new port of ms: it names the port's
-// chains, keeps its elements (their lines in s) and picks.
+// chains, keeps its elements and picks (in s).
 func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 	maps := t.maps()
 	for _, m := range maps {
@@ -458,20 +437,7 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 	}
 	for k := range mp.own {
 		for i := range mp.own[k] {
-			e := &mp.own[k][i]
-			from := len(s.lines)
-			var key int
-			if k < len(nftMaps) {
-				s.lines = append(s.lines, "\t\t\t"...)
-				s.lines = e.appendKey(s.lines)
-				key = len(s.lines) - from
-				s.lines = appendElement(s.lines[:from], e)
-			} else {
-				s.lines = appendHairpinElement(s.lines, e.addr)
-				key = len(s.lines) - from
-			}
-			mt.add[k] = append(mt.add[k], memoLine{e: e, key: key})
-			s.at[k] = append(s.at[k], [2]int{from, len(s.lines)})
+			mt.add[k] = append(mt.add[k], memoLine{e: &mp.own[k][i]})
 		}
 	}
 	if len(t.picks) > 0 {
@@ -538,31 +504,25 @@ func patchLines(dst, list []memoLine, del []*nftElement, add []memoLine, compare
 	return append(dst, list[from:]...)
 }
 
-// write writes the text of the Services at indexes of entries in table f,
-// side by side when they are many.
+// write builds the sets and chains of the Services at indexes of entries
+// in table f, side by side when they are many.
 func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 	t := mt.t
 	write := func(indexes []int) {
 		var v nftPortView
-		var buf []byte
-		ends := make([]int, len(indexes))
-		for n, i := range indexes {
+		for _, i := range indexes {
 			e := &entries[i]
+			var items []nftmodel.Item
 			for _, mp := range e.ms.ports[f] {
 				mp.svc, mp.port = e.svc, &e.svc.Ports[mp.index]
-				buf = t.appendGroup(buf, t.viewPortIn(&v, &mp.nftPort))
+				items = t.appendGroupItems(items, t.viewPortIn(&v, &mp.nftPort))
 				mp.svc, mp.port = nil, nil
 				for _, p := range mp.picks {
 					p.shown = p.slot
 				}
 			}
 			e.ms.redo[f] = false
-			ends[n] = len(buf)
-		}
-		from := 0
-		for n, i := range indexes {
-			entries[i].text[f] = buf[from:ends[n]:ends[n]]
-			from = ends[n]
+			e.items[f] = slices.Clip(items)
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(indexes)/groupsPerWorker)
@@ -578,61 +538,105 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 	wg.Wait()
 }
 
-// size is about the size of table f's text.
-func (m *Memo) size(f int) int {
-	mt := &m.tables[f]
-	n := 16384
-	for k := range mt.lists {
-		for i := range mt.lists[k] {
-			n += len(mt.lists[k][i].line)
+// swap tells whether the elements that leave list k (del) and those that
+// come (add) are equal, one for one; if so the list takes the new ones in
+// place of the old, in O(changes · log n), and its set need not change.
+func (mt *memoTable) swap(k int, compare func(a, b *nftElement) int) bool {
+	del, add := mt.del[k], mt.add[k]
+	if len(del) != len(add) {
+		return false
+	}
+	slices.SortFunc(del, compare)
+	slices.SortFunc(add, func(a, b memoLine) int { return compare(a.e, b.e) })
+	for i := range del {
+		if compare(del[i], add[i].e) != 0 {
+			return false
 		}
 	}
-	for b := range mt.buckets {
-		n += len(mt.buckets[b].text)
+	list := mt.lists[k]
+	at := make([]int, len(del))
+	for i, e := range del {
+		j, _ := slices.BinarySearchFunc(list, e, func(l memoLine, e *nftElement) int { return compare(l.e, e) })
+		for j < len(list) && list[j].e != e && compare(list[j].e, e) == 0 {
+			j++
+		}
+		if j == len(list) || list[j].e != e {
+			return false
+		}
+		at[i] = j
 	}
-	for i := range m.svcs {
-		n += len(m.svcs[i].text[f])
+	for i, j := range at {
+		list[j].e = add[i].e
 	}
-	return n
+	return true
 }
 
-// appendTable appends table f, as nftTable.appendTo.
-func (m *Memo) appendTable(b []byte, f int) []byte {
+// listSet is the set or map of list k (mapSet, hairpinSet).
+func (mt *memoTable) listSet(k int) *nftmodel.Set {
+	list := mt.lists[k]
+	at := func(i int) *nftElement { return list[i].e }
+	if k == len(nftMaps) {
+		s := &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}
+		s.Elements = make([]nftmodel.Element, 0, len(list))
+		for i := range list {
+			if a := list[i].e.addr; i == 0 || a != list[i-1].e.addr {
+				s.Elements = append(s.Elements, nftmodel.Element{Key: nftmodel.Key{Addr: a, Addr2: a}})
+			}
+		}
+		return s
+	}
+	return mapSetOf(nftMaps[k].name, nftMaps[k].name+": "+nftMaps[k].comment, mapKey(k), !nftMaps[k].set, len(list), at)
+}
+
+// table assembles the model of table f, as nftTable.model.
+func (m *Memo) table(f int) *nftmodel.Table {
 	mt := &m.tables[f]
 	t := mt.t
-	b = t.appendDispatch(b)
-	for k, list := range mt.lists {
-		if k == len(nftMaps) {
-			b = appendHairpinOpen(b, t.fam, len(list) > 0)
-		} else {
-			b = appendMapOpen(b, t.fam, k, len(list) > 0)
+	tm := t.dispatchModel()
+	last := mt.dispatch
+	mt.dispatch = make(map[string]*nftmodel.Chain, len(tm.Items))
+	for i := range tm.Items {
+		c := tm.Items[i].Chain
+		if old := last[c.Name]; old != nil && sameChain(old, c) {
+			tm.Items[i].Chain = old
 		}
-		for i := range list {
-			l := &list[i]
-			if i > 0 && l.key == list[i-1].key && l.line[:l.key] == list[i-1].line[:l.key] {
-				// An element with the key of the one before: a
-				// hairpin address or cluster IP repeated, a map
-				// element dropped.
-				if k < len(nftMaps) && !nftMaps[k].addrs {
-					b = appendDroppedElement(b, l.e)
-				}
-				continue
-			}
-			b = append(b, l.line...)
-		}
-		b = appendMapClose(b, len(list) > 0)
-		if k == len(nftMaps) {
-			b = t.appendPodCIDRs(b)
-			b = t.appendNodePortIPs(b)
-		}
+		mt.dispatch[c.Name] = tm.Items[i].Chain
 	}
+	n := len(tm.Items) + len(mt.sets) + 2 + pickBuckets
+	for i := range m.svcs {
+		n += len(m.svcs[i].items[f])
+	}
+	tm.Items = slices.Grow(tm.Items, n-len(tm.Items))
+	for k, s := range mt.sets {
+		heading := ""
+		if k == 0 {
+			heading = "Maps."
+		}
+		tm.AddSet(heading, s)
+	}
+	if s := t.podCIDRsSet(); s != nil {
+		tm.AddSet("", s)
+	}
+	tm.AddSet("", t.nodePortIPsSet())
 	for i := range mt.buckets {
 		if bk := &mt.buckets[i]; len(bk.picks) > 0 {
-			b = append(b, bk.text...)
+			tm.AddSet("", bk.set)
 		}
 	}
 	for i := range m.svcs {
-		b = append(b, m.svcs[i].text[f]...)
+		tm.Items = append(tm.Items, m.svcs[i].items[f]...)
 	}
-	return append(b, "}\n"...)
+	return tm
+}
+
+// sameChain tells whether two chains are built alike.
+func sameChain(a, b *nftmodel.Chain) bool {
+	return a.Name == b.Name && a.Comment == b.Comment && reflect.DeepEqual(a.Hook, b.Hook) && reflect.DeepEqual(a.Rules, b.Rules)
+}
+
+// sameElements tells whether two lists of elements are equal.
+func sameElements(a, b []nftmodel.Element) bool {
+	return slices.EqualFunc(a, b, func(x, y nftmodel.Element) bool {
+		return x.Key == y.Key && x.Verdict == y.Verdict && x.To == y.To && x.Comment == y.Comment && x.Note == y.Note && slices.Equal(x.Dropped, y.Dropped)
+	})
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // memoCheck renders p with m and fails unless the text is NFTables(p)'s,
-// and m.KernelFiles agrees; it returns the text.
+// and a second Memo.NFTablesModel of p agrees; it returns the text.
 func memoCheck(t *testing.T, m *Memo, p *plan.Plan, step string) []byte {
 	t.Helper()
 	want := NFTables(p)
@@ -25,11 +25,8 @@ func memoCheck(t *testing.T, m *Memo, p *plan.Plan, step string) []byte {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s: Memo.NFTables differs from NFTables: %s", step, firstDiff(got, want))
 	}
-	if p != nil {
-		files, err := m.KernelFiles(p, DataplaneNFTables, "")
-		if err != nil || len(files) != 1 || !bytes.Equal(files["nftables.nft"], want) {
-			t.Fatalf("%s: Memo.KernelFiles = %d files, %v; want nftables.nft as NFTables", step, len(files), err)
-		}
+	if again := m.NFTablesModel(p).Text(); !bytes.Equal(again, want) {
+		t.Fatalf("%s: Memo.NFTablesModel of the same plan again differs from NFTables: %s", step, firstDiff(again, want))
 	}
 	return want
 }
@@ -179,26 +176,9 @@ func TestMemoNil(t *testing.T) {
 	if got := m.NFTables(nil); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("nil Memo, nil plan: differs from NFTables(nil)")
 	}
-	if _, err := m.KernelFiles(nil, DataplaneNFTables, ""); err == nil {
-		t.Error("nil Memo: KernelFiles(nil) gives no error")
-	}
-	if _, err := m.KernelFiles(p, "bpf", ""); err == nil {
-		t.Error("nil Memo: KernelFiles of an unknown data plane gives no error")
-	}
 	var z Memo
 	if got := z.NFTables(nil); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("zero Memo, nil plan: differs from NFTables(nil)")
-	}
-	if _, err := z.KernelFiles(nil, DataplaneNFTables, ""); err == nil {
-		t.Error("KernelFiles(nil) gives no error")
-	}
-	if _, err := z.KernelFiles(p, "bpf", ""); err == nil {
-		t.Error("KernelFiles of an unknown data plane gives no error")
-	}
-	files, err := z.KernelFiles(p, DataplaneIPVS, "rr")
-	want, _ := KernelFiles(p, DataplaneIPVS, "rr")
-	if err != nil || !reflect.DeepEqual(files, want) {
-		t.Errorf("KernelFiles for IPVS differs from the package's: %v", err)
 	}
 }
 
@@ -758,9 +738,10 @@ func TestNFTablesParallelAffinity(t *testing.T) {
 	}
 }
 
-// BenchmarkNFTablesMemo renders, with one Memo, a 10,000-Service plan in
-// which one Service's endpoints change per iteration (an endpoint moves
-// to a new address), as `netspec watch` does after a one-file change.
+// BenchmarkNFTablesMemo builds, with one Memo, the model of a
+// 10,000-Service plan in which one Service's endpoints change per
+// iteration (an endpoint moves to a new address), as `netspec watch` does
+// after a one-file change.
 // shared: the plan shares every other Service with the last (a compiler
 // that reuses them); copied: every Service is a fresh copy.
 func BenchmarkNFTablesMemo(b *testing.B) {
@@ -769,11 +750,11 @@ func BenchmarkNFTablesMemo(b *testing.B) {
 		b.Run(map[bool]string{true: "shared", false: "copied"}[shared], func(b *testing.B) {
 			var m Memo
 			p := base
-			m.NFTables(p)
+			m.NFTablesModel(p)
 			next := netip.MustParseAddr("10.247.0.1")
 			b.ReportAllocs()
 			b.ResetTimer()
-			var size int
+			var items int
 			for i := range b.N {
 				b.StopTimer()
 				k := i * 7919 % len(p.Services)
@@ -791,9 +772,53 @@ func BenchmarkNFTablesMemo(b *testing.B) {
 					q = nftClone(p)
 				}
 				b.StartTimer()
-				size = len(m.NFTables(q))
+				items = len(m.NFTablesModel(q).Tables[0].Items)
 			}
-			b.ReportMetric(float64(size), "bytes")
+			b.ReportMetric(float64(items), "items")
 		})
+	}
+}
+
+// TestMemoReusesModel: after a change of one Service, the Memo's model
+// holds the very chains and sets of the last model for everything else,
+// so that the applier encodes only what changed.
+func TestMemoReusesModel(t *testing.T) {
+	p := memoPlan(t, 60)
+	var m Memo
+	first := m.NFTablesModel(p)
+	q := *p
+	q.Services = slices.Clone(p.Services)
+	s := &q.Services[7]
+	s.Ports = slices.Clone(s.Ports)
+	s.Ports[0].Endpoints = slices.Clone(s.Ports[0].Endpoints)
+	for k := range s.Ports[0].Endpoints {
+		s.Ports[0].Endpoints[k].Port++
+	}
+	second := m.NFTablesModel(&q)
+	if !bytes.Equal(second.Text(), NFTables(&q)) {
+		t.Fatal("the Memo's model differs from NFTables")
+	}
+	old := map[any]bool{}
+	for _, tb := range first.Tables {
+		for _, it := range tb.Items {
+			old[it.Chain], old[it.Set] = true, true
+		}
+	}
+	fresh, all := 0, 0
+	for _, tb := range second.Tables {
+		for _, it := range tb.Items {
+			if it.Chain == nil && it.Set == nil {
+				continue
+			}
+			all++
+			if (it.Chain != nil && !old[it.Chain]) || (it.Set != nil && !old[it.Set]) {
+				fresh++
+			}
+		}
+	}
+	// The Service's chains, the endpoint map of its pick, the sets rebuilt
+	// on every call (nodeport-ips, pod-cidrs).
+	if fresh > 8 {
+		t.Errorf("%d of %d chains and sets are new after a change of one Service's endpoints", fresh, all)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"slices"
-	"strconv"
 )
 
 // Endpoint maps: how a chain picks one of its endpoints with one rule that
@@ -143,69 +142,8 @@ func pickMapName(bucket int) string {
 	return "endpoints-" + string([]byte{hex[bucket>>4], hex[bucket&15]})
 }
 
-// appendPickMaps appends the endpoint maps, one per bucket in use.
-func (t *nftTable) appendPickMaps(b []byte) []byte {
-	for start := 0; start < len(t.picks); {
-		end := start
-		for end < len(t.picks) && t.picks[end].bucket == t.picks[start].bucket {
-			end++
-		}
-		b = appendPickMap(b, t.fam, t.picks[start:end])
-		start = end
-	}
-	return b
-}
-
 // appendPickMap appends the endpoint map of one bucket's picks, sorted by
-// slot.
+// slot (pickMapSet).
 func appendPickMap(b []byte, fam nftFamily, picks []*nftPick) []byte {
-	name := pickMapName(picks[0].bucket)
-	b = appendLine(b, "\t# ", name, ": endpoints of the chains whose pick hashes here: from its offset on, a chain's numgen keys map to its endpoints")
-	b = appendLine(b, "\tmap ", name, " {")
-	b = appendRule(b, "typeof numgen random mod ", strconv.Itoa(pickModulus), " : ", fam.table, " daddr . th dport")
-	b = appendRule(b, "flags interval")
-	b = append(b, "\t\telements = {\n"...)
-	for _, p := range picks {
-		b = appendLine(b, "\t\t\t# ", p.chain)
-		m := uint32(p.modulus())
-		k := uint32(len(p.eps))
-		from := p.offset()
-		for i, ep := range p.eps {
-			n := m / k
-			if uint32(i) < m%k {
-				n++
-			}
-			b = append(b, "\t\t\t"...)
-			b = strconv.AppendUint(b, uint64(from), 10)
-			if n > 1 {
-				b = append(b, '-')
-				b = strconv.AppendUint(b, uint64(from+n-1), 10)
-			}
-			b = append(b, " : "...)
-			b = ep.Addr().AppendTo(b)
-			b = append(b, " . "...)
-			b = strconv.AppendUint(b, uint64(ep.Port()), 10)
-			b = append(b, ",\n"...)
-			from += n
-		}
-	}
-	return append(b, "\t\t}\n\t}\n"...)
-}
-
-// appendMapPick appends the rule of a chain that picks through its
-// endpoint map.
-func appendMapPick(b []byte, fam nftFamily, proto string, p *nftPick) []byte {
-	b = append(b, "\t\tmeta l4proto "...)
-	b = append(b, proto...)
-	b = append(b, " dnat "...)
-	b = append(b, fam.table...)
-	b = append(b, " to numgen random mod "...)
-	b = strconv.AppendInt(b, int64(p.modulus()), 10)
-	if off := p.offset(); off != 0 {
-		b = append(b, " offset "...)
-		b = strconv.AppendUint(b, uint64(off), 10)
-	}
-	b = append(b, " map @"...)
-	b = append(b, pickMapName(p.bucket)...)
-	return append(b, '\n')
+	return pickMapSet(fam, picks).AppendText(b, fam.model)
 }

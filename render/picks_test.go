@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // TestPickMaps: the intervals of a pick cover its keys from its offset
@@ -66,7 +68,7 @@ func TestPickMaps(t *testing.T) {
 				t.Fatalf("k=%d: range %d goes to %s, want %s", k, i, a, eps[i].addr.Addr())
 			}
 		}
-		rule := string(appendMapPick(nil, nftFamilies[0], "tcp", x))
+		rule := "\t\t" + mapPickRule(nftmodel.TCP, x).Text(nftmodel.IPv4) + "\n"
 		want := fmt.Sprintf("\t\tmeta l4proto tcp dnat ip to numgen random mod %d offset %d map @%s\n", m, x.offset(), pickMapName(x.bucket))
 		if x.offset() == 0 {
 			want = fmt.Sprintf("\t\tmeta l4proto tcp dnat ip to numgen random mod %d map @%s\n", m, pickMapName(x.bucket))

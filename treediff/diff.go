@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // The kinds of change a diff entry records.
@@ -31,7 +33,7 @@ const (
 // sorted.
 type PlanDiff struct {
 	// Nodes are every node of either side, by name, with their own changes
-	// and the data-plane estimate.
+	// and their data-plane changes.
 	Nodes []NodeDiff `json:"nodes"`
 	// Cluster lists changes of the cluster-wide settings.
 	Cluster  []FieldChange `json:"cluster,omitempty"`
@@ -42,7 +44,7 @@ type PlanDiff struct {
 
 // NodeDiff is one node: added (only in the new tree), removed (only in the
 // old one) or in both, with the changes of its own settings and the
-// estimated data-plane changes.
+// data-plane changes (DataPlaneChanges).
 type NodeDiff struct {
 	Name      string           `json:"name"`
 	Change    string           `json:"change,omitempty"` // added, removed, or "" when in both trees
@@ -50,11 +52,11 @@ type NodeDiff struct {
 	DataPlane DataPlaneChanges `json:"dataPlane"`
 }
 
-// DataPlaneChanges estimates, in nftables terms, what applying the new
-// Plan on a node changes: one chain per service port and one per endpoint
-// traffic is forwarded to, one map element per frontend (cluster, external
-// or LoadBalancer IP and port, or node port). A chain is changed when what
-// it jumps to or its settings change.
+// DataPlaneChanges counts, in nftables terms, what applying the new Plan
+// on a node changes: the diff of the nftables models render builds for
+// the two plans (nftmodel.Diff). Chains are compared by name (changed when
+// a rule or the hook differs), set and map elements by key (one whose
+// value changed counts as removed and added).
 type DataPlaneChanges struct {
 	ChainsAdded     int `json:"chainsAdded"`
 	ChainsRemoved   int `json:"chainsRemoved"`
@@ -930,99 +932,18 @@ func diffEnv(old, new []plan.EnvFile) []EnvDiff {
 
 // ---- data plane ----
 
-// nftModel is the estimate of a Plan's nftables objects: chains with a
-// fingerprint of their content, and frontend map elements.
-type nftModel struct {
-	chains   map[string]string
-	elements map[string]bool
-}
-
-func nftOf(p *plan.Plan) nftModel {
-	m := nftModel{chains: map[string]string{}, elements: map[string]bool{}}
-	if p == nil {
-		return m
-	}
-	for i := range p.Services {
-		s := &p.Services[i]
-		if s.Type == "ExternalName" || len(s.ClusterIPs) == 0 && !hasExternal(s) {
-			continue
-		}
-		settings := fmt.Sprintf("affinity=%d internal=%t external=%t ranges=%s", s.AffinitySeconds, s.InternalLocal, s.ExternalLocal, joinPrefixes(s.SourceRanges))
-		for j := range s.Ports {
-			port := &s.Ports[j]
-			chain := fmt.Sprintf("svc %s %s/%s", s.Key(), port.Name, port.Protocol)
-			var used []int
-			used = append(used, port.Cluster...)
-			used = append(used, port.External...)
-			slices.Sort(used)
-			used = slices.Compact(used)
-			var b strings.Builder
-			b.WriteString(settings)
-			if s.AffinitySeconds > 0 {
-				// Under ClientIP affinity a rule per endpoint picks it
-				// (and refreshes its affinity set): endpoints are rules.
-				for _, set := range [][]int{port.Cluster, port.External} {
-					b.WriteString(" |")
-					for _, k := range set {
-						fmt.Fprintf(&b, " %s", port.Endpoints[k].AddrPort())
-					}
-				}
-				for _, k := range used {
-					m.chains[chain+" affinity "+port.Endpoints[k].AddrPort().String()] = fmt.Sprintf("affinity=%d", s.AffinitySeconds)
-				}
-			} else {
-				// Otherwise an endpoint is a range of an endpoint map,
-				// and a rule does not change with the endpoints.
-				sets := [][]int{port.Cluster}
-				if !slices.Equal(port.External, port.Cluster) {
-					sets = append(sets, port.External) // the external chain picks on its own
-				}
-				for i, set := range sets {
-					for _, k := range set {
-						m.elements[fmt.Sprintf("endpoint %s %d %s", chain, i, port.Endpoints[k].AddrPort())] = true
-					}
-				}
-			}
-			m.chains[chain] = b.String()
-			for _, ips := range [][]netip.Addr{s.ClusterIPs, s.ExternalIPs, s.LoadBalancerIPs} {
-				for _, ip := range ips {
-					m.elements[fmt.Sprintf("%s . %s . %d : %s", ip, port.Protocol, port.Port, chain)] = true
-				}
-			}
-			if port.NodePort != 0 {
-				m.elements[fmt.Sprintf("%s . %d : %s", port.Protocol, port.NodePort, chain)] = true
-			}
-		}
-	}
-	return m
-}
-
+// dataPlaneDiff counts what applying new on a node changes in nftables:
+// the diff of the two models render builds (nftmodel.Diff).
 func dataPlaneDiff(old, new *plan.Plan) DataPlaneChanges {
-	o, n := nftOf(old), nftOf(new)
-	var c DataPlaneChanges
-	for k, v := range n.chains {
-		ov, ok := o.chains[k]
-		switch {
-		case !ok:
-			c.ChainsAdded++
-		case ov != v:
-			c.ChainsChanged++
+	model := func(p *plan.Plan) *nftmodel.Ruleset {
+		if p == nil {
+			return nil
 		}
+		return render.NFTablesModel(p)
 	}
-	for k := range o.chains {
-		if _, ok := n.chains[k]; !ok {
-			c.ChainsRemoved++
-		}
+	d := nftmodel.Diff(model(old), model(new))
+	return DataPlaneChanges{
+		ChainsAdded: d.ChainsAdded, ChainsRemoved: d.ChainsRemoved, ChainsChanged: d.ChainsChanged,
+		ElementsAdded: d.ElementsAdded, ElementsRemoved: d.ElementsRemoved,
 	}
-	for k := range n.elements {
-		if !o.elements[k] {
-			c.ElementsAdded++
-		}
-	}
-	for k := range o.elements {
-		if !n.elements[k] {
-			c.ElementsRemoved++
-		}
-	}
-	return c
 }

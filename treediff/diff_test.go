@@ -149,7 +149,7 @@ func TestDiff(t *testing.T) {
 				{Name: "CART_SERVICE_PORT_HTTP", Value: "80"},
 			}}},
 			// One chain for the port (it DNATs to its endpoints), one element for the cluster IP.
-			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 3}}},
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 7}}},
 		},
 		{
 			name: "service removed",
@@ -164,8 +164,8 @@ func TestDiff(t *testing.T) {
 				},
 			}},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 3}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 3}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 7}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 7}},
 			},
 			ignore: []string{"dns", "env"},
 		},
@@ -185,8 +185,8 @@ func TestDiff(t *testing.T) {
 				}},
 			}},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 1}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ElementsAdded: 1}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 3, ElementsRemoved: 1}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ElementsAdded: 3, ElementsRemoved: 1}},
 			},
 		},
 		{
@@ -207,8 +207,8 @@ func TestDiff(t *testing.T) {
 				}},
 			}},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ElementsRemoved: 1}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ElementsRemoved: 1}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 1, ElementsRemoved: 3}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ElementsAdded: 1, ElementsRemoved: 3}},
 			},
 		},
 		{
@@ -249,7 +249,7 @@ func TestDiff(t *testing.T) {
 				{Name: "WEB_PORT_80_TCP_ADDR", Old: "10.96.0.10", New: "10.96.0.11"},
 				{Name: "WEB_SERVICE_HOST", Old: "10.96.0.10", New: "10.96.0.11"},
 			}}},
-			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 1, ElementsRemoved: 1}}},
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 3, ElementsRemoved: 3}}},
 		},
 		{
 			name: "port number changes: env and SRV",
@@ -288,7 +288,7 @@ func TestDiff(t *testing.T) {
 					{Name: "WEB_SERVICE_PORT_HTTP", Old: "80", New: "8000"},
 				},
 			}},
-			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 1, ElementsRemoved: 1}}},
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 2, ElementsRemoved: 2}}},
 		},
 		{
 			// externalTrafficPolicy Local: the policy change is the same
@@ -319,8 +319,8 @@ func TestDiff(t *testing.T) {
 				},
 			},
 			nodes: []NodeDiff{
-				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsChanged: 1, ElementsAdded: 1}},
-				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsChanged: 1, ElementsAdded: 1}},
+				{Name: "node-1", DataPlane: DataPlaneChanges{ChainsAdded: 1, ChainsChanged: 1, ElementsAdded: 1}},
+				{Name: "node-2", DataPlane: DataPlaneChanges{ChainsAdded: 1, ChainsChanged: 1, ElementsAdded: 1}},
 			},
 		},
 		{
@@ -328,8 +328,8 @@ func TestDiff(t *testing.T) {
 			old:  dfPlans([]plan.Node{dfNode1}, web),
 			new:  dfPlans([]plan.Node{dfNode2}, web),
 			nodes: []NodeDiff{
-				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 2}},
-				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 1, ElementsAdded: 2}},
+				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 27, ElementsRemoved: 6}},
+				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 27, ElementsAdded: 6}},
 			},
 		},
 		{
@@ -447,7 +447,7 @@ func TestDiffJSONNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"nodes":[{"name":"node-1","dataPlane":{"chainsAdded":0,"chainsRemoved":0,"chainsChanged":0,"elementsAdded":1,"elementsRemoved":0}}],` +
+	want := `{"nodes":[{"name":"node-1","dataPlane":{"chainsAdded":0,"chainsRemoved":0,"chainsChanged":0,"elementsAdded":3,"elementsRemoved":1}}],` +
 		`"services":[{"namespace":"shop","name":"web","change":"changed","ports":[{"name":"http","protocol":"TCP","port":80,"targetPorts":[8080],"endpointCount":2,"readyCount":2,"change":"changed",` +
 		`"endpointChanges":[{"endpoint":"10.244.1.9:8080","change":"added","ready":true,"serving":true,"terminating":false,"nodeName":"node-1"}]}]}]}`
 	if string(b) != want {

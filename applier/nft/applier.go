@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // TableName is the name of netspec's tables. No other table is ever
@@ -17,7 +18,7 @@ const TableName = "netspec"
 // families are the tables netspec owns, one per family.
 var families = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6}
 
-// Applier installs rendered rulesets into the kernel of one network
+// Applier installs rulesets (render's nftmodel) into the kernel of one network
 // namespace and keeps them there.
 type Applier struct {
 	k Kernel
@@ -27,6 +28,9 @@ type Applier struct {
 	// refused tells that the kernel refused the last batch: the next
 	// sync replaces the tables whole rather than trust a diff.
 	refused bool
+	// enc encodes models, reusing the encoding of the pieces that the
+	// last model shares with the next.
+	enc encodeCache
 }
 
 // Open connects to nftables in the network namespace nsFd (an open
@@ -47,7 +51,10 @@ func (a *Applier) Close() error { return a.k.Close() }
 
 // Plan compares want with the kernel's tables and returns what Apply
 // would change, without changing anything.
-func (a *Applier) Plan(want *Ruleset) (*Changes, error) {
+func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) { return a.plan(a.enc.encode(m)) }
+
+// plan is Plan of an encoded ruleset.
+func (a *Applier) plan(want *Ruleset) (*Changes, error) {
 	plans, err := a.diff(want)
 	if err != nil {
 		return nil, err
@@ -61,7 +68,10 @@ func (a *Applier) Plan(want *Ruleset) (*Changes, error) {
 // The kernel applies all of it or none; after a rejected batch the next
 // Apply replaces the tables whole. Afterwards what was written is read
 // back (see verifyWritten): a difference is an error.
-func (a *Applier) Apply(want *Ruleset) (*Changes, error) {
+func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) { return a.apply(a.enc.encode(m)) }
+
+// apply is Apply of an encoded ruleset.
+func (a *Applier) apply(want *Ruleset) (*Changes, error) {
 	plans, err := a.diff(want)
 	if err != nil {
 		return nil, err
@@ -85,9 +95,12 @@ func (a *Applier) Apply(want *Ruleset) (*Changes, error) {
 // of the change, not of the ruleset. Only the changed chains are read
 // back to verify. Without a last state it is Apply. A periodic Apply
 // finds and repairs drift.
-func (a *Applier) Update(want *Ruleset) (*Changes, error) {
+func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) { return a.update(a.enc.encode(m)) }
+
+// update is Update of an encoded ruleset.
+func (a *Applier) update(want *Ruleset) (*Changes, error) {
 	if a.last == nil {
-		return a.Apply(want)
+		return a.apply(want)
 	}
 	var plans []*tablePlan
 	for _, fam := range families {

@@ -31,6 +31,7 @@ import (
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // benchSizes are the sizes of the size-indexed benchmarks, in services
@@ -112,10 +113,11 @@ var cache struct {
 	rulesets map[int]*rendered
 }
 
-// rendered is a plan's ruleset as text and parsed.
+// rendered is a plan's ruleset as a model and as text, with the plan.
 type rendered struct {
+	p    *plan.Plan
 	text []byte
-	rs   *nft.Ruleset
+	rs   *nftmodel.Ruleset
 }
 
 // compilePlan compiles the Plan of node-1 for a generated tree of n
@@ -135,15 +137,11 @@ func compilePlan(tb testing.TB, n int) *plan.Plan {
 	return p
 }
 
-// renderPlan renders and parses p's ruleset.
+// renderPlan renders p's ruleset.
 func renderPlan(tb testing.TB, p *plan.Plan) *rendered {
 	tb.Helper()
-	text := render.NFTables(p)
-	rs, err := nft.Parse(text)
-	if err != nil {
-		tb.Fatalf("parse the rendered ruleset: %v", err)
-	}
-	return &rendered{text: text, rs: rs}
+	rs := render.NFTablesModel(p)
+	return &rendered{p: p, text: rs.Text(), rs: rs}
 }
 
 // benchRuleset is the rendered ruleset of compilePlan(n), cached.
@@ -297,15 +295,20 @@ func BenchmarkNFTFile(b *testing.B) {
 
 // benchUpdate installs base (untimed), then times Updates alternating
 // between other and base, and reports the mean netlink messages and
-// bytes of one Update.
+// bytes of one Update. The two models are built by one render.Memo, as a
+// daemon's successive models are: they share the chains and sets of the
+// Services that did not change, which Update does not encode again.
 func benchUpdate(b *testing.B, base, other *rendered) {
 	b.Helper()
 	_, fd := benchNetns(b)
 	a := openApplier(b, fd)
-	if _, err := a.Apply(base.rs); err != nil {
+	var memo render.Memo
+	baseM := memo.NFTablesModel(base.p)
+	otherM := memo.NFTablesModel(other.p)
+	if _, err := a.Apply(baseM); err != nil {
 		b.Fatal(err)
 	}
-	want := []*rendered{other, base}
+	want := []*rendered{{rs: otherM}, {rs: baseM}}
 	var ops, bytes, i int
 	runtime.GC() // not the garbage of compiling and installing
 	for b.Loop() {

@@ -5,12 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/binaryutil"
-	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -35,43 +32,6 @@ import (
 // the set with a comment holding the bytes, and the batch sender (batch.go)
 // swaps the user data of every set so marked for those bytes.
 
-// parseTypeof reads the declaration of an endpoint map: `numgen random mod
-// N : ip daddr . th dport` (ip6 daddr in the IPv6 table).
-func (st *setState) parseTypeof(f []string, fam nftables.TableFamily) error {
-	bad := fmt.Errorf("unsupported typeof %q: netspec declares only endpoint maps, typeof numgen random mod N : %s daddr . th dport", strings.Join(f, " "), familyName(fam))
-	want := []string{"numgen", "random", "mod", "", ":", familyName(fam), "daddr", ".", "th", "dport"}
-	if len(f) != len(want) || !st.isMap {
-		return bad
-	}
-	for i := range want {
-		if want[i] != "" && f[i] != want[i] {
-			return bad
-		}
-	}
-	mod, err := strconv.ParseUint(f[3], 10, 32)
-	if err != nil || mod == 0 {
-		return bad
-	}
-	addr := nftables.TypeIPAddr
-	if fam == nftables.TableFamilyIPv6 {
-		addr = nftables.TypeIP6Addr
-	}
-	data, err := nftables.ConcatSetType(addr, nftables.TypeInetService)
-	if err != nil {
-		return err
-	}
-	st.spec.fields = []vtype{vInt}
-	st.spec.keyLen = 4
-	st.spec.endpoints = true
-	tmpl := &st.s.Template
-	tmpl.KeyType = nftables.TypeInteger
-	tmpl.KeyByteOrder = binaryutil.NativeEndian
-	tmpl.IsMap = true
-	tmpl.DataType = data
-	st.s.udata = typeofUserdata(fam, uint32(mod))
-	return nil
-}
-
 // typeofUserdata is the user data nft 1.0.6 gives an endpoint map, read
 // with `nft --debug=mnl`: key byte order host; data byte order unset; the
 // typeof of the key, numgen (23) random with the modulus and offset 0;
@@ -95,85 +55,6 @@ func typeofUserdata(fam nftables.TableFamily, mod uint32) []byte {
 		panic(err) // a constant
 	}
 	return b
-}
-
-// parseIntRange reads an integer key of an endpoint map: N or N-M.
-func parseIntRange(s string) (lo, hi uint32, err error) {
-	a, b, isRange := strings.Cut(s, "-")
-	x, err := parseUint(a, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("bad key %q", s)
-	}
-	y := x
-	if isRange {
-		if y, err = parseUint(b, 32); err != nil || y < x {
-			return 0, 0, fmt.Errorf("bad key range %q", s)
-		}
-	}
-	return uint32(x), uint32(y), nil
-}
-
-// endpointData compiles the data of an endpoint map's element, toks
-// being `ADDR . PORT`: the address, then the port in a 32-bit word.
-func (c *compiler) endpointData(toks []string) ([]byte, error) {
-	if len(toks) != 3 || toks[1] != "." {
-		return nil, fmt.Errorf("expected \": ADDR . PORT\"")
-	}
-	typ := vAddr4
-	if c.fam == nftables.TableFamilyIPv6 {
-		typ = vAddr6
-	}
-	pfx, err := parseAddrOrPrefix(toks[0], typ)
-	if err != nil || !pfx.IsSingleIP() {
-		return nil, fmt.Errorf("bad address %q", toks[0])
-	}
-	port, err := parseUint(toks[2], 16)
-	if err != nil {
-		return nil, fmt.Errorf("bad port %q", toks[2])
-	}
-	b := appendAddr(c.v1[:0], pfx.Addr())
-	b = binary.BigEndian.AppendUint16(b, uint16(port))
-	return append(b, 0, 0), nil
-}
-
-// natMap compiles `dnat ip to numgen random mod N [offset O] map @MAP`
-// (toks from dnat on): numgen into register 1, turned to network byte
-// order for the interval map, looked up in MAP into registers 1 (the
-// address) and the next 32-bit word after it (the port), and DNAT to
-// both.
-func (c *compiler) natMap(toks []string) (int, bool, error) {
-	fam := familyName(c.fam)
-	bad := ruleError("dnat: expected \"dnat %s to numgen random mod N [offset O] map @MAP\"", fam)
-	if len(toks) < 9 || toks[1] != fam || toks[2] != "to" {
-		return 0, false, bad
-	}
-	p, err := c.prim(toks[3:])
-	if err != nil || p.kind != pNumgen {
-		return 0, false, bad
-	}
-	n := 3 + p.tokens
-	if n+1 >= len(toks) || toks[n] != "map" || !strings.HasPrefix(toks[n+1], "@") || !isName(toks[n+1][1:]) {
-		return 0, false, bad
-	}
-	if c.l4 < 0 {
-		return 0, false, ruleError("dnat to a port needs a transport protocol match before it")
-	}
-	c.load(p, reg1, 4)
-	c.ex = append(c.ex, c.intern(append(c.sig[:0], 'o'), func() expr.Any {
-		return &expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 4, Size: 4}
-	}))
-	e := alloc(&c.a.lookups)
-	e.SourceRegister, e.IsDestRegSet, e.DestRegister, e.SetName = reg1, true, reg1, toks[n+1][1:]
-	c.ex = append(c.ex, e)
-	c.refs = append(c.refs, ref{kind: refMap, name: e.SetName, line: c.line, keyLen: 4})
-	family, portReg := uint32(unix.NFPROTO_IPV4), uint32(reg32Base+1)
-	if c.fam == nftables.TableFamilyIPv6 {
-		family, portReg = unix.NFPROTO_IPV6, reg2
-	}
-	c.ex = append(c.ex, c.intern(append(c.sig[:0], 'N', byte(family)), func() expr.Any {
-		return &expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1, RegProtoMin: portReg, Specified: true}
-	}))
-	return n + 2, false, nil
 }
 
 // typeofMark starts the comment by which AddTo marks a set whose user

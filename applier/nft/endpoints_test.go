@@ -47,9 +47,9 @@ func TestEndpointMapChanges(t *testing.T) {
 				var ch *Changes
 				var err error
 				if path == "Apply" {
-					ch, err = a.Apply(rs)
+					ch, err = a.apply(rs)
 				} else {
-					ch, err = a.Update(rs)
+					ch, err = a.update(rs)
 				}
 				if err != nil {
 					t.Fatalf("step %q: %v", st.name, err)
@@ -58,7 +58,7 @@ func TestEndpointMapChanges(t *testing.T) {
 				if i > 0 && (c.Replace || len(c.ChainsAdded)+len(c.ChainsChanged)+len(c.ChainsRemoved) > 0 || len(c.ElementsAdded) == 0) {
 					t.Errorf("step %q: %s, want elements changed and no chain", st.name, ch.Summary())
 				}
-				if full, err := a.Plan(rs); err != nil || !full.Empty() {
+				if full, err := a.plan(rs); err != nil || !full.Empty() {
 					t.Fatalf("step %q: the kernel differs afterwards: %v %s", st.name, err, counts(full))
 				}
 			}

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // TestRenderEqualsKernel is the test of the design: for every rendered
@@ -209,5 +212,70 @@ func TestReplaceLargeSets(t *testing.T) {
 			t.Errorf("nft list table %s %s differs (--- nft -f, +++ Replace):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
 		}
 		nftcCheckTable(t, rc, d, tb)
+	}
+}
+
+// goldenModels are the models render builds for every golden plan (both
+// data planes) and the model of every rule form (modelForms), by name.
+func goldenModels(t *testing.T) map[string]*nftmodel.Ruleset {
+	t.Helper()
+	plans, err := filepath.Glob("../../golden/*/*/plan.json")
+	if err != nil || len(plans) < 4 {
+		t.Fatalf("found %d golden plans: %v", len(plans), err)
+	}
+	out := map[string]*nftmodel.Ruleset{"forms": modelForms()}
+	for _, path := range plans {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := render.ParsePlanJSON(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := nftcName(filepath.Dir(path))
+		out[name+"/nftables"] = render.NFTablesModel(p)
+		out[name+"/ipvs-nftables"] = render.NFTablesIPVSModel(p)
+	}
+	return out
+}
+
+// TestModelEqualsKernel is the test of the design for the apply path: for
+// every model render builds from a golden plan, `nft -f` of its text
+// (namespace A) and Encode + Replace of the model (namespace B) leave
+// tables that `nft list` prints the same, and what the kernel holds after
+// `nft -f` is, rule by rule and element by element, the model's encoding.
+func TestModelEqualsKernel(t *testing.T) {
+	nftcNeedKernel(t)
+	a := nftcNewNS(t, "mnft")
+	b := nftcNewNS(t, "mgo")
+	c := b.batchConn(t)
+	rc, d := a.conn(t), a.dumper(t)
+	models := goldenModels(t)
+	for _, name := range slices.Sorted(maps.Keys(models)) {
+		m := models[name]
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "nftables.nft")
+			if err := os.WriteFile(path, m.Text(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			a.nft(t, "", "-f", path)
+			rs := Encode(m)
+			if err := rs.Replace(c); err != nil {
+				t.Fatalf("Replace: %v", err)
+			}
+			if err := c.Flush(); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+			for _, tb := range rs.Tables {
+				fam := familyLabel(tb.Family)
+				want := nftcNormalize(a.nft(t, "", "list", "table", fam, tb.Name))
+				got := nftcNormalize(b.nft(t, "", "list", "table", fam, tb.Name))
+				if want != got {
+					t.Errorf("nft list table %s %s differs (--- nft -f, +++ Encode + Replace):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
+				}
+				nftcCheckTable(t, rc, d, tb)
+			}
+		})
 	}
 }

@@ -62,7 +62,7 @@ func TestFakeFirstInstall(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			f, a := fakeApplier(t)
 			rs := goldenRuleset(t, path)
-			ch, err := a.Plan(rs)
+			ch, err := a.plan(rs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestFakeFirstInstall(t *testing.T) {
 					t.Errorf("plan: table %d: %s, want a replace of the missing table", i, counts(ch))
 				}
 			}
-			if ch, err = a.Apply(rs); err != nil {
+			if ch, err = a.apply(rs); err != nil {
 				t.Fatal(err)
 			}
 			if !ch.Tables[0].Replace || f.Batches() != 1 {
@@ -94,7 +94,7 @@ func TestFakeFirstInstall(t *testing.T) {
 					}
 				}
 			}
-			for _, sync := range []func(*Ruleset) (*Changes, error){a.Plan, a.Apply, a.Update} {
+			for _, sync := range []func(*Ruleset) (*Changes, error){a.plan, a.apply, a.update} {
 				if ch, err := sync(rs); err != nil || !ch.Empty() {
 					t.Fatalf("after the install: %v %s, want no changes", err, counts(ch))
 				}
@@ -147,12 +147,12 @@ func TestFakeSyncByDifference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, a := fakeApplier(t)
-			if _, err := a.Apply(tc.from); err != nil {
+			if _, err := a.apply(tc.from); err != nil {
 				t.Fatal(err)
 			}
-			sync := a.Apply
+			sync := a.apply
 			if tc.update {
-				sync = a.Update
+				sync = a.update
 			}
 			ch, err := sync(tc.to)
 			if err != nil {
@@ -179,12 +179,12 @@ func TestFakeSyncByDifference(t *testing.T) {
 					}
 				}
 			}
-			if ch, err := a.Plan(tc.to); err != nil || !ch.Empty() {
+			if ch, err := a.plan(tc.to); err != nil || !ch.Empty() {
 				t.Fatalf("after the sync the kernel differs: %v %s", err, counts(ch))
 			}
 			// The same state as a fresh install.
 			g, b := fakeApplier(t)
-			if _, err := b.Apply(tc.to); err != nil {
+			if _, err := b.apply(tc.to); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := f.Dump(), g.Dump(); got != want {
@@ -219,12 +219,12 @@ func TestFakeRepairsDrift(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, a := fakeApplier(t)
-			if _, err := a.Apply(rs); err != nil {
+			if _, err := a.apply(rs); err != nil {
 				t.Fatal(err)
 			}
 			before := f.Dump()
 			drift(t, f, tc.drift)
-			ch, err := a.Plan(rs)
+			ch, err := a.plan(rs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,13 +232,13 @@ func TestFakeRepairsDrift(t *testing.T) {
 				t.Errorf("plan after drift: %s, want it to contain %q", counts(ch), tc.want)
 			}
 			// Update trusts what it installed: only Apply reads the drift.
-			if ch, err := a.Update(rs); err != nil || !ch.Empty() {
+			if ch, err := a.update(rs); err != nil || !ch.Empty() {
 				t.Errorf("update after drift: %v %s, want no changes (it does not read the kernel back)", err, counts(ch))
 			}
-			if _, err := a.Apply(rs); err != nil {
+			if _, err := a.apply(rs); err != nil {
 				t.Fatal(err)
 			}
-			if ch, err := a.Plan(rs); err != nil || !ch.Empty() {
+			if ch, err := a.plan(rs); err != nil || !ch.Empty() {
 				t.Fatalf("plan after repair: %v %s", err, counts(ch))
 			}
 			if got := f.Dump(); got != before {
@@ -263,9 +263,9 @@ func TestFakeFailedBatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, a := fakeApplier(t)
-			sync := a.Apply
+			sync := a.apply
 			if tc.update {
-				sync = a.Update
+				sync = a.update
 			}
 			if _, err := sync(good); err != nil {
 				t.Fatal(err)
@@ -279,7 +279,7 @@ func TestFakeFailedBatch(t *testing.T) {
 			if got := f.Dump(); got != before {
 				t.Fatalf("the refused batch changed the kernel:\n%s\nwas\n%s", got, before)
 			}
-			if ch, err := New(f).Plan(good); err != nil || !ch.Empty() {
+			if ch, err := New(f).plan(good); err != nil || !ch.Empty() {
 				t.Fatalf("after the refused batch the kernel no longer holds the last good ruleset: %v %s", err, counts(ch))
 			}
 			ch, err := sync(next)
@@ -289,7 +289,7 @@ func TestFakeFailedBatch(t *testing.T) {
 			if !ch.Tables[0].Replace || !strings.Contains(ch.Tables[0].Reason, "refused") {
 				t.Errorf("the sync after a refused batch: %s (%s), want the tables replaced whole", counts(ch), ch.Tables[0].Reason)
 			}
-			if ch, err := a.Plan(next); err != nil || !ch.Empty() {
+			if ch, err := a.plan(next); err != nil || !ch.Empty() {
 				t.Fatalf("the sync after the refused batch did not converge: %v %s", err, counts(ch))
 			}
 		})
@@ -327,9 +327,9 @@ func TestFakeVerifyCatchesLoss(t *testing.T) {
 	for _, update := range []bool{false, true} {
 		f := NewFake()
 		a := New(droppingKernel{f, "service-ips"})
-		sync := a.Apply
+		sync := a.apply
 		if update {
-			sync = a.Update
+			sync = a.update
 		}
 		_, err := sync(rs)
 		if err == nil || !strings.Contains(err.Error(), "verify") {
@@ -345,7 +345,7 @@ func TestFakeVerifyCatchesLoss(t *testing.T) {
 // leaves others; with none, it sends nothing.
 func TestFakeCleanup(t *testing.T) {
 	f, a := fakeApplier(t)
-	if _, err := a.Apply(goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")); err != nil {
+	if _, err := a.apply(goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")); err != nil {
 		t.Fatal(err)
 	}
 	drift(t, f, func(b Batch) { b.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "bystander"}) })
@@ -366,7 +366,7 @@ func TestFakeCleanup(t *testing.T) {
 	if deleted, err := a.Cleanup(); err != nil || len(deleted) != 0 || f.Batches() != batches+1 {
 		t.Errorf("second cleanup: %q %v, %d batches, want nothing", deleted, err, f.Batches()-batches-1)
 	}
-	if ch, err := a.Update(goldenRuleset(t, "basic/node-1/nftables.nft")); err != nil || !ch.Tables[0].Replace {
+	if ch, err := a.update(goldenRuleset(t, "basic/node-1/nftables.nft")); err != nil || !ch.Tables[0].Replace {
 		t.Errorf("update after cleanup: %v %s, want the tables installed again", err, counts(ch))
 	}
 }
@@ -621,7 +621,7 @@ func TestFakeReadsAsKernel(t *testing.T) {
 			f := NewFake()
 			rs := goldenRuleset(t, path)
 			for _, kern := range []Kernel{k, f} {
-				if _, err := New(kern).Apply(rs); err != nil {
+				if _, err := New(kern).apply(rs); err != nil {
 					t.Fatalf("%T: %v", kern, err)
 				}
 			}

@@ -1,27 +1,29 @@
-// Package nft installs the nftables ruleset that render.NFTables writes,
-// over netlink with github.com/google/nftables.
+// Package nft installs the nftables ruleset that render builds as a model
+// (package render/nftmodel), over netlink with github.com/google/nftables.
 //
-// The rendered text is the single source of truth: Parse reads it (a small,
-// closed grammar, not general nft syntax) and compiles every rule, set and
-// element to the netlink expressions that nft 1.0.6 itself would send for
-// the same text, so that what reviewers read in a golden file is exactly
-// what is installed, and `nft list table ip netspec` after Replace equals
-// what `nft -f` of the file gives.
+// No text is read on the way: Encode turns the model into the expressions
+// and set elements nft 1.0.6 itself sends for the model's text
+// (nftmodel's encoding), so that what reviewers read in a golden file is
+// exactly what is installed, and `nft list table ip netspec` after Replace
+// equals what `nft -f` of the printed file gives (TestModelEqualsKernel).
 //
 // The kernel is behind one interface, Kernel: the applier reads tables,
 // sets, chains, rule and element dumps through it, and sends each change
 // as one transaction with Kernel.Run, which fills a Batch (the methods of
-// google/nftables' Conn that netspec queues). Parsing, compiling, the diff
-// (diffTable, diffKnown), the order of a batch (tablePlan.queue) and the
-// read-back check are the same for every Kernel. System is the real one
-// over netlink (sockets with big buffers, dumps with big reads, a batch
-// sender without an acknowledgement per message); Fake keeps tables,
-// chains, rules, sets and elements in memory and applies a batch all or
-// nothing, refusing what the kernel refuses, so that the sync logic, plan
-// and the CLI's scripts are tested without root. Tests against the real
-// kernel, as root in namespaces of their own, prove the rest: what is
-// installed equals `nft -f`, and the Fake refuses and reads back as the
-// kernel does (TestFakeRefusesAsKernel, TestFakeReadsAsKernel).
+// google/nftables' Conn that netspec queues). Encoding, the diff
+// (diffTable against the kernel, diffKnown against the ruleset installed
+// last), the order of a batch (tablePlan.queue) and the read-back check
+// are the same for every Kernel. System is the real one over netlink
+// (sockets with big buffers, dumps with big reads, a batch sender without
+// an acknowledgement per message); Fake keeps tables, chains, rules, sets
+// and elements in memory and applies a batch all or nothing, refusing
+// what the kernel refuses, so that the sync logic, plan and the CLI's
+// scripts are tested without root. Tests against the real kernel, as root
+// in namespaces of their own, prove the rest: what is installed equals
+// `nft -f`, and the Fake refuses and reads back as the kernel does
+// (TestFakeRefusesAsKernel, TestFakeReadsAsKernel). The tests keep a
+// parser of the printed text as an oracle (textparse_test.go), proven
+// against the kernel, that the model's encoding is compared with.
 package nft
 
 import (
@@ -29,8 +31,8 @@ import (
 	"github.com/google/nftables/expr"
 )
 
-// Ruleset is a parsed ruleset: the tables it replaces, in file order (ip,
-// then ip6).
+// Ruleset is an encoded ruleset (Encode): the tables it replaces, in the
+// model's order (ip, then ip6).
 type Ruleset struct {
 	Tables []*Table
 }
@@ -70,7 +72,7 @@ type Set struct {
 
 // Element is one element of a named set or map.
 type Element struct {
-	// Text is the element as rendered, for example
+	// Text is the element as the file prints it, for example
 	// "10.96.0.50 . tcp . 6379 : goto service-…".
 	Text string
 	// Elems are the netlink elements nft sends for it: one for a plain
@@ -90,6 +92,8 @@ type Chain struct {
 	// Text is the chain's rule lines joined by "\n": a cheap way to tell
 	// that a chain did not change.
 	Text string
+
+	hash uint64 // chainHash
 }
 
 // BaseChain is the hook of a base chain.
@@ -100,7 +104,7 @@ type BaseChain struct {
 	Policy   nftables.ChainPolicy
 }
 
-// Rule is one rule line compiled to netlink expressions.
+// Rule is one rule encoded to netlink expressions.
 type Rule struct {
 	Text string // the rule line, trimmed
 	// Exprs are the rule's expressions, named sets referenced by name

@@ -19,7 +19,7 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("empty kernel (-want +got):\n%s", diff)
 	}
 	rs := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
-	if _, err := a.Apply(rs); err != nil {
+	if _, err := a.apply(rs); err != nil {
 		t.Fatal(err)
 	}
 	var want []TableSummary

@@ -78,18 +78,18 @@ func TestApplyConverges(t *testing.T) {
 	ks := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
 	basic2 := goldenRuleset(t, "basic/node-2/nftables.nft")
 
-	ch, err := a.Apply(basic)
+	ch, err := a.apply(basic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ch.Tables[0].Replace || ch.Tables[0].Reason != ReasonMissing {
 		t.Errorf("first apply: %s, want a replace of the missing table", counts(ch))
 	}
-	if ch, err = a.Apply(basic); err != nil || !ch.Empty() {
+	if ch, err = a.apply(basic); err != nil || !ch.Empty() {
 		t.Fatalf("second apply: %v %s, want no changes", err, counts(ch))
 	}
 	// node-2 of the same tree: same services, other local endpoints.
-	if ch, err = a.Apply(basic2); err != nil {
+	if ch, err = a.apply(basic2); err != nil {
 		t.Fatal(err)
 	}
 	if ch.Tables[0].Replace || len(ch.Tables[0].ChainsAdded) > 0 {
@@ -97,10 +97,10 @@ func TestApplyConverges(t *testing.T) {
 	}
 	// A bigger ruleset, with IPv6, and back.
 	for _, rs := range []*Ruleset{ks, basic, ks} {
-		if _, err := a.Apply(rs); err != nil {
+		if _, err := a.apply(rs); err != nil {
 			t.Fatal(err)
 		}
-		if ch, err := a.Plan(rs); err != nil || !ch.Empty() {
+		if ch, err := a.plan(rs); err != nil || !ch.Empty() {
 			t.Fatalf("plan after apply: %v %s", err, counts(ch))
 		}
 	}
@@ -123,7 +123,7 @@ func TestApplyConverges(t *testing.T) {
 func TestApplyRepairsDrift(t *testing.T) {
 	ns, a := syncApplier(t)
 	rs := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
-	if _, err := a.Apply(rs); err != nil {
+	if _, err := a.apply(rs); err != nil {
 		t.Fatal(err)
 	}
 	var svcChain string
@@ -150,17 +150,17 @@ func TestApplyRepairsDrift(t *testing.T) {
 			for _, args := range tc.drift {
 				nsNFT(t, ns, args...)
 			}
-			ch, err := a.Plan(rs)
+			ch, err := a.plan(rs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if ch.Empty() || !strings.Contains(counts(ch), tc.want) {
 				t.Errorf("plan after drift: %s, want it to contain %q", counts(ch), tc.want)
 			}
-			if _, err := a.Apply(rs); err != nil {
+			if _, err := a.apply(rs); err != nil {
 				t.Fatal(err)
 			}
-			if ch, err := a.Plan(rs); err != nil || !ch.Empty() {
+			if ch, err := a.plan(rs); err != nil || !ch.Empty() {
 				t.Fatalf("plan after repair: %v %s", err, counts(ch))
 			}
 		})
@@ -174,14 +174,14 @@ func TestUpdateSmallChange(t *testing.T) {
 	// Two nodes of one tree: a Local policy picks other endpoints.
 	one := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
 	two := goldenRuleset(t, "kitchen-sink/node-2/nftables.nft")
-	if _, err := a.Update(one); err != nil {
+	if _, err := a.update(one); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := a.Update(two)
+	ch, err := a.update(two)
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := a.Plan(two)
+	full, err := a.plan(two)
 	if err != nil || !full.Empty() {
 		t.Fatalf("after Update the kernel differs: %v %s", err, counts(full))
 	}
@@ -191,7 +191,7 @@ func TestUpdateSmallChange(t *testing.T) {
 		len(c.ElementsAdded) == 0 || c.Ops == 0 || c.Ops > 10 {
 		t.Errorf("update node-1 -> node-2: %s, %d ops", counts(ch), ch.Tables[0].Ops)
 	}
-	if ch, err := a.Update(two); err != nil || !ch.Empty() {
+	if ch, err := a.update(two); err != nil || !ch.Empty() {
 		t.Errorf("same update again: %v %s", err, counts(ch))
 	}
 }
@@ -206,7 +206,7 @@ func TestApplyRejectedBatch(t *testing.T) {
 	}
 	defer a.Close()
 	good := goldenRuleset(t, "basic/node-1/nftables.nft")
-	if _, err := a.Apply(good); err != nil {
+	if _, err := a.apply(good); err != nil {
 		t.Fatal(err)
 	}
 	text, err := os.ReadFile(filepath.Join("..", "..", "golden", "kitchen-sink/node-1/nftables.nft"))
@@ -219,7 +219,7 @@ func TestApplyRejectedBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Apply(bad)
+	_, err = a.apply(bad)
 	if err == nil || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("apply of a refused batch: %v, want an error saying nothing was changed", err)
 	}
@@ -233,18 +233,18 @@ func TestApplyRejectedBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if ch, err := b.Plan(good); err != nil || !ch.Empty() {
+	if ch, err := b.plan(good); err != nil || !ch.Empty() {
 		t.Fatalf("after the refused batch the kernel no longer holds the last good ruleset: %v %s", err, counts(ch))
 	}
 	ks := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
-	ch, err := a.Apply(ks)
+	ch, err := a.apply(ks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ch.Tables[0].Replace {
 		t.Errorf("the apply after a refused batch: %s, want the tables replaced whole", counts(ch))
 	}
-	if ch, err := a.Plan(ks); err != nil || !ch.Empty() {
+	if ch, err := a.plan(ks); err != nil || !ch.Empty() {
 		t.Fatalf("apply after the refused batch did not converge: %v %s", err, counts(ch))
 	}
 }

@@ -60,7 +60,7 @@ func TestTableMatches(t *testing.T) {
 		{"table deleted", [][]string{{"delete", "table", "ip", "netspec"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := a.Apply(rs); err != nil {
+			if _, err := a.apply(rs); err != nil {
 				t.Fatal(err)
 			}
 			for _, args := range tc.drift {

@@ -34,9 +34,9 @@ endpoints added, removed or changed (ready, serving, terminating, node), the
 endpoints a node starts or stops forwarding traffic to (under a Local traffic
 policy or topology this differs between nodes and is reported per node),
 DNS records added and removed per zone, service environment variables per
-namespace, and per node an estimate of the nftables changes: chains (one per
-service port and per endpoint) and map elements (one per frontend) added,
-removed or changed. A change that is the same on every node is reported once.
+namespace, and per node the nftables changes, counted by comparing the two
+rulesets as netspec would install them: chains added, removed or changed, and
+set and map elements added or removed. A change that is the same on every node is reported once.
 
 An invalid tree is an error: its diagnostics are printed and diff exits 1.
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,15 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
+
+// The text parser is the test oracle of the model's encoding: it reads a
+// ruleset as render.NFTables prints it and compiles it to the expressions
+// nft 1.0.6 sends for that text (TestCompileMatchesKernel proves it
+// against the kernel); TestModelEncodesAsParse and
+// TestGoldenModelEncodesAsParse compare nftmodel's encoding with it. It is
+// test code: nothing on the apply path reads text.
 
 // Parse reads a ruleset rendered by render.NFTables and compiles it: the
 // closed set of forms that render writes, not general nft syntax. Errors
@@ -76,27 +85,10 @@ type parser struct {
 	// sub tells that the parser reads a piece of a table's body (see
 	// parallelBody): it starts and must end in the table.
 	sub bool
-
-	// For Parser (parsememo.go). rec records the blocks read (chains,
-	// sets and maps) for its memo; warm tells that Parser.warm feeds the
-	// lines, from copies of the text, and takes blocks from the memo.
-	rec, warm bool
-	lineOff   int           // rec: offset in src of the line being read
-	blk       blockStart    // rec: the block being read
-	closed    *block        // rec: the block just closed, its text yet to fill in
-	blocks    []*block      // rec: the table's blocks, in text order
-	blockSlab []block       // rec: where they are allocated from, unless warm
-	tables    []tableBlocks // rec: the blocks of the tables read
-	hits      int           // warm: how many of blocks were taken from the memo
-	same      sameNames     // warm: whether the table declares what it did
-	restHint  int           // warm: bytes of text after the line read
-	retain    int           // warm: the last slabs of its arenas (warmGen)
-	copies    *chainCopies  // warm: where the chains taken from the memo are copied to
 }
 
 func (p *parser) parse() error {
 	for p.off < len(p.src) {
-		p.lineOff = p.off
 		end := strings.IndexByte(p.src[p.off:], '\n')
 		var raw string
 		if end < 0 {
@@ -106,10 +98,6 @@ func (p *parser) parse() error {
 		}
 		if err := p.feed(raw); err != nil {
 			return err
-		}
-		if b := p.closed; b != nil {
-			b.text = p.src[p.blk.off:p.off]
-			p.blocks, p.closed = append(p.blocks, b), nil
 		}
 	}
 	if p.sub && p.state == inTable {
@@ -239,10 +227,6 @@ func (p *parser) fileLine(t string) error {
 			p.seen = map[string]bool{}
 		}
 		p.seen[id] = true
-		if p.warm {
-			p.startTable(fam, f[2], p.restHint)
-			return nil
-		}
 		p.startTable(fam, f[2], len(p.src)-p.off)
 		if len(p.src)-p.off >= parallelMin {
 			p.parallelBody()
@@ -263,12 +247,6 @@ func (p *parser) startTable(fam nftables.TableFamily, name string, size int) {
 	p.sets, p.specs = map[string]*Set{}, map[string]*setSpec{}
 	p.textHint = size / 2 // rule lines are less than half a rendered table
 	p.state = inTable
-	if p.warm {
-		// Few chains are read anew: the arena's slabs start small, as they
-		// stay alive as long as the memo reuses a block of theirs.
-		p.textHint = 0
-		seedArena(&p.c.a)
-	}
 }
 
 // parallelMin is the size of text after a table's start from which the
@@ -313,7 +291,7 @@ func (p *parser) parallelBody() {
 	errs := make([]error, len(subs))
 	var wg sync.WaitGroup
 	for i := range subs {
-		sp := &parser{src: body[cuts[i]:cuts[i+1]], sub: true, rec: p.rec}
+		sp := &parser{src: body[cuts[i]:cuts[i+1]], sub: true}
 		sp.startTable(p.t.Family, p.t.Name, len(sp.src))
 		subs[i] = sp
 		wg.Go(func() { errs[i] = sp.parse() })
@@ -353,7 +331,6 @@ func (p *parser) parallelBody() {
 		p.t.Chains = append(p.t.Chains, sp.t.Chains...)
 		p.t.Sets = append(p.t.Sets, sp.t.Sets...)
 		p.line += sp.line
-		p.blocks = append(p.blocks, sp.blocks...) // their lines count from the piece's start, as their refs'
 	}
 	p.off = end
 }
@@ -380,21 +357,11 @@ func (p *parser) tableLine(t string) error {
 			return fmt.Errorf("unexpected end of table")
 		}
 		refs := p.c.refs
-		if p.warm {
-			refs = p.warmRefs()
-		}
 		if err := p.checkRefs(refs, scope{chains: []map[string]*Chain{p.chains}, specs: []map[string]*setSpec{p.specs}}); err != nil {
 			return err
 		}
-		if p.warm {
-			p.retain += arenaBytes(&p.c.a) + p.text.Cap()
-		}
 		p.finishTexts()
 		p.rs.Tables = append(p.rs.Tables, p.t)
-		if p.rec {
-			p.tables = append(p.tables, tableBlocks{key: tableKey{p.t.Family, p.t.Name}, blocks: p.blocks, hits: p.hits})
-			p.blocks, p.hits = nil, 0
-		}
 		p.t, p.c, p.state = nil, nil, inFile
 		return nil
 	}
@@ -416,9 +383,6 @@ func (p *parser) tableLine(t string) error {
 		p.t.Chains = append(p.t.Chains, p.ch)
 		p.texts, p.rules = p.texts[:0], p.rules[:0]
 		p.state = inChain
-		if p.rec {
-			p.openBlock()
-		}
 		if rest = trimBlank(rest); rest != "" {
 			if rest != "}" {
 				return fmt.Errorf("unknown statement: %q (a chain's rules go on lines of their own)", t)
@@ -435,9 +399,6 @@ func (p *parser) tableLine(t string) error {
 		p.sets[name] = p.set.s
 		p.t.Sets = append(p.t.Sets, p.set.s)
 		p.state = inSet
-		if p.rec {
-			p.openBlock()
-		}
 		return p.setText(rest)
 	}
 	return fmt.Errorf("unknown statement: %q", t)
@@ -480,37 +441,7 @@ func (p *parser) closeChain() {
 	if len(p.rules) > 0 {
 		p.ch.Rules = p.c.a.rulePtrs(p.rules)
 	}
-	if p.rec {
-		b := p.newBlock()
-		b.chain, b.hash = p.ch, h
-		p.closeBlock(b)
-	}
 	p.ch, p.state = nil, inTable
-}
-
-// sumSeed seeds the hashes of Table.chainSum and Set.sum, which are only
-// compared within a process.
-var sumSeed = maphash.MakeSeed()
-
-// chainHash hashes a chain: its name, hook and rule lines (text).
-func chainHash(ch *Chain, text string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(sumSeed)
-	h.WriteString(ch.Name)
-	h.WriteByte(0)
-	if b := ch.Base; b != nil {
-		h.WriteString(string(b.Type))
-		fmt.Fprintf(&h, " %d", b.Policy)
-		if b.Hooknum != nil {
-			fmt.Fprintf(&h, " hook %d", *b.Hooknum)
-		}
-		if b.Priority != nil {
-			fmt.Fprintf(&h, " priority %d", *b.Priority)
-		}
-		h.WriteByte(0)
-	}
-	h.WriteString(text)
-	return h.Sum64()
 }
 
 // textSpan is where the text of a chain is in parser.text.
@@ -965,11 +896,6 @@ func (p *parser) closeSet() error {
 		leadingEnd(s.Elements)
 	}
 	p.specs[s.Name] = &st.spec
-	if p.rec {
-		b := p.newBlock()
-		b.set, b.spec = s, &st.spec
-		p.closeBlock(b)
-	}
 	p.set, p.state = nil, inTable
 	return nil
 }
@@ -1174,4 +1100,120 @@ func (p *parser) checkRefs(refs []ref, sc scope) error {
 		}
 	}
 	return nil
+}
+
+// parseTypeof reads the declaration of an endpoint map: `numgen random mod
+// N : ip daddr . th dport` (ip6 daddr in the IPv6 table).
+func (st *setState) parseTypeof(f []string, fam nftables.TableFamily) error {
+	bad := fmt.Errorf("unsupported typeof %q: netspec declares only endpoint maps, typeof numgen random mod N : %s daddr . th dport", strings.Join(f, " "), familyName(fam))
+	want := []string{"numgen", "random", "mod", "", ":", familyName(fam), "daddr", ".", "th", "dport"}
+	if len(f) != len(want) || !st.isMap {
+		return bad
+	}
+	for i := range want {
+		if want[i] != "" && f[i] != want[i] {
+			return bad
+		}
+	}
+	mod, err := strconv.ParseUint(f[3], 10, 32)
+	if err != nil || mod == 0 {
+		return bad
+	}
+	addr := nftables.TypeIPAddr
+	if fam == nftables.TableFamilyIPv6 {
+		addr = nftables.TypeIP6Addr
+	}
+	data, err := nftables.ConcatSetType(addr, nftables.TypeInetService)
+	if err != nil {
+		return err
+	}
+	st.spec.fields = []vtype{vInt}
+	st.spec.keyLen = 4
+	st.spec.endpoints = true
+	tmpl := &st.s.Template
+	tmpl.KeyType = nftables.TypeInteger
+	tmpl.KeyByteOrder = binaryutil.NativeEndian
+	tmpl.IsMap = true
+	tmpl.DataType = data
+	st.s.udata = typeofUserdata(fam, uint32(mod))
+	return nil
+}
+
+// parseIntRange reads an integer key of an endpoint map: N or N-M.
+func parseIntRange(s string) (lo, hi uint32, err error) {
+	a, b, isRange := strings.Cut(s, "-")
+	x, err := parseUint(a, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bad key %q", s)
+	}
+	y := x
+	if isRange {
+		if y, err = parseUint(b, 32); err != nil || y < x {
+			return 0, 0, fmt.Errorf("bad key range %q", s)
+		}
+	}
+	return uint32(x), uint32(y), nil
+}
+
+// endpointData compiles the data of an endpoint map's element, toks
+// being `ADDR . PORT`: the address, then the port in a 32-bit word.
+func (c *compiler) endpointData(toks []string) ([]byte, error) {
+	if len(toks) != 3 || toks[1] != "." {
+		return nil, fmt.Errorf("expected \": ADDR . PORT\"")
+	}
+	typ := vAddr4
+	if c.fam == nftables.TableFamilyIPv6 {
+		typ = vAddr6
+	}
+	pfx, err := parseAddrOrPrefix(toks[0], typ)
+	if err != nil || !pfx.IsSingleIP() {
+		return nil, fmt.Errorf("bad address %q", toks[0])
+	}
+	port, err := parseUint(toks[2], 16)
+	if err != nil {
+		return nil, fmt.Errorf("bad port %q", toks[2])
+	}
+	b := appendAddr(c.v1[:0], pfx.Addr())
+	b = binary.BigEndian.AppendUint16(b, uint16(port))
+	return append(b, 0, 0), nil
+}
+
+// natMap compiles `dnat ip to numgen random mod N [offset O] map @MAP`
+// (toks from dnat on): numgen into register 1, turned to network byte
+// order for the interval map, looked up in MAP into registers 1 (the
+// address) and the next 32-bit word after it (the port), and DNAT to
+// both.
+func (c *compiler) natMap(toks []string) (int, bool, error) {
+	fam := familyName(c.fam)
+	bad := ruleError("dnat: expected \"dnat %s to numgen random mod N [offset O] map @MAP\"", fam)
+	if len(toks) < 9 || toks[1] != fam || toks[2] != "to" {
+		return 0, false, bad
+	}
+	p, err := c.prim(toks[3:])
+	if err != nil || p.kind != pNumgen {
+		return 0, false, bad
+	}
+	n := 3 + p.tokens
+	if n+1 >= len(toks) || toks[n] != "map" || !strings.HasPrefix(toks[n+1], "@") || !isName(toks[n+1][1:]) {
+		return 0, false, bad
+	}
+	if c.l4 < 0 {
+		return 0, false, ruleError("dnat to a port needs a transport protocol match before it")
+	}
+	c.load(p, reg1, 4)
+	c.ex = append(c.ex, c.intern(append(c.sig[:0], 'o'), func() expr.Any {
+		return &expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 4, Size: 4}
+	}))
+	e := alloc(&c.a.lookups)
+	e.SourceRegister, e.IsDestRegSet, e.DestRegister, e.SetName = reg1, true, reg1, toks[n+1][1:]
+	c.ex = append(c.ex, e)
+	c.refs = append(c.refs, ref{kind: refMap, name: e.SetName, line: c.line, keyLen: 4})
+	family, portReg := uint32(unix.NFPROTO_IPV4), uint32(reg32Base+1)
+	if c.fam == nftables.TableFamilyIPv6 {
+		family, portReg = unix.NFPROTO_IPV6, reg2
+	}
+	c.ex = append(c.ex, c.intern(append(c.sig[:0], 'N', byte(family)), func() expr.Any {
+		return &expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: reg1, RegProtoMin: portReg, Specified: true}
+	}))
+	return n + 2, false, nil
 }

@@ -36,6 +36,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -769,6 +770,16 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	case <-w.synced:
 	default:
 		close(w.synced)
+	}
+	if full {
+		// A full sync builds the whole tree, plan and model anew and
+		// leaves most of that as garbage; between full syncs the live
+		// heap changes little. Return the garbage's pages to the system
+		// now rather than keep them for a peak that comes back only at
+		// the next full sync: RSS then follows the live heap
+		// (docs/performance.md, "Node agent cost"). Off the sync loop, so
+		// that the next reload does not wait for the collection.
+		go debug.FreeOSMemory()
 	}
 
 	services, endpoints := p.Counts()

@@ -18,10 +18,14 @@ type docCommand struct {
 	where string   // file:line
 	args  []string // after "netspec"
 	quote []string // the quoted output lines; "..." elides any lines
+	// mustSucceed: a command shown without its output, which must exit 0.
+	mustSucceed bool
 }
 
-// TestDocsCommands keeps the documents' examples true: every command a
-// document shows with a user's prompt ("$ netspec …", in a code block) is
+// TestDocsCommands keeps the documents' examples true: a "go run
+// ./cmd/netspec …" line of a code block must succeed (an --out directory
+// is replaced by a temporary one), and every command a document shows
+// with a user's prompt ("$ netspec …", in a code block) is
 // run from the repository's root, and the lines quoted under it, up to the
 // next prompt or the end of the block, must be what it prints (stdout and
 // stderr), in order; a "..." line stands for any number of lines, and
@@ -61,7 +65,18 @@ func TestDocsCommands(t *testing.T) {
 		if len(args) > 0 && (args[0] == "validate" || args[0] == "explain" || args[0] == "render" || args[0] == "diff") {
 			args = append(args, "--no-cache")
 		}
-		run(args, &env{stdout: &out, stderr: &out})
+		for i := range args {
+			if args[i] == "--out" && i+1 < len(args) {
+				args[i+1] = t.TempDir() // never write into the repository
+			}
+		}
+		code := run(args, &env{stdout: &out, stderr: &out})
+		if c.mustSucceed {
+			if code != exitOK {
+				t.Errorf("%s: netspec %s: exit %d:\n%s", c.where, strings.Join(c.args, " "), code, out.String())
+			}
+			continue
+		}
 		got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 		if !quoteMatches(c.quote, got) {
 			t.Errorf("%s: netspec %s prints:\n%s\nbut the document quotes:\n%s", c.where, strings.Join(c.args, " "), out.String(), strings.Join(c.quote, "\n"))
@@ -89,6 +104,13 @@ func docCommands(file, text string) []docCommand {
 			continue
 		}
 		if !inBlock {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "go run ./cmd/netspec "); ok && cur == nil {
+			// A command to type without a prompt, such as README's first
+			// one for a fresh machine: it must succeed (its output is
+			// not quoted).
+			cmds = append(cmds, docCommand{where: file + ":" + itoa(i+1), args: strings.Fields(rest), quote: nil, mustSucceed: true})
 			continue
 		}
 		if strings.HasPrefix(line, "$ ") {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render/nftmodel"
@@ -237,8 +236,7 @@ type nftPortView struct {
 	all         []nftEndpoint // union: one affinity set each under ClientIP affinity
 
 	// Set by describe, for the second pass.
-	desc      []byte // "shop/web port http 80/TCP", for comments
-	descClean bool   // desc is printable ASCII without quotes (isCleanText)
+	desc []byte // "shop/web port http 80/TCP", for comments
 
 	// Scratch space of nameChains and describe, in the view so that
 	// goroutines rendering side by side do not share it.
@@ -429,7 +427,7 @@ func (t *nftTable) viewPortIn(v *nftPortView, sp *nftPort) *nftPortView {
 	v.external = t.appendEndpoints(v.external[:0], port, port.External)
 	v.all = append(append(v.all[:0], v.cluster...), v.external...)
 	v.all = sortEndpoints(v.all)
-	v.desc, v.descClean = v.desc[:0], false
+	v.desc = v.desc[:0]
 	return v
 }
 
@@ -603,7 +601,6 @@ func (t *nftTable) describe(v *nftPortView) {
 	v.desc = strconv.AppendUint(v.desc, uint64(port.Port), 10)
 	v.desc = append(v.desc, '/')
 	v.desc = append(v.desc, port.Protocol...)
-	v.descClean = isCleanText(v.desc)
 
 	if svc.AffinitySeconds <= 0 {
 		return
@@ -818,40 +815,4 @@ func appendPlural(b []byte, n int, noun string) []byte {
 		b = append(b, 's')
 	}
 	return b
-}
-
-// appendCommentText appends s kept on one line and inside its quotes, as a
-// comment: control characters, quotes and backslashes become "_", and each
-// byte of invalid UTF-8 becomes U+FFFD (as strings.Map does).
-func appendCommentText(b []byte, s string) []byte {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < ' ' || c == 0x7f || c == '"' || c == '\\' {
-				c = '_'
-			}
-			b = append(b, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = utf8.AppendRune(b, utf8.RuneError)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return b
-}
-
-// isCleanText tells whether s is printable ASCII without quotes or
-// backslashes: text that appendCommentText leaves as it is.
-func isCleanText[S ~string | ~[]byte](s S) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }

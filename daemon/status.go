@@ -100,9 +100,6 @@ type HealthCheckStatus struct {
 // StatusSocket is the path of the status socket a watcher serves.
 func (w *Watcher) StatusSocket() string { return w.opts.StatusSocket }
 
-// Status returns the watcher's last snapshot.
-func (w *Watcher) Status() *Status { return w.status.Load() }
-
 // statusHandler serves GET /status.
 func (w *Watcher) statusHandler() http.Handler {
 	mux := http.NewServeMux()

@@ -260,15 +260,6 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	return x
 }
 
-// Service explains a packet to each frontend of the Service key
-// (namespace/name) on the node of p: each port on each cluster IP,
-// external IP and LoadBalancer IP, and each node port on each of the
-// node's node-port addresses, from src (DefaultSource when src is not
-// valid or of the other IP family than the frontend).
-func Service(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr) ([]*Explanation, error) {
-	return ServiceWith(p, objs, key, src, Options{})
-}
-
 // ServiceWith is Service with the node's live state (Options).
 func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr, o Options) ([]*Explanation, error) {
 	s := planService(p, key)

@@ -647,17 +647,6 @@ func (t *nftTable) lookupPick(sp *nftPort, chain string) *nftPick {
 	return nil
 }
 
-// appendDispatch appends the start of the table: its head, base chains and
-// dispatch chains, up to its maps.
-func (t *nftTable) appendDispatch(b []byte) []byte {
-	mt := t.dispatchModel()
-	b = mt.AppendHead(b)
-	for _, it := range mt.Items {
-		b = it.AppendText(b, mt.Family)
-	}
-	return append(b, "\n\t# Maps.\n"...)
-}
-
 // nftMaps are the table's verdict maps and the set cluster-frontends, in
 // the order nftTable.maps lists them and they are written.
 var nftMaps = [...]struct {

@@ -228,15 +228,10 @@ func (rs *Ruleset) Replace(c Batch) error {
 
 // Key returns bytes identifying what the rule does: equal for a compiled
 // Rule and for the same rule read back from the kernel with c.GetRules
-// (KernelRuleKey). Handles, counter values, set IDs and other fields the
+// (ruleKey). Handles, counter values, set IDs and other fields the
 // kernel assigns are left out. An anonymous set is identified by its
 // lookup only: compare its elements separately.
 func (r *Rule) Key(fam nftables.TableFamily) []byte { return ruleKey(fam, r.Exprs) }
-
-// KernelRuleKey is Rule.Key of a rule read back from the kernel.
-func KernelRuleKey(fam nftables.TableFamily, r *nftables.Rule) []byte {
-	return ruleKey(fam, r.Exprs)
-}
 
 func ruleKey(fam nftables.TableFamily, exprs []expr.Any) []byte {
 	var b []byte

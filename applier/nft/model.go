@@ -29,6 +29,7 @@ package nft
 import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // Ruleset is an encoded ruleset (Encode): the tables it replaces, in the
@@ -62,8 +63,11 @@ type Set struct {
 	Template nftables.Set
 	Elements []Element
 
-	// sum hashes the elements' texts, in order (see Table.chainSum).
-	sum uint64
+	// m is the model the set was encoded from (Encode), its Elements
+	// in the order of the model's: diffKnown compares two versions of a
+	// set by the model's typed elements. nil for a set read from the
+	// kernel or parsed.
+	m *nftmodel.Set
 
 	// udata is the set's user data when google/nftables cannot write it
 	// (an endpoint map's typeof, endpoints.go).

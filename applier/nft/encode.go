@@ -188,38 +188,82 @@ func (s *Set) encodeElements(f nftmodel.Family, ms *nftmodel.Set, last lastSet, 
 	n := len(ms.Elements)
 	s.Elements = make([]Element, n)
 	head, tail := 0, 0
-	var reused []bool // of the middle, when aligned
+	fresh := [2]int{head, n - tail} // the elements to encode
 	if last.m != nil && last.m.Decl(f) == s.Decl && len(last.m.Elements) == len(last.s.Elements) {
 		old, now := last.m.Elements, ms.Elements
 		for head < len(old) && head < n && sameElement(&old[head], &now[head]) {
-			s.Elements[head] = last.s.Elements[head]
 			head++
 		}
 		for tail < len(old)-head && tail < n-head && sameElement(&old[len(old)-1-tail], &now[n-1-tail]) {
-			s.Elements[n-1-tail] = last.s.Elements[len(old)-1-tail]
 			tail++
 		}
-		if a, b := len(old)-head-tail, n-head-tail; a > 0 && b > 0 {
-			reused = make([]bool, b)
-			myersEq(a, b, func(i, j int) bool { return sameElement(&old[head+i], &now[head+j]) }, myersMaxD,
-				func(i, j int) {
-					s.Elements[head+j] = last.s.Elements[head+i]
-					reused[j] = true
-				})
+		copy(s.Elements[:head], last.s.Elements[:head])
+		copy(s.Elements[n-tail:], last.s.Elements[len(old)-tail:])
+		fresh = [2]int{head, n - tail}
+		a, b := len(old)-head-tail, n-head-tail
+		del, ins, ok := myersEq(a, b, func(i, j int) bool { return sameElement(&old[head+i], &now[head+j]) }, myersMaxD, nil)
+		if ok {
+			// The middle: runs of elements the last version has, between
+			// those that are new.
+			for i, j := 0, 0; j < b; {
+				for len(del) > 0 && del[0] == i {
+					s.removed = append(s.removed, head+i)
+					del, i = del[1:], i+1
+				}
+				if len(ins) > 0 && ins[0] == j {
+					s.encodeElement(f, ms, head+j, text)
+					s.added = append(s.added, head+j)
+					ins, j = ins[1:], j+1
+					continue
+				}
+				run := b - j
+				if len(ins) > 0 {
+					run = ins[0] - j
+				}
+				if len(del) > 0 {
+					run = min(run, del[0]-i)
+				}
+				if run <= 0 || i+run > a {
+					ok = false // cannot happen with an alignment of myers
+					break
+				}
+				copy(s.Elements[head+j:head+j+run], last.s.Elements[head+i:head+i+run])
+				i, j = i+run, j+run
+			}
+			for _, i := range del {
+				s.removed = append(s.removed, head+i)
+			}
+		}
+		if ok {
+			fresh = [2]int{}
+			if !ms.Interval {
+				// An interval set's lowest element may change how it
+				// encodes: its edit is not kept.
+				s.base, last.s.base = last.s, nil
+			}
 		}
 	}
-	for i := head; i < n-tail; i++ {
-		if reused != nil && reused[i-head] {
-			continue
-		}
-		e := &ms.Elements[i]
-		*text = ms.AppendElementText((*text)[:0], e)
-		s.Elements[i] = Element{Text: string(*text), Elems: ms.Encode(f, e)}
+	for i := fresh[0]; i < fresh[1]; i++ {
+		s.encodeElement(f, ms, i, text)
+	}
+	if !s.hasBase() {
+		s.added, s.removed = nil, nil
 	}
 	if ms.Interval {
 		s.placeLeadingEnd()
 	}
 }
+
+// encodeElement encodes the i-th element of ms into s; text is scratch
+// space.
+func (s *Set) encodeElement(f nftmodel.Family, ms *nftmodel.Set, i int, text *[]byte) {
+	e := &ms.Elements[i]
+	*text = ms.AppendElementText((*text)[:0], e)
+	s.Elements[i] = Element{Text: string(*text), Elems: ms.Encode(f, e)}
+}
+
+// hasBase tells whether s keeps its edit from the last version (base).
+func (s *Set) hasBase() bool { return s.base != nil }
 
 // placeLeadingEnd gives the leading end element at zero that nft sends
 // with an interval set to the element with the lowest start, and to no

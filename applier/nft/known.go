@@ -203,9 +203,19 @@ func sameEnds(a, b *Set, netlink bool) (head, tail int) {
 // (added, in b's order) and those only a has (removed, in a's order),
 // an element whose value changed being removed and added. Encoded from a
 // model, they are compared by typed key and value, the common head and
-// tail in place and the middle with myers (or a map, for many edits);
-// otherwise by text.
+// tail in place and the middle with myers (or a map, for many edits),
+// unless b keeps its edit from a (Set.base), found that way when b was
+// encoded; otherwise by text.
 func diffElems(a, b *Set) (added, removed []Element) {
+	if b.base == a {
+		for _, j := range b.added {
+			added = append(added, b.Elements[j])
+		}
+		for _, i := range b.removed {
+			removed = append(removed, a.Elements[i])
+		}
+		return added, removed
+	}
 	ma, mb := modelElems(a), modelElems(b)
 	if ma == nil || mb == nil {
 		added, removed, _ = alignDiff(a.Elements, b.Elements, func(e Element) string { return e.Text }, nil) // the text is the element

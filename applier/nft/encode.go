@@ -201,7 +201,7 @@ func (s *Set) encodeElements(f nftmodel.Family, ms *nftmodel.Set, last lastSet, 
 		copy(s.Elements[n-tail:], last.s.Elements[len(old)-tail:])
 		fresh = [2]int{head, n - tail}
 		a, b := len(old)-head-tail, n-head-tail
-		del, ins, ok := myersEq(a, b, func(i, j int) bool { return sameElement(&old[head+i], &now[head+j]) }, myersMaxD, nil)
+		del, ins, ok := myersRun(a, b, sameRun(old[head:head+a], now[head:head+b]), myersMaxD, nil)
 		if ok {
 			// The middle: runs of elements the last version has, between
 			// those that are new.

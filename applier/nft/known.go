@@ -159,6 +159,18 @@ func trimSame[T comparable](a, b []T) (midA, midB []T) {
 	return a[head : len(a)-tail], b[head : len(b)-tail]
 }
 
+// sameRun is myersRun's run over two lists of model elements: how many
+// from a[x] and b[y] on are alike (sameElement).
+func sameRun(a, b []nftmodel.Element) func(x, y int) int {
+	return func(x, y int) int {
+		k := 0
+		for x+k < len(a) && y+k < len(b) && sameElement(&a[x+k], &b[y+k]) {
+			k++
+		}
+		return k
+	}
+}
+
 // elemID is an element of a set as the kernel holds it: its key, what
 // it maps the key to, and its comment (its text says no more).
 type elemID struct {
@@ -227,8 +239,7 @@ func diffElems(a, b *Set) (added, removed []Element) {
 		return nil, nil
 	}
 	id := func(e *nftmodel.Element) elemID { return elemID{e.Key, e.Verdict, e.To, e.Comment} }
-	eq := func(i, j int) bool { return sameElement(&ma[head+i], &mb[head+j]) }
-	if del, ins, ok := myersEq(n, m, eq, myersMaxD, nil); ok {
+	if del, ins, ok := myersRun(n, m, sameRun(ma[head:head+n], mb[head:head+m]), myersMaxD, nil); ok {
 		for _, i := range del {
 			removed = append(removed, a.Elements[head+i])
 		}
@@ -345,9 +356,22 @@ func myers[T any](a, b []T, key func(T) string, maxD int, match func(i, j int)) 
 	return myersEq(len(a), len(b), func(i, j int) bool { return key(a[i]) == key(b[j]) }, maxD, match)
 }
 
-// myersEq aligns two lists of n and m items, eq(i, j) telling whether
-// the i-th of the first equals the j-th of the second, with Myers' greedy
-// algorithm when at most maxD deletions and insertions turn one into the
+// myersEq is myersRun with an equality of items: eq(i, j) tells whether
+// the i-th of the first list equals the j-th of the second.
+func myersEq(n, m int, eq func(i, j int) bool, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
+	return myersRun(n, m, func(x, y int) int {
+		k := 0
+		for x+k < n && y+k < m && eq(x+k, y+k) {
+			k++
+		}
+		return k
+	}, maxD, match)
+}
+
+// myersRun aligns two lists of n and m items, run(x, y) telling how many
+// items from the x-th of the first on equal those from the y-th of the
+// second on (a function of whole runs, so that a long common run costs
+// one call), with Myers' greedy algorithm when at most maxD deletions and insertions turn one into the
 // other: the indexes of the first deleted and of the second inserted, in
 // order; match, if not nil, is called for every pair (i, j) matched, last
 // pair first, and only when ok. Its work is about (n + m) * edits
@@ -355,7 +379,7 @@ func myers[T any](a, b []T, key func(T) string, maxD int, match func(i, j int)) 
 // a long sorted list (say an endpoint's address in the hairpin set), and
 // it allocates nothing per matched pair. ok is false when more edits are
 // needed.
-func myersEq(n, m int, eq func(i, j int) bool, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
+func myersRun(n, m int, run func(x, y int) int, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
 	if n+m > 0 && (n-m > maxD || m-n > maxD) {
 		return nil, nil, false
 	}
@@ -371,8 +395,9 @@ func myersEq(n, m int, eq func(i, j int) bool, maxD int, match func(i, j int)) (
 				x = v[off+k-1] + 1 // from the left: a deletion
 			}
 			y := x - k
-			for x < n && y < m && eq(x, y) {
-				x, y = x+1, y+1
+			if x < n && y < m {
+				r := run(x, y)
+				x, y = x+r, y+r
 			}
 			v[off+k] = x
 			if x >= n && y >= m {

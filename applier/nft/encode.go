@@ -25,6 +25,9 @@ func Encode(m *nftmodel.Ruleset) *Ruleset {
 // common head and tail are taken over without a look at each piece, and
 // only the middle, where a change is, goes through maps. The work of
 // encoding then follows the size of the change, not of the ruleset.
+// A model, once encoded, is not changed (render builds a new one each
+// time, sharing the unchanged pieces): the cache keeps its items and
+// takes a same pointer for the same content.
 type encodeCache struct {
 	enc  [3]*nftmodel.Encoder // by family; expressions shared across calls
 	last [3]lastTable         // by family

@@ -99,15 +99,16 @@ func TestAlignDiff(t *testing.T) {
 // the Applier's incremental encodings (encodeCache: pieces shared by
 // pointer, sets that keep their edit from the last version) plans
 // exactly what it plans for fresh encodings of the same models, which
-// share nothing; also against a ruleset older than the last encoding's,
-// whose sets' edits do not apply.
+// share nothing, and for fresh encodings without the model, whose sets
+// it compares by text and endpoint maps whole; also against a ruleset
+// older than the last encoding's, whose sets' edits do not apply.
 func TestDiffKnownEqualsFresh(t *testing.T) {
 	base := genplan.Plan(t, 120, "node-1")
 	r := rand.New(rand.NewPCG(7, 11))
 	var memo render.Memo
 	var c encodeCache
 	p := base
-	type version struct{ cached, fresh *Ruleset }
+	type version struct{ cached, fresh, text *Ruleset }
 	var history []version
 	for step := range 60 {
 		what := "start"
@@ -124,7 +125,7 @@ func TestDiffKnownEqualsFresh(t *testing.T) {
 			}
 		}
 		m := memo.NFTablesModel(p)
-		v := version{cached: c.encode(m), fresh: Encode(render.NFTablesModel(p))}
+		v := version{cached: c.encode(m), fresh: Encode(render.NFTablesModel(p)), text: withoutModel(Encode(render.NFTablesModel(p)))}
 		for back := 1; back <= 2 && back <= len(history); back++ {
 			old := history[len(history)-back]
 			for _, fam := range families {
@@ -133,10 +134,26 @@ func TestDiffKnownEqualsFresh(t *testing.T) {
 				if g, w := planSummary(got), planSummary(want); !reflect.DeepEqual(g, w) {
 					t.Fatalf("step %d (%s), against %d back, %s: incremental plan\n%+v\nwant (fresh)\n%+v", step, what, back, familyName(fam), g, w)
 				}
+				byText := diffKnown(v.text.table(fam), old.text.table(fam), fam)
+				if g, w := planSummary(got), planSummary(byText); !reflect.DeepEqual(g, w) {
+					t.Fatalf("step %d (%s), against %d back, %s: incremental plan\n%+v\nwant (by text)\n%+v", step, what, back, familyName(fam), g, w)
+				}
 			}
 		}
 		history = append(history, v)
 	}
+}
+
+// withoutModel drops the model of rs's sets: diffKnown then compares
+// their elements by text and endpoint maps whole, as it did before it
+// compared the model's typed elements.
+func withoutModel(rs *Ruleset) *Ruleset {
+	for _, t := range rs.Tables {
+		for _, s := range t.Sets {
+			s.m = nil
+		}
+	}
+	return rs
 }
 
 // planSummary is what a table plan sends and reports, by value.

@@ -85,7 +85,7 @@ func (a *Applier) apply(want *Ruleset) (*Changes, error) {
 		a.last = nil
 		return ch, err
 	}
-	a.last = want
+	a.installed(want)
 	return ch, nil
 }
 
@@ -122,8 +122,20 @@ func (a *Applier) update(want *Ruleset) (*Changes, error) {
 		a.last = nil
 		return ch, err
 	}
-	a.last = want
+	a.installed(want)
 	return ch, nil
+}
+
+// installed keeps want as what the kernel holds. Its sets' edits from
+// their last versions (Set.base) are diffed: they are dropped, so that
+// no older version stays in memory.
+func (a *Applier) installed(want *Ruleset) {
+	for _, t := range want.Tables {
+		for _, s := range t.Sets {
+			s.base, s.added, s.removed = nil, nil, nil
+		}
+	}
+	a.last = want
 }
 
 // Cleanup deletes netspec's tables, if present, in one transaction.

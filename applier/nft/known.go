@@ -1,9 +1,11 @@
 package nft
 
 import (
+	"net/netip"
 	"slices"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // allElems lists the netlink elements of a set.
@@ -29,10 +31,13 @@ func (tp *tablePlan) flushSet(s *Set, added, removed []ElementChange) {
 }
 
 // diffKnown compares the desired table with the one the applier installed
-// last (Update), without the kernel: chains by their text, elements by
-// theirs. Both lists are in render order, so the common head and tail are
-// compared in place and only the middle, where a change is, goes through
-// maps: the work follows the size of the change more than of the table.
+// last (Update), without the kernel. Both lists are in render order, and
+// the encoding keeps the pieces the two models share (encodeCache): the
+// common head and tail of the chains and of the sets are skipped by
+// pointer, and only the middle, where a change is, is compared, chains by
+// name and text, sets by name. The elements of a set that changed are
+// compared by the model's typed elements (diffElems), so the work follows
+// the size of the change, not of the table.
 func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	tp := newTablePlan(want, fam)
 	switch {
@@ -48,8 +53,9 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	}
 
 	// Sets.
-	added, removed, common := alignDiff(last.Sets, want.Sets, func(s *Set) string { return s.Name },
-		func(x, y *Set) bool { return false }) // few sets: their elements are compared below
+	lastSets, wantSets := trimSame(last.Sets, want.Sets)
+	added, removed, common := alignDiff(lastSets, wantSets, func(s *Set) string { return s.Name },
+		func(x, y *Set) bool { return x == y })
 	for _, s := range added {
 		tp.addSets = append(tp.addSets, s)
 		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
@@ -69,14 +75,22 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			tp.replace("set " + s.Name + ": declaration changed")
 			return tp
 		}
-		if s.Template.Dynamic || old.sum == s.sum && len(old.Elements) == len(s.Elements) {
+		if s.Template.Dynamic {
 			continue
 		}
 		if s.udata != nil {
-			tp.diffEndpointElems(s, allElems(old), elementTexts(old))
+			// Only the middle that differs: elements equal in the model
+			// and in their netlink elements are equal intervals.
+			h, t := sameEnds(old, s, true)
+			mid := *s
+			mid.Elements = s.Elements[h : len(s.Elements)-t]
+			oldMid := &Set{Elements: old.Elements[h : len(old.Elements)-t]}
+			if len(mid.Elements)+len(oldMid.Elements) > 0 {
+				tp.diffEndpointElems(&mid, allElems(oldMid), elementTexts(oldMid))
+			}
 			continue
 		}
-		eAdded, eRemoved, _ := alignDiff(old.Elements, s.Elements, func(e Element) string { return e.Text }, nil) // the text is the element
+		eAdded, eRemoved := diffElems(old, s)
 		if len(eAdded)+len(eRemoved) == 0 {
 			continue
 		}
@@ -101,8 +115,9 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	if want.chainSum == last.chainSum && len(want.Chains) == len(last.Chains) {
 		return tp
 	}
-	cAdded, cRemoved, cCommon := alignDiff(last.Chains, want.Chains, func(c *Chain) string { return c.Name },
-		func(x, y *Chain) bool { return x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
+	lastChains, wantChains := trimSame(last.Chains, want.Chains)
+	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *Chain) string { return c.Name },
+		func(x, y *Chain) bool { return x == y || x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
 	for _, ch := range cAdded {
 		if ch.Base != nil {
 			tp.replace("base chain " + ch.Name + " added")
@@ -128,6 +143,129 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 		tp.removeChain(ch.Name)
 	}
 	return tp
+}
+
+// trimSame drops the common head and tail of a and b, compared by
+// pointer: pieces the encoding kept from the last model.
+func trimSame[T comparable](a, b []T) (midA, midB []T) {
+	head := 0
+	for head < len(a) && head < len(b) && a[head] == b[head] {
+		head++
+	}
+	tail := 0
+	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
+		tail++
+	}
+	return a[head : len(a)-tail], b[head : len(b)-tail]
+}
+
+// sameRun is myersRun's run over two lists of model elements: how many
+// from a[x] and b[y] on are alike (sameElement).
+func sameRun(a, b []nftmodel.Element) func(x, y int) int {
+	return func(x, y int) int {
+		k := 0
+		for x+k < len(a) && y+k < len(b) && sameElement(&a[x+k], &b[y+k]) {
+			k++
+		}
+		return k
+	}
+}
+
+// elemID is an element of a set as the kernel holds it: its key, what
+// it maps the key to, and its comment (its text says no more).
+type elemID struct {
+	key     nftmodel.Key
+	verdict nftmodel.Verdict
+	to      netip.AddrPort
+	comment string
+}
+
+// modelElems returns the model elements of an encoded set, index by
+// index with its Elements, or nil when it has none (a set not encoded
+// from a model).
+func modelElems(s *Set) []nftmodel.Element {
+	if s.m == nil || len(s.m.Elements) != len(s.Elements) {
+		return nil
+	}
+	return s.m.Elements
+}
+
+// sameEnds counts the elements at the head and at the tail that two
+// versions of a set, both encoded from a model, have alike; with
+// netlink, only those whose netlink elements are as many too (an
+// interval set's lowest element carries the leading end element).
+func sameEnds(a, b *Set, netlink bool) (head, tail int) {
+	ma, mb := modelElems(a), modelElems(b)
+	if ma == nil || mb == nil {
+		return 0, 0
+	}
+	same := func(i, j int) bool {
+		return sameElement(&ma[i], &mb[j]) && (!netlink || len(a.Elements[i].Elems) == len(b.Elements[j].Elems))
+	}
+	for head < len(ma) && head < len(mb) && same(head, head) {
+		head++
+	}
+	for tail < len(ma)-head && tail < len(mb)-head && same(len(ma)-1-tail, len(mb)-1-tail) {
+		tail++
+	}
+	return head, tail
+}
+
+// diffElems compares two versions of a set's elements: those only b has
+// (added, in b's order) and those only a has (removed, in a's order),
+// an element whose value changed being removed and added. Encoded from a
+// model, they are compared by typed key and value, the common head and
+// tail in place and the middle with myers (or a map, for many edits),
+// unless b keeps its edit from a (Set.base), found that way when b was
+// encoded; otherwise by text.
+func diffElems(a, b *Set) (added, removed []Element) {
+	if b.base == a {
+		for _, j := range b.added {
+			added = append(added, b.Elements[j])
+		}
+		for _, i := range b.removed {
+			removed = append(removed, a.Elements[i])
+		}
+		return added, removed
+	}
+	ma, mb := modelElems(a), modelElems(b)
+	if ma == nil || mb == nil {
+		added, removed, _ = alignDiff(a.Elements, b.Elements, func(e Element) string { return e.Text }, nil) // the text is the element
+		return added, removed
+	}
+	head, tail := sameEnds(a, b, false)
+	n, m := len(ma)-head-tail, len(mb)-head-tail
+	if n+m == 0 {
+		return nil, nil
+	}
+	id := func(e *nftmodel.Element) elemID { return elemID{e.Key, e.Verdict, e.To, e.Comment} }
+	if del, ins, ok := myersRun(n, m, sameRun(ma[head:head+n], mb[head:head+m]), myersMaxD, nil); ok {
+		for _, i := range del {
+			removed = append(removed, a.Elements[head+i])
+		}
+		for _, j := range ins {
+			added = append(added, b.Elements[head+j])
+		}
+		return added, removed
+	}
+	inA := make(map[elemID]bool, n)
+	for i := range n {
+		inA[id(&ma[head+i])] = true
+	}
+	inB := make(map[elemID]bool, m)
+	for j := range m {
+		k := id(&mb[head+j])
+		inB[k] = true
+		if !inA[k] {
+			added = append(added, b.Elements[head+j])
+		}
+	}
+	for i := range n {
+		if !inB[id(&ma[head+i])] {
+			removed = append(removed, a.Elements[head+i])
+		}
+	}
+	return added, removed
 }
 
 // baseDiffers tells whether two parsed chains hang on different hooks.
@@ -213,15 +351,35 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 const myersMaxD = 32
 
 // myers aligns a and b by key with Myers' greedy algorithm when at most
-// maxD deletions and insertions turn a into b: the indexes of a deleted
-// and of b inserted, in order; match, if not nil, is called for every
-// pair (i, j) matched, last pair first, and only when ok. Its work is
-// about (len(a) + len(b)) * edits key comparisons, less than hashing
-// every key when an element moves far in a long sorted list (say an
-// endpoint's address in the hairpin set), and it allocates nothing per
-// matched pair. ok is false when more edits are needed.
+// maxD deletions and insertions turn a into b (see myersEq).
 func myers[T any](a, b []T, key func(T) string, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
-	n, m := len(a), len(b)
+	return myersEq(len(a), len(b), func(i, j int) bool { return key(a[i]) == key(b[j]) }, maxD, match)
+}
+
+// myersEq is myersRun with an equality of items: eq(i, j) tells whether
+// the i-th of the first list equals the j-th of the second.
+func myersEq(n, m int, eq func(i, j int) bool, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
+	return myersRun(n, m, func(x, y int) int {
+		k := 0
+		for x+k < n && y+k < m && eq(x+k, y+k) {
+			k++
+		}
+		return k
+	}, maxD, match)
+}
+
+// myersRun aligns two lists of n and m items, run(x, y) telling how many
+// items from the x-th of the first on equal those from the y-th of the
+// second on (a function of whole runs, so that a long common run costs
+// one call), with Myers' greedy algorithm when at most maxD deletions and insertions turn one into the
+// other: the indexes of the first deleted and of the second inserted, in
+// order; match, if not nil, is called for every pair (i, j) matched, last
+// pair first, and only when ok. Its work is about (n + m) * edits
+// comparisons, less than hashing every key when an element moves far in
+// a long sorted list (say an endpoint's address in the hairpin set), and
+// it allocates nothing per matched pair. ok is false when more edits are
+// needed.
+func myersRun(n, m int, run func(x, y int) int, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
 	if n+m > 0 && (n-m > maxD || m-n > maxD) {
 		return nil, nil, false
 	}
@@ -237,8 +395,9 @@ func myers[T any](a, b []T, key func(T) string, maxD int, match func(i, j int)) 
 				x = v[off+k-1] + 1 // from the left: a deletion
 			}
 			y := x - k
-			for x < n && y < m && key(a[x]) == key(b[y]) {
-				x, y = x+1, y+1
+			if x < n && y < m {
+				r := run(x, y)
+				x, y = x+r, y+r
 			}
 			v[off+k] = x
 			if x >= n && y >= m {

@@ -2,9 +2,14 @@ package nft
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/google/nftables"
+	"netspec.dev/netspec/internal/gen/genplan"
+	"netspec.dev/netspec/render"
 )
 
 // TestAlignDiff: for lists of unique keys edited at random (keys removed,
@@ -88,4 +93,86 @@ func TestAlignDiff(t *testing.T) {
 				keys(added), keys(removed), common, wantAdded, wantRemoved)
 		}
 	}
+}
+
+// TestDiffKnownEqualsFresh: over random edits of a plan, diffKnown of
+// the Applier's incremental encodings (encodeCache: pieces shared by
+// pointer, sets that keep their edit from the last version) plans
+// exactly what it plans for fresh encodings of the same models, which
+// share nothing, and for fresh encodings without the model, whose sets
+// it compares by text and endpoint maps whole; also against a ruleset
+// older than the last encoding's, whose sets' edits do not apply.
+func TestDiffKnownEqualsFresh(t *testing.T) {
+	base := genplan.Plan(t, 120, "node-1")
+	r := rand.New(rand.NewPCG(7, 11))
+	var memo render.Memo
+	var c encodeCache
+	p := base
+	type version struct{ cached, fresh, text *Ruleset }
+	var history []version
+	for step := range 60 {
+		what := "start"
+		if step > 0 {
+			switch k := r.IntN(4); k {
+			case 0:
+				p, what = genplan.WithExtraService(t, base), "service added"
+			case 1:
+				p, what = genplan.WithMovedEndpoint(t, p), "endpoint moved"
+			case 2:
+				p, what = base, "back to the start"
+			default:
+				p, what = withEndpointPort(p, r.IntN(len(p.Services))), "endpoint ports changed"
+			}
+		}
+		m := memo.NFTablesModel(p)
+		v := version{cached: c.encode(m), fresh: Encode(render.NFTablesModel(p)), text: withoutModel(Encode(render.NFTablesModel(p)))}
+		for back := 1; back <= 2 && back <= len(history); back++ {
+			old := history[len(history)-back]
+			for _, fam := range families {
+				got := diffKnown(v.cached.table(fam), old.cached.table(fam), fam)
+				want := diffKnown(v.fresh.table(fam), old.fresh.table(fam), fam)
+				if g, w := planSummary(got), planSummary(want); !reflect.DeepEqual(g, w) {
+					t.Fatalf("step %d (%s), against %d back, %s: incremental plan\n%+v\nwant (fresh)\n%+v", step, what, back, familyName(fam), g, w)
+				}
+				byText := diffKnown(v.text.table(fam), old.text.table(fam), fam)
+				if g, w := planSummary(got), planSummary(byText); !reflect.DeepEqual(g, w) {
+					t.Fatalf("step %d (%s), against %d back, %s: incremental plan\n%+v\nwant (by text)\n%+v", step, what, back, familyName(fam), g, w)
+				}
+			}
+		}
+		history = append(history, v)
+	}
+}
+
+// withoutModel drops the model of rs's sets: diffKnown then compares
+// their elements by text and endpoint maps whole, as it did before it
+// compared the model's typed elements.
+func withoutModel(rs *Ruleset) *Ruleset {
+	for _, t := range rs.Tables {
+		for _, s := range t.Sets {
+			s.m = nil
+		}
+	}
+	return rs
+}
+
+// planSummary is what a table plan sends and reports, by value.
+func planSummary(tp *tablePlan) any {
+	names := func(chains []*Chain) (out []string) {
+		for _, c := range chains {
+			out = append(out, c.Name+"\n"+c.Text)
+		}
+		return out
+	}
+	var sets []string
+	for _, s := range slices.Concat(tp.addSets, tp.flushSets) {
+		sets = append(sets, s.Name)
+	}
+	return struct {
+		Changes                             TableChanges
+		Sets, DelSets                       []string
+		AddChains, ChangedChains, DelChains []string
+		AddElems, DelElems                  map[string][]nftables.SetElement
+		AddElemsText                        map[string][]Element
+	}{tp.changes, sets, tp.delSetNames, names(tp.addChains), names(tp.changedChains), tp.delChains, tp.addElems, tp.delElems, tp.addElemsText}
 }

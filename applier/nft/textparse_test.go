@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"strconv"
 	"strings"
@@ -395,7 +394,6 @@ func (p *parser) tableLine(t string) error {
 			return fmt.Errorf("set %s declared twice", name)
 		}
 		p.set = &setState{s: &Set{Name: name}, isMap: kw == "map", line: p.line}
-		p.set.sum.SetSeed(sumSeed)
 		p.sets[name] = p.set.s
 		p.t.Sets = append(p.t.Sets, p.set.s)
 		p.state = inSet
@@ -585,8 +583,7 @@ type setState struct {
 	timeout time.Duration
 	size    uint32
 	inElems bool
-	nelems  int          // elements read (in parser.elems)
-	sum     maphash.Hash // of the elements' texts (Set.sum)
+	nelems  int // elements read (in parser.elems)
 }
 
 // setSpec is what elements and lookups need to know of a set.
@@ -693,8 +690,6 @@ func (p *parser) addElem(text string) error {
 		return fmt.Errorf("set %s: elements before the type", st.s.Name)
 	}
 	st.nelems++
-	st.sum.WriteString(text)
-	st.sum.WriteByte(0)
 	p.elems = append(p.elems, Element{})
 	p.c.line = p.line
 	if err := p.c.element(&p.elems[len(p.elems)-1], text, &st.spec); err != nil {
@@ -887,7 +882,6 @@ func (p *parser) closeSet() error {
 		tmpl.KeyByteOrder = binaryutil.BigEndian
 	}
 	s.Decl = strings.Join(st.decl, "\n")
-	s.sum = st.sum.Sum64()
 	s.Elements = make([]Element, len(p.elems))
 	copy(s.Elements, p.elems)
 	clear(p.elems)

@@ -26,12 +26,15 @@ const SocketName = "netspec.sock"
 // made at the end of every sync (no lock of the watcher is held while it
 // is served). Its JSON field names are stable: tools may rely on them.
 type Status struct {
-	Node      string    `json:"node"`
-	Tree      string    `json:"tree"`
-	Dataplane string    `json:"dataplane"`
-	StateDir  string    `json:"stateDir"`
-	PID       int       `json:"pid"`
-	Started   time.Time `json:"started"`
+	Node      string `json:"node"`
+	Tree      string `json:"tree"`
+	Dataplane string `json:"dataplane"`
+	// IPVSScheduler is the scheduler of Services without the annotation
+	// netspec.dev/ipvs-scheduler, with the ipvs data plane; "" otherwise.
+	IPVSScheduler string    `json:"ipvsScheduler,omitempty"`
+	StateDir      string    `json:"stateDir"`
+	PID           int       `json:"pid"`
+	Started       time.Time `json:"started"`
 	// Revision is the tree applied last; nil before the first apply.
 	Revision *RevisionStatus `json:"revision"`
 	// LastSync is the last sync, whatever its result; nil before the

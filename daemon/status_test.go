@@ -310,3 +310,25 @@ func TestStatusLongPath(t *testing.T) {
 		return st.LastSync != nil && st.LastSync.Result == ResultApplied, fmt.Sprintf("%+v", st.LastSync)
 	})
 }
+
+// TestStatusIPVSScheduler: the status names the default IPVS scheduler
+// with the ipvs data plane (explain --live checks the kernel's virtual
+// servers with it), and none with the others.
+func TestStatusIPVSScheduler(t *testing.T) {
+	for _, tc := range []struct {
+		dataplane, sched, want string
+	}{
+		{dataplane: DataplaneIPVS, sched: "", want: "rr"},
+		{dataplane: DataplaneIPVS, sched: "lc", want: "lc"},
+		{dataplane: DataplaneNFTables, sched: "lc", want: ""},
+		{dataplane: DataplaneNone, sched: "", want: ""},
+	} {
+		w, err := New(Options{Tree: basicTree(t), Node: "node-1", Dataplane: tc.dataplane, IPVSScheduler: tc.sched, StateDir: t.TempDir(), Resync: -1, Logger: quietLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.status.Load().IPVSScheduler; got != tc.want {
+			t.Errorf("dataplane %s, --ipvs-scheduler %q: status names scheduler %q, want %q", tc.dataplane, tc.sched, got, tc.want)
+		}
+	}
+}

@@ -53,6 +53,7 @@ import (
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/render"
 )
 
 // Data planes.
@@ -226,6 +227,12 @@ func New(opts Options) (*Watcher, error) {
 	}
 	w.cur = Status{Node: opts.Node, Tree: opts.Tree, Dataplane: opts.Dataplane, StateDir: opts.StateDir,
 		PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Millisecond)}
+	if opts.Dataplane == DataplaneIPVS {
+		w.cur.IPVSScheduler = opts.IPVSScheduler
+		if w.cur.IPVSScheduler == "" {
+			w.cur.IPVSScheduler = render.DefaultIPVSScheduler
+		}
+	}
 	w.publishStatus()
 	if opts.DNSListen != "" {
 		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery})

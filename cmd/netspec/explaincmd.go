@@ -112,7 +112,7 @@ Examples:
 			fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes, and check that the kernel holds the plan")
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
 			fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: nftables or ipvs")
-			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler)")
+			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "", "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler; default: the daemon's, else rr)")
 			return f
 		},
 		run: runExplain,
@@ -157,7 +157,7 @@ func runExplain(e *env, opts any, args []string) int {
 	if f.dataplane != "nftables" && f.dataplane != "ipvs" {
 		return usageErr("--dataplane must be nftables or ipvs, not %q", f.dataplane)
 	}
-	if !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
+	if f.ipvsScheduler != "" && !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
 		return usageErr("--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsSchedulers, ", "), f.ipvsScheduler)
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
@@ -175,7 +175,8 @@ func runExplain(e *env, opts any, args []string) int {
 	dataplane := f.dataplane
 	if f.live {
 		var note string
-		if live, view, dataplane, note, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
+		var sched string
+		if live, view, dataplane, sched, note, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
 			fmt.Fprintf(e.stderr, "netspec explain: --live: %v\n", err)
 			return exitError
 		}
@@ -185,6 +186,12 @@ func runExplain(e *env, opts any, args []string) int {
 		if dataplane == "" {
 			dataplane = f.dataplane
 		}
+		if f.ipvsScheduler == "" {
+			f.ipvsScheduler = sched // the daemon's, unless the command line says otherwise
+		}
+	}
+	if f.ipvsScheduler == "" {
+		f.ipvsScheduler = render.DefaultIPVSScheduler
 	}
 	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, f.node, view)
 	if err != nil {
@@ -273,26 +280,26 @@ func parseTo(s string) (plan.Packet, error) {
 // liveProbes asks the daemon on sock for its readiness probes: the
 // endpoints out for failing probes (for the explanation) and the view the
 // daemon compiled its plan with (each endpoint address and probe it
-// reports failing), and its data plane. A daemon that does not answer,
-// or does not probe, is a note: readiness is then the tree's, and the
-// data plane "" (the kernel is still checked).
-func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplane, note string, err error) {
+// reports failing), and its data plane and IPVS scheduler. A daemon that
+// does not answer, or does not probe, is a note: readiness is then the
+// tree's, and the data plane "" (the kernel is still checked).
+func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplane, sched, note string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := daemon.QueryStatus(ctx, sock)
 	switch {
 	case errors.Is(err, os.ErrPermission):
-		return o, view, "", fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock), nil
+		return o, view, "", "", fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock), nil
 	case err != nil:
-		return o, view, "", fmt.Sprintf("%v; readiness is the tree's", err), nil
+		return o, view, "", "", fmt.Sprintf("%v; readiness is the tree's", err), nil
 	case st.Probes == nil:
-		return o, view, st.Dataplane, "the daemon runs with --probes=false: readiness is the tree's", nil
+		return o, view, st.Dataplane, st.IPVSScheduler, "the daemon runs with --probes=false: readiness is the tree's", nil
 	}
 	failing := map[string]bool{}
 	for _, out := range st.Probes.Out {
 		ap, err := netip.ParseAddrPort(out.Endpoint)
 		if err != nil {
-			return o, view, "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
+			return o, view, "", "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
 		}
 		o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe, Since: out.Since, LastError: out.LastError})
 		failing[ap.Addr().String()+" "+out.Probe] = true
@@ -308,5 +315,5 @@ func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplan
 			return false
 		}
 	}
-	return o, view, st.Dataplane, "", nil
+	return o, view, st.Dataplane, st.IPVSScheduler, "", nil
 }

@@ -55,7 +55,8 @@ record of the last applied plan. Reading the kernel needs root (or
 CAP_NET_ADMIN); without, status says so and shows the record only.
 
 --json prints the same as one JSON object: "running" (bool), "daemon" (the
-daemon's status, when running: node, tree, dataplane, stateDir, pid,
+daemon's status, when running: node, tree, dataplane, ipvsScheduler (with
+the ipvs data plane), stateDir, pid,
 started, revision{id, source, since}, lastSync{reason, kind, ended,
 durationSeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
@@ -193,7 +194,11 @@ func ago(t, now time.Time) string {
 // writeDaemonStatus prints a running daemon's status.
 func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Time) {
 	fmt.Fprintf(w, "daemon: running, pid %d, started %s, socket %s\n", st.PID, ago(st.Started, now), sock)
-	fmt.Fprintf(w, "node: %s; tree: %s; dataplane: %s; state dir: %s\n", st.Node, st.Tree, st.Dataplane, st.StateDir)
+	dp := st.Dataplane
+	if st.IPVSScheduler != "" {
+		dp += " (default scheduler " + st.IPVSScheduler + ")"
+	}
+	fmt.Fprintf(w, "node: %s; tree: %s; dataplane: %s; state dir: %s\n", st.Node, st.Tree, dp, st.StateDir)
 	if r := st.Revision; r != nil {
 		what := "git commit"
 		if r.Source == daemon.RevisionContent {

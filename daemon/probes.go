@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -307,34 +306,9 @@ func (ps *probes) status(out map[outKey]plan.Probe) (st *ProbeStatus, keys []out
 			since = s.Since.UTC().Truncate(time.Millisecond)
 		}
 		st.Out = append(st.Out, ProbeOut{
-			Service: k.service, Endpoint: k.endpoint.String(), Probe: DescribeProbe(out[k]),
+			Service: k.service, Endpoint: k.endpoint.String(), Probe: out[k].String(),
 			Since: since, LastError: s.LastError, FailOpen: slices.Contains(ps.failOpen, k.service),
 		})
 	}
 	return st, keys
-}
-
-// DescribeProbe names a probe for people: "httpGet http://:8080/ready",
-// "tcpSocket :5432", "grpc :9090 service health".
-func DescribeProbe(p plan.Probe) string {
-	var b strings.Builder
-	b.WriteString(string(p.Action))
-	b.WriteByte(' ')
-	switch p.Action {
-	case plan.ProbeHTTPGet:
-		b.WriteString(strings.ToLower(p.Scheme))
-		b.WriteString("://")
-		b.WriteString(p.Host)
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(int(p.Port)))
-		b.WriteString(p.Path)
-	default:
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(int(p.Port)))
-		if p.GRPCService != "" {
-			b.WriteString(" service ")
-			b.WriteString(p.GRPCService)
-		}
-	}
-	return b.String()
 }

@@ -249,7 +249,7 @@ func TestProbeFlips(t *testing.T) {
 	f.mu.Lock()
 	var got []string
 	for _, tg := range f.targets {
-		got = append(got, tg.Addr.String()+" "+DescribeProbe(tg.Probe))
+		got = append(got, tg.Addr.String()+" "+tg.Probe.String())
 	}
 	f.mu.Unlock()
 	slices.Sort(got)
@@ -373,7 +373,7 @@ func TestProbeTargetsOnce(t *testing.T) {
 	targets, keys := targetsOf(p, map[netip.Addr]bool{netip.MustParseAddr("10.0.0.5"): true})
 	var got []string
 	for _, tg := range targets {
-		got = append(got, tg.Addr.String()+" "+DescribeProbe(tg.Probe))
+		got = append(got, tg.Addr.String()+" "+tg.Probe.String())
 	}
 	want := []string{"10.0.0.1 tcpSocket :80", "10.0.0.2 tcpSocket :80", "10.0.0.2 tcpSocket :81", "10.0.0.5 tcpSocket :80", "10.0.0.6 tcpSocket :80"}
 	if !slices.Equal(got, want) || len(keys[netip.MustParseAddr("10.0.0.2")]) != 2 {

@@ -77,3 +77,29 @@ func (p *Probe) Key() string {
 	}
 	return b.String()
 }
+
+// String names the probe for people (logs, status, explain):
+// "httpGet http://:8080/ready", "tcpSocket :5432", "grpc :9090 service
+// health".
+func (p Probe) String() string {
+	var b strings.Builder
+	b.WriteString(string(p.Action))
+	b.WriteByte(' ')
+	switch p.Action {
+	case ProbeHTTPGet:
+		b.WriteString(strings.ToLower(p.Scheme))
+		b.WriteString("://")
+		b.WriteString(p.Host)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(int(p.Port)))
+		b.WriteString(p.Path)
+	default:
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(int(p.Port)))
+		if p.GRPCService != "" {
+			b.WriteString(" service ")
+			b.WriteString(p.GRPCService)
+		}
+	}
+	return b.String()
+}

@@ -308,7 +308,7 @@ func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplan
 	if len(failing) > 0 {
 		view.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
 			for _, p := range probes {
-				if failing[ip.String()+" "+daemon.DescribeProbe(p)] {
+				if failing[ip.String()+" "+p.String()] {
 					return true
 				}
 			}

@@ -70,17 +70,8 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 	return files, nil
 }
 
-// KernelFiles renders the artifacts of Files that program the kernel:
-// nftables.nft and, for data plane ipvs, ipvs.txt. They need only the
-// plan's Node, Cluster and Services, so a daemon can render them before
-// the plan's DNS records and env files exist (compiler.Staged).
-func KernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) {
-	if p == nil {
-		return nil, errors.New("render: no plan")
-	}
-	return kernelFiles(p, dp, sched)
-}
-
+// kernelFiles renders the artifacts of Files that program the kernel:
+// nftables.nft and, for data plane ipvs, ipvs.txt.
 func kernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) {
 	switch dp {
 	case DataplaneNFTables:

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"fmt"
 	"net/netip"
@@ -14,10 +12,10 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
-	"netspec.dev/netspec/applier/state"
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // kernelFrontend is a frontend whose kernel state explain --live checks:
@@ -290,36 +288,21 @@ func ipvsDifferences(c *ipvs.Changes, f *kernelFrontend) []string {
 	return out
 }
 
-// pickWindows reads, from a rendered ruleset, the ranges of the endpoint
-// maps that each chain picks from, by family and chain name ("ip
-// service-…").
-func pickWindows(ruleset []byte) map[string][]pickWindow {
+// pickWindows lists, from the model render builds, the ranges of the
+// endpoint maps that each chain picks from (its DNATMap statements), by
+// family and chain name ("ip service-…").
+func pickWindows(rs *nftmodel.Ruleset) map[string][]pickWindow {
 	out := map[string][]pickWindow{}
-	var family, chain string
-	sc := bufio.NewScanner(bytes.NewReader(ruleset))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		switch {
-		case len(fs) >= 3 && fs[0] == "table":
-			family, chain = fs[1], ""
-		case len(fs) >= 2 && fs[0] == "chain":
-			chain = fs[1]
-		case len(fs) == 1 && fs[0] == "}":
-			chain = ""
-		case chain != "":
-			// numgen random mod M offset O map @S
-			for i := 0; i+7 < len(fs); i++ {
-				if fs[i] != "numgen" || fs[i+2] != "mod" || fs[i+4] != "offset" || fs[i+6] != "map" {
-					continue
+	for _, t := range rs.Tables {
+		family := t.Family.Keyword()
+		for _, c := range t.Chains() {
+			for _, r := range c.Rules {
+				for _, st := range r {
+					if d, ok := st.(nftmodel.DNATMap); ok && d.Mod > 0 {
+						k := family + " " + c.Name
+						out[k] = append(out[k], pickWindow{Family: family, Set: d.Map, Lo: uint64(d.Offset), Hi: uint64(d.Offset) + uint64(d.Mod) - 1})
+					}
 				}
-				mod, err1 := strconv.ParseUint(fs[i+3], 10, 64)
-				off, err2 := strconv.ParseUint(fs[i+5], 10, 64)
-				set, ok := strings.CutPrefix(fs[i+7], "@")
-				if err1 != nil || err2 != nil || mod == 0 || !ok {
-					continue
-				}
-				out[family+" "+chain] = append(out[family+" "+chain], pickWindow{Family: family, Set: set, Lo: off, Hi: off + mod - 1})
 			}
 		}
 	}
@@ -348,11 +331,11 @@ func kernelChecks(e *env, f *explainFlags, dataplane string, p *plan.Plan, pks [
 	if err != nil {
 		return []explain.KernelCheck{{Dataplane: dataplane, NotChecked: notCheckedWhy(err, dataplane, e.nftables != nil)}}
 	}
-	files, err := render.KernelFiles(p, dp, f.ipvsScheduler)
-	if err != nil {
-		return []explain.KernelCheck{{Dataplane: dataplane, NotChecked: err.Error()}}
+	// The IPVS mode's tables pick no endpoints: no windows.
+	var windows map[string][]pickWindow
+	if dp == render.DataplaneNFTables {
+		windows = pickWindows(render.NFTablesModel(p))
 	}
-	windows := pickWindows(files[state.RulesetFile])
 	var out []explain.KernelCheck
 	for _, pk := range pks {
 		fe := frontendOf(p, pk, windows)

@@ -7,6 +7,7 @@ import (
 
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // web is shop/web port http, its cluster IP frontend, whose service chain
@@ -236,24 +237,19 @@ func TestIPVSDifferences(t *testing.T) {
 	}
 }
 
-// TestPickWindows: the ranges each chain picks from, read from a rendered
-// ruleset, by family.
+// TestPickWindows: the ranges each chain picks from, read from the
+// nftables model, by family.
 func TestPickWindows(t *testing.T) {
-	ruleset := []byte(`table ip netspec {
-	chain service-KHN6ECMT-shop/web/tcp/http {
-		meta l4proto tcp dnat ip to numgen random mod 2520 offset 975480000 map @endpoints-62
+	const web = "service-KHN6ECMT-shop/web/tcp/http"
+	pick := func(mod, off uint32, m string) nftmodel.Rule {
+		return nftmodel.Rule{nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNATMap{Mod: mod, Offset: off, Map: m}}
 	}
-	chain services {
-		ip daddr . meta l4proto . th dport vmap @service-ips
-	}
-}
-table ip6 netspec {
-	chain service-KHN6ECMT-shop/web/tcp/http {
-		meta l4proto tcp dnat ip6 to numgen random mod 12 offset 100 map @endpoints-01
-	}
-}
-`)
-	got := pickWindows(ruleset)
+	v4 := &nftmodel.Table{Family: nftmodel.IPv4, Name: "netspec"}
+	v4.AddChain("", &nftmodel.Chain{Name: web, Rules: []nftmodel.Rule{pick(2520, 975480000, "endpoints-62")}})
+	v4.AddChain("", &nftmodel.Chain{Name: "services", Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Goto, Chain: web}}}})
+	v6 := &nftmodel.Table{Family: nftmodel.IPv6, Name: "netspec"}
+	v6.AddChain("", &nftmodel.Chain{Name: web, Rules: []nftmodel.Rule{pick(12, 100, "endpoints-01")}})
+	got := pickWindows(&nftmodel.Ruleset{Tables: []*nftmodel.Table{v4, v6}})
 	want := map[string][]pickWindow{
 		"ip service-KHN6ECMT-shop/web/tcp/http":  {{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}},
 		"ip6 service-KHN6ECMT-shop/web/tcp/http": {{Family: "ip6", Set: "endpoints-01", Lo: 100, Hi: 111}},

@@ -186,9 +186,10 @@ type EndpointSubset struct {
 
 // EndpointAddress is one backend address.
 type EndpointAddress struct {
-	IP       string `json:"ip"`
-	Hostname string `json:"hostname,omitempty"`
-	NodeName string `json:"nodeName,omitempty"`
+	IP        string           `json:"ip"`
+	Hostname  string           `json:"hostname,omitempty"`
+	NodeName  string           `json:"nodeName,omitempty"`
+	TargetRef *ObjectReference `json:"targetRef,omitempty"`
 }
 
 // EndpointPort is a port of an Endpoints subset or an EndpointSlice.
@@ -219,6 +220,37 @@ type SliceEndpoint struct {
 	NodeName   string             `json:"nodeName,omitempty"`
 	Zone       string             `json:"zone,omitempty"`
 	Hints      *EndpointHints     `json:"hints,omitempty"`
+	TargetRef  *ObjectReference   `json:"targetRef,omitempty"`
+}
+
+// ObjectReference is a Kubernetes v1 ObjectReference: the targetRef of an
+// endpoint, naming the object behind it. Kubernetes' endpoint
+// controllers set {kind: Pod, namespace, name, uid} on the endpoints of
+// pods; netspec takes the readiness probe of such an endpoint from that
+// Pod when the tree has it (PodRef).
+type ObjectReference struct {
+	Kind            string `json:"kind,omitempty"`
+	Namespace       string `json:"namespace,omitempty"`
+	Name            string `json:"name,omitempty"`
+	UID             string `json:"uid,omitempty"`
+	APIVersion      string `json:"apiVersion,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	FieldPath       string `json:"fieldPath,omitempty"`
+}
+
+// PodRef returns the namespace and name of the Pod that r refers to: r
+// has kind Pod (the API version, when written, is v1), a name, and a
+// namespace or, when it has none, ns (the namespace of the endpoints
+// object). ok is false for a nil r, another kind or no name. Nothing
+// else is assumed: an empty kind refers to no Pod.
+func (r *ObjectReference) PodRef(ns string) (namespace, name string, ok bool) {
+	if r == nil || r.Kind != KindPod || r.Name == "" || r.APIVersion != "" && r.APIVersion != "v1" {
+		return "", "", false
+	}
+	if r.Namespace != "" {
+		ns = r.Namespace
+	}
+	return ns, r.Name, true
 }
 
 // EndpointConditions are the endpoint's states; defaults are applied, so
@@ -272,7 +304,8 @@ type Container struct {
 
 // ReadinessProbeAnnotation names, on a Service, the readiness probe of its
 // endpoints that have no Pod (those of Endpoints objects and
-// EndpointSlices): a Probe's fields as JSON or YAML.
+// EndpointSlices whose targetRef names no Pod of the tree): a Probe's
+// fields as JSON or YAML.
 const ReadinessProbeAnnotation = "netspec.dev/readiness-probe"
 
 // Probe is a Kubernetes v1 Probe: one action and its timing. Zero timing

@@ -53,6 +53,7 @@ var read = []reflect.Type{
 	reflect.TypeFor[corev1.EndpointSubset](),
 	reflect.TypeFor[corev1.EndpointAddress](),
 	reflect.TypeFor[corev1.EndpointPort](),
+	reflect.TypeFor[corev1.ObjectReference](), // targetRef of Endpoints addresses and slice endpoints
 
 	reflect.TypeFor[discoveryv1.EndpointSlice](),
 	reflect.TypeFor[discoveryv1.Endpoint](),

@@ -17,7 +17,7 @@ import (
 //
 // A plan.Service is made from the Service object, its allocation, the
 // pods its selector picks (or, without a selector, its Endpoints object
-// and EndpointSlices), and inputs every Service shares: the node, the
+// and EndpointSlices and the Pods their targetRefs name), and inputs every Service shares: the node, the
 // zones of the Nodes and the Cluster spec. A change of a shared input
 // empties the memo.
 type compileMemo struct {
@@ -45,6 +45,7 @@ type compiledService struct {
 	pods      []*schema.Pod
 	endpoints *schema.Endpoints
 	slices    []*schema.EndpointSlice
+	refPods   []*schema.Pod // the Pods the targetRefs of endpoints and slices resolve to (refPods)
 	out       plan.Service
 	// view is out under the last NotReady view, nil when none of its
 	// endpoints failed (probe.go): kept so that a view unchanged for
@@ -72,6 +73,7 @@ func (c *compilation) inputs(o *schema.Service) *compiledService {
 	} else {
 		key := o.Metadata.Namespace + "/" + o.Metadata.Name
 		in.endpoints, in.slices = c.endpoints[key], c.slices[key]
+		in.refPods = c.refPods(in.endpoints, in.slices)
 	}
 	return in
 }
@@ -79,7 +81,7 @@ func (c *compilation) inputs(o *schema.Service) *compiledService {
 // same tells whether two compilations of a Service read the same inputs.
 func (a *compiledService) same(b *compiledService) bool {
 	return a.endpoints == b.endpoints && slices.Equal(a.pods, b.pods) && slices.Equal(a.slices, b.slices) &&
-		sameAlloc(a.alloc, b.alloc)
+		slices.Equal(a.refPods, b.refPods) && sameAlloc(a.alloc, b.alloc)
 }
 
 func sameAlloc(a, b *ServiceAlloc) bool {

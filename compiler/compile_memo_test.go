@@ -98,6 +98,20 @@ func TestMemoEqualsFresh(t *testing.T) {
 		{"its Endpoints change", func(t *testing.T) {
 			write(t, filepath.Join(root, "manual.yaml"), manualService("10.1.0.2"))
 		}},
+		{"its endpoint names a pod the tree lacks", func(t *testing.T) {
+			write(t, filepath.Join(root, "manual.yaml"), manualRefService("10.1.0.2"))
+		}},
+		{"that pod appears: its probe", func(t *testing.T) {
+			write(t, filepath.Join(root, "manual-pod.yaml"), manualPod("8081"))
+		}},
+		{"that pod's probe changes", func(t *testing.T) {
+			write(t, filepath.Join(root, "manual-pod.yaml"), manualPod("8082"))
+		}},
+		{"that pod goes: the annotation's probe", func(t *testing.T) {
+			if err := os.Remove(filepath.Join(root, "manual-pod.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"cluster service CIDRs", edit(filepath.Join(root, "cluster.yaml"), `serviceCIDRs: ["10.96.0.0/12"]`, `serviceCIDRs: ["10.96.0.0/12", "fd00:96::/108"]`)},
 		{"dual-stack service", edit(svc(8), "type: ClusterIP", "type: ClusterIP\n  ipFamilyPolicy: PreferDualStack")},
 		{"back to one family", edit(filepath.Join(root, "cluster.yaml"), `, "fd00:96::/108"`, "")},
@@ -201,6 +215,38 @@ subsets:
   - name: http
     port: 8080
     protocol: TCP
+`
+}
+
+// manualRefService is manualService with the annotation's readiness
+// probe, its endpoint's targetRef naming the pod manual-pod (manualPod).
+func manualRefService(ip string) string {
+	s := strings.Replace(manualService(ip), "  namespace: ns-1\nspec:", "  namespace: ns-1\n  annotations:\n    netspec.dev/readiness-probe: '{\"tcpSocket\": {\"port\": 8080}}'\nspec:", 1)
+	return strings.Replace(s, "    nodeName: node-1\n", "    nodeName: node-1\n    targetRef: {kind: Pod, name: manual-pod, namespace: ns-1}\n", 1)
+}
+
+// manualPod is the pod manual-pod that manualRefService's endpoint names,
+// no selector's, with a readiness probe on port.
+func manualPod(port string) string {
+	return `apiVersion: v1
+kind: Pod
+metadata:
+  name: manual-pod
+  namespace: ns-1
+spec:
+  nodeName: node-1
+  containers:
+  - name: app
+    readinessProbe:
+      httpGet:
+        path: /ready
+        port: ` + port + `
+status:
+  phase: Running
+  podIP: 10.1.0.2
+  conditions:
+  - type: Ready
+    status: "True"
 `
 }
 

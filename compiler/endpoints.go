@@ -11,7 +11,8 @@ import (
 
 // endpointsOf returns the endpoints of one Service port, sorted by address:
 // from the pods the selector matches, or for a Service without selector
-// from its Endpoints object and EndpointSlices.
+// from its Endpoints object and EndpointSlices (with the probes of the
+// Pods their targetRefs name, else the Service's annotation's).
 func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
 	var eps []plan.Endpoint
 	if len(svc.Spec.Selector) > 0 {
@@ -26,9 +27,14 @@ func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, 
 		for _, s := range c.slices[key] {
 			eps = append(eps, c.sliceEndpoints(s, port, fams)...)
 		}
+		// The annotation's probe is for the endpoints without a Pod:
+		// those whose targetRef names a Pod of the tree have its probes
+		// (refPod), or none when its containers have none.
 		if probes := annotationProbes(svc); probes != nil {
 			for i := range eps {
-				eps[i].Probes = probes
+				if eps[i].Pod == "" {
+					eps[i].Probes = probes
+				}
 			}
 		}
 	}
@@ -156,10 +162,12 @@ func (c *compilation) manualEndpoints(e *schema.Endpoints, port schema.ServicePo
 				if err != nil || !fams[schema.Family(ip)] {
 					continue
 				}
-				out = append(out, plan.Endpoint{
+				pe := plan.Endpoint{
 					IP: ip.Unmap(), Port: target, Ready: ready, Serving: ready,
 					NodeName: a.NodeName, Zone: c.zoneOf(a.NodeName), Hostname: a.Hostname,
-				})
+				}
+				c.fromRefPod(&pe, a.TargetRef, e.Metadata.Namespace)
+				out = append(out, pe)
 			}
 		}
 		add(s.Addresses, true)
@@ -195,6 +203,7 @@ func (c *compilation) sliceEndpoints(s *schema.EndpointSlice, port schema.Servic
 			Ready: e.Conditions.Ready, Serving: e.Conditions.Serving, Terminating: e.Conditions.Terminating,
 			NodeName: e.NodeName, Zone: zone, Hostname: e.Hostname,
 		}
+		c.fromRefPod(&pe, e.TargetRef, s.Metadata.Namespace)
 		if e.Hints != nil {
 			for _, z := range e.Hints.ForZones {
 				pe.ZoneHints = append(pe.ZoneHints, z.Name)
@@ -206,6 +215,76 @@ func (c *compilation) sliceEndpoints(s *schema.EndpointSlice, port schema.Servic
 			sort.Strings(pe.NodeHints)
 		}
 		out = append(out, pe)
+	}
+	return out
+}
+
+// refPod returns the Pod of the tree that a targetRef names
+// (ObjectReference.PodRef; ns is the namespace of the Endpoints object or
+// EndpointSlice), nil when it names none or the tree has no such Pod.
+func (c *compilation) refPod(r *schema.ObjectReference, ns string) *schema.Pod {
+	pns, name, ok := r.PodRef(ns)
+	if !ok {
+		return nil
+	}
+	c.podNamesOnce.Do(func() {
+		c.podNames = map[string]*schema.Pod{}
+		for _, o := range c.objs {
+			if p := o.Pod; p != nil {
+				k := p.Metadata.Namespace + "/" + p.Metadata.Name
+				if _, dup := c.podNames[k]; !dup {
+					c.podNames[k] = p
+				}
+			}
+		}
+	})
+	return c.podNames[pns+"/"+name]
+}
+
+// fromRefPod gives an endpoint of an Endpoints object or EndpointSlice
+// whose targetRef names a Pod of the tree what a selector-built endpoint
+// of that Pod has from it: its namespace/name and its containers'
+// readiness probes, named ports resolved against its containers
+// (podProbes). The Pod is the source of readiness, as in Kubernetes: a
+// Pod without a readinessProbe leaves the endpoint without probes, and
+// the Service's annotation does not apply. The probes still go to the
+// endpoint's address, also when the Pod's IPs differ from it: that
+// address is what the node forwards to, so it is what must answer.
+// Without such a Pod the endpoint is left as it is.
+func (c *compilation) fromRefPod(e *plan.Endpoint, r *schema.ObjectReference, ns string) {
+	pod := c.refPod(r, ns)
+	if pod == nil {
+		return
+	}
+	e.Pod = pod.Metadata.Namespace + "/" + pod.Metadata.Name
+	e.Probes = podProbes(pod)
+}
+
+// refPods lists, in order, the Pod each targetRef of e's and ss's
+// endpoints that names a Pod resolves to (nil when the tree has none):
+// the endpoints' probes are made from them, so a compilation that
+// resolves them otherwise is another input (compileMemo).
+func (c *compilation) refPods(e *schema.Endpoints, ss []*schema.EndpointSlice) []*schema.Pod {
+	var out []*schema.Pod
+	add := func(r *schema.ObjectReference, ns string) {
+		if _, _, ok := r.PodRef(ns); ok {
+			out = append(out, c.refPod(r, ns))
+		}
+	}
+	if e != nil {
+		for _, s := range e.Subsets {
+			for i := range s.Addresses {
+				add(s.Addresses[i].TargetRef, e.Metadata.Namespace)
+			}
+			for i := range s.NotReadyAddresses {
+				add(s.NotReadyAddresses[i].TargetRef, e.Metadata.Namespace)
+			}
+		}
+	}
+	for _, s := range ss {
+		for i := range s.Endpoints {
+			add(s.Endpoints[i].TargetRef, s.Metadata.Namespace)
+		}
 	}
 	return out
 }

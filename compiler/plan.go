@@ -155,10 +155,18 @@ type compilation struct {
 	endpoints  map[string]*schema.Endpoints       // by namespace/name
 	slices     map[string][]*schema.EndpointSlice // by namespace/service name, in object order
 	namespaces []string                           // every namespace of the tree, sorted
+
+	// objs are the tree's objects; podNames indexes their Pods by
+	// namespace/name, made at the first targetRef that needs it (refPod),
+	// so that a tree without targetRefs never pays for it.
+	objs         []*schema.Object
+	podNamesOnce sync.Once
+	podNames     map[string]*schema.Pod
 }
 
 func newCompilation(objs []*schema.Object, checked *Checked) *compilation {
 	c := &compilation{
+		objs:      objs,
 		checked:   checked,
 		nodes:     map[string]*schema.Node{},
 		pods:      checked.pods,

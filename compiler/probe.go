@@ -28,8 +28,8 @@ func podProbes(pod *schema.Pod) []plan.Probe {
 }
 
 // annotationProbes returns the probe of the Service annotation
-// netspec.dev/readiness-probe, for its endpoints without a Pod; nil when
-// it has none.
+// netspec.dev/readiness-probe, for its endpoints without a Pod (whose
+// targetRef names no Pod of the tree); nil when it has none.
 func annotationProbes(svc *schema.Service) []plan.Probe {
 	a, ok := svc.Metadata.Annotations[schema.ReadinessProbeAnnotation]
 	if !ok {

@@ -121,13 +121,15 @@ type Endpoint struct {
 	Hostname    string   // DNS hostname (pod hostname+subdomain, or slice hostname)
 	ZoneHints   []string // hints.forZones, sorted
 	NodeHints   []string // hints.forNodes, sorted
-	// Pod is namespace/name of the pod behind it, "" for manual endpoints.
+	// Pod is namespace/name of the pod behind it: the pod a selector
+	// picked, or the Pod of the tree that the targetRef of an Endpoints
+	// address or EndpointSlice endpoint names; "" for other endpoints.
 	Pod string
 	// Probes are the readiness probes the node agent runs against IP: one
-	// per container of the Pod that has a readinessProbe, or the
-	// Service's netspec.dev/readiness-probe for an endpoint without a
-	// Pod; nil when none. The endpoint is ready on a node only while all
-	// of them pass there.
+	// per container of the Pod (when Pod is set) that has a
+	// readinessProbe, or the Service's netspec.dev/readiness-probe for an
+	// endpoint without a Pod; nil when none. The endpoint is ready on a
+	// node only while all of them pass there.
 	Probes []Probe
 }
 

@@ -18,8 +18,9 @@ const (
 
 // Probe is a readiness probe that the node agent runs against an
 // endpoint's address, as the kubelet runs a container's readinessProbe:
-// from a Pod's container, or for endpoints without a Pod from the
-// Service's annotation netspec.dev/readiness-probe. Ports are resolved
+// from a container of the endpoint's Pod (picked by the Service's
+// selector, or named by the endpoint's targetRef), or for endpoints
+// without a Pod from the Service's annotation netspec.dev/readiness-probe. Ports are resolved
 // (a named port becomes the container's number) and the kubelet's
 // defaults are filled in, so that two endpoints with equal probes are
 // probed once.

@@ -91,8 +91,10 @@ with endpoints (as kube-proxy does; not with --dataplane none).
 
 Readiness probes: watch runs the readinessProbe of each endpoint's Pod
 (httpGet, tcpSocket, grpc; exec cannot run from the node and is not
-probed), or for endpoints without a Pod the Service annotation
-netspec.dev/readiness-probe, from this node against the endpoint's
+probed): the Pod the selector picked, or the Pod of the tree that the
+targetRef of an Endpoints address or EndpointSlice endpoint names. For
+endpoints without a Pod it runs the Service annotation
+netspec.dev/readiness-probe. Probes go from this node to the endpoint's
 address, with the kubelet's timing and thresholds. Each distinct address
 and probe is probed once per period, at most --probe-concurrency at once.
 An endpoint failing its probe is out of its Services on this node (rules,

@@ -51,6 +51,20 @@ func newNetChecker() *netChecker {
 	return c
 }
 
+// httpLinger is the SO_LINGER of httpGet probes, in seconds: the
+// kubelet's probe dialer's. A close waits (at most that long) for the
+// request to be acknowledged instead of discarding it with a reset.
+const httpLinger = 1
+
+// tcpSocketLinger is the SO_LINGER of tcpSocket probes: 0, so that the
+// close resets the connection (see docs/performance.md, "The prober's own
+// cost"). A tcpSocket probe sends no data, so a reset discards nothing;
+// it spares the FIN exchange, the wait for its acknowledgment (which the
+// peer delays until its application closes) and a minute of TIME-WAIT on
+// the node per probe. HAProxy's TCP checks close the same way. The
+// kubelet's 1 s lingers through a graceful close instead.
+const tcpSocketLinger = 0
+
 // shortLinger sets SO_LINGER to 1 s on probe sockets, as the kubelet's
 // probe dialer does, so that thousands of probes a second do not each
 // leave a socket in TIME-WAIT for a minute.
@@ -200,19 +214,29 @@ func (c *netChecker) roundTrip(ctx context.Context, addr netip.Addr, req *http.R
 			port = "443"
 		}
 	}
-	raw, err := c.dialer.DialContext(ctx, "tcp", net.JoinHostPort(addr.String(), port))
-	if err != nil {
-		return 0, "", err
-	}
-	defer raw.Close()
-	// The context ends the probe (timeout, Set, Close): unblock any read
-	// or write then.
-	stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	conn := raw
+	var conn io.ReadWriter
 	switch req.URL.Scheme {
 	case "http":
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return 0, "", fmt.Errorf("bad port %q", port)
+		}
+		pc, err := dialProbe(ctx, netip.AddrPortFrom(addr, uint16(n)), httpLinger)
+		if err != nil {
+			return 0, "", err
+		}
+		defer pc.Close()
+		conn = pc
 	case "https":
+		raw, err := c.dialer.DialContext(ctx, "tcp", net.JoinHostPort(addr.String(), port))
+		if err != nil {
+			return 0, "", err
+		}
+		defer raw.Close()
+		// The context ends the probe (timeout, Set, Close): unblock any
+		// read or write then.
+		stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
 		// As the kubelet: a probe checks that the endpoint answers, not
 		// who it is.
 		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: req.URL.Hostname()})
@@ -251,9 +275,7 @@ func (c *netChecker) roundTrip(ctx context.Context, addr netip.Addr, req *http.R
 
 // tcpSocket connects and closes.
 func (c *netChecker) tcpSocket(ctx context.Context, t Target) error {
-	// Not Dialer.DialTCP: its zero local address is bound explicitly,
-	// and bind's search for a free port costs ten times the connect.
-	conn, err := c.dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(t.Addr, t.Probe.Port).String())
+	conn, err := dialProbe(ctx, netip.AddrPortFrom(t.Addr, t.Probe.Port), tcpSocketLinger)
 	if err != nil {
 		return err
 	}

@@ -26,12 +26,17 @@
 //   - The first probe of each check is offset within its period by a
 //     hash of the check's key (the kubelet draws a random delay after a
 //     restart): a daemon start with 20,000 checks does not fire them
-//     together, and the schedule is reproducible.
+//     together, and the schedule is reproducible. Probes start on 100 ms
+//     slots, so that one wake-up of the process starts all the probes of
+//     a slot.
 //   - Each distinct check (Target.Key: address and probe) runs once per
 //     period however many Services select the endpoint, at most
 //     MaxConcurrent probes are in flight, and a check whose previous run
 //     still waits for a worker or runs skips its tick, so that a slow
 //     fleet never piles up runs.
+//   - A tcpSocket probe closes its connection with a reset (SO_LINGER 0)
+//     where the kubelet lingers 1 s: it sent no data, and the reset
+//     spares the FIN exchange and a TIME-WAIT socket per probe.
 //   - httpGet speaks HTTP/1.1 over its own connection instead of
 //     net/http's client (same rules, a fifth less CPU at scale), and the
 //     probe host is only a name (see above).
@@ -243,7 +248,7 @@ func (p *Prober) Set(targets []Target) {
 			continue
 		}
 		c := newCheck(t, k, now)
-		c.next = now.Add(time.Duration(t.Probe.InitialDelaySeconds)*time.Second + offset(k, c.period))
+		c.next = onSlot(now.Add(time.Duration(t.Probe.InitialDelaySeconds)*time.Second + offset(k, c.period)))
 		c.timer = p.clock.AfterFunc(c.next.Sub(now), func() { p.tick(c) })
 		keep[k] = c
 	}
@@ -293,17 +298,35 @@ func positive(n int32, def int) int {
 	return int(n)
 }
 
+// slot is the grain of the schedule: every probe starts on a multiple of
+// it (in Unix time), so that the probes of a slot start together after
+// one wake-up of the process instead of one each. Waking a sleeping
+// process costs more than a probe on a node that probes thousands of
+// endpoints (docs/performance.md, "The prober's own cost"); 100 ms keeps
+// a period of 10 s spread over 100 slots.
+const slot = 100 * time.Millisecond
+
 // offset is where in its period a check's first probe falls: a hash of its
-// key, in whole milliseconds in [0, period), so that checks added together
+// key, in whole slots in [0, period), so that checks added together
 // spread over the period, the same way on every start.
 func offset(key string, period time.Duration) time.Duration {
-	ms := uint64(period / time.Millisecond)
-	if ms == 0 {
+	n := uint64(period / slot)
+	if n == 0 {
 		return 0
 	}
 	h := fnv.New64a()
 	h.Write([]byte(key))
-	return time.Duration(h.Sum64()%ms) * time.Millisecond
+	return time.Duration(h.Sum64()%n) * slot
+}
+
+// onSlot is t rounded up to a multiple of slot in Unix time (t keeps its
+// monotonic reading). Periods are whole seconds, so a check stays on
+// slots.
+func onSlot(t time.Time) time.Time {
+	if r := time.Duration(t.UnixNano() % int64(slot)); r > 0 {
+		return t.Add(slot - r)
+	}
+	return t
 }
 
 // tick is a check's timer: it arms the next tick, one period after this

@@ -7,8 +7,9 @@
 // table row with its CPU (getrusage, user + system, in % of one core) and
 // peak RSS. The system time includes the kernel's work for both ends of
 // each loopback connection that runs in the prober's context (the
-// listener's half of the handshake and teardown), which on a node goes
-// to the pods' side.
+// listener's half of the handshake and teardown); on a node that is so
+// for pods behind veth pairs too (a packet is processed on its way in, in
+// the sender's softirq), while the half of pods on other nodes runs there.
 package main
 
 import (

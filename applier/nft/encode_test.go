@@ -51,3 +51,13 @@ func BenchmarkUpdateDiff(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkEncode encodes the whole model of a 10,000-Service plan, as a
+// full sync does.
+func BenchmarkEncode(b *testing.B) {
+	m := render.NFTablesModel(genplan.Plan(b, 10000, "node-1"))
+	b.ReportAllocs()
+	for b.Loop() {
+		Encode(m)
+	}
+}

@@ -11,8 +11,8 @@
 // sets, chains, rule and element dumps through it, and sends each change
 // as one transaction with Kernel.Run, which fills a Batch (the methods of
 // google/nftables' Conn that netspec queues). Encoding, the diff
-// (diffTable against the kernel, diffKnown against the ruleset installed
-// last), the order of a batch (tablePlan.queue) and the read-back check
+// (diffTable against the kernel, diffModel against the model installed
+// last, encoding only what it sends), the order of a batch (tablePlan.queue) and the read-back check
 // are the same for every Kernel. System is the real one over netlink
 // (sockets with big buffers, dumps with big reads, a batch sender without
 // an acknowledgement per message); Fake keeps tables, chains, rules, sets

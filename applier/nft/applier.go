@@ -22,15 +22,17 @@ var families = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFa
 // namespace and keeps them there.
 type Applier struct {
 	k Kernel
-	// last is what the applier last installed and verified; the daemon
-	// diffs against it (Update) instead of reading the kernel back.
+	// model is the model the applier last installed and verified: the
+	// daemon's Update diffs the next one against it (diffModel) instead
+	// of reading the kernel back. Its pieces are shared with render's
+	// memo; its encoding is not kept.
+	model *nftmodel.Ruleset
+	// last is the same for an encoded ruleset installed without a model
+	// (update, as the tests call it with rulesets parsed from text).
 	last *Ruleset
 	// refused tells that the kernel refused the last batch: the next
 	// sync replaces the tables whole rather than trust a diff.
 	refused bool
-	// enc encodes models, reusing the encoding of the pieces that the
-	// last model shares with the next.
-	enc encodeCache
 }
 
 // Open connects to nftables in the network namespace nsFd (an open
@@ -51,7 +53,7 @@ func (a *Applier) Close() error { return a.k.Close() }
 
 // Plan compares want with the kernel's tables and returns what Apply
 // would change, without changing anything.
-func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) { return a.plan(a.enc.encode(m)) }
+func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) { return a.plan(Encode(m)) }
 
 // plan is Plan of an encoded ruleset.
 func (a *Applier) plan(want *Ruleset) (*Changes, error) {
@@ -68,7 +70,11 @@ func (a *Applier) plan(want *Ruleset) (*Changes, error) {
 // The kernel applies all of it or none; after a rejected batch the next
 // Apply replaces the tables whole. Afterwards what was written is read
 // back (see verifyWritten): a difference is an error.
-func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) { return a.apply(a.enc.encode(m)) }
+func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) {
+	ch, err := a.apply(Encode(m))
+	a.installedModel(m, err)
+	return ch, err
+}
 
 // apply is Apply of an encoded ruleset.
 func (a *Applier) apply(want *Ruleset) (*Changes, error) {
@@ -95,9 +101,46 @@ func (a *Applier) apply(want *Ruleset) (*Changes, error) {
 // of the change, not of the ruleset. Only the changed chains are read
 // back to verify. Without a last state it is Apply. A periodic Apply
 // finds and repairs drift.
-func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) { return a.update(a.enc.encode(m)) }
+func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
+	if a.model == nil {
+		ch, err := a.update(Encode(m))
+		a.installedModel(m, err)
+		return ch, err
+	}
+	var plans []*tablePlan
+	replace := false
+	for _, fam := range families {
+		tp := diffModel(modelTable(m, fam), modelTable(a.model, fam), fam)
+		replace = replace || tp.changes.Replace
+		plans = append(plans, tp)
+	}
+	if !replace {
+		ch, err := a.commit(plans)
+		if err == nil {
+			err = a.verifyChanged(plans)
+		}
+		a.installedModel(m, err)
+		return ch, err
+	}
+	// A replace reads every set back to verify: against the whole
+	// tables, encoded.
+	want := Encode(m)
+	for i, tp := range plans {
+		if w := want.table(families[i]); tp.want != nil && w != nil {
+			tp.want = w
+		}
+	}
+	keys := startWantKeys(want, plans)
+	ch, err := a.commit(plans)
+	if err == nil {
+		err = a.verifyWritten(want, plans, keys)
+	}
+	a.installedModel(m, err)
+	return ch, err
+}
 
-// update is Update of an encoded ruleset.
+// update is Update of an encoded ruleset, diffed against the encoded
+// ruleset installed last (diffKnown).
 func (a *Applier) update(want *Ruleset) (*Changes, error) {
 	if a.last == nil {
 		return a.apply(want)
@@ -114,11 +157,11 @@ func (a *Applier) update(want *Ruleset) (*Changes, error) {
 	if err != nil {
 		return ch, err
 	}
-	verify := a.verifyChanged
+	verify := func() error { return a.verifyChanged(plans) }
 	if keys != nil {
-		verify = func(want *Ruleset, plans []*tablePlan) error { return a.verifyWritten(want, plans, keys) }
+		verify = func() error { return a.verifyWritten(want, plans, keys) }
 	}
-	if err := verify(want, plans); err != nil {
+	if err := verify(); err != nil {
 		a.last = nil
 		return ch, err
 	}
@@ -126,16 +169,31 @@ func (a *Applier) update(want *Ruleset) (*Changes, error) {
 	return ch, nil
 }
 
-// installed keeps want as what the kernel holds. Its sets' edits from
-// their last versions (Set.base) are diffed: they are dropped, so that
-// no older version stays in memory.
-func (a *Applier) installed(want *Ruleset) {
-	for _, t := range want.Tables {
-		for _, s := range t.Sets {
-			s.base, s.added, s.removed = nil, nil, nil
+// installed keeps want, encoded, as what the kernel holds.
+func (a *Applier) installed(want *Ruleset) { a.last, a.model = want, nil }
+
+// installedModel keeps m as what the kernel holds after a sync of it
+// that ended with err: with an error, nothing is trusted (commit and
+// the verifications have dropped the last state) and the next sync reads
+// the kernel back.
+func (a *Applier) installedModel(m *nftmodel.Ruleset, err error) {
+	a.last, a.model = nil, nil
+	if err == nil {
+		a.model = m
+	}
+}
+
+// modelTable returns the table of a family in m, or nil.
+func modelTable(m *nftmodel.Ruleset, fam nftables.TableFamily) *nftmodel.Table {
+	if m == nil {
+		return nil
+	}
+	for _, t := range m.Tables {
+		if t.Family.TableFamily() == fam {
+			return t
 		}
 	}
-	a.last = want
+	return nil
 }
 
 // Cleanup deletes netspec's tables, if present, in one transaction.
@@ -162,7 +220,7 @@ func (a *Applier) Cleanup() (deleted []string, err error) {
 			return nil, fmt.Errorf("delete tables: %w", explain(err))
 		}
 	}
-	a.last = nil
+	a.last, a.model = nil, nil
 	return deleted, nil
 }
 
@@ -202,7 +260,7 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 		return ch, qerr
 	}
 	if err != nil {
-		a.last, a.refused = nil, true
+		a.last, a.model, a.refused = nil, nil, true
 		// google/nftables repeats the batch's one error for every message.
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -248,12 +306,12 @@ func (a *Applier) verifyWritten(want *Ruleset, plans []*tablePlan, keys *wantKey
 			return fmt.Errorf("verify: the kernel does not hold what was sent: %s", changesOf([]*tablePlan{check}).Summary())
 		}
 	}
-	return a.verifyChanged(want, plans)
+	return a.verifyChanged(plans)
 }
 
 // verifyChanged reads back the rules of the chains an incremental change
 // wrote.
-func (a *Applier) verifyChanged(want *Ruleset, plans []*tablePlan) error {
+func (a *Applier) verifyChanged(plans []*tablePlan) error {
 	for i, tp := range plans {
 		if tp.changes.Replace || tp.changes.Delete {
 			continue

@@ -1,11 +1,9 @@
 package nft
 
 import (
-	"net/netip"
 	"slices"
 
 	"github.com/google/nftables"
-	"netspec.dev/netspec/render/nftmodel"
 )
 
 // allElems lists the netlink elements of a set.
@@ -30,14 +28,12 @@ func (tp *tablePlan) flushSet(s *Set, added, removed []ElementChange) {
 	tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 }
 
-// diffKnown compares the desired table with the one the applier installed
-// last (Update), without the kernel. Both lists are in render order, and
-// the encoding keeps the pieces the two models share (encodeCache): the
-// common head and tail of the chains and of the sets are skipped by
-// pointer, and only the middle, where a change is, is compared, chains by
-// name and text, sets by name. The elements of a set that changed are
-// compared by the model's typed elements (diffElems), so the work follows
-// the size of the change, not of the table.
+// diffKnown compares the desired encoded table with the encoded one the
+// applier installed last (update of an encoded ruleset, such as one parsed
+// from text), without the kernel: chains by name and text, sets by name,
+// elements by text. A model is diffed by diffModel instead, which encodes
+// only what it sends; diffKnown of the two models' encodings is its
+// oracle (TestDiffModelEqualsFresh).
 func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	tp := newTablePlan(want, fam)
 	switch {
@@ -79,15 +75,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			continue
 		}
 		if s.udata != nil {
-			// Only the middle that differs: elements equal in the model
-			// and in their netlink elements are equal intervals.
-			h, t := sameEnds(old, s, true)
-			mid := *s
-			mid.Elements = s.Elements[h : len(s.Elements)-t]
-			oldMid := &Set{Elements: old.Elements[h : len(old.Elements)-t]}
-			if len(mid.Elements)+len(oldMid.Elements) > 0 {
-				tp.diffEndpointElems(&mid, allElems(oldMid), elementTexts(oldMid))
-			}
+			tp.diffEndpointElems(s, allElems(old), elementTexts(old))
 			continue
 		}
 		eAdded, eRemoved := diffElems(old, s)
@@ -159,112 +147,11 @@ func trimSame[T comparable](a, b []T) (midA, midB []T) {
 	return a[head : len(a)-tail], b[head : len(b)-tail]
 }
 
-// sameRun is myersRun's run over two lists of model elements: how many
-// from a[x] and b[y] on are alike (sameElement).
-func sameRun(a, b []nftmodel.Element) func(x, y int) int {
-	return func(x, y int) int {
-		k := 0
-		for x+k < len(a) && y+k < len(b) && sameElement(&a[x+k], &b[y+k]) {
-			k++
-		}
-		return k
-	}
-}
-
-// elemID is an element of a set as the kernel holds it: its key, what
-// it maps the key to, and its comment (its text says no more).
-type elemID struct {
-	key     nftmodel.Key
-	verdict nftmodel.Verdict
-	to      netip.AddrPort
-	comment string
-}
-
-// modelElems returns the model elements of an encoded set, index by
-// index with its Elements, or nil when it has none (a set not encoded
-// from a model).
-func modelElems(s *Set) []nftmodel.Element {
-	if s.m == nil || len(s.m.Elements) != len(s.Elements) {
-		return nil
-	}
-	return s.m.Elements
-}
-
-// sameEnds counts the elements at the head and at the tail that two
-// versions of a set, both encoded from a model, have alike; with
-// netlink, only those whose netlink elements are as many too (an
-// interval set's lowest element carries the leading end element).
-func sameEnds(a, b *Set, netlink bool) (head, tail int) {
-	ma, mb := modelElems(a), modelElems(b)
-	if ma == nil || mb == nil {
-		return 0, 0
-	}
-	same := func(i, j int) bool {
-		return sameElement(&ma[i], &mb[j]) && (!netlink || len(a.Elements[i].Elems) == len(b.Elements[j].Elems))
-	}
-	for head < len(ma) && head < len(mb) && same(head, head) {
-		head++
-	}
-	for tail < len(ma)-head && tail < len(mb)-head && same(len(ma)-1-tail, len(mb)-1-tail) {
-		tail++
-	}
-	return head, tail
-}
-
-// diffElems compares two versions of a set's elements: those only b has
-// (added, in b's order) and those only a has (removed, in a's order),
-// an element whose value changed being removed and added. Encoded from a
-// model, they are compared by typed key and value, the common head and
-// tail in place and the middle with myers (or a map, for many edits),
-// unless b keeps its edit from a (Set.base), found that way when b was
-// encoded; otherwise by text.
+// diffElems compares two versions of a set's encoded elements by text
+// (the text is the element): those only b has (added, in b's order) and
+// those only a has (removed, in a's order).
 func diffElems(a, b *Set) (added, removed []Element) {
-	if b.base == a {
-		for _, j := range b.added {
-			added = append(added, b.Elements[j])
-		}
-		for _, i := range b.removed {
-			removed = append(removed, a.Elements[i])
-		}
-		return added, removed
-	}
-	ma, mb := modelElems(a), modelElems(b)
-	if ma == nil || mb == nil {
-		added, removed, _ = alignDiff(a.Elements, b.Elements, func(e Element) string { return e.Text }, nil) // the text is the element
-		return added, removed
-	}
-	head, tail := sameEnds(a, b, false)
-	n, m := len(ma)-head-tail, len(mb)-head-tail
-	if n+m == 0 {
-		return nil, nil
-	}
-	id := func(e *nftmodel.Element) elemID { return elemID{e.Key, e.Verdict, e.To, e.Comment} }
-	if del, ins, ok := myersRun(n, m, sameRun(ma[head:head+n], mb[head:head+m]), myersMaxD, nil); ok {
-		for _, i := range del {
-			removed = append(removed, a.Elements[head+i])
-		}
-		for _, j := range ins {
-			added = append(added, b.Elements[head+j])
-		}
-		return added, removed
-	}
-	inA := make(map[elemID]bool, n)
-	for i := range n {
-		inA[id(&ma[head+i])] = true
-	}
-	inB := make(map[elemID]bool, m)
-	for j := range m {
-		k := id(&mb[head+j])
-		inB[k] = true
-		if !inA[k] {
-			added = append(added, b.Elements[head+j])
-		}
-	}
-	for i := range n {
-		if !inB[id(&ma[head+i])] {
-			removed = append(removed, a.Elements[head+i])
-		}
-	}
+	added, removed, _ = alignDiff(a.Elements, b.Elements, func(e Element) string { return e.Text }, nil)
 	return added, removed
 }
 

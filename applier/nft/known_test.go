@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables"
 	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // TestAlignDiff: for lists of unique keys edited at random (keys removed,
@@ -95,20 +96,20 @@ func TestAlignDiff(t *testing.T) {
 	}
 }
 
-// TestDiffKnownEqualsFresh: over random edits of a plan, diffKnown of
-// the Applier's incremental encodings (encodeCache: pieces shared by
-// pointer, sets that keep their edit from the last version) plans
-// exactly what it plans for fresh encodings of the same models, which
-// share nothing, and for fresh encodings without the model, whose sets
-// it compares by text and endpoint maps whole; also against a ruleset
-// older than the last encoding's, whose sets' edits do not apply.
-func TestDiffKnownEqualsFresh(t *testing.T) {
+// TestDiffModelEqualsFresh: over random edits of a plan, diffModel of
+// render.Memo's models (pieces shared by pointer, only what changes
+// encoded) plans exactly what diffKnown plans for fresh encodings of the
+// same models, which share nothing and are compared by text; also
+// against a model older than the last.
+func TestDiffModelEqualsFresh(t *testing.T) {
 	base := genplan.Plan(t, 120, "node-1")
 	r := rand.New(rand.NewPCG(7, 11))
 	var memo render.Memo
-	var c encodeCache
 	p := base
-	type version struct{ cached, fresh, text *Ruleset }
+	type version struct {
+		m     *nftmodel.Ruleset
+		fresh *Ruleset
+	}
 	var history []version
 	for step := range 60 {
 		what := "start"
@@ -124,36 +125,19 @@ func TestDiffKnownEqualsFresh(t *testing.T) {
 				p, what = withEndpointPort(p, r.IntN(len(p.Services))), "endpoint ports changed"
 			}
 		}
-		m := memo.NFTablesModel(p)
-		v := version{cached: c.encode(m), fresh: Encode(render.NFTablesModel(p)), text: withoutModel(Encode(render.NFTablesModel(p)))}
+		v := version{m: memo.NFTablesModel(p), fresh: Encode(render.NFTablesModel(p))}
 		for back := 1; back <= 2 && back <= len(history); back++ {
 			old := history[len(history)-back]
 			for _, fam := range families {
-				got := diffKnown(v.cached.table(fam), old.cached.table(fam), fam)
+				got := diffModel(modelTable(v.m, fam), modelTable(old.m, fam), fam)
 				want := diffKnown(v.fresh.table(fam), old.fresh.table(fam), fam)
 				if g, w := planSummary(got), planSummary(want); !reflect.DeepEqual(g, w) {
-					t.Fatalf("step %d (%s), against %d back, %s: incremental plan\n%+v\nwant (fresh)\n%+v", step, what, back, familyName(fam), g, w)
-				}
-				byText := diffKnown(v.text.table(fam), old.text.table(fam), fam)
-				if g, w := planSummary(got), planSummary(byText); !reflect.DeepEqual(g, w) {
-					t.Fatalf("step %d (%s), against %d back, %s: incremental plan\n%+v\nwant (by text)\n%+v", step, what, back, familyName(fam), g, w)
+					t.Fatalf("step %d (%s), against %d back, %s: plan of the models\n%+v\nwant (fresh encodings)\n%+v", step, what, back, familyName(fam), g, w)
 				}
 			}
 		}
 		history = append(history, v)
 	}
-}
-
-// withoutModel drops the model of rs's sets: diffKnown then compares
-// their elements by text and endpoint maps whole, as it did before it
-// compared the model's typed elements.
-func withoutModel(rs *Ruleset) *Ruleset {
-	for _, t := range rs.Tables {
-		for _, s := range t.Sets {
-			s.m = nil
-		}
-	}
-	return rs
 }
 
 // planSummary is what a table plan sends and reports, by value.
@@ -175,4 +159,54 @@ func planSummary(tp *tablePlan) any {
 		AddElems, DelElems                  map[string][]nftables.SetElement
 		AddElemsText                        map[string][]Element
 	}{tp.changes, sets, tp.delSetNames, names(tp.addChains), names(tp.changedChains), tp.delChains, tp.addElems, tp.delElems, tp.addElemsText}
+}
+
+// TestUpdateModelEqualsFresh: over random edits of a plan, Update of
+// render.Memo's models (diffModel against the model installed last)
+// leaves the Fake holding exactly what a fresh Apply of the same plan
+// installs: a Plan of a fresh model by another applier finds nothing to
+// change, whether the kernel is read back or not. Each change sends
+// less than the whole table.
+func TestUpdateModelEqualsFresh(t *testing.T) {
+	base := genplan.Plan(t, 120, "node-1")
+	r := rand.New(rand.NewPCG(13, 17))
+	var memo render.Memo
+	f, a := fakeApplier(t)
+	p := base
+	for step := range 40 {
+		what := "start"
+		if step > 0 {
+			switch k := r.IntN(4); k {
+			case 0:
+				p, what = genplan.WithExtraService(t, base), "service added"
+			case 1:
+				p, what = genplan.WithMovedEndpoint(t, p), "endpoint moved"
+			case 2:
+				p, what = base, "back to the start"
+			default:
+				p, what = withEndpointPort(p, r.IntN(len(p.Services))), "endpoint ports changed"
+			}
+		}
+		ch, err := a.Update(memo.NFTablesModel(p))
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", step, what, err)
+		}
+		if step > 0 {
+			for _, tc := range ch.Tables {
+				if tc.Replace {
+					t.Fatalf("step %d (%s): table %s replaced (%s), want a change by difference", step, what, tc.Family, tc.Reason)
+				}
+			}
+		}
+		if a.model == nil {
+			t.Fatalf("step %d (%s): the applier keeps no model after a sync", step, what)
+		}
+		fresh, err := New(f).Plan(render.NFTablesModel(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fresh.Empty() {
+			t.Fatalf("step %d (%s): after Update the kernel differs from a fresh apply: %s", step, what, fresh.Summary())
+		}
+	}
 }

@@ -11,8 +11,8 @@
 // sets, chains, rule and element dumps through it, and sends each change
 // as one transaction with Kernel.Run, which fills a Batch (the methods of
 // google/nftables' Conn that netspec queues). Encoding, the diff
-// (diffTable against the kernel, diffKnown against the ruleset installed
-// last), the order of a batch (tablePlan.queue) and the read-back check
+// (diffTable against the kernel, diffModel against the model installed
+// last, encoding only what it sends), the order of a batch (tablePlan.queue) and the read-back check
 // are the same for every Kernel. System is the real one over netlink
 // (sockets with big buffers, dumps with big reads, a batch sender without
 // an acknowledgement per message); Fake keeps tables, chains, rules, sets
@@ -29,7 +29,6 @@ package nft
 import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"netspec.dev/netspec/render/nftmodel"
 )
 
 // Ruleset is an encoded ruleset (Encode): the tables it replaces, in the
@@ -62,22 +61,6 @@ type Set struct {
 	// is set on a copy by AddTo.
 	Template nftables.Set
 	Elements []Element
-
-	// m is the model the set was encoded from (Encode), its Elements
-	// in the order of the model's: diffKnown compares two versions of a
-	// set by the model's typed elements. nil for a set read from the
-	// kernel or parsed.
-	m *nftmodel.Set
-	// base is the set's last version when s was encoded from it with an
-	// edit found: the indexes of the elements of s that base lacks
-	// (added) and of those of base that s lacks (removed), each in
-	// order; elements equal in the model encode alike. diffKnown takes
-	// the edit instead of aligning the two again. Only the newest
-	// version keeps a base (the base's own is dropped), and only a set
-	// that is not an interval set (whose lowest element carries the
-	// leading end element).
-	base           *Set
-	added, removed []int
 
 	// udata is the set's user data when google/nftables cannot write it
 	// (an endpoint map's typeof, endpoints.go).

@@ -1,0 +1,320 @@
+package nft
+
+import (
+	"bytes"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"netspec.dev/netspec/render/nftmodel"
+)
+
+// diffModel compares the model of a table the applier wants with the one
+// it installed last (Update), without the kernel, and encodes only what
+// the change sends: the chains added or changed, the sets added, the
+// elements added and removed (an interval set that changed whole, as it
+// is flushed and filled again). Pieces are immutable and shared between
+// models (render.Memo reuses those of the Services that did not change),
+// so the common head and tail of the table's items are skipped by
+// pointer and only the middle, where a change is, is compared: chains by
+// name, hook and rule text, sets by name and declaration, elements by
+// typed key and value. The work and the memory follow the size of the
+// change, not of the table; keeping the last model costs nothing beyond
+// what render's memo holds. A change that only a replace can make (a
+// set's declaration, a base chain) encodes the whole table.
+func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan {
+	switch {
+	case want == nil && last == nil:
+		return newTablePlan(nil, fam)
+	case want == nil:
+		tp := newTablePlan(nil, fam)
+		tp.have = &kernelTable{table: &nftables.Table{Family: fam, Name: last.Name}}
+		tp.changes.Delete = true
+		return tp
+	case last == nil || last.Name != want.Name:
+		return replaced(want, fam, ReasonMissing)
+	}
+	f := want.Family
+	sparse := &Table{Family: fam, Name: want.Name}
+	tp := newTablePlan(sparse, fam)
+
+	lastItems, wantItems := trimSame(last.Items, want.Items)
+	var lastSets, wantSets []*nftmodel.Set
+	var lastChains, wantChains []*nftmodel.Chain
+	for _, it := range lastItems {
+		switch {
+		case it.Chain != nil:
+			lastChains = append(lastChains, it.Chain)
+		case it.Set != nil:
+			lastSets = append(lastSets, it.Set)
+		}
+	}
+	for _, it := range wantItems {
+		switch {
+		case it.Chain != nil:
+			wantChains = append(wantChains, it.Chain)
+		case it.Set != nil:
+			wantSets = append(wantSets, it.Set)
+		}
+	}
+
+	// Sets.
+	added, removed, common := alignDiff(lastSets, wantSets, func(s *nftmodel.Set) string { return s.Name },
+		func(x, y *nftmodel.Set) bool { return x == y })
+	for _, ms := range added {
+		s := encodeSet(f, ms)
+		sparse.Sets = append(sparse.Sets, s)
+		tp.addSets = append(tp.addSets, s)
+		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
+		tp.changes.Ops++
+		for _, e := range s.Elements {
+			tp.changes.Bytes += elementBytes(e.Elems)
+		}
+	}
+	for _, ms := range removed {
+		tp.delSetNames = append(tp.delSetNames, ms.Name)
+		tp.changes.SetsRemoved = append(tp.changes.SetsRemoved, ms.Name)
+		tp.changes.Ops++
+	}
+	for _, pair := range common {
+		old, ms := pair[0], pair[1]
+		if old.Decl(f) != ms.Decl(f) {
+			return replaced(want, fam, "set "+ms.Name+": declaration changed")
+		}
+		if ms.Dynamic {
+			continue
+		}
+		if ms.EndpointMod > 0 {
+			mid, oldMid := endpointMiddles(f, old, ms)
+			if len(mid.Elements)+len(oldMid.Elements) > 0 {
+				sparse.Sets = append(sparse.Sets, mid)
+				tp.diffEndpointElems(mid, allElems(oldMid), elementTexts(oldMid))
+			}
+			continue
+		}
+		eAdded, eRemoved := diffModelElems(old, ms)
+		if len(eAdded)+len(eRemoved) == 0 {
+			continue
+		}
+		if ms.Interval {
+			s := encodeSet(f, ms)
+			sparse.Sets = append(sparse.Sets, s)
+			tp.flushSet(s, modelElementChanges(ms, eAdded), modelElementChanges(old, eRemoved))
+			continue
+		}
+		s := setShell(f, ms)
+		sparse.Sets = append(sparse.Sets, s)
+		tp.changes.Ops++
+		var text []byte
+		for _, j := range eAdded {
+			e := &ms.Elements[j]
+			text = ms.AppendElementText(text[:0], e)
+			el := Element{Text: string(text), Elems: ms.Encode(f, e)}
+			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], el)
+			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: el.Text})
+			tp.changes.Bytes += elementBytes(el.Elems)
+		}
+		for _, i := range eRemoved {
+			e := &old.Elements[i]
+			elems := old.Encode(f, e)
+			tp.delElems[s.Name] = append(tp.delElems[s.Name], elems...)
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: old.ElementText(e)})
+			tp.changes.Bytes += elementBytes(elems)
+		}
+	}
+
+	// Chains.
+	var ta, tb []byte
+	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *nftmodel.Chain) string { return c.Name },
+		func(x, y *nftmodel.Chain) bool { return x == y || sameModelChain(x, y, f, &ta, &tb) })
+	enc := nftmodel.NewEncoder(f)
+	var text []byte
+	for _, mc := range cAdded {
+		if mc.Hook != nil {
+			return replaced(want, fam, "base chain "+mc.Name+" added")
+		}
+		tp.addChain(encodeChain(enc, f, mc, &text), fam)
+	}
+	for _, pair := range cCommon {
+		old, mc := pair[0], pair[1]
+		if !sameHook(old.Hook, mc.Hook) {
+			return replaced(want, fam, "chain "+mc.Name+": hook changed")
+		}
+		tp.changeChain(encodeChain(enc, f, mc, &text), fam)
+	}
+	for _, mc := range cRemoved {
+		if mc.Hook != nil {
+			return replaced(want, fam, "base chain "+mc.Name+" removed")
+		}
+		tp.removeChain(mc.Name)
+	}
+	return tp
+}
+
+// replaced is the plan that replaces a table whole, encoded.
+func replaced(want *nftmodel.Table, fam nftables.TableFamily, why string) *tablePlan {
+	tp := newTablePlan(encodeTable(want), fam)
+	tp.replace(why)
+	return tp
+}
+
+// sameHook tells whether two chains of a model hang on the same hook
+// (nil: a regular chain).
+func sameHook(a, b *nftmodel.Hook) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// sameModelChain tells whether two chains of a table of family f hook
+// and hold alike (their rules print alike); ta and tb are scratch space.
+func sameModelChain(a, b *nftmodel.Chain, f nftmodel.Family, ta, tb *[]byte) bool {
+	if !sameHook(a.Hook, b.Hook) || len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		*ta = a.Rules[i].AppendText((*ta)[:0], f)
+		*tb = b.Rules[i].AppendText((*tb)[:0], f)
+		if !bytes.Equal(*ta, *tb) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameElement tells whether two elements of a set encode alike (their
+// notes and dropped duplicates are the file's only).
+func sameElement(a, b *nftmodel.Element) bool {
+	return a.Key == b.Key && a.Verdict == b.Verdict && a.To == b.To && a.Comment == b.Comment
+}
+
+// sameRun is myersRun's run over two lists of model elements: how many
+// from a[x] and b[y] on are alike (sameElement).
+func sameRun(a, b []nftmodel.Element) func(x, y int) int {
+	return func(x, y int) int {
+		k := 0
+		for x+k < len(a) && y+k < len(b) && sameElement(&a[x+k], &b[y+k]) {
+			k++
+		}
+		return k
+	}
+}
+
+// elemID is an element of a set as the kernel holds it: its key, what
+// it maps the key to, and its comment (its text says no more).
+type elemID struct {
+	key     nftmodel.Key
+	verdict nftmodel.Verdict
+	to      netip.AddrPort
+	comment string
+}
+
+// diffModelElems compares two versions of a set's elements by typed key
+// and value: the indexes of those only b has (added, in b's order) and of
+// those only a has (removed, in a's order), an element whose value
+// changed being removed and added. The common head and tail are compared
+// in place and the middle with myers, or with maps for many edits.
+func diffModelElems(a, b *nftmodel.Set) (added, removed []int) {
+	ea, eb := a.Elements, b.Elements
+	head, tail := 0, 0
+	for head < len(ea) && head < len(eb) && sameElement(&ea[head], &eb[head]) {
+		head++
+	}
+	for tail < len(ea)-head && tail < len(eb)-head && sameElement(&ea[len(ea)-1-tail], &eb[len(eb)-1-tail]) {
+		tail++
+	}
+	n, m := len(ea)-head-tail, len(eb)-head-tail
+	if n+m == 0 {
+		return nil, nil
+	}
+	if del, ins, ok := myersRun(n, m, sameRun(ea[head:head+n], eb[head:head+m]), myersMaxD, nil); ok {
+		for _, i := range del {
+			removed = append(removed, head+i)
+		}
+		for _, j := range ins {
+			added = append(added, head+j)
+		}
+		return added, removed
+	}
+	id := func(e *nftmodel.Element) elemID { return elemID{e.Key, e.Verdict, e.To, e.Comment} }
+	inA := make(map[elemID]bool, n)
+	for i := range n {
+		inA[id(&ea[head+i])] = true
+	}
+	inB := make(map[elemID]bool, m)
+	for j := range m {
+		k := id(&eb[head+j])
+		inB[k] = true
+		if !inA[k] {
+			added = append(added, head+j)
+		}
+	}
+	for i := range n {
+		if !inB[id(&ea[head+i])] {
+			removed = append(removed, head+i)
+		}
+	}
+	return added, removed
+}
+
+// modelElementChanges reports the elements of s at the indexes idx.
+func modelElementChanges(s *nftmodel.Set, idx []int) []ElementChange {
+	var out []ElementChange
+	for _, i := range idx {
+		out = append(out, ElementChange{Set: s.Name, Text: s.ElementText(&s.Elements[i])})
+	}
+	return out
+}
+
+// leadingEndAt is the index of the element of an endpoint map that carries
+// the end element at zero nft sends first (the one with the lowest start,
+// unless it starts at zero; see nftmodel's EncodeAll), or -1.
+func leadingEndAt(s *nftmodel.Set) int {
+	low := -1
+	for i := range s.Elements {
+		if low < 0 || s.Elements[i].Key.Lo < s.Elements[low].Key.Lo {
+			low = i
+		}
+	}
+	if low < 0 || s.Elements[low].Key.Lo == 0 {
+		return -1
+	}
+	return low
+}
+
+// endpointMiddles encodes the middle of two versions of an endpoint map
+// (b's and a's) that differs: the elements at the head and at the tail
+// that the two have alike, the leading end element included, are left
+// out. Elements equal in the model and in their netlink elements are
+// equal intervals, so diffEndpointElems of the middles plans what it
+// plans for the whole maps.
+func endpointMiddles(f nftmodel.Family, a, b *nftmodel.Set) (mid, oldMid *Set) {
+	ea, eb := a.Elements, b.Elements
+	la, lb := leadingEndAt(a), leadingEndAt(b)
+	same := func(i, j int) bool { return sameElement(&ea[i], &eb[j]) && (i == la) == (j == lb) }
+	head, tail := 0, 0
+	for head < len(ea) && head < len(eb) && same(head, head) {
+		head++
+	}
+	for tail < len(ea)-head && tail < len(eb)-head && same(len(ea)-1-tail, len(eb)-1-tail) {
+		tail++
+	}
+	encode := func(s *nftmodel.Set, lead, from, to int) []Element {
+		out := make([]Element, 0, to-from)
+		var text []byte
+		for i := from; i < to; i++ {
+			e := &s.Elements[i]
+			elems := s.Encode(f, e)
+			if i == lead {
+				elems = append([]nftables.SetElement{{Key: make([]byte, len(elems[0].Key)), IntervalEnd: true}}, elems...)
+			}
+			text = s.AppendElementText(text[:0], e)
+			out = append(out, Element{Text: string(text), Elems: elems})
+		}
+		return out
+	}
+	mid = setShell(f, b)
+	mid.Elements = encode(b, lb, head, len(eb)-tail)
+	oldMid = &Set{Elements: encode(a, la, head, len(ea)-tail)}
+	return mid, oldMid
+}

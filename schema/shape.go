@@ -287,6 +287,8 @@ type memoKey struct {
 
 // walk checks v against sh, reporting into dl. It deletes unknown fields
 // from v, so that the decoded object holds only what the schema allows.
+// The walk appends to at in place (a path per field would be most of its
+// allocations): a finding takes a copy of it.
 func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag.Path) {
 	if sh == nil {
 		return
@@ -295,30 +297,39 @@ func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag
 	case sh.isStruct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			dl.Errorf(r.locate(at), at, "%s is %s; want a mapping", formatValue(v), typeName(v))
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s is %s; want a mapping", formatValue(v), typeName(v))
 			return
 		}
 		val.walkStruct(dl, r, m, sh, at)
 	case sh.isList:
 		l, ok := v.([]any)
 		if !ok {
-			dl.Errorf(r.locate(at), at, "%s is %s; want a list", formatValue(v), typeName(v))
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s is %s; want a list", formatValue(v), typeName(v))
 			return
 		}
 		for i, e := range l {
-			val.walk(dl, r, e, sh.elem, at.Index(i))
+			val.walk(dl, r, e, sh.elem, append(at, i))
 		}
 	case sh.isLeaf:
 		if msg := val.checkLeaf(sh, v); msg != "" {
-			dl.Errorf(r.locate(at), at, "%s", msg)
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s", msg)
 		}
 	}
 }
 
 func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, sh *shape, at diag.Path) {
-	keys := slices.Sorted(maps.Keys(m))
+	// The keys, sorted, on the validator's stack of keys (walks below
+	// this one push theirs above and take them off again).
+	start := len(val.keys)
+	for k := range m {
+		val.keys = append(val.keys, k)
+	}
+	end := len(val.keys)
+	slices.Sort(val.keys[start:end])
+	defer func() { val.keys = val.keys[:start] }()
 	var nulled map[string]bool // fields null, and so absent
-	for _, k := range keys {
+	for i := start; i < end; i++ {
+		k := val.keys[i]
 		f, known := sh.fields[k]
 		if m[k] == nil {
 			if x, keep := sh.null(k); !keep {
@@ -334,9 +345,9 @@ func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, s
 		}
 		switch {
 		case known:
-			val.walk(dl, r, m[k], f, at.Key(k))
+			val.walk(dl, r, m[k], f, append(at, k))
 		case sh.open:
-			val.walk(dl, r, m[k], sh.pattern, at.Key(k))
+			val.walk(dl, r, m[k], sh.pattern, append(at, k))
 		default:
 			p := at.Key(k)
 			msg := fmt.Sprintf("unknown field %q", k)

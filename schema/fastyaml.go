@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"strconv"
+	"strings"
 )
 
 // fastYAML reads the plain block YAML that generators and kubectl write
@@ -258,7 +259,33 @@ func fastKey(text []byte) (key string, rest []byte, ok bool) {
 	if string(k) == "<<" || len(k) > maxFastKey {
 		return "", nil, false // a merge key; a key longer than YAML's simple keys
 	}
-	return string(k), text[i+1:], true
+	return intern(k), text[i+1:], true
+}
+
+// common are the keys and values that most objects repeat: fastYAML
+// shares one string for each instead of allocating it per object.
+var common = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range strings.Fields(`apiVersion kind metadata name namespace labels annotations spec status
+		type selector ports protocol port targetPort nodePort appProtocol containerPort containers image
+		nodeName podIP podIPs ip conditions phase addresses address hostname subdomain clusterIP clusterIPs
+		ipFamilies ipFamilyPolicy sessionAffinity externalTrafficPolicy internalTrafficPolicy endpoints
+		addressType ready serving terminating subsets zone readinessProbe httpGet tcpSocket path
+		app team pod-template-hash app.kubernetes.io/name app.kubernetes.io/instance app.kubernetes.io/component
+		v1 discovery.k8s.io/v1 Service Pod Node Endpoints EndpointSlice TCP UDP SCTP True False Ready
+		Running Pending Succeeded Failed ClusterIP NodePort LoadBalancer None Cluster Local IPv4 IPv6
+		SingleStack InternalIP http https grpc metrics dns default`) {
+		m[s] = s
+	}
+	return m
+}()
+
+// intern returns b as a string, the shared one when it is common.
+func intern(b []byte) string {
+	if s, ok := common[string(b)]; ok {
+		return s
+	}
+	return string(b)
 }
 
 // maxFastKey is the longest key fastYAML reads (YAML limits implicit keys
@@ -293,7 +320,7 @@ func fastQuoted(text []byte) (s string, n int, ok bool) {
 			i++
 		case c == q:
 			if b == nil {
-				return string(text[1:i]), i + 1, true
+				return intern(text[1:i]), i + 1, true
 			}
 			return string(b), i + 1, true
 		case b != nil:
@@ -330,7 +357,7 @@ func fastInline(text []byte) (any, bool) {
 		if bytes.Contains(s, []byte(": ")) || s[len(s)-1] == ':' {
 			return nil, false // "a: b: c" is no plain scalar
 		}
-		return fastPlain(string(s))
+		return fastPlain(intern(s))
 	}
 	rest = bytes.TrimLeft(rest, " ")
 	if len(rest) > 0 && rest[0] != '#' {

@@ -9,6 +9,10 @@
 // are checked by the schema's shape rather than by unifying whole objects
 // with CUE (shape.go; TestShapeAgreesWithCUE keeps the two equal), and the
 // rules that relate several fields of one object are Go code (rules.go).
+// Plain block YAML, as generators and kubectl write it, is read by a reader
+// of its own (fastyaml.go), anything else by yaml.v3; the nodes that
+// positions come from are parsed with yaml.v3 only when a finding needs one
+// (TestFastYAMLAgreesWithYAMLv3 keeps both readers equal).
 // Every finding carries file:line:column. Rules that relate objects, or
 // need the Cluster settings, are the compiler's.
 //

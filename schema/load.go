@@ -375,45 +375,63 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 			}
 		}
 	}()
+	// Plain files are read by fastYAML; their nodes, for positions, are
+	// parsed only when a finding needs one (lazy).
+	var docs []any
+	fast := false
+	if other == nil {
+		docs, fast = fastYAML(data)
+	}
+	lazy := &lazyDocs{data: data}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for doc := 0; ; doc++ {
-		var n yaml.Node
-		err := decodeNode(dec, &n)
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			dl.Errorf(yamlErrPos(file, err), nil, "%s", yamlErrMsg(err))
-			return
-		}
-		conv := newConverter(file, &n)
-		v := conv.value(&n, 0)
-		if conv.err != nil {
-			dl.Errorf(conv.errPos, nil, "%v", conv.err)
-			continue
+		var v any
+		var rootOf func() *yaml.Node
+		if fast {
+			if doc == len(docs) {
+				return
+			}
+			v = docs[doc]
+			rootOf = func() *yaml.Node { return lazy.doc(doc) }
+		} else {
+			n := new(yaml.Node)
+			err := decodeNode(dec, n)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				dl.Errorf(yamlErrPos(file, err), nil, "%s", yamlErrMsg(err))
+				return
+			}
+			conv := newConverter(file, n)
+			v = conv.value(n, 0)
+			if conv.err != nil {
+				dl.Errorf(conv.errPos, nil, "%v", conv.err)
+				continue
+			}
+			rootOf = func() *yaml.Node { return n }
 		}
 		if v == nil {
 			continue
 		}
-		root := &n
 		m, ok := v.(map[string]any)
 		if !ok {
 			strays = append(strays, struct {
 				pos diag.Pos
 				msg string
-			}{locateYAML(file, root, nil), fmt.Sprintf("a document must be a mapping with apiVersion and kind, not %s", typeName(v))})
+			}{locateYAML(file, rootOf(), nil), fmt.Sprintf("a document must be a mapping with apiVersion and kind, not %s", typeName(v))})
 			continue
 		}
 		apiVersion, _ := m["apiVersion"].(string)
 		kind, _ := m["kind"].(string)
 		if apiVersion == "" && kind == "" {
-			if other != nil && other(root, m) {
+			if other != nil && other(rootOf(), m) {
 				continue
 			}
 			strays = append(strays, struct {
 				pos diag.Pos
 				msg string
-			}{locateYAML(file, root, nil), "object has no apiVersion or kind (string)"})
+			}{locateYAML(file, rootOf(), nil), "object has no apiVersion or kind (string)"})
 			continue
 		}
 		anyObject = true
@@ -421,19 +439,18 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 		if kind == "List" || strings.HasSuffix(kind, "List") && isList(m) {
 			items, ok := m["items"].([]any)
 			if !ok && m["items"] != nil {
-				dl.Errorf(locateYAML(file, root, diag.Path{"items"}), diag.Path{"items"}, "a List needs a list of items")
+				dl.Errorf(locateYAML(file, rootOf(), diag.Path{"items"}), diag.Path{"items"}, "a List needs a list of items")
 				continue
 			}
 			// Items of a typed list (ServiceList, as kubectl get --raw
 			// writes it) may leave out their apiVersion and kind: they are
 			// the list's, as the API server means them.
 			itemKind := strings.TrimSuffix(kind, "List")
-			itemsNode := childNode(docRoot(root), "items")
 			for i, it := range items {
 				im, ok := it.(map[string]any)
 				p := diag.Path{"items", i}
 				if !ok {
-					dl.Errorf(locateYAML(file, root, p), p, "a List item must be a mapping with apiVersion and kind")
+					dl.Errorf(locateYAML(file, rootOf(), p), p, "a List item must be a mapping with apiVersion and kind")
 					continue
 				}
 				if itemKind != "" {
@@ -446,12 +463,18 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 				}
 				s := src
 				s.Item = i
-				var itemNode *yaml.Node
-				if itemsNode != nil && i < len(itemsNode.Content) {
-					itemNode = itemsNode.Content[i]
+				itemOf := func() *yaml.Node {
+					root := docRoot(rootOf())
+					if root == nil {
+						return nil
+					}
+					if itemsNode := childNode(root, "items"); itemsNode != nil && i < len(itemsNode.Content) {
+						return itemsNode.Content[i]
+					}
+					return nil
 				}
-				o, ig, ok := classify(s, im, yamlLocator(file, itemNode), dl)
-				o.locateKey = yamlKeyLocator(file, itemNode)
+				o, ig, ok := classify(s, im, yamlLocator(file, itemOf), dl)
+				o.locateKey = yamlKeyLocator(file, itemOf)
 				if ok {
 					objs = append(objs, o)
 				} else if ig != nil {
@@ -460,14 +483,41 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 			}
 			continue
 		}
-		o, ig, ok := classify(src, m, yamlLocator(file, root), dl)
-		o.locateKey = yamlKeyLocator(file, root)
+		o, ig, ok := classify(src, m, yamlLocator(file, rootOf), dl)
+		o.locateKey = yamlKeyLocator(file, rootOf)
 		if ok {
 			objs = append(objs, o)
 		} else if ig != nil {
 			ignored = append(ignored, *ig)
 		}
 	}
+}
+
+// lazyDocs parses a file's documents with yaml.v3 when a position in it is
+// first needed: a file fastYAML read has no nodes until then.
+type lazyDocs struct {
+	data []byte
+	docs []*yaml.Node
+	done bool
+}
+
+// doc returns the node of document i, nil if there is none.
+func (l *lazyDocs) doc(i int) *yaml.Node {
+	if !l.done {
+		l.done = true
+		dec := yaml.NewDecoder(bytes.NewReader(l.data))
+		for {
+			n := new(yaml.Node)
+			if err := decodeNode(dec, n); err != nil {
+				break
+			}
+			l.docs = append(l.docs, n)
+		}
+	}
+	if i < len(l.docs) {
+		return l.docs[i]
+	}
+	return nil
 }
 
 // decodeNode wraps Decode so that a panic in the YAML library on hostile
@@ -490,8 +540,9 @@ func docRoot(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func yamlLocator(file string, root *yaml.Node) func(diag.Path) diag.Pos {
+func yamlLocator(file string, rootOf func() *yaml.Node) func(diag.Path) diag.Pos {
 	return func(p diag.Path) diag.Pos {
+		root := rootOf()
 		if root == nil {
 			return diag.Pos{File: file}
 		}
@@ -499,8 +550,9 @@ func yamlLocator(file string, root *yaml.Node) func(diag.Path) diag.Pos {
 	}
 }
 
-func yamlKeyLocator(file string, root *yaml.Node) func(diag.Path) diag.Pos {
+func yamlKeyLocator(file string, rootOf func() *yaml.Node) func(diag.Path) diag.Pos {
 	return func(p diag.Path) diag.Pos {
+		root := rootOf()
 		if root == nil {
 			return diag.Pos{File: file}
 		}

@@ -3,9 +3,11 @@ package schema
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
@@ -41,7 +43,10 @@ type shape struct {
 	leaf     cue.Value // for scalars: the constraint a value must meet
 	isLeaf   bool
 	plain    plainKind // the constraint is exactly a basic type, checked in Go
-	msg      string    // the field's @msg: what to say when its constraint fails
+	// patterns: the constraint is exactly string & =~p for each p (names,
+	// labels), so a string matching all of them is accepted without CUE.
+	patterns []*regexp.Regexp
+	msg      string // the field's @msg: what to say when its constraint fails
 }
 
 // compiled is the schema turned into shapes, in one CUE context.
@@ -163,7 +168,85 @@ func (c *compiled) shapeOf(v cue.Value, msg string, depth int, id *int) *shape {
 	sh.isLeaf = true
 	sh.leaf = v
 	sh.plain = c.plainOf(v)
+	if sh.plain == notPlain {
+		sh.patterns = c.patternsOf(v)
+	}
 	return sh
+}
+
+// patternsOf returns the regular expressions of a constraint that is a
+// conjunction of string and =~ constraints only (#DNS1123Subdomain on a
+// name), nil for any other constraint. CUE matches =~ with Go's regexp, so
+// a string that matches all of them is one CUE accepts; a string that does
+// not is checked by CUE, for CUE's message.
+func (c *compiled) patternsOf(v cue.Value) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	if !c.conjunctPatterns(v, 0, &out) || len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func (c *compiled) conjunctPatterns(v cue.Value, depth int, out *[]*regexp.Regexp) bool {
+	if depth > 8 {
+		return false
+	}
+	op, args := v.Expr()
+	switch op {
+	case cue.AndOp:
+		for _, a := range args {
+			if !c.conjunctPatterns(a, depth+1, out) {
+				return false
+			}
+		}
+		return true
+	case cue.RegexMatchOp:
+		if len(args) != 1 {
+			return false
+		}
+		src, err := args[0].String()
+		if err != nil {
+			return false
+		}
+		re, err := compilePattern(src)
+		if err != nil {
+			return false
+		}
+		*out = append(*out, re)
+		return true
+	case cue.SelectorOp:
+		// A reference to a definition (#DNS1123Label): its value.
+		return c.conjunctPatterns(v.Eval(), depth+1, out)
+	}
+	// Exactly string, nothing more and nothing less.
+	str := c.basic[plainString]
+	return v.Subsume(str) == nil && str.Subsume(v) == nil
+}
+
+// patterns are the compiled regular expressions of the schema, shared by
+// every validator (a regexp is safe for concurrent use).
+var patterns sync.Map // source → *regexp.Regexp
+
+func compilePattern(src string) (*regexp.Regexp, error) {
+	if re, ok := patterns.Load(src); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	re, err := regexp.Compile(src)
+	if err != nil {
+		return nil, err
+	}
+	patterns.Store(src, re)
+	return re, nil
+}
+
+// matches reports whether s matches every pattern of the shape.
+func (sh *shape) matches(s string) bool {
+	for _, re := range sh.patterns {
+		if !re.MatchString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // listElem returns the constraint on the elements of a list, also for a
@@ -204,6 +287,8 @@ type memoKey struct {
 
 // walk checks v against sh, reporting into dl. It deletes unknown fields
 // from v, so that the decoded object holds only what the schema allows.
+// The walk appends to at in place (a path per field would be most of its
+// allocations): a finding takes a copy of it.
 func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag.Path) {
 	if sh == nil {
 		return
@@ -212,30 +297,39 @@ func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag
 	case sh.isStruct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			dl.Errorf(r.locate(at), at, "%s is %s; want a mapping", formatValue(v), typeName(v))
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s is %s; want a mapping", formatValue(v), typeName(v))
 			return
 		}
 		val.walkStruct(dl, r, m, sh, at)
 	case sh.isList:
 		l, ok := v.([]any)
 		if !ok {
-			dl.Errorf(r.locate(at), at, "%s is %s; want a list", formatValue(v), typeName(v))
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s is %s; want a list", formatValue(v), typeName(v))
 			return
 		}
 		for i, e := range l {
-			val.walk(dl, r, e, sh.elem, at.Index(i))
+			val.walk(dl, r, e, sh.elem, append(at, i))
 		}
 	case sh.isLeaf:
 		if msg := val.checkLeaf(sh, v); msg != "" {
-			dl.Errorf(r.locate(at), at, "%s", msg)
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s", msg)
 		}
 	}
 }
 
 func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, sh *shape, at diag.Path) {
-	keys := slices.Sorted(maps.Keys(m))
+	// The keys, sorted, on the validator's stack of keys (walks below
+	// this one push theirs above and take them off again).
+	start := len(val.keys)
+	for k := range m {
+		val.keys = append(val.keys, k)
+	}
+	end := len(val.keys)
+	slices.Sort(val.keys[start:end])
+	defer func() { val.keys = val.keys[:start] }()
 	var nulled map[string]bool // fields null, and so absent
-	for _, k := range keys {
+	for i := start; i < end; i++ {
+		k := val.keys[i]
 		f, known := sh.fields[k]
 		if m[k] == nil {
 			if x, keep := sh.null(k); !keep {
@@ -251,9 +345,9 @@ func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, s
 		}
 		switch {
 		case known:
-			val.walk(dl, r, m[k], f, at.Key(k))
+			val.walk(dl, r, m[k], f, append(at, k))
 		case sh.open:
-			val.walk(dl, r, m[k], sh.pattern, at.Key(k))
+			val.walk(dl, r, m[k], sh.pattern, append(at, k))
 		default:
 			p := at.Key(k)
 			msg := fmt.Sprintf("unknown field %q", k)
@@ -283,6 +377,9 @@ func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, s
 // returns the message for a person, or "" when the value is allowed.
 func (val *validator) checkLeaf(sh *shape, v any) string {
 	if sh.plain != notPlain && sh.plain.holds(v) {
+		return ""
+	}
+	if s, ok := v.(string); ok && sh.patterns != nil && sh.matches(s) {
 		return ""
 	}
 	key := memoKey{shape: sh.id, value: v}

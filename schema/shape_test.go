@@ -270,3 +270,53 @@ func TestPlainKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternsAgreeWithCUE checks the shortcut of checkLeaf for fields
+// whose constraint is string and regular expressions only: on every such
+// field, for names valid and invalid, matching the patterns in Go must be
+// exactly CUE's verdict, so that a value the shortcut accepts is one CUE
+// accepts (and the values it does not accept go to CUE for the message).
+func TestPatternsAgreeWithCUE(t *testing.T) {
+	v := newValidator()
+	values := []string{
+		"", "a", "z", "0", "9", "-", "a-", "-a", "a-b", "a--b", "svc-1", "svc-4032-sx9drzcq75-lw8wm",
+		"Svc", "sVc", "a.b", "a..b", ".a", "a.", "a_b", "a b", "a\nb", "ä", "http", "http-alt",
+		"web-0.web.default", "node-1.example.com", "1abc", "12345", "abcdefghijklmno", "abcdefghijklmnop",
+		"a-very-long-name-that-is-longer-than-sixty-three-characters-long-x",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("a", 253), strings.Repeat("a", 254),
+		strings.Repeat("ab.", 80) + "c", "p9090", "9090",
+	}
+	var fields []string
+	var visit func(sh *shape, at string)
+	seen := map[*shape]bool{}
+	visit = func(sh *shape, at string) {
+		if sh == nil || seen[sh] {
+			return
+		}
+		seen[sh] = true
+		if sh.patterns != nil {
+			fields = append(fields, at)
+			for _, s := range values {
+				u := sh.leaf.Unify(v.c.ctx.Encode(s))
+				cueOK := u.Validate(cue.Concrete(true)) == nil
+				if got := sh.matches(s); got != cueOK {
+					t.Errorf("%s: %q: the patterns say %v, CUE says %v", at, s, got, cueOK)
+				}
+			}
+		}
+		for _, k := range sh.names() {
+			visit(sh.fields[k], at+"."+k)
+		}
+		visit(sh.pattern, at+".*")
+		visit(sh.elem, at+"[]")
+	}
+	for _, k := range []string{KindService, KindEndpoints, KindEndpointSlice, KindPod, KindNode, KindCluster} {
+		visit(v.c.kinds[k], k)
+	}
+	got := strings.Join(fields, "\n")
+	for _, want := range []string{"Service.metadata.name", "Pod.metadata.name", "Pod.spec.containers[].ports[].name", "Node.metadata.name"} {
+		if !strings.Contains(got, want+"\n") && !strings.HasSuffix(got, want) {
+			t.Errorf("%s is not checked by its patterns; fields with patterns:\n%s", want, got)
+		}
+	}
+}

@@ -58,10 +58,12 @@ type validator struct {
 	c    *compiled
 	used int
 	memo map[memoKey]string
+	path diag.Path // the walk's path, reused from object to object
+	keys []string  // the walk's stack of sorted keys
 }
 
 func newValidator() *validator {
-	v := &validator{memo: map[memoKey]string{}}
+	v := &validator{memo: map[memoKey]string{}, path: make(diag.Path, 0, 32)}
 	v.reset()
 	return v
 }
@@ -94,7 +96,7 @@ func (v *validator) use() {
 // when it decoded.
 func (v *validator) check(r rawObject, dl *diag.List) *Object {
 	var local diag.List
-	v.walk(&local, r, r.raw, v.c.kinds[r.kind], nil)
+	v.walk(&local, r, r.raw, v.c.kinds[r.kind], v.path[:0])
 	obj, err := decode(r)
 	if err != nil && local.Errors() > 0 {
 		checkPruned(r, &local)

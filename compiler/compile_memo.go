@@ -109,6 +109,9 @@ func (a *Allocations) lookup(namespace, name string) *ServiceAlloc {
 func (m *compileMemo) compile(c *compilation, o *schema.Service, n plan.Node, next **compiledService) plan.Service {
 	in := c.inputs(o)
 	if last := m.services[o]; last != nil && last.same(in) {
+		// The allocation is the same; hold this call's (Allocations are
+		// not changed once made), so that the last ones can go.
+		last.alloc = in.alloc
 		*next = last
 		return last.out
 	}
@@ -116,11 +119,6 @@ func (m *compileMemo) compile(c *compilation, o *schema.Service, n plan.Node, ne
 	// Keep copies: the next compilation's inputs may reuse this one's
 	// memory.
 	in.pods, in.slices = slices.Clone(in.pods), slices.Clone(in.slices)
-	if in.alloc != nil {
-		a := *in.alloc
-		a.ClusterIPs, a.NodePorts = slices.Clone(a.ClusterIPs), slices.Clone(a.NodePorts)
-		in.alloc = &a
-	}
 	*next = in
 	return in.out
 }

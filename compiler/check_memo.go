@@ -74,10 +74,10 @@ type objState struct {
 	group *objGroup // objects of its kind and name; nil for a Cluster
 	svc   *service  // a Service first of its key: its entry in svcs
 
-	selecting bool           // a Service whose selector picks its pods
-	addrs     []endpointAddr // an Endpoints, EndpointSlice or Pod: its endpoint IPs
-	link      string         // an Endpoints or EndpointSlice: the Service key it names
-	linked    bool           // link is set (the object is in linkReg)
+	selecting bool   // a Service whose selector picks its pods
+	hasAddrs  bool   // an Endpoints, EndpointSlice or Pod with endpoint IPs (read again when checked)
+	link      string // an Endpoints or EndpointSlice: the Service key it names
+	linked    bool   // link is set (the object is in linkReg)
 
 	diags *objDiags // nil when it has no findings
 }
@@ -115,11 +115,11 @@ func (m *checkMemo) validate(objs []*schema.Object, lock *Lock, loc Locator) *Ch
 	cl := findCluster(objs, r)
 	lt := reflect.TypeOf(loc)
 	if !m.valid || lt != m.locType || !reflect.DeepEqual(cl.spec, m.cl.spec) {
-		m.reset(cl, lt, len(objs))
+		m.reset(cl, lt)
 	}
 	added, removed, ok := m.diff(objs)
 	if !ok {
-		m.reset(cl, lt, len(objs))
+		m.reset(cl, lt)
 		if added, removed, ok = m.diff(objs); !ok {
 			// An object is in objs twice: not a tree the memo knows.
 			*m = checkMemo{}
@@ -143,13 +143,13 @@ func (m *checkMemo) validate(objs []*schema.Object, lock *Lock, loc Locator) *Ch
 	if allocated || u.addrsChanged {
 		m.owner = serviceAddrs(m.owner, m.svcs, alloc)
 		for _, st := range m.states {
-			if st.addrs != nil {
+			if st.hasAddrs {
 				u.checkAddrs(st)
 			}
 		}
 	} else {
 		for _, st := range added {
-			if st.addrs != nil {
+			if st.hasAddrs {
 				u.checkAddrs(st)
 			}
 		}
@@ -167,17 +167,19 @@ func (m *checkMemo) validate(objs []*schema.Object, lock *Lock, loc Locator) *Ch
 	return &Checked{Cluster: cl.spec, Alloc: alloc, Diags: dl, pods: m.pods}
 }
 
-// reset empties the memo for a tree of about n objects and the Cluster cl.
-func (m *checkMemo) reset(cl *cluster, lt reflect.Type, n int) {
+// reset empties the memo for the Cluster cl. Its maps grow as they fill,
+// not from a size hint: a hint rounds a big map up to a power of two of
+// tables, up to twice what it holds, kept as long as the memo.
+func (m *checkMemo) reset(cl *cluster, lt reflect.Type) {
 	*m = checkMemo{
 		valid:    true,
 		locType:  lt,
 		cl:       cl,
-		live:     make(map[*schema.Object]*objState, n),
-		groups:   make(map[groupKey]*objGroup, n),
-		svcByKey: make(map[string]*service, n/4),
-		pods:     &podIndex{byLabel: make(map[labelKey][]podEntry, n), selected: make(map[*schema.Service][]*schema.Pod, n/4)},
-		selReg:   make(map[labelKey][]*objState, n/4),
+		live:     map[*schema.Object]*objState{},
+		groups:   map[groupKey]*objGroup{},
+		svcByKey: map[string]*service{},
+		pods:     emptyPodIndex(),
+		selReg:   map[labelKey][]*objState{},
 		linkReg:  map[string][]*objState{},
 		diagged:  map[*objState]struct{}{},
 	}
@@ -274,12 +276,13 @@ func spreadRanks(sts []*objState, lo, hi uint64) bool {
 // update is one call's update of the memo.
 type update struct {
 	m            *checkMemo
-	r            *reporter   // scratch: findings go to states
-	touched      []*objGroup // groups whose members changed
-	dirty        []*objState // selecting Services whose pods may have changed
-	links        []string    // Service keys whose first Service changed
-	allNew       bool        // every object is added
-	addrsChanged bool        // a Service's external, load balancer or ingress IPs changed
+	r            *reporter      // scratch: findings go to states
+	touched      []*objGroup    // groups whose members changed
+	dirty        []*objState    // selecting Services whose pods may have changed
+	links        []string       // Service keys whose first Service changed
+	allNew       bool           // every object is added
+	addrsChanged bool           // a Service's external, load balancer or ingress IPs changed
+	addrs        []endpointAddr // scratch: an object's endpoint IPs
 }
 
 // findings runs f with u.r and returns what it reported.
@@ -428,9 +431,11 @@ func (u *update) add(added []*objState) {
 			if !u.allNew {
 				m.pods.add(o.Pod, st.rank)
 			}
-			st.addrs = appendEndpointAddrs(nil, o)
+			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
+			st.hasAddrs = len(u.addrs) > 0
 		case o.Endpoints != nil || o.EndpointSlice != nil:
-			st.addrs = appendEndpointAddrs(nil, o)
+			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
+			st.hasAddrs = len(u.addrs) > 0
 			st.link, st.linked = linkKey(o)
 			if st.linked {
 				m.linkReg[st.link] = append(m.linkReg[st.link], st)
@@ -607,9 +612,11 @@ func (u *update) checkSelectors() {
 	u.dirty = nil
 }
 
-// checkAddrs redoes the endpoint IP findings of st.
+// checkAddrs redoes the endpoint IP findings of st. Its addresses are
+// parsed again rather than kept: the memo would hold them for every pod.
 func (u *update) checkAddrs(st *objState) {
-	u.m.setDiags(st, checkEndpointIP, u.findings(func(r *reporter) { checkAddrs(st.obj, st.addrs, u.m.owner, r) }))
+	u.addrs = appendEndpointAddrs(u.addrs[:0], st.obj)
+	u.m.setDiags(st, checkEndpointIP, u.findings(func(r *reporter) { checkAddrs(st.obj, u.addrs, u.m.owner, r) }))
 }
 
 // allocate returns the allocations of svcs: the last ones when the lock

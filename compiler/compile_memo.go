@@ -46,11 +46,27 @@ type compiledService struct {
 	endpoints *schema.Endpoints
 	slices    []*schema.EndpointSlice
 	refPods   []*schema.Pod // the Pods the targetRefs of endpoints and slices resolve to (refPods)
-	out       plan.Service
+	// out is the plan.Service: the last plan's (hold), or, when that
+	// plan has the view's, one of its own (own).
+	out *plan.Service
+	own bool
 	// view is out under the last NotReady view, nil when none of its
 	// endpoints failed (probe.go): kept so that a view unchanged for
 	// this Service gives the same plan.Service.
 	view *probedService
+}
+
+// hold points cs.out at p.Services[i] when that is the Service without a
+// view, so that the memo and the plan share it; otherwise cs.out is made
+// a copy of its own rather than pin an older plan's Services.
+func (cs *compiledService) hold(p *plan.Plan, i int) {
+	switch {
+	case cs.view == nil:
+		cs.out, cs.own = &p.Services[i], false
+	case !cs.own:
+		out := *cs.out
+		cs.out, cs.own = &out, true
+	}
 }
 
 // begin readies the memo for a compilation for node n: it keeps the
@@ -104,25 +120,22 @@ func (a *Allocations) lookup(namespace, name string) *ServiceAlloc {
 	return nil
 }
 
-// compile returns the plan.Service of o: the memo's when its inputs are
-// unchanged, else a new one, recorded in next.
-func (m *compileMemo) compile(c *compilation, o *schema.Service, n plan.Node, next **compiledService) plan.Service {
+// compile returns the compiled Service of o: the memo's when its inputs
+// are unchanged, else a new one.
+func (m *compileMemo) compile(c *compilation, o *schema.Service, n plan.Node) *compiledService {
 	in := c.inputs(o)
 	if last := m.services[o]; last != nil && last.same(in) {
-		*next = last
-		return last.out
+		// The allocation is the same; hold this call's (Allocations are
+		// not changed once made), so that the last ones can go.
+		last.alloc = in.alloc
+		return last
 	}
-	in.out = c.service(o, n)
+	out := c.service(o, n)
+	in.out, in.own = &out, true
 	// Keep copies: the next compilation's inputs may reuse this one's
 	// memory.
 	in.pods, in.slices = slices.Clone(in.pods), slices.Clone(in.slices)
-	if in.alloc != nil {
-		a := *in.alloc
-		a.ClusterIPs, a.NodePorts = slices.Clone(a.ClusterIPs), slices.Clone(a.NodePorts)
-		in.alloc = &a
-	}
-	*next = in
-	return in.out
+	return in
 }
 
 // end keeps the Services of this compilation (compiled[i] is that of
@@ -153,11 +166,12 @@ func (m *Memo) Restage(o Options) (st *Staged, ok bool) {
 	p.Services = make([]plan.Service, len(l.compiled))
 	failOpen := make([]bool, len(l.compiled))
 	for i, cs := range l.compiled {
-		p.Services[i] = cs.out
-		cs.view = withView(l.objs[i], &cs.out, p.Node, o.NotReady, cs.view)
+		p.Services[i] = *cs.out
+		cs.view = withView(l.objs[i], cs.out, p.Node, o.NotReady, cs.view)
 		if cs.view != nil {
 			p.Services[i], failOpen[i] = cs.view.out, cs.view.failOpen
 		}
+		cs.hold(p, i)
 	}
 	return &Staged{Plan: p, FailOpen: failOpenKeys(p, failOpen), namespaces: l.namespaces, memo: m}, true
 }

@@ -39,7 +39,7 @@ func (m *finishMemo) keep(p *plan.Plan, namespaces []string) {
 }
 
 // sameNames tells whether two Services give the same DNS records and env
-// variables: every field dnsRecords and serviceEnv read.
+// variables: every field dnsRecords and envFiles read.
 func sameNames(a, b *plan.Service) bool {
 	if a.Namespace != b.Namespace || a.Name != b.Name || a.Type != b.Type || a.Headless != b.Headless ||
 		a.ExternalName != b.ExternalName || !slices.Equal(a.ClusterIPs, b.ClusterIPs) || len(a.Ports) != len(b.Ports) {

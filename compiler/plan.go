@@ -86,12 +86,14 @@ func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string
 	m.compile.begin(c, n)
 	compiled := make([]*compiledService, len(c.services))
 	parallel(len(c.services), func(i int) {
-		p.Services[i] = m.compile.compile(c, c.services[i].Service, n, &compiled[i])
-		cs := compiled[i]
-		cs.view = withView(c.services[i].Service, &cs.out, n, o.NotReady, cs.view)
+		cs := m.compile.compile(c, c.services[i].Service, n)
+		compiled[i] = cs
+		p.Services[i] = *cs.out
+		cs.view = withView(c.services[i].Service, cs.out, n, o.NotReady, cs.view)
 		if cs.view != nil {
 			p.Services[i], failOpen[i] = cs.view.out, cs.view.failOpen
 		}
+		cs.hold(p, i)
 	})
 	m.compile.end(c, compiled)
 	m.compile.last.header = plan.Plan{FormatVersion: p.FormatVersion, Node: p.Node, Cluster: p.Cluster}

@@ -1,9 +1,11 @@
 package render
 
 import (
+	"cmp"
 	"reflect"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 
@@ -21,9 +23,11 @@ import (
 // changed (nft.Applier.Update).
 //
 // Per Service and table it keeps the first pass over the Service's ports
-// (chain names, map elements, endpoint picks, hairpin addresses) and the
-// model of their sets and chains; per table, the maps' sorted elements
-// and sets, and the endpoint maps. A Service is reused when it equals the
+// (chain names, endpoint picks) and the model of their sets and chains;
+// per table, the maps and sets of the model, each element with the number
+// of ports (or endpoints) it stands for, and the endpoint maps. A port's
+// map elements are not kept: when its Service leaves or changes they are
+// derived again from the last plan, which the Memo keeps. A Service is reused when it equals the
 // previous plan's Service of the same namespace and name in what the
 // ruleset is made of (sameService, samePorts). Its model is built again
 // when a pick of its moved to another slot (assignBucket), or for every
@@ -97,18 +101,12 @@ type memoSvc struct {
 // holds no plan but the last.
 type memoPort struct {
 	nftPort
-	index int                     // in Service.Ports
-	own   [memoLists][]nftElement // its map elements, then hairpin addresses (addr)
+	index int // in Service.Ports
 }
 
 // memoLists are the sorted lists of a table: its maps and the sets
 // cluster-frontends and cluster-ips (nftMaps), then the set hairpin.
 const memoLists = len(nftMaps) + 1
-
-// memoLine is an element of a list.
-type memoLine struct {
-	e *nftElement // in its port's own
-}
 
 // memoBucket is an endpoint map.
 type memoBucket struct {
@@ -119,9 +117,18 @@ type memoBucket struct {
 
 // memoTable is what a Memo keeps of one table.
 type memoTable struct {
-	t     *nftTable // of the last update, with its count of service ports
-	lists [memoLists][]memoLine
-	sets  [memoLists]*nftmodel.Set // of the lists (listSet)
+	t *nftTable // of the last update, with its count of service ports
+	// sets are the lists' sets in the last model; counts[k][i] is how
+	// many elements of ports (hairpin addresses of endpoints) the element
+	// sets[k].Elements[i] stands for: one, but for an address that
+	// several ports have, or duplicates (mapSetOf).
+	sets   [memoLists]*nftmodel.Set
+	counts [memoLists][]int32
+	// runs are the values of the elements of a key whose values differ
+	// (two Services with one frontend, which the compiler rejects), in
+	// order: the set shows the first, and the verdicts of the rest as
+	// dropped.
+	runs [memoLists]map[nftmodel.Key][]memoValue
 	// dispatch are the base and dispatch chains of the last model, reused
 	// when built alike.
 	dispatch map[string]*nftmodel.Chain
@@ -135,9 +142,7 @@ type memoTable struct {
 	dups   int
 
 	// Of the update in progress: elements that left and came.
-	del   [memoLists][]*nftElement
-	add   [memoLists][]memoLine
-	spare [memoLists][]memoLine // the lists' previous arrays, to reuse
+	del, add [memoLists][]nftElement
 }
 
 // sameService tells whether two Services are equal but for their ports.
@@ -206,7 +211,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 		s := &p.Services[i]
 		if j < len(old) && (old[j].svc.Namespace != s.Namespace || old[j].svc.Name != s.Name) {
 			for j < len(old) && compareKeys(old[j].svc, s) < 0 {
-				m.drop(old[j].ms)
+				m.drop(old[j])
 				j++
 			}
 		}
@@ -218,7 +223,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 				e.svc = s
 				next = append(next, e)
 			} else {
-				m.drop(old[j].ms)
+				m.drop(old[j])
 				matched = -1
 			}
 			j++
@@ -238,7 +243,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 		prev = matched
 	}
 	for ; j < len(old); j++ {
-		m.drop(old[j].ms)
+		m.drop(old[j])
 	}
 	clear(old)
 	m.svcs, m.next, m.fresh = next, old[:0], fresh
@@ -251,17 +256,14 @@ func (m *Memo) update(p *plan.Plan) bool {
 	return true
 }
 
-// drop removes a Service from the tables.
-func (m *Memo) drop(ms *memoSvc) {
+// drop removes a Service of the last plan from the tables.
+func (m *Memo) drop(e memoEntry) {
+	ms := e.ms
 	for f := range m.tables {
 		mt := &m.tables[f]
 		mt.t.count -= len(ms.ports[f])
 		for _, mp := range ms.ports[f] {
-			for k := range mp.own {
-				for i := range mp.own[k] {
-					mt.del[k] = append(mt.del[k], &mp.own[k][i])
-				}
-			}
+			mt.elements(e.svc, mp)
 			for _, p := range mp.picks {
 				p.gone = true
 				mt.buckets[p.bucket].dirty = true
@@ -303,12 +305,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		mt.chains = make(map[string]int32, n+n/4)
 	}
 	ports, ptrs := make([]memoPort, n), make([]*memoPort, n)
-	s := &memoScan{own: make([]nftElement, 0, 4*n)}
-	for k := range mt.add {
-		if k == 0 || k == len(nftMaps) {
-			mt.add[k] = slices.Grow(mt.add[k], n*(1+k/len(nftMaps)))
-		}
-	}
+	s := &memoScan{}
 	for _, i := range fresh {
 		e := &entries[i]
 		if !e.ms.redo[f] {
@@ -334,24 +331,20 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		e.ms.ports[f] = mps
 		t.count += len(mps)
 	}
-	for k := range mt.lists {
-		compare := compareElementPtrs
-		if k == len(nftMaps) {
-			compare = compareHairpin
-		}
-		switch {
-		case mt.sets[k] != nil && mt.swap(k, compare):
-			// The same elements left and came back (a Service changed in
-			// what the list does not hold): the set stays as it is.
-		case len(mt.del[k]) > 0 || len(mt.add[k]) > 0 || mt.sets[k] == nil:
-			mt.lists[k], mt.spare[k] = patchLines(mt.spare[k][:0], mt.lists[k], mt.del[k], mt.add[k], compare), mt.lists[k]
-			if set := mt.listSet(k); mt.sets[k] == nil || !sameElements(mt.sets[k].Elements, set.Elements) {
-				mt.sets[k] = set
+	for k := range mt.sets {
+		ok := mt.patch(k)
+		// The scratch lists are kept for the next update, but not the
+		// big ones of a first build.
+		for _, l := range [...]*[]nftElement{&mt.del[k], &mt.add[k]} {
+			clear(*l)
+			*l = (*l)[:0]
+			if cap(*l) > 1024 {
+				*l = nil
 			}
 		}
-		clear(mt.del[k])
-		clear(mt.add[k])
-		mt.del[k], mt.add[k] = mt.del[k][:0], mt.add[k][:0]
+		if !ok {
+			return false
+		}
 	}
 
 	// The endpoint maps that gained or lost a pick are assigned again.
@@ -408,12 +401,12 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 // memoScan is where the first pass over an update's new ports puts what
 // it keeps.
 type memoScan struct {
-	own   []nftElement // the ports' own elements
-	picks []*nftPick   // the ports' picks
+	picks []*nftPick // the ports' picks
 }
 
 // scan runs the first pass over a new port of ms: it names the port's
-// chains, keeps its elements and picks (in s).
+// chains, adds its elements to the update (add) and keeps its picks (in
+// s).
 func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 	maps := t.maps()
 	for _, m := range maps {
@@ -422,23 +415,10 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 	t.picks, t.hairpin = t.picks[:0], t.hairpin[:0]
 	t.scanPort(t.viewPort(&mp.nftPort))
 	for k, m := range maps {
-		if len(*m) > 0 {
-			from := len(s.own)
-			s.own = append(s.own, *m...)
-			mp.own[k] = s.own[from:len(s.own):len(s.own)]
-		}
+		mt.add[k] = append(mt.add[k], *m...)
 	}
-	if len(t.hairpin) > 0 {
-		from := len(s.own)
-		for _, a := range t.hairpin {
-			s.own = append(s.own, nftElement{addr: a})
-		}
-		mp.own[len(nftMaps)] = s.own[from:len(s.own):len(s.own)]
-	}
-	for k := range mp.own {
-		for i := range mp.own[k] {
-			mt.add[k] = append(mt.add[k], memoLine{e: &mp.own[k][i]})
-		}
+	for _, a := range t.hairpin {
+		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftElement{addr: a})
 	}
 	if len(t.picks) > 0 {
 		from := len(s.picks)
@@ -463,45 +443,48 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 	mp.svc, mp.port = nil, nil
 }
 
-func compareElementPtrs(a, b *nftElement) int { return compareElements(*a, *b) }
+// elements adds to the update the elements of port mp of svc, a Service
+// of the last plan, as scan added them then (del): the elements depend
+// on the port and the table's family only.
+func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
+	t := mt.t
+	maps := t.maps()
+	for _, m := range maps {
+		*m = (*m)[:0]
+	}
+	mp.svc, mp.port = svc, &svc.Ports[mp.index]
+	v := t.viewPort(&mp.nftPort)
+	t.addElements(v)
+	for k, m := range maps {
+		mt.del[k] = append(mt.del[k], *m...)
+	}
+	for i := range v.all {
+		mt.del[len(nftMaps)] = append(mt.del[len(nftMaps)], nftElement{addr: v.all[i].addr.Addr()})
+	}
+	mp.svc, mp.port = nil, nil
+}
 
-func compareHairpin(a, b *nftElement) int { return a.addr.Compare(b.addr) }
+// compareKeys orders elements by key, as compareElements.
+func compareElementKeys(a, b *nftElement) int {
+	if c := a.addr.Compare(b.addr); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.proto, b.proto); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.port, b.port)
+}
 
-// patchLines appends to dst the sorted list without the elements del and
-// with the lines add, in order.
-func patchLines(dst, list []memoLine, del []*nftElement, add []memoLine, compare func(a, b *nftElement) int) []memoLine {
-	lowerBound := func(e *nftElement) int {
-		i, _ := slices.BinarySearchFunc(list, e, func(l memoLine, e *nftElement) int { return compare(l.e, e) })
-		return i
+// compareModelKeys orders the keys of a list's set as compareElementKeys
+// orders its elements (protocols by name).
+func compareModelKeys(a, b *nftmodel.Key) int {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
 	}
-	gone := make([]int, 0, len(del))
-	for _, e := range del {
-		for i := lowerBound(e); i < len(list) && compare(list[i].e, e) == 0; i++ {
-			if list[i].e == e {
-				gone = append(gone, i)
-				break
-			}
-		}
+	if a.Proto != b.Proto {
+		return strings.Compare(a.Proto.String(), b.Proto.String())
 	}
-	slices.Sort(gone)
-	slices.SortFunc(add, func(a, b memoLine) int { return compare(a.e, b.e) })
-	dst = slices.Grow(dst, len(list)-len(gone)+len(add))
-	from := 0 // in list, the first not yet copied or skipped
-	for len(add) > 0 || len(gone) > 0 {
-		ins := len(list) + 1
-		if len(add) > 0 {
-			ins = lowerBound(add[0].e)
-		}
-		if len(gone) == 0 || ins <= gone[0] {
-			dst = append(dst, list[from:ins]...)
-			dst = append(dst, add[0])
-			from, add = ins, add[1:]
-			continue
-		}
-		dst = append(dst, list[from:gone[0]]...)
-		from, gone = gone[0]+1, gone[1:]
-	}
-	return append(dst, list[from:]...)
+	return cmp.Compare(a.Port, b.Port)
 }
 
 // write builds the sets and chains of the Services at indexes of entries
@@ -538,54 +521,164 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 	wg.Wait()
 }
 
-// swap tells whether the elements that leave list k (del) and those that
-// come (add) are equal, one for one; if so the list takes the new ones in
-// place of the old, in O(changes · log n), and its set need not change.
-func (mt *memoTable) swap(k int, compare func(a, b *nftElement) int) bool {
+// patch brings list k's set to the update: without the elements del, with
+// the elements add. The set is built anew when its elements change (the
+// last model keeps the old one) and stays the same pointer otherwise:
+// when the same elements left and came (a Service changed in what the
+// list does not hold), or only the number of ports behind an address
+// changed. It returns false when an element to remove is not there.
+func (mt *memoTable) patch(k int) bool {
 	del, add := mt.del[k], mt.add[k]
-	if len(del) != len(add) {
-		return false
-	}
-	slices.SortFunc(del, compare)
-	slices.SortFunc(add, func(a, b memoLine) int { return compare(a.e, b.e) })
-	for i := range del {
-		if compare(del[i], add[i].e) != 0 {
-			return false
+	slices.SortFunc(del, compareElements)
+	slices.SortFunc(add, compareElements)
+	// Elements that both left and came cancel out.
+	d, a := 0, 0
+	for i, j := 0, 0; i < len(del) || j < len(add); {
+		c := -1
+		switch {
+		case i == len(del):
+			c = 1
+		case j < len(add):
+			c = compareElements(del[i], add[j])
+		}
+		switch {
+		case c < 0:
+			del[d] = del[i]
+			d, i = d+1, i+1
+		case c > 0:
+			add[a] = add[j]
+			a, j = a+1, j+1
+		default:
+			i, j = i+1, j+1
 		}
 	}
-	list := mt.lists[k]
-	at := make([]int, len(del))
-	for i, e := range del {
-		j, _ := slices.BinarySearchFunc(list, e, func(l memoLine, e *nftElement) int { return compare(l.e, e) })
-		for j < len(list) && list[j].e != e && compare(list[j].e, e) == 0 {
-			j++
-		}
-		if j == len(list) || list[j].e != e {
-			return false
-		}
-		at[i] = j
+	del, add = del[:d], add[:a]
+	old := mt.sets[k]
+	if old != nil && len(del) == 0 && len(add) == 0 {
+		return true
 	}
-	for i, j := range at {
-		list[j].e = add[i].e
+
+	hairpin := k == len(nftMaps)
+	silent := hairpin || nftMaps[k].addrs // repeats are not shown (mapSetOf)
+	var olds []nftmodel.Element
+	if old != nil {
+		olds = old.Elements
 	}
+	oldCounts := mt.counts[k]
+	elems := make([]nftmodel.Element, 0, len(olds)+len(add))
+	counts := make([]int32, 0, cap(elems))
+	changed := old == nil
+	var run []memoValue
+	i := 0 // in olds, the first not yet copied
+	for len(del) > 0 || len(add) > 0 {
+		var e *nftElement
+		if len(add) == 0 || len(del) > 0 && compareElementKeys(&del[0], &add[0]) <= 0 {
+			e = &del[0]
+		} else {
+			e = &add[0]
+		}
+		key := e.key()
+		if hairpin {
+			key = nftmodel.Key{Addr: e.addr, Addr2: e.addr}
+		}
+		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareModelKeys(&olds[i+j].Key, &key) >= 0 })
+		elems, counts = append(elems, olds[i:j]...), append(counts, oldCounts[i:j]...)
+		i = j
+		// The values of the key's elements, sorted: as many as the old
+		// element stands for, alike, or those kept in runs.
+		run = run[:0]
+		var was *nftmodel.Element
+		if i < len(olds) && olds[i].Key == key {
+			was = &olds[i]
+			if r, ok := mt.runs[k][key]; ok {
+				run = append(run, r...)
+			} else {
+				for range oldCounts[i] {
+					run = append(run, memoValue{was.Verdict, was.Comment})
+				}
+			}
+			i++
+		}
+		for ; len(del) > 0 && compareElementKeys(&del[0], e) == 0; del = del[1:] {
+			v := memoValue{verdictOf(del[0].verdict), del[0].comment}
+			at := slices.Index(run, v)
+			if at < 0 {
+				return false
+			}
+			run = slices.Delete(run, at, at+1)
+		}
+		for ; len(add) > 0 && compareElementKeys(&add[0], e) == 0; add = add[1:] {
+			v := memoValue{verdictOf(add[0].verdict), add[0].comment}
+			at, _ := slices.BinarySearchFunc(run, v, compareValues)
+			run = slices.Insert(run, at, v)
+		}
+		if len(run) == 0 {
+			changed = true
+			delete(mt.runs[k], key)
+			continue
+		}
+		cur := nftmodel.Element{Key: key, Verdict: run[0].verdict, Comment: run[0].comment}
+		if !silent {
+			for _, v := range run[1:] {
+				cur.Dropped = append(cur.Dropped, v.verdict)
+			}
+		}
+		if was == nil || was.Verdict != cur.Verdict || was.Comment != cur.Comment || !slices.Equal(was.Dropped, cur.Dropped) {
+			changed = true
+		} else {
+			cur = *was
+		}
+		elems, counts = append(elems, cur), append(counts, int32(len(run)))
+		if run[0] == run[len(run)-1] {
+			delete(mt.runs[k], key)
+		} else {
+			if mt.runs[k] == nil {
+				mt.runs[k] = make(map[nftmodel.Key][]memoValue)
+			}
+			mt.runs[k][key] = slices.Clone(run)
+		}
+	}
+	elems, counts = append(elems, olds[i:]...), append(counts, oldCounts[i:]...)
+	mt.counts[k] = counts
+	if !changed {
+		return true
+	}
+	var s *nftmodel.Set
+	if hairpin {
+		s = &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}
+	} else {
+		s = &nftmodel.Set{Name: nftMaps[k].name, Comment: nftMaps[k].name + ": " + nftMaps[k].comment, Key: mapKey(k), Verdicts: !nftMaps[k].set}
+	}
+	s.Elements = slices.Clip(elems)
+	mt.sets[k] = s
 	return true
 }
 
-// listSet is the set or map of list k (mapSet, hairpinSet).
-func (mt *memoTable) listSet(k int) *nftmodel.Set {
-	list := mt.lists[k]
-	at := func(i int) *nftElement { return list[i].e }
-	if k == len(nftMaps) {
-		s := &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}
-		s.Elements = make([]nftmodel.Element, 0, len(list))
-		for i := range list {
-			if a := list[i].e.addr; i == 0 || a != list[i-1].e.addr {
-				s.Elements = append(s.Elements, nftmodel.Element{Key: nftmodel.Key{Addr: a, Addr2: a}})
-			}
+// memoValue is the value of a list's element: its verdict and comment.
+type memoValue struct {
+	verdict nftmodel.Verdict
+	comment string
+}
+
+// compareValues orders values as compareElements orders the elements of
+// one key: by the verdict's text ("", "drop", "goto CHAIN"), then comment.
+func compareValues(a, b memoValue) int {
+	rank := func(v nftmodel.Verdict) int {
+		switch v.Kind {
+		case 0:
+			return 0
+		case nftmodel.Drop:
+			return 1
 		}
-		return s
+		return 2
 	}
-	return mapSetOf(nftMaps[k].name, nftMaps[k].name+": "+nftMaps[k].comment, mapKey(k), !nftMaps[k].set, len(list), at)
+	if c := cmp.Compare(rank(a.verdict), rank(b.verdict)); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.verdict.Chain, b.verdict.Chain); c != 0 {
+		return c
+	}
+	return strings.Compare(a.comment, b.comment)
 }
 
 // table assembles the model of table f, as nftTable.model.
@@ -632,11 +725,4 @@ func (m *Memo) table(f int) *nftmodel.Table {
 // sameChain tells whether two chains are built alike.
 func sameChain(a, b *nftmodel.Chain) bool {
 	return a.Name == b.Name && a.Comment == b.Comment && reflect.DeepEqual(a.Hook, b.Hook) && reflect.DeepEqual(a.Rules, b.Rules)
-}
-
-// sameElements tells whether two lists of elements are equal.
-func sameElements(a, b []nftmodel.Element) bool {
-	return slices.EqualFunc(a, b, func(x, y nftmodel.Element) bool {
-		return x.Key == y.Key && x.Verdict == y.Verdict && x.To == y.To && x.Comment == y.Comment && x.Note == y.Note && slices.Equal(x.Dropped, y.Dropped)
-	})
 }

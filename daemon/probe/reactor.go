@@ -465,61 +465,71 @@ func (r *reactor) write(op *rop) {
 }
 
 // read reads what the socket holds and finishes op once the response is
-// complete (or the stream ended).
+// complete (or the stream ended). The socket is edge-triggered: while the
+// response is incomplete it reads until the socket has nothing more
+// (EAGAIN) or the stream ends, since no new event would come otherwise.
 func (r *reactor) read(op *rop) {
-	for op.readErr == nil {
-		n, err := unix.Read(int(op.fd), r.buf)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if len(op.resp) == 0 {
-				return // a spurious event: nothing to parse yet
-			}
-		case err != nil:
-			op.readErr = os.NewSyscallError("read", err)
-		case n == 0:
-			op.readErr = io.EOF
-		default:
-			op.resp = append(op.resp, r.buf[:n]...)
-			if len(op.resp) >= maxRead { // as the worker path's LimitReader
-				op.resp = op.resp[:maxRead]
+	for {
+		drained := false // the last read found nothing
+		for op.readErr == nil {
+			n, err := unix.Read(int(op.fd), r.buf)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				drained = true
+			case err != nil:
+				op.readErr = os.NewSyscallError("read", err)
+			case n == 0:
 				op.readErr = io.EOF
+			default:
+				op.resp = append(op.resp, r.buf[:n]...)
+				if len(op.resp) >= maxRead { // as the worker path's LimitReader
+					op.resp = op.resp[:maxRead]
+					op.readErr = io.EOF
+				}
+				if n == len(r.buf) {
+					continue // there may be more
+				}
 			}
-			if n == len(r.buf) {
-				continue // there may be more
-			}
+			break
 		}
-		break
-	}
-	pr := &partialReader{b: op.resp, end: op.readErr}
-	status, location, err := readResponse(bufio.NewReaderSize(pr, 4096), op.req)
-	if err != nil && pr.short {
-		return // the response is not complete yet
-	}
-	if err != nil {
-		r.finish(op, "", err, nil)
-		return
-	}
-	next, warning, err := httpNext(op.req, op.redirects, status, location)
-	if next == nil {
-		r.finish(op, warning, err, nil)
-		return
-	}
-	r.closeFD(op)
-	op.req, op.reqBytes, op.redirects = next, requestBytes(next), op.redirects+1
-	op.wrote, op.resp, op.readErr = 0, nil, nil
-	if next.URL.Scheme == "http" {
-		if err := op.setAddr(); err != nil {
+		if len(op.resp) == 0 && op.readErr == nil {
+			return // nothing yet: a spurious event
+		}
+		pr := &partialReader{b: op.resp, end: op.readErr}
+		status, location, err := readResponse(bufio.NewReaderSize(pr, 4096), op.req)
+		if err != nil && pr.short {
+			if drained {
+				return // the next event brings more
+			}
+			continue // read on until EAGAIN
+		}
+		if err != nil {
 			r.finish(op, "", err, nil)
 			return
 		}
-		// Not now: an event of this batch may name the descriptor
-		// the new socket gets.
-		r.later = append(r.later, op)
+		next, warning, err := httpNext(op.req, op.redirects, status, location)
+		if next == nil {
+			r.finish(op, warning, err, nil)
+			return
+		}
+		r.closeFD(op)
+		op.req, op.reqBytes, op.redirects = next, requestBytes(next), op.redirects+1
+		op.wrote, op.resp, op.readErr = 0, nil, nil
+		if next.URL.Scheme == "http" {
+			if err := op.setAddr(); err != nil {
+				r.finish(op, "", err, nil)
+				return
+			}
+			// Not now: an event of this batch may name the descriptor
+			// the new socket gets.
+			r.later = append(r.later, op)
+			return
+		}
+		r.handOff(op)
 		return
 	}
-	r.handOff(op)
 }
 
 // handOff runs the rest of op (a redirect to https) in a goroutine over

@@ -129,6 +129,12 @@ func probeURL(t Target) *url.URL {
 // starts three goroutines and allocates its buffers per connection, which
 // is most of the user CPU of a node probing thousands of endpoints.
 func (c *netChecker) httpGet(ctx context.Context, t Target) (string, error) {
+	req := httpRequest(t)
+	return c.httpFollow(ctx, t.Addr, req, 0)
+}
+
+// httpRequest is the first request of t's httpGet probe.
+func httpRequest(t Target) *http.Request {
 	u := probeURL(t)
 	h := make(http.Header, len(t.Probe.Headers)+2)
 	for _, hd := range t.Probe.Headers {
@@ -142,32 +148,50 @@ func (c *netChecker) httpGet(ctx context.Context, t Target) (string, error) {
 	} else if h.Get("Accept") == "" {
 		h.Del("Accept") // an empty Accept header removes it, as the kubelet
 	}
-	req := newRequest(u, h, h.Get("Host")) // Host "" is the URL's host
-	for redirects := 0; ; redirects++ {
-		status, location, err := c.roundTrip(ctx, t.Addr, req)
+	return newRequest(u, h, h.Get("Host")) // Host "" is the URL's host
+}
+
+// httpFollow sends req (after redirects redirects) and follows the
+// redirects that httpNext allows.
+func (c *netChecker) httpFollow(ctx context.Context, addr netip.Addr, req *http.Request, redirects int) (string, error) {
+	for ; ; redirects++ {
+		status, location, err := c.roundTrip(ctx, addr, req)
 		if err != nil {
 			return "", err
 		}
-		if !isRedirect(status) || location == "" {
-			return httpResult(status)
+		next, warning, err := httpNext(req, redirects, status, location)
+		if next == nil {
+			return warning, err
 		}
-		next, err := req.URL.Parse(location)
-		if err != nil {
-			return "", fmt.Errorf("http status %d: bad Location %q: %w", status, location, err)
-		}
-		if next.Hostname() != u.Hostname() {
-			return httpResult(status) // not followed, as the kubelet
-		}
-		if redirects+1 >= maxRedirects {
-			return "", fmt.Errorf("stopped after %d redirects", maxRedirects)
-		}
-		// As net/http: a Host header survives only a relative redirect.
-		host := ""
-		if loc, err := url.Parse(location); err == nil && !loc.IsAbs() {
-			host = req.Host
-		}
-		req = newRequest(next, h, host)
+		req = next
 	}
+}
+
+// httpNext is what follows the response (status, Location) to req, the
+// request after redirects redirects: the next request of a redirect to
+// follow, or else the probe's result.
+func httpNext(req *http.Request, redirects, status int, location string) (next *http.Request, warning string, err error) {
+	if !isRedirect(status) || location == "" {
+		warning, err = httpResult(status)
+		return nil, warning, err
+	}
+	u, err := req.URL.Parse(location)
+	if err != nil {
+		return nil, "", fmt.Errorf("http status %d: bad Location %q: %w", status, location, err)
+	}
+	if u.Hostname() != req.URL.Hostname() {
+		warning, err = httpResult(status) // not followed, as the kubelet
+		return nil, warning, err
+	}
+	if redirects+1 >= maxRedirects {
+		return nil, "", fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	// As net/http: a Host header survives only a relative redirect.
+	host := ""
+	if loc, err := url.Parse(location); err == nil && !loc.IsAbs() {
+		host = req.Host
+	}
+	return newRequest(u, req.Header, host), "", nil
 }
 
 // newRequest is a GET of u that asks the server to close the connection
@@ -254,7 +278,16 @@ func (c *netChecker) roundTrip(ctx context.Context, addr netip.Addr, req *http.R
 	if err := bw.Flush(); err != nil {
 		return 0, "", err
 	}
-	br := bufio.NewReaderSize(io.LimitReader(conn, maxHeader+maxBody+4096), 4096)
+	return readResponse(bufio.NewReaderSize(io.LimitReader(conn, maxRead), 4096), req)
+}
+
+// maxRead bounds what one request reads: the head, the body and one
+// read buffer.
+const maxRead = maxHeader + maxBody + 4096
+
+// readResponse reads the response to req from br: the final status and
+// Location, after reading at most maxBody of the body.
+func readResponse(br *bufio.Reader, req *http.Request) (status int, location string, err error) {
 	var res *http.Response
 	for interim := 0; ; interim++ {
 		res, err = http.ReadResponse(br, req)

@@ -40,10 +40,16 @@
 //   - httpGet speaks HTTP/1.1 over its own connection instead of
 //     net/http's client (same rules, a fifth less CPU at scale), and the
 //     probe host is only a name (see above).
+//   - tcpSocket and http httpGet probes run in one event loop (one
+//     goroutine, its own epoll instance; see reactor), HTTPS and grpc in
+//     workers; MaxConcurrent bounds the probes in flight in both
+//     together. The loop's httpGet sockets set no SO_LINGER (the kubelet
+//     sets 1 s): on Linux that only makes close wait for the FIN's
+//     acknowledgment, with the same packets, and the loop must not wait.
 //
 // Cost: scripts/bench-probe runs 20,000 checks with a 10 s period (2,000
 // probes a second) against a fleet of listeners in a network namespace;
-// docs/performance.md ("Readiness probes") has its figures. Most of a
+// docs/performance.md ("The prober's own cost") has its figures. Most of a
 // probe's cost is the kernel's connect and close, so a fleet's load is
 // nodes × endpoints / period.
 package probe
@@ -53,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/http"
 	"net/netip"
 	"sort"
 	"sync"
@@ -78,7 +85,8 @@ func (t Target) Key() string {
 type Options struct {
 	// Clock is the time source; nil is the real clock.
 	Clock Clock
-	// MaxConcurrent bounds the probes in flight at once; 0 is
+	// MaxConcurrent bounds the probes in flight at once (connecting or
+	// waiting for an answer, in the event loop or in a worker); 0 is
 	// DefaultMaxConcurrent.
 	MaxConcurrent int
 	// OnChange is called after a check's readiness flips. It is never
@@ -150,21 +158,33 @@ type Prober struct {
 	onChange func()
 	observe  func(Target, plan.ProbeAction, time.Duration, error)
 
-	max  int            // MaxConcurrent: the most workers, so probes in flight
+	max  int            // MaxConcurrent: the most probes in flight
 	wg   sync.WaitGroup // the workers
 	done chan struct{}  // closed when the notifier has returned
+	// net runs the network probes when Options.Check is nil; the event
+	// loop (reactor) then runs the tcpSocket and http httpGet ones.
+	net *netChecker
 
 	mu   sync.Mutex
 	cond *sync.Cond // signals flips, finished runs and Close
 	work *sync.Cond // signals queued runs and Close to the workers
 	// checks by key.
 	checks map[string]*check
-	// queue holds the checks whose tick came, waiting for a worker, in
-	// tick order; a check is in it at most once (busy).
-	queue    []*check
-	workers  int // started; they run until Close
-	idle     int // workers waiting for work
-	running  int // probes in flight
+	// queue holds the checks whose tick came, waiting for a free place
+	// in flight (MaxConcurrent), in tick order; a check is in it at most
+	// once (busy).
+	queue []*check
+	// slots holds the checks whose next tick is due at a time (Unix
+	// nanoseconds, a multiple of slot), each time with one timer: the
+	// checks due together tick in one call.
+	slots map[int64]*slotTicks
+	// ready holds the runs let in flight that wait for a worker.
+	ready    []*check
+	reactor  *reactor // started by the first run it takes; nil before
+	noLoop   bool     // the event loop could not start: workers run all
+	workers  int      // started; they run until Close
+	idle     int      // workers waiting for work
+	running  int      // probes in flight: in the event loop, ready or in a worker
 	closed   bool
 	inflight int  // runs queued or running
 	dirty    bool // a flip OnChange has not been called for
@@ -184,11 +204,15 @@ type check struct {
 	success    int // SuccessThreshold
 	failure    int // FailureThreshold
 
-	next    time.Time // the time the armed timer fires
-	timer   Timer
-	busy    bool                    // a run is queued or running
-	cancel  context.CancelCauseFunc // ends the running probe, nil when none runs
-	removed bool                    // dropped by Set or Close: results are discarded
+	next    time.Time   // when its next tick is due: a slot in p.slots
+	busy    bool        // a run is queued or running
+	cancel  func(error) // ends the running probe with its cause, nil when none runs
+	removed bool        // dropped by Set or Close: results are discarded
+
+	// The request of an httpGet probe in the event loop, and its bytes,
+	// made by its first run.
+	httpReq      *http.Request
+	httpReqBytes []byte
 }
 
 // errStopped ends the probe of a check that Set removed or Close stopped.
@@ -202,13 +226,15 @@ func New(o Options) *Prober {
 		onChange: o.OnChange,
 		observe:  o.Observe,
 		checks:   map[string]*check{},
+		slots:    map[int64]*slotTicks{},
 		done:     make(chan struct{}),
 	}
 	if p.clock == nil {
 		p.clock = realClock{}
 	}
 	if p.check == nil {
-		p.check = newNetChecker().check
+		p.net = newNetChecker()
+		p.check = p.net.check
 	}
 	p.max = o.MaxConcurrent
 	if p.max <= 0 {
@@ -249,7 +275,7 @@ func (p *Prober) Set(targets []Target) {
 		}
 		c := newCheck(t, k, now)
 		c.next = onSlot(now.Add(time.Duration(t.Probe.InitialDelaySeconds)*time.Second + offset(k, c.period)))
-		c.timer = p.clock.AfterFunc(c.next.Sub(now), func() { p.tick(c) })
+		p.arm(c, now)
 		keep[k] = c
 	}
 	for k, c := range p.checks {
@@ -264,7 +290,7 @@ func (p *Prober) Set(targets []Target) {
 // its result discarded. The caller holds p.mu.
 func (p *Prober) stop(c *check) {
 	c.removed = true
-	c.timer.Stop()
+	p.disarm(c)
 	if c.cancel != nil {
 		c.cancel(errStopped)
 	}
@@ -329,19 +355,72 @@ func onSlot(t time.Time) time.Time {
 	return t
 }
 
-// tick is a check's timer: it arms the next tick, one period after this
-// one, and queues a run unless the previous one is still busy.
-func (p *Prober) tick(c *check) {
+// slotTicks are the checks due at one time, and the timer that ticks them.
+type slotTicks struct {
+	checks []*check
+	timer  Timer
+}
+
+// arm puts c in the slot of c.next, arming the slot's timer if it is the
+// first check there. The caller holds p.mu.
+func (p *Prober) arm(c *check, now time.Time) {
+	key := c.next.UnixNano()
+	s := p.slots[key]
+	if s == nil {
+		s = &slotTicks{}
+		s.timer = p.clock.AfterFunc(c.next.Sub(now), func() { p.tickSlot(key) })
+		p.slots[key] = s
+	}
+	s.checks = append(s.checks, c)
+}
+
+// disarm takes c out of its slot, stopping the slot's timer if it was the
+// last check there. The caller holds p.mu.
+func (p *Prober) disarm(c *check) {
+	key := c.next.UnixNano()
+	s := p.slots[key]
+	if s == nil {
+		return
+	}
+	for i, x := range s.checks {
+		if x == c {
+			s.checks = append(s.checks[:i], s.checks[i+1:]...)
+			break
+		}
+	}
+	if len(s.checks) == 0 {
+		s.timer.Stop()
+		delete(p.slots, key)
+	}
+}
+
+// tickSlot is a slot's timer: it ticks the slot's checks, in the order
+// they were armed, then lets their runs in flight.
+func (p *Prober) tickSlot(key int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || c.removed {
+	s := p.slots[key]
+	delete(p.slots, key)
+	if p.closed || s == nil {
 		return
 	}
 	now := p.clock.Now()
+	for _, c := range s.checks {
+		if !c.removed {
+			p.tick(c, now)
+		}
+	}
+	p.dispatch()
+}
+
+// tick is a check's turn: it arms the next tick, one period after this
+// one, and queues a run unless the previous one is still busy. The caller
+// holds p.mu and calls dispatch.
+func (p *Prober) tick(c *check, now time.Time) {
 	for !c.next.After(now) {
 		c.next = c.next.Add(c.period)
 	}
-	c.timer = p.clock.AfterFunc(c.next.Sub(now), func() { p.tick(c) })
+	p.arm(c, now)
 	if c.busy {
 		p.skipped++
 		return
@@ -349,33 +428,14 @@ func (p *Prober) tick(c *check) {
 	c.busy = true
 	p.inflight++
 	p.queue = append(p.queue, c)
-	switch {
-	case p.idle > 0:
-		p.work.Signal()
-	case p.workers < p.max:
-		p.workers++
-		p.wg.Add(1)
-		go p.worker()
-	}
 }
 
-// worker runs queued probes one at a time until Close. At most
-// MaxConcurrent workers exist, which bounds the probes in flight; they
-// are started on demand and kept, so that a probe costs no goroutine
-// start or stack growth.
-func (p *Prober) worker() {
-	defer p.wg.Done()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for {
-		for len(p.queue) == 0 && !p.closed {
-			p.idle++
-			p.work.Wait()
-			p.idle--
-		}
-		if p.closed {
-			return
-		}
+// dispatch lets queued runs in flight, in tick order, while fewer than
+// MaxConcurrent are: tcpSocket and http httpGet probes of the network
+// checker to the event loop, the others to a worker. The caller holds
+// p.mu.
+func (p *Prober) dispatch() {
+	for len(p.queue) > 0 && p.running < p.max && !p.closed {
 		c := p.queue[0]
 		p.queue[0] = nil
 		p.queue = p.queue[1:]
@@ -385,9 +445,61 @@ func (p *Prober) worker() {
 			p.cond.Broadcast()
 			continue
 		}
+		p.running++
+		if p.net != nil && !p.noLoop && reactorCheck(&c.target) {
+			if p.reactor == nil {
+				r, err := newReactor(p, p.net)
+				if err != nil {
+					p.noLoop = true // the workers run them, as they can
+				}
+				p.reactor = r
+			}
+			if p.reactor != nil {
+				c.cancel = p.reactor.submit(c, p.clock.Now())
+				continue
+			}
+		}
+		p.ready = append(p.ready, c)
+		switch {
+		case p.idle > 0:
+			p.work.Signal()
+		case p.workers < p.max:
+			p.workers++
+			p.wg.Add(1)
+			go p.worker()
+		}
+	}
+}
+
+// worker runs the probes let in flight for a worker, one at a time, until
+// Close. At most MaxConcurrent workers exist; they are started on demand
+// and kept, so that a probe costs no goroutine start or stack growth.
+func (p *Prober) worker() {
+	defer p.wg.Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(p.ready) == 0 && !p.closed {
+			p.idle++
+			p.work.Wait()
+			p.idle--
+		}
+		if p.closed {
+			return
+		}
+		c := p.ready[0]
+		p.ready[0] = nil
+		p.ready = p.ready[1:]
+		if c.removed { // by Set since dispatch
+			c.busy = false
+			p.running--
+			p.inflight--
+			p.dispatch()
+			p.cond.Broadcast()
+			continue
+		}
 		ctx, cancel := context.WithCancelCause(context.Background())
 		c.cancel = cancel
-		p.running++
 		p.mu.Unlock()
 
 		p.run(ctx, cancel, c)
@@ -397,8 +509,37 @@ func (p *Prober) worker() {
 		c.busy = false
 		p.running--
 		p.inflight--
+		p.dispatch()
 		p.cond.Broadcast()
 	}
+}
+
+// finish takes the result of a run in the event loop, started at start:
+// warning and err, or its cause when it was cut short (errStopped, or
+// c.timeoutErr). As a worker's run, it records and observes the result,
+// then frees its place in flight.
+func (p *Prober) finish(c *check, start time.Time, warning string, err, cause error) {
+	if cause != errStopped {
+		d := p.clock.Now().Sub(start)
+		if cause != nil {
+			err = cause
+		}
+		if err != nil {
+			warning = ""
+		}
+		p.record(c, warning, err, d)
+		if p.observe != nil {
+			p.observe(c.target, c.target.Probe.Action, d, err)
+		}
+	}
+	p.mu.Lock()
+	c.cancel = nil
+	c.busy = false
+	p.running--
+	p.inflight--
+	p.dispatch()
+	p.cond.Broadcast()
+	p.mu.Unlock()
 }
 
 // run probes once within the timeout and records the result. ctx ends at
@@ -537,14 +678,28 @@ func (p *Prober) Close() {
 		p.stop(c)
 	}
 	p.checks = map[string]*check{}
+	for _, s := range p.slots {
+		s.timer.Stop()
+	}
+	p.slots = map[int64]*slotTicks{}
 	for _, c := range p.queue {
 		c.busy = false
 		p.inflight--
 	}
 	p.queue = nil
+	for _, c := range p.ready {
+		c.busy = false
+		p.running--
+		p.inflight--
+	}
+	p.ready = nil
 	p.work.Broadcast()
 	p.cond.Broadcast()
+	r := p.reactor
 	p.mu.Unlock()
 	p.wg.Wait()
+	if r != nil {
+		r.close() // its runs end as stopped (stop cancelled them)
+	}
 	<-p.done
 }

@@ -37,16 +37,20 @@ type batchSender struct {
 }
 
 // stagedBatch is a transaction's messages, serialised as the kernel reads
-// them, in chunks of stageChunk bytes (a message is never split).
+// them, in chunks (a message is never split).
 type stagedBatch struct {
 	begin, end []byte // the batch's first BATCH_BEGIN and last BATCH_END
 	chunks     [][]byte
 	msgs       int
 }
 
-// stageChunk is the size of a chunk of a staged batch; a batch of 50,000
-// services is about 80 MB.
-const stageChunk = 4 << 20
+// Chunks of a staged batch double from firstChunk (a daemon's change is
+// a few hundred bytes) to stageChunk (a first install of 50,000 services
+// is about 50 MB).
+const (
+	firstChunk = 16 << 10
+	stageChunk = 4 << 20
+)
 
 // maxChunks bounds the chunks of one sendmsg (the kernel's UIO_MAXIOV).
 const maxChunks = 1024
@@ -143,7 +147,7 @@ func (b *batchSender) sendStaged() error {
 	}
 	bufs := slices.Concat([][]byte{st.begin}, st.chunks, [][]byte{st.end})
 	if len(bufs) > maxChunks {
-		return fmt.Errorf("batch of %d MiB too large for one sendmsg", len(st.chunks)*stageChunk>>20)
+		return fmt.Errorf("batch of %d chunks too large for one sendmsg", len(st.chunks))
 	}
 	raw, err := b.conn.SyscallConn()
 	if err != nil {
@@ -179,7 +183,11 @@ func (st *stagedBatch) add(msgs []netlink.Message) {
 		}
 		n := nlmsgAlign(nlmsgHeaderLen + len(m.Data))
 		if len(st.chunks) == 0 || cap(st.chunks[len(st.chunks)-1])-len(st.chunks[len(st.chunks)-1]) < n {
-			st.chunks = append(st.chunks, make([]byte, 0, max(stageChunk, n)))
+			size := firstChunk
+			if len(st.chunks) > 0 {
+				size = min(2*cap(st.chunks[len(st.chunks)-1]), stageChunk)
+			}
+			st.chunks = append(st.chunks, make([]byte, 0, max(size, n)))
 		}
 		last := &st.chunks[len(st.chunks)-1]
 		*last = appendMessage(*last, m)

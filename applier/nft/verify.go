@@ -15,8 +15,9 @@ import (
 // steps: tableMatches answers only "exactly what was sent?", reading the
 // sets on one socket while it compares on another goroutine, against
 // element keys that wantKeys computed while the kernel was busy with the
-// batch; only when it says no does diffTable work out what differs, for
-// the error message.
+// batch (or, for a table installed from its model, that modelChecks
+// encodes a set at a time); only when it says no does diffTable work out
+// what differs, for the error message.
 
 // wantKeys computes, in the background, the sorted element keys
 // (ElementKey) of every static set of the tables a commit writes.

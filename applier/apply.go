@@ -59,6 +59,12 @@ type Options struct {
 	// (render.Memo). A one-shot apply leaves it off: the first rendering
 	// with a memo costs more than a plain one.
 	Incremental bool
+	// OneShot tells that the Node applies one plan and is then closed
+	// (the CLI's apply): it keeps nothing of what it installed for a
+	// later Update, so that the model is garbage once the kernel holds
+	// it, before the state dir's record of the plan is built (a later
+	// Update then reads the kernel back, as Apply does).
+	OneShot bool
 }
 
 // Result is what Plan found or Apply did.
@@ -315,11 +321,12 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	if err != nil {
 		return nil, err
 	}
-	var files map[string][]byte
 	if finish == nil {
 		// A complete plan: its files are rendered before anything
-		// changes, so that an error changes nothing.
-		if files, err = render.ZoneEnvFiles(p); err != nil {
+		// changes, so that an error changes nothing; and again once the
+		// kernel holds the plan, so as not to hold them across the
+		// kernel's batch (at 50,000 Services, 45 MB for 0.15 s of CPU).
+		if _, err = render.ZoneEnvFiles(p); err != nil {
 			return nil, err
 		}
 	}
@@ -331,6 +338,10 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	default:
 		r.NFT, err = n.nft.Apply(rs)
 	}
+	if n.opts.OneShot && n.nft != nil {
+		n.nft.Forget()
+	}
+	rs = nil
 	if err != nil {
 		return r, err
 	}
@@ -353,9 +364,10 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		if p, err = finish(); err != nil {
 			return r, err
 		}
-		if files, err = render.ZoneEnvFiles(p); err != nil {
-			return r, err
-		}
+	}
+	files, err := render.ZoneEnvFiles(p)
+	if err != nil {
+		return r, err
 	}
 	delta, full, err := n.record(p)
 	if err != nil {

@@ -53,7 +53,20 @@ func (a *Applier) Close() error { return a.k.Close() }
 
 // Plan compares want with the kernel's tables and returns what Apply
 // would change, without changing anything.
-func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) { return a.plan(Encode(m)) }
+func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) {
+	plans, err := a.diffKernel(m)
+	if err != nil {
+		return nil, err
+	}
+	for i, tp := range plans {
+		if tp.changes.Replace && tp.model != nil {
+			if err := tp.countModel(families[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return changesOf(plans), nil
+}
 
 // plan is Plan of an encoded ruleset.
 func (a *Applier) plan(want *Ruleset) (*Changes, error) {
@@ -69,9 +82,16 @@ func (a *Applier) plan(want *Ruleset) (*Changes, error) {
 // which also repairs drift (anything added, removed or changed by hand).
 // The kernel applies all of it or none; after a rejected batch the next
 // Apply replaces the tables whole. Afterwards what was written is read
-// back (see verifyWritten): a difference is an error.
+// back (see verifyWritten): a difference is an error. A table replaced
+// whole (a first install) is queued straight from the model, encoded a
+// piece at a time (queueModel).
 func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) {
-	ch, err := a.apply(Encode(m))
+	plans, err := a.diffKernel(m)
+	if err != nil {
+		a.installedModel(m, err)
+		return nil, err
+	}
+	ch, err := a.commitVerified(plans)
 	a.installedModel(m, err)
 	return ch, err
 }
@@ -82,16 +102,26 @@ func (a *Applier) apply(want *Ruleset) (*Changes, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := startWantKeys(want, plans) // while the kernel takes the batch
+	ch, err := a.commitVerified(plans)
+	if err != nil {
+		return ch, err
+	}
+	a.installed(want)
+	return ch, nil
+}
+
+// commitVerified commits plans and verifies what they wrote
+// (verifyWritten).
+func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
+	keys := startWantKeys(plans) // while the kernel takes the batch
 	ch, err := a.commit(plans)
 	if err != nil {
 		return ch, err
 	}
-	if err := a.verifyWritten(want, plans, keys); err != nil {
+	if err := a.verifyWritten(plans, keys); err != nil {
 		a.last = nil
 		return ch, err
 	}
-	a.installed(want)
 	return ch, nil
 }
 
@@ -103,6 +133,9 @@ func (a *Applier) apply(want *Ruleset) (*Changes, error) {
 // finds and repairs drift.
 func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
 	if a.model == nil {
+		if a.last == nil {
+			return a.Apply(m)
+		}
 		ch, err := a.update(Encode(m))
 		a.installedModel(m, err)
 		return ch, err
@@ -123,18 +156,13 @@ func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
 		return ch, err
 	}
 	// A replace reads every set back to verify: against the whole
-	// tables, encoded.
-	want := Encode(m)
+	// tables' models.
 	for i, tp := range plans {
-		if w := want.table(families[i]); tp.want != nil && w != nil {
-			tp.want = w
+		if tp.want != nil {
+			tp.model = modelTable(m, families[i])
 		}
 	}
-	keys := startWantKeys(want, plans)
-	ch, err := a.commit(plans)
-	if err == nil {
-		err = a.verifyWritten(want, plans, keys)
-	}
+	ch, err := a.commitVerified(plans)
 	a.installedModel(m, err)
 	return ch, err
 }
@@ -149,25 +177,30 @@ func (a *Applier) update(want *Ruleset) (*Changes, error) {
 	for _, fam := range families {
 		plans = append(plans, diffKnown(want.table(fam), a.last.table(fam), fam))
 	}
-	var keys *wantKeys
-	if slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
-		keys = startWantKeys(want, plans)
+	if !slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
+		ch, err := a.commit(plans)
+		if err != nil {
+			return ch, err
+		}
+		if err := a.verifyChanged(plans); err != nil {
+			a.last = nil
+			return ch, err
+		}
+		a.installed(want)
+		return ch, nil
 	}
-	ch, err := a.commit(plans)
+	ch, err := a.commitVerified(plans)
 	if err != nil {
-		return ch, err
-	}
-	verify := func() error { return a.verifyChanged(plans) }
-	if keys != nil {
-		verify = func() error { return a.verifyWritten(want, plans, keys) }
-	}
-	if err := verify(); err != nil {
-		a.last = nil
 		return ch, err
 	}
 	a.installed(want)
 	return ch, nil
 }
+
+// Forget drops what the applier keeps of what it installed: the next
+// Update reads the kernel back, as Apply does. A one-shot apply calls it
+// so that the model is garbage once installed.
+func (a *Applier) Forget() { a.last, a.model = nil, nil }
 
 // installed keeps want, encoded, as what the kernel holds.
 func (a *Applier) installed(want *Ruleset) { a.last, a.model = want, nil }
@@ -224,6 +257,45 @@ func (a *Applier) Cleanup() (deleted []string, err error) {
 	return deleted, nil
 }
 
+// diffKernel compares the model m with the kernel's tables. A table the
+// kernel lacks, or that only a replace can change, is replaced from the
+// model (modelReplaced); any other is encoded and diffed (diffTable).
+func (a *Applier) diffKernel(m *nftmodel.Ruleset) ([]*tablePlan, error) {
+	var plans []*tablePlan
+	for _, fam := range families {
+		mt := modelTable(m, fam)
+		have, err := readTable(a.k, fam, TableName, true)
+		if err != nil {
+			return nil, err
+		}
+		if mt != nil && have == nil {
+			plans = append(plans, modelReplaced(mt, fam, ReasonMissing))
+			continue
+		}
+		var want *Table
+		if mt != nil {
+			want = encodeTable(mt)
+		}
+		tp := a.diffOne(want, have, fam)
+		if tp.changes.Replace && mt != nil {
+			tp = modelReplaced(mt, fam, tp.changes.Reason)
+		}
+		plans = append(plans, tp)
+	}
+	return plans, nil
+}
+
+// diffOne compares the desired table of family fam with the kernel's
+// (have), and replaces it whole after the kernel refused a batch.
+func (a *Applier) diffOne(want *Table, have *kernelTable, fam nftables.TableFamily) *tablePlan {
+	tp := diffTable(want, have, fam)
+	tp.describeRules(have, fam)
+	if a.refused && tp.want != nil && !tp.changes.Replace {
+		tp.replace("the kernel refused the last change")
+	}
+	return tp
+}
+
 func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 	var plans []*tablePlan
 	for _, fam := range families {
@@ -231,20 +303,15 @@ func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		tp := diffTable(want.table(fam), have, fam)
-		tp.describeRules(have, fam)
-		if a.refused && tp.want != nil && !tp.changes.Replace {
-			tp.replace("the kernel refused the last change")
-		}
-		plans = append(plans, tp)
+		plans = append(plans, a.diffOne(want.table(fam), have, fam))
 	}
 	return plans, nil
 }
 
-// commit sends the plans in one batch.
+// commit sends the plans in one batch. The changes are reported after
+// the plans are queued: a replace from the model counts its Bytes then.
 func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
-	ch := changesOf(plans)
-	if ch.Empty() {
+	if ch := changesOf(plans); ch.Empty() {
 		return ch, nil
 	}
 	var qerr error // an error of queueing: nothing was sent
@@ -256,6 +323,7 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 		}
 		return nil
 	})
+	ch := changesOf(plans)
 	if qerr != nil {
 		return ch, qerr
 	}
@@ -273,25 +341,34 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 }
 
 // verifyWritten reads back what a commit wrote and compares it with
-// want. Every set's elements are compared whole, since google/nftables
-// v0.3.0 is known to drop elements silently (they are sent in chunks, but
-// this is the proof); so are the chains' names. Rules are compared for the
-// chains an incremental change wrote; after a replace, the rules of all
-// chains are not read again (a dump of 30,000 rules takes about a second),
-// as the kernel acknowledged each rule of the all-or-nothing batch. keys
-// are want's element keys (startWantKeys, started before the commit).
-func (a *Applier) verifyWritten(want *Ruleset, plans []*tablePlan, keys *wantKeys) error {
+// what the plans want. Every set's elements are compared whole, since
+// google/nftables v0.3.0 is known to drop elements silently (they are sent
+// in chunks, but this is the proof); so are the chains' names. Rules are
+// compared for the chains an incremental change wrote; after a replace,
+// the rules of all chains are not read again (a dump of 30,000 rules takes
+// about a second), as the kernel acknowledged each rule of the
+// all-or-nothing batch. A plan with a model is compared with it, a set at
+// a time (modelChecks); an encoded one with the element keys keys holds
+// (startWantKeys, started before the commit).
+func (a *Applier) verifyWritten(plans []*tablePlan, keys *wantKeys) error {
 	for i, tp := range plans {
 		fam := families[i]
-		w := want.table(fam)
-		if tp.changes.Delete || w == nil || tp.changes.Empty() {
+		if tp.changes.Delete || (tp.want == nil && tp.model == nil) || tp.changes.Empty() {
 			continue
 		}
 		// The quick answer first (verify.go); diffTable says what differs.
-		if ok, err := a.tableMatches(w, fam, keys.of(i)); err != nil {
+		checks := func() *tableChecks { return encodedChecks(tp.want, keys.of(i)) }
+		if tp.model != nil {
+			checks = func() *tableChecks { return modelChecks(tp.model) }
+		}
+		if ok, err := a.tableMatches(checks(), fam); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		} else if ok {
 			continue
+		}
+		w := tp.want
+		if tp.model != nil {
+			w = encodeTable(tp.model)
 		}
 		have, err := readTable(a.k, fam, TableName, false)
 		if err != nil {

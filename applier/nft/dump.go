@@ -207,7 +207,7 @@ func kernelRuleKey(fam nftables.TableFamily, exprs []expr.Any, anon map[string]s
 	for _, e := range exprs {
 		if l, ok := e.(*expr.Lookup); ok {
 			if elems, ok := anon[l.SetName]; ok {
-				key = append(key, "|anon:"...)
+				key = append(key, anonMark...)
 				key = append(key, elems...)
 			}
 		}
@@ -220,7 +220,7 @@ func ruleKeyOf(r *Rule, fam nftables.TableFamily) []byte {
 	if r.key == nil {
 		r.key = r.Key(fam)
 		if r.Anon != nil {
-			r.key = append(r.key, "|anon:"...)
+			r.key = append(r.key, anonMark...)
 			r.key = append(r.key, anonKey(r.Anon.Elements)...)
 		}
 	}

@@ -51,22 +51,7 @@ func b2i(b bool) int {
 
 // encodeChain encodes a chain; text is scratch space.
 func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
-	ch := &Chain{Name: mc.Name}
-	if h := mc.Hook; h != nil {
-		ch.Base = &BaseChain{Type: nftables.ChainTypeFilter, Policy: nftables.ChainPolicyAccept}
-		if h.Type == nftmodel.NAT {
-			ch.Base.Type = nftables.ChainTypeNAT
-		}
-		switch h.Hook {
-		case nftmodel.Prerouting:
-			ch.Base.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPrerouting)
-		case nftmodel.Output:
-			ch.Base.Hooknum = nftables.ChainHookRef(*nftables.ChainHookOutput)
-		case nftmodel.Postrouting:
-			ch.Base.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPostrouting)
-		}
-		ch.Base.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(h.Priority))
-	}
+	ch := &Chain{Name: mc.Name, Base: baseChain(mc.Hook)}
 	*text = (*text)[:0]
 	if len(mc.Rules) > 0 {
 		ch.Rules = make([]*Rule, len(mc.Rules))
@@ -93,6 +78,27 @@ func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, t
 	ch.Text = string(*text)
 	ch.hash = chainHash(ch, ch.Text)
 	return ch
+}
+
+// baseChain is the hook of a chain of the model, nil for a regular chain.
+func baseChain(h *nftmodel.Hook) *BaseChain {
+	if h == nil {
+		return nil
+	}
+	b := &BaseChain{Type: nftables.ChainTypeFilter, Policy: nftables.ChainPolicyAccept}
+	if h.Type == nftmodel.NAT {
+		b.Type = nftables.ChainTypeNAT
+	}
+	switch h.Hook {
+	case nftmodel.Prerouting:
+		b.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPrerouting)
+	case nftmodel.Output:
+		b.Hooknum = nftables.ChainHookRef(*nftables.ChainHookOutput)
+	case nftmodel.Postrouting:
+		b.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPostrouting)
+	}
+	b.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(h.Priority))
+	return b
 }
 
 // setShell is a set of the model encoded without its elements: what a

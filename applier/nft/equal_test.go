@@ -242,13 +242,21 @@ func goldenModels(t *testing.T) map[string]*nftmodel.Ruleset {
 
 // TestModelEqualsKernel is the test of the design for the apply path: for
 // every model render builds from a golden plan, `nft -f` of its text
-// (namespace A) and Encode + Replace of the model (namespace B) leave
+// (namespace A), Encode + Replace of the model (namespace B) and the
+// Applier's first install of the model (namespace C: queued from the
+// model a piece at a time, staged and sent as one batch, verified) leave
 // tables that `nft list` prints the same, and what the kernel holds after
 // `nft -f` is, rule by rule and element by element, the model's encoding.
 func TestModelEqualsKernel(t *testing.T) {
 	nftcNeedKernel(t)
 	a := nftcNewNS(t, "mnft")
 	b := nftcNewNS(t, "mgo")
+	cns := nftcNewNS(t, "mapply")
+	ca, err := Open(cns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ca.Close() })
 	c := b.batchConn(t)
 	rc, d := a.conn(t), a.dumper(t)
 	models := goldenModels(t)
@@ -267,12 +275,21 @@ func TestModelEqualsKernel(t *testing.T) {
 			if err := c.Flush(); err != nil {
 				t.Fatalf("Flush: %v", err)
 			}
+			if _, err := ca.Cleanup(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ca.Apply(m); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
 			for _, tb := range rs.Tables {
 				fam := familyLabel(tb.Family)
 				want := nftcNormalize(a.nft(t, "", "list", "table", fam, tb.Name))
 				got := nftcNormalize(b.nft(t, "", "list", "table", fam, tb.Name))
 				if want != got {
 					t.Errorf("nft list table %s %s differs (--- nft -f, +++ Encode + Replace):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
+				}
+				if got := nftcNormalize(cns.nft(t, "", "list", "table", fam, tb.Name)); want != got {
+					t.Errorf("nft list table %s %s differs (--- nft -f, +++ Apply of the model):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
 				}
 				nftcCheckTable(t, rc, d, tb)
 			}

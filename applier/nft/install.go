@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -72,10 +73,16 @@ func (s *Set) kernelElems(elems []Element) []nftables.SetElement {
 	for i := range elems {
 		out = append(out, elems[i].Elems...)
 	}
+	return s.kernelOrder(out)
+}
+
+// kernelOrder puts the netlink elements of s in the order nft sends them
+// (see kernelElems), in place.
+func (s *Set) kernelOrder(elems []nftables.SetElement) []nftables.SetElement {
 	if s.Template.Interval {
-		slices.SortStableFunc(out, compareIntervalElems)
+		slices.SortStableFunc(elems, compareIntervalElems)
 	}
-	return out
+	return elems
 }
 
 // compareIntervalElems orders the netlink elements of an interval set by
@@ -118,8 +125,14 @@ func (s *Set) AddTo(c Batch, t *nftables.Table) error {
 // AddElements queues the addition of elems to s, which exists in table t,
 // chunked as AddTo.
 func (s *Set) AddElements(c Batch, t *nftables.Table, elems []Element) error {
+	return s.addKernelElems(c, t, s.kernelElems(elems))
+}
+
+// addKernelElems is AddElements of netlink elements in the order they are
+// sent (kernelElems).
+func (s *Set) addKernelElems(c Batch, t *nftables.Table, elems []nftables.SetElement) error {
 	ns := s.set(t)
-	for _, p := range chunks(s.kernelElems(elems)) {
+	for _, p := range chunks(elems) {
 		if err := c.SetAddElements(ns, p); err != nil {
 			return fmt.Errorf("set %s: %w", s.Name, err)
 		}
@@ -147,16 +160,25 @@ func (s *Set) DeleteElements(c Batch, t *nftables.Table, elems []Element) error 
 // AddTo queues the rule (and its anonymous set, if any) at the end of
 // chain ch of table t.
 func (r *Rule) AddTo(c Batch, t *nftables.Table, ch *nftables.Chain) error {
-	exprs := r.Exprs
-	if r.Anon != nil {
-		as := r.Anon.Template
+	if err := addRule(c, t, ch, r.Exprs, r.Anon, r.anonAt); err != nil {
+		return fmt.Errorf("rule %q: %w", r.Text, err)
+	}
+	return nil
+}
+
+// addRule queues a rule of expressions exprs, with its anonymous set anon
+// (nil for none) looked up by exprs[anonAt], at the end of chain ch of
+// table t.
+func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, anon *AnonSet, anonAt int) error {
+	if anon != nil {
+		as := anon.Template
 		as.Table, as.ID, as.Name = t, 0, ""
-		parts := chunks(r.Anon.Elements)
+		parts := chunks(anon.Elements)
 		if len(parts) == 0 {
-			return fmt.Errorf("rule %q: empty anonymous set", r.Text)
+			return errors.New("empty anonymous set")
 		}
 		if err := c.AddSet(&as, parts[0]); err != nil {
-			return fmt.Errorf("rule %q: %w", r.Text, err)
+			return err
 		}
 		// An anonymous set is filled in the batch that creates it, before
 		// a rule binds it; google/nftables refuses to add elements to
@@ -166,20 +188,20 @@ func (r *Rule) AddTo(c Batch, t *nftables.Table, ch *nftables.Chain) error {
 		more.Anonymous = false
 		for _, p := range parts[1:] {
 			if err := c.SetAddElements(&more, p); err != nil {
-				return fmt.Errorf("rule %q: %w", r.Text, err)
+				return err
 			}
 		}
-		if r.anonAt < 0 || r.anonAt >= len(exprs) {
-			return fmt.Errorf("rule %q: no lookup of its anonymous set", r.Text)
+		if anonAt < 0 || anonAt >= len(exprs) {
+			return errors.New("no lookup of its anonymous set")
 		}
-		lk, ok := exprs[r.anonAt].(*expr.Lookup)
+		lk, ok := exprs[anonAt].(*expr.Lookup)
 		if !ok {
-			return fmt.Errorf("rule %q: no lookup of its anonymous set", r.Text)
+			return errors.New("no lookup of its anonymous set")
 		}
 		l := *lk
 		l.SetName, l.SetID = as.Name, as.ID
 		exprs = slices.Clone(exprs)
-		exprs[r.anonAt] = &l
+		exprs[anonAt] = &l
 	}
 	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 	return nil

@@ -13,9 +13,12 @@
 // google/nftables' Conn that netspec queues). Encoding, the diff
 // (diffTable against the kernel, diffModel against the model installed
 // last, encoding only what it sends), the order of a batch (tablePlan.queue) and the read-back check
-// are the same for every Kernel. System is the real one over netlink
+// are the same for every Kernel. A table replaced whole (a first install)
+// is queued straight from the model, a piece encoded at a time, and
+// verified against the model a set at a time (stream.go). System is the real one over netlink
 // (sockets with big buffers, dumps with big reads, a batch sender without
-// an acknowledgement per message); Fake keeps tables, chains, rules, sets
+// an acknowledgement per message, which stages a transaction's messages
+// as they are queued and sends them in one sendmsg); Fake keeps tables, chains, rules, sets
 // and elements in memory and applies a batch all or nothing, refusing
 // what the kernel refuses, so that the sync logic, plan and the CLI's
 // scripts are tested without root. Tests against the real kernel, as root

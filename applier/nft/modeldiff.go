@@ -20,7 +20,8 @@ import (
 // typed key and value. The work and the memory follow the size of the
 // change, not of the table; keeping the last model costs nothing beyond
 // what render's memo holds. A change that only a replace can make (a
-// set's declaration, a base chain) encodes the whole table.
+// set's declaration, a base chain) replaces the whole table from the
+// model (modelReplaced).
 func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan {
 	switch {
 	case want == nil && last == nil:
@@ -150,11 +151,9 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 	return tp
 }
 
-// replaced is the plan that replaces a table whole, encoded.
+// replaced is the plan that replaces a table whole, from its model.
 func replaced(want *nftmodel.Table, fam nftables.TableFamily, why string) *tablePlan {
-	tp := newTablePlan(encodeTable(want), fam)
-	tp.replace(why)
-	return tp
+	return modelReplaced(want, fam, why)
 }
 
 // sameHook tells whether two chains of a model hang on the same hook

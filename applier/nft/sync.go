@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // Changes is what a sync changed in netspec's tables, or what a plan
@@ -67,7 +68,12 @@ const ReasonMissing = "the table is missing"
 // tablePlan is the diff of one desired table with the kernel's, and the
 // operations that carry it out.
 type tablePlan struct {
-	want    *Table // nil: delete the table
+	want *Table // nil: delete the table, or see model
+	// model is the whole table the plan installs, as a model, when the
+	// plan is verified against it (modelChecks) rather than against want;
+	// with changes.Replace, the table is queued from it (queueModel) and
+	// want is nil.
+	model   *nftmodel.Table
 	have    *kernelTable
 	changes TableChanges
 
@@ -242,6 +248,9 @@ func (tp *tablePlan) queue(c Batch, fam nftables.TableFamily) error {
 	if tp.changes.Delete {
 		c.DelTable(&nftables.Table{Family: fam, Name: tp.have.table.Name})
 		return nil
+	}
+	if tp.changes.Replace && tp.model != nil {
+		return tp.queueModel(c, fam)
 	}
 	t := tp.want
 	if tp.changes.Replace {

@@ -57,6 +57,7 @@ type Batch interface {
 
 var (
 	_ Batch  = (*nftables.Conn)(nil)
+	_ Batch  = (*stagingBatch)(nil)
 	_ Kernel = (*System)(nil)
 )
 
@@ -135,9 +136,18 @@ func (k *System) Rules(fam nftables.TableFamily, table, chain string) (map[strin
 	return k.dump.rules(fam, table, chain)
 }
 
-// Run implements Kernel.
+// Run implements Kernel. What queue adds is serialised every
+// flushEvery operations into the staged batch (batch.go), which is sent
+// whole at the end: one transaction, whose messages are held once.
 func (k *System) Run(queue func(Batch) error) error {
-	if err := queue(k.batch); err != nil {
+	k.sender.stage()
+	sb := &stagingBatch{Conn: k.batch}
+	err := queue(sb)
+	if err == nil {
+		err = sb.flush()
+	}
+	if err != nil {
+		k.sender.discard()
 		// Drop what was queued: the next batch must not carry it.
 		if bc, nerr := k.sender.nftConn(); nerr == nil {
 			k.batch.CloseLasting()
@@ -145,5 +155,87 @@ func (k *System) Run(queue func(Batch) error) error {
 		}
 		return err
 	}
-	return k.batch.Flush()
+	return k.sender.sendStaged()
+}
+
+// flushEvery is how many operations a stagingBatch queues between two
+// flushes into the staged batch.
+const flushEvery = 512
+
+// stagingBatch is the Batch of System.Run: google/nftables' Conn,
+// flushed into the staged batch every flushEvery operations.
+type stagingBatch struct {
+	*nftables.Conn
+	ops int
+	err error // of the first flush that failed
+}
+
+// op counts an operation, and flushes after flushEvery of them.
+func (b *stagingBatch) op() {
+	if b.ops++; b.ops%flushEvery == 0 && b.err == nil {
+		b.err = b.Conn.Flush()
+	}
+}
+
+// flush flushes what is left, and returns the first error of a flush.
+func (b *stagingBatch) flush() error {
+	if b.err != nil {
+		return b.err
+	}
+	return b.Conn.Flush()
+}
+
+func (b *stagingBatch) AddTable(t *nftables.Table) *nftables.Table {
+	defer b.op()
+	return b.Conn.AddTable(t)
+}
+
+func (b *stagingBatch) DelTable(t *nftables.Table) {
+	defer b.op()
+	b.Conn.DelTable(t)
+}
+
+func (b *stagingBatch) AddChain(c *nftables.Chain) *nftables.Chain {
+	defer b.op()
+	return b.Conn.AddChain(c)
+}
+
+func (b *stagingBatch) FlushChain(c *nftables.Chain) {
+	defer b.op()
+	b.Conn.FlushChain(c)
+}
+
+func (b *stagingBatch) DelChain(c *nftables.Chain) {
+	defer b.op()
+	b.Conn.DelChain(c)
+}
+
+func (b *stagingBatch) AddRule(r *nftables.Rule) *nftables.Rule {
+	defer b.op()
+	return b.Conn.AddRule(r)
+}
+
+func (b *stagingBatch) AddSet(s *nftables.Set, elems []nftables.SetElement) error {
+	defer b.op()
+	return b.Conn.AddSet(s, elems)
+}
+
+func (b *stagingBatch) SetAddElements(s *nftables.Set, elems []nftables.SetElement) error {
+	defer b.op()
+	return b.Conn.SetAddElements(s, elems)
+}
+
+func (b *stagingBatch) SetDeleteElements(s *nftables.Set, elems []nftables.SetElement) error {
+	defer b.op()
+	return b.Conn.SetDeleteElements(s, elems)
+}
+
+func (b *stagingBatch) FlushSet(s *nftables.Set) {
+	defer b.op()
+	b.Conn.FlushSet(s)
+}
+
+func (b *stagingBatch) DelSet(s *nftables.Set) {
+	defer b.op()
+	b.Conn.DelSet(s)
 }

@@ -15,8 +15,9 @@ import (
 // steps: tableMatches answers only "exactly what was sent?", reading the
 // sets on one socket while it compares on another goroutine, against
 // element keys that wantKeys computed while the kernel was busy with the
-// batch; only when it says no does diffTable work out what differs, for
-// the error message.
+// batch (or, for a table installed from its model, that modelChecks
+// encodes a set at a time); only when it says no does diffTable work out
+// what differs, for the error message.
 
 // wantKeys computes, in the background, the sorted element keys
 // (ElementKey) of every static set of the tables a commit writes.
@@ -25,18 +26,18 @@ type wantKeys struct {
 	bySet []map[string][]string // by family index, then set name
 }
 
-// startWantKeys starts computing the element keys of the tables plans
-// write (not those they delete or leave alone).
-func startWantKeys(want *Ruleset, plans []*tablePlan) *wantKeys {
+// startWantKeys starts computing the element keys of the encoded tables
+// plans write (not those they delete or leave alone, nor those verified
+// against their model, see modelChecks).
+func startWantKeys(plans []*tablePlan) *wantKeys {
 	k := &wantKeys{done: make(chan struct{}), bySet: make([]map[string][]string, len(plans))}
 	go func() {
 		defer close(k.done)
 		for i, tp := range plans {
-			w := want.table(families[i])
-			if tp.changes.Delete || w == nil || tp.changes.Empty() {
+			if tp.changes.Delete || tp.want == nil || tp.model != nil || tp.changes.Empty() {
 				continue
 			}
-			k.bySet[i] = elementKeys(w)
+			k.bySet[i] = elementKeys(tp.want)
 		}
 	}()
 	return k
@@ -70,12 +71,23 @@ func sortedElementKeys(elems []nftables.SetElement) []string {
 	return keys
 }
 
+// tableChecks is what tableMatches compares the kernel's table with: its
+// name, sets (name and Template suffice) and chains (name and Base), and
+// keys(i), the sorted element keys of sets[i] when it is static.
+type tableChecks struct {
+	name   string
+	sets   []*Set
+	chains []*Chain
+	keys   func(i int) []string
+}
+
 // tableMatches reports whether the kernel's table of family fam has
-// exactly want's sets (declarations and, for static sets, elements, keys
-// as wantKeys computes them) and chains (names and hooks). Rules are not
-// compared. false says nothing of what differs: diffTable does.
-func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[string][]string) (bool, error) {
-	t, err := findTable(a.k, fam, want.Name)
+// exactly want's sets (declarations and, for static sets, elements) and
+// chains (names and hooks). Rules are not compared. false says nothing of
+// what differs: diffTable does. The sets are read one ahead of the
+// comparison, so that at most two sets' elements are held at a time.
+func (a *Applier) tableMatches(want *tableChecks, fam nftables.TableFamily) (bool, error) {
+	t, err := findTable(a.k, fam, want.name)
 	if t == nil || err != nil {
 		return false, err
 	}
@@ -89,17 +101,17 @@ func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[s
 			have[s.Name] = s
 		}
 	}
-	if len(have) != len(want.Sets) {
+	if len(have) != len(want.sets) {
 		return false, nil
 	}
-	var static []*Set
-	for _, s := range want.Sets {
+	var static []int // indexes in want.sets
+	for i, s := range want.sets {
 		h := have[s.Name]
 		if h == nil || declDiffers(&s.Template, h) != "" || h.Dynamic != s.Template.Dynamic {
 			return false, nil
 		}
 		if !s.Template.Dynamic {
-			static = append(static, s)
+			static = append(static, i)
 		}
 	}
 
@@ -109,32 +121,36 @@ func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[s
 		elems []nftables.SetElement
 		err   error
 	}
-	reads := make([]chan read, len(static))
-	for i := range reads {
-		reads[i] = make(chan read, 1)
-	}
+	reads := make(chan read)
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for i, s := range static {
-			elems, err := a.k.Elements(fam, want.Name, s.Name)
-			reads[i] <- read{elems, err}
+		for _, i := range static {
+			elems, err := a.k.Elements(fam, want.name, want.sets[i].Name)
+			select {
+			case reads <- read{elems, err}:
+			case <-stop:
+				return
+			}
 			if err != nil {
 				return
 			}
 		}
 	})
 	defer wg.Wait()
+	defer close(stop)
 
 	chainsOK, err := a.chainsMatch(want, fam)
 	if err != nil || !chainsOK {
 		return false, err
 	}
-	for i, s := range static {
-		r := <-reads[i]
+	for _, i := range static {
+		keys := want.keys(i)
+		r := <-reads
 		if r.err != nil {
-			return false, fmt.Errorf("list elements of %s: %w", s.Name, explain(r.err))
+			return false, fmt.Errorf("list elements of %s: %w", want.sets[i].Name, explain(r.err))
 		}
-		if !slices.Equal(sortedElementKeys(r.elems), keys[s.Name]) {
+		if !slices.Equal(sortedElementKeys(r.elems), keys) {
 			return false, nil
 		}
 	}
@@ -143,21 +159,21 @@ func (a *Applier) tableMatches(want *Table, fam nftables.TableFamily, keys map[s
 
 // chainsMatch reports whether the kernel's table has exactly want's
 // chains, with their hooks.
-func (a *Applier) chainsMatch(want *Table, fam nftables.TableFamily) (bool, error) {
+func (a *Applier) chainsMatch(want *tableChecks, fam nftables.TableFamily) (bool, error) {
 	chains, err := a.k.Chains(fam)
 	if err != nil {
 		return false, fmt.Errorf("list chains: %w", explain(err))
 	}
-	have := make(map[string]*nftables.Chain, len(want.Chains))
+	have := make(map[string]*nftables.Chain, len(want.chains))
 	for _, ch := range chains {
-		if ch.Table != nil && ch.Table.Name == want.Name {
+		if ch.Table != nil && ch.Table.Name == want.name {
 			have[ch.Name] = ch
 		}
 	}
-	if len(have) != len(want.Chains) {
+	if len(have) != len(want.chains) {
 		return false, nil
 	}
-	for _, ch := range want.Chains {
+	for _, ch := range want.chains {
 		h := have[ch.Name]
 		if h == nil || hookDiffers(ch.Base, h) != "" {
 			return false, nil

@@ -252,7 +252,9 @@ func runApply(e *env, opts any, args []string) int {
 	if p == nil {
 		return code
 	}
-	n, err := applier.Open(f.applierOptions(e))
+	ao := f.applierOptions(e)
+	ao.OneShot = true
+	n, err := applier.Open(ao)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
 		return exitError

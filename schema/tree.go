@@ -174,6 +174,7 @@ func Load(root string, opt Options) (*Tree, error) {
 				cached.Add(nCached)
 				unread.Add(nUnread)
 				if v != nil && v.used <= spareLeaves {
+					v.in.reset() // keeps no value of this Load's objects alive
 					spare.CompareAndSwap(nil, v)
 				}
 				mu.Lock()

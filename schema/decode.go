@@ -174,9 +174,17 @@ const maxInterned = 4096
 // memory it saves (BenchmarkLoadRetained).
 type interner struct {
 	strs map[string]string
-	maps map[string]map[string]string // by content (mapKey)
-	keys []string                     // scratch for mapKey
-	buf  []byte                       // scratch for mapKey
+	maps map[string]map[string]string // by content (stringMap)
+	keys []string                     // scratch for stringMap
+	buf  []byte                       // scratch for stringMap
+
+	// Short lists by content (shareSlices), which defaults have filled in.
+	servicePorts   map[sliceKey[ServicePort]][]ServicePort
+	containerPorts map[sliceKey[ContainerPort]][]ContainerPort
+	containers     map[sliceKey[containerKey]][]Container
+	conditions     map[sliceKey[PodCondition]][]PodCondition
+	endpointPorts  map[sliceKey[EndpointPort]][]EndpointPort
+	strings        map[sliceKey[string]][]string
 }
 
 func newInterner() *interner {
@@ -184,10 +192,9 @@ func newInterner() *interner {
 }
 
 // reset forgets every value, so that a validator kept from one Load to the
-// next keeps none of the objects' values alive.
+// next keeps none of the objects' values alive, nor the tables' room.
 func (in *interner) reset() {
-	clear(in.strs)
-	clear(in.maps)
+	*in = *newInterner()
 }
 
 // str returns s, or an equal string decoded before.
@@ -238,4 +245,81 @@ func (in *interner) stringMap(m map[string]any) (map[string]string, error) {
 	}
 	in.maps[string(in.buf)] = out
 	return out, nil
+}
+
+// maxSharedLen is the longest list an interner shares: the lists that
+// repeat (ports, conditions) are short.
+const maxSharedLen = 4
+
+// sliceKey is the content of a list of at most maxSharedLen elements.
+type sliceKey[T comparable] struct {
+	n int
+	a [maxSharedLen]T
+}
+
+// shareSlice returns l, or an equal list that *tab holds.
+func shareSlice[T comparable](tab *map[sliceKey[T]][]T, l []T) []T {
+	if len(l) == 0 || len(l) > maxSharedLen {
+		return l
+	}
+	k := sliceKey[T]{n: len(l)}
+	copy(k.a[:], l)
+	if t, ok := (*tab)[k]; ok {
+		return t
+	}
+	if *tab == nil || len(*tab) >= maxInterned {
+		*tab = map[sliceKey[T]][]T{}
+	}
+	(*tab)[k] = l
+	return l
+}
+
+// containerKey is what tells a Container from another once its ports are
+// shared: equal ports are the same list.
+type containerKey struct {
+	name, image string
+	ports       *ContainerPort
+	nPorts      int
+	probe       *Probe
+}
+
+// shareSlices shares o's short lists with equal ones of the objects
+// decoded before. It runs after applyDefaults, which writes into lists.
+func (in *interner) shareSlices(o *Object) {
+	switch {
+	case o.Service != nil:
+		s := &o.Service.Spec
+		s.Ports = shareSlice(&in.servicePorts, s.Ports)
+		s.IPFamilies = shareSlice(&in.strings, s.IPFamilies)
+	case o.Pod != nil:
+		cs := o.Pod.Spec.Containers
+		if len(cs) == 0 || len(cs) > maxSharedLen {
+			break
+		}
+		k := sliceKey[containerKey]{n: len(cs)}
+		for i := range cs {
+			c := &cs[i]
+			c.Ports = shareSlice(&in.containerPorts, c.Ports)
+			k.a[i] = containerKey{name: c.Name, image: c.Image, nPorts: len(c.Ports), probe: c.ReadinessProbe}
+			if len(c.Ports) > 0 {
+				k.a[i].ports = &c.Ports[0]
+			}
+		}
+		if t, ok := in.containers[k]; ok {
+			o.Pod.Spec.Containers = t
+		} else {
+			if in.containers == nil || len(in.containers) >= maxInterned {
+				in.containers = map[sliceKey[containerKey]][]Container{}
+			}
+			in.containers[k] = cs
+		}
+		o.Pod.Status.Conditions = shareSlice(&in.conditions, o.Pod.Status.Conditions)
+	case o.Endpoints != nil:
+		for i := range o.Endpoints.Subsets {
+			ss := &o.Endpoints.Subsets[i]
+			ss.Ports = shareSlice(&in.endpointPorts, ss.Ports)
+		}
+	case o.EndpointSlice != nil:
+		o.EndpointSlice.Ports = shareSlice(&in.endpointPorts, o.EndpointSlice.Ports)
+	}
 }

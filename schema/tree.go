@@ -307,10 +307,16 @@ func (v *validator) unit(u *unit) *UnitResult {
 	} else {
 		raws, r.Ignored = splitYAML(u.files[0], u.data[0], &r.Diags)
 	}
+	if len(raws) > 0 {
+		r.Objects = make([]*Object, 0, len(raws)) // kept as long as the tree
+	}
 	for _, raw := range raws {
 		if o := v.check(raw, &r.Diags); o != nil {
 			r.Objects = append(r.Objects, o)
 		}
+	}
+	if len(r.Objects) == 0 {
+		r.Objects = nil // as before, when none decoded
 	}
 	return r
 }

@@ -213,6 +213,9 @@ func decode(r rawObject, in *interner) (*Object, error) {
 		return nil, err
 	}
 	applyDefaults(o, r.raw)
+	if in != nil {
+		in.shareSlices(o)
+	}
 	return o, nil
 }
 

@@ -1,8 +1,9 @@
 package schema
 
 import (
-	"encoding/binary"
 	"fmt"
+	"hash/maphash"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -99,9 +100,6 @@ func decodeValue(dst reflect.Value, src any, in *interner) error {
 		if !ok {
 			return fmt.Errorf("want a string, not %s", typeName(src))
 		}
-		if in != nil {
-			s = in.str(s)
-		}
 		dst.SetString(s)
 		return nil
 	case reflect.Bool:
@@ -165,30 +163,41 @@ var stringMapType = reflect.TypeFor[map[string]string]()
 // this many entries besides its objects.
 const maxInterned = 4096
 
-// interner shares equal strings, and equal maps of strings (labels,
-// selectors, annotations), among the objects one validator decodes. A
+// maxStrings bounds the strings of an interner: a table that stays in
+// the processor's cache, as the common strings did.
+const maxStrings = 1024
+
+// interner shares equal strings, maps of strings (labels, selectors,
+// annotations) and short lists among the objects one validator reads. A
 // tree's objects stay in memory for as long as a daemon watches it, and
 // they repeat themselves: names, namespaces and images; the pods of one
-// workload carry the same labels. Shared values are never written (objects
-// are read-only once decoded: Cache), so sharing is invisible but for the
-// memory it saves (BenchmarkLoadRetained).
+// workload carry the same labels, containers and conditions. Shared values
+// are never written (objects are read-only once decoded: Cache), so
+// sharing is invisible but for the memory it saves
+// (BenchmarkLoadRetained). Strings are shared as fastYAML reads them; the
+// files that yaml.v3 or CUE read share maps and lists only.
 type interner struct {
-	strs map[string]string
-	maps map[string]map[string]string // by content (stringMap)
-	keys []string                     // scratch for stringMap
-	buf  []byte                       // scratch for stringMap
+	strs map[string]string            // with the common strings
+	maps map[uint64]map[string]string // by an order-free hash (stringMap)
+	hash maphash.Hash
+	keys []string // scratch for a map's error
 
 	// Short lists by content (shareSlices), which defaults have filled in.
-	servicePorts   map[sliceKey[ServicePort]][]ServicePort
-	containerPorts map[sliceKey[ContainerPort]][]ContainerPort
-	containers     map[sliceKey[containerKey]][]Container
-	conditions     map[sliceKey[PodCondition]][]PodCondition
-	endpointPorts  map[sliceKey[EndpointPort]][]EndpointPort
-	strings        map[sliceKey[string]][]string
+	servicePorts   sliceTable[ServicePort]
+	containerPorts sliceTable[ContainerPort]
+	containers     struct {
+		one map[containerKey][]Container
+		few map[sliceKey[containerKey]][]Container
+	}
+	conditions    sliceTable[PodCondition]
+	endpointPorts sliceTable[EndpointPort]
+	strings       sliceTable[string]
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, maps: map[string]map[string]string{}}
+	in := &interner{strs: make(map[string]string, len(common)), maps: map[uint64]map[string]string{}}
+	maps.Copy(in.strs, common)
+	return in
 }
 
 // reset forgets every value, so that a validator kept from one Load to the
@@ -197,14 +206,16 @@ func (in *interner) reset() {
 	*in = *newInterner()
 }
 
-// str returns s, or an equal string decoded before.
-func (in *interner) str(s string) string {
-	if t, ok := in.strs[s]; ok {
-		return t
+// bytes returns b as a string, one read before when there is one.
+func (in *interner) bytes(b []byte) string {
+	if s, ok := in.strs[string(b)]; ok {
+		return s
 	}
-	if len(in.strs) >= maxInterned {
+	if len(in.strs) >= maxStrings {
 		clear(in.strs)
+		maps.Copy(in.strs, common)
 	}
+	s := string(b)
 	in.strs[s] = s
 	return s
 }
@@ -212,63 +223,100 @@ func (in *interner) str(s string) string {
 // stringMap decodes m into a map[string]string as decodeValue does (null
 // values are ""), or returns an equal map decoded before.
 func (in *interner) stringMap(m map[string]any) (map[string]string, error) {
+	// An order-free hash of the entries finds the candidate; equality is
+	// checked entry by entry.
+	sum := uint64(len(m))
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok && v != nil {
+			return nil, in.mapError(m)
+		}
+		in.hash.Reset()
+		in.hash.WriteString(k)
+		in.hash.WriteByte(0)
+		in.hash.WriteString(s)
+		sum += in.hash.Sum64()
+	}
+	if c, ok := in.maps[sum]; ok && len(c) == len(m) {
+		same := true
+		for k, v := range m {
+			s, _ := v.(string)
+			if t, ok := c[k]; !ok || t != s {
+				same = false
+				break
+			}
+		}
+		if same {
+			return c, nil
+		}
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		s, _ := v.(string)
+		out[k] = s
+	}
+	if len(in.maps) >= maxInterned {
+		clear(in.maps)
+	}
+	in.maps[sum] = out
+	return out, nil
+}
+
+// mapError is the error of a map whose value for a key, the first in
+// order that has one, is neither a string nor null.
+func (in *interner) mapError(m map[string]any) error {
 	in.keys = in.keys[:0]
 	for k := range m {
 		in.keys = append(in.keys, k)
 	}
 	slices.Sort(in.keys)
-	in.buf = in.buf[:0]
 	for _, k := range in.keys {
-		var s string
 		switch v := m[k].(type) {
-		case string:
-			s = v
-		case nil:
+		case string, nil:
 		default:
-			return nil, fmt.Errorf("%s: want a string, not %s", k, typeName(v))
+			return fmt.Errorf("%s: want a string, not %s", k, typeName(v))
 		}
-		in.buf = binary.AppendUvarint(in.buf, uint64(len(k)))
-		in.buf = append(in.buf, k...)
-		in.buf = binary.AppendUvarint(in.buf, uint64(len(s)))
-		in.buf = append(in.buf, s...)
 	}
-	if out, ok := in.maps[string(in.buf)]; ok {
-		return out, nil
-	}
-	out := make(map[string]string, len(m))
-	for _, k := range in.keys {
-		s, _ := m[k].(string)
-		out[in.str(k)] = in.str(s)
-	}
-	if len(in.maps) >= maxInterned {
-		clear(in.maps)
-	}
-	in.maps[string(in.buf)] = out
-	return out, nil
+	return nil
 }
 
 // maxSharedLen is the longest list an interner shares: the lists that
 // repeat (ports, conditions) are short.
 const maxSharedLen = 4
 
-// sliceKey is the content of a list of at most maxSharedLen elements.
+// sliceKey is the content of a list of 2 to maxSharedLen elements.
 type sliceKey[T comparable] struct {
 	n int
 	a [maxSharedLen]T
 }
 
-// shareSlice returns l, or an equal list that *tab holds.
-func shareSlice[T comparable](tab *map[sliceKey[T]][]T, l []T) []T {
-	if len(l) == 0 || len(l) > maxSharedLen {
+// sliceTable holds short lists by content: those of one element (most)
+// by it, to hash no more than it.
+type sliceTable[T comparable] struct {
+	one map[T][]T
+	few map[sliceKey[T]][]T
+}
+
+// share returns l, or an equal list that t holds.
+func (t *sliceTable[T]) share(l []T) []T {
+	switch {
+	case len(l) == 0 || len(l) > maxSharedLen:
 		return l
+	case len(l) == 1:
+		return shareBy(&t.one, l[0], l)
 	}
 	k := sliceKey[T]{n: len(l)}
 	copy(k.a[:], l)
-	if t, ok := (*tab)[k]; ok {
-		return t
+	return shareBy(&t.few, k, l)
+}
+
+// shareBy returns the list *tab holds under k, else l, which it then holds.
+func shareBy[K comparable, T any](tab *map[K][]T, k K, l []T) []T {
+	if c, ok := (*tab)[k]; ok {
+		return c
 	}
 	if *tab == nil || len(*tab) >= maxInterned {
-		*tab = map[sliceKey[T]][]T{}
+		*tab = map[K][]T{}
 	}
 	(*tab)[k] = l
 	return l
@@ -289,8 +337,8 @@ func (in *interner) shareSlices(o *Object) {
 	switch {
 	case o.Service != nil:
 		s := &o.Service.Spec
-		s.Ports = shareSlice(&in.servicePorts, s.Ports)
-		s.IPFamilies = shareSlice(&in.strings, s.IPFamilies)
+		s.Ports = in.servicePorts.share(s.Ports)
+		s.IPFamilies = in.strings.share(s.IPFamilies)
 	case o.Pod != nil:
 		cs := o.Pod.Spec.Containers
 		if len(cs) == 0 || len(cs) > maxSharedLen {
@@ -299,27 +347,24 @@ func (in *interner) shareSlices(o *Object) {
 		k := sliceKey[containerKey]{n: len(cs)}
 		for i := range cs {
 			c := &cs[i]
-			c.Ports = shareSlice(&in.containerPorts, c.Ports)
+			c.Ports = in.containerPorts.share(c.Ports)
 			k.a[i] = containerKey{name: c.Name, image: c.Image, nPorts: len(c.Ports), probe: c.ReadinessProbe}
 			if len(c.Ports) > 0 {
 				k.a[i].ports = &c.Ports[0]
 			}
 		}
-		if t, ok := in.containers[k]; ok {
-			o.Pod.Spec.Containers = t
+		if len(cs) == 1 {
+			o.Pod.Spec.Containers = shareBy(&in.containers.one, k.a[0], cs)
 		} else {
-			if in.containers == nil || len(in.containers) >= maxInterned {
-				in.containers = map[sliceKey[containerKey]][]Container{}
-			}
-			in.containers[k] = cs
+			o.Pod.Spec.Containers = shareBy(&in.containers.few, k, cs)
 		}
-		o.Pod.Status.Conditions = shareSlice(&in.conditions, o.Pod.Status.Conditions)
+		o.Pod.Status.Conditions = in.conditions.share(o.Pod.Status.Conditions)
 	case o.Endpoints != nil:
 		for i := range o.Endpoints.Subsets {
 			ss := &o.Endpoints.Subsets[i]
-			ss.Ports = shareSlice(&in.endpointPorts, ss.Ports)
+			ss.Ports = in.endpointPorts.share(ss.Ports)
 		}
 	case o.EndpointSlice != nil:
-		o.EndpointSlice.Ports = shareSlice(&in.endpointPorts, o.EndpointSlice.Ports)
+		o.EndpointSlice.Ports = in.endpointPorts.share(o.EndpointSlice.Ports)
 	}
 }

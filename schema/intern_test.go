@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -48,7 +49,7 @@ func TestInternerKeepsObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		var dl diag.List
-		raws, _ := splitYAML(f, data, &dl)
+		raws, _ := splitDocs(f, data, &dl, nil, in)
 		for _, r := range raws {
 			o, err := decode(r, in)
 			if err != nil {
@@ -74,9 +75,9 @@ func TestInternerKeepsObjects(t *testing.T) {
 	}
 }
 
-// TestInternerShares checks that the pods of a workload, decoded one after
+// TestInternerShares checks that the pods of a workload, read one after
 // the other, share their labels, containers and conditions, and that a
-// Service's ports are shared with an equal Service's.
+// Service's ports and selector are shared with an equal Service's.
 func TestInternerShares(t *testing.T) {
 	const pod = `apiVersion: v1
 kind: Pod
@@ -117,7 +118,7 @@ spec:
 		strings.ReplaceAll(svc, "%s", "s1"), strings.ReplaceAll(svc, "%s", "s2"),
 	} {
 		var dl diag.List
-		raws, _ := splitYAML("f.yaml", []byte(doc), &dl)
+		raws, _ := splitDocs("f.yaml", []byte(doc), &dl, nil, in)
 		if len(raws) != 1 || len(dl) > 0 {
 			t.Fatalf("%d objects, diagnostics %v", len(raws), dl)
 		}
@@ -139,6 +140,10 @@ spec:
 	same("conditions", a.Status.Conditions, b.Status.Conditions)
 	same("service ports", objs[2].Service.Spec.Ports, objs[3].Service.Spec.Ports)
 	same("selector", objs[2].Service.Spec.Selector, objs[3].Service.Spec.Selector)
+	if unsafe.StringData(objs[2].Service.Metadata.Name) == unsafe.StringData(objs[3].Service.Metadata.Name) {
+		t.Errorf("names shared: %q", objs[2].Service.Metadata.Name)
+	}
+	same("pod IP", unsafe.StringData(a.Status.PodIP), unsafe.StringData(b.Status.PodIP))
 	if a.Metadata.Name == b.Metadata.Name {
 		t.Errorf("pods named alike: %q", a.Metadata.Name)
 	}

@@ -305,7 +305,7 @@ func (v *validator) unit(u *unit) *UnitResult {
 	if u.isCUE {
 		raws, r.Ignored = splitCUE(u, &r.Diags)
 	} else {
-		raws, r.Ignored = splitYAML(u.files[0], u.data[0], &r.Diags)
+		raws, r.Ignored = splitDocs(u.files[0], u.data[0], &r.Diags, nil, v.in)
 	}
 	if len(raws) > 0 {
 		r.Objects = make([]*Object, 0, len(raws)) // kept as long as the tree

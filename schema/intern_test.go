@@ -161,3 +161,49 @@ func TestContainerKeyCoversContainer(t *testing.T) {
 		t.Errorf("Container has fields %s; containerKey covers %s: extend it", got, want)
 	}
 }
+
+// TestInternerKeepsEmptyApart checks that lists and maps that differ only
+// in being empty or absent are not shared: a pod with "ports: []" keeps an
+// empty list, one without ports none.
+func TestInternerKeepsEmptyApart(t *testing.T) {
+	const pod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  labels: %s
+spec:
+  containers:
+  - name: app
+    image: example.com/web:1
+%s
+`
+	in := newInterner()
+	var pods []*Pod
+	for _, doc := range []string{
+		strings.Replace(strings.Replace(pod, "%s", "{}", 1), "%s", "", 1),
+		strings.Replace(strings.Replace(pod, "%s", "", 1), "%s", "    ports: []", 1),
+	} {
+		var dl diag.List
+		raws, _ := splitDocs("f.yaml", []byte(doc), &dl, nil, in)
+		if len(raws) != 1 {
+			t.Fatalf("%d objects, diagnostics %v", len(raws), dl)
+		}
+		o, err := decode(raws[0], in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, o.Pod)
+	}
+	if l := pods[0].Spec.Containers[0].Ports; l != nil {
+		t.Errorf("pod without ports has ports %#v", l)
+	}
+	if l := pods[1].Spec.Containers[0].Ports; l == nil {
+		t.Errorf("pod with ports: [] has nil ports")
+	}
+	if m := pods[0].Metadata.Labels; m == nil {
+		t.Errorf("pod with labels: {} has nil labels")
+	}
+	if m := pods[1].Metadata.Labels; m != nil {
+		t.Errorf("pod without labels has labels %#v", m)
+	}
+}

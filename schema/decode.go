@@ -2,8 +2,11 @@ package schema
 
 import (
 	"fmt"
+	"hash/maphash"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -13,8 +16,9 @@ import (
 // decoder of validated objects: about four times faster than a round trip
 // through encoding/json, which dominated a cold load. Unknown keys are
 // ignored (the schema has reported them); a value of the wrong type is an
-// error (the schema has reported it too).
-func decodeValue(dst reflect.Value, src any) error {
+// error (the schema has reported it too). in, when not nil, shares equal
+// strings and string maps with the objects decoded before.
+func decodeValue(dst reflect.Value, src any, in *interner) error {
 	if src == nil {
 		return nil // null: leave the zero value, as encoding/json does
 	}
@@ -38,7 +42,7 @@ func decodeValue(dst reflect.Value, src any) error {
 		if dst.IsNil() {
 			dst.Set(reflect.New(dst.Type().Elem()))
 		}
-		return decodeValue(dst.Elem(), src)
+		return decodeValue(dst.Elem(), src, in)
 	case reflect.Struct:
 		m, ok := src.(map[string]any)
 		if !ok {
@@ -50,7 +54,7 @@ func decodeValue(dst reflect.Value, src any) error {
 			if !ok {
 				continue
 			}
-			if err := decodeValue(dst.Field(i), v); err != nil {
+			if err := decodeValue(dst.Field(i), v, in); err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}
 		}
@@ -60,10 +64,18 @@ func decodeValue(dst reflect.Value, src any) error {
 		if !ok {
 			return fmt.Errorf("want a mapping, not %s", typeName(src))
 		}
+		if in != nil && dst.Type() == stringMapType {
+			out, err := in.stringMap(m)
+			if err != nil {
+				return err
+			}
+			dst.Set(reflect.ValueOf(out))
+			return nil
+		}
 		out := reflect.MakeMapWithSize(dst.Type(), len(m))
 		for k, v := range m {
 			e := reflect.New(dst.Type().Elem()).Elem()
-			if err := decodeValue(e, v); err != nil {
+			if err := decodeValue(e, v, in); err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}
 			out.SetMapIndex(reflect.ValueOf(k), e)
@@ -77,7 +89,7 @@ func decodeValue(dst reflect.Value, src any) error {
 		}
 		out := reflect.MakeSlice(dst.Type(), len(l), len(l))
 		for i, v := range l {
-			if err := decodeValue(out.Index(i), v); err != nil {
+			if err := decodeValue(out.Index(i), v, in); err != nil {
 				return fmt.Errorf("[%d]: %w", i, err)
 			}
 		}
@@ -142,4 +154,218 @@ func structFields(t reflect.Type) map[string]int {
 	}
 	fieldCache.Store(t, m)
 	return m
+}
+
+var stringMapType = reflect.TypeFor[map[string]string]()
+
+// maxInterned bounds each table of an interner: a full table starts again
+// empty, so that a validator that decodes a whole tree holds no more than
+// this many entries besides its objects.
+const maxInterned = 4096
+
+// maxStrings bounds the strings of an interner: a table that stays in
+// the processor's cache, as the common strings did.
+const maxStrings = 1024
+
+// interner shares equal strings, maps of strings (labels, selectors,
+// annotations) and short lists among the objects one validator reads. A
+// tree's objects stay in memory for as long as a daemon watches it, and
+// they repeat themselves: names, namespaces and images; the pods of one
+// workload carry the same labels, containers and conditions. Shared values
+// are never written (objects are read-only once decoded: Cache), so
+// sharing is invisible but for the memory it saves
+// (BenchmarkLoadRetained). Strings are shared as fastYAML reads them; the
+// files that yaml.v3 or CUE read share maps and lists only.
+type interner struct {
+	strs map[string]string            // with the common strings
+	maps map[uint64]map[string]string // by an order-free hash (stringMap)
+	hash maphash.Hash
+	keys []string // scratch for a map's error
+
+	// Short lists by content (shareSlices), which defaults have filled in.
+	servicePorts   sliceTable[ServicePort]
+	containerPorts sliceTable[ContainerPort]
+	containers     struct {
+		one map[containerKey][]Container
+		few map[sliceKey[containerKey]][]Container
+	}
+	conditions    sliceTable[PodCondition]
+	endpointPorts sliceTable[EndpointPort]
+	strings       sliceTable[string]
+}
+
+func newInterner() *interner {
+	in := &interner{strs: make(map[string]string, len(common)), maps: map[uint64]map[string]string{}}
+	maps.Copy(in.strs, common)
+	return in
+}
+
+// reset forgets every value, so that a validator kept from one Load to the
+// next keeps none of the objects' values alive, nor the tables' room.
+func (in *interner) reset() {
+	*in = *newInterner()
+}
+
+// bytes returns b as a string, one read before when there is one.
+func (in *interner) bytes(b []byte) string {
+	if s, ok := in.strs[string(b)]; ok {
+		return s
+	}
+	if len(in.strs) >= maxStrings {
+		clear(in.strs)
+		maps.Copy(in.strs, common)
+	}
+	s := string(b)
+	in.strs[s] = s
+	return s
+}
+
+// stringMap decodes m into a map[string]string as decodeValue does (null
+// values are ""), or returns an equal map decoded before.
+func (in *interner) stringMap(m map[string]any) (map[string]string, error) {
+	// An order-free hash of the entries finds the candidate; equality is
+	// checked entry by entry.
+	sum := uint64(len(m))
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok && v != nil {
+			return nil, in.mapError(m)
+		}
+		in.hash.Reset()
+		in.hash.WriteString(k)
+		in.hash.WriteByte(0)
+		in.hash.WriteString(s)
+		sum += in.hash.Sum64()
+	}
+	if c, ok := in.maps[sum]; ok && len(c) == len(m) {
+		same := true
+		for k, v := range m {
+			s, _ := v.(string)
+			if t, ok := c[k]; !ok || t != s {
+				same = false
+				break
+			}
+		}
+		if same {
+			return c, nil
+		}
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		s, _ := v.(string)
+		out[k] = s
+	}
+	if len(in.maps) >= maxInterned {
+		clear(in.maps)
+	}
+	in.maps[sum] = out
+	return out, nil
+}
+
+// mapError is the error of a map whose value for a key, the first in
+// order that has one, is neither a string nor null.
+func (in *interner) mapError(m map[string]any) error {
+	in.keys = in.keys[:0]
+	for k := range m {
+		in.keys = append(in.keys, k)
+	}
+	slices.Sort(in.keys)
+	for _, k := range in.keys {
+		switch v := m[k].(type) {
+		case string, nil:
+		default:
+			return fmt.Errorf("%s: want a string, not %s", k, typeName(v))
+		}
+	}
+	return nil
+}
+
+// maxSharedLen is the longest list an interner shares: the lists that
+// repeat (ports, conditions) are short.
+const maxSharedLen = 4
+
+// sliceKey is the content of a list of 2 to maxSharedLen elements.
+type sliceKey[T comparable] struct {
+	n int
+	a [maxSharedLen]T
+}
+
+// sliceTable holds short lists by content: those of one element (most)
+// by it, to hash no more than it.
+type sliceTable[T comparable] struct {
+	one map[T][]T
+	few map[sliceKey[T]][]T
+}
+
+// share returns l, or an equal list that t holds.
+func (t *sliceTable[T]) share(l []T) []T {
+	switch {
+	case len(l) == 0 || len(l) > maxSharedLen:
+		return l
+	case len(l) == 1:
+		return shareBy(&t.one, l[0], l)
+	}
+	k := sliceKey[T]{n: len(l)}
+	copy(k.a[:], l)
+	return shareBy(&t.few, k, l)
+}
+
+// shareBy returns the list *tab holds under k, else l, which it then holds.
+func shareBy[K comparable, T any](tab *map[K][]T, k K, l []T) []T {
+	if c, ok := (*tab)[k]; ok {
+		return c
+	}
+	if *tab == nil || len(*tab) >= maxInterned {
+		*tab = map[K][]T{}
+	}
+	(*tab)[k] = l
+	return l
+}
+
+// containerKey is what tells a Container from another once its ports are
+// shared: equal ports are the same list (or both nil, or both empty).
+type containerKey struct {
+	name, image string
+	ports       *ContainerPort
+	nPorts      int
+	nilPorts    bool
+	probe       *Probe
+}
+
+// shareSlices shares o's short lists with equal ones of the objects
+// decoded before. It runs after applyDefaults, which writes into lists.
+func (in *interner) shareSlices(o *Object) {
+	switch {
+	case o.Service != nil:
+		s := &o.Service.Spec
+		s.Ports = in.servicePorts.share(s.Ports)
+		s.IPFamilies = in.strings.share(s.IPFamilies)
+	case o.Pod != nil:
+		cs := o.Pod.Spec.Containers
+		if len(cs) == 0 || len(cs) > maxSharedLen {
+			break
+		}
+		k := sliceKey[containerKey]{n: len(cs)}
+		for i := range cs {
+			c := &cs[i]
+			c.Ports = in.containerPorts.share(c.Ports)
+			k.a[i] = containerKey{name: c.Name, image: c.Image, nPorts: len(c.Ports), nilPorts: c.Ports == nil, probe: c.ReadinessProbe}
+			if len(c.Ports) > 0 {
+				k.a[i].ports = &c.Ports[0]
+			}
+		}
+		if len(cs) == 1 {
+			o.Pod.Spec.Containers = shareBy(&in.containers.one, k.a[0], cs)
+		} else {
+			o.Pod.Spec.Containers = shareBy(&in.containers.few, k, cs)
+		}
+		o.Pod.Status.Conditions = in.conditions.share(o.Pod.Status.Conditions)
+	case o.Endpoints != nil:
+		for i := range o.Endpoints.Subsets {
+			ss := &o.Endpoints.Subsets[i]
+			ss.Ports = in.endpointPorts.share(ss.Ports)
+		}
+	case o.EndpointSlice != nil:
+		o.EndpointSlice.Ports = in.endpointPorts.share(o.EndpointSlice.Ports)
+	}
 }

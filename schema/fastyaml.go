@@ -17,13 +17,18 @@ import (
 // document as yaml.v3's Decoder counts them (nil for an empty one), so that
 // positions, needed only for findings, are taken from yaml.v3's nodes of the
 // same document later. TestFastYAMLAgreesWithYAMLv3 holds it to that.
-func fastYAML(data []byte) (docs []any, ok bool) {
+func fastYAML(data []byte) (docs []any, ok bool) { return readFast(data, nil) }
+
+// readFast is fastYAML taking the strings it reads from in (and adding
+// them to it), so that equal strings of the objects a validator decodes
+// are one; in nil: only the common ones are shared.
+func readFast(data []byte, in *interner) (docs []any, ok bool) {
 	for _, c := range data {
 		if c >= 0x7f || c < ' ' && c != '\n' {
 			return nil, false
 		}
 	}
-	p := &fastParser{}
+	p := &fastParser{in: in}
 	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -75,6 +80,7 @@ type fastLine struct {
 type fastParser struct {
 	lines []fastLine // the lines left to read, but blank and comment lines
 	depth int
+	in    *interner // nil: share only the common strings
 }
 
 // maxFastDepth bounds the nesting the fast reader follows; deeper
@@ -132,7 +138,7 @@ func (p *fastParser) mapping(col int) (map[string]any, bool) {
 		if l.indent > col || isEntry(l.text) {
 			return nil, false
 		}
-		key, rest, ok := fastKey(l.text)
+		key, rest, ok := p.fastKey(l.text)
 		if !ok {
 			return nil, false
 		}
@@ -142,7 +148,7 @@ func (p *fastParser) mapping(col int) (map[string]any, bool) {
 		p.lines = p.lines[1:]
 		rest = bytes.TrimLeft(rest, " ")
 		if len(rest) > 0 && rest[0] != '#' {
-			v, ok := fastInline(rest)
+			v, ok := p.fastInline(rest)
 			if !ok {
 				return nil, false
 			}
@@ -199,7 +205,7 @@ func (p *fastParser) sequence(col int) ([]any, bool) {
 		if isEntry(rest) {
 			return nil, false // "- - x"
 		}
-		if _, _, isKey := fastKey(rest); isKey {
+		if _, _, isKey := p.fastKey(rest); isKey {
 			// "- key: value": a mapping whose keys line up after "- ".
 			p.lines[0] = fastLine{indent: col + 1 + sp, text: rest}
 			v, ok := p.mapping(col + 1 + sp)
@@ -209,7 +215,7 @@ func (p *fastParser) sequence(col int) ([]any, bool) {
 			out = append(out, v)
 			continue
 		}
-		v, ok := fastInline(rest)
+		v, ok := p.fastInline(rest)
 		if !ok {
 			return nil, false
 		}
@@ -220,14 +226,14 @@ func (p *fastParser) sequence(col int) ([]any, bool) {
 
 // fastKey splits "key: rest" (or "key:" at the end of the line); ok is false
 // when text is not such a line with a plain or quoted key fastYAML reads.
-func fastKey(text []byte) (key string, rest []byte, ok bool) {
+func (p *fastParser) fastKey(text []byte) (key string, rest []byte, ok bool) {
 	if len(text) == 0 {
 		return "", nil, false
 	}
 	var after []byte
 	switch text[0] {
 	case '"', '\'':
-		k, n, ok := fastQuoted(text)
+		k, n, ok := p.fastQuoted(text)
 		if !ok {
 			return "", nil, false
 		}
@@ -259,7 +265,7 @@ func fastKey(text []byte) (key string, rest []byte, ok bool) {
 	if string(k) == "<<" || len(k) > maxFastKey {
 		return "", nil, false // a merge key; a key longer than YAML's simple keys
 	}
-	return intern(k), text[i+1:], true
+	return p.intern(k), text[i+1:], true
 }
 
 // common are the keys and values that most objects repeat: fastYAML
@@ -280,8 +286,12 @@ var common = func() map[string]string {
 	return m
 }()
 
-// intern returns b as a string, the shared one when it is common.
-func intern(b []byte) string {
+// intern returns b as a string: the shared one when it is common or, with
+// an interner, when it was read before.
+func (p *fastParser) intern(b []byte) string {
+	if p.in != nil {
+		return p.in.bytes(b)
+	}
 	if s, ok := common[string(b)]; ok {
 		return s
 	}
@@ -304,7 +314,7 @@ func isIndicator(c byte) bool {
 
 // fastQuoted reads a quoted scalar that ends on its line, without escapes
 // but ” in single quotes; n is the length read.
-func fastQuoted(text []byte) (s string, n int, ok bool) {
+func (p *fastParser) fastQuoted(text []byte) (s string, n int, ok bool) {
 	q := text[0]
 	var b []byte
 	for i := 1; i < len(text); i++ {
@@ -320,7 +330,7 @@ func fastQuoted(text []byte) (s string, n int, ok bool) {
 			i++
 		case c == q:
 			if b == nil {
-				return intern(text[1:i]), i + 1, true
+				return p.intern(text[1:i]), i + 1, true
 			}
 			return string(b), i + 1, true
 		case b != nil:
@@ -331,12 +341,12 @@ func fastQuoted(text []byte) (s string, n int, ok bool) {
 }
 
 // fastInline reads a value written on the line of its key or "-".
-func fastInline(text []byte) (any, bool) {
+func (p *fastParser) fastInline(text []byte) (any, bool) {
 	var v any
 	var rest []byte
 	switch {
 	case text[0] == '"' || text[0] == '\'':
-		s, n, ok := fastQuoted(text)
+		s, n, ok := p.fastQuoted(text)
 		if !ok {
 			return nil, false
 		}
@@ -357,7 +367,7 @@ func fastInline(text []byte) (any, bool) {
 		if bytes.Contains(s, []byte(": ")) || s[len(s)-1] == ':' {
 			return nil, false // "a: b: c" is no plain scalar
 		}
-		return fastPlain(intern(s))
+		return fastPlain(p.intern(s))
 	}
 	rest = bytes.TrimLeft(rest, " ")
 	if len(rest) > 0 && rest[0] != '#' {

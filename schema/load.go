@@ -351,13 +351,14 @@ func (ig Ignored) String() string {
 // error; when no document of the file is an object, the error says that
 // the file is not Kubernetes objects and how to leave it out.
 func splitYAML(file string, data []byte, dl *diag.List) (objs []rawObject, ignored []Ignored) {
-	return splitDocs(file, data, dl, nil)
+	return splitDocs(file, data, dl, nil, nil)
 }
 
 // splitDocs is splitYAML offering the mappings that have neither apiVersion
 // nor kind to other first (a stream's lock document, LoadStream): those it
-// takes are not objects and no error. other nil takes none.
-func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.Node, m map[string]any) bool) (objs []rawObject, ignored []Ignored) {
+// takes are not objects and no error. other nil takes none. in, when not
+// nil, shares the strings read with those read before (interner).
+func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.Node, m map[string]any) bool, in *interner) (objs []rawObject, ignored []Ignored) {
 	// The documents that are not objects, reported when the file is read.
 	var strays []struct {
 		pos diag.Pos
@@ -380,7 +381,7 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 	var docs []any
 	fast := false
 	if other == nil {
-		docs, fast = fastYAML(data)
+		docs, fast = readFast(data, in)
 	}
 	lazy := &lazyDocs{data: data}
 	dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -51,7 +51,9 @@ type fileStat struct {
 }
 
 type statEntry struct {
-	fileMeta
+	// The unit's own record, not a copy: a unit's meta is never written
+	// once noted (a Load that reads or recalls the unit makes it anew).
+	*fileMeta
 	trusted bool // st's times were older than the recording Load's start by racyMargin
 }
 
@@ -93,7 +95,7 @@ func (u *unit) recall(memo map[string]statEntry, max int64) bool {
 		if st := lstat(name); !st.ok || st != e.st {
 			return false
 		}
-		u.meta[i] = e.fileMeta
+		u.meta[i] = *e.fileMeta
 	}
 	return true
 }
@@ -138,7 +140,7 @@ func note(files map[string]statEntry, u *unit, limit int64) {
 		if i >= len(u.meta) {
 			break
 		}
-		m := u.meta[i]
+		m := &u.meta[i]
 		trusted := m.st.ok && m.st.mtime < limit && m.st.ctime < limit
 		if m.st.ok {
 			files[name] = statEntry{m, trusted}

@@ -86,7 +86,7 @@ func loadStream(name string, data []byte) *Tree {
 		}
 		t.StreamLock = root
 		return true
-	})
+	}, nil)
 	t.Ignored = ignored
 	if len(raws) == 0 && len(ignored) == 0 && t.StreamLock == nil && len(t.Diags) == 0 {
 		t.Diags.Warnf(diag.Pos{File: name}, nil, "the input holds no documents")

@@ -174,6 +174,7 @@ func Load(root string, opt Options) (*Tree, error) {
 				cached.Add(nCached)
 				unread.Add(nUnread)
 				if v != nil && v.used <= spareLeaves {
+					v.in.reset() // keeps no value of this Load's objects alive
 					spare.CompareAndSwap(nil, v)
 				}
 				mu.Lock()
@@ -304,12 +305,18 @@ func (v *validator) unit(u *unit) *UnitResult {
 	if u.isCUE {
 		raws, r.Ignored = splitCUE(u, &r.Diags)
 	} else {
-		raws, r.Ignored = splitYAML(u.files[0], u.data[0], &r.Diags)
+		raws, r.Ignored = splitDocs(u.files[0], u.data[0], &r.Diags, nil, v.in)
+	}
+	if len(raws) > 0 {
+		r.Objects = make([]*Object, 0, len(raws)) // kept as long as the tree
 	}
 	for _, raw := range raws {
 		if o := v.check(raw, &r.Diags); o != nil {
 			r.Objects = append(r.Objects, o)
 		}
+	}
+	if len(r.Objects) == 0 {
+		r.Objects = nil // as before, when none decoded
 	}
 	return r
 }

@@ -60,10 +60,11 @@ type validator struct {
 	memo map[memoKey]string
 	path diag.Path // the walk's path, reused from object to object
 	keys []string  // the walk's stack of sorted keys
+	in   *interner // shares values among the objects decoded
 }
 
 func newValidator() *validator {
-	v := &validator{memo: map[memoKey]string{}, path: make(diag.Path, 0, 32)}
+	v := &validator{memo: map[memoKey]string{}, path: make(diag.Path, 0, 32), in: newInterner()}
 	v.reset()
 	return v
 }
@@ -97,7 +98,7 @@ func (v *validator) use() {
 func (v *validator) check(r rawObject, dl *diag.List) *Object {
 	var local diag.List
 	v.walk(&local, r, r.raw, v.c.kinds[r.kind], v.path[:0])
-	obj, err := decode(r)
+	obj, err := decode(r, v.in)
 	if err != nil && local.Errors() > 0 {
 		checkPruned(r, &local)
 	}
@@ -124,7 +125,7 @@ func checkPruned(r rawObject, local *diag.List) {
 		deleteRaw(pruned, d.Path)
 	}
 	r.raw = pruned
-	obj, err := decode(r)
+	obj, err := decode(r, nil)
 	if err != nil {
 		return
 	}
@@ -182,8 +183,9 @@ func deleteRaw(v any, p diag.Path) {
 
 // decode turns a raw object into its typed form with the Kubernetes
 // defaults applied. The defaults are the same as the schema's; a test
-// checks that both agree on every example.
-func decode(r rawObject) (*Object, error) {
+// checks that both agree on every example. in, when not nil, shares equal
+// values with the objects decoded before (interner).
+func decode(r rawObject, in *interner) (*Object, error) {
 	o := &Object{Src: r.src, Kind: r.kind}
 	o.APIVersion, _ = r.raw["apiVersion"].(string)
 	var target any
@@ -207,10 +209,13 @@ func decode(r rawObject) (*Object, error) {
 		o.Cluster = &Cluster{Spec: DefaultClusterSpec()}
 		target = o.Cluster
 	}
-	if err := decodeValue(reflect.ValueOf(target).Elem(), r.raw); err != nil {
+	if err := decodeValue(reflect.ValueOf(target).Elem(), r.raw, in); err != nil {
 		return nil, err
 	}
 	applyDefaults(o, r.raw)
+	if in != nil {
+		in.shareSlices(o)
+	}
 	return o, nil
 }
 

@@ -47,38 +47,34 @@ type soaSerial struct {
 // certainty — no SOA, two SOAs, a serial that is not a 32-bit decimal — is
 // an error.
 func findSerial(data []byte) (soaSerial, error) {
-	recs, err := zoneRecords(data)
-	if err != nil {
-		return soaSerial{}, err
-	}
 	var found []soaSerial
-	for _, r := range recs {
-		toks := r.toks
-		if len(toks) == 0 {
-			continue
-		}
+	err := eachRecord(data, func(owner bool, toks []token) error {
 		i := 0
-		if r.owner {
-			if strings.HasPrefix(toks[0].s, "$") {
-				continue // $ORIGIN, $TTL, $INCLUDE, $GENERATE
+		if owner {
+			if t := toks[0]; t.quoted && strings.HasPrefix(t.q, "$") || !t.quoted && data[t.start] == '$' {
+				return nil // $ORIGIN, $TTL, $INCLUDE, $GENERATE
 			}
 			i = 1
 		}
-		for i < len(toks) && (isTTL(toks[i].s) || isClass(toks[i].s)) {
+		for i < len(toks) && (isTTL(toks[i].text(data)) || isClass(toks[i].text(data))) {
 			i++
 		}
-		if i >= len(toks) || !strings.EqualFold(toks[i].s, "SOA") {
-			continue
+		if i >= len(toks) || !strings.EqualFold(toks[i].text(data), "SOA") {
+			return nil
 		}
 		if len(toks) < i+4 {
-			return soaSerial{}, fmt.Errorf("SOA record at byte %d has no serial", toks[0].start)
+			return fmt.Errorf("SOA record at byte %d has no serial", toks[0].start)
 		}
 		t := toks[i+3]
-		v, err := strconv.ParseUint(t.s, 10, 32)
+		v, err := strconv.ParseUint(t.text(data), 10, 32)
 		if err != nil || t.quoted || t.escaped {
-			return soaSerial{}, fmt.Errorf("SOA serial %q at byte %d is not a number from 0 to 4294967295", t.s, t.start)
+			return fmt.Errorf("SOA serial %q at byte %d is not a number from 0 to 4294967295", t.text(data), t.start)
 		}
 		found = append(found, soaSerial{value: uint32(v), start: t.start, end: t.end})
+		return nil
+	})
+	if err != nil {
+		return soaSerial{}, err
 	}
 	switch len(found) {
 	case 0:
@@ -118,6 +114,9 @@ func rewriteZone(old, rendered []byte) ([]byte, error) {
 	if old == nil {
 		return rendered, nil
 	}
+	if sameButSerial(old, rendered, ns) {
+		return old, nil
+	}
 	prev, err := findSerial(old)
 	if err != nil {
 		return nil, fmt.Errorf("zone file in the state dir: %w (fix or remove it to start its serial over)", err)
@@ -128,43 +127,67 @@ func rewriteZone(old, rendered []byte) ([]byte, error) {
 	return withSerial(rendered, ns, nextSerial(prev.value)), nil
 }
 
-// token is one field of a zone file: s is its text without quotes, with
-// escapes left as written; data[start:end] is where it is, quotes
-// included.
+// sameButSerial reports whether old is rendered with another serial
+// written in place of its SOA serial at ns: the same bytes before and
+// after it, and between them a serial as withSerial writes one (decimal,
+// no leading zero, at most 2^32-1). Then old's one SOA serial is that
+// number (its records are rendered's, token for token), so old is
+// withSerial(rendered, ns, that serial): the zone has not changed. This
+// spares the common case, an unchanged zone, reading old's records.
+func sameButSerial(old, rendered []byte, ns soaSerial) bool {
+	head, tail := rendered[:ns.start], rendered[ns.end:]
+	if len(old) < len(head)+len(tail)+1 || !bytes.HasPrefix(old, head) || !bytes.HasSuffix(old, tail) {
+		return false
+	}
+	digits := old[len(head) : len(old)-len(tail)]
+	v, err := strconv.ParseUint(string(digits), 10, 32)
+	return err == nil && strconv.FormatUint(v, 10) == string(digits)
+}
+
+// token is one field of a zone file: data[start:end] is where it is,
+// quotes included; q is a quoted token's text without its quotes, with
+// escapes left as written (text returns either).
 type token struct {
-	s          string
+	q          string
 	start, end int
 	quoted     bool
 	escaped    bool
 }
 
-// record is one logical record (or directive) of a zone file: owner is
-// whether its first token is in column 0, that is an owner name or a
-// directive.
-type record struct {
-	owner bool
-	toks  []token
+// text is the token's text: without quotes, escapes left as written.
+func (t token) text(data []byte) string {
+	if t.quoted {
+		return t.q
+	}
+	return string(data[t.start:t.end])
 }
 
-// zoneRecords splits a master file into logical records (RFC 1035 §5.1).
-func zoneRecords(data []byte) ([]record, error) {
+// eachRecord splits a master file into logical records (RFC 1035 §5.1)
+// and calls f with each in order: owner tells whether its first token is in
+// column 0 (an owner name or a directive), toks are its fields, valid only
+// during the call (the next record reuses them). An error of f stops it.
+func eachRecord(data []byte, f func(owner bool, toks []token) error) error {
 	var (
-		recs  []record
-		cur   record
+		toks  []token
+		owner bool
 		depth int // parentheses
 	)
-	flush := func() {
-		if len(cur.toks) > 0 {
-			recs = append(recs, cur)
+	flush := func() error {
+		if len(toks) == 0 {
+			return nil
 		}
-		cur = record{}
+		err := f(owner, toks)
+		toks = toks[:0]
+		return err
 	}
 	lineStart := true
 	for i := 0; i < len(data); {
 		c := data[i]
 		if lineStart && depth == 0 {
-			flush()
-			cur.owner = c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != ';'
+			if err := flush(); err != nil {
+				return err
+			}
+			owner = c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != ';'
 		}
 		lineStart = false
 		switch {
@@ -182,7 +205,7 @@ func zoneRecords(data []byte) ([]record, error) {
 			i++
 		case c == ')':
 			if depth == 0 {
-				return nil, fmt.Errorf("unbalanced ) at byte %d", i)
+				return fmt.Errorf("unbalanced ) at byte %d", i)
 			}
 			depth--
 			i++
@@ -193,7 +216,7 @@ func zoneRecords(data []byte) ([]record, error) {
 			esc := false
 			for {
 				if i >= len(data) {
-					return nil, fmt.Errorf("unterminated quoted string at byte %d", start)
+					return fmt.Errorf("unterminated quoted string at byte %d", start)
 				}
 				if data[i] == '\\' && i+1 < len(data) {
 					b.WriteByte(data[i])
@@ -209,7 +232,7 @@ func zoneRecords(data []byte) ([]record, error) {
 				b.WriteByte(data[i])
 				i++
 			}
-			cur.toks = append(cur.toks, token{s: b.String(), start: start, end: i, quoted: true, escaped: esc})
+			toks = append(toks, token{q: b.String(), start: start, end: i, quoted: true, escaped: esc})
 		default:
 			start := i
 			esc := false
@@ -225,14 +248,13 @@ func zoneRecords(data []byte) ([]record, error) {
 				}
 				i++
 			}
-			cur.toks = append(cur.toks, token{s: string(data[start:i]), start: start, end: i, escaped: esc})
+			toks = append(toks, token{start: start, end: i, escaped: esc})
 		}
 	}
 	if depth != 0 {
-		return nil, errors.New("unbalanced ( at end of file")
+		return errors.New("unbalanced ( at end of file")
 	}
-	flush()
-	return recs, nil
+	return flush()
 }
 
 // isTTL reports whether s is a TTL: decimal seconds or BIND units (1h30m).
@@ -251,11 +273,12 @@ func isTTL(s string) bool {
 
 // isClass reports whether s is a DNS class mnemonic.
 func isClass(s string) bool {
-	switch strings.ToUpper(s) {
-	case "IN", "CH", "CS", "HS":
-		return true
+	for _, c := range [...]string{"IN", "CH", "CS", "HS"} {
+		if strings.EqualFold(s, c) {
+			return true
+		}
 	}
-	return strings.HasPrefix(strings.ToUpper(s), "CLASS") && len(s) > 5 && isDigits(s[5:])
+	return len(s) > 5 && strings.EqualFold(s[:5], "CLASS") && isDigits(s[5:])
 }
 
 func isDigits(s string) bool {

@@ -831,15 +831,23 @@ func diffDNS(old, new plan.DNS) []ZoneDiff {
 		case nz[name] == nil:
 			zd.Change = DiffRemoved
 		}
-		was, is := recordSet(oz[name]), recordSet(nz[name])
-		for _, r := range recordList(nz[name]) {
-			if _, ok := was[recordKey(r)]; !ok {
-				zd.Added = append(zd.Added, r)
+		// A zone on one side only is all added or all removed: no sets.
+		switch {
+		case oz[name] == nil:
+			zd.Added = recordList(nz[name])
+		case nz[name] == nil:
+			zd.Removed = recordList(oz[name])
+		default:
+			was, is := recordSet(oz[name]), recordSet(nz[name])
+			for _, r := range recordList(nz[name]) {
+				if _, ok := was[recordKey(r)]; !ok {
+					zd.Added = append(zd.Added, r)
+				}
 			}
-		}
-		for _, r := range recordList(oz[name]) {
-			if _, ok := is[recordKey(r)]; !ok {
-				zd.Removed = append(zd.Removed, r)
+			for _, r := range recordList(oz[name]) {
+				if _, ok := is[recordKey(r)]; !ok {
+					zd.Removed = append(zd.Removed, r)
+				}
 			}
 		}
 		if zd.Change != DiffChanged || len(zd.Added)+len(zd.Removed) > 0 {

@@ -454,3 +454,38 @@ func TestDiffJSONNames(t *testing.T) {
 		t.Errorf("JSON:\n%s\nwant:\n%s", b, want)
 	}
 }
+
+// TestDiffWithoutDataPlane: DiffWithoutDataPlane is Diff with every node's
+// data-plane counts zero, and nothing else missing.
+func TestDiffWithoutDataPlane(t *testing.T) {
+	one := []plan.Node{dfNode1}
+	two := []plan.Node{dfNode1, dfNode2}
+	web := dfSvc("web", "10.96.0.10", dfEP("10.244.1.5", "node-1"))
+	cart := dfSvc("cart", "10.96.14.3", dfEP("10.244.1.6", "node-1"), dfEP("10.244.2.8", "node-2"))
+	tests := []struct {
+		name     string
+		old, new map[string]*plan.Plan
+	}{
+		{name: "no change", old: dfPlans(two, web, cart), new: dfPlans(two, web, cart)},
+		{name: "service added", old: dfPlans(one, web), new: dfPlans(one, web, cart)},
+		{name: "first install", old: dfPlans(one), new: dfPlans(one, web, cart)},
+		{name: "node added", old: dfPlans(one, web), new: dfPlans(two, web, dfNodePort(cart, 30080, true))},
+	}
+	counted := false
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := Diff(tc.old, tc.new)
+			for i := range want.Nodes {
+				counted = counted || !want.Nodes[i].DataPlane.Zero()
+				want.Nodes[i].DataPlane = DataPlaneChanges{}
+			}
+			got := DiffWithoutDataPlane(tc.old, tc.new)
+			if diff := cmp.Diff(want, got, dfCmpOpts); diff != "" {
+				t.Errorf("DiffWithoutDataPlane differs from Diff without its counts (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if !counted {
+		t.Error("no case has data-plane counts: the comparison proves nothing")
+	}
+}

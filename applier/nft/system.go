@@ -62,14 +62,17 @@ var (
 )
 
 // System is the Kernel of a network namespace, over netlink. It keeps
-// three sockets: google/nftables' for the lists, one for dumps with big
-// reads (dump.go), and the batch sender's (batch.go), which sends a
+// four sockets: google/nftables' for the lists of tables and sets, two
+// for dumps with big reads (dump.go: one for rules and elements, one for
+// chains, so that the read-back check lists the chains while it reads
+// the elements), and the batch sender's (batch.go), which sends a
 // transaction without asking for an acknowledgement per message.
 type System struct {
 	conn   *nftables.Conn // lists
 	batch  *nftables.Conn // writes: batches sent by sender
 	sender *batchSender
-	dump   *ruleDumper
+	dump   *ruleDumper // rules and elements
+	chains *ruleDumper // chains
 }
 
 // OpenSystem connects to nftables in the network namespace nsFd (an open
@@ -89,25 +92,34 @@ func OpenSystem(nsFd int) (*System, error) {
 		c.CloseLasting()
 		return nil, err
 	}
+	cd, err := newRuleDumper(nsFd)
+	if err != nil {
+		c.CloseLasting()
+		d.Close()
+		return nil, err
+	}
 	s, err := newBatchSender(nsFd)
 	if err != nil {
 		c.CloseLasting()
 		d.Close()
+		cd.Close()
 		return nil, err
 	}
 	bc, err := s.nftConn()
 	if err != nil {
 		c.CloseLasting()
 		d.Close()
+		cd.Close()
 		s.Close()
 		return nil, err
 	}
-	return &System{conn: c, batch: bc, sender: s, dump: d}, nil
+	return &System{conn: c, batch: bc, sender: s, dump: d, chains: cd}, nil
 }
 
 // Close implements Kernel.
 func (k *System) Close() error {
 	k.dump.Close()
+	k.chains.Close()
 	k.sender.Close()
 	k.batch.CloseLasting()
 	return k.conn.CloseLasting()
@@ -121,9 +133,9 @@ func (k *System) Tables(fam nftables.TableFamily) ([]*nftables.Table, error) {
 // Sets implements Kernel.
 func (k *System) Sets(t *nftables.Table) ([]*nftables.Set, error) { return k.conn.GetSets(t) }
 
-// Chains implements Kernel.
+// Chains implements Kernel, in one dump with big reads.
 func (k *System) Chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
-	return k.conn.ListChainsOfTableFamily(fam)
+	return k.chains.chains(fam)
 }
 
 // Elements implements Kernel, in one dump with big reads.

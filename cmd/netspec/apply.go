@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -269,7 +270,14 @@ func runApply(e *env, opts any, args []string) int {
 		fmt.Fprintln(e.stdout, "no changes")
 		return exitOK
 	}
-	d := treediff.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
+	// The data-plane counts are not printed: they are needed only to tell
+	// whether the diff is empty (then writeNodeChanges shows drift), so
+	// they are computed only when the rest of it is.
+	old, nw := map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p}
+	d := treediff.DiffWithoutDataPlane(old, nw)
+	if d.Empty() {
+		d = treediff.Diff(old, nw)
+	}
 	writeNodeChanges(e.stdout, r, d)
 	services, endpoints := p.Counts()
 	zones, envs := fileCounts(append(r.Files.Added, r.Files.Changed...))
@@ -339,8 +347,11 @@ func emptyPlan(p *plan.Plan) *plan.Plan {
 	return &plan.Plan{Node: p.Node, Cluster: p.Cluster}
 }
 
-// writeNodeChanges prints the +/~/- lines of a plan or apply.
-func writeNodeChanges(w io.Writer, r *applier.Result, d *treediff.PlanDiff) {
+// writeNodeChanges prints the +/~/- lines of a plan or apply (one per
+// Service at a first install: buffered).
+func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff) {
+	w := bufio.NewWriterSize(out, 64<<10)
+	defer w.Flush()
 	for _, t := range r.NFT.Tables {
 		switch {
 		case t.Replace && t.Reason == nft.ReasonMissing:
@@ -361,11 +372,17 @@ func writeNodeChanges(w io.Writer, r *applier.Result, d *treediff.PlanDiff) {
 	}
 	var b strings.Builder
 	treediff.WriteText(&b, d, false)
-	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	for _, l := range lines[:len(lines)-1] { // the last line is diff's estimate of the data plane
-		if l != "" && l != "no differences" {
-			fmt.Fprintln(w, l)
+	text := strings.TrimSuffix(b.String(), "\n")
+	for {
+		l, rest, more := strings.Cut(text, "\n")
+		if !more {
+			break // the last line is diff's count of the data plane
 		}
+		if l != "" && l != "no differences" {
+			w.WriteString(l)
+			w.WriteByte('\n')
+		}
+		text = rest
 	}
 	if d.Empty() {
 		// The plan is what the state dir says is installed: whatever the

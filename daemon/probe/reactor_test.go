@@ -25,7 +25,12 @@ func probeAll(t *testing.T, targets []Target, max int) map[string]Status {
 	p := New(Options{Clock: clk, MaxConcurrent: max})
 	defer p.Close()
 	p.Set(targets)
-	clk.Advance(10 * time.Second) // every first tick is within the period
+	// Every first tick is at an offset in [0, period) in whole slots, and
+	// the earliest second one a period after t0: advancing by a period
+	// less a slot runs each check once (advancing by the whole period
+	// would tick a check at offset 0 again, or not, depending on whether
+	// its first probe had finished by then). The targets' period is 10 s.
+	clk.Advance(10*time.Second - slot)
 	p.WaitIdle()
 	out := map[string]Status{}
 	for _, st := range p.Snapshot() {

@@ -41,14 +41,6 @@ func encodeTable(mt *nftmodel.Table) *Table {
 	return t
 }
 
-// b2i is 1 for true, 0 for false.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // encodeChain encodes a chain; text is scratch space.
 func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
 	ch := &Chain{Name: mc.Name, Base: baseChain(mc.Hook)}

@@ -103,6 +103,11 @@ type Node struct {
 	// next plan differs in a few Services (render.Memo; nil without
 	// Options.Incremental).
 	render *render.Memo
+	// files reuses the bytes of the zone, env and resolv.conf files whose
+	// input did not change, which the state dir then recognises without
+	// reading the file back (render.FilesMemo; nil without
+	// Options.Incremental).
+	files *render.FilesMemo
 }
 
 // Open connects to the node's kernel (unless opts.NoDataplane) and opens
@@ -121,7 +126,7 @@ func Open(opts Options) (*Node, error) {
 	}
 	n := &Node{opts: opts, dir: dir}
 	if opts.Incremental {
-		n.render = &render.Memo{}
+		n.render, n.files = &render.Memo{}, &render.FilesMemo{}
 	}
 	if n.last, err = n.lastPlan(); err != nil {
 		return nil, err
@@ -218,7 +223,7 @@ func (n *Node) desired(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, map[s
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	files, err := render.ZoneEnvFiles(p)
+	files, err := n.files.ZoneEnvFiles(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -326,7 +331,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		// changes, so that an error changes nothing; and again once the
 		// kernel holds the plan, so as not to hold them across the
 		// kernel's batch (at 50,000 Services, 45 MB for 0.15 s of CPU).
-		if _, err = render.ZoneEnvFiles(p); err != nil {
+		if _, err = n.files.ZoneEnvFiles(p); err != nil {
 			return nil, err
 		}
 	}
@@ -365,9 +370,14 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 			return r, err
 		}
 	}
-	files, err := render.ZoneEnvFiles(p)
+	files, err := n.files.ZoneEnvFiles(p)
 	if err != nil {
 		return r, err
+	}
+	if !update {
+		// Apply reads every file back, as it reads the kernel back:
+		// it repairs what was changed by hand (state.Dir.Forget).
+		n.dir.Forget()
 	}
 	delta, full, err := n.record(p)
 	if err != nil {

@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -102,6 +103,13 @@ func StateFiles(p *plan.Plan) (map[string][]byte, error) {
 // node's state dir holds for other programs (resolvers, pods). The node
 // records the plan itself apart, by difference (plan.Delta).
 func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
+	return zoneEnvFiles(p, ZoneFile, EnvFile, ResolvConf)
+}
+
+// zoneEnvFiles is ZoneEnvFiles with the renderers of each kind of file
+// given (FilesMemo's reuse what they rendered last).
+func zoneEnvFiles(p *plan.Plan, zoneFile func(plan.Zone) []byte, envFile func(plan.EnvFile) []byte,
+	resolvConf func(ns, domain string, nameserver netip.Addr) []byte) (map[string][]byte, error) {
 	if p == nil {
 		return nil, errors.New("render: no plan")
 	}
@@ -118,7 +126,7 @@ func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
 		if err := checkFileName("zone", z.Name, name); err != nil {
 			return nil, err
 		}
-		if err := add("dns/"+name+".zone", ZoneFile(z)); err != nil {
+		if err := add("dns/"+name+".zone", zoneFile(z)); err != nil {
 			return nil, err
 		}
 	}
@@ -126,10 +134,10 @@ func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
 		if err := checkFileName("namespace", f.Namespace, f.Namespace); err != nil {
 			return nil, err
 		}
-		if err := add("env/"+f.Namespace+".env", EnvFile(f)); err != nil {
+		if err := add("env/"+f.Namespace+".env", envFile(f)); err != nil {
 			return nil, err
 		}
-		if err := add("resolv/"+f.Namespace+".conf", ResolvConf(f.Namespace, p.Cluster.Domain, p.Cluster.DNSAddress)); err != nil {
+		if err := add("resolv/"+f.Namespace+".conf", resolvConf(f.Namespace, p.Cluster.Domain, p.Cluster.DNSAddress)); err != nil {
 			return nil, err
 		}
 	}

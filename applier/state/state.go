@@ -48,7 +48,10 @@
 // compares file contents, not the record, so it rewrites exactly what is
 // still different, and a zone written just before the crash keeps the
 // serial it got (its content equals the rendered one). Temporary files a
-// crash left behind are removed by the next Apply or Cleanup.
+// crash left behind are removed by the next Apply or Cleanup. (A Dir
+// takes a file it found equal before as unchanged without reading it
+// again while it is given the same bytes and the file's stat is as it was:
+// see known.go, and Forget.)
 //
 // Apply, ApplyRecord and Cleanup hold an exclusive flock(2) on the dir
 // while they run, and Plan, PlanFiles and LastPlan a shared one, so two
@@ -72,6 +75,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // PlanFile is the path of the last applied plan in the dir: the whole
@@ -103,6 +107,11 @@ type Dir struct {
 	// the files still are as it says.
 	rec     *planRecord
 	written Written
+	// known are the zone, env and resolv.conf files as diff last found
+	// them equal to what it was given (known.go); now, set by tests, is
+	// the clock it reads.
+	known map[string]knownFile
+	now   func() time.Time
 	// crash, set by tests, simulates a crash: when it returns true at a
 	// step (a file about to be renamed into place or removed, a record
 	// half appended), the Dir stops there with errCrash, leaving what a
@@ -445,9 +454,16 @@ func (d *Dir) diff(files map[string][]byte, record bool) (Changes, map[string][]
 		return Changes{}, nil, err
 	}
 	var ch Changes
+	d.keepKnown(want)
 	for _, p := range slices.Sorted(maps.Keys(want)) {
-		var old []byte
+		if held[p] && d.unchanged(p, want[p]) {
+			continue // as it was when last found equal (known.go)
+		}
+		in, old := want[p], []byte(nil)
+		var st knownStat
+		stOK := false
 		if held[p] {
+			st, stOK = d.knownStatOf(p) // before the read: see confirm
 			if old, err = d.readHeld(p); err != nil {
 				return Changes{}, nil, err
 			}
@@ -464,7 +480,11 @@ func (d *Dir) diff(files map[string][]byte, record bool) (Changes, map[string][]
 			ch.Added = append(ch.Added, p)
 		case !bytes.Equal(old, want[p]):
 			ch.Changed = append(ch.Changed, p)
+		case stOK:
+			d.confirm(p, in, st)
+			continue
 		}
+		delete(d.known, p)
 	}
 	for _, p := range slices.Sorted(maps.Keys(held)) {
 		if record && (p == PlanFile || p == LogFile) {

@@ -44,22 +44,9 @@ func dialProbe(ctx context.Context, addr netip.AddrPort, linger int) (*probeConn
 	if err := ctx.Err(); err != nil {
 		return nil, dialError(addr, err)
 	}
-	ip := addr.Addr().Unmap()
-	var sa unix.Sockaddr
-	family := unix.AF_INET
-	if ip.Is4() {
-		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: ip.As4()}
-	} else {
-		family = unix.AF_INET6
-		sa6 := &unix.SockaddrInet6{Port: int(addr.Port()), Addr: ip.As16()}
-		if z := ip.Zone(); z != "" {
-			id, err := zoneIndex(z)
-			if err != nil {
-				return nil, dialError(addr, err)
-			}
-			sa6.ZoneId = id
-		}
-		sa = sa6
+	family, sa, err := sockaddr(addr)
+	if err != nil {
+		return nil, dialError(addr, err)
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -71,12 +58,7 @@ func dialProbe(ctx context.Context, addr netip.AddrPort, linger int) (*probeConn
 	}
 	c := &probeConn{fd: fd, addr: addr, ctx: ctx}
 	c.stop = context.AfterFunc(ctx, c.abort)
-	for {
-		err = unix.Connect(fd, sa)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	err = connect(fd, sa)
 	switch err {
 	case nil:
 		return c, nil

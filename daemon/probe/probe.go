@@ -505,13 +505,19 @@ func (p *Prober) worker() {
 		p.run(ctx, cancel, c)
 
 		p.mu.Lock()
-		c.cancel = nil
-		c.busy = false
-		p.running--
-		p.inflight--
-		p.dispatch()
-		p.cond.Broadcast()
+		p.release(c)
 	}
+}
+
+// release frees c's place in flight after a run and lets the next due check
+// go. p.mu is held.
+func (p *Prober) release(c *check) {
+	c.cancel = nil
+	c.busy = false
+	p.running--
+	p.inflight--
+	p.dispatch()
+	p.cond.Broadcast()
 }
 
 // finish takes the result of a run in the event loop, started at start:
@@ -533,12 +539,7 @@ func (p *Prober) finish(c *check, start time.Time, warning string, err, cause er
 		}
 	}
 	p.mu.Lock()
-	c.cancel = nil
-	c.busy = false
-	p.running--
-	p.inflight--
-	p.dispatch()
-	p.cond.Broadcast()
+	p.release(c)
 	p.mu.Unlock()
 }
 

@@ -360,12 +360,7 @@ func (r *reactor) start(op *rop) {
 			return
 		}
 	}
-	for {
-		err = unix.Connect(fd, sa)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	err = connect(fd, sa)
 	switch err {
 	case nil:
 		r.connected(op)
@@ -374,6 +369,16 @@ func (r *reactor) start(op *rop) {
 		r.watch(op, unix.EPOLLOUT|unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLET)
 	default:
 		r.finish(op, "", dialError(op.addr, os.NewSyscallError("connect", err)), nil)
+	}
+}
+
+// connect starts connecting the non-blocking socket fd to sa, again when
+// a signal interrupted it: nil, EINPROGRESS or the error.
+func connect(fd int, sa unix.Sockaddr) error {
+	for {
+		if err := unix.Connect(fd, sa); err != unix.EINTR {
+			return err
+		}
 	}
 }
 

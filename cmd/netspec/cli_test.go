@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -62,5 +63,32 @@ func TestHelpExitStatus(t *testing.T) {
 	}
 	if u := usage(); !strings.Contains(u, exitStatusHelp) {
 		t.Errorf("netspec --help lacks the exit status rule:\n%s", u)
+	}
+}
+
+// TestTuneGC: apply lowers the collector's target to applyGCPercent, and
+// leaves it alone when GOGC is in the environment (even set to 100).
+func TestTuneGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		wantSet bool
+		want    int
+	}{
+		{name: "GOGC unset", env: map[string]string{}, wantSet: true, want: applyGCPercent},
+		{name: "GOGC=100 set", env: map[string]string{"GOGC": "100"}, want: 100},
+		{name: "GOGC=off set", env: map[string]string{"GOGC": "off"}, want: 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			if got := tuneGC(lookup); got != tt.wantSet {
+				t.Errorf("tuneGC = %v, want %v", got, tt.wantSet)
+			}
+			if got := debug.SetGCPercent(100); got != tt.want {
+				t.Errorf("GC percent = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

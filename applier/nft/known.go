@@ -53,17 +53,10 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	added, removed, common := alignDiff(lastSets, wantSets, func(s *Set) string { return s.Name },
 		func(x, y *Set) bool { return x == y })
 	for _, s := range added {
-		tp.addSets = append(tp.addSets, s)
-		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
-		tp.changes.Ops++
-		for _, e := range s.Elements {
-			tp.changes.Bytes += elementBytes(e.Elems)
-		}
+		tp.addSet(s)
 	}
 	for _, s := range removed {
-		tp.delSetNames = append(tp.delSetNames, s.Name)
-		tp.changes.SetsRemoved = append(tp.changes.SetsRemoved, s.Name)
-		tp.changes.Ops++
+		tp.removeSet(s.Name)
 	}
 	for _, pair := range common {
 		old, s := pair[0], pair[1]
@@ -351,6 +344,23 @@ func (tp *tablePlan) changeChain(ch *Chain, fam nftables.TableFamily) {
 	tp.changes.ChainsChanged = append(tp.changes.ChainsChanged, ch.Name)
 	tp.changes.Ops += 1 + len(ch.Rules)
 	tp.changes.Bytes += rulesBytes(ch, fam)
+}
+
+// addSet plans a new set or map with its elements.
+func (tp *tablePlan) addSet(s *Set) {
+	tp.addSets = append(tp.addSets, s)
+	tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
+	tp.changes.Ops++
+	for _, e := range s.Elements {
+		tp.changes.Bytes += elementBytes(e.Elems)
+	}
+}
+
+// removeSet plans to delete a set or map.
+func (tp *tablePlan) removeSet(name string) {
+	tp.delSetNames = append(tp.delSetNames, name)
+	tp.changes.SetsRemoved = append(tp.changes.SetsRemoved, name)
+	tp.changes.Ops++
 }
 
 // removeChain plans to flush and delete a chain.

@@ -64,17 +64,10 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 	for _, ms := range added {
 		s := encodeSet(f, ms)
 		sparse.Sets = append(sparse.Sets, s)
-		tp.addSets = append(tp.addSets, s)
-		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
-		tp.changes.Ops++
-		for _, e := range s.Elements {
-			tp.changes.Bytes += elementBytes(e.Elems)
-		}
+		tp.addSet(s)
 	}
 	for _, ms := range removed {
-		tp.delSetNames = append(tp.delSetNames, ms.Name)
-		tp.changes.SetsRemoved = append(tp.changes.SetsRemoved, ms.Name)
-		tp.changes.Ops++
+		tp.removeSet(ms.Name)
 	}
 	for _, pair := range common {
 		old, ms := pair[0], pair[1]

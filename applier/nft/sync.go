@@ -113,12 +113,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 		wantSets[s.Name] = true
 		ks, ok := have.sets[s.Name]
 		if !ok {
-			tp.addSets = append(tp.addSets, s)
-			tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
-			tp.changes.Ops++
-			for _, e := range s.Elements {
-				tp.changes.Bytes += elementBytes(e.Elems)
-			}
+			tp.addSet(s)
 			continue
 		}
 		if why := declDiffers(&s.Template, ks.set); why != "" {
@@ -174,9 +169,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 	}
 	for _, name := range sortedKeys(have.sets) {
 		if !wantSets[name] {
-			tp.delSetNames = append(tp.delSetNames, name)
-			tp.changes.SetsRemoved = append(tp.changes.SetsRemoved, name)
-			tp.changes.Ops++
+			tp.removeSet(name)
 		}
 	}
 	if n := len(tp.addElems) + len(tp.delElems); n > 0 {

@@ -165,18 +165,7 @@ func TestDialProbeCancel(t *testing.T) {
 		}
 	})
 	t.Run("read, cancelled", func(t *testing.T) {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lis.Close()
-		accepted := make(chan net.Conn, 1)
-		go func() {
-			conn, err := lis.Accept()
-			if err == nil {
-				accepted <- conn // held open, never written to
-			}
-		}()
+		lis, accepted := silentListener(t)
 		ctx, cancel := context.WithCancel(testCtx(t))
 		c, err := dialProbe(ctx, netip.MustParseAddrPort(lis.Addr().String()), httpLinger)
 		if err != nil {
@@ -195,4 +184,23 @@ func TestDialProbeCancel(t *testing.T) {
 			t.Errorf("cancelled read: %v, want context.Canceled", err)
 		}
 	})
+}
+
+// silentListener listens on 127.0.0.1 and hands over the first connection
+// it accepts, which the test holds open without a word; the listener is
+// closed when the test ends.
+func silentListener(t *testing.T) (net.Listener, <-chan net.Conn) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if conn, err := lis.Accept(); err == nil {
+			accepted <- conn
+		}
+	}()
+	return lis, accepted
 }

@@ -209,18 +209,7 @@ func TestLoopTimeout(t *testing.T) {
 func TestLoopCancel(t *testing.T) {
 	for _, how := range []string{"Set", "Close"} {
 		t.Run(how, func(t *testing.T) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lis.Close()
-			accepted := make(chan net.Conn, 1)
-			go func() {
-				conn, err := lis.Accept()
-				if err == nil {
-					accepted <- conn // held open, never answered
-				}
-			}()
+			lis, accepted := silentListener(t)
 			addr, port := addrPort(t, lis.Addr().String())
 			fds0, goroutines0 := openFDs(t), runtime.NumGoroutine()
 

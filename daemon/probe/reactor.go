@@ -361,6 +361,18 @@ func (r *reactor) start(op *rop) {
 		}
 	}
 	err = connect(fd, sa)
+	if err == unix.EINPROGRESS && op.req == nil {
+		// Ask again at once. The first connect sent the SYN, and when
+		// the peer is on this node (loopback, a pod behind a veth pair)
+		// the kernel has usually run the whole handshake before the
+		// call returned: on Linux a second connect then returns 0 once
+		// the connection is up, the connect's error once it failed
+		// (ECONNREFUSED), and EALREADY while it is still in progress
+		// (__inet_stream_connect). Only then does the loop wait for it,
+		// which spares the epoll registration, the event and
+		// getsockopt(SO_ERROR) of every other probe.
+		err = connect(fd, sa)
+	}
 	switch err {
 	case nil:
 		r.connected(op)
@@ -368,8 +380,15 @@ func (r *reactor) start(op *rop) {
 		op.connecting = true
 		r.watch(op, unix.EPOLLOUT|unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLET)
 	default:
-		r.finish(op, "", dialError(op.addr, os.NewSyscallError("connect", err)), nil)
+		r.finish(op, "", connectError(op.addr, err), nil)
 	}
+}
+
+// connectError is the error of a connect to addr that failed with errno,
+// as net.Dialer words it ("dial tcp 10.0.0.1:80: connect: connection
+// refused").
+func connectError(addr netip.AddrPort, errno error) error {
+	return dialError(addr, os.NewSyscallError("connect", errno))
 }
 
 // connect starts connecting the non-blocking socket fd to sa, again when

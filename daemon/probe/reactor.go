@@ -378,6 +378,15 @@ func (r *reactor) start(op *rop) {
 		r.connected(op)
 	case unix.EINPROGRESS, unix.EALREADY:
 		op.connecting = true
+		if op.req != nil {
+			// Send the request at once: on a connection still being
+			// made the write fails with EAGAIN (and write then waits
+			// for it as below), on one that failed with the connect's
+			// error, and on one that is up it goes out, so that the
+			// loop waits only for the answer.
+			r.write(op)
+			return
+		}
 		r.watch(op, unix.EPOLLOUT|unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLET)
 	default:
 		r.finish(op, "", connectError(op.addr, err), nil)
@@ -433,6 +442,13 @@ func (r *reactor) event(op *rop, events uint32) {
 		if events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
 			return
 		}
+		if op.req != nil {
+			// The write reports the connect's error (it takes the
+			// socket's error as getsockopt(SO_ERROR) would), or sends
+			// the request on the connection now up.
+			r.write(op)
+			return
+		}
 		soerr, err := unix.GetsockoptInt(int(op.fd), unix.SOL_SOCKET, unix.SO_ERROR)
 		if err == nil && soerr != 0 {
 			err = os.NewSyscallError("connect", unix.Errno(soerr))
@@ -465,13 +481,15 @@ func (r *reactor) connected(op *rop) {
 }
 
 // write sends the rest of op's request; once it is sent, the response is
-// awaited.
+// awaited. While op is connecting, a write that fails reports the
+// connect's error, worded as a failed connect.
 func (r *reactor) write(op *rop) {
 	for op.wrote < len(op.reqBytes) {
 		n, err := unix.Write(int(op.fd), op.reqBytes[op.wrote:])
 		switch err {
 		case nil:
 			op.wrote += n
+			op.connecting = false
 		case unix.EINTR:
 		case unix.EAGAIN:
 			if r.fds[op.fd] == nil {
@@ -479,6 +497,10 @@ func (r *reactor) write(op *rop) {
 			}
 			return
 		default:
+			if op.connecting {
+				r.finish(op, "", connectError(op.addr, err), nil)
+				return
+			}
 			r.finish(op, "", os.NewSyscallError("write", err), nil)
 			return
 		}

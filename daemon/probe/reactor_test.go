@@ -342,11 +342,12 @@ func TestLoopLateConnect(t *testing.T) {
 }
 
 // TestConnectAgain checks against this kernel what the event loop relies
-// on (reactor.start): on a non-blocking TCP socket whose connect returned
-// EINPROGRESS, a second connect returns EALREADY while the handshake is
-// in progress, 0 once the connection is up and the connect's error once
-// it failed. Each state is awaited, not guessed: the connection that
-// stays in progress is one whose SYN the peer drops.
+// on (reactor.start, reactor.write): on a non-blocking TCP socket whose
+// connect returned EINPROGRESS, a second connect returns EALREADY while
+// the handshake is in progress, 0 once the connection is up and the
+// connect's error once it failed; a write returns EAGAIN, sends, or
+// returns the connect's error. Each state is awaited, not guessed: the
+// connection that stays in progress is one whose SYN the peer drops.
 func TestConnectAgain(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -363,8 +364,11 @@ func TestConnectAgain(t *testing.T) {
 		want  error
 	}{
 		{name: "up, connect", addr: up},
+		{name: "up, write", addr: up, write: true},
 		{name: "refused, connect", addr: refused, want: unix.ECONNREFUSED},
+		{name: "refused, write", addr: refused, write: true, want: unix.ECONNREFUSED},
 		{name: "in progress, connect", addr: inProgress, want: unix.EALREADY},
+		{name: "in progress, write", addr: inProgress, write: true, want: unix.EAGAIN},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -348,13 +348,14 @@ func (r *reactor) start(op *rop) {
 	op.fd = int32(fd)
 	if op.req == nil {
 		// tcpSocket resets its connection (see tcpSocketLinger). httpGet
-		// sets no SO_LINGER where the worker path sets the kubelet's 1 s
-		// (httpLinger): on Linux a positive linger changes nothing on
-		// the wire (close sends its FIN and the connection closes
-		// gracefully either way, with the same TIME-WAIT), it only makes
-		// close(2) block until the FIN is acknowledged, for up to a
-		// second. The loop must not block: one slow peer would hold
-		// every probe behind it.
+		// sets no SO_LINGER here where the worker path sets the
+		// kubelet's 1 s (httpLinger): on Linux a positive linger changes
+		// nothing on the wire (close sends its FIN and the connection
+		// closes gracefully either way, with the same TIME-WAIT), it
+		// only makes close(2) block until the FIN is acknowledged, for
+		// up to a second. The loop must not block: one slow peer would
+		// hold every probe behind it. Once the whole response is read,
+		// httpGet resets too (see read).
 		if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: tcpSocketLinger}); err != nil {
 			r.finish(op, "", dialError(op.addr, os.NewSyscallError("setsockopt", err)), nil)
 			return
@@ -555,6 +556,15 @@ func (r *reactor) read(op *rop) {
 			r.finish(op, "", err, nil)
 			return
 		}
+		// The whole response is read: the close resets the connection.
+		// The server has normally closed its side by then (the request
+		// says Connection: close), so the reset ends a connection that
+		// it no longer uses and discards nothing; it spares the FIN
+		// exchange and the server's TIME-WAIT socket, which for a peer
+		// on this node the kernel handles in the prober's close(2)
+		// (docs/performance.md, "The prober's own cost"). Should the
+		// call fail, the close is graceful, as before.
+		unix.SetsockoptLinger(int(op.fd), unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 		next, warning, err := httpNext(op.req, op.redirects, status, location)
 		if next == nil {
 			r.finish(op, warning, err, nil)

@@ -416,3 +416,46 @@ func TestConnectAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopResetAfterResponse: an httpGet probe in the event loop reads the
+// whole response, passes, and then resets its connection: a server that
+// sent its response and its FIN and reads on sees the reset, not the end
+// of the stream (a graceful close).
+func TestLoopResetAfterResponse(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	seen := make(chan error, 1)
+	go func() {
+		conn, err := lis.Accept()
+		if err != nil {
+			seen <- err
+			return
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(30 * time.Second)) // a bound, not an assertion
+		br := bufio.NewReader(conn)
+		if _, err := http.ReadRequest(br); err != nil {
+			seen <- err
+			return
+		}
+		if _, err := conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")); err != nil {
+			seen <- err
+			return
+		}
+		conn.(*net.TCPConn).CloseWrite() // the FIN; the server reads on
+		_, err = br.ReadByte()
+		seen <- err
+	}()
+	addr, port := addrPort(t, lis.Addr().String())
+	tg := Target{Addr: addr, Probe: plan.Probe{Action: plan.ProbeHTTPGet, Port: port, Path: "/", PeriodSeconds: 10, TimeoutSeconds: 3600, FailureThreshold: 1}}
+	st := probeAll(t, []Target{tg}, 0)[tg.Key()]
+	if !st.Probed || st.LastError != "" {
+		t.Errorf("status %+v, want a success", st)
+	}
+	if err := <-seen; !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("the server read %v after its response, want a reset", err)
+	}
+}

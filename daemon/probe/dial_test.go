@@ -20,28 +20,40 @@ import (
 // drops further SYNs, so a connect to it waits until it is given up.
 func listenFull(t *testing.T) netip.AddrPort {
 	t.Helper()
+	_, ap := fullListener(t)
+	return ap
+}
+
+// fullListener is listenFull's listener, for a test that later frees its
+// queue (Accept: a connect's SYN, sent again a second after the first, is
+// then answered) or closes it (the SYN sent again is then refused). It is
+// closed when the test ends.
+func fullListener(t *testing.T) (net.Listener, netip.AddrPort) {
+	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close() // the listener holds a duplicate
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Listen(fd, 0); err != nil {
 		t.Fatal(err)
 	}
-	sa, err := unix.Getsockname(fd)
+	lis, err := net.FileListener(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*unix.SockaddrInet4).Port))
+	t.Cleanup(func() { lis.Close() })
+	ap := netip.MustParseAddrPort(lis.Addr().String())
 	filler, err := net.Dial("tcp", ap.String()) // the one connection the queue holds
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { filler.Close() })
-	return ap
+	return lis, ap
 }
 
 // waitSynSent waits until a socket of this process's network namespace

@@ -348,28 +348,57 @@ func (r *reactor) start(op *rop) {
 	op.fd = int32(fd)
 	if op.req == nil {
 		// tcpSocket resets its connection (see tcpSocketLinger). httpGet
-		// sets no SO_LINGER where the worker path sets the kubelet's 1 s
-		// (httpLinger): on Linux a positive linger changes nothing on
-		// the wire (close sends its FIN and the connection closes
-		// gracefully either way, with the same TIME-WAIT), it only makes
-		// close(2) block until the FIN is acknowledged, for up to a
-		// second. The loop must not block: one slow peer would hold
-		// every probe behind it.
+		// sets no SO_LINGER here where the worker path sets the
+		// kubelet's 1 s (httpLinger): on Linux a positive linger changes
+		// nothing on the wire (close sends its FIN and the connection
+		// closes gracefully either way, with the same TIME-WAIT), it
+		// only makes close(2) block until the FIN is acknowledged, for
+		// up to a second. The loop must not block: one slow peer would
+		// hold every probe behind it. Once the whole response is read,
+		// httpGet resets too (see read).
 		if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: tcpSocketLinger}); err != nil {
 			r.finish(op, "", dialError(op.addr, os.NewSyscallError("setsockopt", err)), nil)
 			return
 		}
 	}
 	err = connect(fd, sa)
+	if err == unix.EINPROGRESS && op.req == nil {
+		// Ask again at once. The first connect sent the SYN, and when
+		// the peer is on this node (loopback, a pod behind a veth pair)
+		// the kernel has usually run the whole handshake before the
+		// call returned: on Linux a second connect then returns 0 once
+		// the connection is up, the connect's error once it failed
+		// (ECONNREFUSED), and EALREADY while it is still in progress
+		// (__inet_stream_connect). Only then does the loop wait for it,
+		// which spares the epoll registration, the event and
+		// getsockopt(SO_ERROR) of every other probe.
+		err = connect(fd, sa)
+	}
 	switch err {
 	case nil:
 		r.connected(op)
 	case unix.EINPROGRESS, unix.EALREADY:
 		op.connecting = true
+		if op.req != nil {
+			// Send the request at once: on a connection still being
+			// made the write fails with EAGAIN (and write then waits
+			// for it as below), on one that failed with the connect's
+			// error, and on one that is up it goes out, so that the
+			// loop waits only for the answer.
+			r.write(op)
+			return
+		}
 		r.watch(op, unix.EPOLLOUT|unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLET)
 	default:
-		r.finish(op, "", dialError(op.addr, os.NewSyscallError("connect", err)), nil)
+		r.finish(op, "", connectError(op.addr, err), nil)
 	}
+}
+
+// connectError is the error of a connect to addr that failed with errno,
+// as net.Dialer words it ("dial tcp 10.0.0.1:80: connect: connection
+// refused").
+func connectError(addr netip.AddrPort, errno error) error {
+	return dialError(addr, os.NewSyscallError("connect", errno))
 }
 
 // connect starts connecting the non-blocking socket fd to sa, again when
@@ -414,6 +443,13 @@ func (r *reactor) event(op *rop, events uint32) {
 		if events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
 			return
 		}
+		if op.req != nil {
+			// The write reports the connect's error (it takes the
+			// socket's error as getsockopt(SO_ERROR) would), or sends
+			// the request on the connection now up.
+			r.write(op)
+			return
+		}
 		soerr, err := unix.GetsockoptInt(int(op.fd), unix.SOL_SOCKET, unix.SO_ERROR)
 		if err == nil && soerr != 0 {
 			err = os.NewSyscallError("connect", unix.Errno(soerr))
@@ -446,13 +482,15 @@ func (r *reactor) connected(op *rop) {
 }
 
 // write sends the rest of op's request; once it is sent, the response is
-// awaited.
+// awaited. While op is connecting, a write that fails reports the
+// connect's error, worded as a failed connect.
 func (r *reactor) write(op *rop) {
 	for op.wrote < len(op.reqBytes) {
 		n, err := unix.Write(int(op.fd), op.reqBytes[op.wrote:])
 		switch err {
 		case nil:
 			op.wrote += n
+			op.connecting = false
 		case unix.EINTR:
 		case unix.EAGAIN:
 			if r.fds[op.fd] == nil {
@@ -460,6 +498,10 @@ func (r *reactor) write(op *rop) {
 			}
 			return
 		default:
+			if op.connecting {
+				r.finish(op, "", connectError(op.addr, err), nil)
+				return
+			}
 			r.finish(op, "", os.NewSyscallError("write", err), nil)
 			return
 		}
@@ -514,6 +556,15 @@ func (r *reactor) read(op *rop) {
 			r.finish(op, "", err, nil)
 			return
 		}
+		// The whole response is read: the close resets the connection.
+		// The server has normally closed its side by then (the request
+		// says Connection: close), so the reset ends a connection that
+		// it no longer uses and discards nothing; it spares the FIN
+		// exchange and the server's TIME-WAIT socket, which for a peer
+		// on this node the kernel handles in the prober's close(2)
+		// (docs/performance.md, "The prober's own cost"). Should the
+		// call fail, the close is graceful, as before.
+		unix.SetsockoptLinger(int(op.fd), unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 		next, warning, err := httpNext(op.req, op.redirects, status, location)
 		if next == nil {
 			r.finish(op, warning, err, nil)

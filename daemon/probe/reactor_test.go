@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"netspec.dev/netspec/plan"
 )
@@ -292,5 +295,167 @@ func TestLoopIPv6(t *testing.T) {
 		if !st.Probed || st.LastError != "" {
 			t.Errorf("%q: %+v, want a success", k, st)
 		}
+	}
+}
+
+// TestLoopLateConnect: a connection that the peer answers only after the
+// probe started waiting for it (the first SYN is dropped, as the
+// listener's accept queue is full; the test then frees the queue and the
+// SYN sent again is answered) ends as one answered at once: tcpSocket
+// passes, httpGet sends its request then and reads the answer. One that
+// the peer refuses then (the listener is closed before the SYN is sent
+// again) fails with the error of a refusal at once.
+func TestLoopLateConnect(t *testing.T) {
+	for _, action := range []plan.ProbeAction{plan.ProbeTCPSocket, plan.ProbeHTTPGet} {
+		for _, refuse := range []bool{false, true} {
+			name := string(action) + ", answered"
+			if refuse {
+				name = string(action) + ", refused"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				lis, ap := fullListener(t)
+				tg := Target{Addr: ap.Addr(), Probe: plan.Probe{Action: action, Port: ap.Port(), Path: "/", PeriodSeconds: 10, TimeoutSeconds: 3600, FailureThreshold: 1}}
+				clk := NewFakeClock(t0)
+				p := New(Options{Clock: clk})
+				defer p.Close()
+				p.Set([]Target{tg})
+				clk.Advance(offset(tg.Key(), 10*time.Second))
+				waitSynSent(t, ap.Port()) // the probe waits for its connection
+				if refuse {
+					lis.Close()
+				} else {
+					go http.Serve(lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+				}
+				p.WaitIdle()
+				st := p.Snapshot()[0]
+				want := ""
+				if refuse {
+					want = "dial tcp " + ap.String() + ": connect: connection refused"
+				}
+				if !st.Probed || st.LastError != want {
+					t.Errorf("status %+v, want the error %q", st, want)
+				}
+			})
+		}
+	}
+}
+
+// TestConnectAgain checks against this kernel what the event loop relies
+// on (reactor.start, reactor.write): on a non-blocking TCP socket whose
+// connect returned EINPROGRESS, a second connect returns EALREADY while
+// the handshake is in progress, 0 once the connection is up and the
+// connect's error once it failed; a write returns EAGAIN, sends, or
+// returns the connect's error. Each state is awaited, not guessed: the
+// connection that stays in progress is one whose SYN the peer drops.
+func TestConnectAgain(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	up := netip.MustParseAddrPort(lis.Addr().String())
+	refused := refusedPort(t, "127.0.0.1")
+	inProgress := listenFull(t)
+	tests := []struct {
+		name  string
+		addr  netip.AddrPort
+		write bool // a write, else a second connect
+		want  error
+	}{
+		{name: "up, connect", addr: up},
+		{name: "up, write", addr: up, write: true},
+		{name: "refused, connect", addr: refused, want: unix.ECONNREFUSED},
+		{name: "refused, write", addr: refused, write: true, want: unix.ECONNREFUSED},
+		{name: "in progress, connect", addr: inProgress, want: unix.EALREADY},
+		{name: "in progress, write", addr: inProgress, write: true, want: unix.EAGAIN},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, sa, err := sockaddr(tc.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			if err := connect(fd, sa); err != unix.EINPROGRESS {
+				t.Fatalf("connect: %v, want EINPROGRESS", err)
+			}
+			if tc.addr != inProgress {
+				// The handshake's end (either way) makes the socket
+				// writable. Bounded: a connection on loopback is
+				// answered or refused at once.
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+				if n, err := unix.Poll(fds, 30_000); n != 1 || err != nil {
+					t.Fatalf("poll: %d, %v, want the socket writable", n, err)
+				}
+			}
+			req := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			if tc.write {
+				var n int
+				n, err = unix.Write(fd, req)
+				if err == nil && n != len(req) {
+					t.Errorf("wrote %d bytes, want %d", n, len(req))
+				}
+			} else {
+				err = connect(fd, sa)
+			}
+			if err != tc.want {
+				t.Errorf("%v, want %v", errString(err), errString(tc.want))
+			}
+			if tc.want == unix.ECONNREFUSED {
+				// The loop words it as net.Dialer does.
+				_, derr := (&net.Dialer{}).DialContext(testCtx(t), "tcp", tc.addr.String())
+				if got := connectError(tc.addr, err).Error(); derr == nil || got != derr.Error() {
+					t.Errorf("the loop's error %q, net.Dialer's %v", got, derr)
+				}
+			}
+		})
+	}
+}
+
+// TestLoopResetAfterResponse: an httpGet probe in the event loop reads the
+// whole response, passes, and then resets its connection: a server that
+// sent its response and its FIN and reads on sees the reset, not the end
+// of the stream (a graceful close).
+func TestLoopResetAfterResponse(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	seen := make(chan error, 1)
+	go func() {
+		conn, err := lis.Accept()
+		if err != nil {
+			seen <- err
+			return
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(30 * time.Second)) // a bound, not an assertion
+		br := bufio.NewReader(conn)
+		if _, err := http.ReadRequest(br); err != nil {
+			seen <- err
+			return
+		}
+		if _, err := conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")); err != nil {
+			seen <- err
+			return
+		}
+		conn.(*net.TCPConn).CloseWrite() // the FIN; the server reads on
+		_, err = br.ReadByte()
+		seen <- err
+	}()
+	addr, port := addrPort(t, lis.Addr().String())
+	tg := Target{Addr: addr, Probe: plan.Probe{Action: plan.ProbeHTTPGet, Port: port, Path: "/", PeriodSeconds: 10, TimeoutSeconds: 3600, FailureThreshold: 1}}
+	st := probeAll(t, []Target{tg}, 0)[tg.Key()]
+	if !st.Probed || st.LastError != "" {
+		t.Errorf("status %+v, want a success", st)
+	}
+	if err := <-seen; !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("the server read %v after its response, want a reset", err)
 	}
 }

@@ -5,11 +5,13 @@
 // the prober ("probe": N targets spread over addresses × ports, probed
 // with the real clock for a bounded time), which prints one markdown
 // table row with its CPU (getrusage, user + system, in % of one core) and
-// peak RSS. The system time includes the kernel's work for both ends of
-// each loopback connection that runs in the prober's context (the
-// listener's half of the handshake and teardown); on a node that is so
-// for pods behind veth pairs too (a packet is processed on its way in, in
-// the sender's softirq), while the half of pods on other nodes runs there.
+// peak RSS; "closecost" measures the close of an httpGet connection,
+// graceful or reset (closeCost). The system time includes the kernel's
+// work for both ends of each loopback connection that runs in the
+// prober's context (the listener's half of the handshake and teardown);
+// on a node that is so for pods behind veth pairs too (a packet is
+// processed on its way in, in the sender's softirq), while the half of
+// pods on other nodes runs there.
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -27,13 +30,15 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/plan"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fleetbench serve|probe [flags]")
+		fmt.Fprintln(os.Stderr, "usage: fleetbench serve|probe|closecost [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -42,6 +47,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "probe":
 		err = run(os.Args[2:])
+	case "closecost":
+		err = closeCost(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -140,6 +147,84 @@ func run(args []string) error {
 		fmt.Fprintln(os.Stderr, "fleetbench: first probe error:", e)
 	}
 	return nil
+}
+
+// closeCost measures what closing an httpGet probe's connection costs
+// the prober's thread, gracefully (FIN) and with a reset (SO_LINGER 0 set
+// once the response is read, as the event loop does): n GETs one after
+// the other over a blocking socket, each response read to the server's
+// FIN (where the event loop finds its connections: the server closes
+// first), the closes alternating FIN, RST, RST, FIN so that a change of
+// the machine's load weighs on both alike. It prints the thread CPU time
+// (CLOCK_THREAD_CPUTIME_ID) of the close and of the whole GET, per kind.
+func closeCost(args []string) error {
+	fs := flag.NewFlagSet("closecost", flag.ExitOnError)
+	n := fs.Int("n", 40000, "GETs")
+	base := fs.Int("base", 20000, "first port of the fleet")
+	ports := fs.Int("ports", 100, "ports of the fleet")
+	fs.Parse(args)
+	if err := waitFleet(*base, *ports); err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	req := []byte("GET /healthz HTTP/1.1\r\nHost: 127.1.0.1\r\nUser-Agent: " + probe.UserAgent + "\r\nAccept: */*\r\nConnection: close\r\n\r\n")
+	buf := make([]byte, 4096)
+	var closeTime, getTime [2]time.Duration // [0] FIN, [1] RST
+	var count [2]int
+	for i := range *n {
+		reset := i%4 == 1 || i%4 == 2
+		t0 := threadCPU()
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: *base + i%*ports, Addr: [4]byte{127, 1, 0, 1}}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		if _, err := unix.Write(fd, req); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		for {
+			m, err := unix.Read(fd, buf)
+			if err != nil {
+				unix.Close(fd)
+				return err
+			}
+			if m == 0 {
+				break
+			}
+		}
+		t1 := threadCPU()
+		if reset {
+			if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+				return err
+			}
+		}
+		unix.Close(fd)
+		t2 := threadCPU()
+		k := 0
+		if reset {
+			k = 1
+		}
+		closeTime[k] += t2 - t1
+		getTime[k] += t2 - t0
+		count[k]++
+	}
+	us := func(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / float64(n) / 1000 }
+	fmt.Printf("| %d | %.1f | %.1f | %.1f | %.1f |\n", *n,
+		us(closeTime[0], count[0]), us(closeTime[1], count[1]), us(getTime[0], count[0]), us(getTime[1], count[1]))
+	return nil
+}
+
+// threadCPU is the CPU time of the calling thread so far.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		panic(err)
+	}
+	return time.Duration(ts.Nano())
 }
 
 // waitFleet waits (bounded) until every port of the fleet accepts.

@@ -457,6 +457,9 @@ type reloader struct {
 	last  *plan.Plan // the previous plan
 	// render builds the ruleset's model, reusing the last one (render.Memo).
 	render render.Memo
+	// files renders the zone, env and resolv.conf files, reusing those of
+	// unchanged inputs, as applier.Node does (render.FilesMemo).
+	filesMemo render.FilesMemo
 	// changed are the paths changed since the last once, as the watcher's
 	// events name them: once then neither rescans nor walks the tree, as
 	// the watcher does (schema.Options.Changed). nil: unknown.
@@ -511,7 +514,7 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 	lap(6)
 	prev := r.last
 	r.last = st.Finish()
-	files, err := render.ZoneEnvFiles(r.last)
+	files, err := r.filesMemo.ZoneEnvFiles(r.last)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -603,8 +603,10 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 //
 // The heap is runtime.MemStats.HeapInuse after two runtime.GC, of the
 // whole test process (the watcher is most of it). With
-// NETSPEC_WATCH_HEAPPROFILE=FILE it also writes a heap profile taken
-// after the first sync to FILE (go tool pprof -top -inuse_space FILE).
+// NETSPEC_WATCH_HEAPPROFILE=FILE it also writes heap profiles taken
+// after the first sync to FILE and after the reloads to FILE.after (go
+// tool pprof -top -inuse_space FILE; -base FILE FILE.after shows what
+// the reloads left).
 func TestWatchMemory(t *testing.T) {
 	n := benchEnv(t)
 	reloads := benchInt(t, "NETSPEC_WATCH_RELOADS", 100)
@@ -640,6 +642,9 @@ func TestWatchMemory(t *testing.T) {
 	took := time.Since(start)
 	time.Sleep(100 * time.Millisecond)
 	inuse1, alloc1, rss1 := heap()
+	if out := os.Getenv("NETSPEC_WATCH_HEAPPROFILE"); out != "" {
+		writeHeapProfile(t, out+".after")
+	}
 	t.Logf("watch-memory services=%d reloads=%d heap_before_mb=%.1f heap_mid_mb=%.1f heap_after_mb=%.1f growth_pct=%+.1f alloc_before_mb=%.1f alloc_after_mb=%.1f rss_before_mb=%.1f rss_after_mb=%.1f reloads_took_s=%.1f",
 		n, reloads, inuse0, inuseMid, inuse1, 100*(inuse1-inuse0)/inuse0, alloc0, alloc1, rss0, rss1, took.Seconds())
 }
@@ -655,7 +660,7 @@ func writeHeapProfile(t *testing.T, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("heap profile after the first sync: %s", path)
+	t.Logf("heap profile: %s", path)
 }
 
 // rssMB is the process's resident set (VmRSS), in MiB.

@@ -450,7 +450,7 @@ type reloader struct {
 	tree   string
 	kernel func(*nftmodel.Ruleset) error // the kernel update; nil: none
 	// files writes the state dir; nil: none.
-	files func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error
+	files func(files map[string]state.File, delta []byte, full func() ([]byte, error)) error
 	mem   *cache.Memory
 	stats schema.StatCache
 	memo  *compiler.Memo
@@ -460,6 +460,7 @@ type reloader struct {
 	// files renders the zone, env and resolv.conf files, reusing those of
 	// unchanged inputs, as applier.Node does (render.FilesMemo).
 	filesMemo render.FilesMemo
+	fileIDs   map[string]uint64 // the last files' IDs
 	// changed are the paths changed since the last once, as the watcher's
 	// events name them: once then neither rescans nor walks the tree, as
 	// the watcher does (schema.Options.Changed). nil: unknown.
@@ -514,9 +515,20 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 	lap(6)
 	prev := r.last
 	r.last = st.Finish()
-	files, err := r.filesMemo.ZoneEnvFiles(r.last)
+	texts, err := r.filesMemo.ZoneEnvTexts(r.last)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	files := make(map[string]state.File, len(texts))
+	for path, t := range texts {
+		files[path] = state.File(t)
+		if r.files == nil && r.fileIDs[path] != t.ID {
+			t.Bytes() // as the state dir asks for a changed file's bytes
+		}
+	}
+	r.fileIDs = make(map[string]uint64, len(texts))
+	for path, t := range texts {
+		r.fileIDs[path] = t.ID
 	}
 	var delta []byte
 	if prev != nil {
@@ -554,7 +566,7 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 	}
 	r := newReloader(tree)
 	r.kernel = func(rs *nftmodel.Ruleset) error { _, err := a.Update(rs); return err }
-	r.files = func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error {
+	r.files = func(files map[string]state.File, delta []byte, full func() ([]byte, error)) error {
 		_, err := dir.ApplyRecord(files, delta, full)
 		return err
 	}

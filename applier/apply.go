@@ -103,9 +103,9 @@ type Node struct {
 	// next plan differs in a few Services (render.Memo; nil without
 	// Options.Incremental).
 	render *render.Memo
-	// files reuses the bytes of the zone, env and resolv.conf files whose
-	// input did not change, which the state dir then recognises without
-	// reading the file back (render.FilesMemo; nil without
+	// files gives the zone, env and resolv.conf files whose input did not
+	// change the ID they had, which the state dir then recognises without
+	// rendering or reading the file (render.FilesMemo; nil without
 	// Options.Incremental).
 	files *render.FilesMemo
 }
@@ -218,16 +218,30 @@ func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
 
 // desired renders p: the ruleset for the kernel (nil with NoDataplane),
 // the IPVS table (with Options.IPVS) and the files for the state dir.
-func (n *Node) desired(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, map[string][]byte, error) {
+func (n *Node) desired(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, map[string]state.File, error) {
 	rs, table, err := n.desiredKernel(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	files, err := n.files.ZoneEnvFiles(p)
+	files, err := n.stateFiles(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return rs, table, files, nil
+}
+
+// stateFiles renders p's zone, env and resolv.conf files for the state
+// dir, each when the dir asks for its bytes.
+func (n *Node) stateFiles(p *plan.Plan) (map[string]state.File, error) {
+	texts, err := n.files.ZoneEnvTexts(p)
+	if err != nil {
+		return nil, err
+	}
+	files := make(map[string]state.File, len(texts))
+	for path, t := range texts {
+		files[path] = state.File(t)
+	}
+	return files, nil
 }
 
 // desiredKernel renders what the kernel is programmed from: the ruleset
@@ -327,11 +341,11 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		return nil, err
 	}
 	if finish == nil {
-		// A complete plan: its files are rendered before anything
-		// changes, so that an error changes nothing; and again once the
-		// kernel holds the plan, so as not to hold them across the
-		// kernel's batch (at 50,000 Services, 45 MB for 0.15 s of CPU).
-		if _, err = n.files.ZoneEnvFiles(p); err != nil {
+		// A complete plan: its files are checked before anything
+		// changes, so that an error changes nothing; their bytes are
+		// rendered once the kernel holds the plan, so as not to hold
+		// them across the kernel's batch (at 50,000 Services, 45 MB).
+		if _, err = n.stateFiles(p); err != nil {
 			return nil, err
 		}
 	}
@@ -370,7 +384,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 			return r, err
 		}
 	}
-	files, err := n.files.ZoneEnvFiles(p)
+	files, err := n.stateFiles(p)
 	if err != nil {
 		return r, err
 	}

@@ -450,13 +450,17 @@ type reloader struct {
 	tree   string
 	kernel func(*nftmodel.Ruleset) error // the kernel update; nil: none
 	// files writes the state dir; nil: none.
-	files func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error
+	files func(files map[string]state.File, delta []byte, full func() ([]byte, error)) error
 	mem   *cache.Memory
 	stats schema.StatCache
 	memo  *compiler.Memo
 	last  *plan.Plan // the previous plan
 	// render builds the ruleset's model, reusing the last one (render.Memo).
 	render render.Memo
+	// files renders the zone, env and resolv.conf files, reusing those of
+	// unchanged inputs, as applier.Node does (render.FilesMemo).
+	filesMemo render.FilesMemo
+	fileIDs   map[string]uint64 // the last files' IDs
 	// changed are the paths changed since the last once, as the watcher's
 	// events name them: once then neither rescans nor walks the tree, as
 	// the watcher does (schema.Options.Changed). nil: unknown.
@@ -511,9 +515,20 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 	lap(6)
 	prev := r.last
 	r.last = st.Finish()
-	files, err := render.ZoneEnvFiles(r.last)
+	texts, err := r.filesMemo.ZoneEnvTexts(r.last)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	files := make(map[string]state.File, len(texts))
+	for path, t := range texts {
+		files[path] = state.File(t)
+		if r.files == nil && r.fileIDs[path] != t.ID {
+			t.Bytes() // as the state dir asks for a changed file's bytes
+		}
+	}
+	r.fileIDs = make(map[string]uint64, len(texts))
+	for path, t := range texts {
+		r.fileIDs[path] = t.ID
 	}
 	var delta []byte
 	if prev != nil {
@@ -551,7 +566,7 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 	}
 	r := newReloader(tree)
 	r.kernel = func(rs *nftmodel.Ruleset) error { _, err := a.Update(rs); return err }
-	r.files = func(files map[string][]byte, delta []byte, full func() ([]byte, error)) error {
+	r.files = func(files map[string]state.File, delta []byte, full func() ([]byte, error)) error {
 		_, err := dir.ApplyRecord(files, delta, full)
 		return err
 	}
@@ -600,8 +615,10 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 //
 // The heap is runtime.MemStats.HeapInuse after two runtime.GC, of the
 // whole test process (the watcher is most of it). With
-// NETSPEC_WATCH_HEAPPROFILE=FILE it also writes a heap profile taken
-// after the first sync to FILE (go tool pprof -top -inuse_space FILE).
+// NETSPEC_WATCH_HEAPPROFILE=FILE it also writes heap profiles taken
+// after the first sync to FILE and after the reloads to FILE.after (go
+// tool pprof -top -inuse_space FILE; -base FILE FILE.after shows what
+// the reloads left).
 func TestWatchMemory(t *testing.T) {
 	n := benchEnv(t)
 	reloads := benchInt(t, "NETSPEC_WATCH_RELOADS", 100)
@@ -637,6 +654,9 @@ func TestWatchMemory(t *testing.T) {
 	took := time.Since(start)
 	time.Sleep(100 * time.Millisecond)
 	inuse1, alloc1, rss1 := heap()
+	if out := os.Getenv("NETSPEC_WATCH_HEAPPROFILE"); out != "" {
+		writeHeapProfile(t, out+".after")
+	}
 	t.Logf("watch-memory services=%d reloads=%d heap_before_mb=%.1f heap_mid_mb=%.1f heap_after_mb=%.1f growth_pct=%+.1f alloc_before_mb=%.1f alloc_after_mb=%.1f rss_before_mb=%.1f rss_after_mb=%.1f reloads_took_s=%.1f",
 		n, reloads, inuse0, inuseMid, inuse1, 100*(inuse1-inuse0)/inuse0, alloc0, alloc1, rss0, rss1, took.Seconds())
 }
@@ -652,7 +672,7 @@ func writeHeapProfile(t *testing.T, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("heap profile after the first sync: %s", path)
+	t.Logf("heap profile: %s", path)
 }
 
 // rssMB is the process's resident set (VmRSS), in MiB.

@@ -2,7 +2,7 @@ package render
 
 import (
 	"bytes"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"netspec.dev/netspec/plan"
@@ -29,35 +29,54 @@ import (
 // Record names and data are written as the plan holds them: presentation
 // form, with fully qualified (dot-terminated) names in the data.
 func ZoneFile(z plan.Zone) []byte {
-	var b bytes.Buffer
 	origin := z.Name
 	if !strings.HasSuffix(origin, ".") {
 		origin += "."
 	}
-	fmt.Fprintf(&b, "; zone %s — written by netspec from the tree; do not edit\n",
-		strings.TrimSuffix(origin, "."))
-	fmt.Fprintf(&b, "$ORIGIN %s\n", origin)
-	fmt.Fprintf(&b, "$TTL %d\n", defaultTTL(z.Records))
+	// The records' own bytes bound the file's size: it is built without
+	// growing and kept without slack (a daemon keeps its zones' files:
+	// FilesMemo).
+	size := 3 * len(origin)
+	for _, r := range z.Records {
+		size += len(r.Name) + len(r.Type) + len(r.Data) + len("\t4294967295\tIN\t\t\n")
+	}
+	b := make([]byte, 0, size+128)
+	b = append(b, "; zone "...)
+	b = append(b, strings.TrimSuffix(origin, ".")...)
+	b = append(b, " — written by netspec from the tree; do not edit\n$ORIGIN "...)
+	b = append(b, origin...)
+	b = append(b, "\n$TTL "...)
+	b = strconv.AppendUint(b, uint64(defaultTTL(z.Records)), 10)
+	b = append(b, '\n')
 
 	apexNS := func(r plan.Record) bool {
 		return r.Type == "NS" && strings.EqualFold(r.Name, origin)
 	}
 	for _, r := range z.Records {
 		if r.Type == "SOA" {
-			writeRecord(&b, origin, r)
+			b = appendRecord(b, origin, r)
 		}
 	}
 	for _, r := range z.Records {
 		if apexNS(r) {
-			writeRecord(&b, origin, r)
+			b = appendRecord(b, origin, r)
 		}
 	}
 	for _, r := range z.Records {
 		if r.Type != "SOA" && !apexNS(r) {
-			writeRecord(&b, origin, r)
+			b = appendRecord(b, origin, r)
 		}
 	}
-	return b.Bytes()
+	return clip(b)
+}
+
+// clip returns b without its spare capacity, copying it when more than an
+// eighth would be left unused.
+func clip(b []byte) []byte {
+	if cap(b)-len(b) > len(b)/8 {
+		return bytes.Clone(b)
+	}
+	return b[:len(b):len(b)]
 }
 
 // defaultTTL is the TTL written as $TTL: the SOA's, else the first
@@ -74,8 +93,16 @@ func defaultTTL(rs []plan.Record) uint32 {
 	return 0
 }
 
-func writeRecord(b *bytes.Buffer, origin string, r plan.Record) {
-	fmt.Fprintf(b, "%s\t%d\tIN\t%s\t%s\n", ownerName(r.Name, origin), r.TTL, r.Type, r.Data)
+// appendRecord appends one record's line.
+func appendRecord(b []byte, origin string, r plan.Record) []byte {
+	b = append(b, ownerName(r.Name, origin)...)
+	b = append(b, '\t')
+	b = strconv.AppendUint(b, uint64(r.TTL), 10)
+	b = append(b, "\tIN\t"...)
+	b = append(b, r.Type...)
+	b = append(b, '\t')
+	b = append(b, r.Data...)
+	return append(b, '\n')
 }
 
 // ownerName writes name relative to origin when it is origin itself ("@")

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,18 +26,30 @@ import (
 // takes a value that starts with a double quote as a Go quoted string
 // (strconv.Unquote), any other value literally up to the end of the line.
 func EnvFile(f plan.EnvFile) []byte {
-	var b bytes.Buffer
-	b.WriteString("# service environment of namespace " + f.Namespace + ", as the kubelet sets it — written by netspec\n")
-	vars := slices.Clone(f.Vars)
-	slices.SortStableFunc(vars, func(x, y plan.EnvVar) int { return strings.Compare(x.Name, y.Name) })
-	for _, v := range vars {
-		b.WriteString(v.Name)
-		b.WriteByte('=')
-		b.WriteString(envValue(v.Value))
-		b.WriteByte('\n')
+	head := "# service environment of namespace " + f.Namespace + ", as the kubelet sets it — written by netspec\n"
+	vars := f.Vars
+	if !slices.IsSortedFunc(vars, compareEnvName) {
+		vars = slices.Clone(vars)
+		slices.SortStableFunc(vars, compareEnvName)
 	}
-	return b.Bytes()
+	// Sized exactly: a daemon keeps its env files (FilesMemo).
+	size := len(head)
+	for _, v := range vars {
+		size += len(v.Name) + len(envValue(v.Value)) + 2
+	}
+	b := make([]byte, 0, size)
+	b = append(b, head...)
+	for _, v := range vars {
+		b = append(b, v.Name...)
+		b = append(b, '=')
+		b = append(b, envValue(v.Value)...)
+		b = append(b, '\n')
+	}
+	return b
 }
+
+// compareEnvName orders variables by name.
+func compareEnvName(x, y plan.EnvVar) int { return strings.Compare(x.Name, y.Name) }
 
 // envValue quotes v when it must be; see EnvFile.
 func envValue(v string) string {

@@ -2,36 +2,68 @@ package render
 
 import (
 	"net/netip"
+	"sync/atomic"
 
 	"netspec.dev/netspec/plan"
 )
 
-// FilesMemo renders the files of ZoneEnvFiles, equal to ZoneEnvFiles,
-// reusing the bytes of each zone, env file and resolv.conf whose input is
-// the one it rendered last time: a zone's records and an env file's
-// variables the very same slice (same array, same length), a
-// resolv.conf's namespace, domain and DNS address the same values. A
-// daemon's compiler hands back the last plan's DNS and env files when a
-// change left them as they were (compiler.Memo), so that an endpoint
-// change at 10,000 Services renders none of the 2.2 MB of zones and 4 MB
-// of env files again; and a reused file is the same []byte as last time,
-// which the state dir recognises without reading the file back
-// (state.Dir).
+// FilesMemo renders the files of ZoneEnvFiles as Texts, each naming its
+// content by an ID: a zone, env file or resolv.conf whose input is the one
+// it rendered last time (a zone's records and an env file's variables the
+// very same slice, same array and length; a resolv.conf's namespace,
+// domain and DNS address the same values) gets the ID it got then, and is
+// not rendered unless its bytes are asked for. A daemon's compiler hands
+// back the last plan's DNS and env files when a change left them as they
+// were (compiler.Memo), and the state dir recognises a file it found
+// holding an ID's content by the ID and the file's stat (state.File): an
+// endpoint change at 10,000 Services renders none of the 2.2 MB of zones
+// and 4 MB of env files, and nobody keeps those bytes between reloads.
 //
 // Plans are never mutated once compiled, and a FilesMemo relies on it. It
-// keeps only the files of the last plan. The zero FilesMemo is ready to
-// use; a nil *FilesMemo renders afresh. A FilesMemo is used by one
-// goroutine at a time, and the bytes it returns are not to be modified.
+// keeps only what the files of the last plan were rendered from. The zero
+// FilesMemo is ready to use; a nil *FilesMemo renders afresh, with IDs 0.
+// A FilesMemo is used by one goroutine at a time, and the bytes a Text
+// returns are not to be modified.
 type FilesMemo struct {
-	zones  map[string]memoText[plan.Record] // by file path
-	envs   map[string]memoText[plan.EnvVar]
-	resolv map[resolvKey][]byte
+	zones  map[string]memoText[plan.Record] // by zone name
+	envs   map[string]memoText[plan.EnvVar] // by namespace
+	resolv map[resolvKey]uint64
 }
 
-// memoText is a file's bytes and the slice they were rendered from.
+// Text is a file of the state dir as FilesMemo gives it. Bytes renders it
+// (once; later calls return the same bytes). ID names its content: two
+// Texts with one ID have the same bytes; IDs are unique in the process,
+// and 0 names nothing.
+type Text struct {
+	ID    uint64
+	Bytes func() []byte
+}
+
+// lastTextID is the last ID a FilesMemo gave.
+var lastTextID atomic.Uint64
+
+// newText is a Text of a new ID, rendered by render when asked.
+func newText(render func() []byte) Text {
+	return Text{ID: lastTextID.Add(1), Bytes: renderOnce(render)}
+}
+
+// renderOnce calls render the first time it is called and returns what
+// render returned then, each time.
+func renderOnce(render func() []byte) func() []byte {
+	var b []byte
+	done := false
+	return func() []byte {
+		if !done {
+			b, done = render(), true
+		}
+		return b
+	}
+}
+
+// memoText is what a file was rendered from and the ID it was given.
 type memoText[T any] struct {
 	from []T
-	text []byte
+	id   uint64
 }
 
 // resolvKey is what ResolvConf renders from.
@@ -40,38 +72,51 @@ type resolvKey struct {
 	addr       netip.Addr
 }
 
-// ZoneEnvFiles is the package's ZoneEnvFiles, reusing m.
-func (m *FilesMemo) ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
+// ZoneEnvTexts is the package's ZoneEnvFiles as Texts, reusing m.
+func (m *FilesMemo) ZoneEnvTexts(p *plan.Plan) (map[string]Text, error) {
 	if m == nil {
-		return zoneEnvFiles(p, ZoneFile, EnvFile, ResolvConf)
+		return zoneEnvFiles(p,
+			func(z plan.Zone) Text { return Text{Bytes: renderOnce(func() []byte { return ZoneFile(z) })} },
+			func(f plan.EnvFile) Text { return Text{Bytes: renderOnce(func() []byte { return EnvFile(f) })} },
+			func(ns, domain string, addr netip.Addr) Text {
+				return Text{Bytes: renderOnce(func() []byte { return ResolvConf(ns, domain, addr) })}
+			})
 	}
 	zones := make(map[string]memoText[plan.Record], len(p.DNS.Zones))
 	envs := make(map[string]memoText[plan.EnvVar], len(p.Env))
-	resolv := make(map[resolvKey][]byte, len(p.Env))
-	zone := func(z plan.Zone) []byte {
+	resolv := make(map[resolvKey]uint64, len(p.Env))
+	zone := func(z plan.Zone) Text {
+		render := func() []byte { return ZoneFile(z) }
 		t, ok := m.zones[z.Name]
-		if !ok || !plan.Shared(t.from, z.Records) {
-			t = memoText[plan.Record]{from: z.Records, text: ZoneFile(z)}
+		if ok && plan.Shared(t.from, z.Records) {
+			zones[z.Name] = t
+			return Text{ID: t.id, Bytes: renderOnce(render)}
 		}
-		zones[z.Name] = t
-		return t.text
+		x := newText(render)
+		zones[z.Name] = memoText[plan.Record]{from: z.Records, id: x.ID}
+		return x
 	}
-	env := func(f plan.EnvFile) []byte {
+	env := func(f plan.EnvFile) Text {
+		render := func() []byte { return EnvFile(f) }
 		t, ok := m.envs[f.Namespace]
-		if !ok || !plan.Shared(t.from, f.Vars) {
-			t = memoText[plan.EnvVar]{from: f.Vars, text: EnvFile(f)}
+		if ok && plan.Shared(t.from, f.Vars) {
+			envs[f.Namespace] = t
+			return Text{ID: t.id, Bytes: renderOnce(render)}
 		}
-		envs[f.Namespace] = t
-		return t.text
+		x := newText(render)
+		envs[f.Namespace] = memoText[plan.EnvVar]{from: f.Vars, id: x.ID}
+		return x
 	}
-	conf := func(ns, domain string, addr netip.Addr) []byte {
+	conf := func(ns, domain string, addr netip.Addr) Text {
+		render := func() []byte { return ResolvConf(ns, domain, addr) }
 		k := resolvKey{ns, domain, addr}
-		b, ok := m.resolv[k]
-		if !ok {
-			b = ResolvConf(ns, domain, addr)
+		if id, ok := m.resolv[k]; ok {
+			resolv[k] = id
+			return Text{ID: id, Bytes: renderOnce(render)}
 		}
-		resolv[k] = b
-		return b
+		x := newText(render)
+		resolv[k] = x.ID
+		return x
 	}
 	files, err := zoneEnvFiles(p, zone, env, conf)
 	if err != nil {

@@ -16,7 +16,8 @@ import (
 // zones, env files and cluster, as a daemon's compiler hands them on
 // (slices shared when unchanged, new ones otherwise, with equal or other
 // content), and checks that the memo's files equal ZoneEnvFiles' at every
-// step, and that a file whose input is shared is the same bytes as before.
+// step, that a file whose input is shared keeps its ID, and that one ID
+// always has the same bytes.
 func TestFilesMemoRandomEdits(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
 	record := func(i int) plan.Record {
@@ -45,11 +46,22 @@ func TestFilesMemoRandomEdits(t *testing.T) {
 
 	var m FilesMemo
 	var last *plan.Plan
-	var lastFiles map[string][]byte
+	var lastTexts map[string]Text
+	seen := map[uint64][]byte{} // every ID's bytes
 	for step := range 2000 {
-		got, err := m.ZoneEnvFiles(p)
+		texts, err := m.ZoneEnvTexts(p)
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
+		}
+		got := textBytes(texts)
+		for path, x := range texts {
+			if x.ID == 0 {
+				t.Fatalf("step %d: %s has ID 0", step, path)
+			}
+			if b, ok := seen[x.ID]; ok && !bytes.Equal(b, got[path]) {
+				t.Fatalf("step %d: %s: ID %d was %q, now %q", step, path, x.ID, b, got[path])
+			}
+			seen[x.ID] = got[path]
 		}
 		want, err := ZoneEnvFiles(p)
 		if err != nil {
@@ -62,19 +74,19 @@ func TestFilesMemoRandomEdits(t *testing.T) {
 			for _, z := range p.DNS.Zones {
 				i := slices.IndexFunc(last.DNS.Zones, func(o plan.Zone) bool { return o.Name == z.Name })
 				path := "dns/" + z.Name[:len(z.Name)-1] + ".zone"
-				if i >= 0 && plan.Shared(last.DNS.Zones[i].Records, z.Records) && len(z.Records) > 0 && &got[path][0] != &lastFiles[path][0] {
-					t.Fatalf("step %d: %s: same records, rendered again", step, path)
+				if i >= 0 && plan.Shared(last.DNS.Zones[i].Records, z.Records) && texts[path].ID != lastTexts[path].ID {
+					t.Fatalf("step %d: %s: same records, a new ID", step, path)
 				}
 			}
 			for _, f := range p.Env {
 				i := slices.IndexFunc(last.Env, func(o plan.EnvFile) bool { return o.Namespace == f.Namespace })
 				path := "env/" + f.Namespace + ".env"
-				if i >= 0 && plan.Shared(last.Env[i].Vars, f.Vars) && &got[path][0] != &lastFiles[path][0] {
-					t.Fatalf("step %d: %s: same variables, rendered again", step, path)
+				if i >= 0 && plan.Shared(last.Env[i].Vars, f.Vars) && texts[path].ID != lastTexts[path].ID {
+					t.Fatalf("step %d: %s: same variables, a new ID", step, path)
 				}
 			}
 		}
-		last, lastFiles = p, got
+		last, lastTexts = p, texts
 
 		// The next plan: a copy sharing every slice, then edits.
 		q := &plan.Plan{Cluster: p.Cluster}
@@ -152,25 +164,40 @@ func TestFilesMemoRandomEdits(t *testing.T) {
 	}
 }
 
+// textBytes is each Text's bytes.
+func textBytes(texts map[string]Text) map[string][]byte {
+	out := make(map[string][]byte, len(texts))
+	for p, x := range texts {
+		out[p] = x.Bytes()
+	}
+	return out
+}
+
 // TestFilesMemoError checks that an error leaves the memo rendering
-// afresh, and that a nil memo is ZoneEnvFiles.
+// afresh, and that a nil memo is ZoneEnvFiles, with IDs 0.
 func TestFilesMemoError(t *testing.T) {
 	good := &plan.Plan{Env: []plan.EnvFile{{Namespace: "shop"}}}
 	bad := &plan.Plan{Env: []plan.EnvFile{{Namespace: "shop"}, {Namespace: "shop"}}}
 	var m FilesMemo
-	if _, err := m.ZoneEnvFiles(good); err != nil {
+	if _, err := m.ZoneEnvTexts(good); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.ZoneEnvFiles(bad); err == nil {
+	if _, err := m.ZoneEnvTexts(bad); err == nil {
 		t.Fatal("two env files of one namespace: no error")
 	}
 	if m.envs != nil || m.zones != nil || m.resolv != nil {
 		t.Errorf("memo kept files after an error: %+v", m)
 	}
 	var nilMemo *FilesMemo
-	got, err := nilMemo.ZoneEnvFiles(good)
+	texts, err := nilMemo.ZoneEnvTexts(good)
+	got := textBytes(texts)
 	want, _ := ZoneEnvFiles(good)
 	if err != nil || !maps.EqualFunc(got, want, bytes.Equal) {
 		t.Errorf("nil memo: %q, %v; want %q", got, err, want)
+	}
+	for path, x := range texts {
+		if x.ID != 0 {
+			t.Errorf("nil memo: %s has ID %d, want 0", path, x.ID)
+		}
 	}
 }

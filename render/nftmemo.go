@@ -205,7 +205,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 	// Both lists are in namespace/name order: a merge. The order of p is
 	// checked on the way where the last plan does not vouch for it.
 	old, next, fresh := m.svcs, m.next[:0], m.fresh[:0]
-	var made []memoSvc // allocated a chunk at a time
+	var made []memoSvc // of the first build, allocated a chunk at a time
 	j, prev := 0, -1
 	for i := range p.Services {
 		s := &p.Services[i]
@@ -229,12 +229,21 @@ func (m *Memo) update(p *plan.Plan) bool {
 			j++
 		}
 		if matched < 0 {
-			if len(made) == cap(made) {
-				made = make([]memoSvc, 0, min(max(16, len(p.Services)-i), 1024))
+			var ms *memoSvc
+			if len(old) == 0 {
+				// The first build: a chunk at a time, all of it used.
+				if len(made) == cap(made) {
+					made = make([]memoSvc, 0, min(len(p.Services)-i, 1024))
+				}
+				made = append(made, memoSvc{ns: s.Namespace, name: s.Name})
+				ms = &made[len(made)-1]
+			} else {
+				// One at a time: an entry of a chunk would keep the
+				// whole chunk alive for as long as it lives.
+				ms = &memoSvc{ns: s.Namespace, name: s.Name}
 			}
-			made = append(made, memoSvc{ns: s.Namespace, name: s.Name})
 			fresh = append(fresh, len(next))
-			next = append(next, memoEntry{svc: s, ms: &made[len(made)-1]})
+			next = append(next, memoEntry{svc: s, ms: ms})
 		}
 		// Two Services matched in turn are in order, as the last plan's.
 		if i > 0 && (matched < 0 || prev < 0) && compareKeys(&p.Services[i-1], s) >= 0 {

@@ -107,14 +107,14 @@ func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
 }
 
 // zoneEnvFiles is ZoneEnvFiles with the renderers of each kind of file
-// given (FilesMemo's reuse what they rendered last).
-func zoneEnvFiles(p *plan.Plan, zoneFile func(plan.Zone) []byte, envFile func(plan.EnvFile) []byte,
-	resolvConf func(ns, domain string, nameserver netip.Addr) []byte) (map[string][]byte, error) {
+// given, which make a file's bytes or a Text (FilesMemo).
+func zoneEnvFiles[F any](p *plan.Plan, zoneFile func(plan.Zone) F, envFile func(plan.EnvFile) F,
+	resolvConf func(ns, domain string, nameserver netip.Addr) F) (map[string]F, error) {
 	if p == nil {
 		return nil, errors.New("render: no plan")
 	}
-	files := make(map[string][]byte)
-	add := func(path string, data []byte) error {
+	files := make(map[string]F)
+	add := func(path string, data F) error {
 		if _, dup := files[path]; dup {
 			return fmt.Errorf("render: two artifacts are named %s", path)
 		}

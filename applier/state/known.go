@@ -8,17 +8,18 @@ import (
 
 // What a Dir knows of the zone, env and resolv.conf files it holds.
 //
-// A daemon's reload gives the dir the very same bytes (same array, same
-// length: render.FilesMemo) for every file whose input did not change,
-// which at 10,000 Services is nearly all of 6 MB. A Dir remembers, for
-// each such file it found equal to what it was given (diff), the bytes it
-// was given and the file's stat: device, inode, size, modification and
-// change times. When it is given the same bytes again and the file's stat
-// is as it was, the file still holds what it held then, and diff takes it
-// as unchanged without reading it: the file stage of a reload costs what
-// changed. A file written, renamed over, truncated, appended to or
-// touched by anyone changes its stat (a rename gives a new inode; a write
-// a new change time, which no one can set back) and is read again.
+// A daemon's reload gives the dir, for every file whose input did not
+// change, the ID of the content it gave last time (File; render.FilesMemo),
+// which at 10,000 Services is nearly all of 6 MB of files. A Dir
+// remembers, for each file it found holding the content of a File, that
+// File's ID and the file's stat: device, inode, size, modification and
+// change times. When it is given the same ID again and the file's stat is
+// as it was, the file still holds what it held then, and diff takes it as
+// unchanged without rendering or reading it: the file stage of a reload
+// costs what changed, and no one keeps the files' bytes between reloads.
+// A file written, renamed over, truncated, appended to or touched by
+// anyone changes its stat (a rename gives a new inode; a write a new
+// change time, which no one can set back) and is read again.
 //
 // Timestamps have a granularity (a kernel tick, or a second on some file
 // systems): a file changed in the same tick as it was read could keep its
@@ -31,9 +32,10 @@ import (
 // them: far more than any file system's timestamp granularity.
 const racyMargin = 2 * time.Second
 
-// knownFile is what a Dir remembers of a file it found equal to in.
+// knownFile is what a Dir remembers of a file it found holding the
+// content of a File: the File's ID and the file's stat.
 type knownFile struct {
-	in []byte
+	id uint64
 	st knownStat
 }
 
@@ -55,23 +57,24 @@ func (d *Dir) knownStatOf(rel string) (knownStat, bool) {
 }
 
 // unchanged tells whether rel holds what it held when the dir found it
-// equal to in: the same bytes are given and its stat is as it was.
-func (d *Dir) unchanged(rel string, in []byte) bool {
+// holding the content named id: id is that ID (not 0) and the file's stat
+// is as it was.
+func (d *Dir) unchanged(rel string, id uint64) bool {
 	k, ok := d.known[rel]
-	if !ok || len(k.in) != len(in) || len(in) > 0 && &k.in[0] != &in[0] {
+	if !ok || id == 0 || k.id != id {
 		return false
 	}
 	st, ok := d.knownStatOf(rel)
 	return ok && st == k.st
 }
 
-// confirm remembers that rel, stat'ed as st before it was read, held what
-// in makes it (see unchanged), unless its times are too recent to tell a
-// later change (racyMargin). Only the zone, env and resolv.conf files are
-// remembered, never the record.
-func (d *Dir) confirm(rel string, in []byte, st knownStat) {
+// confirm remembers that rel, stat'ed as st before it was read, held the
+// content named id (see unchanged), unless id is 0 or its times are too
+// recent to tell a later change (racyMargin). Only the zone, env and
+// resolv.conf files are remembered, never the record.
+func (d *Dir) confirm(rel string, id uint64, st knownStat) {
 	delete(d.known, rel)
-	if !strings.Contains(rel, "/") {
+	if id == 0 || !strings.Contains(rel, "/") {
 		return
 	}
 	limit := time.Now().Add(-racyMargin)
@@ -84,7 +87,7 @@ func (d *Dir) confirm(rel string, in []byte, st knownStat) {
 	if d.known == nil {
 		d.known = make(map[string]knownFile)
 	}
-	d.known[rel] = knownFile{in: in, st: st}
+	d.known[rel] = knownFile{id: id, st: st}
 }
 
 // Forget makes the next Plan, Apply or ApplyRecord read every file of
@@ -94,7 +97,7 @@ func (d *Dir) confirm(rel string, in []byte, st knownStat) {
 func (d *Dir) Forget() { d.known = nil }
 
 // keepKnown forgets the files that are no longer wanted.
-func (d *Dir) keepKnown(want map[string][]byte) {
+func (d *Dir) keepKnown(want map[string]File) {
 	for p := range d.known {
 		if _, ok := want[p]; !ok {
 			delete(d.known, p)

@@ -14,8 +14,7 @@ import (
 // TestKnownRandomEdits applies random file sets to a dir whose files are
 // also changed by hand between the steps (replaced, rewritten in place
 // with another size or the same size and another mtime, removed), giving
-// an unchanged file's bytes as the very same slice, as a daemon does
-// (render.FilesMemo). At every step the dir that remembers what it found
+// an unchanged file the ID it had, as a daemon does (render.FilesMemo). At every step the dir that remembers what it found
 // must plan and apply what a fresh Dir plans for the same files, and
 // leave the dir as a fresh Dir would find it: holding every file.
 func TestKnownRandomEdits(t *testing.T) {
@@ -38,29 +37,34 @@ func TestKnownRandomEdits(t *testing.T) {
 		}
 		return fmt.Appendf(nil, "%s version %d\n", p, v)
 	}
-	files := map[string][]byte{}
+	files := map[string]File{}
 	version := map[string]int{}
+	var lastID uint64
+	file := func(b []byte) File {
+		lastID++
+		return File{ID: lastID, Bytes: func() []byte { return b }}
+	}
 	full := func() ([]byte, error) { return []byte("{}\n"), nil }
 	remembered := 0
 	for step := range 600 {
-		// The next files: most as they were (the same slice), some
-		// changed, equal in a new slice, added or dropped.
+		// The next files: most as they were (the same ID), some
+		// changed, equal with a new ID, added or dropped.
 		next := maps.Clone(files)
 		for range r.IntN(3) {
 			p := paths[r.IntN(len(paths))]
 			switch r.IntN(4) {
 			case 0:
 				version[p] = r.IntN(4)
-				next[p] = render(p, version[p])
+				next[p] = file(render(p, version[p]))
 			case 1:
-				if b, ok := next[p]; ok {
-					next[p] = slices.Clone(b)
+				if f, ok := next[p]; ok {
+					next[p] = file(f.Bytes())
 				}
 			case 2:
 				delete(next, p)
 			case 3:
 				if _, ok := next[p]; !ok {
-					next[p] = render(p, version[p])
+					next[p] = file(render(p, version[p]))
 				}
 			}
 		}
@@ -109,8 +113,8 @@ func TestKnownRandomEdits(t *testing.T) {
 			}
 		}
 
-		for p, in := range files {
-			if d.unchanged(p, in) {
+		for p, f := range files {
+			if d.unchanged(p, f.ID) {
 				remembered++
 			}
 		}
@@ -153,11 +157,12 @@ func equalChanges(a, b Changes) bool {
 }
 
 // TestKnownRacyAndForget: a file whose times are recent is not remembered
-// (a change in the same timestamp tick would keep its stat), and Forget
-// makes the next diff read every file.
+// (a change in the same timestamp tick would keep its stat), a remembered
+// file's bytes are not asked for, and Forget makes the next diff read
+// every file.
 func TestKnownRacyAndForget(t *testing.T) {
 	d := openTemp(t)
-	files := bytesMap(map[string]string{"env/a.env": "A=1\n"})
+	files := map[string]File{"env/a.env": {ID: 7, Bytes: func() []byte { return []byte("A=1\n") }}}
 	for range 2 {
 		if _, err := d.ApplyRecord(files, nil, func() ([]byte, error) { return []byte("{}\n"), nil }); err != nil {
 			t.Fatal(err)
@@ -170,14 +175,22 @@ func TestKnownRacyAndForget(t *testing.T) {
 	if _, err := d.PlanFiles(files); err != nil {
 		t.Fatal(err)
 	}
-	if !d.unchanged("env/a.env", files["env/a.env"]) {
+	if !d.unchanged("env/a.env", 7) {
 		t.Fatal("an old file found equal is not remembered")
 	}
-	if d.unchanged("env/a.env", []byte("A=1\n")) {
-		t.Error("equal bytes in another slice taken as the same")
+	asked := 0
+	counted := map[string]File{"env/a.env": {ID: 7, Bytes: func() []byte { asked++; return []byte("A=1\n") }}}
+	if ch, err := d.PlanFiles(counted); err != nil || !ch.Empty() || asked != 0 {
+		t.Errorf("a remembered file: PlanFiles %+v, %v, its bytes asked for %d times; want no change, not asked", ch, err, asked)
+	}
+	if d.unchanged("env/a.env", 8) {
+		t.Error("equal bytes of another ID taken as the same")
+	}
+	if d.unchanged("env/a.env", 0) {
+		t.Error("ID 0 taken as the same")
 	}
 	d.Forget()
-	if d.unchanged("env/a.env", files["env/a.env"]) {
+	if d.unchanged("env/a.env", 7) {
 		t.Error("remembered after Forget")
 	}
 }

@@ -159,7 +159,7 @@ func parseLog(log []byte, sum [sha256.Size]byte) (payloads [][]byte, good int64)
 // PlanFiles is Plan for ApplyRecord: files are the zone and env files
 // alone, and the record is not compared (the caller knows whether its
 // plan is the one recorded).
-func (d *Dir) PlanFiles(files map[string][]byte) (Changes, error) {
+func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {
 	ok, err := d.exists()
 	if err != nil {
 		return Changes{}, err
@@ -184,7 +184,7 @@ func (d *Dir) PlanFiles(files map[string][]byte) (Changes, error) {
 // plan did not change: nothing is written unless the record is not known
 // to be the caller's, which then writes full(). plan.json is reported
 // added or changed when the record changes.
-func (d *Dir) ApplyRecord(files map[string][]byte, delta []byte, full func() ([]byte, error)) (Changes, error) {
+func (d *Dir) ApplyRecord(files map[string]File, delta []byte, full func() ([]byte, error)) (Changes, error) {
 	unlock, err := d.beginWrite()
 	if err != nil {
 		return Changes{}, err

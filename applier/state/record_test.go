@@ -62,7 +62,7 @@ func applyState(d *Dir, prev string, st nodeState) (Changes, error) {
 	if prev != "" && prev != st.plan {
 		delta = []byte(st.plan)
 	}
-	return d.ApplyRecord(bytesMap(st.files), delta, fullOf(st.plan))
+	return d.ApplyRecord(stateFiles(st.files), delta, fullOf(st.plan))
 }
 
 // TestApplyRecordWritesOnlyChanged counts what the state dir writes: a
@@ -164,7 +164,7 @@ func TestApplyRecordCompacts(t *testing.T) {
 	for i := 1; i < 200; i++ {
 		next := nodeState{files: st.files, plan: fmt.Sprintf("%s%d%s", big[:len(big)/2], i, strings.Repeat("d", 4000))}
 		before := d.Written()
-		if _, err := d.ApplyRecord(bytesMap(next.files), []byte(next.plan[len(next.plan)-5000:]), fullOf(next.plan)); err != nil {
+		if _, err := d.ApplyRecord(stateFiles(next.files), []byte(next.plan[len(next.plan)-5000:]), fullOf(next.plan)); err != nil {
 			t.Fatal(err)
 		}
 		w := d.Written()
@@ -210,7 +210,7 @@ func TestApplyRecordAnotherWriter(t *testing.T) {
 	}
 	// d believes the dir holds sts[0]: its delta would be wrong.
 	before := d.Written()
-	if _, err := d.ApplyRecord(bytesMap(sts[2].files), []byte("a delta from sts[0]"), fullOf(sts[2].plan)); err != nil {
+	if _, err := d.ApplyRecord(stateFiles(sts[2].files), []byte("a delta from sts[0]"), fullOf(sts[2].plan)); err != nil {
 		t.Fatal(err)
 	}
 	if got := recorded(t, d); got != sts[2].plan {
@@ -303,7 +303,7 @@ func TestApplyRecordCrash(t *testing.T) {
 				if got != next.plan {
 					delta = []byte(next.plan)
 				}
-				if _, err := r.ApplyRecord(bytesMap(next.files), delta, fullOf(next.plan)); err != nil {
+				if _, err := r.ApplyRecord(stateFiles(next.files), delta, fullOf(next.plan)); err != nil {
 					t.Fatal(err)
 				}
 				if got := recorded(t, r); got != next.plan {

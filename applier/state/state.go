@@ -251,7 +251,7 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 		}
 		defer unlock()
 	}
-	ch, _, err := d.diff(files, false)
+	ch, _, err := d.diff(bytesFiles(files), false)
 	return ch, err
 }
 
@@ -269,7 +269,7 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 		return Changes{}, err
 	}
 	defer unlock()
-	plan, want, err := d.diff(files, false)
+	plan, want, err := d.diff(bytesFiles(files), false)
 	if err != nil {
 		return Changes{}, err
 	}
@@ -431,35 +431,58 @@ func (d *Dir) Serial(zone string) (uint32, bool) {
 	return s.value, true
 }
 
-// diff computes the changes files make and the content each wanted file
-// is to have (zone serials rewritten). With record, files has no plan.json
-// and the record (plan.json, plan.log) is neither compared nor removed:
-// the caller keeps it (ApplyRecord). plan.log is never in files.
-func (d *Dir) diff(files map[string][]byte, record bool) (Changes, map[string][]byte, error) {
-	want := make(map[string][]byte, len(files))
+// File is what a file of the dir is to hold, as PlanFiles and ApplyRecord
+// take it. Bytes gives its content, and is called only when the dir must
+// compare or write it. ID, when not 0, names that content: two Files with
+// one non-zero ID have the same bytes (render.FilesMemo gives a file
+// whose input did not change the ID it gave last time). A Dir remembers
+// the ID of a file it found holding its content and, while the file's
+// stat stays as it was, takes it as unchanged without asking for the
+// bytes or reading the file (known.go).
+type File struct {
+	ID    uint64
+	Bytes func() []byte
+}
+
+// bytesFiles is files as Files without IDs.
+func bytesFiles(files map[string][]byte) map[string]File {
+	out := make(map[string]File, len(files))
 	for p, b := range files {
-		if p == RulesetFile {
-			continue
-		}
+		out[p] = File{Bytes: func() []byte { return b }}
+	}
+	return out
+}
+
+// diff computes the changes files make and the content each wanted file
+// that is to be written has (zone serials rewritten). With record, files
+// has no plan.json and the record (plan.json, plan.log) is neither
+// compared nor removed: the caller keeps it (ApplyRecord). plan.log is
+// never in files.
+func (d *Dir) diff(files map[string]File, record bool) (Changes, map[string][]byte, error) {
+	for p := range files {
 		if p == LogFile || record && p == PlanFile {
 			return Changes{}, nil, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
-		if !IsManaged(p) {
+		if p != RulesetFile && !IsManaged(p) {
 			return Changes{}, nil, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, PlanFile, dnsDir, envDir, resolvDir)
 		}
-		want[p] = b
 	}
 	held, err := d.held()
 	if err != nil {
 		return Changes{}, nil, err
 	}
 	var ch Changes
-	d.keepKnown(want)
-	for _, p := range slices.Sorted(maps.Keys(want)) {
-		if held[p] && d.unchanged(p, want[p]) {
+	d.keepKnown(files)
+	want := make(map[string][]byte)
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		f := files[p]
+		if p == RulesetFile {
+			continue
+		}
+		if held[p] && d.unchanged(p, f.ID) {
 			continue // as it was when last found equal (known.go)
 		}
-		in, old := want[p], []byte(nil)
+		in, old := f.Bytes(), []byte(nil)
 		var st knownStat
 		stOK := false
 		if held[p] {
@@ -469,28 +492,33 @@ func (d *Dir) diff(files map[string][]byte, record bool) (Changes, map[string][]
 			}
 		}
 		if strings.HasPrefix(p, dnsDir+"/") {
-			nb, err := rewriteZone(old, want[p])
+			nb, err := rewriteZone(old, in)
 			if err != nil {
 				return Changes{}, nil, d.errorf("%s: %w", p, err)
 			}
-			want[p] = nb
+			in = nb
 		}
 		switch {
 		case old == nil:
 			ch.Added = append(ch.Added, p)
-		case !bytes.Equal(old, want[p]):
+		case !bytes.Equal(old, in):
 			ch.Changed = append(ch.Changed, p)
-		case stOK:
-			d.confirm(p, in, st)
+		default: // equal
+			if stOK {
+				d.confirm(p, f.ID, st)
+			} else {
+				delete(d.known, p)
+			}
 			continue
 		}
+		want[p] = in
 		delete(d.known, p)
 	}
 	for _, p := range slices.Sorted(maps.Keys(held)) {
 		if record && (p == PlanFile || p == LogFile) {
 			continue
 		}
-		if _, ok := want[p]; !ok {
+		if _, ok := files[p]; !ok {
 			ch.Removed = append(ch.Removed, p)
 		}
 	}

@@ -51,6 +51,11 @@ func populate(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
+// stateFiles is m as the Files of PlanFiles and ApplyRecord, without IDs.
+func stateFiles(m map[string]string) map[string]File {
+	return bytesFiles(bytesMap(m))
+}
+
 func bytesMap(m map[string]string) map[string][]byte {
 	out := map[string][]byte{}
 	for k, v := range m {

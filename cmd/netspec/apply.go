@@ -257,19 +257,20 @@ func runPlan(e *env, opts any, args []string) int {
 // (docs/performance.md, "Node agent cost").
 const applyGCPercent = 75
 
-// tuneGC sets applyGCPercent unless GOGC is in the environment (lookup is
-// os.LookupEnv); it reports whether it did.
-func tuneGC(lookup func(string) (string, bool)) bool {
+// tuneGC sets the collector's target to percent unless GOGC is in the
+// environment (lookup is os.LookupEnv): an operator's GOGC always wins.
+// It reports whether it set it.
+func tuneGC(percent int, lookup func(string) (string, bool)) bool {
 	if _, set := lookup("GOGC"); set {
 		return false
 	}
-	debug.SetGCPercent(applyGCPercent)
+	debug.SetGCPercent(percent)
 	return true
 }
 
 func runApply(e *env, opts any, args []string) int {
 	f := opts.(*nodeFlags)
-	if tuneGC(os.LookupEnv) {
+	if tuneGC(applyGCPercent, os.LookupEnv) {
 		defer debug.SetGCPercent(100)
 	}
 	p, code := compileNode(e, "apply", f, args)

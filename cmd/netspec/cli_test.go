@@ -66,24 +66,27 @@ func TestHelpExitStatus(t *testing.T) {
 	}
 }
 
-// TestTuneGC: apply lowers the collector's target to applyGCPercent, and
-// leaves it alone when GOGC is in the environment (even set to 100).
+// TestTuneGC: apply and watch lower the collector's target to their
+// percent, and leave it alone when GOGC is in the environment (even set
+// to 100).
 func TestTuneGC(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	for _, tt := range []struct {
 		name    string
+		percent int
 		env     map[string]string
 		wantSet bool
 		want    int
 	}{
-		{name: "GOGC unset", env: map[string]string{}, wantSet: true, want: applyGCPercent},
-		{name: "GOGC=100 set", env: map[string]string{"GOGC": "100"}, want: 100},
-		{name: "GOGC=off set", env: map[string]string{"GOGC": "off"}, want: 100},
+		{name: "apply, GOGC unset", percent: applyGCPercent, env: map[string]string{}, wantSet: true, want: applyGCPercent},
+		{name: "watch, GOGC unset", percent: watchGCPercent, env: map[string]string{}, wantSet: true, want: watchGCPercent},
+		{name: "GOGC=100 set", percent: applyGCPercent, env: map[string]string{"GOGC": "100"}, want: 100},
+		{name: "GOGC=off set", percent: watchGCPercent, env: map[string]string{"GOGC": "off"}, want: 100},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			debug.SetGCPercent(100)
 			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
-			if got := tuneGC(lookup); got != tt.wantSet {
+			if got := tuneGC(tt.percent, lookup); got != tt.wantSet {
 				t.Errorf("tuneGC = %v, want %v", got, tt.wantSet)
 			}
 			if got := debug.SetGCPercent(100); got != tt.want {

@@ -243,10 +243,20 @@ func Load(root string, opt Options) (*Tree, error) {
 		opt.Stats.spare = spare.Load()
 	}
 
-	t.sums = make([]fileSum, 0, len(units))
-	if opt.Stats != nil && opt.Stats.objects > 0 {
-		// As many as the previous Load's, to allocate once.
-		t.Objects = make([]*Object, 0, opt.Stats.objects)
+	// The Tree's lists live as long as it does: each is made once, of the
+	// length it needs.
+	var nFiles, nObjects, nIgnored int
+	for i, u := range units {
+		nFiles += len(u.files)
+		nObjects += len(results[i].Objects)
+		nIgnored += len(results[i].Ignored)
+	}
+	t.sums = make([]fileSum, 0, nFiles)
+	if nObjects > 0 {
+		t.Objects = make([]*Object, 0, nObjects)
+	}
+	if nIgnored > 0 {
+		t.Ignored = make([]Ignored, 0, nIgnored)
 	}
 	for i, u := range units {
 		for j, f := range u.files {
@@ -258,11 +268,7 @@ func Load(root string, opt Options) (*Tree, error) {
 		t.Diags.Add(r.Diags...)
 	}
 	t.Files = len(t.sums)
-	if len(t.Objects) == 0 {
-		t.Objects = nil // as without a StatCache
-	}
 	if opt.Stats != nil {
-		opt.Stats.objects = len(t.Objects)
 		if hinted {
 			opt.Stats.update(todo, gone, start)
 		} else {

@@ -578,7 +578,7 @@ func linkKey(o *schema.Object) (string, bool) {
 		return objKey(o), true
 	case o.EndpointSlice != nil:
 		m := o.EndpointSlice.Metadata
-		if name, ok := m.Labels[schema.ServiceNameLabel]; ok {
+		if name, ok := m.Labels.Lookup(schema.ServiceNameLabel); ok {
 			return m.Namespace + "/" + name, true
 		}
 	}
@@ -595,7 +595,7 @@ func checkEndpointLink(o *schema.Object, byKey map[string]*service, r *reporter)
 		switch {
 		case s == nil:
 			r.warnf(o, pName, "no Service %s exists, so these endpoints are unused", key)
-		case len(s.spec.Selector) > 0:
+		case s.spec.Selector.Len() > 0:
 			r.warnf(o, pName, "Service %s has a selector, so Kubernetes ignores these manual endpoints and takes them from the selected Pods", key)
 		}
 	case o.EndpointSlice != nil:
@@ -603,7 +603,7 @@ func checkEndpointLink(o *schema.Object, byKey map[string]*service, r *reporter)
 		key, ok := linkKey(o)
 		if !ok {
 			p := pName
-			if len(m.Labels) > 0 {
+			if m.Labels.Len() > 0 {
 				p = diag.Path{"metadata", "labels"}
 			}
 			r.warnf(o, p, "has no label %s, so the slice belongs to no Service and is unused", schema.ServiceNameLabel)
@@ -628,7 +628,7 @@ func checkSelectors(objs []*schema.Object, idx *podIndex, r *reporter) {
 // selects reports whether o is a Service whose selector picks its
 // endpoints.
 func selects(o *schema.Object) bool {
-	return o.Service != nil && o.Service.Spec.Type != "ExternalName" && len(o.Service.Spec.Selector) > 0
+	return o.Service != nil && o.Service.Spec.Type != "ExternalName" && o.Service.Spec.Selector.Len() > 0
 }
 
 // checkSelector selects the pods of a Service that selects, remembers

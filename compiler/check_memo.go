@@ -322,7 +322,7 @@ func (u *update) touch(g *objGroup) {
 
 // markSelecting marks the selecting Services that select p, or did.
 func (u *update) markSelecting(p *schema.Pod) {
-	for k, v := range p.Metadata.Labels {
+	for k, v := range p.Metadata.Labels.All() {
 		for _, st := range u.m.selReg[labelKey{p.Metadata.Namespace, k, v}] {
 			if !st.dirty && matches(st.obj.Service.Spec.Selector, p.Metadata.Labels) {
 				st.dirty = true
@@ -337,12 +337,12 @@ func (u *update) markSelecting(p *schema.Pod) {
 // label.
 func selKey(s *schema.Service) labelKey {
 	first, k := true, ""
-	for sk := range s.Spec.Selector {
+	for sk := range s.Spec.Selector.All() {
 		if first || sk < k {
 			first, k = false, sk
 		}
 	}
-	return labelKey{s.Metadata.Namespace, k, s.Spec.Selector[k]}
+	return labelKey{s.Metadata.Namespace, k, s.Spec.Selector.Get(k)}
 }
 
 // remove takes the removed objects out of the indexes.

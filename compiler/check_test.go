@@ -58,10 +58,11 @@ func families(policy string, fams ...string) func(*schema.ServiceSpec) {
 
 func selector(kv ...string) func(*schema.ServiceSpec) {
 	return func(s *schema.ServiceSpec) {
-		s.Selector = map[string]string{}
+		m := map[string]string{}
 		for i := 0; i+1 < len(kv); i += 2 {
-			s.Selector[kv[i]] = kv[i+1]
+			m[kv[i]] = kv[i+1]
 		}
+		s.Selector = schema.NewStringMap(m)
 	}
 }
 
@@ -113,7 +114,7 @@ func clusterObj(file, name string, mod func(*schema.ClusterSpec)) *schema.Object
 func dualStack(c *schema.ClusterSpec) { c.ServiceCIDRs = []string{"10.96.0.0/12", "fd00:10:96::/108"} }
 
 func podObj(file, ns, name string, labels map[string]string, ips ...string) *schema.Object {
-	p := &schema.Pod{Metadata: schema.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	p := &schema.Pod{Metadata: schema.ObjectMeta{Namespace: ns, Name: name, Labels: schema.NewStringMap(labels)}}
 	if len(ips) > 0 {
 		p.Status.PodIP = ips[0]
 		for _, ip := range ips {
@@ -134,7 +135,7 @@ func endpointsObj(file, ns, name string, ips ...string) *schema.Object {
 }
 
 func sliceObj(file, ns, name string, labels map[string]string, ips ...string) *schema.Object {
-	s := &schema.EndpointSlice{Metadata: schema.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, AddressType: "IPv4"}
+	s := &schema.EndpointSlice{Metadata: schema.ObjectMeta{Namespace: ns, Name: name, Labels: schema.NewStringMap(labels)}, AddressType: "IPv4"}
 	for _, ip := range ips {
 		s.Endpoints = append(s.Endpoints, schema.SliceEndpoint{Addresses: []string{ip}, Conditions: schema.EndpointConditions{Ready: true, Serving: true}})
 	}

@@ -84,7 +84,7 @@ func (m *compileMemo) begin(c *compilation, n plan.Node) {
 func (c *compilation) inputs(o *schema.Service) *compiledService {
 	in := &compiledService{}
 	in.alloc = c.checked.Alloc.lookup(o.Metadata.Namespace, o.Metadata.Name)
-	if len(o.Spec.Selector) > 0 {
+	if o.Spec.Selector.Len() > 0 {
 		in.pods = c.pods.servicePods(o)
 	} else {
 		key := o.Metadata.Namespace + "/" + o.Metadata.Name

@@ -15,7 +15,7 @@ import (
 // Pods their targetRefs name, else the Service's annotation's).
 func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
 	var eps []plan.Endpoint
-	if len(svc.Spec.Selector) > 0 {
+	if svc.Spec.Selector.Len() > 0 {
 		for _, pod := range c.pods.servicePods(svc) {
 			eps = append(eps, c.podEndpoints(svc, pod, port, fams)...)
 		}
@@ -62,7 +62,7 @@ func state(e plan.Endpoint) int {
 
 func (c *compilation) zoneOf(node string) string {
 	if n := c.nodes[node]; n != nil {
-		return n.Metadata.Labels[schema.ZoneLabel]
+		return n.Metadata.Labels.Get(schema.ZoneLabel)
 	}
 	return ""
 }
@@ -136,7 +136,7 @@ func PodTarget(pod *schema.Pod, port schema.ServicePort) (target uint16, why str
 // Selects reports whether a Service selector selects a pod with labels,
 // as the compiler selects: every key and value of sel, and an empty
 // selector selects nothing.
-func Selects(sel, labels map[string]string) bool { return len(sel) > 0 && matches(sel, labels) }
+func Selects(sel, labels schema.StringMap) bool { return sel.Len() > 0 && matches(sel, labels) }
 
 // endpointPort finds the port of an Endpoints subset or EndpointSlice that
 // serves a Service port: the one of the same name and protocol.

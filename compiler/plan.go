@@ -188,7 +188,7 @@ func newCompilation(objs []*schema.Object, checked *Checked) *compilation {
 		case o.Endpoints != nil:
 			c.endpoints[o.Endpoints.Metadata.Namespace+"/"+o.Endpoints.Metadata.Name] = o.Endpoints
 		case o.EndpointSlice != nil:
-			if svc := o.EndpointSlice.Metadata.Labels[schema.ServiceNameLabel]; svc != "" {
+			if svc := o.EndpointSlice.Metadata.Labels.Get(schema.ServiceNameLabel); svc != "" {
 				k := o.EndpointSlice.Metadata.Namespace + "/" + svc
 				c.slices[k] = append(c.slices[k], o.EndpointSlice)
 			}
@@ -221,7 +221,7 @@ func (c *compilation) node(name string) (plan.Node, error) {
 		}
 		return plan.Node{}, fmt.Errorf("node %s is not in the tree (its nodes: %s)", name, strings.Join(names, ", "))
 	}
-	pn := plan.Node{Name: name, Zone: n.Metadata.Labels[schema.ZoneLabel]}
+	pn := plan.Node{Name: name, Zone: n.Metadata.Labels.Get(schema.ZoneLabel)}
 	for _, a := range n.Status.Addresses {
 		if a.Type != "InternalIP" && a.Type != "ExternalIP" {
 			continue
@@ -322,7 +322,7 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 	if sp.SessionAffinity == "ClientIP" && sp.SessionAffinityConfig != nil && sp.SessionAffinityConfig.ClientIP != nil {
 		ps.AffinitySeconds = sp.SessionAffinityConfig.ClientIP.TimeoutSeconds
 	}
-	ps.IPVSScheduler = o.Metadata.Annotations[IPVSSchedulerAnnotation]
+	ps.IPVSScheduler = o.Metadata.Annotations.Get(IPVSSchedulerAnnotation)
 	fams := c.serviceFamilies(o, ps.ClusterIPs)
 	for i, port := range sp.Ports {
 		pp := plan.Port{Name: port.Name, Protocol: port.Protocol, Port: uint16(port.Port)}
@@ -363,7 +363,7 @@ func (c *compilation) serviceFamilies(o *schema.Service, ips []netip.Addr) map[s
 			cluster = append(cluster, schema.Family(p.Addr()))
 		}
 	}
-	if len(o.Spec.Selector) == 0 || len(cluster) == 0 {
+	if o.Spec.Selector.Len() == 0 || len(cluster) == 0 {
 		f["IPv4"], f["IPv6"] = true, true
 		return f
 	}

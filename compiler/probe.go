@@ -31,7 +31,7 @@ func podProbes(pod *schema.Pod) []plan.Probe {
 // netspec.dev/readiness-probe, for its endpoints without a Pod (whose
 // targetRef names no Pod of the tree); nil when it has none.
 func annotationProbes(svc *schema.Service) []plan.Probe {
-	a, ok := svc.Metadata.Annotations[schema.ReadinessProbeAnnotation]
+	a, ok := svc.Metadata.Annotations.Lookup(schema.ReadinessProbeAnnotation)
 	if !ok {
 		return nil
 	}

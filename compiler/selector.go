@@ -33,7 +33,7 @@ func newPodIndex(objs []*schema.Object) *podIndex {
 	idx := emptyPodIndex()
 	for i, o := range objs {
 		if p := o.Pod; p != nil {
-			for k, v := range p.Metadata.Labels {
+			for k, v := range p.Metadata.Labels.All() {
 				lk := labelKey{p.Metadata.Namespace, k, v}
 				idx.byLabel[lk] = append(idx.byLabel[lk], podEntry{uint64(i), p})
 			}
@@ -48,7 +48,7 @@ func emptyPodIndex() *podIndex {
 
 // add indexes p, whose rank is that of no pod of the index.
 func (idx *podIndex) add(p *schema.Pod, rank uint64) {
-	for k, v := range p.Metadata.Labels {
+	for k, v := range p.Metadata.Labels.All() {
 		lk := labelKey{p.Metadata.Namespace, k, v}
 		l := idx.byLabel[lk]
 		i, _ := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
@@ -58,7 +58,7 @@ func (idx *podIndex) add(p *schema.Pod, rank uint64) {
 
 // remove forgets p, added with rank.
 func (idx *podIndex) remove(p *schema.Pod, rank uint64) {
-	for k, v := range p.Metadata.Labels {
+	for k, v := range p.Metadata.Labels.All() {
 		lk := labelKey{p.Metadata.Namespace, k, v}
 		l := idx.byLabel[lk]
 		i, ok := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
@@ -75,10 +75,10 @@ func (idx *podIndex) remove(p *schema.Pod, rank uint64) {
 
 // selectPods returns the pods of namespace ns that carry every label of
 // sel, in object order. An empty selector selects nothing, as for Services.
-func (idx *podIndex) selectPods(ns string, sel map[string]string) []*schema.Pod {
+func (idx *podIndex) selectPods(ns string, sel schema.StringMap) []*schema.Pod {
 	var best []podEntry
 	first := true
-	for k, v := range sel {
+	for k, v := range sel.All() {
 		l := idx.byLabel[labelKey{ns, k, v}]
 		if first || len(l) < len(best) {
 			best, first = l, false
@@ -110,9 +110,9 @@ func (idx *podIndex) servicePods(svc *schema.Service) []*schema.Pod {
 }
 
 // matches reports whether labels carry every key and value of sel.
-func matches(sel, labels map[string]string) bool {
-	for k, v := range sel {
-		if l, ok := labels[k]; !ok || l != v {
+func matches(sel, labels schema.StringMap) bool {
+	for k, v := range sel.All() {
+		if l, ok := labels.Lookup(k); !ok || l != v {
 			return false
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 func TestSelectPods(t *testing.T) {
 	pod := func(ns, name string, labels map[string]string) *schema.Object {
-		return &schema.Object{Kind: schema.KindPod, Pod: &schema.Pod{Metadata: schema.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}}
+		return &schema.Object{Kind: schema.KindPod, Pod: &schema.Pod{Metadata: schema.ObjectMeta{Name: name, Namespace: ns, Labels: schema.NewStringMap(labels)}}}
 	}
 	objs := []*schema.Object{
 		pod("shop", "web-1", map[string]string{"app": "web", "tier": "front"}),
@@ -34,7 +34,7 @@ func TestSelectPods(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var names []string
-			for _, p := range idx.selectPods(tc.ns, tc.sel) {
+			for _, p := range idx.selectPods(tc.ns, schema.NewStringMap(tc.sel)) {
 				names = append(names, p.Metadata.Name)
 			}
 			if got := fmt.Sprint(names); got != tc.want && !(tc.want == "[]" && names == nil) {

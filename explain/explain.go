@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -425,7 +424,7 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 // pods notes the pods the selector matches that are no endpoint of the
 // port, with the compiler's reason.
 func (x *Explanation) pods(objs []*schema.Object, so *schema.Service, sp *schema.ServicePort, port *plan.Port) {
-	if so == nil || sp == nil || len(so.Spec.Selector) == 0 {
+	if so == nil || sp == nil || so.Spec.Selector.Len() == 0 {
 		return
 	}
 	for _, pod := range selected(objs, so) {
@@ -451,7 +450,7 @@ func noEndpoints(objs []*schema.Object, so *schema.Service, sp *schema.ServicePo
 		return &Cause{CauseNoReadyEndpoint, "the port has no ready endpoint"}
 	}
 	key := so.Metadata.Namespace + "/" + so.Metadata.Name
-	if len(so.Spec.Selector) == 0 {
+	if so.Spec.Selector.Len() == 0 {
 		if len(port.Endpoints) == 0 {
 			return &Cause{CauseNoEndpointObjects, fmt.Sprintf("Service %s has no selector and no Endpoints or EndpointSlice gives port %s an address", key, portName(sp))}
 		}
@@ -486,8 +485,8 @@ func nearest(objs []*schema.Object, so *schema.Service) string {
 			continue
 		}
 		n := 0
-		for k, v := range so.Spec.Selector {
-			if pod.Metadata.Labels[k] == v {
+		for k, v := range so.Spec.Selector.All() {
+			if pod.Metadata.Labels.Get(k) == v {
 				n++
 			}
 		}
@@ -499,9 +498,8 @@ func nearest(objs []*schema.Object, so *schema.Service) string {
 		return " (the namespace has no pods)"
 	}
 	var diff []string
-	for _, k := range sortedKeys(so.Spec.Selector) {
-		want := so.Spec.Selector[k]
-		has, ok := best.Metadata.Labels[k]
+	for k, want := range so.Spec.Selector.All() { // in key order
+		has, ok := best.Metadata.Labels.Lookup(k)
 		switch {
 		case !ok:
 			diff = append(diff, fmt.Sprintf("%s=%s wanted, the pod has no %s", k, want, k))
@@ -671,21 +669,12 @@ func portName(sp *schema.ServicePort) string {
 	return fmt.Sprintf("%d/%s", sp.Port, sp.Protocol)
 }
 
-func labels(m map[string]string) string {
+func labels(m schema.StringMap) string {
 	var out []string
-	for _, k := range sortedKeys(m) {
-		out = append(out, k+"="+m[k])
+	for k, v := range m.All() { // in key order
+		out = append(out, k+"="+v)
 	}
 	return "{" + strings.Join(out, ",") + "}"
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func prefixes(ps []netip.Prefix) string {

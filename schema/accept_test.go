@@ -87,10 +87,10 @@ svc: {apiVersion: "v1", kind: "Service", metadata: {name: "from-cue", annotation
 		got, want any
 	}{
 		{"namespace", web.Metadata.Namespace, "default"},
-		{"annotations", web.Metadata.Annotations, map[string]string(nil)},
-		{"labels", web.Metadata.Labels, map[string]string(nil)},
+		{"annotations", web.Metadata.Annotations.Map(), map[string]string(nil)},
+		{"labels", web.Metadata.Labels.Map(), map[string]string(nil)},
 		{"type", web.Spec.Type, "ClusterIP"},
-		{"selector entry null is empty", web.Spec.Selector, map[string]string{"app": "web", "tier": ""}},
+		{"selector entry null is empty", web.Spec.Selector.Map(), map[string]string{"app": "web", "tier": ""}},
 		{"targetPort", web.Spec.Ports[0].TargetPort, IntOrString{Int: 80}},
 		{"protocol", web.Spec.Ports[0].Protocol, "TCP"},
 		{"timeoutSeconds", web.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds, int32(10800)},
@@ -98,9 +98,9 @@ svc: {apiVersion: "v1", kind: "Service", metadata: {name: "from-cue", annotation
 		{"ports null", empty.Spec.Ports, []ServicePort(nil)},
 		{"slice conditions", slice.Endpoints[0].Conditions, EndpointConditions{Ready: true, Serving: true}},
 		{"slice port protocol", slice.Ports[0].Protocol, "TCP"},
-		{"pod labels", pod.Metadata.Labels, map[string]string{"app": "web", "tier": ""}},
+		{"pod labels", pod.Metadata.Labels.Map(), map[string]string{"app": "web", "tier": ""}},
 		{"pod ports", pod.Spec.Containers[0].Ports, []ContainerPort(nil)},
-		{"cue selector", cue.Spec.Selector, map[string]string(nil)},
+		{"cue selector", cue.Spec.Selector.Map(), map[string]string(nil)},
 		{"cue targetPort", cue.Spec.Ports[0].TargetPort, IntOrString{Int: 53}},
 		{"cue protocol", cue.Spec.Ports[0].Protocol, "TCP"},
 	} {

@@ -24,8 +24,8 @@ const maxCUEObjectDepth = 8
 // searched: a struct with apiVersion and kind is an object; other structs
 // and lists are searched further. Hidden fields (_x) and definitions (#X)
 // are templates and are not searched.
-func splitCUE(u *unit, dl *diag.List) (objs []rawObject, ignored []Ignored) {
-	v, ok := buildCUE(u, dl)
+func splitCUE(u *unit, contents [][]byte, dl *diag.List) (objs []rawObject, ignored []Ignored) {
+	v, ok := buildCUE(u, contents, dl)
 	if !ok {
 		return nil, nil
 	}
@@ -44,21 +44,22 @@ func splitCUE(u *unit, dl *diag.List) (objs []rawObject, ignored []Ignored) {
 	return w.objs, w.ignored
 }
 
-// buildCUE parses and evaluates the files of a CUE package.
-func buildCUE(u *unit, dl *diag.List) (cue.Value, bool) {
+// buildCUE parses and evaluates the files of a CUE package, whose contents
+// are given in the order of u.files.
+func buildCUE(u *unit, contents [][]byte, dl *diag.List) (cue.Value, bool) {
 	ctx := cuecontext.New()
-	inst := build.NewContext().NewInstance(u.dir, nil)
+	inst := build.NewContext().NewInstance(u.cueDir(), nil)
 	pkg := ""
 	ok := true
 	for i, name := range u.files {
-		f, err := parser.ParseFile(name, u.data[i], parser.ParseComments)
+		f, err := parser.ParseFile(name, contents[i], parser.ParseComments)
 		if err != nil {
 			addCUEErrors(dl, err, name)
 			ok = false
 			continue
 		}
 		if p := f.PackageName(); p != pkg && pkg != "" && p != "" {
-			dl.Errorf(diag.Pos{File: name, Line: 1, Col: 1}, nil, "package %s differs from package %s of the other .cue files in %s (one package per directory)", p, pkg, u.dir)
+			dl.Errorf(diag.Pos{File: name, Line: 1, Col: 1}, nil, "package %s differs from package %s of the other .cue files in %s (one package per directory)", p, pkg, u.cueDir())
 			ok = false
 			continue
 		} else if p != "" {

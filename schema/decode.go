@@ -2,7 +2,6 @@ package schema
 
 import (
 	"fmt"
-	"hash/maphash"
 	"maps"
 	"math"
 	"reflect"
@@ -21,6 +20,21 @@ import (
 func decodeValue(dst reflect.Value, src any, in *interner) error {
 	if src == nil {
 		return nil // null: leave the zero value, as encoding/json does
+	}
+	if dst.Type() == stringMapType {
+		m, ok := src.(map[string]any)
+		if !ok {
+			return fmt.Errorf("want a mapping, not %s", typeName(src))
+		}
+		if in == nil {
+			in = &interner{} // one that shares nothing
+		}
+		out, err := in.stringMap(m)
+		if err != nil {
+			return err
+		}
+		dst.Set(reflect.ValueOf(out))
+		return nil
 	}
 	if dst.Type() == intOrStringType {
 		v := dst.Addr().Interface().(*IntOrString)
@@ -63,14 +77,6 @@ func decodeValue(dst reflect.Value, src any, in *interner) error {
 		m, ok := src.(map[string]any)
 		if !ok {
 			return fmt.Errorf("want a mapping, not %s", typeName(src))
-		}
-		if in != nil && dst.Type() == stringMapType {
-			out, err := in.stringMap(m)
-			if err != nil {
-				return err
-			}
-			dst.Set(reflect.ValueOf(out))
-			return nil
 		}
 		out := reflect.MakeMapWithSize(dst.Type(), len(m))
 		for k, v := range m {
@@ -156,7 +162,7 @@ func structFields(t reflect.Type) map[string]int {
 	return m
 }
 
-var stringMapType = reflect.TypeFor[map[string]string]()
+var stringMapType = reflect.TypeFor[StringMap]()
 
 // maxInterned bounds each table of an interner: a full table starts again
 // empty, so that a validator that decodes a whole tree holds no more than
@@ -177,10 +183,10 @@ const maxStrings = 1024
 // (BenchmarkLoadRetained). Strings are shared as fastYAML reads them; the
 // files that yaml.v3 or CUE read share maps and lists only.
 type interner struct {
-	strs map[string]string            // with the common strings
-	maps map[uint64]map[string]string // by an order-free hash (stringMap)
-	hash maphash.Hash
-	keys []string // scratch for a map's error
+	strs map[string]string    // with the common strings
+	maps map[string]StringMap // by their encoded entries (stringMap)
+	keys []string             // scratch: a map's keys
+	enc  []byte               // scratch: a map's encoded entries
 
 	// Short lists by content (shareSlices), which defaults have filled in.
 	servicePorts   sliceTable[ServicePort]
@@ -195,7 +201,7 @@ type interner struct {
 }
 
 func newInterner() *interner {
-	in := &interner{strs: make(map[string]string, len(common)), maps: map[uint64]map[string]string{}}
+	in := &interner{strs: make(map[string]string, len(common)), maps: map[string]StringMap{}}
 	maps.Copy(in.strs, common)
 	return in
 }
@@ -220,45 +226,33 @@ func (in *interner) bytes(b []byte) string {
 	return s
 }
 
-// stringMap decodes m into a map[string]string as decodeValue does (null
-// values are ""), or returns an equal map decoded before.
-func (in *interner) stringMap(m map[string]any) (map[string]string, error) {
-	// An order-free hash of the entries finds the candidate; equality is
-	// checked entry by entry.
-	sum := uint64(len(m))
+// stringMap decodes m into a StringMap as decodeValue does (null values
+// are ""), or returns an equal one decoded before.
+func (in *interner) stringMap(m map[string]any) (StringMap, error) {
+	in.keys = in.keys[:0]
 	for k, v := range m {
-		s, ok := v.(string)
-		if !ok && v != nil {
-			return nil, in.mapError(m)
+		if _, ok := v.(string); !ok && v != nil {
+			return StringMap{}, in.mapError(m)
 		}
-		in.hash.Reset()
-		in.hash.WriteString(k)
-		in.hash.WriteByte(0)
-		in.hash.WriteString(s)
-		sum += in.hash.Sum64()
+		in.keys = append(in.keys, k)
 	}
-	if c, ok := in.maps[sum]; ok && len(c) == len(m) {
-		same := true
-		for k, v := range m {
-			s, _ := v.(string)
-			if t, ok := c[k]; !ok || t != s {
-				same = false
-				break
-			}
-		}
-		if same {
-			return c, nil
-		}
+	slices.Sort(in.keys)
+	in.enc = in.enc[:0]
+	for _, k := range in.keys {
+		s, _ := m[k].(string)
+		in.enc = appendEntry(in.enc, k, s)
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		s, _ := v.(string)
-		out[k] = s
+	if c, ok := in.maps[string(in.enc)]; ok {
+		return c, nil
+	}
+	out := stringMapOf(in.enc)
+	if in.maps == nil {
+		return out, nil // an interner that shares nothing
 	}
 	if len(in.maps) >= maxInterned {
 		clear(in.maps)
 	}
-	in.maps[sum] = out
+	in.maps[out.entries()] = out
 	return out, nil
 }
 

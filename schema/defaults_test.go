@@ -191,6 +191,13 @@ func diffValue(path string, a, b reflect.Value, out *[]string) {
 	if !a.IsValid() {
 		return
 	}
+	if a.Type() == stringMapType {
+		x, y := a.Interface().(StringMap).Map(), b.Interface().(StringMap).Map()
+		if !reflect.DeepEqual(x, y) {
+			*out = append(*out, fmt.Sprintf("%s: %s | %s", path, show(reflect.ValueOf(x)), show(reflect.ValueOf(y))))
+		}
+		return
+	}
 	switch a.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if a.IsNil() || b.IsNil() {

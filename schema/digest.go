@@ -20,7 +20,7 @@ func (t *Tree) Digest() [32]byte {
 		binary.LittleEndian.PutUint64(n[:], uint64(len(s.file)))
 		h.Write(n[:])
 		h.Write([]byte(s.file))
-		h.Write(s.sum[:])
+		h.Write(s.meta.sum[:])
 	}
 	var out [32]byte
 	h.Sum(out[:0])

@@ -22,12 +22,11 @@ const maxChanged = 1024
 // no symlink and reported nothing: there, a path's meaning does not depend
 // on other paths, so a change shows at the changed path alone.
 type walkState struct {
-	root     string // as given to Load
-	realRoot string // root with symlinks resolved, as the walk used it
-	absRoot  string // realRoot made absolute, to compare changed paths with
-	max      int64  // the Load's MaxFileSize: the units' known flags hold for it
-	units    []*unit
-	files    map[string]*unit        // each file's unit, by slash path relative to the root
+	root     string                  // as given to Load
+	realRoot string                  // root with symlinks resolved, as the walk used it
+	absRoot  string                  // realRoot made absolute, to compare changed paths with
+	max      int64                   // the Load's MaxFileSize: the units' known flags hold for it
+	units    []*unit                 // in the walk's order, by first file (unitOf)
 	cue      map[string]*unit        // CUE units by directory
 	dirs     map[string]bool         // the directories walked, "." for the root
 	skipped  []Skipped               // the files not read for their names
@@ -45,15 +44,27 @@ func newWalkState(root string, w *walker, max int64) *walkState {
 	if err != nil {
 		return nil
 	}
-	s := &walkState{root: root, realRoot: w.realRoot, absRoot: abs, max: max, units: w.units,
-		files: make(map[string]*unit, len(w.units)), cue: w.cue, dirs: w.dirs,
-		skipped: w.skipped, rules: w.rules, left: w.left}
-	for _, u := range w.units {
-		for _, f := range u.files {
-			s.files[f] = u
+	return &walkState{root: root, realRoot: w.realRoot, absRoot: abs, max: max, units: w.units,
+		cue: w.cue, dirs: w.dirs, skipped: w.skipped, rules: w.rules, left: w.left}
+}
+
+// unitOf returns the unit of the file rel (a slash path relative to the
+// root), nil when s lists no such file: a .cue file is in its directory's
+// unit, any other in the unit whose first and only file it is.
+func (s *walkState) unitOf(rel string) *unit {
+	if specExt(rel) == ".cue" {
+		if u := s.cue[path.Dir(rel)]; u != nil {
+			if _, ok := slices.BinarySearch(u.files, rel); ok {
+				return u
+			}
 		}
+		return nil
 	}
-	return s
+	i := sort.Search(len(s.units), func(i int) bool { return s.units[i].files[0] >= rel })
+	if i < len(s.units) && s.units[i].files[0] == rel && !s.units[i].isCUE {
+		return s.units[i]
+	}
+	return nil
 }
 
 // update brings s up to date with the tree, given that only the paths
@@ -90,7 +101,7 @@ func (s *walkState) update(changed []string) (gone []string, ok bool) {
 			if s.dirs[rel] {
 				return nil, false
 			}
-			if u := s.files[rel]; u != nil {
+			if u := s.unitOf(rel); u != nil {
 				s.drop(u, rel)
 				gone = append(gone, real)
 			}
@@ -98,7 +109,7 @@ func (s *walkState) update(changed []string) (gone []string, ok bool) {
 		case err != nil:
 			return nil, false
 		case fi.Mode().IsRegular():
-			if u := s.files[rel]; u != nil {
+			if u := s.unitOf(rel); u != nil {
 				u.known = false
 				continue
 			}
@@ -184,9 +195,11 @@ func local(r string) bool {
 // case-insensitive directory both would be one file, which only a walk
 // names right.
 func (s *walkState) clash(rel string) bool {
-	for f := range s.files {
-		if strings.EqualFold(f, rel) {
-			return true
+	for _, u := range s.units {
+		for _, f := range u.files {
+			if strings.EqualFold(f, rel) {
+				return true
+			}
 		}
 	}
 	return false
@@ -195,16 +208,16 @@ func (s *walkState) clash(rel string) bool {
 // add lists a new spec file: a unit of its own, or a file of its
 // directory's CUE unit.
 func (s *walkState) add(rel, real string, isCUE bool) {
+	rel = withinPath(real, rel)
 	if !isCUE {
 		u := &unit{files: []string{rel}, real: []string{real}}
-		s.files[rel] = u
 		s.insert(u)
 		return
 	}
 	dir := path.Dir(rel)
 	u := s.cue[dir]
 	if u == nil {
-		u = &unit{dir: dir, isCUE: true}
+		u = &unit{isCUE: true}
 		s.cue[dir] = u
 	} else {
 		s.remove(u)
@@ -214,13 +227,11 @@ func (s *walkState) add(rel, real string, isCUE bool) {
 	u.files = append(u.files[:i], append([]string{rel}, u.files[i:]...)...)
 	u.real = append(u.real[:i], append([]string{real}, u.real[i:]...)...)
 	u.meta, u.known = nil, false
-	s.files[rel] = u
 	s.insert(u)
 }
 
 // drop forgets the file rel of unit u, and u when it has no file left.
 func (s *walkState) drop(u *unit, rel string) {
-	delete(s.files, rel)
 	s.remove(u)
 	i := sort.SearchStrings(u.files, rel)
 	if i == len(u.files) || u.files[i] != rel {
@@ -231,7 +242,7 @@ func (s *walkState) drop(u *unit, rel string) {
 	u.meta, u.known = nil, false
 	if len(u.files) == 0 {
 		if u.isCUE {
-			delete(s.cue, u.dir)
+			delete(s.cue, path.Dir(rel))
 		}
 		return
 	}

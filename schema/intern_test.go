@@ -135,11 +135,11 @@ spec:
 			t.Errorf("%s not shared", what)
 		}
 	}
-	same("labels", a.Metadata.Labels, b.Metadata.Labels)
+	same("labels", a.Metadata.Labels.p, b.Metadata.Labels.p)
 	same("containers", a.Spec.Containers, b.Spec.Containers)
 	same("conditions", a.Status.Conditions, b.Status.Conditions)
 	same("service ports", objs[2].Service.Spec.Ports, objs[3].Service.Spec.Ports)
-	same("selector", objs[2].Service.Spec.Selector, objs[3].Service.Spec.Selector)
+	same("selector", objs[2].Service.Spec.Selector.p, objs[3].Service.Spec.Selector.p)
 	if unsafe.StringData(objs[2].Service.Metadata.Name) == unsafe.StringData(objs[3].Service.Metadata.Name) {
 		t.Errorf("names shared: %q", objs[2].Service.Metadata.Name)
 	}
@@ -200,10 +200,10 @@ spec:
 	if l := pods[1].Spec.Containers[0].Ports; l == nil {
 		t.Errorf("pod with ports: [] has nil ports")
 	}
-	if m := pods[0].Metadata.Labels; m == nil {
+	if m := pods[0].Metadata.Labels; m.IsNil() {
 		t.Errorf("pod with labels: {} has nil labels")
 	}
-	if m := pods[1].Metadata.Labels; m != nil {
+	if m := pods[1].Metadata.Labels; !m.IsNil() {
 		t.Errorf("pod without labels has labels %#v", m)
 	}
 }

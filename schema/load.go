@@ -22,12 +22,12 @@ import (
 const DefaultMaxFileSize = 8 << 20
 
 // unit is one thing the loader validates as a whole: a YAML/JSON file, or
-// the .cue files of one directory (one CUE package).
+// the .cue files of one directory (one CUE package). A StatCache keeps
+// the units of a tree from one Load to the next, so a unit holds no more
+// than it needs then: its contents are read (read) for one Load only.
 type unit struct {
-	dir   string     // for CUE: the slash path of the directory, "." for the root
-	files []string   // slash paths relative to the root
+	files []string   // slash paths relative to the root; a CUE unit's are in one directory
 	real  []string   // the files' paths on disk, symlinks resolved
-	data  [][]byte   // the files' contents, once read (nil when recalled)
 	meta  []fileMeta // the files' lengths, hashes and identities
 	isCUE bool
 
@@ -47,21 +47,26 @@ type fileMeta struct {
 	st   fileStat // identity when read or recalled, for a StatCache
 }
 
+// cueDir is the slash path of a CUE unit's directory, "." for the root.
+func (u *unit) cueDir() string { return path.Dir(u.files[0]) }
+
 // read reads and hashes the unit's files, each at most max bytes, and takes
-// each file's identity as it was when opened, for a StatCache. Reading
+// each file's identity as it was when opened, for a StatCache. It returns
+// the files' contents, and false when one could not be read. Reading
 // happens in the workers, so that a large tree is read in parallel.
-func (u *unit) read(max int64, dl *diag.List) bool {
+func (u *unit) read(max int64, dl *diag.List) ([][]byte, bool) {
 	ok := true
-	u.data, u.meta = make([][]byte, len(u.real)), make([]fileMeta, len(u.real))
+	contents := make([][]byte, len(u.real))
+	u.meta = make([]fileMeta, len(u.real))
 	for i, name := range u.real {
 		data, st, err := readLimited(name, max)
 		if err != nil {
 			dl.Errorf(diag.Pos{File: u.files[i]}, nil, "%v", err)
 			ok = false
 		}
-		u.data[i], u.meta[i] = data, fileMeta{size: int64(len(data)), sum: sha256.Sum256(data), st: st}
+		contents[i], u.meta[i] = data, fileMeta{size: int64(len(data)), sum: sha256.Sum256(data), st: st}
 	}
-	return ok
+	return contents, ok
 }
 
 // walk lists the units of the tree below root. Dot-directories and dotfiles
@@ -246,6 +251,7 @@ func (w *walker) file(real, rel, name string) {
 		return
 	}
 	w.files[real] = true
+	rel = withinPath(real, rel)
 	if ext != ".cue" {
 		w.units = append(w.units, &unit{files: []string{rel}, real: []string{real}})
 		return
@@ -253,11 +259,22 @@ func (w *walker) file(real, rel, name string) {
 	dir := path.Dir(rel)
 	u := w.cue[dir]
 	if u == nil {
-		u = &unit{dir: dir, isCUE: true}
+		u = &unit{isCUE: true}
 		w.cue[dir] = u
 	}
 	u.files = append(u.files, rel)
 	u.real = append(u.real, real)
+}
+
+// withinPath returns rel, sharing the bytes of real when real ends with it
+// (as it does unless the directory was reached through a symlink): the
+// units and their objects keep both paths of every file for as long as a
+// StatCache keeps them.
+func withinPath(real, rel string) string {
+	if strings.HasSuffix(real, rel) {
+		return real[len(real)-len(rel):]
+	}
+	return rel
 }
 
 func within(root, p string) bool {

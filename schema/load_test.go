@@ -480,7 +480,7 @@ items:
 	var got []string
 	for _, o := range tr.Objects {
 		m := o.Meta()
-		got = append(got, fmt.Sprintf("%s/%s team=%s type=%s ports=%d", m.Namespace, m.Name, m.Labels["team"], o.Service.Spec.Type, len(o.Service.Spec.Ports)))
+		got = append(got, fmt.Sprintf("%s/%s team=%s type=%s ports=%d", m.Namespace, m.Name, m.Labels.Get("team"), o.Service.Spec.Type, len(o.Service.Spec.Ports)))
 	}
 	// In a merge list the first mapping wins; the mapping's own keys win over all.
 	want := []string{"shop/a team=x type=ClusterIP ports=1", "shop/b team=x type=ClusterIP ports=1", "shop/c team=x type=NodePort ports=1"}

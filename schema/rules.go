@@ -41,7 +41,7 @@ func checkObject(o *Object, r *reporter) {
 	case o.Service != nil:
 		checkMetaName(o, r, 63)
 		checkService(o.Service, r)
-		if a, ok := o.Service.Metadata.Annotations[ReadinessProbeAnnotation]; ok {
+		if a, ok := o.Service.Metadata.Annotations.Lookup(ReadinessProbeAnnotation); ok {
 			if _, err := ParseProbeAnnotation(a); err != nil {
 				r.errorf(diag.Path{"metadata", "annotations", ReadinessProbeAnnotation}, "%v", err)
 			}

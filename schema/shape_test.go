@@ -94,12 +94,12 @@ func corpus(t *testing.T) []rawObject {
 			t.Fatal(err)
 		}
 		for _, u := range units {
-			u.read(DefaultMaxFileSize, &dl)
+			contents, _ := u.read(DefaultMaxFileSize, &dl)
 			var raws []rawObject
 			if u.isCUE {
-				raws, _ = splitCUE(u, &dl)
+				raws, _ = splitCUE(u, contents, &dl)
 			} else {
-				raws, _ = splitYAML(u.files[0], u.data[0], &dl)
+				raws, _ = splitYAML(u.files[0], contents[0], &dl)
 			}
 			out = append(out, raws...)
 		}

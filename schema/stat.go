@@ -23,11 +23,10 @@ import (
 // It holds only the files of the latest Load, so it does not grow over a
 // long-running daemon. The memo works on Linux; elsewhere every file is read.
 type StatCache struct {
-	mu      sync.Mutex
-	files   map[string]statEntry // by real path (symlinks resolved)
-	walk    *walkState           // the latest Load's walk, for Options.Changed; nil: none to trust
-	spare   *validator           // a validator of an earlier Load, to reuse
-	objects int                  // the objects of the latest Load
+	mu    sync.Mutex
+	files map[string]statEntry // by real path (symlinks resolved)
+	walk  *walkState           // the latest Load's walk, for Options.Changed; nil: none to trust
+	spare *validator           // a validator of an earlier Load, to reuse
 }
 
 // NewStatCache returns an empty StatCache.

@@ -71,7 +71,7 @@ func (t *Tree) Stream() bool { return t.mem != nil }
 // Cache: the cache keys files of a tree on disk.
 func loadStream(name string, data []byte) *Tree {
 	t := &Tree{Root: name, Files: 1, mem: map[string][]byte{name: data}}
-	t.sums = []fileSum{{name, sha256.Sum256(data)}}
+	t.sums = []fileSum{{name, &fileMeta{size: int64(len(data)), sum: sha256.Sum256(data)}}}
 	var second bool
 	raws, ignored := splitDocs(name, data, &t.Diags, func(root *yaml.Node, m map[string]any) bool {
 		if _, ok := m["version"]; !ok {

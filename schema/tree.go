@@ -211,7 +211,8 @@ func Load(root string, opt Options) (*Tree, error) {
 					}
 				}
 				var readDiags diag.List
-				if !u.read(opt.MaxFileSize, &readDiags) {
+				contents, ok := u.read(opt.MaxFileSize, &readDiags)
+				if !ok {
 					results[i] = &UnitResult{Diags: readDiags}
 					continue
 				}
@@ -229,7 +230,7 @@ func Load(root string, opt Options) (*Tree, error) {
 						v = newValidator()
 					}
 				}
-				r := v.unit(u)
+				r := v.unit(u, contents)
 				results[i] = r
 				if opt.Cache != nil {
 					opt.Cache.Put(key, r)
@@ -242,14 +243,24 @@ func Load(root string, opt Options) (*Tree, error) {
 		opt.Stats.spare = spare.Load()
 	}
 
-	t.sums = make([]fileSum, 0, len(units))
-	if opt.Stats != nil && opt.Stats.objects > 0 {
-		// As many as the previous Load's, to allocate once.
-		t.Objects = make([]*Object, 0, opt.Stats.objects)
+	// The Tree's lists live as long as it does: each is made once, of the
+	// length it needs.
+	var nFiles, nObjects, nIgnored int
+	for i, u := range units {
+		nFiles += len(u.files)
+		nObjects += len(results[i].Objects)
+		nIgnored += len(results[i].Ignored)
+	}
+	t.sums = make([]fileSum, 0, nFiles)
+	if nObjects > 0 {
+		t.Objects = make([]*Object, 0, nObjects)
+	}
+	if nIgnored > 0 {
+		t.Ignored = make([]Ignored, 0, nIgnored)
 	}
 	for i, u := range units {
 		for j, f := range u.files {
-			t.sums = append(t.sums, fileSum{f, u.meta[j].sum})
+			t.sums = append(t.sums, fileSum{f, &u.meta[j]})
 		}
 		r := results[i]
 		t.Objects = append(t.Objects, r.Objects...)
@@ -257,14 +268,7 @@ func Load(root string, opt Options) (*Tree, error) {
 		t.Diags.Add(r.Diags...)
 	}
 	t.Files = len(t.sums)
-	if len(t.Objects) == 0 {
-		t.Objects = nil // as without a StatCache
-	}
-	for _, u := range todo {
-		u.data = nil // the StatCache keeps the units, not the contents
-	}
 	if opt.Stats != nil {
-		opt.Stats.objects = len(t.Objects)
 		if hinted {
 			opt.Stats.update(todo, gone, start)
 		} else {
@@ -298,14 +302,14 @@ func unitKey(u *unit) Key {
 	return sha256.Sum256(b)
 }
 
-// unit validates one file or CUE package.
-func (v *validator) unit(u *unit) *UnitResult {
+// unit validates one file or CUE package, of the contents read.
+func (v *validator) unit(u *unit, contents [][]byte) *UnitResult {
 	r := &UnitResult{}
 	var raws []rawObject
 	if u.isCUE {
-		raws, r.Ignored = splitCUE(u, &r.Diags)
+		raws, r.Ignored = splitCUE(u, contents, &r.Diags)
 	} else {
-		raws, r.Ignored = splitDocs(u.files[0], u.data[0], &r.Diags, nil, v.in)
+		raws, r.Ignored = splitDocs(u.files[0], contents[0], &r.Diags, nil, v.in)
 	}
 	if len(raws) > 0 {
 		r.Objects = make([]*Object, 0, len(raws)) // kept as long as the tree
@@ -343,10 +347,11 @@ func (t *Tree) Locate(src Source, p diag.Path) diag.Pos {
 	return locateYAML(src.File, root, p)
 }
 
-// fileSum is the content hash of a file of a Tree.
+// fileSum is the content hash of a file of a Tree: its meta, shared with
+// the file's unit (a fileMeta is never written once made).
 type fileSum struct {
 	file string
-	sum  [32]byte
+	meta *fileMeta
 }
 
 // fileHashes returns the content hash of each file, by slash path. Load
@@ -355,7 +360,7 @@ func (t *Tree) fileHashes() map[string][32]byte {
 	t.hashesOnce.Do(func() {
 		t.hashes = make(map[string][32]byte, len(t.sums))
 		for _, s := range t.sums {
-			t.hashes[s.file] = s.sum
+			t.hashes[s.file] = s.meta.sum
 		}
 	})
 	return t.hashes
@@ -399,7 +404,7 @@ func (t *Tree) yamlDocs(file string) []*yaml.Node {
 
 func (t *Tree) locateCUE(src Source, p diag.Path) diag.Pos {
 	dir := path.Dir(src.File)
-	u := &unit{dir: dir, isCUE: true}
+	u := &unit{isCUE: true}
 	var files []string
 	for f := range t.fileHashes() {
 		if path.Dir(f) == dir && path.Ext(f) == ".cue" {
@@ -407,16 +412,17 @@ func (t *Tree) locateCUE(src Source, p diag.Path) diag.Pos {
 		}
 	}
 	sort.Strings(files)
+	var contents [][]byte
 	for _, f := range files {
 		data, ok := t.read(f)
 		if !ok {
 			return diag.Pos{File: src.File}
 		}
 		u.files = append(u.files, f)
-		u.data = append(u.data, data)
+		contents = append(contents, data)
 	}
 	var dl diag.List
-	v, ok := buildCUE(u, &dl)
+	v, ok := buildCUE(u, contents, &dl)
 	if !ok {
 		return diag.Pos{File: src.File}
 	}

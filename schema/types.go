@@ -26,11 +26,11 @@ type Source struct {
 
 // ObjectMeta is the part of Kubernetes' metadata that netspec uses.
 type ObjectMeta struct {
-	Name              string            `json:"name"`
-	Namespace         string            `json:"namespace,omitempty"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	Annotations       map[string]string `json:"annotations,omitempty"`
-	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
+	Name              string    `json:"name"`
+	Namespace         string    `json:"namespace,omitempty"`
+	Labels            StringMap `json:"labels,omitzero"`
+	Annotations       StringMap `json:"annotations,omitzero"`
+	DeletionTimestamp string    `json:"deletionTimestamp,omitempty"`
 }
 
 // Object is one validated object with its kind-specific value set; exactly one
@@ -114,7 +114,7 @@ type Service struct {
 type ServiceSpec struct {
 	Type                          string                 `json:"type"`
 	Ports                         []ServicePort          `json:"ports,omitempty"`
-	Selector                      map[string]string      `json:"selector,omitempty"`
+	Selector                      StringMap              `json:"selector,omitzero"`
 	ClusterIP                     string                 `json:"clusterIP,omitempty"`
 	ClusterIPs                    []string               `json:"clusterIPs,omitempty"`
 	IPFamilies                    []string               `json:"ipFamilies,omitempty"`

@@ -36,14 +36,14 @@ func sampleResult(i int) *schema.UnitResult {
 				APIVersion: "v1",
 				Kind:       schema.KindService,
 				Service: &schema.Service{
-					Metadata: schema.ObjectMeta{Name: fmt.Sprint("svc-", i), Namespace: "ns", Labels: map[string]string{"app": "web", "": ""}, Annotations: map[string]string{}},
+					Metadata: schema.ObjectMeta{Name: fmt.Sprint("svc-", i), Namespace: "ns", Labels: schema.NewStringMap(map[string]string{"app": "web", "": ""}), Annotations: schema.NewStringMap(map[string]string{})},
 					Spec: schema.ServiceSpec{
 						Type: "NodePort",
 						Ports: []schema.ServicePort{
 							{Name: "http", Protocol: "TCP", Port: 80, TargetPort: schema.IntOrString{Str: "http"}, NodePort: 30080},
 							{Name: "dns", Protocol: "UDP", Port: 53, TargetPort: schema.IntOrString{Int: 5353}},
 						},
-						Selector:                      map[string]string{"app": "web"},
+						Selector:                      schema.NewStringMap(map[string]string{"app": "web"}),
 						ClusterIPs:                    []string{},
 						SessionAffinity:               "ClientIP",
 						SessionAffinityConfig:         &schema.SessionAffinityConfig{ClientIP: &schema.ClientIPConfig{TimeoutSeconds: -1}},
@@ -145,6 +145,15 @@ func TestCodecRealTree(t *testing.T) {
 }
 
 func fill(v reflect.Value, rng *rand.Rand, depth int) {
+	if v.Type() == reflect.TypeFor[schema.StringMap]() {
+		// Its entries are unexported: fill it as the map it stands for.
+		m := map[string]string{}
+		for range 1 + rng.IntN(3) {
+			m[fmt.Sprintf("s%d", rng.IntN(1000))] = fmt.Sprintf("s%d", rng.IntN(1000))
+		}
+		v.Set(reflect.ValueOf(schema.NewStringMap(m)))
+		return
+	}
 	switch v.Kind() {
 	case reflect.Bool:
 		v.SetBool(true)

@@ -161,8 +161,10 @@ func (c *compiler) compile(t reflect.Type) (*typeCodec, error) {
 			return nil
 		}
 		tc.dec = func(d *decoder, v reflect.Value) {
+			// UnmarshalBinary copies what it keeps (the contract of
+			// encoding.BinaryUnmarshaler), so b is not cloned for it.
 			b := d.bytes(d.uvarint())
-			if err := v.Addr().Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(slices.Clone(b)); err != nil {
+			if err := v.Addr().Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(b); err != nil {
 				d.fail()
 			}
 		}

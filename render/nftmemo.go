@@ -2,6 +2,7 @@ package render
 
 import (
 	"cmp"
+	"maps"
 	"reflect"
 	"runtime"
 	"slices"
@@ -561,12 +562,39 @@ func (mt *memoTable) patch(k int) bool {
 	hairpin := k == len(nftMaps)
 	silent := hairpin || nftMaps[k].addrs // repeats are not shown (mapSetOf)
 	var olds []nftmodel.Element
+	var dropped map[nftmodel.Key][]nftmodel.Verdict // shared with old's until a key's entry changes
 	if old != nil {
-		olds = old.Elements
+		olds, dropped = old.Elements, old.Dropped
+	}
+	ownDropped := false
+	setDropped := func(key nftmodel.Key, vs []nftmodel.Verdict) {
+		if len(vs) == 0 && len(dropped[key]) == 0 {
+			return
+		}
+		if !ownDropped {
+			dropped, ownDropped = maps.Clone(dropped), true
+		}
+		if len(vs) == 0 {
+			delete(dropped, key)
+			return
+		}
+		if dropped == nil {
+			dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
+		}
+		dropped[key] = vs
 	}
 	oldCounts := mt.counts[k]
-	elems := make([]nftmodel.Element, 0, len(olds)+len(add))
-	counts := make([]int32, 0, cap(elems))
+	// At most one element more than olds has per key that came: the
+	// lists keep no room to spare (a first build adds an address once
+	// per port that has it).
+	n := len(olds)
+	for j := range add {
+		if j == 0 || !add[j].sameKey(&add[j-1]) {
+			n++
+		}
+	}
+	elems := make([]nftmodel.Element, 0, n)
+	counts := make([]int32, 0, n)
 	changed := old == nil
 	var run []memoValue
 	i := 0 // in olds, the first not yet copied
@@ -578,9 +606,6 @@ func (mt *memoTable) patch(k int) bool {
 			e = &add[0]
 		}
 		key := e.key()
-		if hairpin {
-			key = nftmodel.Key{Addr: e.addr, Addr2: e.addr}
-		}
 		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareModelKeys(&olds[i+j].Key, &key) >= 0 })
 		elems, counts = append(elems, olds[i:j]...), append(counts, oldCounts[i:j]...)
 		i = j
@@ -615,16 +640,19 @@ func (mt *memoTable) patch(k int) bool {
 		if len(run) == 0 {
 			changed = true
 			delete(mt.runs[k], key)
+			setDropped(key, nil)
 			continue
 		}
 		cur := nftmodel.Element{Key: key, Verdict: run[0].verdict, Comment: run[0].comment}
+		var drops []nftmodel.Verdict
 		if !silent {
 			for _, v := range run[1:] {
-				cur.Dropped = append(cur.Dropped, v.verdict)
+				drops = append(drops, v.verdict)
 			}
 		}
-		if was == nil || was.Verdict != cur.Verdict || was.Comment != cur.Comment || !slices.Equal(was.Dropped, cur.Dropped) {
+		if was == nil || *was != cur || !slices.Equal(dropped[key], drops) {
 			changed = true
+			setDropped(key, drops)
 		} else {
 			cur = *was
 		}
@@ -649,7 +677,10 @@ func (mt *memoTable) patch(k int) bool {
 	} else {
 		s = &nftmodel.Set{Name: nftMaps[k].name, Comment: nftMaps[k].name + ": " + nftMaps[k].comment, Key: mapKey(k), Verdicts: !nftMaps[k].set}
 	}
-	s.Elements = slices.Clip(elems)
+	s.Elements = elems
+	if len(dropped) > 0 {
+		s.Dropped = dropped
+	}
 	mt.sets[k] = s
 	return true
 }

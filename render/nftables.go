@@ -90,9 +90,12 @@ const (
 	// nftNameMax is the longest chain or set name the kernel takes:
 	// NFT_CHAIN_MAXNAMELEN and NFT_SET_MAXNAMELEN are 256 with the NUL.
 	nftNameMax = 255
+)
 
-	rejectVerdict = "goto reject-chain"
-	dropVerdict   = "drop"
+// The verdicts of elements without endpoints.
+var (
+	rejectVerdict = nftmodel.Verdict{Kind: nftmodel.Goto, Chain: "reject-chain"}
+	dropVerdict   = nftmodel.Verdict{Kind: nftmodel.Drop}
 )
 
 // nftFamily is one of the two tables.
@@ -127,7 +130,7 @@ type nftElement struct {
 	addr    netip.Addr // invalid for node-port maps
 	proto   string
 	port    uint16
-	verdict string
+	verdict nftmodel.Verdict // zero in a set; a goto names the chain by its name's string, shared
 	comment string
 }
 
@@ -153,10 +156,28 @@ func compareElements(a, b nftElement) int {
 	if c := cmp.Compare(a.port, b.port); c != 0 {
 		return c
 	}
-	if c := strings.Compare(a.verdict, b.verdict); c != 0 {
+	if c := compareVerdicts(a.verdict, b.verdict); c != 0 {
 		return c
 	}
 	return strings.Compare(a.comment, b.comment)
+}
+
+// compareVerdicts orders the verdicts of elements by their text: none,
+// "drop", then "goto CHAIN" by chain.
+func compareVerdicts(a, b nftmodel.Verdict) int {
+	rank := func(v nftmodel.Verdict) int {
+		switch v.Kind {
+		case 0:
+			return 0
+		case nftmodel.Drop:
+			return 1
+		}
+		return 2
+	}
+	if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Chain, b.Chain)
 }
 
 // nftHash8 is HASH8 of a name (see nftHash).
@@ -396,7 +417,7 @@ func (t *nftTable) sizeHint() int {
 	n := 8192 + 384*len(t.ports) + 384*t.endpoints
 	for _, m := range t.maps() {
 		for i := range *m {
-			n += 80 + len((*m)[i].verdict) + len((*m)[i].comment)
+			n += 85 + len((*m)[i].verdict.Chain) + len((*m)[i].comment)
 		}
 	}
 	return n
@@ -520,7 +541,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	e := nftElement{proto: v.proto, port: port.Port}
 	switch {
 	case len(v.cluster) > 0:
-		e.verdict = "goto " + v.serviceChain
+		e.verdict = gotoVerdict(v.serviceChain)
 	case svc.InternalLocal && usable:
 		e.verdict, e.comment = dropVerdict, label
 	default:
@@ -538,9 +559,9 @@ func (t *nftTable) addElements(v *nftPortView) {
 	}
 
 	// External traffic: external IPs, LoadBalancer IPs and the node port.
-	var toExternal, noEndpoint string
+	var toExternal, noEndpoint nftmodel.Verdict
 	if v.externalChain != "" {
-		toExternal = "goto " + v.externalChain
+		toExternal = gotoVerdict(v.externalChain)
 	}
 	if len(v.external) == 0 {
 		noEndpoint = rejectVerdict
@@ -549,7 +570,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 		}
 	}
 	frontend := func(addr netip.Addr, port uint16) {
-		if toExternal != "" {
+		if toExternal.Kind != 0 {
 			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: toExternal}
 			if addr.IsValid() {
 				t.services = append(t.services, e)
@@ -557,7 +578,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 				t.nodePort = append(t.nodePort, e)
 			}
 		}
-		if noEndpoint != "" {
+		if noEndpoint.Kind != 0 {
 			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: noEndpoint, comment: label}
 			if addr.IsValid() {
 				t.noEpSvc = append(t.noEpSvc, e)
@@ -578,7 +599,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 
 	// loadBalancerSourceRanges.
 	if v.firewallChain != "" {
-		e := nftElement{proto: v.proto, port: port.Port, verdict: "goto " + v.firewallChain}
+		e := nftElement{proto: v.proto, port: port.Port, verdict: gotoVerdict(v.firewallChain)}
 		for _, a := range v.lbIPs {
 			e.addr = a
 			t.firewall = append(t.firewall, e)

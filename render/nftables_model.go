@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -274,11 +273,11 @@ func mapSetOf(name, comment string, key []nftmodel.KeyPart, verdicts bool, n int
 				if s.Dropped == nil {
 					s.Dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
 				}
-				s.Dropped[k] = append(s.Dropped[k], verdictOf(e.verdict))
+				s.Dropped[k] = append(s.Dropped[k], e.verdict)
 			}
 			continue
 		}
-		s.Elements = append(s.Elements, nftmodel.Element{Key: e.key(), Verdict: verdictOf(e.verdict), Comment: e.comment})
+		s.Elements = append(s.Elements, nftmodel.Element{Key: e.key(), Verdict: e.verdict, Comment: e.comment})
 	}
 	return s
 }
@@ -287,18 +286,6 @@ func mapSetOf(name, comment string, key []nftmodel.KeyPart, verdicts bool, n int
 func (e *nftElement) key() nftmodel.Key {
 	p, _ := nftmodel.ProtoOf(e.proto)
 	return nftmodel.Key{Addr: e.addr, Proto: p, Port: e.port}
-}
-
-// verdictOf is the verdict of an element's text: "", "drop" or "goto
-// CHAIN".
-func verdictOf(v string) nftmodel.Verdict {
-	if chain, ok := strings.CutPrefix(v, "goto "); ok {
-		return gotoVerdict(chain)
-	}
-	if v == dropVerdict {
-		return nftmodel.Verdict{Kind: nftmodel.Drop}
-	}
-	return nftmodel.Verdict{}
 }
 
 // hairpinComment is the comment of the set hairpin in the nftables data

@@ -625,7 +625,7 @@ func (mt *memoTable) patch(k int) bool {
 			i++
 		}
 		for ; len(del) > 0 && compareElementKeys(&del[0], e) == 0; del = del[1:] {
-			v := memoValue{verdictOf(del[0].verdict), del[0].comment}
+			v := memoValue{del[0].verdict, del[0].comment}
 			at := slices.Index(run, v)
 			if at < 0 {
 				return false
@@ -633,7 +633,7 @@ func (mt *memoTable) patch(k int) bool {
 			run = slices.Delete(run, at, at+1)
 		}
 		for ; len(add) > 0 && compareElementKeys(&add[0], e) == 0; add = add[1:] {
-			v := memoValue{verdictOf(add[0].verdict), add[0].comment}
+			v := memoValue{add[0].verdict, add[0].comment}
 			at, _ := slices.BinarySearchFunc(run, v, compareValues)
 			run = slices.Insert(run, at, v)
 		}
@@ -694,19 +694,7 @@ type memoValue struct {
 // compareValues orders values as compareElements orders the elements of
 // one key: by the verdict's text ("", "drop", "goto CHAIN"), then comment.
 func compareValues(a, b memoValue) int {
-	rank := func(v nftmodel.Verdict) int {
-		switch v.Kind {
-		case 0:
-			return 0
-		case nftmodel.Drop:
-			return 1
-		}
-		return 2
-	}
-	if c := cmp.Compare(rank(a.verdict), rank(b.verdict)); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.verdict.Chain, b.verdict.Chain); c != 0 {
+	if c := compareVerdicts(a.verdict, b.verdict); c != 0 {
 		return c
 	}
 	return strings.Compare(a.comment, b.comment)

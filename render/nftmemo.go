@@ -206,7 +206,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 	// Both lists are in namespace/name order: a merge. The order of p is
 	// checked on the way where the last plan does not vouch for it.
 	old, next, fresh := m.svcs, m.next[:0], m.fresh[:0]
-	var made []memoSvc // allocated a chunk at a time
+	var made []memoSvc // allocated a chunk at a time, each twice the last
 	j, prev := 0, -1
 	for i := range p.Services {
 		s := &p.Services[i]
@@ -231,7 +231,9 @@ func (m *Memo) update(p *plan.Plan) bool {
 		}
 		if matched < 0 {
 			if len(made) == cap(made) {
-				made = make([]memoSvc, 0, min(max(16, len(p.Services)-i), 1024))
+				// A chunk lives while one of its Services does: one
+				// new Service must not keep a big chunk alive.
+				made = make([]memoSvc, 0, min(max(1, 2*cap(made)), len(p.Services)-i, 1024))
 			}
 			made = append(made, memoSvc{ns: s.Namespace, name: s.Name})
 			fresh = append(fresh, len(next))

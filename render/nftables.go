@@ -238,10 +238,15 @@ type nftPort struct {
 	// Names of the port's chains, set by the first pass; "" for the chains
 	// the port does not have.
 	serviceChain, externalChain, localChain, firewallChain string
-	// picks are the port's picks through endpoint maps, kept by a Memo
-	// (nftTable.lookupPick).
-	picks []*nftPick
+	// picks are the port's picks through endpoint maps, one at most per
+	// chain that picks, kept by a Memo (nftTable.lookupPick); npicks
+	// how many (ownPicks).
+	picks  [3]*nftPick
+	npicks uint8
 }
+
+// ownPicks are the picks a Memo keeps with the port.
+func (sp *nftPort) ownPicks() []*nftPick { return sp.picks[:sp.npicks] }
 
 // nftPortView is a service port with what both passes derive from it. It
 // lives in the table's scratch space and is valid until the next port is
@@ -660,7 +665,7 @@ func (t *nftTable) lookupPick(sp *nftPort, chain string) *nftPick {
 	if t.pickOf != nil {
 		return t.pickOf[chain]
 	}
-	for _, p := range sp.picks {
+	for _, p := range sp.ownPicks() {
 		if p.chain == chain {
 			return p
 		}

@@ -267,7 +267,7 @@ func (m *Memo) drop(e memoEntry) {
 		mt.t.count -= len(ms.ports[f])
 		for _, mp := range ms.ports[f] {
 			mt.elements(e.svc, mp)
-			for _, p := range mp.picks {
+			for _, p := range mp.ownPicks() {
 				p.gone = true
 				mt.buckets[p.bucket].dirty = true
 			}
@@ -308,7 +308,6 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		mt.chains = make(map[string]int32, n+n/4)
 	}
 	ports, ptrs := make([]memoPort, n), make([]*memoPort, n)
-	s := &memoScan{}
 	for _, i := range fresh {
 		e := &entries[i]
 		if !e.ms.redo[f] {
@@ -329,7 +328,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 			}
 		}
 		for _, mp := range mps {
-			mt.scan(t, e.ms, mp, s)
+			mt.scan(t, e.ms, mp)
 		}
 		e.ms.ports[f] = mps
 		t.count += len(mps)
@@ -401,16 +400,9 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	return true
 }
 
-// memoScan is where the first pass over an update's new ports puts what
-// it keeps.
-type memoScan struct {
-	picks []*nftPick // the ports' picks
-}
-
 // scan runs the first pass over a new port of ms: it names the port's
-// chains, adds its elements to the update (add) and keeps its picks (in
-// s).
-func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
+// chains, adds its elements to the update (add) and keeps its picks.
+func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort) {
 	maps := t.maps()
 	for _, m := range maps {
 		*m = (*m)[:0]
@@ -424,10 +416,8 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftElement{addr: a})
 	}
 	if len(t.picks) > 0 {
-		from := len(s.picks)
-		s.picks = append(s.picks, t.picks...)
-		mp.picks = s.picks[from:len(s.picks):len(s.picks)]
-		for _, p := range mp.picks {
+		mp.npicks = uint8(copy(mp.picks[:], t.picks))
+		for _, p := range mp.ownPicks() {
 			p.owner = ms
 			bk := &mt.buckets[p.bucket]
 			bk.picks = append(bk.picks, p)
@@ -503,7 +493,7 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 				mp.svc, mp.port = e.svc, &e.svc.Ports[mp.index]
 				items = t.appendGroupItems(items, t.viewPortIn(&v, &mp.nftPort))
 				mp.svc, mp.port = nil, nil
-				for _, p := range mp.picks {
+				for _, p := range mp.ownPicks() {
 					p.shown = p.slot
 				}
 			}

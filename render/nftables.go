@@ -234,19 +234,27 @@ type nftPort struct {
 	port   *plan.Port
 	portID string // port name, or number when unnamed
 	proto  string // lower case
+	nftChains
+}
 
-	// Names of the port's chains, set by the first pass; "" for the chains
-	// the port does not have.
+// nftChains are what the first pass over a port derives for the second
+// (and a Memo keeps): the names of the port's chains, "" for the chains
+// the port does not have, and in a Memo its picks through endpoint maps
+// (nftTable.lookupPick), one at most per chain that picks, nil past the
+// last (ownPicks).
+type nftChains struct {
 	serviceChain, externalChain, localChain, firewallChain string
-	// picks are the port's picks through endpoint maps, one at most per
-	// chain that picks, kept by a Memo (nftTable.lookupPick); npicks
-	// how many (ownPicks).
-	picks  [3]*nftPick
-	npicks uint8
+	picks                                                  [3]*nftPick
 }
 
 // ownPicks are the picks a Memo keeps with the port.
-func (sp *nftPort) ownPicks() []*nftPick { return sp.picks[:sp.npicks] }
+func (c *nftChains) ownPicks() []*nftPick {
+	n := 0
+	for n < len(c.picks) && c.picks[n] != nil {
+		n++
+	}
+	return c.picks[:n]
+}
 
 // nftPortView is a service port with what both passes derive from it. It
 // lives in the table's scratch space and is valid until the next port is
@@ -263,6 +271,9 @@ type nftPortView struct {
 
 	// Set by describe, for the second pass.
 	desc []byte // "shop/web port http 80/TCP", for comments
+
+	// held is the port viewed when a Memo derives it (memoTable.view).
+	held nftPort
 
 	// Scratch space of nameChains and describe, in the view so that
 	// goroutines rendering side by side do not share it.

@@ -93,16 +93,26 @@ type memoEntry struct {
 // memoSvc is what a Memo derived from a Service.
 type memoSvc struct {
 	ns, name string
-	ports    [len(nftFamilies)][]*memoPort // in each table, in comparePorts order
-	redo     [len(nftFamilies)]bool        // its text is to be written in this update
+	ports    [len(nftFamilies)][]memoPort // in each table, in comparePorts order
+	redo     [len(nftFamilies)]bool       // its text is to be written in this update
 }
 
-// memoPort is a service port with what a table derived from it. Its svc
-// and port are set only while it is scanned or written, so that a Memo
-// holds no plan but the last.
+// memoPort is a service port with what a table derived from it: the
+// names of its chains and its picks. The rest is derived again from the
+// Service when the port is written or leaves (memoTable.view), so that a
+// Memo holds no plan but the last, and little per port.
 type memoPort struct {
-	nftPort
-	index int // in Service.Ports
+	nftChains
+	index int32 // in Service.Ports
+}
+
+// view fills v for port mp of svc, a Service of the plan that has it, as
+// nftTable.viewPortIn: the port as the table sees it is derived again, in
+// v (held).
+func (mt *memoTable) view(v *nftPortView, svc *plan.Service, mp *memoPort) *nftPortView {
+	v.held = newPort(svc, int(mp.index))
+	v.held.nftChains = mp.nftChains
+	return mt.t.viewPortIn(v, &v.held)
 }
 
 // memoLists are the sorted lists of a table: its maps and the sets
@@ -265,7 +275,8 @@ func (m *Memo) drop(e memoEntry) {
 	for f := range m.tables {
 		mt := &m.tables[f]
 		mt.t.count -= len(ms.ports[f])
-		for _, mp := range ms.ports[f] {
+		for i := range ms.ports[f] {
+			mp := &ms.ports[f][i]
 			mt.elements(e.svc, mp)
 			for _, p := range mp.ownPicks() {
 				p.gone = true
@@ -307,28 +318,31 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	if mt.chains == nil {
 		mt.chains = make(map[string]int32, n+n/4)
 	}
-	ports, ptrs := make([]memoPort, n), make([]*memoPort, n)
+	ports := make([]memoPort, n)
+	var sps []nftPort // scratch
+	var order []int
 	for _, i := range fresh {
 		e := &entries[i]
 		if !e.ms.redo[f] {
 			continue
 		}
-		mps := ptrs[:len(e.svc.Ports):len(e.svc.Ports)]
-		ptrs = ptrs[len(mps):]
-		for j := range mps {
-			ports[j] = memoPort{nftPort: newPort(e.svc, j), index: j}
-			mps[j] = &ports[j]
+		sps, order = sps[:0], order[:0]
+		for j := range e.svc.Ports {
+			sps = append(sps, newPort(e.svc, j))
+			order = append(order, j)
 		}
-		ports = ports[len(mps):]
 		// As sortPorts sorts the ports of a Service.
-		slices.SortFunc(mps, func(a, b *memoPort) int { return comparePorts(&a.nftPort, &b.nftPort) })
-		for j := 1; j < len(mps); j++ {
-			if comparePorts(&mps[j-1].nftPort, &mps[j].nftPort) == 0 {
+		slices.SortFunc(order, func(a, b int) int { return comparePorts(&sps[a], &sps[b]) })
+		for j := 1; j < len(order); j++ {
+			if comparePorts(&sps[order[j-1]], &sps[order[j]]) == 0 {
 				return false
 			}
 		}
-		for _, mp := range mps {
-			mt.scan(t, e.ms, mp)
+		mps := ports[:len(order):len(order)]
+		ports = ports[len(mps):]
+		for j, k := range order {
+			mt.scan(t, e.ms, &sps[k])
+			mps[j] = memoPort{nftChains: sps[k].nftChains, index: int32(k)}
 		}
 		e.ms.ports[f] = mps
 		t.count += len(mps)
@@ -402,13 +416,13 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 
 // scan runs the first pass over a new port of ms: it names the port's
 // chains, adds its elements to the update (add) and keeps its picks.
-func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort) {
+func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 	maps := t.maps()
 	for _, m := range maps {
 		*m = (*m)[:0]
 	}
 	t.picks, t.hairpin = t.picks[:0], t.hairpin[:0]
-	t.scanPort(t.viewPort(&mp.nftPort))
+	t.scanPort(t.viewPort(sp))
 	for k, m := range maps {
 		mt.add[k] = append(mt.add[k], *m...)
 	}
@@ -416,15 +430,15 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort) {
 		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftElement{addr: a})
 	}
 	if len(t.picks) > 0 {
-		mp.npicks = uint8(copy(mp.picks[:], t.picks))
-		for _, p := range mp.ownPicks() {
+		copy(sp.picks[:], t.picks)
+		for _, p := range sp.ownPicks() {
 			p.owner = ms
 			bk := &mt.buckets[p.bucket]
 			bk.picks = append(bk.picks, p)
 			bk.dirty = true
 		}
 	}
-	for _, name := range [...]string{mp.serviceChain, mp.externalChain, mp.localChain} {
+	for _, name := range [...]string{sp.serviceChain, sp.externalChain, sp.localChain} {
 		if name == "" {
 			continue
 		}
@@ -433,7 +447,6 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort) {
 		}
 		mt.chains[name]++
 	}
-	mp.svc, mp.port = nil, nil
 }
 
 // elements adds to the update the elements of port mp of svc, a Service
@@ -445,8 +458,7 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 	for _, m := range maps {
 		*m = (*m)[:0]
 	}
-	mp.svc, mp.port = svc, &svc.Ports[mp.index]
-	v := t.viewPort(&mp.nftPort)
+	v := mt.view(&t.view, svc, mp)
 	t.addElements(v)
 	for k, m := range maps {
 		mt.del[k] = append(mt.del[k], *m...)
@@ -454,7 +466,7 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 	for i := range v.all {
 		mt.del[len(nftMaps)] = append(mt.del[len(nftMaps)], nftElement{addr: v.all[i].addr.Addr()})
 	}
-	mp.svc, mp.port = nil, nil
+	v.held = nftPort{} // of the last plan but one, which the Memo lets go
 }
 
 // compareKeys orders elements by key, as compareElements.
@@ -489,10 +501,9 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 		for _, i := range indexes {
 			e := &entries[i]
 			var items []nftmodel.Item
-			for _, mp := range e.ms.ports[f] {
-				mp.svc, mp.port = e.svc, &e.svc.Ports[mp.index]
-				items = t.appendGroupItems(items, t.viewPortIn(&v, &mp.nftPort))
-				mp.svc, mp.port = nil, nil
+			for j := range e.ms.ports[f] {
+				mp := &e.ms.ports[f][j]
+				items = t.appendGroupItems(items, mt.view(&v, e.svc, mp))
 				for _, p := range mp.ownPicks() {
 					p.shown = p.slot
 				}

@@ -3,6 +3,7 @@ package render
 import (
 	"cmp"
 	"maps"
+	"net/netip"
 	"reflect"
 	"runtime"
 	"slices"
@@ -124,6 +125,26 @@ type memoBucket struct {
 	picks []*nftPick    // by slot
 	set   *nftmodel.Set // pickMapSet, when there are picks
 	dirty bool          // picks were added or removed
+}
+
+// readEndpoints gives back their endpoints to the bucket's picks that its
+// last map holds, read from the map: from the offset of its slot then,
+// the pick's keys map to its endpoints in order.
+func (bk *memoBucket) readEndpoints() {
+	if bk.set == nil {
+		return
+	}
+	all := bk.set.Endpoints
+	for _, p := range bk.picks {
+		if p.eps != nil { // new
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(all, p.offset(), func(e nftmodel.EndpointElement, lo uint32) int { return cmp.Compare(e.Lo, lo) })
+		p.eps = make([]netip.AddrPort, p.n)
+		for j := range p.eps {
+			p.eps[j] = all[i+j].To
+		}
+	}
 }
 
 // memoTable is what a Memo keeps of one table.
@@ -372,6 +393,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		}
 		bk.dirty = false
 		bk.picks = slices.DeleteFunc(bk.picks, func(p *nftPick) bool { return p.gone })
+		bk.readEndpoints()
 		for _, p := range bk.picks {
 			p.slot = p.home
 		}
@@ -382,6 +404,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 			bk.set = pickMapSet(t.fam, bk.picks)
 		}
 		for _, p := range bk.picks {
+			p.eps = nil // the map holds them
 			if p.slot != p.shown && !p.owner.redo[f] {
 				p.owner.redo[f] = true
 				moved = append(moved, p.owner)

@@ -50,16 +50,20 @@ const (
 // map.
 type nftPick struct {
 	chain string
-	eps   []netip.AddrPort
-	home  uint32 // the slot the chain's name hashes to
-	slot  uint32 // offset / pickStride: home, or past it on a collision
+	// eps are the endpoints, n of them. A Memo lets them go once the
+	// pick's endpoint map holds them, and reads them back from the map
+	// when it builds the map anew (memoBucket.readEndpoints).
+	eps  []netip.AddrPort
+	home uint32 // the slot the chain's name hashes to
+	slot uint32 // offset / pickStride: home, or past it on a collision
 
 	// In a Memo: the Service that has the pick, the slot its text was
 	// written with, and whether it left the table.
 	owner *memoSvc
 	shown uint32
 
-	bucket uint8 // of pickBuckets
+	n      uint16 // at most pickStride
+	bucket uint8  // of pickBuckets
 	gone   bool
 }
 
@@ -68,7 +72,7 @@ func (p *nftPick) offset() uint32 { return p.slot * pickStride }
 
 // modulus is what numgen draws from: pickModulus, or one key per endpoint
 // when there are more endpoints than that.
-func (p *nftPick) modulus() int { return max(pickModulus, len(p.eps)) }
+func (p *nftPick) modulus() int { return max(pickModulus, int(p.n)) }
 
 // usesMap tells whether a pick of eps goes through an endpoint map.
 func usesMap(eps []nftEndpoint, affinity bool) bool {
@@ -84,7 +88,7 @@ func (t *nftTable) addPick(chain string, eps []nftEndpoint, affinity bool) {
 	h.Write([]byte(chain))
 	sum := h.Sum64()
 	home := uint32((sum / pickBuckets) % pickSlots)
-	p := &nftPick{chain: chain, bucket: uint8(sum % pickBuckets), home: home, slot: home}
+	p := &nftPick{chain: chain, n: uint16(len(eps)), bucket: uint8(sum % pickBuckets), home: home, slot: home}
 	p.eps = make([]netip.AddrPort, len(eps))
 	for i := range eps {
 		p.eps[i] = eps[i].addr

@@ -93,9 +93,8 @@ type memoEntry struct {
 
 // memoSvc is what a Memo derived from a Service.
 type memoSvc struct {
-	ns, name string
-	ports    [len(nftFamilies)][]memoPort // in each table, in comparePorts order
-	redo     [len(nftFamilies)]bool       // its text is to be written in this update
+	ports [len(nftFamilies)][]memoPort // in each table, in comparePorts order
+	redo  [len(nftFamilies)]bool       // its text is to be written in this update
 }
 
 // memoPort is a service port with what a table derived from it: the
@@ -266,7 +265,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 				// new Service must not keep a big chunk alive.
 				made = make([]memoSvc, 0, min(max(1, 2*cap(made)), len(p.Services)-i, 1024))
 			}
-			made = append(made, memoSvc{ns: s.Namespace, name: s.Name})
+			made = append(made, memoSvc{})
 			fresh = append(fresh, len(next))
 			next = append(next, memoEntry{svc: s, ms: &made[len(made)-1]})
 		}
@@ -385,7 +384,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	}
 
 	// The endpoint maps that gained or lost a pick are assigned again.
-	var moved []*memoSvc
+	moved := false // a Service not new has a pick that moved
 	for b := range mt.buckets {
 		bk := &mt.buckets[b]
 		if !bk.dirty {
@@ -407,7 +406,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 			p.eps = nil // the map holds them
 			if p.slot != p.shown && !p.owner.redo[f] {
 				p.owner.redo[f] = true
-				moved = append(moved, p.owner)
+				moved = true
 			}
 		}
 	}
@@ -420,17 +419,17 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 				write = append(write, i)
 			}
 		}
+	case moved: // rare: a pick's hash slot was taken or freed
+		for i := range entries {
+			if entries[i].ms.redo[f] {
+				write = append(write, i)
+			}
+		}
 	default:
 		for _, i := range fresh {
 			if entries[i].ms.redo[f] {
 				write = append(write, i)
 			}
-		}
-		for _, ms := range moved {
-			i, _ := slices.BinarySearchFunc(entries, ms, func(e memoEntry, ms *memoSvc) int {
-				return compareKeys(e.svc, &plan.Service{Namespace: ms.ns, Name: ms.name})
-			})
-			write = append(write, i)
 		}
 	}
 	mt.write(f, entries, write)

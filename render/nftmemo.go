@@ -22,7 +22,9 @@ import (
 // that Service and the assembly of the model, not the whole table. The
 // pieces of the model that did not change are the same pointers as in the
 // last model (chains, sets), which lets the applier encode only what
-// changed (nft.Applier.Update).
+// changed (nft.Applier.Update). The Memo keeps the model's pieces, and
+// each Service's items in the list of its table: a model is read, never
+// changed.
 //
 // Per Service and table it keeps the first pass over the Service's ports
 // (chain names, endpoint picks) and the model of their sets and chains;
@@ -88,7 +90,7 @@ func (m *Memo) NFTables(p *plan.Plan) []byte { return m.NFTablesModel(p).Text() 
 type memoEntry struct {
 	svc   *plan.Service
 	ms    *memoSvc
-	items [len(nftFamilies)][]nftmodel.Item // the sets and chains of its ports in each table (appendGroupItems)
+	items [len(nftFamilies)][]nftmodel.Item // the sets and chains of its ports in each table (appendGroupItems), in the list of the last model it assembled
 }
 
 // memoSvc is what a Memo derived from a Service.
@@ -761,7 +763,15 @@ func (m *Memo) table(f int) *nftmodel.Table {
 		}
 	}
 	for i := range m.svcs {
-		tm.Items = append(tm.Items, m.svcs[i].items[f]...)
+		e := &m.svcs[i]
+		if len(e.items[f]) == 0 {
+			continue
+		}
+		// From now on the entry's items are those of the model: one copy
+		// of them is kept, not two.
+		from := len(tm.Items)
+		tm.Items = append(tm.Items, e.items[f]...)
+		e.items[f] = tm.Items[from:len(tm.Items):len(tm.Items)]
 	}
 	return tm
 }

@@ -80,7 +80,8 @@ type Key struct {
 }
 
 // Element is an element of a set or verdict map. It is comparable, and
-// two elements are equal when the kernel holds them alike.
+// holds what the kernel keeps of the element: equal elements are held
+// alike (the set's dropped duplicates are the file's only).
 type Element struct {
 	Key     Key
 	Verdict Verdict // of a verdict map

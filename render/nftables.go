@@ -90,9 +90,12 @@ const (
 	// nftNameMax is the longest chain or set name the kernel takes:
 	// NFT_CHAIN_MAXNAMELEN and NFT_SET_MAXNAMELEN are 256 with the NUL.
 	nftNameMax = 255
+)
 
-	rejectVerdict = "goto reject-chain"
-	dropVerdict   = "drop"
+// The verdicts of elements without endpoints.
+var (
+	rejectVerdict = nftmodel.Verdict{Kind: nftmodel.Goto, Chain: "reject-chain"}
+	dropVerdict   = nftmodel.Verdict{Kind: nftmodel.Drop}
 )
 
 // nftFamily is one of the two tables.
@@ -127,7 +130,7 @@ type nftElement struct {
 	addr    netip.Addr // invalid for node-port maps
 	proto   string
 	port    uint16
-	verdict string
+	verdict nftmodel.Verdict // zero in a set; a goto names the chain by its name's string, shared
 	comment string
 }
 
@@ -153,10 +156,28 @@ func compareElements(a, b nftElement) int {
 	if c := cmp.Compare(a.port, b.port); c != 0 {
 		return c
 	}
-	if c := strings.Compare(a.verdict, b.verdict); c != 0 {
+	if c := compareVerdicts(a.verdict, b.verdict); c != 0 {
 		return c
 	}
 	return strings.Compare(a.comment, b.comment)
+}
+
+// compareVerdicts orders the verdicts of elements by their text: none,
+// "drop", then "goto CHAIN" by chain.
+func compareVerdicts(a, b nftmodel.Verdict) int {
+	rank := func(v nftmodel.Verdict) int {
+		switch v.Kind {
+		case 0:
+			return 0
+		case nftmodel.Drop:
+			return 1
+		}
+		return 2
+	}
+	if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Chain, b.Chain)
 }
 
 // nftHash8 is HASH8 of a name (see nftHash).
@@ -213,13 +234,26 @@ type nftPort struct {
 	port   *plan.Port
 	portID string // port name, or number when unnamed
 	proto  string // lower case
+	nftChains
+}
 
-	// Names of the port's chains, set by the first pass; "" for the chains
-	// the port does not have.
+// nftChains are what the first pass over a port derives for the second
+// (and a Memo keeps): the names of the port's chains, "" for the chains
+// the port does not have, and in a Memo its picks through endpoint maps
+// (nftTable.lookupPick), one at most per chain that picks, nil past the
+// last (ownPicks).
+type nftChains struct {
 	serviceChain, externalChain, localChain, firewallChain string
-	// picks are the port's picks through endpoint maps, kept by a Memo
-	// (nftTable.lookupPick).
-	picks []*nftPick
+	picks                                                  [3]*nftPick
+}
+
+// ownPicks are the picks a Memo keeps with the port.
+func (c *nftChains) ownPicks() []*nftPick {
+	n := 0
+	for n < len(c.picks) && c.picks[n] != nil {
+		n++
+	}
+	return c.picks[:n]
 }
 
 // nftPortView is a service port with what both passes derive from it. It
@@ -237,6 +271,9 @@ type nftPortView struct {
 
 	// Set by describe, for the second pass.
 	desc []byte // "shop/web port http 80/TCP", for comments
+
+	// held is the port viewed when a Memo derives it (memoTable.view).
+	held nftPort
 
 	// Scratch space of nameChains and describe, in the view so that
 	// goroutines rendering side by side do not share it.
@@ -396,7 +433,7 @@ func (t *nftTable) sizeHint() int {
 	n := 8192 + 384*len(t.ports) + 384*t.endpoints
 	for _, m := range t.maps() {
 		for i := range *m {
-			n += 80 + len((*m)[i].verdict) + len((*m)[i].comment)
+			n += 85 + len((*m)[i].verdict.Chain) + len((*m)[i].comment)
 		}
 	}
 	return n
@@ -520,7 +557,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	e := nftElement{proto: v.proto, port: port.Port}
 	switch {
 	case len(v.cluster) > 0:
-		e.verdict = "goto " + v.serviceChain
+		e.verdict = gotoVerdict(v.serviceChain)
 	case svc.InternalLocal && usable:
 		e.verdict, e.comment = dropVerdict, label
 	default:
@@ -538,9 +575,9 @@ func (t *nftTable) addElements(v *nftPortView) {
 	}
 
 	// External traffic: external IPs, LoadBalancer IPs and the node port.
-	var toExternal, noEndpoint string
+	var toExternal, noEndpoint nftmodel.Verdict
 	if v.externalChain != "" {
-		toExternal = "goto " + v.externalChain
+		toExternal = gotoVerdict(v.externalChain)
 	}
 	if len(v.external) == 0 {
 		noEndpoint = rejectVerdict
@@ -549,7 +586,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 		}
 	}
 	frontend := func(addr netip.Addr, port uint16) {
-		if toExternal != "" {
+		if toExternal.Kind != 0 {
 			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: toExternal}
 			if addr.IsValid() {
 				t.services = append(t.services, e)
@@ -557,7 +594,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 				t.nodePort = append(t.nodePort, e)
 			}
 		}
-		if noEndpoint != "" {
+		if noEndpoint.Kind != 0 {
 			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: noEndpoint, comment: label}
 			if addr.IsValid() {
 				t.noEpSvc = append(t.noEpSvc, e)
@@ -578,7 +615,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 
 	// loadBalancerSourceRanges.
 	if v.firewallChain != "" {
-		e := nftElement{proto: v.proto, port: port.Port, verdict: "goto " + v.firewallChain}
+		e := nftElement{proto: v.proto, port: port.Port, verdict: gotoVerdict(v.firewallChain)}
 		for _, a := range v.lbIPs {
 			e.addr = a
 			t.firewall = append(t.firewall, e)
@@ -639,7 +676,7 @@ func (t *nftTable) lookupPick(sp *nftPort, chain string) *nftPick {
 	if t.pickOf != nil {
 		return t.pickOf[chain]
 	}
-	for _, p := range sp.picks {
+	for _, p := range sp.ownPicks() {
 		if p.chain == chain {
 			return p
 		}

@@ -150,10 +150,11 @@ func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftElement) *n
 		text string
 		e    nftmodel.Element
 	}
+	s.Elements = make([]nftmodel.Element, len(elems)) // to print the keys
 	all := make([]keyed, len(elems))
 	for i := range elems {
-		all[i].e = nftmodel.Element{Key: elems[i].key()}
-		all[i].text = s.ElementText(&all[i].e)
+		s.Elements[i] = nftmodel.Element{Key: elems[i].key()}
+		all[i] = keyed{s.ElementText(i), s.Elements[i]}
 	}
 	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.text, b.text) })
 	all = slices.CompactFunc(all, func(a, b keyed) bool { return a.text == b.text })

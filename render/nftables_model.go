@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -270,12 +269,15 @@ func mapSetOf(name, comment string, key []nftmodel.KeyPart, verdicts bool, n int
 		e := at(i)
 		if i > 0 && e.sameKey(at(i-1)) {
 			if !e.addrOnly() {
-				last := &s.Elements[len(s.Elements)-1]
-				last.Dropped = append(last.Dropped, verdictOf(e.verdict))
+				k := s.Elements[len(s.Elements)-1].Key
+				if s.Dropped == nil {
+					s.Dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
+				}
+				s.Dropped[k] = append(s.Dropped[k], e.verdict)
 			}
 			continue
 		}
-		s.Elements = append(s.Elements, nftmodel.Element{Key: e.key(), Verdict: verdictOf(e.verdict), Comment: e.comment})
+		s.Elements = append(s.Elements, nftmodel.Element{Key: e.key(), Verdict: e.verdict, Comment: e.comment})
 	}
 	return s
 }
@@ -284,18 +286,6 @@ func mapSetOf(name, comment string, key []nftmodel.KeyPart, verdicts bool, n int
 func (e *nftElement) key() nftmodel.Key {
 	p, _ := nftmodel.ProtoOf(e.proto)
 	return nftmodel.Key{Addr: e.addr, Proto: p, Port: e.port}
-}
-
-// verdictOf is the verdict of an element's text: "", "drop" or "goto
-// CHAIN".
-func verdictOf(v string) nftmodel.Verdict {
-	if chain, ok := strings.CutPrefix(v, "goto "); ok {
-		return gotoVerdict(chain)
-	}
-	if v == dropVerdict {
-		return nftmodel.Verdict{Kind: nftmodel.Drop}
-	}
-	return nftmodel.Verdict{}
 }
 
 // hairpinComment is the comment of the set hairpin in the nftables data
@@ -307,7 +297,7 @@ func (t *nftTable) hairpinSet(comment string) *nftmodel.Set {
 	s := &nftmodel.Set{Name: "hairpin", Comment: comment, Key: keyAddrAddr}
 	s.Elements = make([]nftmodel.Element, len(t.hairpin))
 	for i, a := range t.hairpin {
-		s.Elements[i].Key = nftmodel.Key{Addr: a, Addr2: a}
+		s.Elements[i].Key = nftmodel.Key{Addr: a}
 	}
 	return s
 }
@@ -578,7 +568,7 @@ func pickMapSet(fam nftFamily, picks []*nftPick) *nftmodel.Set {
 	for _, p := range picks {
 		n += len(p.eps)
 	}
-	s.Elements = make([]nftmodel.Element, 0, n)
+	s.Endpoints = make([]nftmodel.EndpointElement, 0, n)
 	for _, p := range picks {
 		m := uint32(p.modulus())
 		k := uint32(len(p.eps))
@@ -588,11 +578,11 @@ func pickMapSet(fam nftFamily, picks []*nftPick) *nftmodel.Set {
 			if uint32(i) < m%k {
 				n++
 			}
-			e := nftmodel.Element{Key: nftmodel.Key{Lo: from, Hi: from + n - 1}, To: ep}
+			e := nftmodel.EndpointElement{Lo: from, Hi: from + n - 1, To: ep}
 			if i == 0 {
 				e.Note = p.chain
 			}
-			s.Elements = append(s.Elements, e)
+			s.Endpoints = append(s.Endpoints, e)
 			from += n
 		}
 	}

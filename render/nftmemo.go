@@ -2,6 +2,8 @@ package render
 
 import (
 	"cmp"
+	"maps"
+	"net/netip"
 	"reflect"
 	"runtime"
 	"slices"
@@ -20,7 +22,9 @@ import (
 // that Service and the assembly of the model, not the whole table. The
 // pieces of the model that did not change are the same pointers as in the
 // last model (chains, sets), which lets the applier encode only what
-// changed (nft.Applier.Update).
+// changed (nft.Applier.Update). The Memo keeps the model's pieces, and
+// each Service's items in the list of its table: a model is read, never
+// changed.
 //
 // Per Service and table it keeps the first pass over the Service's ports
 // (chain names, endpoint picks) and the model of their sets and chains;
@@ -86,22 +90,31 @@ func (m *Memo) NFTables(p *plan.Plan) []byte { return m.NFTablesModel(p).Text() 
 type memoEntry struct {
 	svc   *plan.Service
 	ms    *memoSvc
-	items [len(nftFamilies)][]nftmodel.Item // the sets and chains of its ports in each table (appendGroupItems)
+	items [len(nftFamilies)][]nftmodel.Item // the sets and chains of its ports in each table (appendGroupItems), in the list of the last model it assembled
 }
 
 // memoSvc is what a Memo derived from a Service.
 type memoSvc struct {
-	ns, name string
-	ports    [len(nftFamilies)][]*memoPort // in each table, in comparePorts order
-	redo     [len(nftFamilies)]bool        // its text is to be written in this update
+	ports [len(nftFamilies)][]memoPort // in each table, in comparePorts order
+	redo  [len(nftFamilies)]bool       // its text is to be written in this update
 }
 
-// memoPort is a service port with what a table derived from it. Its svc
-// and port are set only while it is scanned or written, so that a Memo
-// holds no plan but the last.
+// memoPort is a service port with what a table derived from it: the
+// names of its chains and its picks. The rest is derived again from the
+// Service when the port is written or leaves (memoTable.view), so that a
+// Memo holds no plan but the last, and little per port.
 type memoPort struct {
-	nftPort
-	index int // in Service.Ports
+	nftChains
+	index int32 // in Service.Ports
+}
+
+// view fills v for port mp of svc, a Service of the plan that has it, as
+// nftTable.viewPortIn: the port as the table sees it is derived again, in
+// v (held).
+func (mt *memoTable) view(v *nftPortView, svc *plan.Service, mp *memoPort) *nftPortView {
+	v.held = newPort(svc, int(mp.index))
+	v.held.nftChains = mp.nftChains
+	return mt.t.viewPortIn(v, &v.held)
 }
 
 // memoLists are the sorted lists of a table: its maps and the sets
@@ -113,6 +126,26 @@ type memoBucket struct {
 	picks []*nftPick    // by slot
 	set   *nftmodel.Set // pickMapSet, when there are picks
 	dirty bool          // picks were added or removed
+}
+
+// readEndpoints gives back their endpoints to the bucket's picks that its
+// last map holds, read from the map: from the offset of its slot then,
+// the pick's keys map to its endpoints in order.
+func (bk *memoBucket) readEndpoints() {
+	if bk.set == nil {
+		return
+	}
+	all := bk.set.Endpoints
+	for _, p := range bk.picks {
+		if p.eps != nil { // new
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(all, p.offset(), func(e nftmodel.EndpointElement, lo uint32) int { return cmp.Compare(e.Lo, lo) })
+		p.eps = make([]netip.AddrPort, p.n)
+		for j := range p.eps {
+			p.eps[j] = all[i+j].To
+		}
+	}
 }
 
 // memoTable is what a Memo keeps of one table.
@@ -205,7 +238,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 	// Both lists are in namespace/name order: a merge. The order of p is
 	// checked on the way where the last plan does not vouch for it.
 	old, next, fresh := m.svcs, m.next[:0], m.fresh[:0]
-	var made []memoSvc // of the first build, allocated a chunk at a time
+	var made []memoSvc // allocated a chunk at a time, each twice the last
 	j, prev := 0, -1
 	for i := range p.Services {
 		s := &p.Services[i]
@@ -229,19 +262,13 @@ func (m *Memo) update(p *plan.Plan) bool {
 			j++
 		}
 		if matched < 0 {
-			var ms *memoSvc
-			if len(old) == 0 {
-				// The first build: a chunk at a time, all of it used.
-				if len(made) == cap(made) {
-					made = make([]memoSvc, 0, min(len(p.Services)-i, 1024))
-				}
-				made = append(made, memoSvc{ns: s.Namespace, name: s.Name})
-				ms = &made[len(made)-1]
-			} else {
-				// One at a time: an entry of a chunk would keep the
-				// whole chunk alive for as long as it lives.
-				ms = &memoSvc{ns: s.Namespace, name: s.Name}
+			if len(made) == cap(made) {
+				// A chunk lives while one of its Services does: one
+				// new Service must not keep a big chunk alive.
+				made = make([]memoSvc, 0, min(max(1, 2*cap(made)), len(p.Services)-i, 1024))
 			}
+			made = append(made, memoSvc{})
+			ms := &made[len(made)-1]
 			fresh = append(fresh, len(next))
 			next = append(next, memoEntry{svc: s, ms: ms})
 		}
@@ -271,9 +298,10 @@ func (m *Memo) drop(e memoEntry) {
 	for f := range m.tables {
 		mt := &m.tables[f]
 		mt.t.count -= len(ms.ports[f])
-		for _, mp := range ms.ports[f] {
+		for i := range ms.ports[f] {
+			mp := &ms.ports[f][i]
 			mt.elements(e.svc, mp)
-			for _, p := range mp.picks {
+			for _, p := range mp.ownPicks() {
 				p.gone = true
 				mt.buckets[p.bucket].dirty = true
 			}
@@ -313,29 +341,31 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	if mt.chains == nil {
 		mt.chains = make(map[string]int32, n+n/4)
 	}
-	ports, ptrs := make([]memoPort, n), make([]*memoPort, n)
-	s := &memoScan{}
+	ports := make([]memoPort, n)
+	var sps []nftPort // scratch
+	var order []int
 	for _, i := range fresh {
 		e := &entries[i]
 		if !e.ms.redo[f] {
 			continue
 		}
-		mps := ptrs[:len(e.svc.Ports):len(e.svc.Ports)]
-		ptrs = ptrs[len(mps):]
-		for j := range mps {
-			ports[j] = memoPort{nftPort: newPort(e.svc, j), index: j}
-			mps[j] = &ports[j]
+		sps, order = sps[:0], order[:0]
+		for j := range e.svc.Ports {
+			sps = append(sps, newPort(e.svc, j))
+			order = append(order, j)
 		}
-		ports = ports[len(mps):]
 		// As sortPorts sorts the ports of a Service.
-		slices.SortFunc(mps, func(a, b *memoPort) int { return comparePorts(&a.nftPort, &b.nftPort) })
-		for j := 1; j < len(mps); j++ {
-			if comparePorts(&mps[j-1].nftPort, &mps[j].nftPort) == 0 {
+		slices.SortFunc(order, func(a, b int) int { return comparePorts(&sps[a], &sps[b]) })
+		for j := 1; j < len(order); j++ {
+			if comparePorts(&sps[order[j-1]], &sps[order[j]]) == 0 {
 				return false
 			}
 		}
-		for _, mp := range mps {
-			mt.scan(t, e.ms, mp, s)
+		mps := ports[:len(order):len(order)]
+		ports = ports[len(mps):]
+		for j, k := range order {
+			mt.scan(t, e.ms, &sps[k])
+			mps[j] = memoPort{nftChains: sps[k].nftChains, index: int32(k)}
 		}
 		e.ms.ports[f] = mps
 		t.count += len(mps)
@@ -357,7 +387,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	}
 
 	// The endpoint maps that gained or lost a pick are assigned again.
-	var moved []*memoSvc
+	moved := false // a Service not new has a pick that moved
 	for b := range mt.buckets {
 		bk := &mt.buckets[b]
 		if !bk.dirty {
@@ -365,6 +395,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		}
 		bk.dirty = false
 		bk.picks = slices.DeleteFunc(bk.picks, func(p *nftPick) bool { return p.gone })
+		bk.readEndpoints()
 		for _, p := range bk.picks {
 			p.slot = p.home
 		}
@@ -375,9 +406,10 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 			bk.set = pickMapSet(t.fam, bk.picks)
 		}
 		for _, p := range bk.picks {
+			p.eps = nil // the map holds them
 			if p.slot != p.shown && !p.owner.redo[f] {
 				p.owner.redo[f] = true
-				moved = append(moved, p.owner)
+				moved = true
 			}
 		}
 	}
@@ -390,39 +422,32 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 				write = append(write, i)
 			}
 		}
+	case moved: // rare: a pick's hash slot was taken or freed
+		for i := range entries {
+			if entries[i].ms.redo[f] {
+				write = append(write, i)
+			}
+		}
 	default:
 		for _, i := range fresh {
 			if entries[i].ms.redo[f] {
 				write = append(write, i)
 			}
 		}
-		for _, ms := range moved {
-			i, _ := slices.BinarySearchFunc(entries, ms, func(e memoEntry, ms *memoSvc) int {
-				return compareKeys(e.svc, &plan.Service{Namespace: ms.ns, Name: ms.name})
-			})
-			write = append(write, i)
-		}
 	}
 	mt.write(f, entries, write)
 	return true
 }
 
-// memoScan is where the first pass over an update's new ports puts what
-// it keeps.
-type memoScan struct {
-	picks []*nftPick // the ports' picks
-}
-
 // scan runs the first pass over a new port of ms: it names the port's
-// chains, adds its elements to the update (add) and keeps its picks (in
-// s).
-func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
+// chains, adds its elements to the update (add) and keeps its picks.
+func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 	maps := t.maps()
 	for _, m := range maps {
 		*m = (*m)[:0]
 	}
 	t.picks, t.hairpin = t.picks[:0], t.hairpin[:0]
-	t.scanPort(t.viewPort(&mp.nftPort))
+	t.scanPort(t.viewPort(sp))
 	for k, m := range maps {
 		mt.add[k] = append(mt.add[k], *m...)
 	}
@@ -430,17 +455,15 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftElement{addr: a})
 	}
 	if len(t.picks) > 0 {
-		from := len(s.picks)
-		s.picks = append(s.picks, t.picks...)
-		mp.picks = s.picks[from:len(s.picks):len(s.picks)]
-		for _, p := range mp.picks {
+		copy(sp.picks[:], t.picks)
+		for _, p := range sp.ownPicks() {
 			p.owner = ms
 			bk := &mt.buckets[p.bucket]
 			bk.picks = append(bk.picks, p)
 			bk.dirty = true
 		}
 	}
-	for _, name := range [...]string{mp.serviceChain, mp.externalChain, mp.localChain} {
+	for _, name := range [...]string{sp.serviceChain, sp.externalChain, sp.localChain} {
 		if name == "" {
 			continue
 		}
@@ -449,7 +472,6 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, mp *memoPort, s *memoScan) {
 		}
 		mt.chains[name]++
 	}
-	mp.svc, mp.port = nil, nil
 }
 
 // elements adds to the update the elements of port mp of svc, a Service
@@ -461,8 +483,7 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 	for _, m := range maps {
 		*m = (*m)[:0]
 	}
-	mp.svc, mp.port = svc, &svc.Ports[mp.index]
-	v := t.viewPort(&mp.nftPort)
+	v := mt.view(&t.view, svc, mp)
 	t.addElements(v)
 	for k, m := range maps {
 		mt.del[k] = append(mt.del[k], *m...)
@@ -470,7 +491,7 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 	for i := range v.all {
 		mt.del[len(nftMaps)] = append(mt.del[len(nftMaps)], nftElement{addr: v.all[i].addr.Addr()})
 	}
-	mp.svc, mp.port = nil, nil
+	v.held = nftPort{} // of the last plan but one, which the Memo lets go
 }
 
 // compareKeys orders elements by key, as compareElements.
@@ -505,11 +526,10 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 		for _, i := range indexes {
 			e := &entries[i]
 			var items []nftmodel.Item
-			for _, mp := range e.ms.ports[f] {
-				mp.svc, mp.port = e.svc, &e.svc.Ports[mp.index]
-				items = t.appendGroupItems(items, t.viewPortIn(&v, &mp.nftPort))
-				mp.svc, mp.port = nil, nil
-				for _, p := range mp.picks {
+			for j := range e.ms.ports[f] {
+				mp := &e.ms.ports[f][j]
+				items = t.appendGroupItems(items, mt.view(&v, e.svc, mp))
+				for _, p := range mp.ownPicks() {
 					p.shown = p.slot
 				}
 			}
@@ -570,12 +590,39 @@ func (mt *memoTable) patch(k int) bool {
 	hairpin := k == len(nftMaps)
 	silent := hairpin || nftMaps[k].addrs // repeats are not shown (mapSetOf)
 	var olds []nftmodel.Element
+	var dropped map[nftmodel.Key][]nftmodel.Verdict // shared with old's until a key's entry changes
 	if old != nil {
-		olds = old.Elements
+		olds, dropped = old.Elements, old.Dropped
+	}
+	ownDropped := false
+	setDropped := func(key nftmodel.Key, vs []nftmodel.Verdict) {
+		if len(vs) == 0 && len(dropped[key]) == 0 {
+			return
+		}
+		if !ownDropped {
+			dropped, ownDropped = maps.Clone(dropped), true
+		}
+		if len(vs) == 0 {
+			delete(dropped, key)
+			return
+		}
+		if dropped == nil {
+			dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
+		}
+		dropped[key] = vs
 	}
 	oldCounts := mt.counts[k]
-	elems := make([]nftmodel.Element, 0, len(olds)+len(add))
-	counts := make([]int32, 0, cap(elems))
+	// At most one element more than olds has per key that came: the
+	// lists keep no room to spare (a first build adds an address once
+	// per port that has it).
+	n := len(olds)
+	for j := range add {
+		if j == 0 || !add[j].sameKey(&add[j-1]) {
+			n++
+		}
+	}
+	elems := make([]nftmodel.Element, 0, n)
+	counts := make([]int32, 0, n)
 	changed := old == nil
 	var run []memoValue
 	i := 0 // in olds, the first not yet copied
@@ -587,9 +634,6 @@ func (mt *memoTable) patch(k int) bool {
 			e = &add[0]
 		}
 		key := e.key()
-		if hairpin {
-			key = nftmodel.Key{Addr: e.addr, Addr2: e.addr}
-		}
 		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareModelKeys(&olds[i+j].Key, &key) >= 0 })
 		elems, counts = append(elems, olds[i:j]...), append(counts, oldCounts[i:j]...)
 		i = j
@@ -609,7 +653,7 @@ func (mt *memoTable) patch(k int) bool {
 			i++
 		}
 		for ; len(del) > 0 && compareElementKeys(&del[0], e) == 0; del = del[1:] {
-			v := memoValue{verdictOf(del[0].verdict), del[0].comment}
+			v := memoValue{del[0].verdict, del[0].comment}
 			at := slices.Index(run, v)
 			if at < 0 {
 				return false
@@ -617,23 +661,26 @@ func (mt *memoTable) patch(k int) bool {
 			run = slices.Delete(run, at, at+1)
 		}
 		for ; len(add) > 0 && compareElementKeys(&add[0], e) == 0; add = add[1:] {
-			v := memoValue{verdictOf(add[0].verdict), add[0].comment}
+			v := memoValue{add[0].verdict, add[0].comment}
 			at, _ := slices.BinarySearchFunc(run, v, compareValues)
 			run = slices.Insert(run, at, v)
 		}
 		if len(run) == 0 {
 			changed = true
 			delete(mt.runs[k], key)
+			setDropped(key, nil)
 			continue
 		}
 		cur := nftmodel.Element{Key: key, Verdict: run[0].verdict, Comment: run[0].comment}
+		var drops []nftmodel.Verdict
 		if !silent {
 			for _, v := range run[1:] {
-				cur.Dropped = append(cur.Dropped, v.verdict)
+				drops = append(drops, v.verdict)
 			}
 		}
-		if was == nil || was.Verdict != cur.Verdict || was.Comment != cur.Comment || !slices.Equal(was.Dropped, cur.Dropped) {
+		if was == nil || *was != cur || !slices.Equal(dropped[key], drops) {
 			changed = true
+			setDropped(key, drops)
 		} else {
 			cur = *was
 		}
@@ -658,7 +705,10 @@ func (mt *memoTable) patch(k int) bool {
 	} else {
 		s = &nftmodel.Set{Name: nftMaps[k].name, Comment: nftMaps[k].name + ": " + nftMaps[k].comment, Key: mapKey(k), Verdicts: !nftMaps[k].set}
 	}
-	s.Elements = slices.Clip(elems)
+	s.Elements = elems
+	if len(dropped) > 0 {
+		s.Dropped = dropped
+	}
 	mt.sets[k] = s
 	return true
 }
@@ -672,19 +722,7 @@ type memoValue struct {
 // compareValues orders values as compareElements orders the elements of
 // one key: by the verdict's text ("", "drop", "goto CHAIN"), then comment.
 func compareValues(a, b memoValue) int {
-	rank := func(v nftmodel.Verdict) int {
-		switch v.Kind {
-		case 0:
-			return 0
-		case nftmodel.Drop:
-			return 1
-		}
-		return 2
-	}
-	if c := cmp.Compare(rank(a.verdict), rank(b.verdict)); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.verdict.Chain, b.verdict.Chain); c != 0 {
+	if c := compareVerdicts(a.verdict, b.verdict); c != 0 {
 		return c
 	}
 	return strings.Compare(a.comment, b.comment)
@@ -726,7 +764,15 @@ func (m *Memo) table(f int) *nftmodel.Table {
 		}
 	}
 	for i := range m.svcs {
-		tm.Items = append(tm.Items, m.svcs[i].items[f]...)
+		e := &m.svcs[i]
+		if len(e.items[f]) == 0 {
+			continue
+		}
+		// From now on the entry's items are those of the model: one copy
+		// of them is kept, not two.
+		from := len(tm.Items)
+		tm.Items = append(tm.Items, e.items[f]...)
+		e.items[f] = tm.Items[from:len(tm.Items):len(tm.Items)]
 	}
 	return tm
 }

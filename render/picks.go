@@ -49,17 +49,22 @@ const (
 // nftPick is a chain that picks one of its endpoints through an endpoint
 // map.
 type nftPick struct {
-	chain  string
-	eps    []netip.AddrPort
-	bucket int
-	home   uint32 // the slot the chain's name hashes to
-	slot   uint32 // offset / pickStride: home, or past it on a collision
+	chain string
+	// eps are the endpoints, n of them. A Memo lets them go once the
+	// pick's endpoint map holds them, and reads them back from the map
+	// when it builds the map anew (memoBucket.readEndpoints).
+	eps  []netip.AddrPort
+	home uint32 // the slot the chain's name hashes to
+	slot uint32 // offset / pickStride: home, or past it on a collision
 
 	// In a Memo: the Service that has the pick, the slot its text was
 	// written with, and whether it left the table.
 	owner *memoSvc
 	shown uint32
-	gone  bool
+
+	n      uint16 // at most pickStride
+	bucket uint8  // of pickBuckets
+	gone   bool
 }
 
 // offset is the first key of the pick's ranges.
@@ -67,7 +72,7 @@ func (p *nftPick) offset() uint32 { return p.slot * pickStride }
 
 // modulus is what numgen draws from: pickModulus, or one key per endpoint
 // when there are more endpoints than that.
-func (p *nftPick) modulus() int { return max(pickModulus, len(p.eps)) }
+func (p *nftPick) modulus() int { return max(pickModulus, int(p.n)) }
 
 // usesMap tells whether a pick of eps goes through an endpoint map.
 func usesMap(eps []nftEndpoint, affinity bool) bool {
@@ -83,7 +88,7 @@ func (t *nftTable) addPick(chain string, eps []nftEndpoint, affinity bool) {
 	h.Write([]byte(chain))
 	sum := h.Sum64()
 	home := uint32((sum / pickBuckets) % pickSlots)
-	p := &nftPick{chain: chain, bucket: int(sum % pickBuckets), home: home, slot: home}
+	p := &nftPick{chain: chain, n: uint16(len(eps)), bucket: uint8(sum % pickBuckets), home: home, slot: home}
 	p.eps = make([]netip.AddrPort, len(eps))
 	for i := range eps {
 		p.eps[i] = eps[i].addr
@@ -137,10 +142,17 @@ func assignBucket(bucket []*nftPick) {
 }
 
 // pickMapName is the name of the endpoint map of a bucket.
-func pickMapName(bucket int) string {
+func pickMapName(bucket uint8) string { return pickMapNames[bucket] }
+
+// pickMapNames are the names of the endpoint maps, made once: every chain
+// that picks has one in its rule.
+var pickMapNames = func() (names [pickBuckets]string) {
 	const hex = "0123456789abcdef"
-	return "endpoints-" + string([]byte{hex[bucket>>4], hex[bucket&15]})
-}
+	for b := range names {
+		names[b] = "endpoints-" + string([]byte{hex[b>>4], hex[b&15]})
+	}
+	return names
+}()
 
 // appendPickMap appends the endpoint map of one bucket's picks, sorted by
 // slot (pickMapSet).

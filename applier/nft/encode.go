@@ -110,7 +110,7 @@ func encodeSet(f nftmodel.Family, ms *nftmodel.Set) *Set {
 	s.Elements = make([]Element, len(all))
 	var text []byte
 	for i := range all {
-		text = ms.AppendElementText(text[:0], &ms.Elements[i])
+		text = ms.AppendElementText(text[:0], i)
 		s.Elements[i] = Element{Text: string(text), Elems: all[i]}
 	}
 	return s

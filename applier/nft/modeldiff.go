@@ -2,7 +2,6 @@ package nft
 
 import (
 	"bytes"
-	"net/netip"
 
 	"github.com/google/nftables"
 	"netspec.dev/netspec/render/nftmodel"
@@ -100,18 +99,16 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 		tp.changes.Ops++
 		var text []byte
 		for _, j := range eAdded {
-			e := &ms.Elements[j]
-			text = ms.AppendElementText(text[:0], e)
-			el := Element{Text: string(text), Elems: ms.Encode(f, e)}
+			text = ms.AppendElementText(text[:0], j)
+			el := Element{Text: string(text), Elems: ms.Encode(f, j)}
 			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], el)
 			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: el.Text})
 			tp.changes.Bytes += elementBytes(el.Elems)
 		}
 		for _, i := range eRemoved {
-			e := &old.Elements[i]
-			elems := old.Encode(f, e)
+			elems := old.Encode(f, i)
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], elems...)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: old.ElementText(e)})
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: old.ElementText(i)})
 			tp.changes.Bytes += elementBytes(elems)
 		}
 	}
@@ -174,31 +171,23 @@ func sameModelChain(a, b *nftmodel.Chain, f nftmodel.Family, ta, tb *[]byte) boo
 	return true
 }
 
-// sameElement tells whether two elements of a set encode alike (their
-// notes and dropped duplicates are the file's only).
-func sameElement(a, b *nftmodel.Element) bool {
-	return a.Key == b.Key && a.Verdict == b.Verdict && a.To == b.To && a.Comment == b.Comment
+// sameEndpoint tells whether two elements of an endpoint map encode
+// alike (their notes are the file's only).
+func sameEndpoint(a, b *nftmodel.EndpointElement) bool {
+	return a.Lo == b.Lo && a.Hi == b.Hi && a.To == b.To
 }
 
 // sameRun is myersRun's run over two lists of model elements: how many
-// from a[x] and b[y] on are alike (sameElement).
+// from a[x] and b[y] on are alike (equal: an Element is what the kernel
+// holds, its set's dropped duplicates being the file's only).
 func sameRun(a, b []nftmodel.Element) func(x, y int) int {
 	return func(x, y int) int {
 		k := 0
-		for x+k < len(a) && y+k < len(b) && sameElement(&a[x+k], &b[y+k]) {
+		for x+k < len(a) && y+k < len(b) && a[x+k] == b[y+k] {
 			k++
 		}
 		return k
 	}
-}
-
-// elemID is an element of a set as the kernel holds it: its key, what
-// it maps the key to, and its comment (its text says no more).
-type elemID struct {
-	key     nftmodel.Key
-	verdict nftmodel.Verdict
-	to      netip.AddrPort
-	comment string
 }
 
 // diffModelElems compares two versions of a set's elements by typed key
@@ -209,10 +198,10 @@ type elemID struct {
 func diffModelElems(a, b *nftmodel.Set) (added, removed []int) {
 	ea, eb := a.Elements, b.Elements
 	head, tail := 0, 0
-	for head < len(ea) && head < len(eb) && sameElement(&ea[head], &eb[head]) {
+	for head < len(ea) && head < len(eb) && ea[head] == eb[head] {
 		head++
 	}
-	for tail < len(ea)-head && tail < len(eb)-head && sameElement(&ea[len(ea)-1-tail], &eb[len(eb)-1-tail]) {
+	for tail < len(ea)-head && tail < len(eb)-head && ea[len(ea)-1-tail] == eb[len(eb)-1-tail] {
 		tail++
 	}
 	n, m := len(ea)-head-tail, len(eb)-head-tail
@@ -228,21 +217,20 @@ func diffModelElems(a, b *nftmodel.Set) (added, removed []int) {
 		}
 		return added, removed
 	}
-	id := func(e *nftmodel.Element) elemID { return elemID{e.Key, e.Verdict, e.To, e.Comment} }
-	inA := make(map[elemID]bool, n)
+	inA := make(map[nftmodel.Element]bool, n)
 	for i := range n {
-		inA[id(&ea[head+i])] = true
+		inA[ea[head+i]] = true
 	}
-	inB := make(map[elemID]bool, m)
+	inB := make(map[nftmodel.Element]bool, m)
 	for j := range m {
-		k := id(&eb[head+j])
+		k := eb[head+j]
 		inB[k] = true
 		if !inA[k] {
 			added = append(added, head+j)
 		}
 	}
 	for i := range n {
-		if !inB[id(&ea[head+i])] {
+		if !inB[ea[head+i]] {
 			removed = append(removed, head+i)
 		}
 	}
@@ -253,7 +241,7 @@ func diffModelElems(a, b *nftmodel.Set) (added, removed []int) {
 func modelElementChanges(s *nftmodel.Set, idx []int) []ElementChange {
 	var out []ElementChange
 	for _, i := range idx {
-		out = append(out, ElementChange{Set: s.Name, Text: s.ElementText(&s.Elements[i])})
+		out = append(out, ElementChange{Set: s.Name, Text: s.ElementText(i)})
 	}
 	return out
 }
@@ -263,12 +251,12 @@ func modelElementChanges(s *nftmodel.Set, idx []int) []ElementChange {
 // unless it starts at zero; see nftmodel's EncodeAll), or -1.
 func leadingEndAt(s *nftmodel.Set) int {
 	low := -1
-	for i := range s.Elements {
-		if low < 0 || s.Elements[i].Key.Lo < s.Elements[low].Key.Lo {
+	for i := range s.Endpoints {
+		if low < 0 || s.Endpoints[i].Lo < s.Endpoints[low].Lo {
 			low = i
 		}
 	}
-	if low < 0 || s.Elements[low].Key.Lo == 0 {
+	if low < 0 || s.Endpoints[low].Lo == 0 {
 		return -1
 	}
 	return low
@@ -281,9 +269,9 @@ func leadingEndAt(s *nftmodel.Set) int {
 // equal intervals, so diffEndpointElems of the middles plans what it
 // plans for the whole maps.
 func endpointMiddles(f nftmodel.Family, a, b *nftmodel.Set) (mid, oldMid *Set) {
-	ea, eb := a.Elements, b.Elements
+	ea, eb := a.Endpoints, b.Endpoints
 	la, lb := leadingEndAt(a), leadingEndAt(b)
-	same := func(i, j int) bool { return sameElement(&ea[i], &eb[j]) && (i == la) == (j == lb) }
+	same := func(i, j int) bool { return sameEndpoint(&ea[i], &eb[j]) && (i == la) == (j == lb) }
 	head, tail := 0, 0
 	for head < len(ea) && head < len(eb) && same(head, head) {
 		head++
@@ -295,12 +283,11 @@ func endpointMiddles(f nftmodel.Family, a, b *nftmodel.Set) (mid, oldMid *Set) {
 		out := make([]Element, 0, to-from)
 		var text []byte
 		for i := from; i < to; i++ {
-			e := &s.Elements[i]
-			elems := s.Encode(f, e)
+			elems := s.Encode(f, i)
 			if i == lead {
 				elems = append([]nftables.SetElement{{Key: make([]byte, len(elems[0].Key)), IntervalEnd: true}}, elems...)
 			}
-			text = s.AppendElementText(text[:0], e)
+			text = s.AppendElementText(text[:0], i)
 			out = append(out, Element{Text: string(text), Elems: elems})
 		}
 		return out

@@ -20,6 +20,13 @@ type itemID struct {
 	name string
 }
 
+// elemKey is the key of an element of a set or verdict map (key) or of
+// an endpoint map (lo, hi).
+type elemKey struct {
+	key    Key
+	lo, hi uint32
+}
+
 // elemValue is what an element maps its key to, with its comment.
 type elemValue struct {
 	verdict Verdict
@@ -86,14 +93,18 @@ func index(rs *Ruleset) (map[itemID]*Chain, map[itemID]*Set) {
 
 // elements maps the keys of s's elements to their values; nil for a nil
 // set.
-func elements(s *Set) map[Key]elemValue {
+func elements(s *Set) map[elemKey]elemValue {
 	if s == nil {
 		return nil
 	}
-	m := make(map[Key]elemValue, len(s.Elements))
+	m := make(map[elemKey]elemValue, s.Len())
 	for i := range s.Elements {
 		e := &s.Elements[i]
-		m[e.Key] = elemValue{e.Verdict, e.To, e.Comment}
+		m[elemKey{key: e.Key}] = elemValue{verdict: e.Verdict, comment: e.Comment}
+	}
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		m[elemKey{lo: e.Lo, hi: e.Hi}] = elemValue{to: e.To}
 	}
 	return m
 }

@@ -3,15 +3,20 @@
 // keyed by value. render builds a Ruleset from a Plan and prints
 // nftables.nft from it (Ruleset.AppendText); the nftables applier
 // (applier/nft) encodes the same Ruleset for netlink (Rule.Encode,
-// Set.Template, Element.Encode), so that no text is parsed between render
+// Set.Template, Set.Encode), so that no text is parsed between render
 // and the kernel. It is pure: no I/O.
 //
 // A Rule is a list of statements from a small closed set (Stmt): the
 // forms render writes, each of which can print itself as nft reads it
 // and encode itself as the expressions nft 1.0.6 sends for that text
 // (checked against `nft --debug=netlink` and the kernel's read-back by
-// the applier's tests). Elements are keyed by a comparable Key, so that
-// two versions of a set are diffed by map lookups.
+// the applier's tests). Elements are keyed by value (a comparable Key,
+// or an endpoint map's range of keys), so that two versions of a set are
+// diffed by map lookups. A daemon keeps a model of every Service it
+// serves, so elements are lean: a set or verdict map holds Elements, an
+// endpoint map EndpointElements, each with only the fields of its kind,
+// and what few elements have (dropped duplicates) is kept in the set
+// beside them.
 //
 // Besides what the kernel holds, the model keeps what the printed file
 // shows around it (comments, section headings, dropped duplicates), so

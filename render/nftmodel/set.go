@@ -25,6 +25,12 @@ const (
 // map's data are verdicts (Verdicts) or, for an endpoint map
 // (EndpointMod > 0), the address and port of an endpoint keyed by a
 // numgen draw: `typeof numgen random mod N : ip daddr . th dport`.
+//
+// A set or verdict map holds Elements, an endpoint map Endpoints: each
+// kind of element holds only what its sets use, and what few elements
+// have (dropped duplicates) is kept beside them, so that the sets of a
+// big table cost little. Elements are addressed by their index in the
+// set's list (Len, AppendElementText, Encode).
 type Set struct {
 	Name    string
 	Comment string // the comment line above the set, "" for none
@@ -37,66 +43,71 @@ type Set struct {
 	Timeout     time.Duration // whole seconds
 
 	// Inline writes the elements on the line of `elements = { … }`.
-	Inline   bool
-	Elements []Element
+	Inline    bool
+	Elements  []Element         // of a set or verdict map
+	Endpoints []EndpointElement // of an endpoint map
+
+	// Dropped are, by key, the values of elements with that key that the
+	// file shows as dropped after it (a zero Verdict for a set): two
+	// frontends with one key, which the compiler rejects; the first is
+	// kept so that the file still loads. Usually nil.
+	Dropped map[Key][]Verdict
 }
 
 // IsMap tells whether the set is a map.
 func (s *Set) IsMap() bool { return s.Verdicts || s.EndpointMod > 0 }
 
-// Key is the key of an element, comparable, so that elements are found
-// by value. Which fields are used follows the set's Key: its first
-// address part is Addr (with Bits, the prefix length, in an interval
-// set), a second one Addr2; a protocol Proto, a port Port. An endpoint
-// map's key is the range Lo-Hi of numgen keys.
-type Key struct {
-	Addr, Addr2 netip.Addr
-	Lo, Hi      uint32
-	Port        uint16
-	Proto       Proto
-	Bits        uint8
+// Len is the number of the set's elements: of Endpoints for an endpoint
+// map, of Elements otherwise.
+func (s *Set) Len() int {
+	if s.EndpointMod > 0 {
+		return len(s.Endpoints)
+	}
+	return len(s.Elements)
 }
 
-// Element is an element of a set or map.
+// Key is the key of an element of a set or verdict map, comparable, so
+// that elements are found by value. Which fields are used follows the
+// set's Key: an address part is Addr (with Bits, the prefix length, in an
+// interval set), a protocol Proto, a port Port. A key of two address
+// parts holds Addr in both: netspec's one such set, hairpin, matches a
+// packet whose source and destination are one address.
+type Key struct {
+	Addr  netip.Addr
+	Port  uint16
+	Proto Proto
+	Bits  uint8
+}
+
+// Element is an element of a set or verdict map. It is comparable, and
+// holds what the kernel keeps of the element: equal elements are held
+// alike (the set's dropped duplicates are the file's only).
 type Element struct {
 	Key     Key
-	Verdict Verdict        // of a verdict map
-	To      netip.AddrPort // of an endpoint map
-	Comment string         // the element's comment, which the kernel keeps
-
-	// Note is a comment line above the element in the file, "" for none.
-	Note string
-	// Dropped are the values of elements with the same key that the file
-	// shows as dropped (a zero Verdict for a set): two frontends with one
-	// key, which the compiler rejects; the first is kept so that the file
-	// still loads.
-	Dropped []Verdict
+	Verdict Verdict // of a verdict map
+	Comment string  // the element's comment, which the kernel keeps
 }
 
-// appendKey appends the text of an element's key.
+// EndpointElement is an element of an endpoint map: the range Lo-Hi of
+// numgen keys, mapped to the address and port of an endpoint.
+type EndpointElement struct {
+	Lo, Hi uint32
+	To     netip.AddrPort
+	// Note is a comment line above the element in the file, "" for none.
+	Note string
+}
+
+// appendKey appends the text of the key of a set or verdict map's
+// element.
 func (s *Set) appendKey(b []byte, k *Key) []byte {
-	if s.EndpointMod > 0 {
-		b = strconv.AppendUint(b, uint64(k.Lo), 10)
-		if k.Hi != k.Lo {
-			b = append(b, '-')
-			b = strconv.AppendUint(b, uint64(k.Hi), 10)
-		}
-		return b
-	}
-	addrs := 0
 	for i, p := range s.Key {
 		if i > 0 {
 			b = append(b, " . "...)
 		}
 		switch p {
 		case AddrPart:
-			a := k.Addr
-			if addrs > 0 {
-				a = k.Addr2
-			}
-			addrs++
-			b = a.AppendTo(b)
-			if s.Interval && int(k.Bits) != a.BitLen() {
+			b = k.Addr.AppendTo(b)
+			if s.Interval && int(k.Bits) != k.Addr.BitLen() {
 				b = append(b, '/')
 				b = strconv.AppendUint(b, uint64(k.Bits), 10)
 			}
@@ -109,22 +120,29 @@ func (s *Set) appendKey(b []byte, k *Key) []byte {
 	return b
 }
 
-// AppendElementText appends the element as the file writes it, without
-// indent or separator: "10.96.0.10 . tcp . 80 : goto service-…".
-func (s *Set) AppendElementText(b []byte, e *Element) []byte {
+// AppendElementText appends the element at i as the file writes it,
+// without indent or separator: "10.96.0.10 . tcp . 80 : goto service-…".
+func (s *Set) AppendElementText(b []byte, i int) []byte {
+	if s.EndpointMod > 0 {
+		e := &s.Endpoints[i]
+		b = strconv.AppendUint(b, uint64(e.Lo), 10)
+		if e.Hi != e.Lo {
+			b = append(b, '-')
+			b = strconv.AppendUint(b, uint64(e.Hi), 10)
+		}
+		b = append(b, " : "...)
+		b = e.To.Addr().AppendTo(b)
+		b = append(b, " . "...)
+		return strconv.AppendUint(b, uint64(e.To.Port()), 10)
+	}
+	e := &s.Elements[i]
 	b = s.appendKey(b, &e.Key)
 	if e.Comment != "" {
 		b = append(b, ` comment "`...)
 		b = appendCommentText(b, e.Comment)
 		b = append(b, '"')
 	}
-	switch {
-	case s.EndpointMod > 0:
-		b = append(b, " : "...)
-		b = e.To.Addr().AppendTo(b)
-		b = append(b, " . "...)
-		b = strconv.AppendUint(b, uint64(e.To.Port()), 10)
-	case s.Verdicts:
+	if s.Verdicts {
 		b = append(b, " : "...)
 		b = e.Verdict.AppendText(b)
 	}
@@ -132,7 +150,7 @@ func (s *Set) AppendElementText(b []byte, e *Element) []byte {
 }
 
 // ElementText is AppendElementText as a string.
-func (s *Set) ElementText(e *Element) string { return string(s.AppendElementText(nil, e)) }
+func (s *Set) ElementText(i int) string { return string(s.AppendElementText(nil, i)) }
 
 // appendType appends the set's type (or typeof) line's text.
 func (s *Set) appendType(b []byte, f Family) []byte {
@@ -212,41 +230,47 @@ func (s *Set) AppendText(b []byte, f Family) []byte {
 		b = append(b, l...)
 		b = append(b, '\n')
 	}
-	switch {
-	case len(s.Elements) == 0:
+	switch n := s.Len(); {
+	case n == 0:
 	case s.Inline:
 		b = append(b, "\t\telements = { "...)
-		for i := range s.Elements {
+		for i := range n {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = s.AppendElementText(b, &s.Elements[i])
+			b = s.AppendElementText(b, i)
 		}
 		b = append(b, " }\n"...)
 	default:
 		b = append(b, "\t\telements = {\n"...)
-		for i := range s.Elements {
-			b = s.appendElementLines(b, &s.Elements[i])
+		for i := range n {
+			b = s.appendElementLines(b, i)
 		}
 		b = append(b, "\t\t}\n"...)
 	}
 	return append(b, "\t}\n"...)
 }
 
-// appendElementLines appends the lines of an element in a list: its note,
-// itself and its dropped duplicates.
-func (s *Set) appendElementLines(b []byte, e *Element) []byte {
-	if e.Note != "" {
-		b = append(b, "\t\t\t# "...)
-		b = appendCommentText(b, e.Note)
-		b = append(b, '\n')
+// appendElementLines appends the lines of the element at i in a list:
+// its note, itself and its dropped duplicates.
+func (s *Set) appendElementLines(b []byte, i int) []byte {
+	if s.EndpointMod > 0 {
+		if note := s.Endpoints[i].Note; note != "" {
+			b = append(b, "\t\t\t# "...)
+			b = appendCommentText(b, note)
+			b = append(b, '\n')
+		}
 	}
 	b = append(b, "\t\t\t"...)
-	b = s.AppendElementText(b, e)
+	b = s.AppendElementText(b, i)
 	b = append(b, ",\n"...)
-	for _, v := range e.Dropped {
+	if s.Dropped == nil || s.EndpointMod > 0 {
+		return b
+	}
+	k := &s.Elements[i].Key
+	for _, v := range s.Dropped[*k] {
 		b = append(b, "\t\t\t# duplicate key dropped: "...)
-		b = s.appendKey(b, &e.Key)
+		b = s.appendKey(b, k)
 		if v.Kind != 0 {
 			b = append(b, " : "...)
 			b = v.AppendText(b)
@@ -306,54 +330,48 @@ func (s *Set) Template(f Family) nftables.Set {
 	return t
 }
 
-// Encode returns the netlink elements nft sends for e, an element of s in
-// a table of family f: one for a plain key, two for an interval (its
-// start, and its end flagged IntervalEnd) or just the start when the
+// Encode returns the netlink elements nft sends for the element at i of
+// s, in a table of family f: one for a plain key, two for an interval
+// (its start, and its end flagged IntervalEnd) or just the start when the
 // interval reaches the end of its key space. The leading end element of
 // an interval set is not included (see EncodeAll).
-func (s *Set) Encode(f Family, e *Element) []nftables.SetElement {
-	var key, end []byte
+func (s *Set) Encode(f Family, i int) []nftables.SetElement {
 	if s.EndpointMod > 0 {
-		key = binary.BigEndian.AppendUint32(nil, e.Key.Lo)
-		if e.Key.Hi < 1<<32-1 {
-			end = binary.BigEndian.AppendUint32(nil, e.Key.Hi+1)
+		e := &s.Endpoints[i]
+		el := nftables.SetElement{Key: binary.BigEndian.AppendUint32(nil, e.Lo)}
+		val := appendAddr(nil, e.To.Addr())
+		val = binary.BigEndian.AppendUint16(val, e.To.Port())
+		el.Val = append(val, 0, 0)
+		if e.Hi == 1<<32-1 {
+			return []nftables.SetElement{el}
 		}
-	} else {
-		addrs := 0
-		for _, p := range s.Key {
-			switch p {
-			case AddrPart:
-				a := e.Key.Addr
-				if addrs > 0 {
-					a = e.Key.Addr2
+		return []nftables.SetElement{el, {Key: binary.BigEndian.AppendUint32(nil, e.Hi+1), IntervalEnd: true}}
+	}
+	e := &s.Elements[i]
+	var key, end []byte
+	for _, p := range s.Key {
+		switch p {
+		case AddrPart:
+			key = appendAddr(key, e.Key.Addr)
+			if s.Interval {
+				if next := lastAddr(netip.PrefixFrom(e.Key.Addr, int(e.Key.Bits))).Next(); next.IsValid() {
+					end = appendAddr(nil, next)
 				}
-				addrs++
-				key = appendAddr(key, a)
-				if s.Interval {
-					if next := lastAddr(netip.PrefixFrom(a, int(e.Key.Bits))).Next(); next.IsValid() {
-						end = appendAddr(nil, next)
-					}
-				}
-			case ProtoPart:
-				key = append(key, byte(e.Key.Proto))
-			case ServicePart:
-				key = binary.BigEndian.AppendUint16(key, e.Key.Port)
 			}
-			if len(s.Key) > 1 {
-				for len(key)%4 != 0 {
-					key = append(key, 0)
-				}
+		case ProtoPart:
+			key = append(key, byte(e.Key.Proto))
+		case ServicePart:
+			key = binary.BigEndian.AppendUint16(key, e.Key.Port)
+		}
+		if len(s.Key) > 1 {
+			for len(key)%4 != 0 {
+				key = append(key, 0)
 			}
 		}
 	}
 	el := nftables.SetElement{Key: key, Comment: CommentText(e.Comment)}
-	switch {
-	case s.Verdicts:
+	if s.Verdicts {
 		el.VerdictData = e.Verdict.Expr()
-	case s.EndpointMod > 0:
-		val := appendAddr(nil, e.To.Addr())
-		val = binary.BigEndian.AppendUint16(val, e.To.Port())
-		el.Val = append(val, 0, 0)
 	}
 	if end == nil {
 		return []nftables.SetElement{el}
@@ -366,10 +384,10 @@ func (s *Set) Encode(f Family, e *Element) []nftables.SetElement {
 // zero that nft sends when creating the set, unless that interval starts
 // at zero: the kernel keeps it like any element.
 func (s *Set) EncodeAll(f Family) [][]nftables.SetElement {
-	out := make([][]nftables.SetElement, len(s.Elements))
+	out := make([][]nftables.SetElement, s.Len())
 	low := -1
-	for i := range s.Elements {
-		out[i] = s.Encode(f, &s.Elements[i])
+	for i := range out {
+		out[i] = s.Encode(f, i)
 		if low < 0 || bytes.Compare(out[i][0].Key, out[low][0].Key) < 0 {
 			low = i
 		}

@@ -236,7 +236,7 @@ func planService(s *service, cl *cluster, r *reporter) *svcPlan {
 // other), from the node port range. It checks an explicit port against
 // the range.
 func healthCheckSlot(s *service, cl *cluster, r *reporter) healthSlot {
-	sp := s.spec
+	sp := s.spec()
 	if sp.Type != "LoadBalancer" || sp.ExternalTrafficPolicy != "Local" || !cl.hasNodePorts() {
 		return healthSlot{}
 	}

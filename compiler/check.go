@@ -109,9 +109,10 @@ var (
 type service struct {
 	obj  *schema.Object
 	key  string
-	spec *schema.ServiceSpec
 	plan *svcPlan // its slots, nil when it needs none; kept by a memo only
 }
+
+func (s *service) spec() *schema.ServiceSpec { return &s.obj.Service.Spec }
 
 // services returns the first Service object of each namespace/name (later
 // ones are duplicates, reported by checkDuplicates), sorted by key.
@@ -127,7 +128,7 @@ func services(objs []*schema.Object) []*service {
 			continue
 		}
 		seen[key] = true
-		out = append(out, &service{obj: o, key: key, spec: &o.Service.Spec})
+		out = append(out, &service{obj: o, key: key})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
 	return out
@@ -172,7 +173,7 @@ func isHeadless(sp *schema.ServiceSpec) bool {
 // the API server does, and checks its explicit cluster IPs against the
 // service CIDRs.
 func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
-	sp := s.spec
+	sp := s.spec()
 	if sp.Type == "ExternalName" || isHeadless(sp) || len(cl.serviceCIDRs) == 0 {
 		return nil
 	}
@@ -288,7 +289,7 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 // nodePortSlots lists the node ports a Service needs and checks its
 // explicit ones against the node port range.
 func nodePortSlots(s *service, cl *cluster, r *reporter) []portSlot {
-	sp := s.spec
+	sp := s.spec()
 	if sp.Type != "NodePort" && sp.Type != "LoadBalancer" || !cl.hasNodePorts() {
 		return nil
 	}
@@ -457,11 +458,11 @@ func serviceAddrs(owner map[netip.Addr]addrOwner, svcs []*service, alloc *Alloca
 		}
 	}
 	for _, s := range svcs {
-		for _, ip := range s.spec.ExternalIPs {
+		for _, ip := range s.spec().ExternalIPs {
 			noteString(ip, "an external IP of", s)
 		}
-		if s.spec.LoadBalancerIP != "" {
-			noteString(s.spec.LoadBalancerIP, "the load balancer IP of", s)
+		if s.spec().LoadBalancerIP != "" {
+			noteString(s.spec().LoadBalancerIP, "the load balancer IP of", s)
 		}
 		for _, ing := range s.obj.Service.Status.LoadBalancer.Ingress {
 			if ing.IP != "" {
@@ -595,7 +596,7 @@ func checkEndpointLink(o *schema.Object, byKey map[string]*service, r *reporter)
 		switch {
 		case s == nil:
 			r.warnf(o, pName, "no Service %s exists, so these endpoints are unused", key)
-		case len(s.spec.Selector) > 0:
+		case len(s.spec().Selector) > 0:
 			r.warnf(o, pName, "Service %s has a selector, so Kubernetes ignores these manual endpoints and takes them from the selected Pods", key)
 		}
 	case o.EndpointSlice != nil:

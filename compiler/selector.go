@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"cmp"
+	"hash/maphash"
 	"slices"
 
 	"netspec.dev/netspec/schema"
@@ -11,15 +12,36 @@ import (
 // pod for every Service: pods are indexed by namespace and label, and a
 // selector scans only the pods of its rarest label.
 type podIndex struct {
-	byLabel map[labelKey][]podEntry // in object order
+	// byLabel lists the pods by the labelHash of their namespace and each
+	// of their labels, in object order, each pod once. A list may hold
+	// pods of another namespace and label whose hash is the same:
+	// selectPods checks what it finds.
+	byLabel map[uint64][]podEntry
 	// selected remembers the pods of each Service's selector: the checks
 	// select them once (remember), compiling reads them back. It is
 	// written only before the compile's goroutines start.
 	selected map[*schema.Service][]*schema.Pod
 }
 
-type labelKey struct {
-	namespace, key, value string
+// hashSeed seeds the hashes that key the compiler's indexes of objects.
+var hashSeed = maphash.MakeSeed()
+
+// hashMask is and-ed to those hashes: tests narrow it to make different
+// names collide.
+var hashMask = ^uint64(0)
+
+// labelHash hashes a namespace and a label, for the indexes of pods and
+// selectors: a uint64 is a smaller map key than the three strings (a
+// memo keeps one per pod label), and the lists it finds are checked.
+func labelHash(namespace, key, value string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	h.WriteString(namespace)
+	h.WriteByte(0)
+	h.WriteString(key)
+	h.WriteByte(0)
+	h.WriteString(value)
+	return h.Sum64() & hashMask
 }
 
 // podEntry is a pod of a podIndex list with its rank: ranks grow with the
@@ -34,8 +56,12 @@ func newPodIndex(objs []*schema.Object) *podIndex {
 	for i, o := range objs {
 		if p := o.Pod; p != nil {
 			for k, v := range p.Metadata.Labels {
-				lk := labelKey{p.Metadata.Namespace, k, v}
-				idx.byLabel[lk] = append(idx.byLabel[lk], podEntry{uint64(i), p})
+				h := labelHash(p.Metadata.Namespace, k, v)
+				l := idx.byLabel[h]
+				if n := len(l); n > 0 && l[n-1].pod == p {
+					continue // another label of p with the same hash
+				}
+				idx.byLabel[h] = append(l, podEntry{uint64(i), p})
 			}
 		}
 	}
@@ -43,32 +69,34 @@ func newPodIndex(objs []*schema.Object) *podIndex {
 }
 
 func emptyPodIndex() *podIndex {
-	return &podIndex{byLabel: map[labelKey][]podEntry{}, selected: map[*schema.Service][]*schema.Pod{}}
+	return &podIndex{byLabel: map[uint64][]podEntry{}, selected: map[*schema.Service][]*schema.Pod{}}
 }
 
 // add indexes p, whose rank is that of no pod of the index.
 func (idx *podIndex) add(p *schema.Pod, rank uint64) {
 	for k, v := range p.Metadata.Labels {
-		lk := labelKey{p.Metadata.Namespace, k, v}
-		l := idx.byLabel[lk]
-		i, _ := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
-		idx.byLabel[lk] = slices.Insert(l, i, podEntry{rank, p})
+		h := labelHash(p.Metadata.Namespace, k, v)
+		l := idx.byLabel[h]
+		i, found := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
+		if !found { // found: another label of p with the same hash
+			idx.byLabel[h] = slices.Insert(l, i, podEntry{rank, p})
+		}
 	}
 }
 
 // remove forgets p, added with rank.
 func (idx *podIndex) remove(p *schema.Pod, rank uint64) {
 	for k, v := range p.Metadata.Labels {
-		lk := labelKey{p.Metadata.Namespace, k, v}
-		l := idx.byLabel[lk]
+		h := labelHash(p.Metadata.Namespace, k, v)
+		l := idx.byLabel[h]
 		i, ok := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
 		if !ok || l[i].pod != p {
-			continue // not indexed: cannot happen
+			continue // removed already for another label of p with the same hash
 		}
 		if len(l) == 1 {
-			delete(idx.byLabel, lk)
+			delete(idx.byLabel, h)
 		} else {
-			idx.byLabel[lk] = slices.Delete(l, i, i+1)
+			idx.byLabel[h] = slices.Delete(l, i, i+1)
 		}
 	}
 }
@@ -79,14 +107,14 @@ func (idx *podIndex) selectPods(ns string, sel map[string]string) []*schema.Pod 
 	var best []podEntry
 	first := true
 	for k, v := range sel {
-		l := idx.byLabel[labelKey{ns, k, v}]
+		l := idx.byLabel[labelHash(ns, k, v)]
 		if first || len(l) < len(best) {
 			best, first = l, false
 		}
 	}
 	var out []*schema.Pod
 	for _, e := range best {
-		if matches(sel, e.pod.Metadata.Labels) {
+		if e.pod.Metadata.Namespace == ns && matches(sel, e.pod.Metadata.Labels) {
 			out = append(out, e.pod)
 		}
 	}

@@ -713,14 +713,5 @@ func (m *checkMemo) allocate(lock *Lock, r *reporter) (*Allocations, bool) {
 func samePlan(a, b *svcPlan) bool {
 	am, bm := a.svc.obj.Service.Metadata, b.svc.obj.Service.Metadata
 	return a.svc.key == b.svc.key && am.Namespace == bm.Namespace && am.Name == bm.Name &&
-		a.health.need == b.health.need && a.health.explicit == b.health.explicit && a.health.valid == b.health.valid &&
-		slices.Equal(a.health.path, b.health.path) && a.health.deriveKey == b.health.deriveKey &&
-		slices.EqualFunc(a.ips, b.ips, func(x, y ipSlot) bool {
-			return x.family == y.family && x.explicit == y.explicit && x.valid == y.valid &&
-				slices.Equal(x.path, y.path) && x.deriveKey == y.deriveKey
-		}) &&
-		slices.EqualFunc(a.ports, b.ports, func(x, y portSlot) bool {
-			return x.index == y.index && x.key == y.key && x.protocol == y.protocol && x.explicit == y.explicit &&
-				x.valid == y.valid && slices.Equal(x.path, y.path) && x.deriveKey == y.deriveKey
-		})
+		a.health == b.health && slices.Equal(a.ips, b.ips) && slices.Equal(a.ports, b.ports)
 }

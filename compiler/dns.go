@@ -92,7 +92,7 @@ func headlessRecords(fwd *zoneBuilder, ptr func(netip.Addr, string), s *plan.Ser
 			if !e.Ready {
 				continue
 			}
-			host := e.Hostname
+			host := e.Hostname()
 			if host == "" {
 				host = dashed(e.IP)
 			}

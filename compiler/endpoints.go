@@ -110,9 +110,9 @@ func (c *compilation) podEndpoints(out []plan.Endpoint, svc *schema.Service, pod
 	if svc.Spec.PublishNotReadyAddresses {
 		ready = true
 	}
-	hostname := ""
+	var extra *plan.EndpointExtra
 	if pod.Spec.Hostname != "" && pod.Spec.Subdomain == svc.Metadata.Name {
-		hostname = pod.Spec.Hostname
+		extra = &plan.EndpointExtra{Hostname: pod.Spec.Hostname}
 	}
 	for _, s := range pod.IPs() {
 		ip, err := netip.ParseAddr(s)
@@ -123,9 +123,9 @@ func (c *compilation) podEndpoints(out []plan.Endpoint, svc *schema.Service, pod
 			IP: ip.Unmap(), Port: target,
 			Ready: ready, Serving: serving, Terminating: terminating,
 			NodeName: pod.Spec.NodeName, Zone: c.zoneOf(pod.Spec.NodeName),
-			Hostname: hostname,
-			Pod:      key,
-			Probes:   probes,
+			Pod:    key,
+			Probes: probes,
+			Extra:  extra,
 		})
 	}
 	return out
@@ -188,7 +188,7 @@ func (c *compilation) manualEndpoints(e *schema.Endpoints, port schema.ServicePo
 				}
 				pe := plan.Endpoint{
 					IP: ip.Unmap(), Port: target, Ready: ready, Serving: ready,
-					NodeName: a.NodeName, Zone: c.zoneOf(a.NodeName), Hostname: a.Hostname,
+					NodeName: a.NodeName, Zone: c.zoneOf(a.NodeName), Extra: plan.NewEndpointExtra(a.Hostname, nil, nil),
 				}
 				c.fromRefPod(&pe, a.TargetRef, e.Metadata.Namespace)
 				out = append(out, pe)
@@ -225,19 +225,21 @@ func (c *compilation) sliceEndpoints(s *schema.EndpointSlice, port schema.Servic
 		pe := plan.Endpoint{
 			IP: ip.Unmap(), Port: target,
 			Ready: e.Conditions.Ready, Serving: e.Conditions.Serving, Terminating: e.Conditions.Terminating,
-			NodeName: e.NodeName, Zone: zone, Hostname: e.Hostname,
+			NodeName: e.NodeName, Zone: zone,
 		}
 		c.fromRefPod(&pe, e.TargetRef, s.Metadata.Namespace)
+		var zoneHints, nodeHints []string
 		if e.Hints != nil {
 			for _, z := range e.Hints.ForZones {
-				pe.ZoneHints = append(pe.ZoneHints, z.Name)
+				zoneHints = append(zoneHints, z.Name)
 			}
 			for _, n := range e.Hints.ForNodes {
-				pe.NodeHints = append(pe.NodeHints, n.Name)
+				nodeHints = append(nodeHints, n.Name)
 			}
-			sort.Strings(pe.ZoneHints)
-			sort.Strings(pe.NodeHints)
+			sort.Strings(zoneHints)
+			sort.Strings(nodeHints)
 		}
+		pe.Extra = plan.NewEndpointExtra(e.Hostname, zoneHints, nodeHints)
 		out = append(out, pe)
 	}
 	return out
@@ -396,10 +398,10 @@ func topology(eps []plan.Endpoint, cand []int, distribution string, node plan.No
 	}
 	allNodeHints := true
 	for _, i := range cand {
-		allNodeHints = allNodeHints && len(eps[i].NodeHints) > 0
+		allNodeHints = allNodeHints && len(eps[i].NodeHints()) > 0
 	}
 	if allNodeHints {
-		if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.NodeHints, node.Name) }); len(h) > 0 {
+		if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.NodeHints(), node.Name) }); len(h) > 0 {
 			return h
 		}
 	}
@@ -407,11 +409,11 @@ func topology(eps []plan.Endpoint, cand []int, distribution string, node plan.No
 		return cand
 	}
 	for _, i := range cand {
-		if len(eps[i].ZoneHints) == 0 {
+		if len(eps[i].ZoneHints()) == 0 {
 			return cand
 		}
 	}
-	if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.ZoneHints, node.Zone) }); len(h) > 0 {
+	if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.ZoneHints(), node.Zone) }); len(h) > 0 {
 		return h
 	}
 	return cand

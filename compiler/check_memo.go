@@ -199,6 +199,9 @@ func (m *checkMemo) validate(objs []*schema.Object, lock *Lock, loc Locator) *Ch
 		*m = checkMemo{}
 		return validateAll(objs, lock, loc)
 	}
+	if !u.allNew {
+		u.settleKeys() // (when every object is new, selectAll indexes every pod by the final keys)
+	}
 	u.settleGroups()
 	u.settleServices()
 	u.checkLinks(added)
@@ -347,6 +350,39 @@ type update struct {
 	allNew       bool           // every object is added
 	addrsChanged bool           // a Service's external, load balancer or ingress IPs changed
 	addrs        []endpointAddr // scratch: an object's endpoint IPs
+	// keyWas tells, for each label key whose count in the pod index
+	// changed, whether the index had it before (settleKeys).
+	keyWas map[string]bool
+}
+
+// count adds d to the counts of the pod index's keys of a selecting
+// Service's selector, noting what the index had before.
+func (u *update) count(svc *schema.Service, d int) {
+	idx := u.m.pods
+	for k := range svc.Spec.Selector {
+		if _, ok := u.keyWas[k]; !ok {
+			if u.keyWas == nil {
+				u.keyWas = map[string]bool{}
+			}
+			u.keyWas[k] = idx.keys[k] > 0
+		}
+	}
+	idx.count(svc, d)
+}
+
+// settleKeys indexes the pods under the label keys that selectors now use
+// and forgets those no selector uses any more.
+func (u *update) settleKeys() {
+	idx := u.m.pods
+	for k, was := range u.keyWas {
+		switch now := idx.keys[k] > 0; {
+		case now && !was:
+			idx.addKey(k, u.m.states)
+		case was && !now:
+			idx.dropKey(k, u.m.states)
+		}
+	}
+	u.keyWas = nil
 }
 
 // findings runs f with u.r and returns what it reported.
@@ -422,6 +458,7 @@ func (u *update) remove(removed []*objState) {
 				delete(m.selReg, lk)
 			}
 			delete(m.pods.selected, o.Service)
+			u.count(o.Service, -1)
 		}
 		if st.linked {
 			link, _ := linkKey(o)
@@ -472,15 +509,13 @@ func (u *update) add(added []*objState) bool {
 				if !u.allNew {
 					st.dirty = true
 					u.dirty = append(u.dirty, st)
+					u.count(o.Service, 1)
 				}
 			}
 			if hasServiceAddrs(o.Service) {
 				u.addrsChanged = true
 			}
 		case o.Pod != nil:
-			if !u.allNew {
-				m.pods.add(o.Pod, st.rank)
-			}
 			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
 			st.hasAddrs = len(u.addrs) > 0
 		case o.Endpoints != nil || o.EndpointSlice != nil:
@@ -495,8 +530,11 @@ func (u *update) add(added []*objState) bool {
 	if u.allNew {
 		return true
 	}
+	// The pods go into the index after the Services: by the keys of the
+	// Services added too.
 	for _, st := range added {
 		if p := st.obj.Pod; p != nil {
+			m.pods.add(p, st.rank)
 			u.markSelecting(p)
 		}
 	}
@@ -633,6 +671,11 @@ func (u *update) selectAll(added []*objState, loc Locator) (finish func()) {
 	}
 	var found []finding
 	idx := u.m.pods
+	for _, st := range added {
+		if selects(st.obj) {
+			idx.count(st.obj.Service, 1)
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		r := &reporter{loc: loc}

@@ -92,9 +92,12 @@ func (m *compileMemo) begin(c *compilation, n plan.Node) {
 func (c *compilation) inputs(o *schema.Service) *compiledService {
 	in := &compiledService{}
 	in.alloc = c.checked.Alloc.lookup(o.Metadata.Namespace, o.Metadata.Name)
-	if len(o.Spec.Selector) > 0 {
+	switch {
+	case o.Spec.Type == "ExternalName":
+		// no endpoints (service)
+	case len(o.Spec.Selector) > 0:
 		in.pods = c.pods.servicePods(o)
-	} else {
+	default:
 		key := o.Metadata.Namespace + "/" + o.Metadata.Name
 		if e, ss := c.endpoints[key], c.slices[key]; e != nil || len(ss) > 0 {
 			in.manual = &manualInputs{endpoints: e, slices: ss, refPods: c.refPods(e, ss)}

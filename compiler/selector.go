@@ -10,12 +10,18 @@ import (
 
 // podIndex finds the pods a label selector matches without scanning every
 // pod for every Service: pods are indexed by namespace and label, and a
-// selector scans only the pods of its rarest label.
+// selector scans only the pods of its rarest label. Only the label keys
+// that selectors use are indexed (a pod's other labels, such as
+// pod-template-hash, would cost a memo an entry each and find nothing).
 type podIndex struct {
+	// keys counts, for each label key of the selectors of the tree's
+	// selecting Services, the Services whose selector has it: the keys
+	// byLabel indexes.
+	keys map[string]int
 	// byLabel lists the pods by the labelHash of their namespace and each
-	// of their labels, in object order, each pod once. A list may hold
-	// pods of another namespace and label whose hash is the same:
-	// selectPods checks what it finds.
+	// of their labels of an indexed key, in object order, each pod once.
+	// A list may hold pods of another namespace and label whose hash is
+	// the same: selectPods checks what it finds.
 	byLabel map[uint64][]podEntry
 	// selected remembers the pods of each Service's selector: the checks
 	// select them once (remember), compiling reads them back. It is
@@ -53,9 +59,17 @@ type podEntry struct {
 
 func newPodIndex(objs []*schema.Object) *podIndex {
 	idx := emptyPodIndex()
+	for _, o := range objs {
+		if selects(o) {
+			idx.count(o.Service, 1)
+		}
+	}
 	for i, o := range objs {
 		if p := o.Pod; p != nil {
 			for k, v := range p.Metadata.Labels {
+				if idx.keys[k] == 0 {
+					continue
+				}
 				h := labelHash(p.Metadata.Namespace, k, v)
 				l := idx.byLabel[h]
 				if n := len(l); n > 0 && l[n-1].pod == p {
@@ -69,29 +83,100 @@ func newPodIndex(objs []*schema.Object) *podIndex {
 }
 
 func emptyPodIndex() *podIndex {
-	return &podIndex{byLabel: map[uint64][]podEntry{}, selected: map[*schema.Service][]*schema.Pod{}}
+	return &podIndex{keys: map[string]int{}, byLabel: map[uint64][]podEntry{}, selected: map[*schema.Service][]*schema.Pod{}}
 }
 
-// add indexes p, whose rank is that of no pod of the index.
-func (idx *podIndex) add(p *schema.Pod, rank uint64) {
-	for k, v := range p.Metadata.Labels {
-		h := labelHash(p.Metadata.Namespace, k, v)
-		l := idx.byLabel[h]
-		i, found := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
-		if !found { // found: another label of p with the same hash
-			idx.byLabel[h] = slices.Insert(l, i, podEntry{rank, p})
+// count adds d to the counts of the keys of svc's selector. A key whose
+// count becomes 0 is no longer in keys; which keys are indexed changes
+// only with addKey and dropKey.
+func (idx *podIndex) count(svc *schema.Service, d int) {
+	for k := range svc.Spec.Selector {
+		if n := idx.keys[k] + d; n == 0 {
+			delete(idx.keys, k)
+		} else {
+			idx.keys[k] = n
 		}
 	}
 }
 
-// remove forgets p, added with rank.
+// add indexes the labels of p with a key in keys. No pod of the index
+// has p's rank, unless it is p.
+func (idx *podIndex) add(p *schema.Pod, rank uint64) {
+	for k, v := range p.Metadata.Labels {
+		if idx.keys[k] > 0 {
+			idx.addLabel(p, rank, labelHash(p.Metadata.Namespace, k, v))
+		}
+	}
+}
+
+// addLabel puts p into the list of h, unless it is there.
+func (idx *podIndex) addLabel(p *schema.Pod, rank uint64, h uint64) {
+	l := idx.byLabel[h]
+	i, found := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
+	if !found { // found: p is there, for another label with the same hash
+		idx.byLabel[h] = slices.Insert(l, i, podEntry{rank, p})
+	}
+}
+
+// addKey indexes the label key k of the pods of states, now that keys
+// has it.
+func (idx *podIndex) addKey(k string, states []*objState) {
+	for _, st := range states {
+		if p := st.obj.Pod; p != nil {
+			if v, ok := p.Metadata.Labels[k]; ok {
+				idx.addLabel(p, st.rank, labelHash(p.Metadata.Namespace, k, v))
+			}
+		}
+	}
+}
+
+// dropKey forgets the label key k of the pods of states, now that keys
+// has it no more: a pod stays in a list whose hash another of its
+// indexed labels has.
+func (idx *podIndex) dropKey(k string, states []*objState) {
+	done := map[uint64]bool{}
+	for _, st := range states {
+		p := st.obj.Pod
+		if p == nil {
+			continue
+		}
+		v, ok := p.Metadata.Labels[k]
+		if !ok {
+			continue
+		}
+		h := labelHash(p.Metadata.Namespace, k, v)
+		if done[h] {
+			continue
+		}
+		done[h] = true
+		l := slices.DeleteFunc(idx.byLabel[h], func(e podEntry) bool { return !idx.indexedUnder(e.pod, h) })
+		if len(l) == 0 {
+			delete(idx.byLabel, h)
+		} else {
+			idx.byLabel[h] = l
+		}
+	}
+}
+
+// indexedUnder tells whether a label of p with a key in keys has the
+// hash h.
+func (idx *podIndex) indexedUnder(p *schema.Pod, h uint64) bool {
+	for k, v := range p.Metadata.Labels {
+		if idx.keys[k] > 0 && labelHash(p.Metadata.Namespace, k, v) == h {
+			return true
+		}
+	}
+	return false
+}
+
+// remove forgets p, added with rank, under every label it has.
 func (idx *podIndex) remove(p *schema.Pod, rank uint64) {
 	for k, v := range p.Metadata.Labels {
 		h := labelHash(p.Metadata.Namespace, k, v)
 		l := idx.byLabel[h]
 		i, ok := slices.BinarySearchFunc(l, rank, func(e podEntry, r uint64) int { return cmp.Compare(e.rank, r) })
 		if !ok || l[i].pod != p {
-			continue // removed already for another label of p with the same hash
+			continue // a label not indexed, or p removed already for another label with the same hash
 		}
 		if len(l) == 1 {
 			delete(idx.byLabel, h)
@@ -102,7 +187,9 @@ func (idx *podIndex) remove(p *schema.Pod, rank uint64) {
 }
 
 // selectPods returns the pods of namespace ns that carry every label of
-// sel, in object order. An empty selector selects nothing, as for Services.
+// sel, in object order; sel's keys are keys of the index (those of a
+// selecting Service of the tree). An empty selector selects nothing, as
+// for Services.
 func (idx *podIndex) selectPods(ns string, sel map[string]string) []*schema.Pod {
 	var best []podEntry
 	first := true
@@ -129,7 +216,9 @@ func (idx *podIndex) remember(svc *schema.Service) []*schema.Pod {
 }
 
 // servicePods returns the pods of svc's selector, remembered or selected
-// now. It only reads the index, so compile's goroutines may share it.
+// now: svc is a selecting Service of the tree (selects), whose label keys
+// the index has. It only reads the index, so compile's goroutines may
+// share it.
 func (idx *podIndex) servicePods(svc *schema.Service) []*schema.Pod {
 	if pods, ok := idx.selected[svc]; ok {
 		return pods

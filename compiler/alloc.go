@@ -152,14 +152,23 @@ var hash = func(key string) uint64 {
 }
 
 // ipSlot is one cluster IP a Service needs. It depends only on the
-// Service and the Cluster, so a memo may keep it; allocation results go to
-// an ipResult.
+// Service and the Cluster, so a memo may keep it (as it keeps a slot for
+// every Service, a slot holds no more than assign reads: the path of an
+// explicit value and the key derivation hashes are made when needed);
+// allocation results go to an ipResult.
 type ipSlot struct {
-	family    string
-	explicit  netip.Addr // set by the spec; invalid when left to the allocator
-	valid     bool       // explicit is inside the family's CIDR and allocatable
-	path      diag.Path  // of the explicit value
-	deriveKey string     // what derivation hashes: namespace/name/family
+	explicit netip.Addr // set by the spec; invalid when left to the allocator
+	family   string
+	index    int32 // explicit is spec.clusterIPs[index], or spec.clusterIP when -1
+	valid    bool  // explicit is inside the family's CIDR and allocatable
+}
+
+// path returns the path of the explicit value.
+func (sl *ipSlot) path() diag.Path {
+	if sl.index < 0 {
+		return pClusterIP
+	}
+	return pSpec.Key("clusterIPs").Index(int(sl.index))
 }
 
 // ipResult is what allocation made of an ipSlot.
@@ -172,14 +181,15 @@ type ipResult struct {
 // portSlot is one node port a Service needs; like ipSlot, it depends only
 // on the Service and the Cluster.
 type portSlot struct {
-	index     int
-	key       string // http/TCP
-	protocol  string
-	explicit  int       // set by the spec; 0 when left to the allocator
-	valid     bool      // explicit is inside the node port range
-	path      diag.Path // spec.ports[i].nodePort
-	deriveKey string    // what derivation hashes: namespace/name/key
+	key      string // http/TCP
+	protocol string
+	explicit int   // set by the spec; 0 when left to the allocator
+	index    int32 // in spec.ports
+	valid    bool  // explicit is inside the node port range
 }
+
+// path returns spec.ports[i].nodePort.
+func (sl *portSlot) path() diag.Path { return pSpec.Key("ports").Index(int(sl.index)).Key("nodePort") }
 
 // portResult is what allocation made of a portSlot.
 type portResult struct {
@@ -191,15 +201,20 @@ type portResult struct {
 // healthSlot is the health check node port a Service needs, if any; like
 // ipSlot, it depends only on the Service and the Cluster.
 type healthSlot struct {
-	need      bool      // a LoadBalancer Service with externalTrafficPolicy Local
-	explicit  int       // spec.healthCheckNodePort; 0 when left to the allocator
-	valid     bool      // explicit is inside the node port range
-	path      diag.Path // spec.healthCheckNodePort
-	deriveKey string    // what derivation hashes: namespace/name/healthCheckNodePort
+	explicit int32 // spec.healthCheckNodePort; 0 when left to the allocator
+	need     bool  // a LoadBalancer Service with externalTrafficPolicy Local
+	valid    bool  // explicit is inside the node port range
 }
 
+// path returns spec.healthCheckNodePort.
+func (*healthSlot) path() diag.Path { return pHealthCheckNodePort }
+
+var pHealthCheckNodePort = pSpec.Key("healthCheckNodePort")
+
 // svcPlan is what one Service asks the allocator for. Its slots are only
-// read by assign.
+// read by assign, which derives what a slot leaves to it from the key
+// namespace/name/family (ipSlot), namespace/name/port key (portSlot) or
+// namespace/name/healthCheckNodePort.
 type svcPlan struct {
 	svc    *service
 	ips    []ipSlot
@@ -236,15 +251,15 @@ func planService(s *service, cl *cluster, r *reporter) *svcPlan {
 // other), from the node port range. It checks an explicit port against
 // the range.
 func healthCheckSlot(s *service, cl *cluster, r *reporter) healthSlot {
-	sp := s.spec
+	sp := s.spec()
 	if sp.Type != "LoadBalancer" || sp.ExternalTrafficPolicy != "Local" || !cl.hasNodePorts() {
 		return healthSlot{}
 	}
-	sl := healthSlot{need: true, path: pSpec.Key("healthCheckNodePort"), deriveKey: s.key + "/healthCheckNodePort"}
+	sl := healthSlot{need: true}
 	if n := int(sp.HealthCheckNodePort); n != 0 {
-		sl.explicit = n
+		sl.explicit = int32(n)
 		if n < cl.nodePortFrom || n > cl.nodePortTo {
-			r.errorf(s.obj, sl.path, "%d is outside the cluster's node port range %s", n, cl.spec.NodePortRange)
+			r.errorf(s.obj, sl.path(), "%d is outside the cluster's node port range %s", n, cl.spec.NodePortRange)
 		} else {
 			sl.valid = true
 		}
@@ -310,7 +325,7 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 	wantHealth, wantAny := map[int]bool{}, map[int]bool{} // health check ports; ports of any protocol or health check
 	for _, p := range plans {
 		if sl := p.health; sl.explicit != 0 && sl.valid {
-			wantHealth[sl.explicit], wantAny[sl.explicit] = true, true
+			wantHealth[int(sl.explicit)], wantAny[int(sl.explicit)] = true, true
 		}
 		for _, sl := range p.ips {
 			if sl.explicit.IsValid() && sl.valid {
@@ -400,13 +415,13 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 			}
 			if o, ok := explicitIPs[res.addr]; ok {
 				if o != key {
-					r.errorf(p.svc.obj, sl.path, "%s is already the cluster IP of %s", res.addr, o)
+					r.errorf(p.svc.obj, sl.path(), "%s is already the cluster IP of %s", res.addr, o)
 					res.refused = true
 				}
 				continue
 			}
 			if o, ok := lockedIPs[res.addr]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path, "%s is the cluster IP of %s in netspec.lock; locked allocations never move, so choose another address", res.addr, o)
+				r.errorf(p.svc.obj, sl.path(), "%s is the cluster IP of %s in netspec.lock; locked allocations never move, so choose another address", res.addr, o)
 			}
 			explicitIPs[res.addr] = key
 			ipPools[sl.family].take(res.addr)
@@ -424,35 +439,35 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 			id := portID{sl.protocol, res.port}
 			if o, ok := explicitPorts[id]; ok {
 				if o != key {
-					r.errorf(p.svc.obj, sl.path, "%d/%s is already a node port of %s", res.port, sl.protocol, o)
+					r.errorf(p.svc.obj, sl.path(), "%d/%s is already a node port of %s", res.port, sl.protocol, o)
 					res.refused = true
 				}
 				continue
 			}
 			if o, ok := explicitHealth[res.port]; ok {
-				r.errorf(p.svc.obj, sl.path, "%d is already the health check node port of %s", res.port, o)
+				r.errorf(p.svc.obj, sl.path(), "%d is already the health check node port of %s", res.port, o)
 				res.refused = true
 				continue
 			}
 			if o, ok := lockedPorts[id]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path, "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, sl.protocol, o)
+				r.errorf(p.svc.obj, sl.path(), "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, sl.protocol, o)
 			} else if o, ok := lockedHealth[res.port]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path, "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, o)
+				r.errorf(p.svc.obj, sl.path(), "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, o)
 			}
 			explicitPorts[id] = key
 			portPool(sl.protocol).take(res.port)
 		}
 		if sl := &p.health; sl.explicit != 0 {
-			health.port, health.origin = sl.explicit, Explicit
+			health.port, health.origin = int(sl.explicit), Explicit
 			health.refused = !sl.valid || !explicitHealthFree(p, sl, key, explicitPorts, explicitHealth, r)
 			if health.refused {
 				return
 			}
-			n := sl.explicit
+			n := int(sl.explicit)
 			if o, ok := lockedHealth[n]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path, "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", n, o)
+				r.errorf(p.svc.obj, sl.path(), "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", n, o)
 			} else if o, proto, ok := lockedAny(lockedPorts, n, key); ok {
-				r.errorf(p.svc.obj, sl.path, "%d is the node port %d/%s of %s in netspec.lock; locked allocations never move, so choose another port", n, n, proto, o)
+				r.errorf(p.svc.obj, sl.path(), "%d is the node port %d/%s of %s in netspec.lock; locked allocations never move, so choose another port", n, n, proto, o)
 			}
 			explicitHealth[n] = key
 			takeAll(n)
@@ -503,7 +518,7 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 				continue
 			}
 			pool := ipPools[sl.family]
-			a, ok := pool.derive(sl.deriveKey)
+			a, ok := pool.derive(p.svc.key + "/" + sl.family)
 			if !ok {
 				r.errorf(p.svc.obj, pName, "no free %s cluster IP is left in the service CIDR %s for %s; use a larger CIDR or fewer Services",
 					sl.family, pool.prefix, p.svc.key)
@@ -516,16 +531,16 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 			if res.origin != 0 {
 				continue
 			}
-			n, ok := portPool(sl.protocol).derive(sl.deriveKey)
+			n, ok := portPool(sl.protocol).derive(p.svc.key + "/" + sl.key)
 			if !ok {
-				r.errorf(p.svc.obj, pSpec.Key("ports").Index(sl.index), "no free %s node port is left in the range %s for port %s of %s; widen the Cluster's nodePortRange or use fewer node ports",
+				r.errorf(p.svc.obj, pSpec.Key("ports").Index(int(sl.index)), "no free %s node port is left in the range %s for port %s of %s; widen the Cluster's nodePortRange or use fewer node ports",
 					sl.protocol, cl.spec.NodePortRange, sl.key, p.svc.key)
 				continue
 			}
 			res.port, res.origin = n, Derived
 		}
 		if p.health.need && health.origin == 0 {
-			n, ok := deriveFree(cl.nodePortFrom, cl.nodePortTo, p.health.deriveKey, takenAny)
+			n, ok := deriveFree(cl.nodePortFrom, cl.nodePortTo, p.svc.key+"/healthCheckNodePort", takenAny)
 			if !ok {
 				r.errorf(p.svc.obj, pName, "no free node port is left in the range %s for the health check node port of %s; widen the Cluster's nodePortRange or use fewer node ports",
 					cl.spec.NodePortRange, p.svc.key)
@@ -554,7 +569,7 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 		}
 		for i, sl := range p.ports {
 			if res := ports[i]; res.origin != 0 && !res.refused {
-				allPorts = append(allPorts, NodePort{Index: sl.index, Key: sl.key, Protocol: sl.protocol, Port: int32(res.port), Origin: res.origin})
+				allPorts = append(allPorts, NodePort{Index: int(sl.index), Key: sl.key, Protocol: sl.protocol, Port: int32(res.port), Origin: res.origin})
 			}
 		}
 		if len(allIPs) > i0 {
@@ -583,9 +598,9 @@ type portID struct {
 // explicit health check node ports seen so far, reporting it when not.
 // p's own node ports count: a node port cannot be the health check port.
 func explicitHealthFree(p *svcPlan, sl *healthSlot, key string, ports map[portID]string, health map[int]string, r *reporter) bool {
-	n := sl.explicit
+	n := int(sl.explicit)
 	if o, ok := health[n]; ok {
-		r.errorf(p.svc.obj, sl.path, "%d is already the health check node port of %s", n, o)
+		r.errorf(p.svc.obj, sl.path(), "%d is already the health check node port of %s", n, o)
 		return false
 	}
 	for _, proto := range nodePortProtocols {
@@ -593,10 +608,10 @@ func explicitHealthFree(p *svcPlan, sl *healthSlot, key string, ports map[portID
 		switch {
 		case !ok:
 		case o == key:
-			r.errorf(p.svc.obj, sl.path, "%d is already the node port %d/%s of this Service; the health check node port must differ from every node port", n, n, proto)
+			r.errorf(p.svc.obj, sl.path(), "%d is already the node port %d/%s of this Service; the health check node port must differ from every node port", n, n, proto)
 			return false
 		default:
-			r.errorf(p.svc.obj, sl.path, "%d is already the node port %d/%s of %s", n, n, proto, o)
+			r.errorf(p.svc.obj, sl.path(), "%d is already the node port %d/%s of %s", n, n, proto, o)
 			return false
 		}
 	}

@@ -109,9 +109,10 @@ var (
 type service struct {
 	obj  *schema.Object
 	key  string
-	spec *schema.ServiceSpec
 	plan *svcPlan // its slots, nil when it needs none; kept by a memo only
 }
+
+func (s *service) spec() *schema.ServiceSpec { return &s.obj.Service.Spec }
 
 // services returns the first Service object of each namespace/name (later
 // ones are duplicates, reported by checkDuplicates), sorted by key.
@@ -127,7 +128,7 @@ func services(objs []*schema.Object) []*service {
 			continue
 		}
 		seen[key] = true
-		out = append(out, &service{obj: o, key: key, spec: &o.Service.Spec})
+		out = append(out, &service{obj: o, key: key})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
 	return out
@@ -172,7 +173,7 @@ func isHeadless(sp *schema.ServiceSpec) bool {
 // the API server does, and checks its explicit cluster IPs against the
 // service CIDRs.
 func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
-	sp := s.spec
+	sp := s.spec()
 	if sp.Type == "ExternalName" || isHeadless(sp) || len(cl.serviceCIDRs) == 0 {
 		return nil
 	}
@@ -180,6 +181,7 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 		addr   netip.Addr
 		family string
 		path   diag.Path
+		index  int32 // in spec.clusterIPs; -1: spec.clusterIP
 	}
 	var exps []explicitIP
 	list, base := sp.ClusterIPs, pSpec.Key("clusterIPs")
@@ -192,11 +194,11 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 			continue // the schema reported it
 		}
 		a = a.Unmap()
-		p := pClusterIP
+		p, index := pClusterIP, int32(-1)
 		if base != nil {
-			p = base.Index(i)
+			p, index = base.Index(i), int32(i)
 		}
-		exps = append(exps, explicitIP{addr: a, family: schema.Family(a), path: p})
+		exps = append(exps, explicitIP{addr: a, family: schema.Family(a), path: p, index: index})
 	}
 	explicitOf := func(f string) *explicitIP {
 		for i := range exps {
@@ -269,13 +271,13 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 
 	slots := make([]ipSlot, len(keep))
 	for i, f := range keep {
-		slots[i] = ipSlot{family: f, deriveKey: s.key + "/" + f}
+		slots[i] = ipSlot{family: f}
 		e := explicitOf(f)
 		if e == nil {
 			continue
 		}
 		cidr, _ := cl.cidr(f)
-		slots[i].explicit, slots[i].path = e.addr, e.path
+		slots[i].explicit, slots[i].index = e.addr, e.index
 		if msg := newIPPool(cidr).problem(e.addr); msg != "" {
 			r.errorf(s.obj, e.path, "%s", msg)
 		} else {
@@ -288,7 +290,7 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 // nodePortSlots lists the node ports a Service needs and checks its
 // explicit ones against the node port range.
 func nodePortSlots(s *service, cl *cluster, r *reporter) []portSlot {
-	sp := s.spec
+	sp := s.spec()
 	if sp.Type != "NodePort" && sp.Type != "LoadBalancer" || !cl.hasNodePorts() {
 		return nil
 	}
@@ -298,12 +300,11 @@ func nodePortSlots(s *service, cl *cluster, r *reporter) []portSlot {
 		if p.NodePort == 0 && !allocate {
 			continue
 		}
-		sl := portSlot{index: i, key: portKey(p), protocol: p.Protocol, path: pSpec.Key("ports").Index(i).Key("nodePort")}
-		sl.deriveKey = s.key + "/" + sl.key
+		sl := portSlot{index: int32(i), key: portKey(p), protocol: p.Protocol}
 		if n := int(p.NodePort); n != 0 {
 			sl.explicit = n
 			if n < cl.nodePortFrom || n > cl.nodePortTo {
-				r.errorf(s.obj, sl.path, "%d is outside the cluster's node port range %s", n, cl.spec.NodePortRange)
+				r.errorf(s.obj, sl.path(), "%d is outside the cluster's node port range %s", n, cl.spec.NodePortRange)
 			} else {
 				sl.valid = true
 			}
@@ -415,11 +416,42 @@ func checkEndpointIPs(objs []*schema.Object, svcs []*service, alloc *Allocations
 	}
 }
 
-// addrOwner says whose address an address is, for checkEndpointIPs.
+// addrOwner says whose address an address is, for checkEndpointIPs: a
+// cluster IP of an allocation, or another address of a Service. It holds
+// pointers rather than the names, as a memo keeps one per address.
 type addrOwner struct {
-	what      string // "the cluster IP of", "an external IP of", ...
-	namespace string // of the Service
-	name      string
+	alloc *ServiceAlloc // the Service's allocation, for a cluster IP
+	svc   *service      // the Service, for the other addresses
+	what  addrKind
+}
+
+// addrKind says which address of a Service an addrOwner is.
+type addrKind uint8
+
+const (
+	ownerClusterIP addrKind = iota
+	ownerExternalIP
+	ownerLoadBalancerIP
+	ownerIngressIP
+)
+
+var addrKindText = [...]string{
+	ownerClusterIP:      "the cluster IP of",
+	ownerExternalIP:     "an external IP of",
+	ownerLoadBalancerIP: "the load balancer IP of",
+	ownerIngressIP:      "a load balancer ingress IP of",
+}
+
+// String says whose address it is: "the cluster IP of ns/name", ...
+func (w addrOwner) String() string {
+	ns, name := "", ""
+	if w.alloc != nil {
+		ns, name = w.alloc.Namespace, w.alloc.Name
+	} else {
+		m := &w.svc.obj.Service.Metadata
+		ns, name = m.Namespace, m.Name
+	}
+	return addrKindText[w.what] + " " + ns + "/" + name
 }
 
 // serviceAddrs returns the addresses of the Services, each with the first
@@ -435,15 +467,14 @@ func serviceAddrs(owner map[netip.Addr]addrOwner, svcs []*service, alloc *Alloca
 		owner = make(map[netip.Addr]addrOwner, n)
 	}
 	clear(owner)
-	note := func(a netip.Addr, what, ns, name string) {
+	note := func(a netip.Addr, w addrOwner) {
 		if _, ok := owner[a]; !ok {
-			owner[a] = addrOwner{what, ns, name}
+			owner[a] = w
 		}
 	}
-	noteString := func(ip, what string, s *service) {
+	noteString := func(ip string, what addrKind, s *service) {
 		if a, err := netip.ParseAddr(ip); err == nil {
-			m := &s.obj.Service.Metadata
-			note(a.Unmap(), what, m.Namespace, m.Name)
+			note(a.Unmap(), addrOwner{svc: s, what: what})
 		}
 	}
 	if alloc != nil {
@@ -452,20 +483,20 @@ func serviceAddrs(owner map[netip.Addr]addrOwner, svcs []*service, alloc *Alloca
 			for _, ip := range s.ClusterIPs {
 				// Allocated addresses have no zone: parsing their text
 				// gives them back.
-				note(ip.Addr.Unmap(), "the cluster IP of", s.Namespace, s.Name)
+				note(ip.Addr.Unmap(), addrOwner{alloc: s, what: ownerClusterIP})
 			}
 		}
 	}
 	for _, s := range svcs {
-		for _, ip := range s.spec.ExternalIPs {
-			noteString(ip, "an external IP of", s)
+		for _, ip := range s.spec().ExternalIPs {
+			noteString(ip, ownerExternalIP, s)
 		}
-		if s.spec.LoadBalancerIP != "" {
-			noteString(s.spec.LoadBalancerIP, "the load balancer IP of", s)
+		if s.spec().LoadBalancerIP != "" {
+			noteString(s.spec().LoadBalancerIP, ownerLoadBalancerIP, s)
 		}
 		for _, ing := range s.obj.Service.Status.LoadBalancer.Ingress {
 			if ing.IP != "" {
-				noteString(ing.IP, "a load balancer ingress IP of", s)
+				noteString(ing.IP, ownerIngressIP, s)
 			}
 		}
 	}
@@ -553,7 +584,7 @@ func checkAddrs(o *schema.Object, addrs []endpointAddr, owner map[netip.Addr]add
 	for i := range addrs {
 		a := &addrs[i]
 		if w, ok := owner[a.addr]; ok {
-			r.errorf(o, a.path(), "%s is %s %s/%s and cannot be an endpoint", a.ip, w.what, w.namespace, w.name)
+			r.errorf(o, a.path(), "%s is %s and cannot be an endpoint", a.ip, w)
 		}
 	}
 }
@@ -595,7 +626,7 @@ func checkEndpointLink(o *schema.Object, byKey map[string]*service, r *reporter)
 		switch {
 		case s == nil:
 			r.warnf(o, pName, "no Service %s exists, so these endpoints are unused", key)
-		case s.spec.Selector.Len() > 0:
+		case s.spec().Selector.Len() > 0:
 			r.warnf(o, pName, "Service %s has a selector, so Kubernetes ignores these manual endpoints and takes them from the selected Pods", key)
 		}
 	case o.EndpointSlice != nil:

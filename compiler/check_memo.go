@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"cmp"
+	"hash/maphash"
 	"maps"
 	"math"
 	"net/netip"
@@ -15,12 +16,15 @@ import (
 
 // checkMemo is what Validate keeps from one call to the next in a Memo:
 // for every object what the checks derived from it alone (its findings,
-// its endpoint addresses, a Service's allocation slots), and the indexes
-// across objects (objects by kind and name, the Services, the pods by
-// label, ...). A call works out which objects appeared and disappeared
-// since the last one, by pointer, and updates the indexes and the
-// findings those objects can change; what the last call derived from the
-// other objects stands. The result equals Validate's.
+// a Service's allocation slots), and the indexes across objects (objects
+// by kind and name, the Services, the pods by label, ...). A call works
+// out which objects appeared and disappeared since the last one, by
+// pointer, and updates the indexes and the findings those objects can
+// change; what the last call derived from the other objects stands. The
+// result equals Validate's. The indexes are keyed by hashes of names
+// rather than by the names (hashSeed), and an object's own strings are
+// not copied: the memo lives as long as the daemon, for every object of
+// the tree.
 //
 // It relies on the contract of schema's cache: an object pointer seen
 // again has the same content and file position, and objects seen again
@@ -35,51 +39,47 @@ type checkMemo struct {
 	locType reflect.Type // the Locator's type: findings hold its positions
 	cl      *cluster
 
-	objs   []*schema.Object // the last call's objects, in order
-	states []*objState      // states[i] is objs[i]'s
-	// spare buffers for the next objs and states
-	spareObjs   []*schema.Object
-	spareStates []*objState
-	live        map[*schema.Object]*objState
+	states []*objState // the last call's objects' states, in object order
 
-	groups   map[groupKey]*objGroup
+	// groups holds every object by its kind and name (groupHash): a chain
+	// through objState.next in rank order. Objects of another kind or
+	// name whose hash is the same share the chain; sameGroup tells them
+	// apart.
+	groups   map[uint64]*objState
 	svcs     []*service // the first Service of each key, sorted by key
 	svcByKey map[string]*service
 
 	pods    *podIndex
-	selReg  map[labelKey][]*objState // selecting Services by the least label key of their selector
-	linkReg map[string][]*objState   // Endpoints and EndpointSlices by the Service key they name
-	diagged map[*objState]struct{}   // the states that have findings
+	selReg  map[uint64][]*objState  // selecting Services by the labelHash of their selKey
+	linkReg map[string][]*objState  // Endpoints and EndpointSlices by the Service key they name
+	diagged map[*objState]*objDiags // the findings of the states that have any
 
 	// The inputs and results of the last allocation.
 	plans      []*svcPlan // of svcs, in order
-	sparePlans []*svcPlan // a buffer for the next plans
 	lock       *Lock
 	alloc      *Allocations
 	allocDiags diag.List
 	owner      map[netip.Addr]addrOwner // serviceAddrs of svcs and alloc
 }
 
-// objState is what the memo knows of one object.
+// objState is what the memo knows of one object: 32 bytes, kept for
+// every object of the tree. Its findings are in diagged; a Service that
+// is first of its key is in svcByKey.
 type objState struct {
 	obj  *schema.Object
-	rank uint64 // grows with the object order, for ordered inserts
-	key  string // objKey
+	rank uint64    // grows with the object order, for ordered inserts
+	next *objState // the next object of its chain in groups
+
 	// pending marks, while the memo compares the objects with the last
 	// call's, an object of the last call not seen again yet.
 	pending bool
 	gone    bool // removed from the tree
 	dirty   bool // a selecting Service whose pods are to be selected again
+	settled bool // settleGroups did its group in this call
 
-	group *objGroup // objects of its kind and name; nil for a Cluster
-	svc   *service  // a Service first of its key: its entry in svcs
-
-	selecting bool   // a Service whose selector picks its pods
-	hasAddrs  bool   // an Endpoints, EndpointSlice or Pod with endpoint IPs (read again when checked)
-	link      string // an Endpoints or EndpointSlice: the Service key it names
-	linked    bool   // link is set (the object is in linkReg)
-
-	diags *objDiags // nil when it has no findings
+	selecting bool // a Service whose selector picks its pods
+	hasAddrs  bool // an Endpoints, EndpointSlice or Pod with endpoint IPs (read again when checked)
+	linked    bool // an Endpoints or EndpointSlice in linkReg (under linkKey)
 }
 
 // objDiags are an object's findings, by check.
@@ -96,17 +96,76 @@ const (
 	numChecks
 )
 
-// groupKey is an object's kind and namespace/name (objKey): checkDuplicates
-// keys objects by the two joined with a slash, and kinds have none, so
-// the pair is the same key.
-type groupKey struct{ kind, key string }
+// groupHash hashes an object's kind and namespace/name (objKey), the
+// key of checkDuplicates, for the memo's groups.
+func groupHash(o *schema.Object) uint64 {
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	h.WriteString(o.Kind)
+	h.WriteByte(0)
+	m := o.Meta()
+	if schema.Namespaced(o.Kind) {
+		h.WriteString(m.Namespace)
+		h.WriteByte('/')
+	}
+	h.WriteString(m.Name)
+	return h.Sum64() & hashMask
+}
 
-// objGroup lists the objects of one kind and name, in object order.
-type objGroup struct {
-	key     groupKey
-	members []*objState
-	touched bool      // members changed in this call
-	first   *objState // Services: the first member, that is in svcs
+// sameGroup reports whether a and b have the same kind and objKey,
+// without making the keys but when the namespaces' lengths differ (the
+// keys can then only be the same if a name has a slash).
+func sameGroup(a, b *schema.Object) bool {
+	if a.Kind != b.Kind {
+		return false
+	}
+	am, bm := a.Meta(), b.Meta()
+	if !schema.Namespaced(a.Kind) || len(am.Namespace) == len(bm.Namespace) {
+		return am.Name == bm.Name && (!schema.Namespaced(a.Kind) || am.Namespace == bm.Namespace)
+	}
+	return objKey(a) == objKey(b)
+}
+
+// join puts st into its chain of groups, in rank order. It fails when the
+// chain has st's object already: the object is in the tree twice.
+func (m *checkMemo) join(st *objState) bool {
+	h := groupHash(st.obj)
+	var prev *objState // the last member ranked before st
+	for o := m.groups[h]; o != nil; o = o.next {
+		if o.obj == st.obj {
+			return false
+		}
+		if o.rank < st.rank {
+			prev = o
+		}
+	}
+	if prev == nil {
+		st.next = m.groups[h]
+		m.groups[h] = st
+	} else {
+		st.next, prev.next = prev.next, st
+	}
+	return true
+}
+
+// leave takes st out of its chain of groups.
+func (m *checkMemo) leave(st *objState) {
+	h := groupHash(st.obj)
+	if head := m.groups[h]; head == st {
+		if st.next == nil {
+			delete(m.groups, h)
+		} else {
+			m.groups[h] = st.next
+		}
+	} else {
+		for o := head; o != nil; o = o.next {
+			if o.next == st {
+				o.next = st.next
+				break
+			}
+		}
+	}
+	st.next = nil
 }
 
 // validate is Validate reusing the memo.
@@ -134,7 +193,15 @@ func (m *checkMemo) validate(objs []*schema.Object, lock *Lock, loc Locator) *Ch
 	if u.allNew {
 		finish = u.selectAll(added, loc)
 	}
-	u.add(added)
+	if !u.add(added) {
+		// An added object is also one seen again (join).
+		finish()
+		*m = checkMemo{}
+		return validateAll(objs, lock, loc)
+	}
+	if !u.allNew {
+		u.settleKeys() // (when every object is new, selectAll indexes every pod by the final keys)
+	}
 	u.settleGroups()
 	u.settleServices()
 	u.checkLinks(added)
@@ -159,8 +226,8 @@ func (m *checkMemo) validate(objs []*schema.Object, lock *Lock, loc Locator) *Ch
 
 	dl := r.dl
 	dl = append(dl, m.allocDiags...)
-	for st := range m.diagged {
-		for _, l := range st.diags {
+	for _, d := range m.diagged {
+		for _, l := range d {
 			dl = append(dl, l...)
 		}
 	}
@@ -175,13 +242,12 @@ func (m *checkMemo) reset(cl *cluster, lt reflect.Type) {
 		valid:    true,
 		locType:  lt,
 		cl:       cl,
-		live:     map[*schema.Object]*objState{},
-		groups:   map[groupKey]*objGroup{},
+		groups:   map[uint64]*objState{},
 		svcByKey: map[string]*service{},
 		pods:     emptyPodIndex(),
-		selReg:   map[labelKey][]*objState{},
+		selReg:   map[uint64][]*objState{},
 		linkReg:  map[string][]*objState{},
-		diagged:  map[*objState]struct{}{},
+		diagged:  map[*objState]*objDiags{},
 	}
 }
 
@@ -193,22 +259,27 @@ const rankStep = 1 << 32
 // the first difference and after the last keep their states, and so do
 // the objects between that are seen again in the same order; the others
 // are added (new states, with ranks between their neighbours') or
-// removed. It fails when an object is in objs twice, when objects seen
-// again changed their order or when no rank is left between two objects;
-// then only a reset memo can take objs.
+// removed. It fails when an object is twice in the objects between (join
+// finds those that are also before or after), when objects seen again
+// changed their order or when no rank is left between two objects; then
+// only a reset memo can take objs.
 func (m *checkMemo) diff(objs []*schema.Object) (added, removed []*objState, ok bool) {
-	prev, ps := m.objs, m.states
+	ps := m.states
 	p := 0
-	for p < len(prev) && p < len(objs) && prev[p] == objs[p] {
+	for p < len(ps) && p < len(objs) && ps[p].obj == objs[p] {
 		p++
 	}
 	s := 0
-	for s < len(prev)-p && s < len(objs)-p && prev[len(prev)-1-s] == objs[len(objs)-1-s] {
+	for s < len(ps)-p && s < len(objs)-p && ps[len(ps)-1-s].obj == objs[len(objs)-1-s] {
 		s++
 	}
+	// The states of the objects between, by object: the memo keeps no
+	// such index of every object, a one-file change has few between.
 	oldMid := ps[p : len(ps)-s]
+	mid := make(map[*schema.Object]*objState, len(oldMid))
 	for _, st := range oldMid {
 		st.pending = true
+		mid[st.obj] = st
 	}
 	lo, hi := uint64(0), uint64(math.MaxUint64)
 	if p > 0 {
@@ -217,16 +288,16 @@ func (m *checkMemo) diff(objs []*schema.Object) (added, removed []*objState, ok 
 	if s > 0 {
 		hi = ps[len(ps)-s].rank
 	}
-	states := slices.Grow(m.spareStates[:0], len(objs))[:len(objs)]
+	states := make([]*objState, len(objs))
 	copy(states, ps[:p])
 	copy(states[len(objs)-s:], ps[len(ps)-s:])
 	last, run := lo, 0 // the rank of the last object kept; new objects since
 	for i, o := range objs[p : len(objs)-s] {
-		st := m.live[o]
+		st := mid[o]
 		switch {
 		case st == nil:
 			st = &objState{obj: o}
-			m.live[o] = st
+			mid[o] = st
 			added = append(added, st)
 			run++
 		case !st.pending || st.rank <= last:
@@ -246,14 +317,10 @@ func (m *checkMemo) diff(objs []*schema.Object) (added, removed []*objState, ok 
 	for _, st := range oldMid {
 		if st.pending {
 			st.pending, st.gone = false, true
-			delete(m.live, st.obj)
 			removed = append(removed, st)
 		}
 	}
-	m.spareObjs, m.objs = m.objs, append(m.spareObjs[:0], objs...)
-	m.spareStates, m.states = m.states, states
-	clear(m.spareObjs[:cap(m.spareObjs)]) // let removed objects and states go
-	clear(m.spareStates[:cap(m.spareStates)])
+	m.states = states
 	return added, removed, true
 }
 
@@ -277,12 +344,45 @@ func spreadRanks(sts []*objState, lo, hi uint64) bool {
 type update struct {
 	m            *checkMemo
 	r            *reporter      // scratch: findings go to states
-	touched      []*objGroup    // groups whose members changed
+	touched      []*objState    // the added and removed objects but Clusters: their groups changed
 	dirty        []*objState    // selecting Services whose pods may have changed
 	links        []string       // Service keys whose first Service changed
 	allNew       bool           // every object is added
 	addrsChanged bool           // a Service's external, load balancer or ingress IPs changed
 	addrs        []endpointAddr // scratch: an object's endpoint IPs
+	// keyWas tells, for each label key whose count in the pod index
+	// changed, whether the index had it before (settleKeys).
+	keyWas map[string]bool
+}
+
+// count adds d to the counts of the pod index's keys of a selecting
+// Service's selector, noting what the index had before.
+func (u *update) count(svc *schema.Service, d int) {
+	idx := u.m.pods
+	for k := range svc.Spec.Selector.All() {
+		if _, ok := u.keyWas[k]; !ok {
+			if u.keyWas == nil {
+				u.keyWas = map[string]bool{}
+			}
+			u.keyWas[k] = idx.keys[k] > 0
+		}
+	}
+	idx.count(svc, d)
+}
+
+// settleKeys indexes the pods under the label keys that selectors now use
+// and forgets those no selector uses any more.
+func (u *update) settleKeys() {
+	idx := u.m.pods
+	for k, was := range u.keyWas {
+		switch now := idx.keys[k] > 0; {
+		case now && !was:
+			idx.addKey(k, u.m.states)
+		case was && !now:
+			idx.dropKey(k, u.m.states)
+		}
+	}
+	u.keyWas = nil
 }
 
 // findings runs f with u.r and returns what it reported.
@@ -292,39 +392,35 @@ func (u *update) findings(f func(r *reporter)) diag.List {
 	return u.r.dl
 }
 
-// setDiags sets the findings of check c of st.
+// setDiags sets the findings of check c of st; those of a removed object
+// are dropped.
 func (m *checkMemo) setDiags(st *objState, c int, dl diag.List) {
-	if st.diags == nil {
+	if st.gone {
+		return
+	}
+	d := m.diagged[st]
+	if d == nil {
 		if len(dl) == 0 {
 			return
 		}
-		st.diags = &objDiags{}
+		d = &objDiags{}
+		m.diagged[st] = d
 	}
-	st.diags[c] = dl
-	for _, l := range st.diags {
+	d[c] = dl
+	for _, l := range d {
 		if len(l) > 0 {
-			if !st.gone {
-				m.diagged[st] = struct{}{}
-			}
 			return
 		}
 	}
-	st.diags = nil
 	delete(m.diagged, st)
-}
-
-func (u *update) touch(g *objGroup) {
-	if !g.touched {
-		g.touched = true
-		u.touched = append(u.touched, g)
-	}
 }
 
 // markSelecting marks the selecting Services that select p, or did.
 func (u *update) markSelecting(p *schema.Pod) {
 	for k, v := range p.Metadata.Labels.All() {
-		for _, st := range u.m.selReg[labelKey{p.Metadata.Namespace, k, v}] {
-			if !st.dirty && matches(st.obj.Service.Spec.Selector, p.Metadata.Labels) {
+		for _, st := range u.m.selReg[labelHash(p.Metadata.Namespace, k, v)] {
+			s := st.obj.Service
+			if !st.dirty && s.Metadata.Namespace == p.Metadata.Namespace && matches(s.Spec.Selector, p.Metadata.Labels) {
 				st.dirty = true
 				u.dirty = append(u.dirty, st)
 			}
@@ -332,17 +428,17 @@ func (u *update) markSelecting(p *schema.Pod) {
 	}
 }
 
-// selKey is where a selecting Service is in selReg: its namespace and
-// the least key of its selector with its value. A pod it selects has that
-// label.
-func selKey(s *schema.Service) labelKey {
+// selKey is where a selecting Service is in selReg: the labelHash of its
+// namespace and the least key of its selector with its value. A pod it
+// selects has that label.
+func selKey(s *schema.Service) uint64 {
 	first, k := true, ""
 	for sk := range s.Spec.Selector.All() {
 		if first || sk < k {
 			first, k = false, sk
 		}
 	}
-	return labelKey{s.Metadata.Namespace, k, s.Spec.Selector.Get(k)}
+	return labelHash(s.Metadata.Namespace, k, s.Spec.Selector.Get(k))
 }
 
 // remove takes the removed objects out of the indexes.
@@ -351,10 +447,9 @@ func (u *update) remove(removed []*objState) {
 	for _, st := range removed {
 		o := st.obj
 		delete(m.diagged, st)
-		if g := st.group; g != nil {
-			i := slices.Index(g.members, st)
-			g.members = slices.Delete(g.members, i, i+1)
-			u.touch(g)
+		m.leave(st)
+		if o.Cluster == nil {
+			u.touched = append(u.touched, st)
 		}
 		if st.selecting {
 			lk := selKey(o.Service)
@@ -363,11 +458,13 @@ func (u *update) remove(removed []*objState) {
 				delete(m.selReg, lk)
 			}
 			delete(m.pods.selected, o.Service)
+			u.count(o.Service, -1)
 		}
 		if st.linked {
-			m.linkReg[st.link] = deleteState(m.linkReg[st.link], st)
-			if len(m.linkReg[st.link]) == 0 {
-				delete(m.linkReg, st.link)
+			link, _ := linkKey(o)
+			m.linkReg[link] = deleteState(m.linkReg[link], st)
+			if len(m.linkReg[link]) == 0 {
+				delete(m.linkReg, link)
 			}
 		}
 	}
@@ -387,27 +484,17 @@ func deleteState(l []*objState, st *objState) []*objState {
 }
 
 // add puts the added objects into the indexes and makes the findings that
-// depend on them alone.
-func (u *update) add(added []*objState) {
+// depend on them alone. It fails when an added object is one of the
+// memo's already (join): then the memo is in no state to go on.
+func (u *update) add(added []*objState) bool {
 	m := u.m
 	for _, st := range added {
 		o := st.obj
+		if !m.join(st) {
+			return false
+		}
 		if o.Cluster == nil {
-			st.key = objKey(o)
-			gk := groupKey{o.Kind, st.key}
-			g := m.groups[gk]
-			if g == nil {
-				g = &objGroup{key: gk}
-				m.groups[gk] = g
-			}
-			// Mostly the group is new, or the object comes last.
-			i := len(g.members)
-			for i > 0 && g.members[i-1].rank > st.rank {
-				i--
-			}
-			g.members = slices.Insert(g.members, i, st)
-			st.group = g
-			u.touch(g)
+			u.touched = append(u.touched, st)
 		}
 		switch {
 		case o.Service != nil:
@@ -422,34 +509,36 @@ func (u *update) add(added []*objState) {
 				if !u.allNew {
 					st.dirty = true
 					u.dirty = append(u.dirty, st)
+					u.count(o.Service, 1)
 				}
 			}
 			if hasServiceAddrs(o.Service) {
 				u.addrsChanged = true
 			}
 		case o.Pod != nil:
-			if !u.allNew {
-				m.pods.add(o.Pod, st.rank)
-			}
 			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
 			st.hasAddrs = len(u.addrs) > 0
 		case o.Endpoints != nil || o.EndpointSlice != nil:
 			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
 			st.hasAddrs = len(u.addrs) > 0
-			st.link, st.linked = linkKey(o)
-			if st.linked {
-				m.linkReg[st.link] = append(m.linkReg[st.link], st)
+			if link, ok := linkKey(o); ok {
+				st.linked = true
+				m.linkReg[link] = append(m.linkReg[link], st)
 			}
 		}
 	}
 	if u.allNew {
-		return
+		return true
 	}
+	// The pods go into the index after the Services: by the keys of the
+	// Services added too.
 	for _, st := range added {
 		if p := st.obj.Pod; p != nil {
+			m.pods.add(p, st.rank)
 			u.markSelecting(p)
 		}
 	}
+	return true
 }
 
 // hasServiceAddrs reports whether s has addresses other than its cluster
@@ -466,14 +555,32 @@ func hasServiceAddrs(s *schema.Service) bool {
 	return false
 }
 
-// settleGroups redoes the duplicate findings of the touched groups and
-// notes the keys whose first Service changed.
+// settleGroups redoes the duplicate findings of the groups of the added
+// and removed objects and notes the keys whose first Service changed.
 func (u *update) settleGroups() {
 	m := u.m
-	for _, g := range u.touched {
-		g.touched = false
-		var first *objState
-		for _, st := range g.members {
+	for _, t := range u.touched {
+		if t.settled {
+			continue // an added object whose group is done
+		}
+		var first, now *objState // now: the first Service (schema gives a Service object kind Service)
+		var old *service         // the last call's first Service of the key
+		var key string           // objKey, for Services
+		if t.obj.Kind == schema.KindService {
+			key = objKey(t.obj)
+			old = m.svcByKey[key]
+		}
+		for st := m.groups[groupHash(t.obj)]; st != nil; st = st.next {
+			if !sameGroup(st.obj, t.obj) {
+				continue
+			}
+			st.settled = true
+			if now == nil && st.obj.Service != nil {
+				now = st
+			}
+			if old != nil && old.obj == st.obj && st != now {
+				m.setDiags(st, checkSlots, nil) // no longer the first
+			}
 			if st.obj.Meta().Name == "" || first == nil {
 				if st.obj.Meta().Name != "" {
 					first = st
@@ -483,38 +590,29 @@ func (u *update) settleGroups() {
 			}
 			m.setDiags(st, checkDup, u.findings(func(r *reporter) { reportDuplicate(st.obj, first.obj, r) }))
 		}
-		if len(g.members) == 0 {
-			delete(m.groups, g.key)
+		if t.obj.Kind != schema.KindService || now == nil && old == nil || now != nil && old != nil && now.obj == old.obj {
+			continue // no first Service, or the same
 		}
-		if g.key.kind != schema.KindService {
-			continue
-		}
-		var now *objState // (schema gives a Service object kind Service)
-		if i := slices.IndexFunc(g.members, func(st *objState) bool { return st.obj.Service != nil }); i >= 0 {
-			now = g.members[i]
-		}
-		if now == g.first {
-			continue
-		}
-		if old := g.first; old != nil {
+		if old != nil {
 			if hasServiceAddrs(old.obj.Service) {
 				u.addrsChanged = true // no longer in svcs
 			}
-			old.svc = nil
-			m.setDiags(old, checkSlots, nil)
-			delete(m.svcByKey, g.key.key)
+			delete(m.svcByKey, key)
 		}
 		if now != nil {
 			if hasServiceAddrs(now.obj.Service) {
 				u.addrsChanged = true // newly in svcs
 			}
-			s := &service{obj: now.obj, key: now.key, spec: &now.obj.Service.Spec}
+			s := &service{obj: now.obj, key: key}
 			m.setDiags(now, checkSlots, u.findings(func(r *reporter) { s.plan = planService(s, m.cl, r) }))
-			now.svc = s
-			m.svcByKey[s.key] = s
+			m.svcByKey[key] = s
 		}
-		g.first = now
-		u.links = append(u.links, g.key.key)
+		u.links = append(u.links, key)
+	}
+	for _, t := range u.touched {
+		for st := m.groups[groupHash(t.obj)]; st != nil; st = st.next {
+			st.settled = false
+		}
 	}
 	u.touched = nil
 }
@@ -573,6 +671,11 @@ func (u *update) selectAll(added []*objState, loc Locator) (finish func()) {
 	}
 	var found []finding
 	idx := u.m.pods
+	for _, st := range added {
+		if selects(st.obj) {
+			idx.count(st.obj.Service, 1)
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		r := &reporter{loc: loc}
@@ -622,7 +725,13 @@ func (u *update) checkAddrs(st *objState) {
 // allocate returns the allocations of svcs: the last ones when the lock
 // and every Service's slots are the same as then, else new ones (true).
 func (m *checkMemo) allocate(lock *Lock, r *reporter) (*Allocations, bool) {
-	plans := m.sparePlans[:0]
+	n := 0
+	for _, s := range m.svcs {
+		if s.plan != nil {
+			n++
+		}
+	}
+	plans := make([]*svcPlan, 0, n)
 	for _, s := range m.svcs {
 		if s.plan != nil {
 			plans = append(plans, s.plan)
@@ -632,8 +741,7 @@ func (m *checkMemo) allocate(lock *Lock, r *reporter) (*Allocations, bool) {
 	for i := 0; same && i < len(plans); i++ {
 		same = plans[i] == m.plans[i] || len(m.allocDiags) == 0 && samePlan(plans[i], m.plans[i])
 	}
-	m.sparePlans, m.plans, m.lock = m.plans, plans, lock
-	clear(m.sparePlans[:cap(m.sparePlans)])
+	m.plans, m.lock = plans, lock
 	if same {
 		return m.alloc, false
 	}
@@ -648,14 +756,5 @@ func (m *checkMemo) allocate(lock *Lock, r *reporter) (*Allocations, bool) {
 func samePlan(a, b *svcPlan) bool {
 	am, bm := a.svc.obj.Service.Metadata, b.svc.obj.Service.Metadata
 	return a.svc.key == b.svc.key && am.Namespace == bm.Namespace && am.Name == bm.Name &&
-		a.health.need == b.health.need && a.health.explicit == b.health.explicit && a.health.valid == b.health.valid &&
-		slices.Equal(a.health.path, b.health.path) && a.health.deriveKey == b.health.deriveKey &&
-		slices.EqualFunc(a.ips, b.ips, func(x, y ipSlot) bool {
-			return x.family == y.family && x.explicit == y.explicit && x.valid == y.valid &&
-				slices.Equal(x.path, y.path) && x.deriveKey == y.deriveKey
-		}) &&
-		slices.EqualFunc(a.ports, b.ports, func(x, y portSlot) bool {
-			return x.index == y.index && x.key == y.key && x.protocol == y.protocol && x.explicit == y.explicit &&
-				x.valid == y.valid && slices.Equal(x.path, y.path) && x.deriveKey == y.deriveKey
-		})
+		a.health == b.health && slices.Equal(a.ips, b.ips) && slices.Equal(a.ports, b.ports)
 }

@@ -369,34 +369,56 @@ func TestCheckMemoRandom(t *testing.T) {
 		steps = 40
 	}
 	for seed := range uint64(4) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			g := &randomTree{rng: rand.New(rand.NewPCG(seed, 7)), tr: newMemoTree(t)}
-			if err := os.MkdirAll(g.tr.root, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			m := NewMemo()
-			var lock *Lock
-			for step := range steps {
-				var did []string
-				for range 1 + g.rng.IntN(3) {
-					did = append(did, g.edit())
-				}
-				if g.rng.IntN(8) == 0 {
-					lock = g.lock(t)
-					did = append(did, "lock")
-				}
-				tree := g.tr.load()
-				var loc Locator = tree
-				if seed == 3 {
-					loc = fakeLoc{} // positions that do not read files
-				}
-				want := Validate(tree.Objects, lock, loc)
-				got := m.Validate(tree.Objects, lock, loc)
-				if d := checkedDiff(tree.Objects, got, want); d != "" {
-					t.Fatalf("step %d (%s): the memo's result differs from a fresh Validate:\n%s", step, strings.Join(did, ", "), d)
-				}
-			}
-		})
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { checkMemoRandom(t, seed, steps) })
+	}
+}
+
+// TestCheckMemoCollisions is TestCheckMemoRandom with the hashes of the
+// memo's and the pod index's keys narrowed to two bits: names of every
+// kind and labels of every namespace share chains and lists, which the
+// indexes must tell apart.
+func TestCheckMemoCollisions(t *testing.T) {
+	old := hashMask
+	hashMask = 3
+	t.Cleanup(func() { hashMask = old })
+	steps := 100
+	if testing.Short() {
+		steps = 30
+	}
+	for seed := range uint64(2) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { checkMemoRandom(t, seed, steps) })
+	}
+}
+
+// checkMemoRandom makes steps random edits of a tree seeded with seed and
+// fails t when a Memo kept across them validates otherwise than a fresh
+// Validate.
+func checkMemoRandom(t *testing.T, seed uint64, steps int) {
+	g := &randomTree{rng: rand.New(rand.NewPCG(seed, 7)), tr: newMemoTree(t)}
+	if err := os.MkdirAll(g.tr.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMemo()
+	var lock *Lock
+	for step := range steps {
+		var did []string
+		for range 1 + g.rng.IntN(3) {
+			did = append(did, g.edit())
+		}
+		if g.rng.IntN(8) == 0 {
+			lock = g.lock(t)
+			did = append(did, "lock")
+		}
+		tree := g.tr.load()
+		var loc Locator = tree
+		if seed == 3 {
+			loc = fakeLoc{} // positions that do not read files
+		}
+		want := Validate(tree.Objects, lock, loc)
+		got := m.Validate(tree.Objects, lock, loc)
+		if d := checkedDiff(tree.Objects, got, want); d != "" {
+			t.Fatalf("step %d (%s): the memo's result differs from a fresh Validate:\n%s", step, strings.Join(did, ", "), d)
+		}
 	}
 }
 

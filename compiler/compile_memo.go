@@ -39,21 +39,29 @@ type compileShared struct {
 	cluster schema.ClusterSpec      // service CIDRs (serviceFamilies)
 }
 
-// compiledService is one Service's plan.Service and what it was made of.
+// compiledService is one Service's plan.Service and what it was made of,
+// the inputs by pointer: the slices are those of the compilation
+// (selected pods, a Service's EndpointSlices), which nothing changes
+// after.
 type compiledService struct {
-	alloc     *ServiceAlloc // nil: none
-	pods      []*schema.Pod
-	endpoints *schema.Endpoints
-	slices    []*schema.EndpointSlice
-	refPods   []*schema.Pod // the Pods the targetRefs of endpoints and slices resolve to (refPods)
+	alloc  *ServiceAlloc // nil: none
+	pods   []*schema.Pod
+	manual *manualInputs // nil: no Endpoints object or EndpointSlice
 	// out is the plan.Service: the last plan's (hold), or, when that
 	// plan has the view's, one of its own (own).
 	out *plan.Service
-	own bool
 	// view is out under the last NotReady view, nil when none of its
 	// endpoints failed (probe.go): kept so that a view unchanged for
 	// this Service gives the same plan.Service.
 	view *probedService
+	own  bool
+}
+
+// manualInputs are the inputs of a Service without a selector.
+type manualInputs struct {
+	endpoints *schema.Endpoints
+	slices    []*schema.EndpointSlice
+	refPods   []*schema.Pod // the Pods the targetRefs of endpoints and slices resolve to (refPods)
 }
 
 // hold points cs.out at p.Services[i] when that is the Service without a
@@ -84,20 +92,30 @@ func (m *compileMemo) begin(c *compilation, n plan.Node) {
 func (c *compilation) inputs(o *schema.Service) *compiledService {
 	in := &compiledService{}
 	in.alloc = c.checked.Alloc.lookup(o.Metadata.Namespace, o.Metadata.Name)
-	if o.Spec.Selector.Len() > 0 {
+	switch {
+	case o.Spec.Type == "ExternalName":
+		// no endpoints (service)
+	case o.Spec.Selector.Len() > 0:
 		in.pods = c.pods.servicePods(o)
-	} else {
+	default:
 		key := o.Metadata.Namespace + "/" + o.Metadata.Name
-		in.endpoints, in.slices = c.endpoints[key], c.slices[key]
-		in.refPods = c.refPods(in.endpoints, in.slices)
+		if e, ss := c.endpoints[key], c.slices[key]; e != nil || len(ss) > 0 {
+			in.manual = &manualInputs{endpoints: e, slices: ss, refPods: c.refPods(e, ss)}
+		}
 	}
 	return in
 }
 
 // same tells whether two compilations of a Service read the same inputs.
 func (a *compiledService) same(b *compiledService) bool {
-	return a.endpoints == b.endpoints && slices.Equal(a.pods, b.pods) && slices.Equal(a.slices, b.slices) &&
-		slices.Equal(a.refPods, b.refPods) && sameAlloc(a.alloc, b.alloc)
+	return slices.Equal(a.pods, b.pods) && a.manual.same(b.manual) && sameAlloc(a.alloc, b.alloc)
+}
+
+func (a *manualInputs) same(b *manualInputs) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.endpoints == b.endpoints && slices.Equal(a.slices, b.slices) && slices.Equal(a.refPods, b.refPods)
 }
 
 func sameAlloc(a, b *ServiceAlloc) bool {
@@ -132,9 +150,6 @@ func (m *compileMemo) compile(c *compilation, o *schema.Service, n plan.Node) *c
 	}
 	out := c.service(o, n)
 	in.out, in.own = &out, true
-	// Keep copies: the next compilation's inputs may reuse this one's
-	// memory.
-	in.pods, in.slices = slices.Clone(in.pods), slices.Clone(in.slices)
 	return in
 }
 

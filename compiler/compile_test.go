@@ -431,7 +431,7 @@ func endpointShapes(p *plan.Port) []endpointShape {
 	for _, e := range p.Endpoints {
 		out = append(out, endpointShape{
 			Addr: e.AddrPort().String(), Ready: e.Ready, Serving: e.Serving, Terminating: e.Terminating,
-			Node: e.NodeName, Zone: e.Zone, Hostname: e.Hostname, ZoneHints: e.ZoneHints, Pod: e.Pod,
+			Node: e.NodeName, Zone: e.Zone, Hostname: e.Hostname(), ZoneHints: e.ZoneHints(), Pod: e.Pod,
 		})
 	}
 	return out

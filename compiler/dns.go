@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"netspec.dev/netspec/plan"
@@ -42,8 +43,7 @@ func dnsRecords(p *plan.Plan) plan.DNS {
 			return o.name != z.name && strings.HasSuffix(z.name, "."+o.name)
 		})
 	})
-	ptr := func(ip netip.Addr, target string) {
-		name := reverseName(ip)
+	ptrAt := func(name, target string) {
 		for _, z := range reverse {
 			if strings.HasSuffix(name, "."+z.name) {
 				z.add(name, "PTR", target)
@@ -51,24 +51,24 @@ func dnsRecords(p *plan.Plan) plan.DNS {
 			}
 		}
 	}
+	ptr := func(ip netip.Addr, target string) { ptrAt(reverseName(ip), target) }
 
+	var sb serviceNames
 	for i := range p.Services {
 		s := &p.Services[i]
-		svc := fmt.Sprintf("%s.%s.svc.%s", s.Name, s.Namespace, domain)
 		switch {
 		case s.Type == "ExternalName":
-			fwd.add(svc, "CNAME", s.ExternalName+".")
+			fwd.add(serviceName(s, domain), "CNAME", s.ExternalName+".")
 		case s.Headless:
-			headlessRecords(fwd, ptr, s, svc)
+			headlessRecords(fwd, ptr, s, serviceName(s, domain))
 		default:
-			for _, ip := range s.ClusterIPs {
-				fwd.add(svc, addrType(ip), ip.String())
-				ptr(ip, svc)
+			n := sb.make(s, domain)
+			for j, ip := range s.ClusterIPs {
+				fwd.add(n.svc, addrType(ip), n.ips[j])
+				ptrAt(n.ptrs[j], n.svc)
 			}
-			for _, port := range s.Ports {
-				if port.Name != "" {
-					fwd.add(srvName(port, svc), "SRV", fmt.Sprintf("0 100 %d %s", port.Port, svc))
-				}
+			for j := range n.srvNames {
+				fwd.add(n.srvNames[j], "SRV", n.srvData[j])
 			}
 		}
 	}
@@ -92,7 +92,7 @@ func headlessRecords(fwd *zoneBuilder, ptr func(netip.Addr, string), s *plan.Ser
 			if !e.Ready {
 				continue
 			}
-			host := e.Hostname
+			host := e.Hostname()
 			if host == "" {
 				host = dashed(e.IP)
 			}
@@ -114,6 +114,94 @@ func srvName(port plan.Port, svc string) string {
 	return fmt.Sprintf("_%s._%s.%s", port.Name, strings.ToLower(port.Protocol), svc)
 }
 
+// serviceName is the Service's name in the cluster domain (with its
+// trailing dot).
+func serviceName(s *plan.Service, domain string) string {
+	return string(appendServiceName(nil, s, domain))
+}
+
+func appendServiceName(b []byte, s *plan.Service, domain string) []byte {
+	b = append(b, s.Name...)
+	b = append(b, '.')
+	b = append(b, s.Namespace...)
+	b = append(b, ".svc."...)
+	return append(b, domain...)
+}
+
+// serviceNames makes the names and data of the records of a Service with
+// cluster IPs as substrings of one string: a plan keeps them, and one
+// allocation a Service wastes less than one a string. The Service's name
+// is the end of the data of its first SRV record.
+type serviceNames struct {
+	buf   []byte
+	spans [][2]int
+	// the result, valid until the next make
+	svc               string
+	ips, ptrs         []string // of each cluster IP: its text and PTR name
+	srvNames, srvData []string // of each named port
+}
+
+// make returns the names of s's records: srvName, the SRV data, the
+// cluster IPs' text and reverseName.
+func (n *serviceNames) make(s *plan.Service, domain string) *serviceNames {
+	b, spans := n.buf[:0], n.spans[:0]
+	span := func(lo int) { spans = append(spans, [2]int{lo, len(b)}) }
+	svcLo := -1
+	for _, port := range s.Ports {
+		if port.Name == "" {
+			continue
+		}
+		lo := len(b)
+		b = append(b, "0 100 "...)
+		b = strconv.AppendUint(b, uint64(port.Port), 10)
+		b = append(b, ' ')
+		if svcLo < 0 {
+			svcLo = len(b)
+		}
+		b = appendServiceName(b, s, domain)
+		span(lo)
+		lo = len(b)
+		b = append(b, '_')
+		b = append(b, port.Name...)
+		b = append(b, "._"...)
+		b = append(b, lowerProtocol(port.Protocol)...)
+		b = append(b, '.')
+		b = appendServiceName(b, s, domain)
+		span(lo)
+	}
+	if svcLo < 0 {
+		svcLo = len(b)
+		b = appendServiceName(b, s, domain)
+	}
+	svcHi := svcLo + len(s.Name) + 1 + len(s.Namespace) + len(".svc.") + len(domain)
+	for _, ip := range s.ClusterIPs {
+		lo := len(b)
+		b = ip.AppendTo(b)
+		span(lo)
+		lo = len(b)
+		b = appendReverseName(b, ip)
+		span(lo)
+	}
+	str := string(b)
+	n.buf, n.spans = b, spans
+	n.svc = str[svcLo:svcHi]
+	n.ips, n.ptrs, n.srvNames, n.srvData = n.ips[:0], n.ptrs[:0], n.srvNames[:0], n.srvData[:0]
+	k := 0
+	for _, port := range s.Ports {
+		if port.Name != "" {
+			n.srvData = append(n.srvData, str[spans[k][0]:spans[k][1]])
+			n.srvNames = append(n.srvNames, str[spans[k+1][0]:spans[k+1][1]])
+			k += 2
+		}
+	}
+	for range s.ClusterIPs {
+		n.ips = append(n.ips, str[spans[k][0]:spans[k][1]])
+		n.ptrs = append(n.ptrs, str[spans[k+1][0]:spans[k+1][1]])
+		k += 2
+	}
+	return n
+}
+
 func addrType(ip netip.Addr) string {
 	if ip.Is4() {
 		return "A"
@@ -128,19 +216,24 @@ func dashed(ip netip.Addr) string {
 }
 
 // reverseName is the PTR owner name of an address.
-func reverseName(ip netip.Addr) string {
-	b := ip.AsSlice()
-	var parts []string
+func reverseName(ip netip.Addr) string { return string(appendReverseName(nil, ip)) }
+
+// appendReverseName appends reverseName(ip) to b.
+func appendReverseName(b []byte, ip netip.Addr) []byte {
 	if ip.Is4() {
-		for i := len(b) - 1; i >= 0; i-- {
-			parts = append(parts, fmt.Sprint(b[i]))
+		a := ip.As4()
+		for i := len(a) - 1; i >= 0; i-- {
+			b = strconv.AppendUint(b, uint64(a[i]), 10)
+			b = append(b, '.')
 		}
-		return strings.Join(parts, ".") + ".in-addr.arpa."
+		return append(b, "in-addr.arpa."...)
 	}
-	for i := len(b) - 1; i >= 0; i-- {
-		parts = append(parts, fmt.Sprintf("%x", b[i]&0xf), fmt.Sprintf("%x", b[i]>>4))
+	const hex = "0123456789abcdef"
+	a := ip.As16()
+	for i := len(a) - 1; i >= 0; i-- {
+		b = append(b, hex[a[i]&0xf], '.', hex[a[i]>>4], '.')
 	}
-	return strings.Join(parts, ".") + ".ip6.arpa."
+	return append(b, "ip6.arpa."...)
 }
 
 // reverseZone is the reverse zone that holds a CIDR: its prefix rounded

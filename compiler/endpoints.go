@@ -9,15 +9,36 @@ import (
 	"netspec.dev/netspec/schema"
 )
 
+// selection is a selecting Service's pods with what the endpoints of
+// every port of the Service share: each pod's namespace/name and probes,
+// made once.
+type selection struct {
+	pods   []*schema.Pod
+	keys   []string
+	probes [][]plan.Probe
+}
+
+func (c *compilation) selection(svc *schema.Service) *selection {
+	pods := c.pods.servicePods(svc)
+	sel := &selection{pods: pods, keys: make([]string, len(pods)), probes: make([][]plan.Probe, len(pods))}
+	for i, pod := range pods {
+		sel.keys[i] = pod.Metadata.Namespace + "/" + pod.Metadata.Name
+		sel.probes[i] = podProbes(pod)
+	}
+	return sel
+}
+
 // endpointsOf returns the endpoints of one Service port, sorted by address:
-// from the pods the selector matches, or for a Service without selector
-// from its Endpoints object and EndpointSlices (with the probes of the
-// Pods their targetRefs name, else the Service's annotation's).
-func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
+// from the pods the selector matches (sel), or for a Service without
+// selector from its Endpoints object and EndpointSlices (with the probes
+// of the Pods their targetRefs name, else the Service's annotation's).
+// The slice has no room to spare: a plan keeps it.
+func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, fams map[string]bool, sel *selection) []plan.Endpoint {
 	var eps []plan.Endpoint
 	if svc.Spec.Selector.Len() > 0 {
-		for _, pod := range c.pods.servicePods(svc) {
-			eps = append(eps, c.podEndpoints(svc, pod, port, fams)...)
+		eps = make([]plan.Endpoint, 0, len(sel.pods)) // mostly one address of the Service's families per pod
+		for i, pod := range sel.pods {
+			eps = c.podEndpoints(eps, svc, pod, sel.keys[i], sel.probes[i], port, fams)
 		}
 	} else {
 		key := svc.Metadata.Namespace + "/" + svc.Metadata.Name
@@ -46,7 +67,11 @@ func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, 
 	})
 	// One address and port once: the most usable copy wins (ready, then
 	// serving), whatever order the files came in.
-	return slices.CompactFunc(eps, func(a, b plan.Endpoint) bool { return a.AddrPort() == b.AddrPort() })
+	eps = slices.CompactFunc(eps, func(a, b plan.Endpoint) bool { return a.AddrPort() == b.AddrPort() })
+	if cap(eps) > len(eps) {
+		eps = slices.Clone(eps)
+	}
+	return eps
 }
 
 // state ranks an endpoint's usefulness: ready, serving, then neither.
@@ -67,16 +92,17 @@ func (c *compilation) zoneOf(node string) string {
 	return ""
 }
 
-// podEndpoints turns a selected pod into endpoints of a port: one per pod
-// IP of the Service's families, at the target port (a named targetPort is
-// looked up in the pod's container ports; a pod without it is left out).
-// A terminal pod (Succeeded or Failed) is never an endpoint, not even a
-// not-ready one, as the EndpointSlice controller decides
-// (ShouldPodBeInEndpoints).
-func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
+// podEndpoints appends to out a selected pod's endpoints of a port: one
+// per pod IP of the Service's families, at the target port (a named
+// targetPort is looked up in the pod's container ports; a pod without it
+// is left out). A terminal pod (Succeeded or Failed) is never an
+// endpoint, not even a not-ready one, as the EndpointSlice controller
+// decides (ShouldPodBeInEndpoints). key and probes are the pod's
+// namespace/name and podProbes.
+func (c *compilation) podEndpoints(out []plan.Endpoint, svc *schema.Service, pod *schema.Pod, key string, probes []plan.Probe, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
 	target, why := PodTarget(pod, port)
 	if why != "" {
-		return nil
+		return out
 	}
 	terminating := pod.Metadata.DeletionTimestamp != ""
 	serving := pod.Ready()
@@ -84,12 +110,10 @@ func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port sc
 	if svc.Spec.PublishNotReadyAddresses {
 		ready = true
 	}
-	hostname := ""
+	var extra *plan.EndpointExtra
 	if pod.Spec.Hostname != "" && pod.Spec.Subdomain == svc.Metadata.Name {
-		hostname = pod.Spec.Hostname
+		extra = &plan.EndpointExtra{Hostname: pod.Spec.Hostname}
 	}
-	var out []plan.Endpoint
-	probes := podProbes(pod)
 	for _, s := range pod.IPs() {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || !fams[schema.Family(ip)] {
@@ -99,9 +123,9 @@ func (c *compilation) podEndpoints(svc *schema.Service, pod *schema.Pod, port sc
 			IP: ip.Unmap(), Port: target,
 			Ready: ready, Serving: serving, Terminating: terminating,
 			NodeName: pod.Spec.NodeName, Zone: c.zoneOf(pod.Spec.NodeName),
-			Hostname: hostname,
-			Pod:      pod.Metadata.Namespace + "/" + pod.Metadata.Name,
-			Probes:   probes,
+			Pod:    key,
+			Probes: probes,
+			Extra:  extra,
 		})
 	}
 	return out
@@ -164,7 +188,7 @@ func (c *compilation) manualEndpoints(e *schema.Endpoints, port schema.ServicePo
 				}
 				pe := plan.Endpoint{
 					IP: ip.Unmap(), Port: target, Ready: ready, Serving: ready,
-					NodeName: a.NodeName, Zone: c.zoneOf(a.NodeName), Hostname: a.Hostname,
+					NodeName: a.NodeName, Zone: c.zoneOf(a.NodeName), Extra: plan.NewEndpointExtra(a.Hostname, nil, nil),
 				}
 				c.fromRefPod(&pe, a.TargetRef, e.Metadata.Namespace)
 				out = append(out, pe)
@@ -201,19 +225,21 @@ func (c *compilation) sliceEndpoints(s *schema.EndpointSlice, port schema.Servic
 		pe := plan.Endpoint{
 			IP: ip.Unmap(), Port: target,
 			Ready: e.Conditions.Ready, Serving: e.Conditions.Serving, Terminating: e.Conditions.Terminating,
-			NodeName: e.NodeName, Zone: zone, Hostname: e.Hostname,
+			NodeName: e.NodeName, Zone: zone,
 		}
 		c.fromRefPod(&pe, e.TargetRef, s.Metadata.Namespace)
+		var zoneHints, nodeHints []string
 		if e.Hints != nil {
 			for _, z := range e.Hints.ForZones {
-				pe.ZoneHints = append(pe.ZoneHints, z.Name)
+				zoneHints = append(zoneHints, z.Name)
 			}
 			for _, n := range e.Hints.ForNodes {
-				pe.NodeHints = append(pe.NodeHints, n.Name)
+				nodeHints = append(nodeHints, n.Name)
 			}
-			sort.Strings(pe.ZoneHints)
-			sort.Strings(pe.NodeHints)
+			sort.Strings(zoneHints)
+			sort.Strings(nodeHints)
 		}
+		pe.Extra = plan.NewEndpointExtra(e.Hostname, zoneHints, nodeHints)
 		out = append(out, pe)
 	}
 	return out
@@ -372,10 +398,10 @@ func topology(eps []plan.Endpoint, cand []int, distribution string, node plan.No
 	}
 	allNodeHints := true
 	for _, i := range cand {
-		allNodeHints = allNodeHints && len(eps[i].NodeHints) > 0
+		allNodeHints = allNodeHints && len(eps[i].NodeHints()) > 0
 	}
 	if allNodeHints {
-		if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.NodeHints, node.Name) }); len(h) > 0 {
+		if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.NodeHints(), node.Name) }); len(h) > 0 {
 			return h
 		}
 	}
@@ -383,11 +409,11 @@ func topology(eps []plan.Endpoint, cand []int, distribution string, node plan.No
 		return cand
 	}
 	for _, i := range cand {
-		if len(eps[i].ZoneHints) == 0 {
+		if len(eps[i].ZoneHints()) == 0 {
 			return cand
 		}
 	}
-	if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.ZoneHints, node.Zone) }); len(h) > 0 {
+	if h := filter(func(e plan.Endpoint) bool { return slices.Contains(e.ZoneHints(), node.Zone) }); len(h) > 0 {
 		return h
 	}
 	return cand

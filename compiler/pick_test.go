@@ -9,7 +9,7 @@ import (
 )
 
 func ep(ip string, node, zone string, ready, serving, terminating bool, hints ...string) plan.Endpoint {
-	return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 80, Ready: ready, Serving: serving, Terminating: terminating, NodeName: node, Zone: zone, ZoneHints: hints}
+	return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 80, Ready: ready, Serving: serving, Terminating: terminating, NodeName: node, Zone: zone, Extra: plan.NewEndpointExtra("", hints, nil)}
 }
 
 // TestPick covers the choice of endpoints per node: readiness, the

@@ -324,13 +324,20 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 	}
 	ps.IPVSScheduler = o.Metadata.Annotations.Get(IPVSSchedulerAnnotation)
 	fams := c.serviceFamilies(o, ps.ClusterIPs)
+	var sel *selection
+	if sp.Selector.Len() > 0 && sp.Type != "ExternalName" {
+		sel = c.selection(o)
+	}
+	if len(sp.Ports) > 0 {
+		ps.Ports = make([]plan.Port, 0, len(sp.Ports))
+	}
 	for i, port := range sp.Ports {
 		pp := plan.Port{Name: port.Name, Protocol: port.Protocol, Port: uint16(port.Port)}
 		if np, ok := alloc.NodePortOf(i); ok {
 			pp.NodePort = uint16(np.Port)
 		}
 		if sp.Type != "ExternalName" {
-			pp.Endpoints = c.endpointsOf(o, port, fams)
+			pp.Endpoints = c.endpointsOf(o, port, fams, sel)
 			pp.Cluster, pp.External = pick(pp.Endpoints, &ps, sp.TrafficDistribution, node)
 		}
 		ps.Ports = append(ps.Ports, pp)

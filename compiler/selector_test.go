@@ -16,6 +16,11 @@ func TestSelectPods(t *testing.T) {
 		pod("shop", "web-2", map[string]string{"app": "web"}),
 		pod("shop", "api-1", map[string]string{"app": "api", "tier": "front"}),
 		pod("data", "web-3", map[string]string{"app": "web", "tier": "front"}),
+		// The index has the label keys that the tree's selectors use.
+		{Kind: schema.KindService, Service: &schema.Service{
+			Metadata: schema.ObjectMeta{Name: "keys", Namespace: "shop"},
+			Spec:     schema.ServiceSpec{Selector: schema.NewStringMap(map[string]string{"app": "x", "tier": "x", "zone": "x"})},
+		}},
 	}
 	idx := newPodIndex(objs)
 	tests := []struct {

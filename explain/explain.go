@@ -600,7 +600,9 @@ func topologyOf(so *schema.Service, port *plan.Port, n plan.Node) string {
 	if so != nil && so.Spec.TrafficDistribution != "" {
 		return fmt.Sprintf("; topology: trafficDistribution %s (node %s, zone %s)", so.Spec.TrafficDistribution, n.Name, zone)
 	}
-	if slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool { return len(e.ZoneHints) > 0 || len(e.NodeHints) > 0 }) {
+	if slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool {
+		return e.Extra != nil && (len(e.Extra.ZoneHints) > 0 || len(e.Extra.NodeHints) > 0)
+	}) {
 		return fmt.Sprintf("; topology: EndpointSlice hints, used when every endpoint has them (node %s, zone %s)", n.Name, zone)
 	}
 	return "; topology: none"
@@ -608,10 +610,10 @@ func topologyOf(so *schema.Service, port *plan.Port, n plan.Node) string {
 
 func topologyWhy(e plan.Endpoint, n plan.Node) string {
 	switch {
-	case len(e.NodeHints) > 0 && !slices.Contains(e.NodeHints, n.Name):
-		return fmt.Sprintf("hinted for nodes %s, not %s", strings.Join(e.NodeHints, ","), n.Name)
-	case len(e.ZoneHints) > 0 && !slices.Contains(e.ZoneHints, n.Zone):
-		return fmt.Sprintf("hinted for zones %s, not %s", strings.Join(e.ZoneHints, ","), n.Zone)
+	case len(e.NodeHints()) > 0 && !slices.Contains(e.NodeHints(), n.Name):
+		return fmt.Sprintf("hinted for nodes %s, not %s", strings.Join(e.NodeHints(), ","), n.Name)
+	case len(e.ZoneHints()) > 0 && !slices.Contains(e.ZoneHints(), n.Zone):
+		return fmt.Sprintf("hinted for zones %s, not %s", strings.Join(e.ZoneHints(), ","), n.Zone)
 	case e.Zone != n.Zone:
 		return fmt.Sprintf("in zone %s, endpoints of zone %s are preferred", orNone([]string{e.Zone}), n.Zone)
 	}

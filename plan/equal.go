@@ -35,8 +35,8 @@ func (p Port) Equal(o Port) bool {
 func (e Endpoint) Equal(o Endpoint) bool {
 	return e.IP == o.IP && e.Port == o.Port && e.Ready == o.Ready && e.Serving == o.Serving &&
 		e.Terminating == o.Terminating && e.NodeName == o.NodeName && e.Zone == o.Zone &&
-		e.Hostname == o.Hostname && slices.Equal(e.ZoneHints, o.ZoneHints) &&
-		slices.Equal(e.NodeHints, o.NodeHints) && e.Pod == o.Pod &&
+		e.Hostname() == o.Hostname() && slices.Equal(e.ZoneHints(), o.ZoneHints()) &&
+		slices.Equal(e.NodeHints(), o.NodeHints()) && e.Pod == o.Pod &&
 		slices.EqualFunc(e.Probes, o.Probes, Probe.Equal)
 }
 

@@ -34,6 +34,9 @@ func fill(v reflect.Value) {
 		for i := range v.NumField() {
 			fill(v.Field(i))
 		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
 	default:
 		panic(fmt.Sprintf("fill: add kind %s (%s)", v.Kind(), v.Type()))
 	}
@@ -66,6 +69,9 @@ func leaves(v reflect.Value, path string, out map[string]func()) {
 		for i := range v.NumField() {
 			leaves(v.Field(i), path+"."+v.Type().Field(i).Name, out)
 		}
+	case reflect.Pointer:
+		out[path+"(nil)"] = func() { v.Set(reflect.Zero(v.Type())) }
+		leaves(v.Elem(), path, out)
 	}
 }
 

@@ -109,7 +109,9 @@ type Port struct {
 	External []int
 }
 
-// Endpoint is one backend of a port.
+// Endpoint is one backend of a port. A plan holds one per port and
+// address, so the fields few endpoints have are behind one pointer
+// (Extra).
 type Endpoint struct {
 	IP          netip.Addr
 	Port        uint16
@@ -118,9 +120,9 @@ type Endpoint struct {
 	Terminating bool
 	NodeName    string
 	Zone        string
-	Hostname    string   // DNS hostname (pod hostname+subdomain, or slice hostname)
-	ZoneHints   []string // hints.forZones, sorted
-	NodeHints   []string // hints.forNodes, sorted
+	// Extra holds the DNS hostname and the topology hints; nil when the
+	// endpoint has none of them (NewEndpointExtra).
+	Extra *EndpointExtra
 	// Pod is namespace/name of the pod behind it: the pod a selector
 	// picked, or the Pod of the tree that the targetRef of an Endpoints
 	// address or EndpointSlice endpoint names; "" for other endpoints.
@@ -133,8 +135,48 @@ type Endpoint struct {
 	Probes []Probe
 }
 
+// EndpointExtra are the fields of an Endpoint that few endpoints have.
+type EndpointExtra struct {
+	Hostname  string   // DNS hostname (pod hostname+subdomain, or slice hostname)
+	ZoneHints []string // hints.forZones, sorted
+	NodeHints []string // hints.forNodes, sorted
+}
+
+// NewEndpointExtra returns an Endpoint's Extra: nil when every field is
+// empty, as an Endpoint's Extra is then.
+func NewEndpointExtra(hostname string, zoneHints, nodeHints []string) *EndpointExtra {
+	if hostname == "" && len(zoneHints) == 0 && len(nodeHints) == 0 {
+		return nil
+	}
+	return &EndpointExtra{Hostname: hostname, ZoneHints: zoneHints, NodeHints: nodeHints}
+}
+
 // AddrPort is the endpoint's address and port.
 func (e Endpoint) AddrPort() netip.AddrPort { return netip.AddrPortFrom(e.IP, e.Port) }
+
+// Hostname is Extra's Hostname, "" without Extra.
+func (e Endpoint) Hostname() string {
+	if e.Extra == nil {
+		return ""
+	}
+	return e.Extra.Hostname
+}
+
+// ZoneHints are Extra's ZoneHints, nil without Extra.
+func (e Endpoint) ZoneHints() []string {
+	if e.Extra == nil {
+		return nil
+	}
+	return e.Extra.ZoneHints
+}
+
+// NodeHints are Extra's NodeHints, nil without Extra.
+func (e Endpoint) NodeHints() []string {
+	if e.Extra == nil {
+		return nil
+	}
+	return e.Extra.NodeHints
+}
 
 // DNS holds the records netspec serves and writes as zone files.
 type DNS struct {

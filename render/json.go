@@ -120,9 +120,9 @@ func (w *jsonWriter) endpoint(e *plan.Endpoint) {
 	w.bool("terminating", e.Terminating)
 	w.str("nodeName", e.NodeName)
 	w.str("zone", e.Zone)
-	w.str("hostname", e.Hostname)
-	w.strs("zoneHints", e.ZoneHints)
-	w.strs("nodeHints", e.NodeHints)
+	w.str("hostname", e.Hostname())
+	w.strs("zoneHints", e.ZoneHints())
+	w.strs("nodeHints", e.NodeHints())
 	w.str("pod", e.Pod)
 	writeObjects(w, "probes", e.Probes, (*jsonWriter).probe)
 	w.close('}')
@@ -228,7 +228,7 @@ func planJSONSize(p *plan.Plan) int {
 			n += port + len(pt.Name) + len(pt.Protocol) + number*(len(pt.Cluster)+len(pt.External))
 			for k := range pt.Endpoints {
 				e := &pt.Endpoints[k]
-				n += endp + addrSize(e.IP) + len(e.NodeName) + len(e.Zone) + len(e.Hostname) + len(e.Pod)
+				n += endp + addrSize(e.IP) + len(e.NodeName) + len(e.Zone) + len(e.Hostname()) + len(e.Pod)
 				if len(e.Probes) > 0 {
 					n += endpLines
 				}
@@ -241,10 +241,10 @@ func planJSONSize(p *plan.Plan) int {
 						n += header + len(h.Name) + len(h.Value)
 					}
 				}
-				for _, h := range e.ZoneHints {
+				for _, h := range e.ZoneHints() {
 					n += hint + len(h)
 				}
-				for _, h := range e.NodeHints {
+				for _, h := range e.NodeHints() {
 					n += hint + len(h)
 				}
 			}
@@ -489,9 +489,7 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 								Terminating: e.Terminating,
 								NodeName:    e.NodeName,
 								Zone:        e.Zone,
-								Hostname:    e.Hostname,
-								ZoneHints:   jsonList(e.ZoneHints, jsonSame),
-								NodeHints:   jsonList(e.NodeHints, jsonSame),
+								Extra:       plan.NewEndpointExtra(e.Hostname, jsonList(e.ZoneHints, jsonSame), jsonList(e.NodeHints, jsonSame)),
 								Pod:         e.Pod,
 								Probes: jsonList(e.Probes, func(p jsonProbe) plan.Probe {
 									return plan.Probe{

@@ -176,8 +176,7 @@ func checkJSONKeys(t *testing.T, dec *json.Decoder, typ reflect.Type, path strin
 		expectDelim(t, dec, ']', path)
 	default:
 		expectDelim(t, dec, '{', path)
-		for i := range typ.NumField() {
-			f := typ.Field(i)
+		for i, f := range jsonFields(typ) {
 			tok, err := dec.Token()
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
@@ -260,6 +259,9 @@ func filledPlan(t *testing.T, seed int, lens func(n int) int, strs []string) *pl
 			for i := range v.NumField() {
 				fill(v.Field(i))
 			}
+		case reflect.Pointer:
+			v.Set(reflect.New(v.Type().Elem()))
+			fill(v.Elem())
 		default:
 			t.Fatalf("filledPlan cannot fill a %v", v.Type())
 		}
@@ -409,9 +411,9 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 								Terminating: e.Terminating,
 								NodeName:    e.NodeName,
 								Zone:        e.Zone,
-								Hostname:    e.Hostname,
-								ZoneHints:   jsonList(e.ZoneHints, jsonSame),
-								NodeHints:   jsonList(e.NodeHints, jsonSame),
+								Hostname:    e.Hostname(),
+								ZoneHints:   jsonList(e.ZoneHints(), jsonSame),
+								NodeHints:   jsonList(e.NodeHints(), jsonSame),
 								Pod:         e.Pod,
 								Probes: jsonList(e.Probes, func(p plan.Probe) jsonProbe {
 									return jsonProbe{

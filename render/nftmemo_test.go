@@ -253,6 +253,12 @@ func TestMemoSamePortFields(t *testing.T) {
 			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 		case reflect.Struct: // netip.Addr
 			v.Set(reflect.ValueOf(v.Interface().(netip.Addr).Next()))
+		case reflect.Pointer: // Endpoint.Extra
+			if v.IsNil() {
+				v.Set(reflect.New(v.Type().Elem()))
+			} else {
+				v.Set(reflect.Zero(v.Type()))
+			}
 		default:
 			t.Fatalf("a field of kind %s: teach this test to change it", v.Kind())
 		}

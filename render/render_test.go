@@ -93,8 +93,8 @@ func textFixturePlan() *plan.Plan {
 				Ports: []plan.Port{{
 					Name: "postgres", Protocol: "TCP", Port: 5432,
 					Endpoints: []plan.Endpoint{
-						{IP: a("10.244.2.8"), Port: 5432, Ready: true, Serving: true, NodeName: "node-b", Zone: "zone-2", Hostname: "db-1", Pod: "shop/db-1"},
-						{IP: a("10.244.1.6"), Port: 5432, Ready: true, Serving: true, NodeName: "node-a", Zone: "zone-1", Hostname: "db-0", Pod: "shop/db-0"},
+						{IP: a("10.244.2.8"), Port: 5432, Ready: true, Serving: true, NodeName: "node-b", Zone: "zone-2", Extra: &plan.EndpointExtra{Hostname: "db-1"}, Pod: "shop/db-1"},
+						{IP: a("10.244.1.6"), Port: 5432, Ready: true, Serving: true, NodeName: "node-a", Zone: "zone-1", Extra: &plan.EndpointExtra{Hostname: "db-0"}, Pod: "shop/db-0"},
 					},
 					Cluster: []int{1, 0}, External: []int{0, 1},
 				}},
@@ -113,8 +113,8 @@ func textFixturePlan() *plan.Plan {
 				Ports: []plan.Port{{
 					Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080,
 					Endpoints: []plan.Endpoint{
-						{IP: a("10.244.2.7"), Port: 8080, Ready: false, Serving: true, Terminating: true, NodeName: "node-b", Zone: "zone-2", ZoneHints: []string{"zone-2"}, Pod: "shop/web-2"},
-						{IP: a("10.244.1.5"), Port: 8080, Ready: true, Serving: true, NodeName: "node-a", Zone: "zone-1", ZoneHints: []string{"zone-1"}, NodeHints: []string{"node-a"}, Pod: "shop/web-1"},
+						{IP: a("10.244.2.7"), Port: 8080, Ready: false, Serving: true, Terminating: true, NodeName: "node-b", Zone: "zone-2", Extra: &plan.EndpointExtra{ZoneHints: []string{"zone-2"}}, Pod: "shop/web-2"},
+						{IP: a("10.244.1.5"), Port: 8080, Ready: true, Serving: true, NodeName: "node-a", Zone: "zone-1", Extra: &plan.EndpointExtra{ZoneHints: []string{"zone-1"}, NodeHints: []string{"node-a"}}, Pod: "shop/web-1"},
 					},
 					Cluster:  []int{1},
 					External: []int{1},
@@ -247,8 +247,10 @@ func sortLikeCompiler(p *plan.Plan) {
 			for k, old := range order {
 				newIndex[old] = k
 				eps[k] = pt.Endpoints[old]
-				slices.Sort(eps[k].ZoneHints)
-				slices.Sort(eps[k].NodeHints)
+				if x := eps[k].Extra; x != nil {
+					slices.Sort(x.ZoneHints)
+					slices.Sort(x.NodeHints)
+				}
 			}
 			pt.Endpoints = eps
 			for k := range pt.Cluster {

@@ -627,9 +627,9 @@ func diffEndpoints(old, new []plan.Endpoint) []EndpointDiff {
 		f("state", endpointState(o), endpointState(e))
 		f("nodeName", o.NodeName, e.NodeName)
 		f("zone", o.Zone, e.Zone)
-		f("hostname", o.Hostname, e.Hostname)
-		f("zoneHints", strings.Join(o.ZoneHints, ","), strings.Join(e.ZoneHints, ","))
-		f("nodeHints", strings.Join(o.NodeHints, ","), strings.Join(e.NodeHints, ","))
+		f("hostname", o.Hostname(), e.Hostname())
+		f("zoneHints", strings.Join(o.ZoneHints(), ","), strings.Join(e.ZoneHints(), ","))
+		f("nodeHints", strings.Join(o.NodeHints(), ","), strings.Join(e.NodeHints(), ","))
 		f("pod", o.Pod, e.Pod)
 		if len(fields) > 0 {
 			ed := endpointDiff(e, DiffChanged)

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"testing"
+
+	"netspec.dev/netspec/internal/heapprof"
 
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/gen/genplan"
@@ -114,14 +115,7 @@ func BenchmarkMemoRetained(b *testing.B) {
 		st, c = nil, nil
 		held = heap() - base
 		if out := os.Getenv("NETSPEC_MEMO_HEAPPROFILE"); out != "" {
-			f, err := os.Create(out)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.WriteHeapProfile(f); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
+			heapprof.Write(b, out)
 		}
 		runtime.KeepAlive(memo)
 	}

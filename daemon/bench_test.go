@@ -22,13 +22,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"netspec.dev/netspec/internal/heapprof"
 
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/applier/state"
@@ -635,7 +636,7 @@ func TestWatchMemory(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	inuse0, alloc0, rss0 := heap()
 	if out := os.Getenv("NETSPEC_WATCH_HEAPPROFILE"); out != "" {
-		writeHeapProfile(t, out)
+		heapprof.Write(t, out)
 	}
 	var inuseMid float64
 	start := time.Now()
@@ -655,24 +656,10 @@ func TestWatchMemory(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	inuse1, alloc1, rss1 := heap()
 	if out := os.Getenv("NETSPEC_WATCH_HEAPPROFILE"); out != "" {
-		writeHeapProfile(t, out+".after")
+		heapprof.Write(t, out+".after")
 	}
 	t.Logf("watch-memory services=%d reloads=%d heap_before_mb=%.1f heap_mid_mb=%.1f heap_after_mb=%.1f growth_pct=%+.1f alloc_before_mb=%.1f alloc_after_mb=%.1f rss_before_mb=%.1f rss_after_mb=%.1f reloads_took_s=%.1f",
 		n, reloads, inuse0, inuseMid, inuse1, 100*(inuse1-inuse0)/inuse0, alloc0, alloc1, rss0, rss1, took.Seconds())
-}
-
-// writeHeapProfile writes the heap profile of the test process to path.
-func writeHeapProfile(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := pprof.WriteHeapProfile(f); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("heap profile: %s", path)
 }
 
 // rssMB is the process's resident set (VmRSS), in MiB.

@@ -66,6 +66,19 @@ type memoText[T any] struct {
 	id   uint64
 }
 
+// memoTextOf is the Text of the file named key, rendered by render from
+// from: of the ID last gave it when from is the slice it had there, else
+// of a new ID. It records the file in next.
+func memoTextOf[T any](last, next map[string]memoText[T], key string, from []T, render func() []byte) Text {
+	if t, ok := last[key]; ok && plan.Shared(t.from, from) {
+		next[key] = t
+		return Text{ID: t.id, Bytes: renderOnce(render)}
+	}
+	x := newText(render)
+	next[key] = memoText[T]{from: from, id: x.ID}
+	return x
+}
+
 // resolvKey is what ResolvConf renders from.
 type resolvKey struct {
 	ns, domain string
@@ -86,26 +99,10 @@ func (m *FilesMemo) ZoneEnvTexts(p *plan.Plan) (map[string]Text, error) {
 	envs := make(map[string]memoText[plan.EnvVar], len(p.Env))
 	resolv := make(map[resolvKey]uint64, len(p.Env))
 	zone := func(z plan.Zone) Text {
-		render := func() []byte { return ZoneFile(z) }
-		t, ok := m.zones[z.Name]
-		if ok && plan.Shared(t.from, z.Records) {
-			zones[z.Name] = t
-			return Text{ID: t.id, Bytes: renderOnce(render)}
-		}
-		x := newText(render)
-		zones[z.Name] = memoText[plan.Record]{from: z.Records, id: x.ID}
-		return x
+		return memoTextOf(m.zones, zones, z.Name, z.Records, func() []byte { return ZoneFile(z) })
 	}
 	env := func(f plan.EnvFile) Text {
-		render := func() []byte { return EnvFile(f) }
-		t, ok := m.envs[f.Namespace]
-		if ok && plan.Shared(t.from, f.Vars) {
-			envs[f.Namespace] = t
-			return Text{ID: t.id, Bytes: renderOnce(render)}
-		}
-		x := newText(render)
-		envs[f.Namespace] = memoText[plan.EnvVar]{from: f.Vars, id: x.ID}
-		return x
+		return memoTextOf(m.envs, envs, f.Namespace, f.Vars, func() []byte { return EnvFile(f) })
 	}
 	conf := func(ns, domain string, addr netip.Addr) Text {
 		render := func() []byte { return ResolvConf(ns, domain, addr) }

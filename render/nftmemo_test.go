@@ -9,10 +9,11 @@ import (
 	"os"
 	"reflect"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
+
+	"netspec.dev/netspec/internal/heapprof"
 
 	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/plan"
@@ -877,14 +878,7 @@ func BenchmarkMemoRetained(b *testing.B) {
 		rs := m.NFTablesModel(base)
 		held = heap() - before
 		if out := os.Getenv("NETSPEC_RENDER_HEAPPROFILE"); out != "" {
-			f, err := os.Create(out)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.WriteHeapProfile(f); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
+			heapprof.Write(b, out)
 		}
 		p, next := base, netip.MustParseAddr("10.247.0.1")
 		for i := range 100 {

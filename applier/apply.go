@@ -2,6 +2,7 @@ package applier
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"time"
@@ -190,9 +191,10 @@ func (n *Node) lastPlan() (*plan.Plan, error) {
 
 // record is what ApplyRecord needs to record p as applied: the delta from
 // the last applied plan (nil when there is none, or p is the same), and
-// the whole plan, rendered only if the dir writes it.
-func (n *Node) record(p *plan.Plan) ([]byte, func() ([]byte, error), error) {
-	full := func() ([]byte, error) { return render.PlanJSON(p) }
+// the whole plan, rendered into plan.json as it is made, only if the dir
+// writes it.
+func (n *Node) record(p *plan.Plan) ([]byte, func(io.Writer) error, error) {
+	full := func(w io.Writer) error { return render.WritePlanJSON(w, p) }
 	if n.last == nil || n.last.Equal(p) {
 		return nil, full, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/applier/state"
+	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/ipvsmodel"
@@ -66,6 +67,10 @@ type Options struct {
 	// it, before the state dir's record of the plan is built (a later
 	// Update then reads the kernel back, as Apply does).
 	OneShot bool
+	// KernelBusy, when set, is called as each nftables batch is sent
+	// (nft.Applier.OnSend): the kernel applies it within the call, and
+	// the CLI's apply works out what it prints meanwhile.
+	KernelBusy func()
 }
 
 // Result is what Plan found or Apply did.
@@ -144,6 +149,9 @@ func Open(opts Options) (*Node, error) {
 		if n.nft, err = nft.Open(opts.NetNSFd); err != nil {
 			return nil, err
 		}
+	}
+	if opts.KernelBusy != nil {
+		n.nft.OnSend(opts.KernelBusy)
 	}
 	if opts.IPVS {
 		if n.ipvs, err = ipvs.Open(opts.NetNSFd); err != nil {
@@ -338,7 +346,9 @@ func (n *Node) UpdateStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*R
 
 func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error)) (*Result, error) {
 	start := time.Now()
+	end := stages.Start("render")
 	rs, table, err := n.desiredKernel(p)
+	end()
 	if err != nil {
 		return nil, err
 	}
@@ -386,6 +396,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 			return r, err
 		}
 	}
+	defer stages.Start("state dir")()
 	files, err := n.stateFiles(p)
 	if err != nil {
 		return r, err

@@ -2,6 +2,7 @@ package applier
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/applier/state"
+	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/ipvsmodel"
@@ -65,6 +67,10 @@ type Options struct {
 	// it, before the state dir's record of the plan is built (a later
 	// Update then reads the kernel back, as Apply does).
 	OneShot bool
+	// KernelBusy, when set, is called as each nftables batch is sent
+	// (nft.Applier.OnSend): the kernel applies it within the call, and
+	// the CLI's apply works out what it prints meanwhile.
+	KernelBusy func()
 }
 
 // Result is what Plan found or Apply did.
@@ -144,6 +150,9 @@ func Open(opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	if opts.KernelBusy != nil {
+		n.nft.OnSend(opts.KernelBusy)
+	}
 	if opts.IPVS {
 		if n.ipvs, err = ipvs.Open(opts.NetNSFd); err != nil {
 			n.nft.Close()
@@ -190,9 +199,10 @@ func (n *Node) lastPlan() (*plan.Plan, error) {
 
 // record is what ApplyRecord needs to record p as applied: the delta from
 // the last applied plan (nil when there is none, or p is the same), and
-// the whole plan, rendered only if the dir writes it.
-func (n *Node) record(p *plan.Plan) ([]byte, func() ([]byte, error), error) {
-	full := func() ([]byte, error) { return render.PlanJSON(p) }
+// the whole plan, rendered into plan.json as it is made, only if the dir
+// writes it.
+func (n *Node) record(p *plan.Plan) ([]byte, func(io.Writer) error, error) {
+	full := func(w io.Writer) error { return render.WritePlanJSON(w, p) }
 	if n.last == nil || n.last.Equal(p) {
 		return nil, full, nil
 	}
@@ -336,7 +346,9 @@ func (n *Node) UpdateStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*R
 
 func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error)) (*Result, error) {
 	start := time.Now()
+	end := stages.Start("render")
 	rs, table, err := n.desiredKernel(p)
+	end()
 	if err != nil {
 		return nil, err
 	}
@@ -384,6 +396,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 			return r, err
 		}
 	}
+	defer stages.Start("state dir")()
 	files, err := n.stateFiles(p)
 	if err != nil {
 		return r, err

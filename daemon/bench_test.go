@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -451,7 +452,7 @@ type reloader struct {
 	tree   string
 	kernel func(*nftmodel.Ruleset) error // the kernel update; nil: none
 	// files writes the state dir; nil: none.
-	files func(files map[string]state.File, delta []byte, full func() ([]byte, error)) error
+	files func(files map[string]state.File, delta []byte, full func(io.Writer) error) error
 	mem   *cache.Memory
 	stats schema.StatCache
 	memo  *compiler.Memo
@@ -540,7 +541,7 @@ func (r *reloader) once(tb testing.TB) (times [len(stageNames)]time.Duration) {
 	p := r.last
 	lap(7)
 	if r.files != nil {
-		if err := r.files(files, delta, func() ([]byte, error) { return render.PlanJSON(p) }); err != nil {
+		if err := r.files(files, delta, func(w io.Writer) error { return render.WritePlanJSON(w, p) }); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -567,7 +568,7 @@ func stages(t *testing.T, tree string, cfg gentree.Config, ed *editor, k int) {
 	}
 	r := newReloader(tree)
 	r.kernel = func(rs *nftmodel.Ruleset) error { _, err := a.Update(rs); return err }
-	r.files = func(files map[string]state.File, delta []byte, full func() ([]byte, error)) error {
+	r.files = func(files map[string]state.File, delta []byte, full func(io.Writer) error) error {
 		_, err := dir.ApplyRecord(files, delta, full)
 		return err
 	}

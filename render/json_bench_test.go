@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -448,4 +449,66 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 			})}
 		}),
 	}
+}
+
+// TestWritePlanJSON: WritePlanJSON writes PlanJSON's bytes, in pieces
+// (the generated plan is several times spillSize), and returns the first
+// error of its writer.
+func TestWritePlanJSON(t *testing.T) {
+	plans := map[string]*plan.Plan{
+		"empty":     {},
+		"fixture":   textFixturePlan(),
+		"generated": generatedPlan(t, 3000),
+	}
+	for name, p := range plans {
+		t.Run(name, func(t *testing.T) {
+			want, err := PlanJSON(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &countingWriter{}
+			if err := WritePlanJSON(w, p); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(w.b, want) {
+				t.Errorf("WritePlanJSON differs from PlanJSON:\n%s", cmp.Diff(string(want), string(w.b)))
+			}
+			if name == "generated" && w.writes < 2 {
+				t.Errorf("a plan of %d bytes was written in %d pieces, want several", len(want), w.writes)
+			}
+		})
+	}
+	t.Run("writer fails", func(t *testing.T) {
+		errFull := errors.New("disk full")
+		w := &countingWriter{fail: errFull}
+		if err := WritePlanJSON(w, generatedPlan(t, 3000)); !errors.Is(err, errFull) {
+			t.Errorf("WritePlanJSON = %v, want %v", err, errFull)
+		}
+		if w.writes != 1 {
+			t.Errorf("%d writes after the writer failed, want none", w.writes-1)
+		}
+	})
+	t.Run("bad plan", func(t *testing.T) {
+		w := &countingWriter{}
+		if err := WritePlanJSON(w, &plan.Plan{FormatVersion: plan.FormatVersion + 1}); err == nil || w.writes > 0 {
+			t.Errorf("WritePlanJSON of another format version = %v after %d writes, want an error and none", err, w.writes)
+		}
+	})
+}
+
+// countingWriter keeps what it is given and counts the writes; with fail
+// set, every write fails.
+type countingWriter struct {
+	b      []byte
+	writes int
+	fail   error
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	if w.fail != nil {
+		return 0, w.fail
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"io"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -27,6 +28,26 @@ func newline(out []byte, depth int) []byte {
 type jsonWriter struct {
 	b     []byte
 	stack []jsonFrame // the open containers, innermost last
+	out   io.Writer   // when set, b is passed to it once it holds spillSize bytes
+	err   error       // the first error of out
+}
+
+// spillSize is how much a jsonWriter with an out holds before writing it.
+const spillSize = 256 << 10
+
+// spill passes what w holds to out once it holds spillSize bytes.
+func (w *jsonWriter) spill() {
+	if w.out != nil && len(w.b) >= spillSize {
+		w.flush()
+	}
+}
+
+// flush passes what w holds to out.
+func (w *jsonWriter) flush() {
+	if w.err == nil {
+		_, w.err = w.out.Write(w.b)
+	}
+	w.b = w.b[:0]
 }
 
 // jsonFrame is an open container.

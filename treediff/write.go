@@ -46,9 +46,12 @@ func nodeName(n string) string {
 }
 
 // WriteText writes the text format of a diff: a line per change. A
-// zone's change is one short line that counts its records; with records,
-// each record follows on a line of its own (diff, for review; plan shows
-// the Services whose records they are).
+// zone's change is one short line that counts its records, and a
+// namespace's environment one that counts its variables; with records,
+// each record and variable follows on a line of its own (diff, for
+// review; plan and apply show the Services whose records and variables
+// they are, and a namespace's first env file has a variable for each of
+// its Services' ports).
 func WriteText(w io.Writer, d *PlanDiff, records bool) {
 	if d.Empty() {
 		fmt.Fprintln(w, "no differences")
@@ -94,7 +97,12 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 		}
 	}
 	for _, v := range d.Env {
-		fmt.Fprintf(w, "%s env %s%s: %s\n", changeMark(v.Change), v.Namespace, onNode(v.Node), strings.Join(envLines(v), ", "))
+		fmt.Fprintf(w, "%s env %s%s: %s\n", changeMark(v.Change), v.Namespace, onNode(v.Node), envSummary(v))
+		if records {
+			for _, l := range envLines(v) {
+				fmt.Fprintf(w, "    %s\n", l)
+			}
+		}
 	}
 	fmt.Fprintln(w, dataPlaneLine(d.Nodes))
 }
@@ -337,6 +345,31 @@ func zoneLines(z ZoneDiff) []string {
 		out = append(out, "- "+r.String())
 	}
 	return out
+}
+
+// envSummary counts an env change's variables, as zoneSummary counts
+// records: "21 variables"; "4 variables added, 3 changed, 4 removed".
+func envSummary(v EnvDiff) string {
+	switch v.Change {
+	case DiffAdded:
+		return plural(len(v.Added), "variable")
+	case DiffRemoved:
+		return plural(len(v.Removed), "variable")
+	}
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		verb string
+	}{{len(v.Added), "added"}, {len(v.Changed), "changed"}, {len(v.Removed), "removed"}} {
+		switch {
+		case c.n == 0:
+		case len(parts) == 0:
+			parts = append(parts, plural(c.n, "variable")+" "+c.verb)
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.verb))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // envLines: + KEY=value, ~ KEY=old -> new, - KEY=value.

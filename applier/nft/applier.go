@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -48,6 +49,16 @@ func Open(nsFd int) (*Applier, error) {
 // New returns an Applier over any Kernel, such as a Fake.
 func New(k Kernel) *Applier { return &Applier{k: k} }
 
+// OnSend has f called whenever a batch has been encoded and is being sent
+// (System: the kernel then applies it within the sending system call, on
+// the sending thread, for seconds at 50,000 Services, while the other
+// cores are idle). A Kernel of another kind never calls it.
+func (a *Applier) OnSend(f func()) {
+	if k, ok := a.k.(interface{ notifySend(func()) }); ok {
+		k.notifySend(f)
+	}
+}
+
 // Close releases the kernel's connections. The rules stay.
 func (a *Applier) Close() error { return a.k.Close() }
 
@@ -86,7 +97,9 @@ func (a *Applier) plan(want *Ruleset) (*Changes, error) {
 // whole (a first install) is queued straight from the model, encoded a
 // piece at a time (queueModel).
 func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) {
+	end := stages.Start("read kernel")
 	plans, err := a.diffKernel(m)
+	end()
 	if err != nil {
 		a.installedModel(m, err)
 		return nil, err
@@ -118,6 +131,7 @@ func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
 	if err != nil {
 		return ch, err
 	}
+	defer stages.Start("verify")()
 	if err := a.verifyWritten(plans, keys); err != nil {
 		a.last = nil
 		return ch, err

@@ -41,7 +41,10 @@ type Fake struct {
 	failNext bool
 	batches  int
 	last     []string
+	onSend   func() // see Applier.OnSend
 }
+
+func (f *Fake) notifySend(fn func()) { f.onSend = fn }
 
 var _ Kernel = (*Fake)(nil)
 
@@ -248,6 +251,9 @@ func (f *Fake) Run(queue func(Batch) error) error {
 	b := &fakeBatch{}
 	if err := queue(b); err != nil {
 		return err
+	}
+	if f.onSend != nil {
+		f.onSend()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -668,3 +668,30 @@ func TestFakeReadsAsKernel(t *testing.T) {
 		})
 	}
 }
+
+// TestOnSend: the function given to OnSend is called once per batch sent,
+// after it was queued (a failing queue sends nothing) and before the
+// kernel holds it; never when there is nothing to send.
+func TestOnSend(t *testing.T) {
+	f, a := fakeApplier(t)
+	rs := goldenModels(t)["golden/basic/node-1/nftables"]
+	if rs == nil {
+		t.Fatal("no golden model of basic/node-1")
+	}
+	sent := 0
+	a.OnSend(func() {
+		if f.Batches() != 0 {
+			t.Error("called after the kernel took the batch")
+		}
+		sent++
+	})
+	if _, err := a.Apply(rs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(rs); err != nil {
+		t.Fatal(err)
+	}
+	if sent != 1 || f.Batches() != 1 {
+		t.Errorf("%d calls for %d batches, want 1 and 1", sent, f.Batches())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/internal/stages"
 )
 
 // Kernel is the nftables of one network namespace, as an Applier reads and
@@ -73,6 +74,7 @@ type System struct {
 	sender *batchSender
 	dump   *ruleDumper // rules and elements
 	chains *ruleDumper // chains
+	onSend func()      // see Applier.OnSend
 }
 
 // OpenSystem connects to nftables in the network namespace nsFd (an open
@@ -154,10 +156,12 @@ func (k *System) Rules(fam nftables.TableFamily, table, chain string) (map[strin
 func (k *System) Run(queue func(Batch) error) error {
 	k.sender.stage()
 	sb := &stagingBatch{Conn: k.batch}
+	end := stages.Start("encode")
 	err := queue(sb)
 	if err == nil {
 		err = sb.flush()
 	}
+	end()
 	if err != nil {
 		k.sender.discard()
 		// Drop what was queued: the next batch must not carry it.
@@ -167,8 +171,14 @@ func (k *System) Run(queue func(Batch) error) error {
 		}
 		return err
 	}
+	if k.onSend != nil {
+		k.onSend()
+	}
+	defer stages.Start("kernel batch")()
 	return k.sender.sendStaged()
 }
+
+func (k *System) notifySend(f func()) { k.onSend = f }
 
 // flushEvery is how many operations a stagingBatch queues between two
 // flushes into the staged batch.

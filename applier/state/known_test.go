@@ -44,7 +44,7 @@ func TestKnownRandomEdits(t *testing.T) {
 		lastID++
 		return File{ID: lastID, Bytes: func() []byte { return b }}
 	}
-	full := func() ([]byte, error) { return []byte("{}\n"), nil }
+	full := fullOf("{}\n")
 	remembered := 0
 	for step := range 600 {
 		// The next files: most as they were (the same ID), some
@@ -164,7 +164,7 @@ func TestKnownRacyAndForget(t *testing.T) {
 	d := openTemp(t)
 	files := map[string]File{"env/a.env": {ID: 7, Bytes: func() []byte { return []byte("A=1\n") }}}
 	for range 2 {
-		if _, err := d.ApplyRecord(files, nil, func() ([]byte, error) { return []byte("{}\n"), nil }); err != nil {
+		if _, err := d.ApplyRecord(files, nil, fullOf("{}\n")); err != nil {
 			t.Fatal(err)
 		}
 	}

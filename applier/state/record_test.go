@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -28,8 +29,8 @@ func recorded(t *testing.T, d *Dir) string {
 	return string(base)
 }
 
-func fullOf(s string) func() ([]byte, error) {
-	return func() ([]byte, error) { return []byte(s), nil }
+func fullOf(s string) func(io.Writer) error {
+	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
 }
 
 // state is a node's files and its plan.
@@ -357,5 +358,79 @@ func TestLastPlanIgnoresStaleAndTornLogs(t *testing.T) {
 	os.WriteFile(filepath.Join(d.Path(), PlanFile), []byte("another"), 0o644)
 	if got := recorded(t, d); got != "another" {
 		t.Errorf("a stale log counted: %.10q", got)
+	}
+}
+
+// TestApplyRecordFullFails: when the whole plan cannot be written (full
+// fails after writing part of it), ApplyRecord returns full's error, the
+// record still names the last plan, and no temporary file is left.
+func TestApplyRecordFullFails(t *testing.T) {
+	d := openTemp(t)
+	sts := states(2)
+	if _, err := applyState(d, "", sts[0]); err != nil {
+		t.Fatal(err)
+	}
+	errRender := errors.New("render failed")
+	half := func(w io.Writer) error {
+		io.WriteString(w, sts[1].plan[:500])
+		return errRender
+	}
+	// A new Dir does not know the record: it writes the whole plan.
+	other, err := Open(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ApplyRecord(stateFiles(sts[1].files), []byte("delta"), half); !errors.Is(err, errRender) {
+		t.Fatalf("ApplyRecord = %v, want %v", err, errRender)
+	}
+	if got := recorded(t, d); got != sts[0].plan {
+		t.Errorf("the record holds %.10q, want the last plan %.10q", got, sts[0].plan)
+	}
+	ents, err := os.ReadDir(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), tmpPrefix) {
+			t.Errorf("temporary file %s left", e.Name())
+		}
+	}
+}
+
+// TestApplyRecordSamePlanUnknownRecord: a Dir that does not know the
+// record compares the whole plan with plan.json and, when they are the
+// same, writes nothing and reports no change of plan.json.
+func TestApplyRecordSamePlanUnknownRecord(t *testing.T) {
+	d := openTemp(t)
+	st := states(1)[0]
+	if _, err := applyState(d, "", st); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := other.ApplyRecord(stateFiles(st.files), nil, fullOf(st.plan))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := other.Written(); w.Files != 0 || w.Bytes != 0 {
+		t.Errorf("wrote %+v, want nothing", w)
+	}
+	if slices.Contains(done.Changed, PlanFile) || slices.Contains(done.Added, PlanFile) {
+		t.Errorf("changes %+v name %s", done, PlanFile)
+	}
+	// A different plan is written (by a Dir that does not know the
+	// record either: delta nil says the plan is the one recorded).
+	third, err := Open(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err = third.ApplyRecord(stateFiles(st.files), nil, fullOf(st.plan+"!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recorded(t, d); got != st.plan+"!" || !slices.Contains(done.Changed, PlanFile) {
+		t.Errorf("the record holds %.10q…, changes %+v; want the new plan, plan.json changed", got, done)
 	}
 }

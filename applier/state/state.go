@@ -574,52 +574,91 @@ func (d *Dir) readHeld(rel string) ([]byte, error) {
 // write writes rel atomically: a temporary file in the same directory,
 // written, synced, renamed over rel, and the directory synced.
 func (d *Dir) write(rel string, data []byte) error {
-	path := d.abs(rel)
-	dir := filepath.Dir(path)
+	t, err := d.createTemp(rel)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Write(data); err != nil {
+		t.abort()
+		return d.errorf("write %s: %w", rel, err)
+	}
+	return t.commit()
+}
+
+// tempFile is the temporary file of a write of rel: commit renames it over
+// rel, abort removes it.
+type tempFile struct {
+	d        *Dir
+	rel, dir string
+	f        *os.File
+	n        int64 // bytes written
+	err      error // the first error of Write
+}
+
+// createTemp starts a write of rel, creating its directory if needed.
+func (d *Dir) createTemp(rel string) (*tempFile, error) {
+	dir := filepath.Dir(d.abs(rel))
 	if dir != d.path {
 		if err := os.Mkdir(dir, dirMode); err == nil {
 			if err := syncDir(d.path); err != nil {
-				return d.errorf("sync %s: %w", d.path, err)
+				return nil, d.errorf("sync %s: %w", d.path, err)
 			}
 		} else if !errors.Is(err, fs.ErrExist) {
-			return d.errorf("create %s/: %w", filepath.Base(dir), err)
+			return nil, d.errorf("create %s/: %w", filepath.Base(dir), err)
 		}
 	}
-	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(path)+"-*")
+	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(rel)+"-*")
 	if err != nil {
-		return d.errorf("write %s: %w", rel, err)
+		return nil, d.errorf("write %s: %w", rel, err)
 	}
-	tmp := f.Name()
+	return &tempFile{d: d, rel: rel, dir: dir, f: f}, nil
+}
+
+func (t *tempFile) Write(p []byte) (int, error) {
+	n, err := t.f.Write(p)
+	t.n += int64(n)
+	if err != nil && t.err == nil {
+		t.err = err
+	}
+	return n, err
+}
+
+// abort removes the temporary file.
+func (t *tempFile) abort() {
+	t.f.Close()
+	os.Remove(t.f.Name())
+}
+
+// commit syncs the temporary file, renames it over rel and syncs the
+// directory.
+func (t *tempFile) commit() error {
+	d, rel, tmp := t.d, t.rel, t.f.Name()
 	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
+		t.abort()
 		return d.errorf("write %s: %w", rel, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := t.f.Chmod(fileMode); err != nil {
 		return fail(err)
 	}
-	if err := f.Chmod(fileMode); err != nil {
+	if err := t.f.Sync(); err != nil {
 		return fail(err)
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := t.f.Close(); err != nil {
 		os.Remove(tmp)
 		return d.errorf("write %s: %w", rel, err)
 	}
 	if d.crash != nil && d.crash("write "+rel) {
 		return errCrash
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := os.Rename(tmp, d.abs(rel)); err != nil {
 		os.Remove(tmp)
 		return d.errorf("write %s: %w", rel, err)
 	}
-	if err := syncDir(dir); err != nil {
-		return d.errorf("write %s: sync %s: %w", rel, dir, err)
+	if err := syncDir(t.dir); err != nil {
+		return d.errorf("write %s: sync %s: %w", rel, t.dir, err)
 	}
 	d.written.Files++
-	d.written.Bytes += int64(len(data))
+	d.written.Bytes += t.n
 	return nil
 }
 

@@ -315,24 +315,7 @@ func forwardingPhrases(prefix string, fs []ForwardingChange) []string {
 // line: "3 records added, 1 removed"; "12 records" for a zone added or
 // removed whole.
 func zoneSummary(z ZoneDiff) string {
-	switch z.Change {
-	case DiffAdded:
-		return plural(len(z.Added), "record")
-	case DiffRemoved:
-		return plural(len(z.Removed), "record")
-	}
-	var parts []string
-	if n := len(z.Added); n > 0 {
-		parts = append(parts, plural(n, "record")+" added")
-	}
-	if n := len(z.Removed); n > 0 {
-		if len(parts) == 0 {
-			parts = append(parts, plural(n, "record")+" removed")
-		} else {
-			parts = append(parts, fmt.Sprintf("%d removed", n))
-		}
-	}
-	return strings.Join(parts, ", ")
+	return changeSummary(z.Change, "record", len(z.Added), 0, len(z.Removed))
 }
 
 // zoneLines: + name type data, one per record.
@@ -348,23 +331,30 @@ func zoneLines(z ZoneDiff) []string {
 }
 
 // envSummary counts an env change's variables, as zoneSummary counts
-// records: "21 variables"; "4 variables added, 3 changed, 4 removed".
+// records.
 func envSummary(v EnvDiff) string {
-	switch v.Change {
+	return changeSummary(v.Change, "variable", len(v.Added), len(v.Changed), len(v.Removed))
+}
+
+// changeSummary counts the entries (records, variables: noun) a file's
+// change adds, changes and removes: "21 variables" for a file added or
+// removed; "4 variables added, 3 changed, 4 removed".
+func changeSummary(change, noun string, added, changed, removed int) string {
+	switch change {
 	case DiffAdded:
-		return plural(len(v.Added), "variable")
+		return plural(added, noun)
 	case DiffRemoved:
-		return plural(len(v.Removed), "variable")
+		return plural(removed, noun)
 	}
 	var parts []string
-	for _, c := range []struct {
+	for _, c := range [...]struct {
 		n    int
 		verb string
-	}{{len(v.Added), "added"}, {len(v.Changed), "changed"}, {len(v.Removed), "removed"}} {
+	}{{added, "added"}, {changed, "changed"}, {removed, "removed"}} {
 		switch {
 		case c.n == 0:
 		case len(parts) == 0:
-			parts = append(parts, plural(c.n, "variable")+" "+c.verb)
+			parts = append(parts, plural(c.n, noun)+" "+c.verb)
 		default:
 			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.verb))
 		}

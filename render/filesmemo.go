@@ -31,9 +31,10 @@ type FilesMemo struct {
 }
 
 // Text is a file of the state dir as FilesMemo gives it. Bytes renders it
-// (once; later calls return the same bytes). ID names its content: two
-// Texts with one ID have the same bytes; IDs are unique in the process,
-// and 0 names nothing.
+// (at each call, the same bytes: a Text does not keep them, so that the
+// state dir, which writes the files one at a time, never holds them all,
+// 45 MB at 50,000 Services). ID names its content: two Texts with one ID
+// have the same bytes; IDs are unique in the process, and 0 names nothing.
 type Text struct {
 	ID    uint64
 	Bytes func() []byte
@@ -44,20 +45,7 @@ var lastTextID atomic.Uint64
 
 // newText is a Text of a new ID, rendered by render when asked.
 func newText(render func() []byte) Text {
-	return Text{ID: lastTextID.Add(1), Bytes: renderOnce(render)}
-}
-
-// renderOnce calls render the first time it is called and returns what
-// render returned then, each time.
-func renderOnce(render func() []byte) func() []byte {
-	var b []byte
-	done := false
-	return func() []byte {
-		if !done {
-			b, done = render(), true
-		}
-		return b
-	}
+	return Text{ID: lastTextID.Add(1), Bytes: render}
 }
 
 // memoText is what a file was rendered from and the ID it was given.
@@ -72,7 +60,7 @@ type memoText[T any] struct {
 func memoTextOf[T any](last, next map[string]memoText[T], key string, from []T, render func() []byte) Text {
 	if t, ok := last[key]; ok && plan.Shared(t.from, from) {
 		next[key] = t
-		return Text{ID: t.id, Bytes: renderOnce(render)}
+		return Text{ID: t.id, Bytes: render}
 	}
 	x := newText(render)
 	next[key] = memoText[T]{from: from, id: x.ID}
@@ -89,10 +77,10 @@ type resolvKey struct {
 func (m *FilesMemo) ZoneEnvTexts(p *plan.Plan) (map[string]Text, error) {
 	if m == nil {
 		return zoneEnvFiles(p,
-			func(z plan.Zone) Text { return Text{Bytes: renderOnce(func() []byte { return ZoneFile(z) })} },
-			func(f plan.EnvFile) Text { return Text{Bytes: renderOnce(func() []byte { return EnvFile(f) })} },
+			func(z plan.Zone) Text { return Text{Bytes: func() []byte { return ZoneFile(z) }} },
+			func(f plan.EnvFile) Text { return Text{Bytes: func() []byte { return EnvFile(f) }} },
 			func(ns, domain string, addr netip.Addr) Text {
-				return Text{Bytes: renderOnce(func() []byte { return ResolvConf(ns, domain, addr) })}
+				return Text{Bytes: func() []byte { return ResolvConf(ns, domain, addr) }}
 			})
 	}
 	zones := make(map[string]memoText[plan.Record], len(p.DNS.Zones))
@@ -109,7 +97,7 @@ func (m *FilesMemo) ZoneEnvTexts(p *plan.Plan) (map[string]Text, error) {
 		k := resolvKey{ns, domain, addr}
 		if id, ok := m.resolv[k]; ok {
 			resolv[k] = id
-			return Text{ID: id, Bytes: renderOnce(render)}
+			return Text{ID: id, Bytes: render}
 		}
 		x := newText(render)
 		resolv[k] = x.ID

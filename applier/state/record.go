@@ -173,8 +173,7 @@ func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {
 		}
 		defer unlock()
 	}
-	ch, _, err := d.diff(files, true)
-	return ch, err
+	return d.diff(files, true, nil)
 }
 
 // ApplyRecord makes the dir hold files (the zone and env files alone, as
@@ -187,20 +186,73 @@ func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {
 // unless the record is not known to be the caller's, which then writes
 // full. plan.json is reported added or changed when the record changes.
 // full writes into plan.json's temporary file as it renders, so that the
-// whole plan (27 MB at 10,000 Services) is never held.
+// whole plan (27 MB at 10,000 Services) is never held. ApplyRecord is
+// PrepareRecord followed by Commit.
 func (d *Dir) ApplyRecord(files map[string]File, delta []byte, full func(io.Writer) error) (Changes, error) {
+	w, err := d.PrepareRecord(files, delta, full)
+	if err != nil {
+		return Changes{}, err
+	}
+	return w.Commit()
+}
+
+// Prepared is an ApplyRecord in two steps (PrepareRecord, then Commit or
+// Abort), so that its costly part can run while something else is
+// waited for: an applier prepares the write while the kernel takes its
+// batch, and commits it only once the kernel holds the plan. It holds the
+// dir's lock from PrepareRecord to Commit or Abort. Its methods are for
+// one goroutine at a time.
+type Prepared struct {
+	d      *Dir
+	unlock func() // nil once committed or aborted
+	w      *pending
+	plan   Changes
+	record *recordWrite
+}
+
+// PrepareRecord does the part of ApplyRecord (same arguments) that changes
+// nothing a reader sees: it locks the dir, sweeps the temporary files of
+// a writer that died, compares files with the dir's and writes each one
+// to write, and the whole plan when it is to be written, to a temporary
+// file, one at a time, each synced. Their names, the stale files and the
+// record are left alone until Commit. On an error nothing in the dir has
+// changed (the temporary files are removed) and there is nothing to
+// commit or abort.
+func (d *Dir) PrepareRecord(files map[string]File, delta []byte, full func(io.Writer) error) (*Prepared, error) {
 	unlock, err := d.beginWrite()
 	if err != nil {
-		return Changes{}, err
+		return nil, err
 	}
-	defer unlock()
-	plan, want, err := d.diff(files, true)
+	p := &Prepared{d: d, unlock: unlock, w: d.newPending()}
+	if p.plan, err = d.diff(files, true, p.w.put); err == nil {
+		p.record, err = p.w.prepareRecord(delta, full)
+	}
 	if err != nil {
-		return Changes{}, err
+		p.Abort()
+		return nil, err
 	}
-	done, err := d.applyFiles(plan, want)
+	return p, nil
+}
+
+// Commit completes the write PrepareRecord began, in ApplyRecord's order:
+// the prepared files are renamed over their names, added ones first, each
+// followed by a sync of its directory, the stale files are removed, and
+// then, last, the record is written (see ApplyRecord). It returns what it
+// changed, as ApplyRecord does, also on an error (then the changes made
+// before it). It releases the dir's lock.
+func (p *Prepared) Commit() (_ Changes, err error) {
+	if p.unlock == nil {
+		return Changes{}, p.d.errorf("commit of a write that was committed or aborted")
+	}
+	defer func() {
+		if errors.Is(err, errCrash) { // a crash leaves what it leaves
+			p.w.temps = nil
+		}
+		p.Abort()
+	}()
+	done, err := p.w.commitFiles(p.plan)
 	if err == nil {
-		err = d.writeRecord(&done, delta, full)
+		err = p.w.commitRecord(&done, p.record)
 	}
 	slices.Sort(done.Added)
 	slices.Sort(done.Changed)
@@ -208,69 +260,115 @@ func (d *Dir) ApplyRecord(files map[string]File, delta []byte, full func(io.Writ
 	return done, err
 }
 
-// writeRecord records the plan (see ApplyRecord), last.
-func (d *Dir) writeRecord(done *Changes, delta []byte, full func(io.Writer) error) error {
-	rec := d.rec
-	d.rec = nil // until the record is written
-	baseID, err := d.statID(PlanFile)
-	if err != nil {
-		return err
+// Abort gives up a prepared write: the temporary files are removed, and
+// the dir's lock released; the dir is as PrepareRecord found it. After
+// Commit it only releases what Commit left (nothing, unless Commit
+// failed).
+func (p *Prepared) Abort() {
+	if p.unlock == nil {
+		return
 	}
-	logID, err := d.statID(LogFile)
-	if err != nil {
-		return err
+	p.w.abort()
+	p.unlock()
+	p.unlock = nil
+}
+
+// recordWrite is how a write records the plan (see ApplyRecord), decided
+// and prepared by prepareRecord, done by commitRecord.
+type recordWrite struct {
+	rec           *planRecord // the Dir's record when prepared
+	baseID, logID fileID      // the record's files when prepared
+	known         bool        // the record is rec
+	// append: delta goes to the log. Otherwise, unless keep (the plan is
+	// the one recorded), the whole plan: in its temporary file unless
+	// same (it is what plan.json holds), whose SHA-256 is sum.
+	append, keep, same bool
+	delta              []byte
+	sum                [sha256.Size]byte
+}
+
+// prepareRecord decides how the plan is recorded (see ApplyRecord) and,
+// when it is recorded whole, writes it to plan.json's temporary file.
+func (w *pending) prepareRecord(delta []byte, full func(io.Writer) error) (*recordWrite, error) {
+	d := w.d
+	rw := &recordWrite{rec: d.rec, delta: delta}
+	rec := rw.rec
+	var err error
+	if rw.baseID, err = d.statID(PlanFile); err != nil {
+		return nil, err
 	}
-	known := rec != nil && baseID.exists && baseID == rec.base && logID == rec.log
-	if known && delta == nil {
-		d.rec = rec
-		return nil
+	if rw.logID, err = d.statID(LogFile); err != nil {
+		return nil, err
+	}
+	rw.known = rec != nil && rw.baseID.exists && rw.baseID == rec.base && rw.logID == rec.log
+	if rw.known && delta == nil {
+		rw.keep = true
+		return rw, nil
 	}
 	limit := max(rec.baseSizeOr(0)/4, minLogLimit)
-	if known && logID.size+int64(len(delta))+128 <= limit {
-		if err := d.appendLog(rec, logID, delta); err != nil {
+	if rw.known && rw.logID.size+int64(len(delta))+128 <= limit {
+		rw.append = true
+		return rw, nil
+	}
+	// The whole plan.
+	t, err := w.create(PlanFile)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(t, h), 256<<10)
+	if err = full(bw); err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		t.abort()
+		if t.err != nil {
+			return nil, d.errorf("write %s: %w", PlanFile, t.err)
+		}
+		return nil, err
+	}
+	h.Sum(rw.sum[:0])
+	if rw.baseID.exists {
+		if rw.known {
+			rw.same = rw.sum == rec.baseSum
+		} else {
+			old, err := d.sumHeld(PlanFile)
+			if err != nil {
+				t.abort()
+				return nil, err
+			}
+			rw.same = old == rw.sum
+		}
+	}
+	if rw.same {
+		t.abort()
+		return rw, nil
+	}
+	return rw, w.finish(t)
+}
+
+// commitRecord records the plan as prepareRecord decided, last.
+func (w *pending) commitRecord(done *Changes, rw *recordWrite) error {
+	d := w.d
+	d.rec = nil // until the record is written
+	switch {
+	case rw.keep:
+		d.rec = rw.rec
+		return nil
+	case rw.append:
+		if err := d.appendLog(rw.rec, rw.logID, rw.delta); err != nil {
 			return err
 		}
 		done.Changed = append(done.Changed, PlanFile)
 		return nil
 	}
 	// The whole plan: plan.json, then the log goes (see Apply).
-	t, err := d.createTemp(PlanFile)
-	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	w := bufio.NewWriterSize(io.MultiWriter(t, h), 256<<10)
-	if err = full(w); err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
-		t.abort()
-		if t.err != nil {
-			return d.errorf("write %s: %w", PlanFile, t.err)
-		}
-		return err
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	same := false
-	if baseID.exists {
-		if known {
-			same = sum == rec.baseSum
-		} else {
-			old, err := d.sumHeld(PlanFile)
-			if err != nil {
-				t.abort()
-				return err
-			}
-			same = old == sum
+	if !rw.same {
+		if err := w.place(PlanFile); err != nil {
+			return err
 		}
 	}
-	if same {
-		t.abort()
-	} else if err := t.commit(); err != nil {
-		return err
-	}
-	if logID.exists {
+	if rw.logID.exists {
 		if err := d.remove(LogFile); err != nil {
 			return err
 		}
@@ -279,15 +377,16 @@ func (d *Dir) writeRecord(done *Changes, delta []byte, full func(io.Writer) erro
 		}
 	}
 	switch {
-	case !baseID.exists:
+	case !rw.baseID.exists:
 		done.Added = append(done.Added, PlanFile)
-	case !same || logID.exists:
+	case !rw.same || rw.logID.exists:
 		done.Changed = append(done.Changed, PlanFile)
 	}
-	if baseID, err = d.statID(PlanFile); err != nil {
+	baseID, err := d.statID(PlanFile)
+	if err != nil {
 		return err
 	}
-	d.rec = &planRecord{base: baseID, baseSum: sum}
+	d.rec = &planRecord{base: baseID, baseSum: rw.sum}
 	return nil
 }
 

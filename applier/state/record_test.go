@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -433,4 +436,132 @@ func TestApplyRecordSamePlanUnknownRecord(t *testing.T) {
 	if got := recorded(t, d); got != st.plan+"!" || !slices.Contains(done.Changed, PlanFile) {
 		t.Errorf("the record holds %.10q…, changes %+v; want the new plan, plan.json changed", got, done)
 	}
+}
+
+// TestPrepareRecordAbort: PrepareRecord writes every file to write to a
+// temporary file and leaves the names alone, holding the dir's lock;
+// Abort removes them and releases the lock, leaving the dir byte for byte
+// as it was (directories made for the files included), whether the plan
+// would have been appended to plan.log or written whole, and on a first
+// write into an empty dir. After it, the write can be done again.
+func TestPrepareRecordAbort(t *testing.T) {
+	sts := states(3)
+	for _, tt := range []struct {
+		name  string
+		from  int  // states applied before; 0: none
+		whole bool // the Dir does not know the record: plan.json is written whole
+	}{
+		{name: "empty dir"},
+		{name: "append", from: 2},
+		{name: "whole", from: 2, whole: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := openTemp(t)
+			prev := ""
+			for _, st := range sts[:tt.from] {
+				if _, err := applyState(d, prev, st); err != nil {
+					t.Fatal(err)
+				}
+				prev = st.plan
+			}
+			if tt.whole {
+				d.rec = nil
+			}
+			next := sts[tt.from]
+			next.files = maps.Clone(next.files)
+			if tt.from > 0 {
+				next.files["env/c.env"] = "C=1\n" // and a new file
+			}
+			before, written := entries(t, d.Path()), d.Written()
+			var delta []byte
+			if prev != "" {
+				delta = []byte(next.plan)
+			}
+			w, err := d.PrepareRecord(stateFiles(next.files), delta, fullOf(next.plan))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lockFree(t, d.Path()) {
+				t.Error("the dir is not locked while a write is prepared")
+			}
+			temps := map[string]string{}
+			for p, c := range entries(t, d.Path()) {
+				if dir, base := path.Split(p); strings.HasPrefix(base, tmpPrefix) {
+					name := strings.TrimPrefix(base, tmpPrefix)
+					temps[dir+name[:strings.LastIndexByte(name, '-')]] = c
+				} else if !strings.HasSuffix(p, "/") && before[p] != c {
+					t.Errorf("%s changed by PrepareRecord", p)
+				}
+			}
+			wantTemps := map[string]string{}
+			for p, c := range next.files {
+				if c != tree(t, d.Path())[p] {
+					wantTemps[p] = c
+				}
+			}
+			if tt.from == 0 || tt.whole {
+				wantTemps[PlanFile] = next.plan
+			}
+			if diff := cmp.Diff(wantTemps, temps); diff != "" {
+				t.Errorf("prepared temporary files (-want +got):\n%s", diff)
+			}
+			w.Abort()
+			if diff := cmp.Diff(before, entries(t, d.Path())); diff != "" {
+				t.Errorf("after Abort the dir changed (-before +after):\n%s", diff)
+			}
+			if !lockFree(t, d.Path()) {
+				t.Error("the dir is still locked after Abort")
+			}
+			if d.Written() != written {
+				t.Errorf("Written %+v after Abort, was %+v", d.Written(), written)
+			}
+			w.Abort() // again: nothing
+			if _, err := w.Commit(); err == nil {
+				t.Error("Commit after Abort: no error")
+			}
+			// The same write, done.
+			if _, err := d.ApplyRecord(stateFiles(next.files), delta, fullOf(next.plan)); err != nil {
+				t.Fatal(err)
+			}
+			if got := recorded(t, d); got != next.plan {
+				t.Errorf("the record holds %.10q, want %.10q", got, next.plan)
+			}
+			if diff := cmp.Diff(next.files, withoutRecord(tree(t, d.Path()))); diff != "" {
+				t.Errorf("files (-want +got):\n%s", diff)
+			}
+			checkNoTemp(t, d.Path())
+		})
+	}
+}
+
+// entries is tree with the directories (as "name/").
+func entries(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := tree(t, dir)
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() && p != dir {
+			rel, _ := filepath.Rel(dir, p)
+			m[filepath.ToSlash(rel)+"/"] = ""
+		}
+		return nil
+	})
+	return m
+}
+
+// lockFree tells whether no one holds the dir's lock (its flock(2)).
+func lockFree(t *testing.T, dir string) bool {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }

@@ -39,6 +39,17 @@
 // the one file appended to: a record counts only when whole (length and
 // checksum), so a torn append is no record (see record.go).
 //
+// A write is made in two steps. First every file to write (and a whole
+// plan.json) is written to its temporary file and synced, one file at a
+// time, and no name in the dir changes (PrepareRecord). Then the
+// temporary files are renamed into place, each followed by a sync of its
+// directory, the stale files are removed and the record is written, in
+// the order below (Commit); or they are removed and the dir is as it was
+// (Abort). Apply and ApplyRecord make both steps at once; an applier
+// prepares the write while the kernel takes the plan, and commits it only
+// once the kernel holds the plan, so that no reader ever sees the files of
+// a plan the kernel refused.
+//
 // The record (plan.json, or a record appended to plan.log) is written (or
 // removed) last, after every zone and env file is in place and durable,
 // and stale files are removed before it too. So the record always names a
@@ -48,14 +59,17 @@
 // compares file contents, not the record, so it rewrites exactly what is
 // still different, and a zone written just before the crash keeps the
 // serial it got (its content equals the rendered one). Temporary files a
-// crash left behind are removed by the next Apply or Cleanup. (A Dir
+// crash left behind (any number, when it came between the two steps) are
+// removed by the next write (Apply, ApplyRecord, PrepareRecord) or
+// Cleanup, which hold the lock, so never while a write is pending. (A Dir
 // takes a file it found equal before as unchanged without reading it
 // again while it is given the same bytes and the file's stat is as it was:
 // see known.go, and Forget.)
 //
 // Apply, ApplyRecord and Cleanup hold an exclusive flock(2) on the dir
-// while they run, and Plan, PlanFiles and LastPlan a shared one, so two
-// appliers on one node do not interleave.
+// while they run, and a prepared write from PrepareRecord to its Commit or
+// Abort; Plan, PlanFiles and LastPlan a shared one. So two appliers on one
+// node do not interleave.
 //
 // # Zone serials
 //
@@ -251,8 +265,7 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 		}
 		defer unlock()
 	}
-	ch, _, err := d.diff(bytesFiles(files), false)
-	return ch, err
+	return d.diff(bytesFiles(files), false, nil)
 }
 
 // Apply makes the dir hold files (as for Plan): it writes the added and
@@ -263,18 +276,24 @@ func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 // goes after it (the record is then plan.json alone). A daemon records its
 // plans by difference with ApplyRecord instead. On an error, the Changes
 // returned are those made before it.
-func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
+func (d *Dir) Apply(files map[string][]byte) (_ Changes, err error) {
 	unlock, err := d.beginWrite()
 	if err != nil {
 		return Changes{}, err
 	}
 	defer unlock()
-	plan, want, err := d.diff(bytesFiles(files), false)
+	w := d.newPending()
+	defer func() {
+		if !errors.Is(err, errCrash) { // a crash leaves what it leaves
+			w.abort()
+		}
+	}()
+	plan, err := d.diff(bytesFiles(files), false, w.put)
 	if err != nil {
 		return Changes{}, err
 	}
 	d.rec = nil // known again when next read or written whole
-	done, err := d.applyFiles(plan, want)
+	done, err := w.commitFiles(plan)
 	if err != nil {
 		return done, err
 	}
@@ -283,7 +302,7 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 	// either case the record is then plan.json alone.
 	switch {
 	case slices.Contains(plan.Added, PlanFile), slices.Contains(plan.Changed, PlanFile):
-		if err := d.write(PlanFile, want[PlanFile]); err != nil {
+		if err := w.place(PlanFile); err != nil {
 			return done, err
 		}
 		if slices.Contains(plan.Added, PlanFile) {
@@ -315,17 +334,86 @@ func (d *Dir) Apply(files map[string][]byte) (Changes, error) {
 	return done, nil
 }
 
-// applyFiles writes and removes the zone and env files of plan (made by
-// diff), each durable before it returns; plan.json and plan.log are left
-// to the caller.
-func (d *Dir) applyFiles(plan Changes, want map[string][]byte) (Changes, error) {
+// pending is one write of the dir in two steps. put writes each added or
+// changed file to its temporary file, whole and synced, and leaves its
+// name alone; once every file is ready, commitFiles (and place, for the
+// record) renames them over their names, each followed by a sync of its
+// directory, and removes the stale files. Nothing a reader sees changes
+// before commitFiles, so the costly part of a write (rendering, writing,
+// syncing) can be done before the caller knows the write is wanted, and
+// abort then leaves the dir as it was.
+type pending struct {
+	d     *Dir
+	temps map[string]*tempFile // rel → its temporary file, synced and closed
+	made  []string             // subdirectories put created, for abort
+}
+
+func (d *Dir) newPending() *pending {
+	return &pending{d: d, temps: map[string]*tempFile{}}
+}
+
+// put writes data as rel's next content into rel's temporary file and
+// syncs it; rel itself is not touched until place.
+func (w *pending) put(rel string, data []byte) error {
+	t, err := w.create(rel)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Write(data); err != nil {
+		t.abort()
+		return w.d.errorf("write %s: %w", rel, err)
+	}
+	return w.finish(t)
+}
+
+// create starts rel's temporary file.
+func (w *pending) create(rel string) (*tempFile, error) {
+	if w.temps[rel] != nil {
+		return nil, w.d.errorf("write %s: written twice", rel)
+	}
+	t, err := w.d.createTemp(rel)
+	if err != nil {
+		return nil, err
+	}
+	if t.madeDir {
+		w.made = append(w.made, t.dir)
+	}
+	return t, nil
+}
+
+// finish syncs and closes t, which create started, and keeps it for
+// place.
+func (w *pending) finish(t *tempFile) error {
+	if err := t.finish(); err != nil {
+		return err
+	}
+	w.temps[t.rel] = t
+	return nil
+}
+
+// place renames rel's temporary file over rel and syncs its directory.
+func (w *pending) place(rel string) error {
+	t := w.temps[rel]
+	if t == nil {
+		return w.d.errorf("write %s: no prepared content", rel)
+	}
+	delete(w.temps, rel)
+	return t.place()
+}
+
+// commitFiles places the added and changed zone, env and resolv.conf
+// files of plan (made by diff with put), then removes its stale ones,
+// each durable before it returns; plan.json and plan.log are left to the
+// caller.
+func (w *pending) commitFiles(plan Changes) (Changes, error) {
+	d := w.d
 	var done Changes
 	isPlan := func(p string) bool { return p == PlanFile || p == LogFile }
 	for _, p := range plan.Added {
 		if isPlan(p) {
 			continue
 		}
-		if err := d.write(p, want[p]); err != nil {
+		if err := w.place(p); err != nil {
 			return done, err
 		}
 		done.Added = append(done.Added, p)
@@ -334,7 +422,7 @@ func (d *Dir) applyFiles(plan Changes, want map[string][]byte) (Changes, error) 
 		if isPlan(p) {
 			continue
 		}
-		if err := d.write(p, want[p]); err != nil {
+		if err := w.place(p); err != nil {
 			return done, err
 		}
 		done.Changed = append(done.Changed, p)
@@ -356,6 +444,21 @@ func (d *Dir) applyFiles(plan Changes, want map[string][]byte) (Changes, error) 
 		}
 	}
 	return done, nil
+}
+
+// abort removes the temporary files that were not placed, and the
+// subdirectories put created when they are still empty: after an abort
+// before any place, the dir is as it was. Aborting after everything was
+// placed does nothing.
+func (w *pending) abort() {
+	for _, rel := range slices.Sorted(maps.Keys(w.temps)) {
+		w.temps[rel].abort()
+	}
+	clear(w.temps)
+	for _, dir := range slices.Backward(w.made) {
+		_ = syscall.Rmdir(dir) // fails when a file was placed in it: then it stays
+	}
+	w.made = nil
 }
 
 // Cleanup removes every file of netspec's kinds from the dir, plan.json
@@ -453,27 +556,27 @@ func bytesFiles(files map[string][]byte) map[string]File {
 	return out
 }
 
-// diff computes the changes files make and the content each wanted file
-// that is to be written has (zone serials rewritten). With record, files
-// has no plan.json and the record (plan.json, plan.log) is neither
-// compared nor removed: the caller keeps it (ApplyRecord). plan.log is
-// never in files.
-func (d *Dir) diff(files map[string]File, record bool) (Changes, map[string][]byte, error) {
+// diff computes the changes files make, and gives put (unless nil: Plan)
+// the content of each file that is to be written (zone serials
+// rewritten) as soon as it has it, so that no more than one file's bytes
+// are held at a time. With record, files has no plan.json and the record
+// (plan.json, plan.log) is neither compared nor removed: the caller keeps
+// it (ApplyRecord). plan.log is never in files.
+func (d *Dir) diff(files map[string]File, record bool, put func(rel string, data []byte) error) (Changes, error) {
 	for p := range files {
 		if p == LogFile || record && p == PlanFile {
-			return Changes{}, nil, d.errorf("%q is written by ApplyRecord, not given as a file", p)
+			return Changes{}, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
 		if p != RulesetFile && !IsManaged(p) {
-			return Changes{}, nil, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, PlanFile, dnsDir, envDir, resolvDir)
+			return Changes{}, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, PlanFile, dnsDir, envDir, resolvDir)
 		}
 	}
 	held, err := d.held()
 	if err != nil {
-		return Changes{}, nil, err
+		return Changes{}, err
 	}
 	var ch Changes
 	d.keepKnown(files)
-	want := make(map[string][]byte)
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		f := files[p]
 		if p == RulesetFile {
@@ -488,13 +591,13 @@ func (d *Dir) diff(files map[string]File, record bool) (Changes, map[string][]by
 		if held[p] {
 			st, stOK = d.knownStatOf(p) // before the read: see confirm
 			if old, err = d.readHeld(p); err != nil {
-				return Changes{}, nil, err
+				return Changes{}, err
 			}
 		}
 		if strings.HasPrefix(p, dnsDir+"/") {
 			nb, err := rewriteZone(old, in)
 			if err != nil {
-				return Changes{}, nil, d.errorf("%s: %w", p, err)
+				return Changes{}, d.errorf("%s: %w", p, err)
 			}
 			in = nb
 		}
@@ -511,8 +614,12 @@ func (d *Dir) diff(files map[string]File, record bool) (Changes, map[string][]by
 			}
 			continue
 		}
-		want[p] = in
 		delete(d.known, p)
+		if put != nil {
+			if err := put(p, in); err != nil {
+				return Changes{}, err
+			}
+		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(held)) {
 		if record && (p == PlanFile || p == LogFile) {
@@ -522,7 +629,7 @@ func (d *Dir) diff(files map[string]File, record bool) (Changes, map[string][]by
 			ch.Removed = append(ch.Removed, p)
 		}
 	}
-	return ch, want, nil
+	return ch, nil
 }
 
 // held returns the files of netspec's kinds in the dir: regular files
@@ -585,22 +692,27 @@ func (d *Dir) write(rel string, data []byte) error {
 	return t.commit()
 }
 
-// tempFile is the temporary file of a write of rel: commit renames it over
-// rel, abort removes it.
+// tempFile is the temporary file of a write of rel: commit (finish, then
+// place) renames it over rel, abort removes it.
 type tempFile struct {
 	d        *Dir
 	rel, dir string
 	f        *os.File
 	n        int64 // bytes written
 	err      error // the first error of Write
+	closed   bool  // by finish
+	madeDir  bool  // createTemp created dir
 }
 
 // createTemp starts a write of rel, creating its directory if needed.
 func (d *Dir) createTemp(rel string) (*tempFile, error) {
 	dir := filepath.Dir(d.abs(rel))
+	made := false
 	if dir != d.path {
 		if err := os.Mkdir(dir, dirMode); err == nil {
+			made = true
 			if err := syncDir(d.path); err != nil {
+				syscall.Rmdir(dir)
 				return nil, d.errorf("sync %s: %w", d.path, err)
 			}
 		} else if !errors.Is(err, fs.ErrExist) {
@@ -609,9 +721,12 @@ func (d *Dir) createTemp(rel string) (*tempFile, error) {
 	}
 	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(rel)+"-*")
 	if err != nil {
+		if made {
+			syscall.Rmdir(dir)
+		}
 		return nil, d.errorf("write %s: %w", rel, err)
 	}
-	return &tempFile{d: d, rel: rel, dir: dir, f: f}, nil
+	return &tempFile{d: d, rel: rel, dir: dir, f: f, madeDir: made}, nil
 }
 
 func (t *tempFile) Write(p []byte) (int, error) {
@@ -625,13 +740,25 @@ func (t *tempFile) Write(p []byte) (int, error) {
 
 // abort removes the temporary file.
 func (t *tempFile) abort() {
-	t.f.Close()
+	if !t.closed {
+		t.f.Close()
+	}
 	os.Remove(t.f.Name())
 }
 
 // commit syncs the temporary file, renames it over rel and syncs the
 // directory.
 func (t *tempFile) commit() error {
+	if err := t.finish(); err != nil {
+		return err
+	}
+	return t.place()
+}
+
+// finish gives the temporary file its mode, syncs and closes it: its
+// content is durable, and rel still holds what it held. On an error it is
+// removed.
+func (t *tempFile) finish() error {
 	d, rel, tmp := t.d, t.rel, t.f.Name()
 	fail := func(err error) error {
 		t.abort()
@@ -643,10 +770,18 @@ func (t *tempFile) commit() error {
 	if err := t.f.Sync(); err != nil {
 		return fail(err)
 	}
+	t.closed = true
 	if err := t.f.Close(); err != nil {
 		os.Remove(tmp)
 		return d.errorf("write %s: %w", rel, err)
 	}
+	return nil
+}
+
+// place renames the finished temporary file over rel and syncs the
+// directory.
+func (t *tempFile) place() error {
+	d, rel, tmp := t.d, t.rel, t.f.Name()
 	if d.crash != nil && d.crash("write "+rel) {
 		return errCrash
 	}

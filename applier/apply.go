@@ -64,12 +64,12 @@ type Options struct {
 	// OneShot tells that the Node applies one plan and is then closed
 	// (the CLI's apply): it keeps nothing of what it installed for a
 	// later Update, so that the model is garbage once the kernel holds
-	// it, before the state dir's record of the plan is built (a later
-	// Update then reads the kernel back, as Apply does).
+	// it (a later Update then reads the kernel back, as Apply does).
 	OneShot bool
 	// KernelBusy, when set, is called as each nftables batch is sent
 	// (nft.Applier.OnSend): the kernel applies it within the call, and
-	// the CLI's apply works out what it prints meanwhile.
+	// the CLI's apply works out what it prints meanwhile (as the Node
+	// prepares the state dir's files meanwhile: see Node.Apply).
 	KernelBusy func()
 }
 
@@ -114,6 +114,12 @@ type Node struct {
 	// rendering or reading the file (render.FilesMemo; nil without
 	// Options.Incremental).
 	files *render.FilesMemo
+	// beside, while apply waits for the kernel, is the state dir's write
+	// to prepare as the nftables batch is sent (nft.Applier.OnSend).
+	beside *beside
+	// prepared, set by tests, is called when a state dir write prepared
+	// beside the kernel's batch is ready, with its error.
+	prepared func(error)
 }
 
 // Open connects to the node's kernel (unless opts.NoDataplane) and opens
@@ -150,9 +156,14 @@ func Open(opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	if opts.KernelBusy != nil {
-		n.nft.OnSend(opts.KernelBusy)
-	}
+	n.nft.OnSend(func() {
+		if opts.KernelBusy != nil {
+			opts.KernelBusy()
+		}
+		if n.beside != nil {
+			n.beside.start()
+		}
+	})
 	if opts.IPVS {
 		if n.ipvs, err = ipvs.Open(opts.NetNSFd); err != nil {
 			n.nft.Close()
@@ -317,7 +328,11 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 // tables are read back and changed where they differ (drift included),
 // conntrack entries of UDP endpoints that left a frontend are deleted,
 // then the state dir's files are written. The kernel comes first: the
-// state dir's plan.json always names a plan the kernel holds.
+// state dir's files change, and its plan.json names p, only once the
+// kernel holds p. While the kernel takes the nftables batch (seconds at
+// 50,000 Services, in one system call), the files are rendered into
+// temporary files beside it (state.Dir.PrepareRecord), which are renamed
+// into place once the kernel holds p, or removed if it does not.
 func (n *Node) Apply(p *plan.Plan) (*Result, error) {
 	return n.apply(p, false, nil)
 }
@@ -334,7 +349,8 @@ func (n *Node) Update(p *plan.Plan) (*Result, error) {
 // programmed from them first; then finish returns the complete plan (the
 // same Services, with DNS records and env files), whose files go to the
 // state dir. An error of finish leaves the kernel updated and the state
-// dir as it was.
+// dir as it was. The files are then prepared after the kernel step, not
+// beside it.
 func (n *Node) ApplyStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Result, error) {
 	return n.apply(p, false, finish)
 }
@@ -355,13 +371,22 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	if finish == nil {
 		// A complete plan: its files are checked before anything
 		// changes, so that an error changes nothing; their bytes are
-		// rendered once the kernel holds the plan, so as not to hold
-		// them across the kernel's batch (at 50,000 Services, 45 MB).
+		// rendered beside the kernel's batch, one file at a time into
+		// its temporary file, so as not to hold them all (at 50,000
+		// Services, 45 MB).
 		if _, err = n.stateFiles(p); err != nil {
 			return nil, err
 		}
 	}
 	r := &Result{Last: n.last, NFT: &nft.Changes{}}
+	var early *beside
+	if finish == nil && n.nft != nil {
+		// Until the state dir's write is committed below, any return
+		// gives it up: the dir stays as it was.
+		early = &beside{n: n, p: p, update: update, done: make(chan struct{})}
+		n.beside = early
+		defer early.abort()
+	}
 	switch {
 	case n.nft == nil:
 	case update:
@@ -369,6 +394,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	default:
 		r.NFT, err = n.nft.Apply(rs)
 	}
+	n.beside = nil
 	if n.opts.OneShot && n.nft != nil {
 		n.nft.Forget()
 	}
@@ -397,20 +423,14 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		}
 	}
 	defer stages.Start("state dir")()
-	files, err := n.stateFiles(p)
+	w, err := early.wait()
+	if err == nil && w == nil { // no batch was sent, or the plan was staged
+		w, err = n.prepareState(p, update)
+	}
 	if err != nil {
 		return r, err
 	}
-	if !update {
-		// Apply reads every file back, as it reads the kernel back:
-		// it repairs what was changed by hand (state.Dir.Forget).
-		n.dir.Forget()
-	}
-	delta, full, err := n.record(p)
-	if err != nil {
-		return r, err
-	}
-	if r.Files, err = n.dir.ApplyRecord(files, delta, full); err != nil {
+	if r.Files, err = w.Commit(); err != nil {
 		return r, err
 	}
 	// The state dir records p now: the next delta is from p, whatever
@@ -433,6 +453,78 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	}
 	r.Took = time.Since(start)
 	return r, nil
+}
+
+// prepareState prepares the state dir's write of p (state.Dir.PrepareRecord):
+// its files in temporary files, which only Commit renames into place.
+func (n *Node) prepareState(p *plan.Plan, update bool) (*state.Prepared, error) {
+	files, err := n.stateFiles(p)
+	if err != nil {
+		return nil, err
+	}
+	if !update {
+		// Apply reads every file back, as it reads the kernel back:
+		// it repairs what was changed by hand (state.Dir.Forget).
+		n.dir.Forget()
+	}
+	delta, full, err := n.record(p)
+	if err != nil {
+		return nil, err
+	}
+	return n.dir.PrepareRecord(files, delta, full)
+}
+
+// beside is the state dir's write of a plan, prepared in its own
+// goroutine while the kernel takes the nftables batch: the kernel applies
+// a batch within the system call that sends it, on one core, for seconds
+// at 50,000 Services, and the rendering, writing and syncing of the files
+// (and of plan.json, 140 MB there) take the idle one meanwhile.
+type beside struct {
+	n       *Node
+	p       *plan.Plan
+	update  bool
+	started bool          // by start, on apply's goroutine
+	done    chan struct{} // closed when w and err are set
+	w       *state.Prepared
+	err     error
+}
+
+// start has the write prepared (prepareState) in its own goroutine, once:
+// the first batch sent starts it. Until wait, the goroutine has the
+// Node's state dir, file memo and record to itself: apply meanwhile only
+// programs the kernel.
+func (b *beside) start() {
+	if b.started {
+		return
+	}
+	b.started = true
+	go func() {
+		defer close(b.done)
+		end := stages.Start("state dir (beside)")
+		b.w, b.err = b.n.prepareState(b.p, b.update)
+		end()
+		if b.n.prepared != nil {
+			b.n.prepared(b.err)
+		}
+	}()
+}
+
+// wait returns the prepared write, once ready; nil and no error when none
+// was started (no batch was sent).
+func (b *beside) wait() (*state.Prepared, error) {
+	if b == nil || !b.started {
+		return nil, nil
+	}
+	<-b.done
+	return b.w, b.err
+}
+
+// abort gives the prepared write up: its temporary files are removed and
+// the state dir is as it was. After Commit it does nothing.
+func (b *beside) abort() {
+	if w, err := b.wait(); err == nil && w != nil {
+		w.Abort()
+	}
 }
 
 // applyIPVS installs table into the kernel's IPVS (with Options.IPVS; by

@@ -5,7 +5,11 @@
 // endpoints that left (package conntrack) and the state dir's zone, env and
 // plan files (package state); packages dnsserver and healthcheck serve a
 // plan's zones and health check node ports, and package dnslink makes the
-// dummy link that holds the DNS server's address. Pure packages (schema,
-// compiler, render) never import it; the CLI and the node daemon (package
-// daemon) drive it.
+// dummy link that holds the DNS server's address. A Node programs the
+// kernel first: the state dir's files change, and its record names the
+// plan, only once the kernel holds it. Apply and Update of a complete plan
+// prepare the files (render, write to temporary files, sync) while the
+// kernel takes their nftables batch, and only rename them into place
+// after. Pure packages (schema, compiler, render) never import it; the CLI
+// and the node daemon (package daemon) drive it.
 package applier

@@ -10,9 +10,9 @@ import (
 // A table that is replaced whole (a first install, or a change only a
 // replace can make) is queued straight from its model: each chain's rules
 // and each set's elements are encoded when they are queued and dropped
-// once queued, and the read-back check encodes each set again when it
-// compares it (modelChecks). At 50,000 services the whole encoding was
-// 165 MB held across the batch; a piece is at most one set.
+// once queued, and the check after the batch encodes each set again for
+// its digest (modelSums, sent.go). At 50,000 services the whole encoding
+// was 165 MB held across the batch; a piece is at most one set.
 
 // modelReplaced is the plan that replaces the table of family fam whole
 // with mt, because of why. Nothing is encoded yet: queueModel encodes as

@@ -33,6 +33,12 @@ type Kernel interface {
 	// transaction, which the kernel applies whole or not at all. When
 	// queue fails nothing is sent, and the next batch starts empty.
 	Run(queue func(Batch) error) error
+	// Sent returns what the last transaction Run sent added to a table,
+	// counted from the table's last delete in it (nil if nothing): for a
+	// table it replaced, everything the table holds. System decodes it
+	// from the bytes it sent, while the kernel takes them; Fake records
+	// what was queued. See sent.go.
+	Sent(fam nftables.TableFamily, table string) (*sentTable, error)
 	// Close releases the connections; the kernel's state stays.
 	Close() error
 }
@@ -72,9 +78,10 @@ type System struct {
 	conn   *nftables.Conn // lists
 	batch  *nftables.Conn // writes: batches sent by sender
 	sender *batchSender
-	dump   *ruleDumper // rules and elements
-	chains *ruleDumper // chains
-	onSend func()      // see Applier.OnSend
+	dump   *ruleDumper  // rules and elements
+	chains *ruleDumper  // chains
+	onSend func()       // see Applier.OnSend
+	sent   *pendingSent // the last transaction's messages, decoded
 }
 
 // OpenSystem connects to nftables in the network namespace nsFd (an open
@@ -154,6 +161,7 @@ func (k *System) Rules(fam nftables.TableFamily, table, chain string) (map[strin
 // flushEvery operations into the staged batch (batch.go), which is sent
 // whole at the end: one transaction, whose messages are held once.
 func (k *System) Run(queue func(Batch) error) error {
+	k.sent = nil
 	k.sender.stage()
 	sb := &stagingBatch{Conn: k.batch}
 	end := stages.Start("encode")
@@ -171,11 +179,19 @@ func (k *System) Run(queue func(Batch) error) error {
 		}
 		return err
 	}
+	if st := k.sender.staged; st != nil {
+		k.sent = startDecodeSent(st.chunks)
+	}
 	if k.onSend != nil {
 		k.onSend()
 	}
 	defer stages.Start("kernel batch")()
 	return k.sender.sendStaged()
+}
+
+// Sent implements Kernel.
+func (k *System) Sent(fam nftables.TableFamily, table string) (*sentTable, error) {
+	return k.sent.table(fam, table)
 }
 
 func (k *System) notifySend(f func()) { k.onSend = f }

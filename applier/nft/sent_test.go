@@ -1,7 +1,10 @@
 package nft
 
 import (
+	"encoding/binary"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/render"
@@ -18,7 +21,7 @@ func stageModel(t *testing.T, m *nftmodel.Ruleset) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := &stagingBatch{Conn: c}
+	sb := &stagingBatch{Conn: c, sender: s}
 	for _, mt := range m.Tables {
 		fam := mt.Family.TableFamily()
 		if err := modelReplaced(mt, fam, "test").queueModel(sb, fam); err != nil {
@@ -73,7 +76,7 @@ func TestDecodeSentCatchesLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := &stagingBatch{Conn: c}
+	sb := &stagingBatch{Conn: c, sender: s}
 	mt := m.Tables[0]
 	fam := mt.Family.TableFamily()
 	if err := modelReplaced(mt, fam, "test").queueModel(droppingBatch{sb, "service-ips"}, fam); err != nil {
@@ -144,4 +147,69 @@ func TestSentMatchesAfterReplace(t *testing.T) {
 		_, a := syncApplier(t)
 		check(t, a)
 	})
+}
+
+// encodeInParts runs f with every replace from a model encoded in three
+// parts at once, a set's elements in pieces of two.
+func encodeInParts[T any](f func() (T, error)) (T, error) {
+	min, pieces, enc := parallelEncodeMin, pieceElems, encoders
+	parallelEncodeMin, pieceElems, encoders = 1, 2, func() int { return 3 }
+	defer func() { parallelEncodeMin, pieceElems, encoders = min, pieces, enc }()
+	return f()
+}
+
+// TestQueueModelInParts: a replace encoded in parts stages the same
+// chains, rules, sets and elements as one encoded on one goroutine.
+func TestQueueModelInParts(t *testing.T) {
+	m := render.NFTablesModel(genplan.Plan(t, 300, "node-1"))
+	one := stageModel(t, m)
+	parts, _ := encodeInParts(func() ([][]byte, error) { return stageModel(t, m), nil })
+	a, err := decodeSent(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := decodeSent(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != len(b) {
+		t.Fatalf("%d tables decoded in parts, %d in one", len(b), len(a))
+	}
+	for k, ta := range a {
+		tb := b[k]
+		if tb == nil || len(ta.chains) != len(tb.chains) || len(ta.sets) != len(tb.sets) {
+			t.Fatalf("table %v: in parts %v, in one %v", k, tb, ta)
+		}
+		for name, s := range ta.sets {
+			if got := tb.sets[name]; got == nil || *got != *s {
+				t.Errorf("table %v set %s: in parts %+v, in one %+v", k, name, got, s)
+			}
+		}
+	}
+	ca, cb := messageTypes(t, one), messageTypes(t, parts)
+	for typ, n := range ca {
+		if typ != unix.NFT_MSG_NEWSETELEM && cb[typ] != n {
+			t.Errorf("message type %d: %d in parts, %d in one", typ, cb[typ], n)
+		}
+	}
+	if ca[unix.NFT_MSG_NEWRULE] == 0 {
+		t.Fatal("no rule staged")
+	}
+}
+
+// messageTypes counts the staged messages by nftables message type.
+func messageTypes(t *testing.T, chunks [][]byte) map[uint16]int {
+	t.Helper()
+	out := map[uint16]int{}
+	for _, c := range chunks {
+		for off := 0; off < len(c); {
+			n := int(binary.NativeEndian.Uint32(c[off:]))
+			if n < nlmsgHeaderLen {
+				t.Fatalf("message of %d bytes", n)
+			}
+			out[binary.NativeEndian.Uint16(c[off+4:])&0xff]++
+			off += nlmsgAlign(n)
+		}
+	}
+	return out
 }

@@ -163,7 +163,7 @@ func (k *System) Rules(fam nftables.TableFamily, table, chain string) (map[strin
 func (k *System) Run(queue func(Batch) error) error {
 	k.sent = nil
 	k.sender.stage()
-	sb := &stagingBatch{Conn: k.batch}
+	sb := &stagingBatch{Conn: k.batch, sender: k.sender}
 	end := stages.Start("encode")
 	err := queue(sb)
 	if err == nil {
@@ -204,8 +204,43 @@ const flushEvery = 512
 // flushed into the staged batch every flushEvery operations.
 type stagingBatch struct {
 	*nftables.Conn
-	ops int
-	err error // of the first flush that failed
+	sender *batchSender // whose staged transaction the flushes fill
+	ops    int
+	err    error // of the first flush that failed
+}
+
+// split implements splitter: each part is a google/nftables Conn of its
+// own over a sender of its own that only stages; join appends their
+// staged messages to b's. The parts' sequence numbers repeat b's, which
+// the kernel does not mind (nothing asks it to acknowledge a message).
+func (b *stagingBatch) split(n int) ([]Batch, func() error, error) {
+	if err := b.flush(); err != nil {
+		return nil, nil, err
+	}
+	parts := make([]*stagingBatch, n)
+	batches := make([]Batch, n)
+	for i := range parts {
+		s := &batchSender{}
+		s.stage()
+		c, err := s.nftConn()
+		if err != nil {
+			return nil, nil, err
+		}
+		parts[i] = &stagingBatch{Conn: c, sender: s}
+		batches[i] = parts[i]
+	}
+	join := func() error {
+		var first error
+		for _, p := range parts {
+			if err := p.flush(); err != nil && first == nil {
+				first = err
+			}
+			b.sender.staged.append(p.sender.staged)
+			p.Conn.CloseLasting()
+		}
+		return first
+	}
+	return batches, join, nil
 }
 
 // op counts an operation, and flushes after flushEvery of them.

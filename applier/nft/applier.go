@@ -34,6 +34,12 @@ type Applier struct {
 	// refused tells that the kernel refused the last batch: the next
 	// sync replaces the tables whole rather than trust a diff.
 	refused bool
+
+	// sending is called as the commit in progress is sent (the kernel's
+	// send hook), before onSend: work for the other cores while the
+	// kernel takes the batch.
+	sending func()
+	onSend  func() // see OnSend
 }
 
 // Open connects to nftables in the network namespace nsFd (an open
@@ -47,15 +53,27 @@ func Open(nsFd int) (*Applier, error) {
 }
 
 // New returns an Applier over any Kernel, such as a Fake.
-func New(k Kernel) *Applier { return &Applier{k: k} }
+func New(k Kernel) *Applier {
+	a := &Applier{k: k}
+	if k, ok := k.(interface{ notifySend(func()) }); ok {
+		k.notifySend(a.sent)
+	}
+	return a
+}
 
 // OnSend has f called whenever a batch has been encoded and is being sent
 // (System: the kernel then applies it within the sending system call, on
 // the sending thread, for seconds at 50,000 Services, while the other
 // cores are idle). A Kernel of another kind never calls it.
-func (a *Applier) OnSend(f func()) {
-	if k, ok := a.k.(interface{ notifySend(func()) }); ok {
-		k.notifySend(f)
+func (a *Applier) OnSend(f func()) { a.onSend = f }
+
+// sent is the kernel's send hook.
+func (a *Applier) sent() {
+	if a.sending != nil {
+		a.sending()
+	}
+	if a.onSend != nil {
+		a.onSend()
 	}
 }
 
@@ -126,13 +144,18 @@ func (a *Applier) apply(want *Ruleset) (*Changes, error) {
 // commitVerified commits plans and verifies what they wrote
 // (verifyWritten).
 func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
-	keys := startWantKeys(plans) // while the kernel takes the batch
+	// While the batch is encoded and the kernel takes it:
+	keys := startWantKeys(plans)
+	// While the kernel takes it (or when the check needs them):
+	sums := newModelSums(plans)
+	a.sending = sums.start
 	ch, err := a.commit(plans)
+	a.sending = nil
 	if err != nil {
 		return ch, err
 	}
 	defer stages.Start("verify")()
-	if err := a.verifyWritten(plans, keys); err != nil {
+	if err := a.verifyWritten(plans, keys, sums); err != nil {
 		a.last = nil
 		return ch, err
 	}
@@ -354,28 +377,35 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 	return ch, nil
 }
 
-// verifyWritten reads back what a commit wrote and compares it with
-// what the plans want. Every set's elements are compared whole, since
-// google/nftables v0.3.0 is known to drop elements silently (they are sent
-// in chunks, but this is the proof); so are the chains' names. Rules are
-// compared for the chains an incremental change wrote; after a replace,
-// the rules of all chains are not read again (a dump of 30,000 rules takes
-// about a second), as the kernel acknowledged each rule of the
-// all-or-nothing batch. A plan with a model is compared with it, a set at
-// a time (modelChecks); an encoded one with the element keys keys holds
-// (startWantKeys, started before the commit).
-func (a *Applier) verifyWritten(plans []*tablePlan, keys *wantKeys) error {
+// verifyWritten checks that the kernel holds what a commit wrote, since
+// google/nftables v0.3.0 is known to drop set elements silently (they are
+// sent in chunks, but this is the proof). A table replaced whole from its
+// model is checked against what was sent of it (sentMatches, with the
+// digests sums holds; see sent.go): its chains and every set's elements,
+// as decoded from the bytes the kernel acknowledged, and the kernel's
+// list of its sets. Any other table is read back: every set's elements
+// and the chains' names, compared with its model a set at a time
+// (modelChecks) or with the element keys keys holds (startWantKeys,
+// started before the commit). Rules are compared for the chains an
+// incremental change wrote; after a replace, the rules of all chains are
+// not read again (a dump of 30,000 rules takes about a second), as the
+// kernel acknowledged each rule of the all-or-nothing batch. When a check
+// says no, the table is read back whole and diffTable says what differs.
+func (a *Applier) verifyWritten(plans []*tablePlan, keys *wantKeys, sums *modelSums) error {
 	for i, tp := range plans {
 		fam := families[i]
 		if tp.changes.Delete || (tp.want == nil && tp.model == nil) || tp.changes.Empty() {
 			continue
 		}
 		// The quick answer first (verify.go); diffTable says what differs.
-		checks := func() *tableChecks { return encodedChecks(tp.want, keys.of(i)) }
-		if tp.model != nil {
-			checks = func() *tableChecks { return modelChecks(tp.model) }
+		matches := func() (bool, error) { return a.tableMatches(encodedChecks(tp.want, keys.of(i)), fam) }
+		switch {
+		case sentChecked(tp):
+			matches = func() (bool, error) { return a.sentMatches(modelChecks(tp.model), sums.of(i), fam) }
+		case tp.model != nil:
+			matches = func() (bool, error) { return a.tableMatches(modelChecks(tp.model), fam) }
 		}
-		if ok, err := a.tableMatches(checks(), fam); err != nil {
+		if ok, err := matches(); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		} else if ok {
 			continue

@@ -195,6 +195,18 @@ func (st *stagedBatch) add(msgs []netlink.Message) {
 	}
 }
 
+// append appends the messages o staged to st's.
+func (st *stagedBatch) append(o *stagedBatch) {
+	st.chunks = append(st.chunks, o.chunks...)
+	st.msgs += o.msgs
+	if st.begin == nil {
+		st.begin = o.begin
+	}
+	if o.end != nil {
+		st.end = o.end
+	}
+}
+
 const nlmsgHeaderLen = 16
 
 func nlmsgAlign(n int) int { return (n + 3) &^ 3 }

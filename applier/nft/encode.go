@@ -116,8 +116,8 @@ func encodeSet(f nftmodel.Family, ms *nftmodel.Set) *Set {
 	return s
 }
 
-// sumSeed seeds the hashes of Table.chainSum, which are only
-// compared within a process.
+// sumSeed seeds the hashes of Table.chainSum and of setSum, which are
+// only compared within a process.
 var sumSeed = maphash.MakeSeed()
 
 // chainHash hashes a chain: its name, hook and rule lines (text).

@@ -244,7 +244,9 @@ func goldenModels(t *testing.T) map[string]*nftmodel.Ruleset {
 // every model render builds from a golden plan, `nft -f` of its text
 // (namespace A), Encode + Replace of the model (namespace B) and the
 // Applier's first install of the model (namespace C: queued from the
-// model a piece at a time, staged and sent as one batch, verified) leave
+// model a piece at a time, staged and sent as one batch, verified; and
+// namespace D: the same, its rules and elements encoded in three parts
+// at once, in pieces of two elements) leave
 // tables that `nft list` prints the same, and what the kernel holds after
 // `nft -f` is, rule by rule and element by element, the model's encoding.
 func TestModelEqualsKernel(t *testing.T) {
@@ -257,6 +259,12 @@ func TestModelEqualsKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ca.Close() })
+	dns := nftcNewNS(t, "mparts")
+	da, err := Open(dns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { da.Close() })
 	c := b.batchConn(t)
 	rc, d := a.conn(t), a.dumper(t)
 	models := goldenModels(t)
@@ -281,6 +289,12 @@ func TestModelEqualsKernel(t *testing.T) {
 			if _, err := ca.Apply(m); err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
+			if _, err := da.Cleanup(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := encodeInParts(func() (*Changes, error) { return da.Apply(m) }); err != nil {
+				t.Fatalf("Apply in parts: %v", err)
+			}
 			for _, tb := range rs.Tables {
 				fam := familyLabel(tb.Family)
 				want := nftcNormalize(a.nft(t, "", "list", "table", fam, tb.Name))
@@ -290,6 +304,9 @@ func TestModelEqualsKernel(t *testing.T) {
 				}
 				if got := nftcNormalize(cns.nft(t, "", "list", "table", fam, tb.Name)); want != got {
 					t.Errorf("nft list table %s %s differs (--- nft -f, +++ Apply of the model):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
+				}
+				if got := nftcNormalize(dns.nft(t, "", "list", "table", fam, tb.Name)); want != got {
+					t.Errorf("nft list table %s %s differs (--- nft -f, +++ Apply of the model in parts):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
 				}
 				nftcCheckTable(t, rc, d, tb)
 			}

@@ -42,8 +42,9 @@ type Fake struct {
 	failNext bool
 	batches  int
 	last     []string
-	onSend   func() // see Applier.OnSend
-	during   func() // see DuringBatch
+	sent     sentTables // what the last batch added, see Sent
+	onSend   func()     // see Applier.OnSend
+	during   func()     // see DuringBatch
 }
 
 func (f *Fake) notifySend(fn func()) { f.onSend = fn }
@@ -255,6 +256,9 @@ func (f *Fake) Rules(fam nftables.TableFamily, table, chain string) (map[string]
 // Run implements Kernel: the batch is applied to a copy of the state,
 // which replaces the state only when every operation succeeded.
 func (f *Fake) Run(queue func(Batch) error) error {
+	f.mu.Lock()
+	f.sent = nil
+	f.mu.Unlock()
 	b := &fakeBatch{}
 	if err := queue(b); err != nil {
 		return err
@@ -281,10 +285,29 @@ func (f *Fake) Run(queue func(Batch) error) error {
 	f.tables = next.tables
 	f.batches++
 	f.last = make([]string, len(b.ops))
+	f.sent = sentTables{}
 	for i, op := range b.ops {
 		f.last[i] = op.String()
+		switch op.kind {
+		case opDelTable:
+			f.sent.delTable(op.fam, op.table)
+		case opAddChain:
+			c := op.chain
+			c.Table = &nftables.Table{Family: op.fam, Name: op.table}
+			f.sent.addChain(op.fam, op.table, &c)
+		case opAddElems:
+			f.sent.addElems(op.fam, op.table, op.set.Name, op.elems)
+		}
 	}
 	return nil
+}
+
+// Sent implements Kernel: what the last batch applied queued, as the
+// kernel would have been sent it.
+func (f *Fake) Sent(fam nftables.TableFamily, table string) (*sentTable, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent[tableKey{fam, table}], nil
 }
 
 // clone copies the state deep enough that a batch applied to the copy

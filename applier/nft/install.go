@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -172,7 +173,10 @@ func (r *Rule) AddTo(c Batch, t *nftables.Table, ch *nftables.Chain) error {
 func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, anon *AnonSet, anonAt int) error {
 	if anon != nil {
 		as := anon.Template
-		as.Table, as.ID, as.Name = t, 0, ""
+		as.Table, as.ID, as.Name = t, anonSetID.Add(1), "__set%d"
+		if as.IsMap {
+			as.Name = "__map%d"
+		}
 		parts := chunks(anon.Elements)
 		if len(parts) == 0 {
 			return errors.New("empty anonymous set")
@@ -206,6 +210,16 @@ func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, a
 	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 	return nil
 }
+
+// anonSetID numbers the anonymous sets of batches (the kernel finds a set
+// created in a batch by this ID), from 2^30 up: google/nftables numbers
+// the others from 1 with a counter that is not safe to use from the
+// goroutines that encode a batch's parts (queueModel).
+var anonSetID = func() *atomic.Uint32 {
+	var id atomic.Uint32
+	id.Store(1 << 30)
+	return &id
+}()
 
 // Replace queues, without flushing, a batch that replaces the tables of rs
 // in one transaction, as `nft -f` of the rendered file does: for each

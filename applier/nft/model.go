@@ -15,7 +15,8 @@
 // last, encoding only what it sends), the order of a batch (tablePlan.queue) and the read-back check
 // are the same for every Kernel. A table replaced whole (a first install)
 // is queued straight from the model, a piece encoded at a time, and
-// verified against the model a set at a time (stream.go). System is the real one over netlink
+// checked against what was sent of it, decoded from the bytes the kernel
+// acknowledged, rather than read back (stream.go, sent.go). System is the real one over netlink
 // (sockets with big buffers, dumps with big reads, a batch sender without
 // an acknowledgement per message, which stages a transaction's messages
 // as they are queued and sends them in one sendmsg); Fake keeps tables, chains, rules, sets

@@ -33,6 +33,12 @@ type Kernel interface {
 	// transaction, which the kernel applies whole or not at all. When
 	// queue fails nothing is sent, and the next batch starts empty.
 	Run(queue func(Batch) error) error
+	// Sent returns what the last transaction Run sent added to a table,
+	// counted from the table's last delete in it (nil if nothing): for a
+	// table it replaced, everything the table holds. System decodes it
+	// from the bytes it sent, while the kernel takes them; Fake records
+	// what was queued. See sent.go.
+	Sent(fam nftables.TableFamily, table string) (*sentTable, error)
 	// Close releases the connections; the kernel's state stays.
 	Close() error
 }
@@ -72,9 +78,10 @@ type System struct {
 	conn   *nftables.Conn // lists
 	batch  *nftables.Conn // writes: batches sent by sender
 	sender *batchSender
-	dump   *ruleDumper // rules and elements
-	chains *ruleDumper // chains
-	onSend func()      // see Applier.OnSend
+	dump   *ruleDumper  // rules and elements
+	chains *ruleDumper  // chains
+	onSend func()       // see Applier.OnSend
+	sent   *pendingSent // the last transaction's messages, decoded
 }
 
 // OpenSystem connects to nftables in the network namespace nsFd (an open
@@ -154,8 +161,9 @@ func (k *System) Rules(fam nftables.TableFamily, table, chain string) (map[strin
 // flushEvery operations into the staged batch (batch.go), which is sent
 // whole at the end: one transaction, whose messages are held once.
 func (k *System) Run(queue func(Batch) error) error {
+	k.sent = nil
 	k.sender.stage()
-	sb := &stagingBatch{Conn: k.batch}
+	sb := &stagingBatch{Conn: k.batch, sender: k.sender}
 	end := stages.Start("encode")
 	err := queue(sb)
 	if err == nil {
@@ -171,11 +179,19 @@ func (k *System) Run(queue func(Batch) error) error {
 		}
 		return err
 	}
+	if st := k.sender.staged; st != nil {
+		k.sent = startDecodeSent(st.chunks)
+	}
 	if k.onSend != nil {
 		k.onSend()
 	}
 	defer stages.Start("kernel batch")()
 	return k.sender.sendStaged()
+}
+
+// Sent implements Kernel.
+func (k *System) Sent(fam nftables.TableFamily, table string) (*sentTable, error) {
+	return k.sent.table(fam, table)
 }
 
 func (k *System) notifySend(f func()) { k.onSend = f }
@@ -188,8 +204,43 @@ const flushEvery = 512
 // flushed into the staged batch every flushEvery operations.
 type stagingBatch struct {
 	*nftables.Conn
-	ops int
-	err error // of the first flush that failed
+	sender *batchSender // whose staged transaction the flushes fill
+	ops    int
+	err    error // of the first flush that failed
+}
+
+// split implements splitter: each part is a google/nftables Conn of its
+// own over a sender of its own that only stages; join appends their
+// staged messages to b's. The parts' sequence numbers repeat b's, which
+// the kernel does not mind (nothing asks it to acknowledge a message).
+func (b *stagingBatch) split(n int) ([]Batch, func() error, error) {
+	if err := b.flush(); err != nil {
+		return nil, nil, err
+	}
+	parts := make([]*stagingBatch, n)
+	batches := make([]Batch, n)
+	for i := range parts {
+		s := &batchSender{}
+		s.stage()
+		c, err := s.nftConn()
+		if err != nil {
+			return nil, nil, err
+		}
+		parts[i] = &stagingBatch{Conn: c, sender: s}
+		batches[i] = parts[i]
+	}
+	join := func() error {
+		var first error
+		for _, p := range parts {
+			if err := p.flush(); err != nil && first == nil {
+				first = err
+			}
+			b.sender.staged.append(p.sender.staged)
+			p.Conn.CloseLasting()
+		}
+		return first
+	}
+	return batches, join, nil
 }
 
 // op counts an operation, and flushes after flushEvery of them.

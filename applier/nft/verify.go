@@ -8,16 +8,18 @@ import (
 	"github.com/google/nftables"
 )
 
-// The check after a write (verifyWritten) reads every set's elements back,
-// because google/nftables v0.3.0 can drop elements silently. At 10,000
-// services that is about 80,000 elements, and comparing them through
-// diffTable took as long as reading them. So the check is done in two
-// steps: tableMatches answers only "exactly what was sent?", reading the
-// sets on one socket while it compares on another goroutine, against
-// element keys that wantKeys computed while the kernel was busy with the
-// batch (or, for a table installed from its model, that modelChecks
-// encodes a set at a time); only when it says no does diffTable work out
-// what differs, for the error message.
+// The check after a write (verifyWritten) reads every set's elements back
+// for a table changed in place (a table replaced whole from its model is
+// checked against what was sent instead, sent.go), because
+// google/nftables v0.3.0 can drop elements silently. At 10,000 services
+// that is about 80,000 elements, and comparing them through diffTable
+// took as long as reading them. So the check is done in two steps:
+// tableMatches answers only "exactly what was sent?", reading the sets on
+// one socket while it compares on another goroutine, against element
+// keys that wantKeys computed while the kernel was busy with the batch
+// (or, for a table with a model, that modelChecks encodes a set at a
+// time); only when it says no does diffTable work out what differs, for
+// the error message.
 
 // wantKeys computes, in the background, the sorted element keys
 // (ElementKey) of every static set of the tables a commit writes.
@@ -87,29 +89,12 @@ type tableChecks struct {
 // what differs: diffTable does. The sets are read one ahead of the
 // comparison, so that at most two sets' elements are held at a time.
 func (a *Applier) tableMatches(want *tableChecks, fam nftables.TableFamily) (bool, error) {
-	t, err := findTable(a.k, fam, want.name)
-	if t == nil || err != nil {
+	ok, err := a.setsMatch(want, fam)
+	if err != nil || !ok {
 		return false, err
-	}
-	sets, err := a.k.Sets(t)
-	if err != nil {
-		return false, fmt.Errorf("list sets: %w", explain(err))
-	}
-	have := make(map[string]*nftables.Set, len(sets))
-	for _, s := range sets {
-		if !s.Anonymous {
-			have[s.Name] = s
-		}
-	}
-	if len(have) != len(want.sets) {
-		return false, nil
 	}
 	var static []int // indexes in want.sets
 	for i, s := range want.sets {
-		h := have[s.Name]
-		if h == nil || declDiffers(&s.Template, h) != "" || h.Dynamic != s.Template.Dynamic {
-			return false, nil
-		}
 		if !s.Template.Dynamic {
 			static = append(static, i)
 		}
@@ -151,6 +136,35 @@ func (a *Applier) tableMatches(want *tableChecks, fam nftables.TableFamily) (boo
 			return false, fmt.Errorf("list elements of %s: %w", want.sets[i].Name, explain(r.err))
 		}
 		if !slices.Equal(sortedElementKeys(r.elems), keys) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// setsMatch reports whether the kernel has want's table with exactly
+// want's named sets, as declared (not their elements).
+func (a *Applier) setsMatch(want *tableChecks, fam nftables.TableFamily) (bool, error) {
+	t, err := findTable(a.k, fam, want.name)
+	if t == nil || err != nil {
+		return false, err
+	}
+	sets, err := a.k.Sets(t)
+	if err != nil {
+		return false, fmt.Errorf("list sets: %w", explain(err))
+	}
+	have := make(map[string]*nftables.Set, len(sets))
+	for _, s := range sets {
+		if !s.Anonymous {
+			have[s.Name] = s
+		}
+	}
+	if len(have) != len(want.sets) {
+		return false, nil
+	}
+	for _, s := range want.sets {
+		h := have[s.Name]
+		if h == nil || declDiffers(&s.Template, h) != "" || h.Dynamic != s.Template.Dynamic {
 			return false, nil
 		}
 	}

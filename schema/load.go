@@ -310,10 +310,11 @@ func readLimited(name string, max int64) ([]byte, fileStat, error) {
 	}
 	defer f.Close()
 	var st fileStat
+	var size int64 // as stat tells, 0 when it cannot
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		st = statOf(fi)
+		st, size = statOf(fi), fi.Size()
 	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	data, err := readUpTo(f, size, max)
 	if err != nil {
 		return nil, fileStat{}, unwrapPath(err)
 	}
@@ -321,6 +322,34 @@ func readLimited(name string, max int64) ([]byte, fileStat, error) {
 		return nil, fileStat{}, fmt.Errorf("file is larger than the %s limit (--max-file-size)", humanBytes(max))
 	}
 	return data, st, nil
+}
+
+// readUpTo reads r to its end, or to max+1 bytes if it holds more. The
+// buffer is sized from size (stat's, as os.ReadFile does), one byte more
+// so that the read that finds the end needs no larger buffer; a file that
+// grows while read, or whose stat tells no size, grows it as it must.
+func readUpTo(r io.Reader, size, max int64) ([]byte, error) {
+	limit := max + 1
+	n := min(size+1, limit)
+	if n < 512 {
+		n = min(512, limit)
+	}
+	data := make([]byte, 0, n)
+	for int64(len(data)) < limit {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)] // grow, as append does
+		}
+		end := int(min(int64(cap(data)), limit))
+		m, err := r.Read(data[len(data):end])
+		data = data[:len(data)+m]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }
 
 func humanBytes(n int64) string {

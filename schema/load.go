@@ -293,8 +293,9 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// openFile opens a spec file; tests replace it to count the files read.
-var openFile = os.Open
+// readHook, when set, is told the name of every file readLimited reads;
+// tests set it to count the files read.
+var readHook func(name string)
 
 // readDir lists a directory of the tree; tests replace it to tell a walk
 // from a Load that took Options.Changed.
@@ -304,7 +305,23 @@ var readDir = os.ReadDir
 // identity of the file opened, taken before reading, so that a write during
 // the read changes the identity the next Load sees.
 func readLimited(name string, max int64) ([]byte, fileStat, error) {
-	f, err := openFile(name)
+	if readHook != nil {
+		readHook(name)
+	}
+	data, st, err := readFile(name, max)
+	if err != nil {
+		return nil, fileStat{}, err
+	}
+	if int64(len(data)) > max {
+		return nil, fileStat{}, fmt.Errorf("file is larger than the %s limit (--max-file-size)", humanBytes(max))
+	}
+	return data, st, nil
+}
+
+// readFileOS is readFile through package os, for the systems that have no
+// faster one.
+func readFileOS(name string, max int64) ([]byte, fileStat, error) {
+	f, err := os.Open(name)
 	if err != nil {
 		return nil, fileStat{}, unwrapPath(err)
 	}
@@ -318,9 +335,6 @@ func readLimited(name string, max int64) ([]byte, fileStat, error) {
 	if err != nil {
 		return nil, fileStat{}, unwrapPath(err)
 	}
-	if int64(len(data)) > max {
-		return nil, fileStat{}, fmt.Errorf("file is larger than the %s limit (--max-file-size)", humanBytes(max))
-	}
 	return data, st, nil
 }
 
@@ -328,7 +342,10 @@ func readLimited(name string, max int64) ([]byte, fileStat, error) {
 // buffer is sized from size (stat's, as os.ReadFile does), one byte more
 // so that the read that finds the end needs no larger buffer; a file that
 // grows while read, or whose stat tells no size, grows it as it must.
-func readUpTo(r io.Reader, size, max int64) ([]byte, error) {
+//
+// It is generic so that a reader that is no pointer (fdReader) is not
+// moved to the heap to be called.
+func readUpTo[R io.Reader](r R, size, max int64) ([]byte, error) {
 	limit := max + 1
 	n := min(size+1, limit)
 	if n < 512 {

@@ -63,14 +63,25 @@ func TestReadUpToError(t *testing.T) {
 	}
 }
 
-// TestReadLimited reads files on disk around the limit, and an empty one.
+// readers are the ways readLimited may read a file: readFile, and
+// readFileOS that it is on the systems without a faster one.
+var readers = []struct {
+	name string
+	read func(name string, max int64) ([]byte, fileStat, error)
+}{
+	{"readFile", readFile},
+	{"readFileOS", readFileOS},
+}
+
+// TestReadLimited reads files on disk around the limit, an empty one, a
+// directory and a missing one, through readLimited and both readers.
 func TestReadLimited(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name    string
 		size    int
 		max     int64
-		wantErr string
+		wantErr string // readLimited's
 	}{
 		{name: "empty", size: 0, max: 10},
 		{name: "small", size: 100, max: 8 << 20},
@@ -84,25 +95,38 @@ func TestReadLimited(t *testing.T) {
 		if err := os.WriteFile(name, content, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got, st, err := readLimited(name, tc.max)
+		for _, r := range readers {
+			got, st, err := r.read(name, tc.max)
+			if err != nil {
+				t.Errorf("%s, %s: %v", tc.name, r.name, err)
+				continue
+			}
+			if want := content[:min(int64(len(content)), tc.max+1)]; !bytes.Equal(got, want) {
+				t.Errorf("%s, %s: got %d bytes, want %d", tc.name, r.name, len(got), len(want))
+			}
+			if haveStat && (!st.ok || st.size != int64(tc.size)) {
+				t.Errorf("%s, %s: stat = %+v, want the file's identity, size %d", tc.name, r.name, st, tc.size)
+			}
+		}
+		got, _, err := readLimited(name, tc.max)
 		if tc.wantErr != "" {
 			if err == nil || err.Error() != tc.wantErr {
 				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.wantErr)
 			}
 			continue
 		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if !bytes.Equal(got, content) {
-			t.Errorf("%s: got %d bytes, want %d", tc.name, len(got), len(content))
-		}
-		if haveStat && (!st.ok || st.size != int64(tc.size)) {
-			t.Errorf("%s: stat = %+v, want the file's identity, size %d", tc.name, st, tc.size)
+		if err != nil || !bytes.Equal(got, content) {
+			t.Errorf("%s: got %d bytes, %v; want %d bytes", tc.name, len(got), err, len(content))
 		}
 	}
-	if _, _, err := readLimited(filepath.Join(dir, "missing"), 10); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: err = %v, want not exist", err)
+	// The errors are the bare errno, whichever way the file is read.
+	for _, r := range readers {
+		if _, _, err := r.read(filepath.Join(dir, "missing"), 10); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("missing, %s: err = %v, want not exist", r.name, err)
+		}
+	}
+	_, _, errOS := readFileOS(dir, 10)
+	if _, _, err := readFile(dir, 10); err == nil || errOS == nil || err.Error() != errOS.Error() {
+		t.Errorf("directory: readFile's error %v, readFileOS's %v; want the same error", err, errOS)
 	}
 }

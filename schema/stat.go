@@ -113,11 +113,34 @@ func (c *StatCache) remember(units []*unit, start time.Time, recalled bool) {
 		note(files, u, limit)
 	}
 	// Every file recalled was trusted and is noted again as it was: the
-	// memo is the same unless files left the tree.
-	if !recalled || len(files) != len(c.files) {
+	// records are the same unless files left the tree. Else compare them:
+	// a file read again because it is too recent to trust (or dated in
+	// the future) changes no record.
+	if (!recalled || len(files) != len(c.files)) && !sameTrusted(c.files, files) {
 		c.changed = true
 	}
 	c.files = files
+}
+
+// sameTrusted reports whether the trusted entries of a and b are the same
+// files with the same identities and contents.
+func sameTrusted(a, b map[string]statEntry) bool {
+	n := 0
+	for name, e := range b {
+		if !e.trusted {
+			continue
+		}
+		n++
+		if o, ok := a[name]; !ok || !o.trusted || *o.fileMeta != *e.fileMeta {
+			return false
+		}
+	}
+	for _, e := range a {
+		if e.trusted {
+			n--
+		}
+	}
+	return n == 0
 }
 
 // update changes the memo after a Load told what changed: only the units

@@ -187,3 +187,48 @@ func TestStatRecordsTimes(t *testing.T) {
 		t.Errorf("%d records of files younger than racyMargin, want none", len(recs))
 	}
 }
+
+// TestStatRecordsChanged: Changed tells a Load that changed the records
+// from one that read only files it could not record (one dated in the
+// future here), and from one that read none.
+func TestStatRecordsChanged(t *testing.T) {
+	needMemo(t)
+	setMargin(t, testMargin)
+	root := memoTree(t)
+	future := filepath.Join(root, "b.yaml")
+	if tm := time.Now().Add(time.Hour); os.Chtimes(future, tm, tm) != nil {
+		t.Fatal("cannot date b.yaml in the future")
+	}
+	settle()
+	cache := newMapCache()
+	stats := NewStatCache()
+	loadTree(t, root, Options{Cache: cache, Stats: stats})
+	for i, tc := range []struct {
+		change  func()
+		changed bool
+	}{
+		{func() {}, false},
+		{func() {}, false},
+		{func() {
+			if err := os.Remove(filepath.Join(root, "sub/c.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{func() {}, false},
+		{func() { rewrite(t, root, "a.yaml", svcYAML("ab")) }, true}, // recorded again once old
+		{settle, true},
+		{func() {}, false},
+	} {
+		stats = nextRun(t, stats)
+		tc.change()
+		reads := countReads(t)
+		tr := loadTree(t, root, Options{Cache: cache, Stats: stats})
+		if stats.Changed() != tc.changed {
+			t.Errorf("run %d: Changed %v, want %v (read %d files)", i+1, stats.Changed(), tc.changed, reads.Load())
+		}
+		if reads.Load() < 1 {
+			t.Errorf("run %d: b.yaml not read", i+1)
+		}
+		wantSame(t, tr, stats)
+	}
+}

@@ -293,8 +293,9 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// openFile opens a spec file; tests replace it to count the files read.
-var openFile = os.Open
+// readHook, when set, is told the name of every file readLimited reads;
+// tests set it to count the files read.
+var readHook func(name string)
 
 // readDir lists a directory of the tree; tests replace it to tell a walk
 // from a Load that took Options.Changed.
@@ -304,23 +305,68 @@ var readDir = os.ReadDir
 // identity of the file opened, taken before reading, so that a write during
 // the read changes the identity the next Load sees.
 func readLimited(name string, max int64) ([]byte, fileStat, error) {
-	f, err := openFile(name)
-	if err != nil {
-		return nil, fileStat{}, unwrapPath(err)
+	if readHook != nil {
+		readHook(name)
 	}
-	defer f.Close()
-	var st fileStat
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		st = statOf(fi)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	data, st, err := readFile(name, max)
 	if err != nil {
-		return nil, fileStat{}, unwrapPath(err)
+		return nil, fileStat{}, err
 	}
 	if int64(len(data)) > max {
 		return nil, fileStat{}, fmt.Errorf("file is larger than the %s limit (--max-file-size)", humanBytes(max))
 	}
 	return data, st, nil
+}
+
+// readFileOS is readFile through package os, for the systems that have no
+// faster one.
+func readFileOS(name string, max int64) ([]byte, fileStat, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fileStat{}, unwrapPath(err)
+	}
+	defer f.Close()
+	var st fileStat
+	var size int64 // as stat tells, 0 when it cannot
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		st, size = statOf(fi), fi.Size()
+	}
+	data, err := readUpTo(f, size, max)
+	if err != nil {
+		return nil, fileStat{}, unwrapPath(err)
+	}
+	return data, st, nil
+}
+
+// readUpTo reads r to its end, or to max+1 bytes if it holds more. The
+// buffer is sized from size (stat's, as os.ReadFile does), one byte more
+// so that the read that finds the end needs no larger buffer; a file that
+// grows while read, or whose stat tells no size, grows it as it must.
+//
+// It is generic so that a reader that is no pointer (fdReader) is not
+// moved to the heap to be called.
+func readUpTo[R io.Reader](r R, size, max int64) ([]byte, error) {
+	limit := max + 1
+	n := min(size+1, limit)
+	if n < 512 {
+		n = min(512, limit)
+	}
+	data := make([]byte, 0, n)
+	for int64(len(data)) < limit {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)] // grow, as append does
+		}
+		end := int(min(int64(cap(data)), limit))
+		m, err := r.Read(data[len(data):end])
+		data = data[:len(data)+m]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }
 
 func humanBytes(n int64) string {

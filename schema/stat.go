@@ -27,6 +27,9 @@ type StatCache struct {
 	files map[string]statEntry // by real path (symlinks resolved)
 	walk  *walkState           // the latest Load's walk, for Options.Changed; nil: none to trust
 	spare *validator           // a validator of an earlier Load, to reuse
+	// changed: a Load changed what Records returns since NewStatCacheFrom
+	// or Records (or may have: it is not cleared when unsure).
+	changed bool
 }
 
 // NewStatCache returns an empty StatCache.
@@ -100,15 +103,44 @@ func (u *unit) recall(memo map[string]statEntry, max int64) bool {
 }
 
 // remember replaces the memo with the files of units, as read or recalled by
-// the Load that started at start. Files no longer in the tree are dropped.
-// It also sets each unit's known flag (see unit).
-func (c *StatCache) remember(units []*unit, start time.Time) {
+// the Load that started at start; recalled tells that the Load recalled
+// every file. Files no longer in the tree are dropped. It also sets each
+// unit's known flag (see unit).
+func (c *StatCache) remember(units []*unit, start time.Time, recalled bool) {
 	limit := start.Add(-racyMargin).UnixNano()
 	files := make(map[string]statEntry, len(c.files))
 	for _, u := range units {
 		note(files, u, limit)
 	}
+	// Every file recalled was trusted and is noted again as it was: the
+	// records are the same unless files left the tree. Else compare them:
+	// a file read again because it is too recent to trust (or dated in
+	// the future) changes no record.
+	if (!recalled || len(files) != len(c.files)) && !sameTrusted(c.files, files) {
+		c.changed = true
+	}
 	c.files = files
+}
+
+// sameTrusted reports whether the trusted entries of a and b are the same
+// files with the same identities and contents.
+func sameTrusted(a, b map[string]statEntry) bool {
+	n := 0
+	for name, e := range b {
+		if !e.trusted {
+			continue
+		}
+		n++
+		if o, ok := a[name]; !ok || !o.trusted || *o.fileMeta != *e.fileMeta {
+			return false
+		}
+	}
+	for _, e := range a {
+		if e.trusted {
+			n--
+		}
+	}
+	return n == 0
 }
 
 // update changes the memo after a Load told what changed: only the units
@@ -118,6 +150,9 @@ func (c *StatCache) update(todo []*unit, gone []string, start time.Time) {
 	limit := start.Add(-racyMargin).UnixNano()
 	if c.files == nil {
 		c.files = map[string]statEntry{}
+	}
+	if len(todo) > 0 || len(gone) > 0 {
+		c.changed = true
 	}
 	for _, name := range gone {
 		delete(c.files, name)
@@ -147,4 +182,62 @@ func note(files map[string]statEntry, u *unit, limit int64) {
 		known = known && trusted
 	}
 	u.known = known
+}
+
+// StatRecord is what a StatCache knows of a file it trusts: the file's
+// identity and its content's length and hash. Records and NewStatCacheFrom
+// let a cache keep the memo from one process to the next, so that a CLI
+// run with a warm cache reads only the files changed since the run before
+// (internal/cache keeps the records in its pack).
+type StatRecord struct {
+	Path         string // real path, symlinks resolved
+	Dev, Ino     uint64
+	StatSize     int64 // the size stat told when the file was opened
+	Mtime, Ctime int64 // ns since the epoch
+	Size         int64 // the length of the content read
+	Sum          [32]byte
+}
+
+// Records returns the files the StatCache trusts: those of the latest
+// Load whose times were older than its start by racyMargin. Their order is
+// unspecified. A record stays true for as long as the file's identity does:
+// a later write, rename over, chmod or touch changes it.
+func (c *StatCache) Records() []StatRecord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.changed = false
+	recs := make([]StatRecord, 0, len(c.files))
+	for name, e := range c.files {
+		if !e.trusted {
+			continue
+		}
+		st := e.st
+		recs = append(recs, StatRecord{Path: name, Dev: st.dev, Ino: st.ino, StatSize: st.size,
+			Mtime: st.mtime, Ctime: st.ctime, Size: e.size, Sum: e.sum})
+	}
+	return recs
+}
+
+// Changed reports whether a Load changed the records since
+// NewStatCacheFrom made the StatCache or Records last returned them, so
+// that a cache that keeps them knows whether to write them again.
+func (c *StatCache) Changed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// NewStatCacheFrom returns a StatCache that trusts the files recs describe,
+// as Records returned them (from a StatCache of another process): a Load
+// with it reads none of those files whose identity is still the same. It
+// does not keep recs.
+func NewStatCacheFrom(recs []StatRecord) *StatCache {
+	c := &StatCache{files: make(map[string]statEntry, len(recs))}
+	metas := make([]fileMeta, len(recs))
+	for i, r := range recs {
+		m := &metas[i]
+		*m = fileMeta{size: r.Size, sum: r.Sum, st: fileStat{dev: r.Dev, ino: r.Ino, size: r.StatSize, mtime: r.Mtime, ctime: r.Ctime, ok: true}}
+		c.files[r.Path] = statEntry{m, true}
+	}
+	return c
 }

@@ -15,6 +15,11 @@ func statOf(fi fs.FileInfo) fileStat {
 	if !ok {
 		return fileStat{}
 	}
+	return statFrom(s)
+}
+
+// statFrom returns the identity of the file stat described.
+func statFrom(s *syscall.Stat_t) fileStat {
 	return fileStat{
 		dev: uint64(s.Dev), ino: uint64(s.Ino), size: s.Size,
 		mtime: s.Mtim.Nano(), ctime: s.Ctim.Nano(), ok: true,

@@ -272,7 +272,7 @@ func Load(root string, opt Options) (*Tree, error) {
 		if hinted {
 			opt.Stats.update(todo, gone, start)
 		} else {
-			opt.Stats.remember(units, start)
+			opt.Stats.remember(units, start, unread.Load() == int64(t.Files))
 		}
 	}
 	t.Cached, t.Unread = int(cached.Load()), int(unread.Load())

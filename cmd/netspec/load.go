@@ -85,7 +85,9 @@ func loadDir(e *env, root string, lf *loadFlags, opts schema.Options) (*schema.T
 		if err != nil {
 			fmt.Fprintf(e.stderr, "netspec: warning: cache disabled: %v\n", err)
 		} else {
-			opts.Cache = dc
+			// The pack's stat index spares reading the files not
+			// changed since the run that wrote it.
+			opts.Cache, opts.Stats = dc, dc.Stats()
 		}
 	}
 	t, err := schema.Load(root, opts)

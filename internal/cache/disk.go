@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -25,13 +26,16 @@ import (
 //	count    uint32   number of entries
 //	bodyLen  uint64   length of the body
 //	crc      uint32   CRC-32C of the body
-//	body     count × (key [32]byte, uvarint length, encoded UnitResult)
+//	body     count × (key [32]byte, uvarint length, encoded UnitResult),
+//	         then the stat index: uvarint n, n × (uvarint length, real path,
+//	         uvarint device, uvarint inode, varint stat size, varint mtime,
+//	         varint ctime, varint length read, sha256 [32]byte), by path
 //
 // A pack that does not match in every header field, or whose body fails
 // the checksum or does not parse, is ignored as a whole.
 const (
 	packMagic     = "netspec\xca"
-	formatVersion = 1
+	formatVersion = 2 // 2: the stat index
 	headerLen     = 8 + 4 + 32 + 4 + 8 + 4
 )
 
@@ -51,6 +55,10 @@ func DefaultDir() string {
 // the pack once; Get decodes an entry on first use; Save writes the entries
 // used since OpenDisk (Get hits and Puts), so that the pack holds the
 // current tree's results and does not grow. It is safe for concurrent use.
+//
+// The pack also keeps the stat index: the identity and content hash of the
+// files that the Load before the pack was written trusted (Stats), so that
+// the next run reads only the files whose identity changed since.
 type Disk struct {
 	path string
 	salt [32]byte
@@ -59,6 +67,10 @@ type Disk struct {
 	entries map[schema.Key]*entry
 	dirty   bool // a Put happened since the pack was read or written
 	clean   bool // the pack on disk holds exactly entries (before any use)
+
+	statIndex []byte              // the stat index as read or last written
+	statRecs  []schema.StatRecord // statIndex parsed; nil once Stats took it
+	stats     *schema.StatCache   // made by Stats
 
 	// Loaded is the number of entries read from the pack (0 when it was
 	// missing or ignored); Ignored says why a pack was not trusted ("" when
@@ -109,12 +121,13 @@ func OpenDisk(dir, treeRoot string) (*Disk, error) {
 		d.Ignored = err.Error()
 		return d, nil
 	}
-	entries, why := parsePack(data, d.salt)
+	entries, statIndex, recs, why := parsePack(data, d.salt)
 	if why != "" {
 		d.Ignored = why
 		return d, nil
 	}
 	d.entries = entries
+	d.statIndex, d.statRecs = statIndex, recs
 	d.Loaded = len(entries)
 	d.clean = true
 	return d, nil
@@ -123,49 +136,118 @@ func OpenDisk(dir, treeRoot string) (*Disk, error) {
 // Path returns the pack file's name.
 func (d *Disk) Path() string { return d.path }
 
-func parsePack(data []byte, salt [32]byte) (map[schema.Key]*entry, string) {
+// parsePack returns the entries of a pack and its stat index, raw and
+// parsed, or why the pack is not to be trusted.
+func parsePack(data []byte, salt [32]byte) (entries map[schema.Key]*entry, statIndex []byte, recs []schema.StatRecord, why string) {
 	if len(data) < headerLen || string(data[:8]) != packMagic {
-		return nil, "not a netspec cache pack"
+		return nil, nil, nil, "not a netspec cache pack"
 	}
 	le := binary.LittleEndian
 	if v := le.Uint32(data[8:]); v != formatVersion {
-		return nil, fmt.Sprintf("pack format %d, want %d", v, formatVersion)
+		return nil, nil, nil, fmt.Sprintf("pack format %d, want %d", v, formatVersion)
 	}
 	if !bytes.Equal(data[12:44], salt[:]) {
-		return nil, "written by another netspec build"
+		return nil, nil, nil, "written by another netspec build"
 	}
 	count := le.Uint32(data[44:])
 	bodyLen := le.Uint64(data[48:])
 	body := data[headerLen:]
 	if bodyLen != uint64(len(body)) {
-		return nil, "truncated"
+		return nil, nil, nil, "truncated"
 	}
 	if crc32.Checksum(body, crcTable) != le.Uint32(data[56:]) {
-		return nil, "checksum mismatch"
+		return nil, nil, nil, "checksum mismatch"
 	}
 	if uint64(count) > uint64(len(body))/(32+1) {
-		return nil, "corrupt"
+		return nil, nil, nil, "corrupt"
 	}
-	entries := make(map[schema.Key]*entry, count)
+	entries = make(map[schema.Key]*entry, count)
 	for range count {
 		if len(body) < 32 {
-			return nil, "corrupt"
+			return nil, nil, nil, "corrupt"
 		}
 		var k schema.Key
 		copy(k[:], body)
 		body = body[32:]
 		n, w := binary.Uvarint(body)
 		if w <= 0 || n > uint64(len(body)-w) {
-			return nil, "corrupt"
+			return nil, nil, nil, "corrupt"
 		}
 		body = body[w:]
 		entries[k] = &entry{raw: body[:n:n]}
 		body = body[n:]
 	}
-	if len(body) != 0 {
-		return nil, "corrupt"
+	recs, err := decodeStatIndex(body)
+	if err != nil {
+		return nil, nil, nil, "corrupt"
 	}
-	return entries, ""
+	return entries, body[:len(body):len(body)], recs, ""
+}
+
+// statRecordMin is the fewest bytes a record of the stat index takes.
+const statRecordMin = 1 + 1 + 1 + 1 + 1 + 1 + 1 + 32
+
+// appendStatIndex appends the stat index of recs, sorted by path, to buf.
+func appendStatIndex(buf []byte, recs []schema.StatRecord) []byte {
+	slices.SortFunc(recs, func(a, b schema.StatRecord) int { return strings.Compare(a.Path, b.Path) })
+	buf = binary.AppendUvarint(buf, uint64(len(recs)))
+	for _, r := range recs {
+		buf = binary.AppendUvarint(buf, uint64(len(r.Path)))
+		buf = append(buf, r.Path...)
+		buf = binary.AppendUvarint(buf, r.Dev)
+		buf = binary.AppendUvarint(buf, r.Ino)
+		buf = binary.AppendVarint(buf, r.StatSize)
+		buf = binary.AppendVarint(buf, r.Mtime)
+		buf = binary.AppendVarint(buf, r.Ctime)
+		buf = binary.AppendVarint(buf, r.Size)
+		buf = append(buf, r.Sum[:]...)
+	}
+	return buf
+}
+
+// decodeStatIndex parses a stat index that takes all of b. The paths
+// share b's memory, which must not change afterwards.
+func decodeStatIndex(b []byte) (recs []schema.StatRecord, err error) {
+	d := &decoder{buf: b}
+	defer func() {
+		if p := recover(); p != nil {
+			recs, err = nil, errCorrupt
+		}
+	}()
+	n := d.uvarint()
+	if n > uint64(len(b))/statRecordMin {
+		return nil, errCorrupt
+	}
+	recs = make([]schema.StatRecord, n)
+	for i := range recs {
+		r := &recs[i]
+		r.Path = d.str()
+		r.Dev, r.Ino = d.uvarint(), d.uvarint()
+		r.StatSize, r.Mtime, r.Ctime, r.Size = d.varint(), d.varint(), d.varint(), d.varint()
+		copy(r.Sum[:], d.bytes(32))
+		if r.Path == "" || i > 0 && recs[i-1].Path >= r.Path {
+			return nil, errCorrupt // sorted, each path once
+		}
+	}
+	if d.pos != len(b) {
+		return nil, errCorrupt
+	}
+	return recs, nil
+}
+
+// Stats returns the files' identities recorded in the pack, for
+// schema.Options.Stats: a Load with it does not read the files whose
+// identity is the one recorded (their results are taken by key, as if
+// read), and Save records the identities that Load trusted. Each call
+// returns the same StatCache.
+func (d *Disk) Stats() *schema.StatCache {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stats == nil {
+		d.stats = schema.NewStatCacheFrom(d.statRecs)
+		d.statRecs = nil
+	}
+	return d.stats
 }
 
 // Get returns the result stored under key, decoding it on first use. An
@@ -217,6 +299,17 @@ func (d *Disk) Save() error {
 	if d.salt == unusableSalt {
 		return errors.New("cache: cannot identify the running executable; not saving")
 	}
+	// The stat index changes with the entries, but not only: a file
+	// touched, or read when too recent to trust, changes it alone. (The
+	// StatCache is asked without d.mu held: a Load holds its lock while it
+	// calls Get.)
+	d.mu.Lock()
+	stats := d.stats
+	d.mu.Unlock()
+	var newIndex []byte
+	if stats != nil && stats.Changed() {
+		newIndex = appendStatIndex(nil, stats.Records())
+	}
 	d.mu.Lock()
 	keys := make([]schema.Key, 0, len(d.entries))
 	size := headerLen
@@ -226,18 +319,26 @@ func (d *Disk) Save() error {
 			size += 32 + binary.MaxVarintLen64 + len(e.raw)
 		}
 	}
-	if d.clean && !d.dirty && len(keys) == len(d.entries) {
+	if d.clean && !d.dirty && len(keys) == len(d.entries) && newIndex == nil {
 		d.mu.Unlock()
 		return nil
 	}
 	slices.SortFunc(keys, func(a, b schema.Key) int { return bytes.Compare(a[:], b[:]) })
-	buf := make([]byte, headerLen, size)
+	statIndex := d.statIndex
+	if newIndex != nil {
+		statIndex = newIndex
+	} else if statIndex == nil {
+		statIndex = appendStatIndex(nil, nil)
+	}
+	buf := make([]byte, headerLen, size+len(statIndex))
 	for _, k := range keys {
 		buf = append(buf, k[:]...)
 		raw := d.entries[k].raw
 		buf = binary.AppendUvarint(buf, uint64(len(raw)))
 		buf = append(buf, raw...)
 	}
+	buf = append(buf, statIndex...)
+	d.statIndex = statIndex
 	// Forget what was not used: the pack will not hold it either.
 	for k, e := range d.entries {
 		if !e.used.Load() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/nftables"
 	"netspec.dev/netspec/render/nftmodel"
@@ -71,13 +72,13 @@ func (tp *tablePlan) queueModel(c Batch, fam nftables.TableFamily) error {
 			}
 		}
 	}
-	parts := 1
+	workers := 1
 	sp, split := c.(splitter)
 	if w := modelWeight(mt); split && w >= parallelEncodeMin {
-		parts = min(encoders(), w/parallelEncodeMin)
+		workers = min(encoders(), w/parallelEncodeMin)
 	}
-	pieces := modelPieces(mt, shells, parts > 1)
-	if parts <= 1 {
+	pieces := modelPieces(mt, shells, workers > 1)
+	if workers <= 1 {
 		n, err := queuePieces(c, tbl, fam, f, pieces)
 		tp.changes.Bytes = n
 		if err != nil {
@@ -85,9 +86,11 @@ func (tp *tablePlan) queueModel(c Batch, fam nftables.TableFamily) error {
 		}
 		return nil
 	}
-	// The pieces in parts of about equal weight, each encoded on a core
-	// of its own into a Batch of its own; join puts their messages after
-	// those queued so far, in order.
+	// The pieces in parts of about equal weight, each encoded into a
+	// Batch of its own by one of workers goroutines, which take the parts
+	// in turn (a part's cost is only estimated); join puts their messages
+	// after those queued so far, in order.
+	parts := workers * partsPerWorker
 	batches, join, err := sp.split(parts)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", mt.Name, err)
@@ -95,9 +98,14 @@ func (tp *tablePlan) queueModel(c Batch, fam nftables.TableFamily) error {
 	segs := segments(pieces, parts)
 	bytes := make([]int, parts)
 	errs := make([]error, parts)
+	var next atomic.Int32
 	var wg sync.WaitGroup
-	for i := range parts {
-		wg.Go(func() { bytes[i], errs[i] = queuePieces(batches[i], tbl, fam, f, segs[i]) })
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < parts; i = int(next.Add(1) - 1) {
+				bytes[i], errs[i] = queuePieces(batches[i], tbl, fam, f, segs[i])
+			}
+		})
 	}
 	wg.Wait()
 	jerr := join()
@@ -122,6 +130,14 @@ var (
 	encoders          = func() int { return runtime.GOMAXPROCS(0) }
 )
 
+// partsPerWorker is how many parts each encoding goroutine gets, on
+// average: more parts than goroutines even out the error of the weights.
+const partsPerWorker = 4
+
+// ruleWeight is what encoding a rule costs, counted in set elements: at
+// 50,000 Services, about 3 µs against 1 µs.
+const ruleWeight = 3
+
 // splitter is a Batch whose operations can be queued from several
 // goroutines (stagingBatch): split returns n Batches, each used by one
 // goroutine, and join puts what they queued after what the Batch holds,
@@ -142,7 +158,7 @@ type modelPiece struct {
 
 func (p modelPiece) weight() int {
 	if p.chain != nil {
-		return len(p.chain.Rules)
+		return ruleWeight * len(p.chain.Rules)
 	}
 	return p.hi - p.lo
 }

@@ -257,11 +257,14 @@ func runPlan(e *env, opts any, args []string) int {
 
 // applyGCPercent is the garbage collector's target for apply, unless the
 // environment sets GOGC. A one-shot apply of a big tree peaks at the end of
-// validation and compilation, and Go's default (100) lets the heap grow to
-// twice the live data there: at 50,000 Services the peak RSS was 716–850
-// MiB with 100 and 593–684 MiB with 75, for about 10 % more user CPU
-// (docs/performance.md, "Node agent cost").
-const applyGCPercent = 75
+// validation and compilation and while the kernel takes the batch (when
+// the printed diff, the state dir's files and the check of the batch are
+// worked out beside it), and Go's default (100) lets the heap grow to
+// twice the live data there: at 50,000 Services, warm, the peak RSS was
+// 626–636 MiB with 50 and 712–727 MiB with 75 (cold: 568–576 and 646–684
+// MiB), for a few per cent more CPU (docs/performance.md, "Node agent
+// cost").
+const applyGCPercent = 50
 
 // tuneGC sets the collector's target to percent unless GOGC is in the
 // environment (lookup is os.LookupEnv): an operator's GOGC always wins.

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 
@@ -29,6 +30,12 @@ type compileMemo struct {
 		objs       []*schema.Service
 		compiled   []*compiledService
 		namespaces []string
+		// failing is the Options.Failing of the last compilation or
+		// Restage (nil: unknown); byAddr indexes compiled by the
+		// addresses of their probed endpoints, made by the first
+		// Restage that needs it.
+		failing map[netip.Addr]bool
+		byAddr  map[netip.Addr][]int
 	}
 }
 
@@ -163,6 +170,25 @@ func (m *compileMemo) end(c *compilation, compiled []*compiledService) {
 		objs[i] = c.services[i].Service
 	}
 	m.last.objs, m.last.compiled = objs, compiled
+	m.last.byAddr = nil
+}
+
+// probedAddrs indexes Services by the addresses of their endpoints that
+// have probes: the Services whose view an address's readiness can change.
+func probedAddrs(compiled []*compiledService) map[netip.Addr][]int {
+	out := map[netip.Addr][]int{}
+	for i, cs := range compiled {
+		for _, port := range cs.out.Ports {
+			for _, e := range port.Endpoints {
+				if len(e.Probes) > 0 {
+					if s := out[e.IP]; len(s) == 0 || s[len(s)-1] != i {
+						out[e.IP] = append(s, i)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Restage is the last CompileStaged (or CompileStagedWith) of m again,
@@ -180,9 +206,28 @@ func (m *Memo) Restage(o Options) (st *Staged, ok bool) {
 	p := &plan.Plan{FormatVersion: l.header.FormatVersion, Node: l.header.Node, Cluster: l.header.Cluster}
 	p.Services = make([]plan.Service, len(l.compiled))
 	failOpen := make([]bool, len(l.compiled))
+	// With both sets of failing addresses known, only the Services with
+	// an endpoint at one of them can see their view change.
+	var touched []bool
+	if o.Failing != nil && l.failing != nil {
+		if l.byAddr == nil {
+			l.byAddr = probedAddrs(l.compiled)
+		}
+		touched = make([]bool, len(l.compiled))
+		for _, set := range []map[netip.Addr]bool{l.failing, o.Failing} {
+			for a := range set {
+				for _, i := range l.byAddr[a] {
+					touched[i] = true
+				}
+			}
+		}
+	}
+	l.failing = o.Failing
 	for i, cs := range l.compiled {
 		p.Services[i] = *cs.out
-		cs.view = withView(l.objs[i], cs.out, p.Node, o.NotReady, cs.view)
+		if touched == nil || touched[i] {
+			cs.view = withView(l.objs[i], cs.out, p.Node, o.NotReady, cs.view)
+		}
 		if cs.view != nil {
 			p.Services[i], failOpen[i] = cs.view.out, cs.view.failOpen
 		}

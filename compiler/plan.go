@@ -96,6 +96,7 @@ func compileStaged(m *Memo, objs []*schema.Object, checked *Checked, node string
 		cs.hold(p, i)
 	})
 	m.compile.end(c, compiled)
+	m.compile.last.failing = o.Failing
 	m.compile.last.header = plan.Plan{FormatVersion: p.FormatVersion, Node: p.Node, Cluster: p.Cluster}
 	m.compile.last.namespaces = c.namespaces
 	return &Staged{Plan: p, FailOpen: failOpenKeys(p, failOpen), namespaces: c.namespaces, memo: m}, nil

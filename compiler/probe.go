@@ -115,6 +115,12 @@ type Options struct {
 	// NotReady, when set, is the node's view of its probed endpoints;
 	// nil: readiness is the tree's.
 	NotReady NotReady
+	// Failing, when not nil, holds every address NotReady may say true
+	// of (it says false of any other). A Memo's Restage then works out
+	// again only the Services with an endpoint at an address failing now
+	// or at the last compilation or Restage (their views may change), not
+	// every Service. It must not be changed after the call.
+	Failing map[netip.Addr]bool
 }
 
 // probedRef names a failing endpoint of a Service: its port and its

@@ -1,6 +1,8 @@
 package compiler_test
 
 import (
+	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -245,6 +247,70 @@ func TestRestage(t *testing.T) {
 		}
 		if !got.Finish().Equal(want.Finish()) {
 			t.Errorf("failing %v: Restage's DNS or env differ from a compilation's", fail)
+		}
+	}
+}
+
+// TestRestageFailingRandomFlips: Restage told which addresses fail
+// (Options.Failing), so that it works out again only the Services at
+// addresses failing now or last time, equals a compilation with the same
+// view, over random flips, with compilations of the memo in between.
+func TestRestageFailingRandomFlips(t *testing.T) {
+	c := mustTree(t, probesTree)
+	m := compiler.NewMemo()
+	first, err := m.CompileStaged(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []netip.Addr
+	for _, s := range first.Plan.Services {
+		for _, port := range s.Ports {
+			for _, e := range port.Endpoints {
+				if len(e.Probes) > 0 && !slices.Contains(addrs, e.IP) {
+					addrs = append(addrs, e.IP)
+				}
+			}
+		}
+	}
+	if len(addrs) < 3 {
+		t.Fatalf("%d probed addresses in %s", len(addrs), probesTree)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	fail := map[netip.Addr]bool{}
+	for step := range 200 {
+		next := maps.Clone(fail)
+		for range 1 + rng.IntN(2) {
+			a := addrs[rng.IntN(len(addrs))]
+			if next[a] {
+				delete(next, a)
+			} else {
+				next[a] = true
+			}
+		}
+		fail = next
+		var ips []string
+		for a := range fail {
+			ips = append(ips, a.String())
+		}
+		o := compiler.Options{NotReady: failing(ips...), Failing: fail}
+		var got *compiler.Staged
+		if step%17 == 16 {
+			got, err = m.CompileStagedWith(c.tree.Objects, m.Validate(c.tree.Objects, c.lock, c.tree), "node-a", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			var ok bool
+			if got, ok = m.Restage(o); !ok {
+				t.Fatal("Restage after a compilation: not ok")
+			}
+		}
+		want, err := compiler.CompileStagedWith(c.tree.Objects, c.checked, "node-a", compiler.Options{NotReady: failing(ips...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !plan.SameDataplane(got.Plan, want.Plan) || !slices.Equal(got.FailOpen, want.FailOpen) || !got.Finish().Equal(want.Finish()) {
+			t.Fatalf("step %d, failing %v: differs from a compilation (fail open %v, want %v)", step, ips, got.FailOpen, want.FailOpen)
 		}
 	}
 }

@@ -27,9 +27,9 @@ type loader struct {
 	// reload of file events it trusts, never for the first sync, SIGHUP
 	// or the periodic resync.
 	changed []string
-	// notReady is the readiness probes' view for the next compilation
-	// (compiler.Options); nil: the tree's.
-	notReady compiler.NotReady
+	// view is the readiness probes' view for the next compilation
+	// (NotReady, nil: the tree's; and Failing, the addresses it fails).
+	view compiler.Options
 	// last is the last reading that compiled, for restage; nil when the
 	// last reading failed.
 	last *loadResult
@@ -68,7 +68,7 @@ func (l *loader) load() (*loadResult, error) {
 	if res.errors > 0 {
 		return res, nil
 	}
-	p, err := l.memo.CompileStagedWith(t.Objects, c.Checked, l.node, compiler.Options{NotReady: l.notReady})
+	p, err := l.memo.CompileStagedWith(t.Objects, c.Checked, l.node, l.view)
 	if err != nil {
 		return res, err
 	}
@@ -78,14 +78,14 @@ func (l *loader) load() (*loadResult, error) {
 }
 
 // restage is load for a readiness probe flip: the last reading that
-// compiled, its Services compiled again with the current notReady view
+// compiled, its Services compiled again with the current view
 // (compiler.Memo.Restage); no file is read or checked. ok is false when
 // there is no such reading (the last one failed).
 func (l *loader) restage() (*loadResult, bool) {
 	if l.last == nil {
 		return nil, false
 	}
-	st, ok := l.memo.Restage(compiler.Options{NotReady: l.notReady})
+	st, ok := l.memo.Restage(l.view)
 	if !ok {
 		return nil, false
 	}

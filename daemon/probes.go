@@ -15,8 +15,8 @@ import (
 // prober is what the watcher needs of a probe.Prober (a fake in tests).
 type prober interface {
 	Set(targets []probe.Target)
-	Ready(key string) bool
-	Snapshot() []probe.Status
+	// Failing returns the status of each check that fails now, by key.
+	Failing() map[string]probe.Status
 	Close()
 }
 
@@ -26,10 +26,10 @@ type prober interface {
 // as of the last sync.
 type probes struct {
 	p prober
-	// keys are the checks Set, by address, and checks the same as a
-	// list (refresh walks it on every flip).
+	// keys are the checks Set, by address, and addrOf their addresses
+	// by key.
 	keys    map[netip.Addr][]string
-	checks  []check
+	addrOf  map[string]netip.Addr
 	targets int // distinct checks Set
 	// failing are the checks not ready as of the last sync, and
 	// failingAddrs their addresses: the NotReady view reads them.
@@ -40,12 +40,6 @@ type probes struct {
 	// out are the endpoints out for a failing probe after the last sync
 	// (with their probe, described), for logging flips once.
 	out map[outKey]string
-}
-
-// check is one check Set: its address and key.
-type check struct {
-	addr netip.Addr
-	key  string
 }
 
 // outKey is an endpoint of a Service out for one of its probes.
@@ -99,9 +93,11 @@ func (ps *probes) set(p *plan.Plan) {
 	targets, keys := targetsOf(p, ps.failingAddrs)
 	ps.p.Set(targets)
 	ps.keys, ps.targets = keys, len(targets)
-	ps.checks = ps.checks[:0]
-	for _, t := range targets {
-		ps.checks = append(ps.checks, check{t.Addr, t.Key()})
+	ps.addrOf = make(map[string]netip.Addr, len(targets))
+	for a, ks := range keys {
+		for _, k := range ks {
+			ps.addrOf[k] = a
+		}
 	}
 	for k := range ps.failing {
 		t, _, _ := strings.Cut(k, "\x00")
@@ -168,15 +164,16 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 	w.cur.Probes = st
 }
 
-// refresh reads which checks fail now (Ready of each check: a map look-up
-// each) and tells whether that changed since the last refresh.
+// refresh reads which checks fail now (the prober's failing keys, of
+// the checks Set) and tells whether that changed since the last refresh.
+// It costs what fails, not what is checked: it runs on every flip.
 func (ps *probes) refresh() bool {
 	failing := map[string]bool{}
 	addrs := map[netip.Addr]bool{}
-	for _, c := range ps.checks {
-		if !ps.p.Ready(c.key) {
-			failing[c.key] = true
-			addrs[c.addr] = true
+	for k := range ps.p.Failing() {
+		if a, ok := ps.addrOf[k]; ok {
+			failing[k] = true
+			addrs[a] = true
 		}
 	}
 	changed := len(failing) != len(ps.failing)
@@ -192,15 +189,21 @@ func (ps *probes) refresh() bool {
 	return changed
 }
 
-// notReady is the compiler's view of the node's probes: an endpoint is
-// not ready while one of its checks fails. Addresses without a failing
-// check are answered without working out a key.
-func (ps *probes) notReady() compiler.NotReady {
+// view is the compiler's view of the node's probes: an endpoint is not
+// ready while one of its checks fails. Addresses without a failing check
+// are answered without working out a key; Failing lists them, so that a
+// Restage works out again only the Services at addresses that failed
+// then or fail now.
+func (ps *probes) view() compiler.Options {
+	o := compiler.Options{Failing: ps.failingAddrs}
+	if o.Failing == nil {
+		o.Failing = map[netip.Addr]bool{}
+	}
 	if len(ps.failing) == 0 {
-		return nil
+		return o
 	}
 	failing, addrs := ps.failing, ps.failingAddrs
-	return func(ip netip.Addr, probes []plan.Probe) bool {
+	o.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
 		if !addrs[ip] {
 			return false
 		}
@@ -211,6 +214,7 @@ func (ps *probes) notReady() compiler.NotReady {
 		}
 		return false
 	}
+	return o
 }
 
 // outOf lists the endpoints of p out for a failing check, by Service, and
@@ -280,12 +284,7 @@ func (ps *probes) status(out map[outKey]plan.Probe) (st *ProbeStatus, keys []out
 	if len(out) == 0 {
 		return st, nil
 	}
-	byKey := map[string]probe.Status{}
-	for _, s := range ps.p.Snapshot() {
-		if !s.Ready {
-			byKey[s.Target.Key()] = s
-		}
-	}
+	byKey := ps.p.Failing()
 	for k := range out {
 		keys = append(keys, k)
 	}

@@ -89,7 +89,7 @@ subsets:
 type fakeProber struct {
 	mu       sync.Mutex
 	targets  []probe.Target
-	byKey    map[string]netip.Addr
+	byAddr   map[netip.Addr][]probe.Target // the targets Set, by address
 	sets     int
 	failing  map[netip.Addr]string // address → error
 	since    map[netip.Addr]time.Time
@@ -100,33 +100,24 @@ func (f *fakeProber) Set(ts []probe.Target) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.targets = slices.Clone(ts)
-	f.byKey = map[string]netip.Addr{}
+	f.byAddr = map[netip.Addr][]probe.Target{}
 	for _, t := range ts {
-		f.byKey[t.Key()] = t.Addr
+		f.byAddr[t.Addr] = append(f.byAddr[t.Addr], t)
 	}
 	f.sets++
 }
 
-func (f *fakeProber) Ready(key string) bool {
+// Failing returns the status of the checks Set of the failing addresses
+// (a check not Set does not fail, as with the prober).
+func (f *fakeProber) Failing() map[string]probe.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a, ok := f.byKey[key]
-	if !ok {
-		return true // unknown keys are ready, as the prober's
+	out := map[string]probe.Status{}
+	for a, err := range f.failing {
+		for _, t := range f.byAddr[a] {
+			out[t.Key()] = probe.Status{Target: t, LastError: err, Since: f.since[a], Probed: true}
+		}
 	}
-	_, bad := f.failing[a]
-	return !bad
-}
-
-func (f *fakeProber) Snapshot() []probe.Status {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []probe.Status
-	for _, t := range f.targets {
-		err, bad := f.failing[t.Addr]
-		out = append(out, probe.Status{Target: t, Ready: !bad, LastError: err, Since: f.since[t.Addr], Probed: true})
-	}
-	slices.SortFunc(out, func(a, b probe.Status) int { return strings.Compare(a.Target.Key(), b.Target.Key()) })
 	return out
 }
 

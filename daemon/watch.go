@@ -591,7 +591,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 				return
 			}
 		}
-		w.loader.notReady = w.probes.notReady()
+		w.loader.view = w.probes.view()
 	}
 	out := &SyncStatus{Reason: why.String(), Result: ResultInvalid}
 	began := time.Now()

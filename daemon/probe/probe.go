@@ -168,8 +168,10 @@ type Prober struct {
 	mu   sync.Mutex
 	cond *sync.Cond // signals flips, finished runs and Close
 	work *sync.Cond // signals queued runs and Close to the workers
-	// checks by key.
-	checks map[string]*check
+	// checks by key; failing those of them that are not ready, so that
+	// Failing costs what fails, not what is checked.
+	checks  map[string]*check
+	failing map[string]bool
 	// queue holds the checks whose tick came, waiting for a free place
 	// in flight (MaxConcurrent), in tick order; a check is in it at most
 	// once (busy).
@@ -281,6 +283,7 @@ func (p *Prober) Set(targets []Target) {
 	for k, c := range p.checks {
 		if keep[k] == nil {
 			p.stop(c)
+			delete(p.failing, k)
 		}
 	}
 	p.checks = keep
@@ -597,6 +600,14 @@ func (p *Prober) record(c *check, warning string, err error, d time.Duration) {
 	}
 	st.Ready = !st.Ready
 	st.Since = p.clock.Now()
+	if st.Ready {
+		delete(p.failing, c.key)
+	} else {
+		if p.failing == nil {
+			p.failing = map[string]bool{}
+		}
+		p.failing[c.key] = true
+	}
 	if p.onChange != nil {
 		p.dirty = true
 		p.cond.Broadcast()
@@ -632,6 +643,19 @@ func (p *Prober) Ready(key string) bool {
 	defer p.mu.Unlock()
 	c := p.checks[key]
 	return c == nil || c.st.Ready
+}
+
+// Failing returns the status of each check that fails now (those Ready
+// says false of), by key, in a map of its own: one lock and a copy of
+// what fails, however many checks there are.
+func (p *Prober) Failing() map[string]Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]Status, len(p.failing))
+	for k := range p.failing {
+		out[k] = p.checks[k].st
+	}
+	return out
 }
 
 // Snapshot returns the status of every check, sorted by key.

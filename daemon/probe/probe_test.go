@@ -399,6 +399,9 @@ func TestSet(t *testing.T) {
 			t.Fatalf("%v ready after three failures", tg.Addr)
 		}
 	}
+	if got, want := p.Failing(), map[string]Status{a.Key(): statusOf(t, p, a.Key()), b.Key(): statusOf(t, p, b.Key())}; !reflect.DeepEqual(got, want) || len(got) != 2 || got[a.Key()].Ready {
+		t.Errorf("Failing after a and b failed = %v, want %v", got, want)
+	}
 	before := statusOf(t, p, a.Key())
 	nextA := p.checks[a.Key()].next
 	callsB := s.callCount("10.0.0.2")
@@ -412,6 +415,9 @@ func TestSet(t *testing.T) {
 	}
 	if !p.Ready(b.Key()) {
 		t.Error("removed check b: not ready; unknown keys are ready")
+	}
+	if got, want := p.Failing(), map[string]Status{a.Key(): before}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Failing after b was removed = %v, want %v", got, want)
 	}
 	if st := statusOf(t, p, c.Key()); !st.Ready || st.Probed || !st.Since.Equal(clk.Now()) {
 		t.Errorf("new check c: %+v", st)
@@ -437,6 +443,9 @@ func TestSet(t *testing.T) {
 	}
 	if !p.Ready(a.Key()) {
 		t.Error("a not ready after successes")
+	}
+	if got := p.Failing(); len(got) != 0 {
+		t.Errorf("Failing after a passed again = %v, want none", got)
 	}
 }
 

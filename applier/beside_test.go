@@ -96,6 +96,20 @@ func besidePlans(t *testing.T) []*plan.Plan {
 	return []*plan.Plan{p1, p2, p1}
 }
 
+// fakeNode opens a Node over an nft Fake with a state dir of its own,
+// closed when the test ends.
+func fakeNode(t *testing.T) (*nft.Fake, string, *applier.Node) {
+	t.Helper()
+	fake := nft.NewFake()
+	dir := t.TempDir()
+	n, err := applier.Open(applier.Options{StateDir: dir, NFTables: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return fake, dir, n
+}
+
 // TestStateDirBesideBatch: the state dir's files are written to
 // temporary files while the kernel takes the nftables batch, their names
 // untouched until the kernel holds the plan; then the dir holds exactly
@@ -110,13 +124,7 @@ func TestStateDirBesideBatch(t *testing.T) {
 			name = "update"
 		}
 		t.Run(name, func(t *testing.T) {
-			fake := nft.NewFake()
-			dir := t.TempDir()
-			n, err := applier.Open(applier.Options{StateDir: dir, NFTables: fake})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer n.Close()
+			fake, dir, n := fakeNode(t)
 			// The reference: the same plans, by a node whose state
 			// dir is written after its (missing) kernel step.
 			refDir := t.TempDir()
@@ -211,13 +219,7 @@ func TestStateDirKernelRefuses(t *testing.T) {
 			name = "first"
 		}
 		t.Run(name, func(t *testing.T) {
-			fake := nft.NewFake()
-			dir := t.TempDir()
-			n, err := applier.Open(applier.Options{StateDir: dir, NFTables: fake})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer n.Close()
+			fake, dir, n := fakeNode(t)
 			p := plans[0]
 			if !first {
 				if _, err := n.Apply(plans[0]); err != nil {

@@ -14,6 +14,12 @@ import (
 // stageModel serialises the replace of m's tables as System.Run stages
 // it (no socket is used), and returns the staged messages.
 func stageModel(t *testing.T, m *nftmodel.Ruleset) [][]byte {
+	return stageTables(t, m.Tables, func(b Batch) Batch { return b })
+}
+
+// stageTables serialises the replace of tables into the Batch wrap
+// makes of a staging one, and returns the staged messages.
+func stageTables(t *testing.T, tables []*nftmodel.Table, wrap func(Batch) Batch) [][]byte {
 	t.Helper()
 	s := &batchSender{}
 	s.stage()
@@ -22,9 +28,9 @@ func stageModel(t *testing.T, m *nftmodel.Ruleset) [][]byte {
 		t.Fatal(err)
 	}
 	sb := &stagingBatch{Conn: c, sender: s}
-	for _, mt := range m.Tables {
+	for _, mt := range tables {
 		fam := mt.Family.TableFamily()
-		if err := modelReplaced(mt, fam, "test").queueModel(sb, fam); err != nil {
+		if err := modelReplaced(mt, fam, "test").queueModel(wrap(sb), fam); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,6 +38,16 @@ func stageModel(t *testing.T, m *nftmodel.Ruleset) [][]byte {
 		t.Fatal(err)
 	}
 	return s.staged.chunks
+}
+
+// replacedSums are the element digests of m's tables, as a replace of
+// each from the model is checked with.
+func replacedSums(m *nftmodel.Ruleset) *modelSums {
+	plans := make([]*tablePlan, len(m.Tables))
+	for i, mt := range m.Tables {
+		plans[i] = modelReplaced(mt, mt.Family.TableFamily(), "test")
+	}
+	return newModelSums(plans)
 }
 
 // TestDecodeSent: the messages of a staged replace decode into exactly
@@ -42,11 +58,7 @@ func TestDecodeSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans := make([]*tablePlan, len(m.Tables))
-	for i, mt := range m.Tables {
-		plans[i] = modelReplaced(mt, mt.Family.TableFamily(), "test")
-	}
-	sums := newModelSums(plans)
+	sums := replacedSums(m)
 	for i, mt := range m.Tables {
 		fam := mt.Family.TableFamily()
 		sent := st[tableKey{fam, mt.Name}]
@@ -70,26 +82,13 @@ func TestDecodeSent(t *testing.T) {
 // lost before they were serialised) show in the decoded digest.
 func TestDecodeSentCatchesLoss(t *testing.T) {
 	m := goldenModels(t)["golden/kitchen-sink/node-1/nftables"]
-	s := &batchSender{}
-	s.stage()
-	c, err := s.nftConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := &stagingBatch{Conn: c, sender: s}
 	mt := m.Tables[0]
 	fam := mt.Family.TableFamily()
-	if err := modelReplaced(mt, fam, "test").queueModel(droppingBatch{sb, "service-ips"}, fam); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.flush(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := decodeSent(s.staged.chunks)
+	st, err := decodeSent(stageTables(t, m.Tables[:1], func(b Batch) Batch { return droppingBatch{b, "service-ips"} }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := newModelSums([]*tablePlan{modelReplaced(mt, fam, "test")}).of(0)
+	want := replacedSums(&nftmodel.Ruleset{Tables: m.Tables[:1]}).of(0)
 	if want["service-ips"].n == 0 {
 		t.Fatal("the golden model has no service-ips elements to lose")
 	}
@@ -117,11 +116,7 @@ func TestSentMatchesAfterReplace(t *testing.T) {
 		if _, err := a.Apply(m); err != nil {
 			t.Fatal(err)
 		}
-		plans := make([]*tablePlan, len(m.Tables))
-		for i, mt := range m.Tables {
-			plans[i] = modelReplaced(mt, mt.Family.TableFamily(), "test")
-		}
-		sums := newModelSums(plans)
+		sums := replacedSums(m)
 		for i, mt := range m.Tables {
 			ok, err := a.sentMatches(modelChecks(mt), sums.of(i), mt.Family.TableFamily())
 			if err != nil || !ok {

@@ -778,7 +778,10 @@ func writeBytes(t *testing.T) int64 {
 // namespace's nftables), the whole sync, and the bytes the process wrote
 // to disk (the state dir: plan.log, and the zone file when DNS changes).
 // Each of NETSPEC_WATCH_FLIPS rounds fails one pod's check, then passes it
-// again; both are measured. The prober is a stand-in (the flips are the
+// again; both are measured. The rounds start right after the first sync,
+// or NETSPEC_WATCH_FLIP_SETTLE_MS milliseconds later (2500: past the 2 s
+// in which the state dir does not yet trust its files' stat, so that the
+// flips measure a settled node). The prober is a stand-in (the flips are the
 // test's), so that nothing but the watcher's work is timed. It logs
 //
 //	watch-probe-flip services=10000 flips=40 kernel_p50_ms=… kernel_p99_ms=… sync_p50_ms=… write_kb_p50=… write_kb_max=…
@@ -815,6 +818,9 @@ func TestWatchProbeFlip(t *testing.T) {
 	t.Logf("first sync in %s; %d checks", time.Since(start).Round(time.Millisecond), len(f.targets))
 	if len(f.targets) < n {
 		t.Fatalf("%d checks for %d services of two pods with probes", len(f.targets), n)
+	}
+	if v := os.Getenv("NETSPEC_WATCH_FLIP_SETTLE_MS"); v != "" {
+		time.Sleep(time.Duration(benchInt(t, "NETSPEC_WATCH_FLIP_SETTLE_MS", 1)) * time.Millisecond)
 	}
 	var kernel, took []time.Duration
 	var written []float64

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/google/nftables"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,8 +68,7 @@ func (s *setSum) add(elems []nftables.SetElement) {
 		writeElement(&h, e.Key, e.KeyEnd, e.IntervalEnd, v != nil)
 		if v != nil {
 			writeVerdict(&h, int32(v.Kind))
-			writeField(&h, nil)
-			h.WriteString(v.Chain)
+			writeString(&h, v.Chain)
 		} else {
 			writeField(&h, e.Val)
 		}
@@ -79,11 +77,11 @@ func (s *setSum) add(elems []nftables.SetElement) {
 	}
 }
 
-// writeElement, writeVerdict and writeField spell an element for its
-// hash as ElementKey does: two elements hash alike when their keys are
-// equal. A field is its length and its bytes; a verdict's chain is the
-// last field, written by the caller after writeField(h, nil) (so that a
-// string needs no copy), followed by nothing.
+// writeElement, writeVerdict, writeField and writeString spell an
+// element for its hash as ElementKey does: two elements hash alike when
+// their keys are equal. A field is its length and its bytes, whether it
+// is held as bytes (decoded from a message) or as a string (a verdict's
+// chain in google/nftables' elements).
 func writeElement(h *maphash.Hash, key, keyEnd []byte, end, verdict bool) {
 	writeField(h, key)
 	writeField(h, keyEnd)
@@ -104,10 +102,19 @@ func writeVerdict(h *maphash.Hash, kind int32) {
 }
 
 func writeField(h *maphash.Hash, b []byte) {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-	h.Write(n[:])
+	writeLen(h, len(b))
 	h.Write(b)
+}
+
+func writeString(h *maphash.Hash, s string) {
+	writeLen(h, len(s))
+	h.WriteString(s)
+}
+
+func writeLen(h *maphash.Hash, n int) {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(n))
+	h.Write(b[:])
 }
 
 // addList adds the elements of an NFTA_SET_ELEM_LIST_ELEMENTS attribute's
@@ -166,8 +173,7 @@ func (s *setSum) addList(list []byte) error {
 		writeElement(&h, key, keyEnd, end, verdict)
 		if verdict {
 			writeVerdict(&h, kind)
-			writeField(&h, nil)
-			h.Write(chain)
+			writeField(&h, chain)
 		} else {
 			writeField(&h, val)
 		}
@@ -290,22 +296,17 @@ func decodeSent(chunks [][]byte) (sentTables, error) {
 	return st, nil
 }
 
-// stringAttr returns the NUL-terminated string attribute typ of attrs.
+// stringAttr returns the NUL-terminated string attribute typ of attrs
+// ("" when there is none).
 func stringAttr(attrs []byte, typ uint16) (string, error) {
-	ad, err := netlink.NewAttributeDecoder(attrs)
-	if err != nil {
-		return "", err
-	}
-	for ad.Next() {
-		if ad.Type() == typ {
-			b := ad.Bytes()
-			if i := bytes.IndexByte(b, 0); i >= 0 {
-				b = b[:i]
-			}
-			return string(b), nil
+	var out string
+	err := eachAttr(attrs, func(t uint16, b []byte) error {
+		if t == typ {
+			out = string(bytes.TrimRight(b, "\x00"))
 		}
-	}
-	return "", ad.Err()
+		return nil
+	})
+	return out, err
 }
 
 // pendingSent is the decoding of a transaction's messages, running while
@@ -370,7 +371,9 @@ func (m *modelSums) compute() {
 		f := tp.model.Family
 		sums := map[string]setSum{}
 		for _, it := range tp.model.Items {
-			if s := it.Set; s != nil && !setShell(f, s).Template.Dynamic {
+			// A dynamic set's digest is that of no element; the check
+			// skips those sets.
+			if s := it.Set; s != nil {
 				var sum setSum
 				for _, elems := range s.EncodeAll(f) {
 					sum.add(elems)

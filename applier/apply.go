@@ -68,8 +68,9 @@ type Options struct {
 	OneShot bool
 	// KernelBusy, when set, is called as each nftables batch is sent
 	// (nft.Applier.OnSend): the kernel applies it within the call, and
-	// the CLI's apply works out what it prints meanwhile (as the Node
-	// prepares the state dir's files meanwhile: see Node.Apply).
+	// the CLI's apply works out what it prints meanwhile. It is called
+	// once the Node has started preparing the state dir's files beside
+	// the batch (see Node.Apply).
 	KernelBusy func()
 }
 
@@ -157,11 +158,11 @@ func Open(opts Options) (*Node, error) {
 		}
 	}
 	n.nft.OnSend(func() {
-		if opts.KernelBusy != nil {
-			opts.KernelBusy()
-		}
 		if n.beside != nil {
 			n.beside.start()
+		}
+		if opts.KernelBusy != nil {
+			opts.KernelBusy()
 		}
 	})
 	if opts.IPVS {

@@ -97,17 +97,22 @@ func besidePlans(t *testing.T) []*plan.Plan {
 }
 
 // fakeNode opens a Node over an nft Fake with a state dir of its own,
-// closed when the test ends.
-func fakeNode(t *testing.T) (*nft.Fake, string, *applier.Node) {
+// closed when the test ends. *during, when set, is called while the Fake
+// takes a batch (the Node's Options.KernelBusy, called once the state
+// dir's write has been started beside the batch).
+func fakeNode(t *testing.T) (fake *nft.Fake, dir string, n *applier.Node, during *func()) {
 	t.Helper()
-	fake := nft.NewFake()
-	dir := t.TempDir()
-	n, err := applier.Open(applier.Options{StateDir: dir, NFTables: fake})
+	fake, dir, during = nft.NewFake(), t.TempDir(), new(func())
+	n, err := applier.Open(applier.Options{StateDir: dir, NFTables: fake, KernelBusy: func() {
+		if *during != nil {
+			(*during)()
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	return fake, dir, n
+	return fake, dir, n, during
 }
 
 // TestStateDirBesideBatch: the state dir's files are written to
@@ -124,7 +129,7 @@ func TestStateDirBesideBatch(t *testing.T) {
 			name = "update"
 		}
 		t.Run(name, func(t *testing.T) {
-			fake, dir, n := fakeNode(t)
+			_, dir, n, during := fakeNode(t)
 			// The reference: the same plans, by a node whose state
 			// dir is written after its (missing) kernel step.
 			refDir := t.TempDir()
@@ -136,14 +141,14 @@ func TestStateDirBesideBatch(t *testing.T) {
 
 			ready := make(chan error, 1)
 			applier.SetPrepared(n, func(err error) { ready <- err })
-			var before, during map[string]string
-			fake.DuringBatch(func() {
+			var before, inBatch map[string]string
+			*during = func() {
 				// The batch is in the kernel: wait for the state
 				// dir's write to be prepared, and look.
-				during = waitPrepared(t, n, ready, dir)
-			})
+				inBatch = waitPrepared(t, n, ready, dir)
+			}
 			for i, p := range plans {
-				before, during = dirState(t, dir), nil
+				before, inBatch = dirState(t, dir), nil
 				apply := n.Apply
 				if update {
 					apply = n.Update
@@ -155,10 +160,10 @@ func TestStateDirBesideBatch(t *testing.T) {
 				if _, err := ref.Apply(p); err != nil {
 					t.Fatalf("plan %d, reference: %v", i, err)
 				}
-				if during == nil {
+				if inBatch == nil {
 					t.Fatalf("plan %d: no batch was sent", i)
 				}
-				temps, rest := splitTemps(t, during)
+				temps, rest := splitTemps(t, inBatch)
 				// Nothing a reader sees changed during the batch,
 				// but for a directory made for new files.
 				for p := range rest {
@@ -219,7 +224,7 @@ func TestStateDirKernelRefuses(t *testing.T) {
 			name = "first"
 		}
 		t.Run(name, func(t *testing.T) {
-			fake, dir, n := fakeNode(t)
+			fake, dir, n, during := fakeNode(t)
 			p := plans[0]
 			if !first {
 				if _, err := n.Apply(plans[0]); err != nil {
@@ -231,9 +236,9 @@ func TestStateDirKernelRefuses(t *testing.T) {
 			var temps map[string]string
 			ready := make(chan error, 1)
 			applier.SetPrepared(n, func(err error) { ready <- err })
-			fake.DuringBatch(func() {
+			*during = func() {
 				temps, _ = splitTemps(t, waitPrepared(t, n, ready, dir))
-			})
+			}
 			fake.FailNext()
 			if _, err := n.Apply(p); !errors.Is(err, nft.ErrFakeFailure) {
 				t.Fatalf("Apply = %v, want the kernel's refusal", err)
@@ -245,7 +250,7 @@ func TestStateDirKernelRefuses(t *testing.T) {
 				t.Errorf("after the kernel refused, the dir changed (-before +after):\n%s", diff)
 			}
 			// The next apply, accepted, writes the plan.
-			fake.DuringBatch(nil)
+			*during = nil
 			applier.SetPrepared(n, nil)
 			if _, err := n.Apply(p); err != nil {
 				t.Fatal(err)

@@ -33,9 +33,8 @@ import (
 // answers against the kernel's.
 //
 // Tests inspect it with Dump and the Kernel reads, drift it with Run (as
-// someone running nft by hand), make a batch fail with FailNext, and see
-// what happens while the kernel takes a batch with DuringBatch. Make it
-// with NewFake.
+// someone running nft by hand), and make a batch fail with FailNext.
+// Make it with NewFake.
 type Fake struct {
 	mu       sync.Mutex
 	tables   map[fakeTableKey]*fakeTable
@@ -44,15 +43,9 @@ type Fake struct {
 	last     []string
 	sent     sentTables // what the last batch added, see Sent
 	onSend   func()     // see Applier.OnSend
-	during   func()     // see DuringBatch
 }
 
 func (f *Fake) notifySend(fn func()) { f.onSend = fn }
-
-// DuringBatch has fn called in each Run, after the batch was queued and
-// the function given to Applier.OnSend was called, before the Fake applies
-// the batch (or refuses it, FailNext): where a kernel is busy with it.
-func (f *Fake) DuringBatch(fn func()) { f.during = fn }
 
 var _ Kernel = (*Fake)(nil)
 
@@ -265,9 +258,6 @@ func (f *Fake) Run(queue func(Batch) error) error {
 	}
 	if f.onSend != nil {
 		f.onSend()
-	}
-	if f.during != nil {
-		f.during()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -26,10 +26,8 @@ type prober interface {
 // as of the last sync.
 type probes struct {
 	p prober
-	// keys are the checks Set, by address, and addrOf their addresses
-	// by key.
+	// keys are the checks Set, by address.
 	keys    map[netip.Addr][]string
-	addrOf  map[string]netip.Addr
 	targets int // distinct checks Set
 	// failing are the checks not ready as of the last sync, and
 	// failingAddrs their addresses: the NotReady view reads them.
@@ -93,12 +91,6 @@ func (ps *probes) set(p *plan.Plan) {
 	targets, keys := targetsOf(p, ps.failingAddrs)
 	ps.p.Set(targets)
 	ps.keys, ps.targets = keys, len(targets)
-	ps.addrOf = make(map[string]netip.Addr, len(targets))
-	for a, ks := range keys {
-		for _, k := range ks {
-			ps.addrOf[k] = a
-		}
-	}
 	for k := range ps.failing {
 		t, _, _ := strings.Cut(k, "\x00")
 		if a, err := netip.ParseAddr(t); err != nil || !slices.Contains(keys[a], k) {
@@ -164,17 +156,15 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 	w.cur.Probes = st
 }
 
-// refresh reads which checks fail now (the prober's failing keys, of
-// the checks Set) and tells whether that changed since the last refresh.
-// It costs what fails, not what is checked: it runs on every flip.
+// refresh reads which checks fail now (the prober's failing ones) and
+// tells whether that changed since the last refresh. It costs what
+// fails, not what is checked: it runs on every flip.
 func (ps *probes) refresh() bool {
 	failing := map[string]bool{}
 	addrs := map[netip.Addr]bool{}
-	for k := range ps.p.Failing() {
-		if a, ok := ps.addrOf[k]; ok {
-			failing[k] = true
-			addrs[a] = true
-		}
+	for k, st := range ps.p.Failing() {
+		failing[k] = true
+		addrs[st.Target.Addr] = true
 	}
 	changed := len(failing) != len(ps.failing)
 	if !changed {

@@ -579,17 +579,20 @@ func (n *Node) Cleanup() (tables, files []string, err error) {
 
 // staleUDPFlows lists the UDP frontend→endpoint pairs the old
 // plan forwarded and the new one no longer does: their conntrack entries
-// would keep sending datagrams to an endpoint that left.
+// would keep sending datagrams to an endpoint that left. Only the
+// Services that may have changed are looked at (udpChanged), so that a
+// reload's cost follows its change.
 func staleUDPFlows(old, new *plan.Plan) []conntrack.Flow {
 	if old == nil {
 		return nil
 	}
+	olds, news := udpChanged(old, new)
 	keep := map[conntrack.Flow]bool{}
-	for _, f := range flowsOf(new) {
+	for _, f := range flowsOf(news, new.Node.IPs) {
 		keep[f] = true
 	}
 	var stale []conntrack.Flow
-	for _, f := range flowsOf(old) {
+	for _, f := range flowsOf(olds, old.Node.IPs) {
 		if !keep[f] {
 			stale = append(stale, f)
 			keep[f] = true // once
@@ -598,14 +601,46 @@ func staleUDPFlows(old, new *plan.Plan) []conntrack.Flow {
 	return stale
 }
 
-// flowsOf lists the UDP frontend→endpoint pairs of a plan.
-func flowsOf(p *plan.Plan) []conntrack.Flow {
-	if p == nil {
-		return nil
+// udpChanged returns the Services of old and of new whose flows may
+// differ. When both plans list the same Services in the same order for
+// the same node addresses, a Service whose frontends and ports new
+// shares with old (plan.Shared: the compiler hands an unchanged
+// Service's slices on) forwards the same flows and is left out (a flow
+// is one Service's: the compiler rejects two Services on one frontend);
+// otherwise all are returned.
+func udpChanged(old, new *plan.Plan) (olds, news []*plan.Service) {
+	all := func() ([]*plan.Service, []*plan.Service) {
+		olds, news = olds[:0], news[:0]
+		for i := range old.Services {
+			olds = append(olds, &old.Services[i])
+		}
+		for i := range new.Services {
+			news = append(news, &new.Services[i])
+		}
+		return olds, news
 	}
+	if len(old.Services) != len(new.Services) || !slices.Equal(old.Node.IPs, new.Node.IPs) {
+		return all()
+	}
+	for i := range old.Services {
+		o, n := &old.Services[i], &new.Services[i]
+		if o.Namespace != n.Namespace || o.Name != n.Name {
+			return all()
+		}
+		if plan.Shared(o.Ports, n.Ports) && plan.Shared(o.ClusterIPs, n.ClusterIPs) &&
+			plan.Shared(o.ExternalIPs, n.ExternalIPs) && plan.Shared(o.LoadBalancerIPs, n.LoadBalancerIPs) {
+			continue
+		}
+		olds, news = append(olds, o), append(news, n)
+	}
+	return olds, news
+}
+
+// flowsOf lists the UDP frontend→endpoint pairs of services on a node
+// of addresses nodeIPs.
+func flowsOf(services []*plan.Service, nodeIPs []netip.Addr) []conntrack.Flow {
 	var flows []conntrack.Flow
-	for i := range p.Services {
-		s := &p.Services[i]
+	for _, s := range services {
 		for j := range s.Ports {
 			port := &s.Ports[j]
 			// Only UDP: the conntrack library cannot tell SCTP entries
@@ -633,7 +668,7 @@ func flowsOf(p *plan.Plan) []conntrack.Flow {
 			add(s.ExternalIPs, port.Port, port.External)
 			add(s.LoadBalancerIPs, port.Port, port.External)
 			if port.NodePort != 0 {
-				add(p.Node.IPs, port.NodePort, port.External)
+				add(nodeIPs, port.NodePort, port.External)
 			}
 		}
 	}

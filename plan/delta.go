@@ -54,7 +54,10 @@ func Diff(old, new *Plan) *Delta {
 		old = &Plan{}
 	}
 	d := &Delta{FormatVersion: new.FormatVersion, Node: new.Node, Cluster: new.Cluster}
-	d.Services = diffList(old.Services, new.Services, (*Service).Key, func(a, b *Service) bool { return a.Equal(b) })
+	// Keyed by namespace and name without joining them: the kept ends
+	// of a list of 10,000 Services are compared on every reload.
+	d.Services = diffList(old.Services, new.Services, func(s *Service) [2]string { return [2]string{s.Namespace, s.Name} },
+		func(a, b *Service) bool { return a.Equal(b) })
 	oldZones := make(map[string]int, len(old.DNS.Zones))
 	for i, z := range old.DNS.Zones {
 		oldZones[z.Name] = i

@@ -299,6 +299,11 @@ func TestRestageFailingRandomFlips(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if step%2 == 0 {
+				// As a node agent does between reloads; otherwise
+				// the next Restage builds the index itself.
+				m.IndexProbes()
+			}
 		} else {
 			var ok bool
 			if got, ok = m.Restage(o); !ok {

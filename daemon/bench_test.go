@@ -778,7 +778,10 @@ func writeBytes(t *testing.T) int64 {
 // namespace's nftables), the whole sync, and the bytes the process wrote
 // to disk (the state dir: plan.log, and the zone file when DNS changes).
 // Each of NETSPEC_WATCH_FLIPS rounds fails one pod's check, then passes it
-// again; both are measured. The rounds start right after the first sync,
+// again; both are measured, NETSPEC_WATCH_FLIP_GAP_MS (150) apart: faster
+// than a node's checks flip (one probe period apart at most), slower than
+// a garbage collection takes, which the watcher starts between reloads
+// (idleGC). The rounds start right after the first sync,
 // or NETSPEC_WATCH_FLIP_SETTLE_MS milliseconds later (2500: past the 2 s
 // in which the state dir does not yet trust its files' stat, so that the
 // flips measure a settled node). The prober is a stand-in (the flips are the
@@ -822,12 +825,13 @@ func TestWatchProbeFlip(t *testing.T) {
 	if v := os.Getenv("NETSPEC_WATCH_FLIP_SETTLE_MS"); v != "" {
 		time.Sleep(time.Duration(benchInt(t, "NETSPEC_WATCH_FLIP_SETTLE_MS", 1)) * time.Millisecond)
 	}
+	gap := time.Duration(benchInt(t, "NETSPEC_WATCH_FLIP_GAP_MS", 150)) * time.Millisecond
 	var kernel, took []time.Duration
 	var written []float64
 	for i := range flips {
 		addr := f.targets[(i*7919)%len(f.targets)].Addr.String()
 		for _, fail := range []string{"connection refused", ""} {
-			time.Sleep(20 * time.Millisecond) // let the watcher settle
+			time.Sleep(gap) // let the watcher settle
 			before := writeBytes(t)
 			f.set(fail, addr)
 			s := rec.waitSync(t, "probe")

@@ -122,6 +122,7 @@ type Watcher struct {
 	log     *slog.Logger
 	loader  *loader
 	metrics *metrics
+	gc      idleGC // collections started between reloads
 
 	metricsLn net.Listener // nil without MetricsListen
 	dns       *dnsserver.Server
@@ -595,11 +596,16 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	}
 	out := &SyncStatus{Reason: why.String(), Result: ResultInvalid}
 	began := time.Now()
+	w.gc.begin()
 	defer func() {
 		out.Ended = time.Now().UTC().Truncate(time.Millisecond)
 		out.DurationSeconds = time.Since(began).Seconds()
 		w.cur.LastSync = out
 		w.publishStatus()
+		if w.probes != nil {
+			// Done now, not by the next probe flip.
+			w.loader.memo.IndexProbes()
+		}
 	}()
 	if why == syncResync {
 		// A resync works the tree out from scratch, so that a missed
@@ -787,6 +793,8 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		// (docs/performance.md, "Node agent cost"). Off the sync loop, so
 		// that the next reload does not wait for the collection.
 		go debug.FreeOSMemory()
+	} else {
+		w.gc.end()
 	}
 
 	services, endpoints := p.Counts()

@@ -1,0 +1,34 @@
+package daemon
+
+import "testing"
+
+func TestGCDue(t *testing.T) {
+	const MB = 1 << 20
+	for _, tc := range []struct {
+		name                   string
+		need, goal, live, heap uint64
+		want                   bool
+	}{
+		{name: "just collected", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 100 * MB, want: false},
+		{name: "the next reload stays short of 70 %", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 162 * MB, want: false},
+		{name: "the next reload reaches 70 %", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 163 * MB, want: true},
+		{name: "already past 70 %", need: 1 * MB, goal: 200 * MB, live: 100 * MB, heap: 190 * MB, want: true},
+		{name: "a big reload collects early", need: 60 * MB, goal: 200 * MB, live: 100 * MB, heap: 110 * MB, want: true},
+		{name: "no goal known", need: 7 * MB, goal: 0, live: 0, heap: 190 * MB, want: false},
+		{name: "a counter that went back", need: ^uint64(0) - 5, goal: 200 * MB, live: 100 * MB, heap: 150 * MB, want: false},
+	} {
+		if got := gcDue(tc.need, tc.goal, tc.live, tc.heap); got != tc.want {
+			t.Errorf("%s: gcDue(need %d, goal %d, live %d, heap %d) = %v, want %v",
+				tc.name, tc.need, tc.goal, tc.live, tc.heap, got, tc.want)
+		}
+	}
+}
+
+// TestIdleGCReads: the runtime has every metric idleGC reads, so that it
+// is not silently off.
+func TestIdleGCReads(t *testing.T) {
+	allocs, goal, live, heap := readGC()
+	if allocs == 0 || goal == 0 || heap == 0 {
+		t.Fatalf("readGC() = allocs %d, goal %d, live %d, heap %d: a metric is missing", allocs, goal, live, heap)
+	}
+}

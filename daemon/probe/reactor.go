@@ -544,17 +544,21 @@ func (r *reactor) read(op *rop) {
 		if len(op.resp) == 0 && op.readErr == nil {
 			return // nothing yet: a spurious event
 		}
-		pr := &partialReader{b: op.resp, end: op.readErr}
-		status, location, err := readResponse(bufio.NewReaderSize(pr, 4096), op.req)
-		if err != nil && pr.short {
-			if drained {
-				return // the next event brings more
+		status, location, ok := quickResponse(op.resp, op.readErr)
+		if !ok {
+			pr := &partialReader{b: op.resp, end: op.readErr}
+			var err error
+			status, location, err = readResponse(bufio.NewReaderSize(pr, 4096), op.req)
+			if err != nil && pr.short {
+				if drained {
+					return // the next event brings more
+				}
+				continue // read on until EAGAIN
 			}
-			continue // read on until EAGAIN
-		}
-		if err != nil {
-			r.finish(op, "", err, nil)
-			return
+			if err != nil {
+				r.finish(op, "", err, nil)
+				return
+			}
 		}
 		// The whole response is read: the close resets the connection.
 		// The server has normally closed its side by then (the request

@@ -11,8 +11,8 @@ import (
 // collection when the heap has grown a share of the way to its goal
 // (somewhere from 70 to 95 %); the reload whose allocations cross that
 // line then pays for part of the marking and shares the CPU with the
-// rest: a probe flip at 10,000 Services takes 4–6 ms, and 23–35 ms when
-// it starts a collection (docs/performance.md, "Probe flips"). So when
+// rest: a probe flip at 10,000 Services takes 4–6 ms, and 21–41 ms when
+// it starts a collection (docs/performance.md, "A readiness probe flip"). So when
 // the next reload, allocating as much as this one, could cross the
 // earliest line, the collection is started now.
 //
@@ -63,12 +63,13 @@ func (g *idleGC) end() {
 }
 
 // gcDue tells whether a reload that allocates need bytes could make the
-// runtime start a collection: whether the heap would grow past 70 % of
-// the way from the live heap to the goal, the earliest point at which
-// the runtime starts one.
+// runtime start a collection: whether the heap would grow past 45/64
+// (70 %) of the way from the live heap to the goal, the earliest point at
+// which the runtime starts one (minTriggerRatioNum in the runtime's
+// mgcpacer.go).
 func gcDue(need, goal, live, heap uint64) bool {
 	if goal <= live || need > goal {
 		return false // no goal known, or a counter that went back
 	}
-	return heap+need >= live+(goal-live)*7/10
+	return heap+need >= live+(goal-live)*45/64
 }

@@ -10,10 +10,10 @@ func TestGCDue(t *testing.T) {
 		want                   bool
 	}{
 		{name: "just collected", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 100 * MB, want: false},
-		{name: "the next reload stays short of 70 %", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 162 * MB, want: false},
-		{name: "the next reload reaches 70 %", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 163 * MB, want: true},
-		{name: "already past 70 %", need: 1 * MB, goal: 200 * MB, live: 100 * MB, heap: 190 * MB, want: true},
-		{name: "a big reload collects early", need: 60 * MB, goal: 200 * MB, live: 100 * MB, heap: 110 * MB, want: true},
+		{name: "the next reload stays short of 45/64 of the way", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 163 * MB, want: false},
+		{name: "the next reload goes past it", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 164 * MB, want: true},
+		{name: "already past it", need: 1 * MB, goal: 200 * MB, live: 100 * MB, heap: 190 * MB, want: true},
+		{name: "a big reload collects early", need: 60 * MB, goal: 200 * MB, live: 100 * MB, heap: 111 * MB, want: true},
 		{name: "no goal known", need: 7 * MB, goal: 0, live: 0, heap: 190 * MB, want: false},
 		{name: "a counter that went back", need: ^uint64(0) - 5, goal: 200 * MB, live: 100 * MB, heap: 150 * MB, want: false},
 	} {

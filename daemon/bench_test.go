@@ -778,10 +778,11 @@ func writeBytes(t *testing.T) int64 {
 // namespace's nftables), the whole sync, and the bytes the process wrote
 // to disk (the state dir: plan.log, and the zone file when DNS changes).
 // Each of NETSPEC_WATCH_FLIPS rounds fails one pod's check, then passes it
-// again; both are measured, NETSPEC_WATCH_FLIP_GAP_MS (150) apart: faster
-// than a node's checks flip (one probe period apart at most), slower than
-// a garbage collection takes, which the watcher starts between reloads
-// (idleGC). The rounds start right after the first sync,
+// again; both are measured, NETSPEC_WATCH_FLIP_GAP_MS (150) apart: a storm
+// (a check flips at most once a probe period, and flips that come during
+// a sync are folded into the next), but slower than a garbage collection
+// takes, which the watcher starts between reloads (idleGC). The rounds
+// start right after the first sync,
 // or NETSPEC_WATCH_FLIP_SETTLE_MS milliseconds later (2500: past the 2 s
 // in which the state dir does not yet trust its files' stat, so that the
 // flips measure a settled node). The prober is a stand-in (the flips are the

@@ -20,7 +20,9 @@
 // endpoints (package probe) and keeps the data plane and the headless DNS
 // answers to the endpoints that pass them, failing open when all of a
 // Service port's would go (probes.go); a flip is a sync "probe" that
-// reads no file (compiler.Memo.Restage).
+// reads no file (compiler.Memo.Restage). Between reloads it starts the
+// garbage collection the next reload would otherwise start and wait for
+// (idlegc.go), so that a flip or a change is not slowed by one.
 //
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.

@@ -71,5 +71,6 @@ func gcDue(need, goal, live, heap uint64) bool {
 	if goal <= live || need > goal {
 		return false // no goal known, or a counter that went back
 	}
-	return heap+need >= live+(goal-live)*45/64
+	// Divided first: with GOGC=off the goal is near the top of uint64.
+	return heap+need >= live+(goal-live)/64*45
 }

@@ -14,6 +14,8 @@ func TestGCDue(t *testing.T) {
 		{name: "the next reload goes past it", need: 7 * MB, goal: 200 * MB, live: 100 * MB, heap: 164 * MB, want: true},
 		{name: "already past it", need: 1 * MB, goal: 200 * MB, live: 100 * MB, heap: 190 * MB, want: true},
 		{name: "a big reload collects early", need: 60 * MB, goal: 200 * MB, live: 100 * MB, heap: 111 * MB, want: true},
+		{name: "GOGC=off: the goal is near the top of uint64", need: 7 * MB, goal: 8946670875744906740, live: 100 * MB, heap: 190 * MB, want: false},
+		{name: "a goal whose distance times 45 wraps around", need: 7 * MB, goal: 409927646187292081, live: 100 * MB, heap: 190 * MB, want: false},
 		{name: "no goal known", need: 7 * MB, goal: 0, live: 0, heap: 190 * MB, want: false},
 		{name: "a counter that went back", need: ^uint64(0) - 5, goal: 200 * MB, live: 100 * MB, heap: 150 * MB, want: false},
 	} {

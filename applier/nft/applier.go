@@ -28,8 +28,9 @@ type Applier struct {
 	// of reading the kernel back. Its pieces are shared with render's
 	// memo; its encoding is not kept.
 	model *nftmodel.Ruleset
-	// last is the same for an encoded ruleset installed without a model
-	// (update, as the tests call it with rulesets parsed from text).
+	// last is the same for an encoded ruleset installed without a model:
+	// only the tests do that (encoded_test.go, the oracle of the model's
+	// diff), and the clearing below keeps it honest for them.
 	last *Ruleset
 	// refused tells that the kernel refused the last batch: the next
 	// sync replaces the tables whole rather than trust a diff.
@@ -97,15 +98,6 @@ func (a *Applier) Plan(m *nftmodel.Ruleset) (*Changes, error) {
 	return changesOf(plans), nil
 }
 
-// plan is Plan of an encoded ruleset.
-func (a *Applier) plan(want *Ruleset) (*Changes, error) {
-	plans, err := a.diff(want)
-	if err != nil {
-		return nil, err
-	}
-	return changesOf(plans), nil
-}
-
 // Apply reads netspec's tables back from the kernel, and changes them
 // into want in one transaction: only the chains and elements that differ,
 // which also repairs drift (anything added, removed or changed by hand).
@@ -125,20 +117,6 @@ func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) {
 	ch, err := a.commitVerified(plans)
 	a.installedModel(m, err)
 	return ch, err
-}
-
-// apply is Apply of an encoded ruleset.
-func (a *Applier) apply(want *Ruleset) (*Changes, error) {
-	plans, err := a.diff(want)
-	if err != nil {
-		return nil, err
-	}
-	ch, err := a.commitVerified(plans)
-	if err != nil {
-		return ch, err
-	}
-	a.installed(want)
-	return ch, nil
 }
 
 // commitVerified commits plans and verifies what they wrote
@@ -170,12 +148,7 @@ func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
 // finds and repairs drift.
 func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
 	if a.model == nil {
-		if a.last == nil {
-			return a.Apply(m)
-		}
-		ch, err := a.update(Encode(m))
-		a.installedModel(m, err)
-		return ch, err
+		return a.Apply(m)
 	}
 	var plans []*tablePlan
 	replace := false
@@ -204,43 +177,10 @@ func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
 	return ch, err
 }
 
-// update is Update of an encoded ruleset, diffed against the encoded
-// ruleset installed last (diffKnown).
-func (a *Applier) update(want *Ruleset) (*Changes, error) {
-	if a.last == nil {
-		return a.apply(want)
-	}
-	var plans []*tablePlan
-	for _, fam := range families {
-		plans = append(plans, diffKnown(want.table(fam), a.last.table(fam), fam))
-	}
-	if !slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
-		ch, err := a.commit(plans)
-		if err != nil {
-			return ch, err
-		}
-		if err := a.verifyChanged(plans); err != nil {
-			a.last = nil
-			return ch, err
-		}
-		a.installed(want)
-		return ch, nil
-	}
-	ch, err := a.commitVerified(plans)
-	if err != nil {
-		return ch, err
-	}
-	a.installed(want)
-	return ch, nil
-}
-
 // Forget drops what the applier keeps of what it installed: the next
 // Update reads the kernel back, as Apply does. A one-shot apply calls it
 // so that the model is garbage once installed.
 func (a *Applier) Forget() { a.last, a.model = nil, nil }
-
-// installed keeps want, encoded, as what the kernel holds.
-func (a *Applier) installed(want *Ruleset) { a.last, a.model = want, nil }
 
 // installedModel keeps m as what the kernel holds after a sync of it
 // that ended with err: with an error, nothing is trusted (commit and
@@ -331,18 +271,6 @@ func (a *Applier) diffOne(want *Table, have *kernelTable, fam nftables.TableFami
 		tp.replace("the kernel refused the last change")
 	}
 	return tp
-}
-
-func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
-	var plans []*tablePlan
-	for _, fam := range families {
-		have, err := readTable(a.k, fam, TableName, true)
-		if err != nil {
-			return nil, err
-		}
-		plans = append(plans, a.diffOne(want.table(fam), have, fam))
-	}
-	return plans, nil
 }
 
 // commit sends the plans in one batch. The changes are reported after
@@ -463,19 +391,6 @@ func changesOf(plans []*tablePlan) *Changes {
 		ch.Tables = append(ch.Tables, tp.changes)
 	}
 	return ch
-}
-
-// table returns the table of a family, or nil.
-func (rs *Ruleset) table(fam nftables.TableFamily) *Table {
-	if rs == nil {
-		return nil
-	}
-	for _, t := range rs.Tables {
-		if t.Family == fam {
-			return t
-		}
-	}
-	return nil
 }
 
 // Summary is a one-line account of the changes.

@@ -869,15 +869,6 @@ func (tp *tablePlan) family() nftables.TableFamily {
 	return nftables.TableFamilyIPv4
 }
 
-// elementChanges reports elements of a set.
-func elementChanges(set string, elems []Element) []ElementChange {
-	var out []ElementChange
-	for _, e := range elems {
-		out = append(out, ElementChange{Set: set, Text: e.Text})
-	}
-	return out
-}
-
 // intervalDrift compares an interval set's elements with the kernel's an
 // interval at a time: the plan's elements the kernel lacks (added), and
 // the kernel's intervals the plan does not have (removed), as nft writes

@@ -1,26 +1,11 @@
 package nft
 
 import (
-	"fmt"
 	"hash/maphash"
 
 	"github.com/google/nftables"
 	"netspec.dev/netspec/render/nftmodel"
 )
-
-// Encode returns the ruleset of the model m with every rule, set and
-// element encoded for netlink (nftmodel's encoding: what nft sends for the
-// model's text). Tables, chains and sets keep the model's order. The
-// encoding is transient: the applier keeps the model it installed, not
-// its encoding (see diffModel), and encodes whole only what it sends
-// whole (a full sync, a replace).
-func Encode(m *nftmodel.Ruleset) *Ruleset {
-	rs := &Ruleset{}
-	for _, mt := range m.Tables {
-		rs.Tables = append(rs.Tables, encodeTable(mt))
-	}
-	return rs
-}
 
 // encodeTable encodes one table of a model.
 func encodeTable(mt *nftmodel.Table) *Table {
@@ -32,7 +17,6 @@ func encodeTable(mt *nftmodel.Table) *Table {
 		switch {
 		case it.Chain != nil:
 			ch := encodeChain(enc, f, it.Chain, &text)
-			t.chainSum += ch.hash
 			t.Chains = append(t.Chains, ch)
 		case it.Set != nil:
 			t.Sets = append(t.Sets, encodeSet(f, it.Set))
@@ -68,7 +52,6 @@ func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, t
 		}
 	}
 	ch.Text = string(*text)
-	ch.hash = chainHash(ch, ch.Text)
 	return ch
 }
 
@@ -116,27 +99,6 @@ func encodeSet(f nftmodel.Family, ms *nftmodel.Set) *Set {
 	return s
 }
 
-// sumSeed seeds the hashes of Table.chainSum and of setSum, which are
-// only compared within a process.
+// sumSeed seeds the hashes of setSum (and of the tests' chainsSum), which
+// are only compared within a process.
 var sumSeed = maphash.MakeSeed()
-
-// chainHash hashes a chain: its name, hook and rule lines (text).
-func chainHash(ch *Chain, text string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(sumSeed)
-	h.WriteString(ch.Name)
-	h.WriteByte(0)
-	if b := ch.Base; b != nil {
-		h.WriteString(string(b.Type))
-		fmt.Fprintf(&h, " %d", b.Policy)
-		if b.Hooknum != nil {
-			fmt.Fprintf(&h, " hook %d", *b.Hooknum)
-		}
-		if b.Priority != nil {
-			fmt.Fprintf(&h, " priority %d", *b.Priority)
-		}
-		h.WriteByte(0)
-	}
-	h.WriteString(text)
-	return h.Sum64()
-}

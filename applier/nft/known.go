@@ -28,104 +28,6 @@ func (tp *tablePlan) flushSet(s *Set, added, removed []ElementChange) {
 	tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 }
 
-// diffKnown compares the desired encoded table with the encoded one the
-// applier installed last (update of an encoded ruleset, such as one parsed
-// from text), without the kernel: chains by name and text, sets by name,
-// elements by text. A model is diffed by diffModel instead, which encodes
-// only what it sends; diffKnown of the two models' encodings is its
-// oracle (TestDiffModelEqualsFresh).
-func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
-	tp := newTablePlan(want, fam)
-	switch {
-	case want == nil && last == nil:
-		return tp
-	case want == nil:
-		tp.have = &kernelTable{table: &nftables.Table{Family: fam, Name: last.Name}}
-		tp.changes.Delete = true
-		return tp
-	case last == nil:
-		tp.replace(ReasonMissing)
-		return tp
-	}
-
-	// Sets.
-	lastSets, wantSets := trimSame(last.Sets, want.Sets)
-	added, removed, common := alignDiff(lastSets, wantSets, func(s *Set) string { return s.Name },
-		func(x, y *Set) bool { return x == y })
-	for _, s := range added {
-		tp.addSet(s)
-	}
-	for _, s := range removed {
-		tp.removeSet(s.Name)
-	}
-	for _, pair := range common {
-		old, s := pair[0], pair[1]
-		if old.Decl != s.Decl {
-			tp.replace("set " + s.Name + ": declaration changed")
-			return tp
-		}
-		if s.Template.Dynamic {
-			continue
-		}
-		if s.udata != nil {
-			tp.diffEndpointElems(s, allElems(old), elementTexts(old))
-			continue
-		}
-		eAdded, eRemoved := diffElems(old, s)
-		if len(eAdded)+len(eRemoved) == 0 {
-			continue
-		}
-		if s.Template.Interval {
-			tp.flushSet(s, elementChanges(s.Name, eAdded), elementChanges(s.Name, eRemoved))
-			continue
-		}
-		tp.changes.Ops++
-		for _, e := range eAdded {
-			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
-			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
-			tp.changes.Bytes += elementBytes(e.Elems)
-		}
-		for _, e := range eRemoved {
-			tp.delElems[s.Name] = append(tp.delElems[s.Name], e.Elems...)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: e.Text})
-			tp.changes.Bytes += elementBytes(e.Elems)
-		}
-	}
-
-	// Chains.
-	if want.chainSum == last.chainSum && len(want.Chains) == len(last.Chains) {
-		return tp
-	}
-	lastChains, wantChains := trimSame(last.Chains, want.Chains)
-	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *Chain) string { return c.Name },
-		func(x, y *Chain) bool { return x == y || x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
-	for _, ch := range cAdded {
-		if ch.Base != nil {
-			tp.replace("base chain " + ch.Name + " added")
-			return tp
-		}
-		tp.addChain(ch, fam)
-	}
-	for _, pair := range cCommon {
-		old, ch := pair[0], pair[1]
-		if baseDiffers(old.Base, ch.Base) {
-			tp.replace("chain " + ch.Name + ": hook changed")
-			return tp
-		}
-		if old.Text != ch.Text {
-			tp.changeChain(ch, fam)
-		}
-	}
-	for _, ch := range cRemoved {
-		if ch.Base != nil {
-			tp.replace("base chain " + ch.Name + " removed")
-			return tp
-		}
-		tp.removeChain(ch.Name)
-	}
-	return tp
-}
-
 // trimSame drops the common head and tail of a and b, compared by
 // pointer: pieces the encoding kept from the last model.
 func trimSame[T comparable](a, b []T) (midA, midB []T) {
@@ -138,24 +40,6 @@ func trimSame[T comparable](a, b []T) (midA, midB []T) {
 		tail++
 	}
 	return a[head : len(a)-tail], b[head : len(b)-tail]
-}
-
-// diffElems compares two versions of a set's encoded elements by text
-// (the text is the element): those only b has (added, in b's order) and
-// those only a has (removed, in a's order).
-func diffElems(a, b *Set) (added, removed []Element) {
-	added, removed, _ = alignDiff(a.Elements, b.Elements, func(e Element) string { return e.Text }, nil)
-	return added, removed
-}
-
-// baseDiffers tells whether two parsed chains hang on different hooks.
-func baseDiffers(a, b *BaseChain) bool {
-	if a == nil || b == nil {
-		return a != b
-	}
-	return a.Type != b.Type || a.Policy != b.Policy ||
-		a.Hooknum == nil || b.Hooknum == nil || *a.Hooknum != *b.Hooknum ||
-		a.Priority == nil || b.Priority == nil || *a.Priority != *b.Priority
 }
 
 // alignDiff compares two lists kept in one order by key: what only b has

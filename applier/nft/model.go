@@ -1,7 +1,7 @@
 // Package nft installs the nftables ruleset that render builds as a model
 // (package render/nftmodel), over netlink with github.com/google/nftables.
 //
-// No text is read on the way: Encode turns the model into the expressions
+// No text is read on the way: the model is encoded into the expressions
 // and set elements nft 1.0.6 itself sends for the model's text
 // (nftmodel's encoding), so that what reviewers read in a golden file is
 // exactly what is installed, and `nft list table ip netspec` after Replace
@@ -27,7 +27,10 @@
 // `nft -f`, and the Fake refuses and reads back as the kernel does
 // (TestFakeRefusesAsKernel, TestFakeReadsAsKernel). The tests keep a
 // parser of the printed text as an oracle (textparse_test.go), proven
-// against the kernel, that the model's encoding is compared with.
+// against the kernel, that the model's encoding is compared with, and the
+// applier's path before the model as the oracle of its diff: a ruleset
+// encoded whole and diffed by text against the last one installed
+// (encoded_test.go).
 package nft
 
 import (
@@ -35,8 +38,8 @@ import (
 	"github.com/google/nftables/expr"
 )
 
-// Ruleset is an encoded ruleset (Encode): the tables it replaces, in the
-// model's order (ip, then ip6).
+// Ruleset is an encoded ruleset: the tables it replaces, in the model's
+// order (ip, then ip6).
 type Ruleset struct {
 	Tables []*Table
 }
@@ -47,11 +50,6 @@ type Table struct {
 	Name   string               // "netspec"
 	Sets   []*Set               // named sets and maps, in file order
 	Chains []*Chain             // in file order
-
-	// chainSum sums a hash of every chain (name, hook and rules), in any
-	// order: two tables with equal sums have, but for a 2^-64 chance,
-	// the same chains (diffKnown skips comparing them one by one).
-	chainSum uint64
 }
 
 // Set is a named set or map with its elements.
@@ -93,8 +91,6 @@ type Chain struct {
 	// Text is the chain's rule lines joined by "\n": a cheap way to tell
 	// that a chain did not change.
 	Text string
-
-	hash uint64 // chainHash
 }
 
 // BaseChain is the hook of a base chain.

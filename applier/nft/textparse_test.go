@@ -326,7 +326,6 @@ func (p *parser) parallelBody() {
 		}
 	}
 	for _, sp := range subs {
-		p.t.chainSum += sp.t.chainSum
 		p.t.Chains = append(p.t.Chains, sp.t.Chains...)
 		p.t.Sets = append(p.t.Sets, sp.t.Sets...)
 		p.line += sp.line
@@ -434,8 +433,6 @@ func (p *parser) closeChain() {
 		p.text.WriteString(s)
 	}
 	p.spans = append(p.spans, textSpan{p.ch, start, p.text.Len()})
-	h := chainHash(p.ch, p.text.String()[start:])
-	p.t.chainSum += h
 	if len(p.rules) > 0 {
 		p.ch.Rules = p.c.a.rulePtrs(p.rules)
 	}

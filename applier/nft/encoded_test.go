@@ -1,0 +1,268 @@
+package nft
+
+import (
+	"fmt"
+	"hash/maphash"
+	"slices"
+
+	"github.com/google/nftables"
+	"netspec.dev/netspec/render/nftmodel"
+)
+
+// The encoded path: a ruleset encoded whole (Encode) and diffed against
+// the encoded ruleset installed last by text (diffKnown), as the applier
+// worked before the model. Production code diffs models (diffModel); the
+// tests keep this path as its oracle and to install rulesets parsed from
+// the golden files.
+
+// plan is Plan of an encoded ruleset.
+func (a *Applier) plan(want *Ruleset) (*Changes, error) {
+	plans, err := a.diff(want)
+	if err != nil {
+		return nil, err
+	}
+	return changesOf(plans), nil
+}
+
+// apply is Apply of an encoded ruleset.
+func (a *Applier) apply(want *Ruleset) (*Changes, error) {
+	plans, err := a.diff(want)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := a.commitVerified(plans)
+	if err != nil {
+		return ch, err
+	}
+	a.installed(want)
+	return ch, nil
+}
+
+// update is Update of an encoded ruleset, diffed against the encoded
+// ruleset installed last (diffKnown).
+func (a *Applier) update(want *Ruleset) (*Changes, error) {
+	if a.last == nil {
+		return a.apply(want)
+	}
+	var plans []*tablePlan
+	for _, fam := range families {
+		plans = append(plans, diffKnown(want.table(fam), a.last.table(fam), fam))
+	}
+	if !slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
+		ch, err := a.commit(plans)
+		if err != nil {
+			return ch, err
+		}
+		if err := a.verifyChanged(plans); err != nil {
+			a.last = nil
+			return ch, err
+		}
+		a.installed(want)
+		return ch, nil
+	}
+	ch, err := a.commitVerified(plans)
+	if err != nil {
+		return ch, err
+	}
+	a.installed(want)
+	return ch, nil
+}
+
+// installed keeps want, encoded, as what the kernel holds.
+func (a *Applier) installed(want *Ruleset) { a.last, a.model = want, nil }
+
+func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
+	var plans []*tablePlan
+	for _, fam := range families {
+		have, err := readTable(a.k, fam, TableName, true)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, a.diffOne(want.table(fam), have, fam))
+	}
+	return plans, nil
+}
+
+// diffKnown compares the desired encoded table with the encoded one the
+// applier installed last (update of an encoded ruleset, such as one parsed
+// from text), without the kernel: chains by name and text, sets by name,
+// elements by text. A model is diffed by diffModel instead, which encodes
+// only what it sends; diffKnown of the two models' encodings is its
+// oracle (TestDiffModelEqualsFresh).
+func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
+	tp := newTablePlan(want, fam)
+	switch {
+	case want == nil && last == nil:
+		return tp
+	case want == nil:
+		tp.have = &kernelTable{table: &nftables.Table{Family: fam, Name: last.Name}}
+		tp.changes.Delete = true
+		return tp
+	case last == nil:
+		tp.replace(ReasonMissing)
+		return tp
+	}
+
+	// Sets.
+	lastSets, wantSets := trimSame(last.Sets, want.Sets)
+	added, removed, common := alignDiff(lastSets, wantSets, func(s *Set) string { return s.Name },
+		func(x, y *Set) bool { return x == y })
+	for _, s := range added {
+		tp.addSet(s)
+	}
+	for _, s := range removed {
+		tp.removeSet(s.Name)
+	}
+	for _, pair := range common {
+		old, s := pair[0], pair[1]
+		if old.Decl != s.Decl {
+			tp.replace("set " + s.Name + ": declaration changed")
+			return tp
+		}
+		if s.Template.Dynamic {
+			continue
+		}
+		if s.udata != nil {
+			tp.diffEndpointElems(s, allElems(old), elementTexts(old))
+			continue
+		}
+		eAdded, eRemoved := diffElems(old, s)
+		if len(eAdded)+len(eRemoved) == 0 {
+			continue
+		}
+		if s.Template.Interval {
+			tp.flushSet(s, elementChanges(s.Name, eAdded), elementChanges(s.Name, eRemoved))
+			continue
+		}
+		tp.changes.Ops++
+		for _, e := range eAdded {
+			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
+			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
+			tp.changes.Bytes += elementBytes(e.Elems)
+		}
+		for _, e := range eRemoved {
+			tp.delElems[s.Name] = append(tp.delElems[s.Name], e.Elems...)
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: e.Text})
+			tp.changes.Bytes += elementBytes(e.Elems)
+		}
+	}
+
+	// Chains.
+	if chainsSum(want) == chainsSum(last) && len(want.Chains) == len(last.Chains) {
+		return tp
+	}
+	lastChains, wantChains := trimSame(last.Chains, want.Chains)
+	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *Chain) string { return c.Name },
+		func(x, y *Chain) bool { return x == y || x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
+	for _, ch := range cAdded {
+		if ch.Base != nil {
+			tp.replace("base chain " + ch.Name + " added")
+			return tp
+		}
+		tp.addChain(ch, fam)
+	}
+	for _, pair := range cCommon {
+		old, ch := pair[0], pair[1]
+		if baseDiffers(old.Base, ch.Base) {
+			tp.replace("chain " + ch.Name + ": hook changed")
+			return tp
+		}
+		if old.Text != ch.Text {
+			tp.changeChain(ch, fam)
+		}
+	}
+	for _, ch := range cRemoved {
+		if ch.Base != nil {
+			tp.replace("base chain " + ch.Name + " removed")
+			return tp
+		}
+		tp.removeChain(ch.Name)
+	}
+	return tp
+}
+
+// diffElems compares two versions of a set's encoded elements by text
+// (the text is the element): those only b has (added, in b's order) and
+// those only a has (removed, in a's order).
+func diffElems(a, b *Set) (added, removed []Element) {
+	added, removed, _ = alignDiff(a.Elements, b.Elements, func(e Element) string { return e.Text }, nil)
+	return added, removed
+}
+
+// baseDiffers tells whether two parsed chains hang on different hooks.
+func baseDiffers(a, b *BaseChain) bool {
+	if a == nil || b == nil {
+		return a != b
+	}
+	return a.Type != b.Type || a.Policy != b.Policy ||
+		a.Hooknum == nil || b.Hooknum == nil || *a.Hooknum != *b.Hooknum ||
+		a.Priority == nil || b.Priority == nil || *a.Priority != *b.Priority
+}
+
+// Encode returns the ruleset of the model m with every rule, set and
+// element encoded for netlink (nftmodel's encoding: what nft sends for the
+// model's text). Tables, chains and sets keep the model's order. The
+// encoding is transient: the applier keeps the model it installed, not
+// its encoding (see diffModel), and encodes whole only what it sends
+// whole (a full sync, a replace).
+func Encode(m *nftmodel.Ruleset) *Ruleset {
+	rs := &Ruleset{}
+	for _, mt := range m.Tables {
+		rs.Tables = append(rs.Tables, encodeTable(mt))
+	}
+	return rs
+}
+
+// elementChanges reports elements of a set.
+func elementChanges(set string, elems []Element) []ElementChange {
+	var out []ElementChange
+	for _, e := range elems {
+		out = append(out, ElementChange{Set: set, Text: e.Text})
+	}
+	return out
+}
+
+// table returns the table of a family, or nil.
+func (rs *Ruleset) table(fam nftables.TableFamily) *Table {
+	if rs == nil {
+		return nil
+	}
+	for _, t := range rs.Tables {
+		if t.Family == fam {
+			return t
+		}
+	}
+	return nil
+}
+
+// chainsSum sums a hash of every chain of t (name, hook and rules), in any
+// order: two tables with equal sums have, but for a 2^-64 chance, the same
+// chains (diffKnown skips comparing them one by one).
+func chainsSum(t *Table) uint64 {
+	var sum uint64
+	for _, ch := range t.Chains {
+		sum += chainHash(ch, ch.Text)
+	}
+	return sum
+}
+
+// chainHash hashes a chain: its name, hook and rule lines (text).
+func chainHash(ch *Chain, text string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(sumSeed)
+	h.WriteString(ch.Name)
+	h.WriteByte(0)
+	if b := ch.Base; b != nil {
+		h.WriteString(string(b.Type))
+		fmt.Fprintf(&h, " %d", b.Policy)
+		if b.Hooknum != nil {
+			fmt.Fprintf(&h, " hook %d", *b.Hooknum)
+		}
+		if b.Priority != nil {
+			fmt.Fprintf(&h, " priority %d", *b.Priority)
+		}
+		h.WriteByte(0)
+	}
+	h.WriteString(text)
+	return h.Sum64()
+}

@@ -1,7 +1,8 @@
 // Command fleetbench measures what a probe.Prober costs: run by
 // scripts/bench-probe inside a network namespace of its own, once as the
 // fleet ("serve": one HTTP listener per port on the wildcard address, so
-// that every 127.x.y.z of the namespace's loopback answers) and once as
+// that every 127.x.y.z of the namespace's loopback answers, and as many
+// gRPC health servers on the ports after them) and once as
 // the prober ("probe": N targets spread over addresses × ports, probed
 // with the real clock for a bounded time), which prints one markdown
 // table row with its CPU (getrusage, user + system, in % of one core) and
@@ -31,6 +32,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/plan"
@@ -59,14 +63,16 @@ func main() {
 }
 
 // serve listens on ports base..base+ports-1 of every address and answers
-// every HTTP request 200 with a short body, until killed.
+// every HTTP request 200 with a short body, and on the next ports ports
+// (grpcBase) serves grpc.health.v1 with every service SERVING, until
+// killed.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	base := fs.Int("base", 20000, "first port")
-	ports := fs.Int("ports", 100, "number of ports")
+	ports := fs.Int("ports", 100, "number of ports (of each kind)")
 	fs.Parse(args)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	errc := make(chan error, *ports)
+	errc := make(chan error, 2**ports)
 	for i := range *ports {
 		lis, err := net.Listen("tcp", ":"+strconv.Itoa(*base+i))
 		if err != nil {
@@ -75,8 +81,21 @@ func serve(args []string) error {
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() { errc <- srv.Serve(lis) }()
 	}
+	hs := health.NewServer() // "" and any other service: SERVING
+	for i := range *ports {
+		lis, err := net.Listen("tcp", ":"+strconv.Itoa(grpcBase(*base, *ports)+i))
+		if err != nil {
+			return err
+		}
+		srv := grpc.NewServer()
+		healthpb.RegisterHealthServer(srv, hs)
+		go func() { errc <- srv.Serve(lis) }()
+	}
 	return <-errc
 }
+
+// grpcBase is the first port of the fleet's gRPC listeners.
+func grpcBase(base, ports int) int { return base + ports }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("probe", flag.ExitOnError)
@@ -85,11 +104,15 @@ func run(args []string) error {
 	ports := fs.Int("ports", 100, "ports of the fleet")
 	period := fs.Duration("period", 10*time.Second, "probe period (whole seconds)")
 	duration := fs.Duration("duration", 30*time.Second, "how long to probe")
-	action := fs.String("action", "tcpSocket", "tcpSocket or httpGet")
+	action := fs.String("action", "tcpSocket", "tcpSocket, httpGet or grpc")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the probing to this file")
 	fs.Parse(args)
 
-	if err := waitFleet(*base, *ports); err != nil {
+	first := *base // of the listeners probed
+	if *action == string(plan.ProbeGRPC) {
+		first = grpcBase(*base, *ports)
+	}
+	if err := waitFleet(first, *ports); err != nil {
 		return err
 	}
 	var probes, failed atomic.Int64
@@ -108,7 +131,7 @@ func run(args []string) error {
 			addr = addr.Next()
 		}
 		ts = append(ts, probe.Target{Addr: addr, Probe: plan.Probe{
-			Action: plan.ProbeAction(*action), Port: uint16(*base + i%*ports), Scheme: "HTTP", Path: "/healthz",
+			Action: plan.ProbeAction(*action), Port: uint16(first + i%*ports), Scheme: "HTTP", Path: "/healthz",
 			PeriodSeconds: int32(*period / time.Second), TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
 		}})
 	}

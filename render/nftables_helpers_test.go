@@ -35,3 +35,9 @@ func nftHash(readable string) string {
 func nftName(prefix, hash, readable string) string {
 	return string(appendNFTName(nil, prefix, []byte(hash), []byte(readable)))
 }
+
+// appendPickMap appends the endpoint map of one bucket's picks, sorted by
+// slot (pickMapSet).
+func appendPickMap(b []byte, fam nftFamily, picks []*nftPick) []byte {
+	return pickMapSet(fam, picks).AppendText(b, fam.model)
+}

@@ -153,9 +153,3 @@ var pickMapNames = func() (names [pickBuckets]string) {
 	}
 	return names
 }()
-
-// appendPickMap appends the endpoint map of one bucket's picks, sorted by
-// slot (pickMapSet).
-func appendPickMap(b []byte, fam nftFamily, picks []*nftPick) []byte {
-	return pickMapSet(fam, picks).AppendText(b, fam.model)
-}

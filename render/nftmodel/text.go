@@ -130,15 +130,6 @@ func (h *Hook) AppendText(b []byte) []byte {
 	return b
 }
 
-// RuleTexts returns the chain's rule lines.
-func (c *Chain) RuleTexts(f Family) []string {
-	out := make([]string, len(c.Rules))
-	for i, r := range c.Rules {
-		out[i] = r.Text(f)
-	}
-	return out
-}
-
 // CommentText is s kept on one line and inside quotes, as the file writes
 // a comment: control characters, quotes and backslashes become "_", and
 // each byte of invalid UTF-8 becomes U+FFFD (as strings.Map does).

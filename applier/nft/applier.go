@@ -30,7 +30,7 @@ type Applier struct {
 	model *nftmodel.Ruleset
 	// last is the same for an encoded ruleset installed without a model:
 	// only the tests do that (encoded_test.go, the oracle of the model's
-	// diff), and the clearing below keeps it honest for them.
+	// diff); installedModel, Forget and a failed check clear it.
 	last *Ruleset
 	// refused tells that the kernel refused the last batch: the next
 	// sync replaces the tables whole rather than trust a diff.

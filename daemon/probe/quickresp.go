@@ -3,6 +3,8 @@ package probe
 import (
 	"bytes"
 	"io"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // quickResponse reads the common response from b, all that was read of
@@ -55,7 +57,7 @@ func quickResponse(b []byte, end error) (status int, location string, ok bool) {
 			return 0, "", false
 		}
 		for _, c := range name {
-			if !tokenByte(c) {
+			if !httpguts.IsTokenRune(rune(c)) {
 				return 0, "", false
 			}
 		}
@@ -92,16 +94,6 @@ func quickResponse(b []byte, end error) (status int, location string, ok bool) {
 }
 
 var crlf = []byte("\r\n")
-
-// tokenByte tells whether c may be in a header field's name (RFC 9110's
-// tchar).
-func tokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
-}
 
 // plainValue tells whether v holds only visible ASCII, spaces and tabs:
 // what every reader takes as it is.

@@ -327,9 +327,40 @@ func (c *compilation) refPods(e *schema.Endpoints, ss []*schema.EndpointSlice) [
 //     when every candidate carries hints and one names this node's zone
 //     (node hints likewise, before zone hints). Topology never narrows the
 //     terminating fallback.
+//
+// Each IP family is chosen on its own, as kube-proxy runs one proxier per
+// family: the IPv6 endpoints of a dual-stack Service neither hide the
+// IPv4 ones' terminating fallback nor take their place in a zone.
 func pick(eps []plan.Endpoint, svc *plan.Service, distribution string, node plan.Node) (cluster, external []int) {
-	all := usable(eps, func(plan.Endpoint) bool { return true })
-	local := usable(eps, func(e plan.Endpoint) bool { return e.NodeName == node.Name })
+	c4, x4 := pickFamily(eps, 0, svc, distribution, node)
+	c6, x6 := pickFamily(eps, 1, svc, distribution, node)
+	cluster = joinSorted(c4, c6)
+	if slices.Equal(x4, c4) && slices.Equal(x6, c6) {
+		return cluster, cluster
+	}
+	return cluster, joinSorted(x4, x6)
+}
+
+// joinSorted joins two sorted index lists into one sorted list.
+func joinSorted(a, b []int) []int {
+	switch {
+	case len(b) == 0:
+		return a
+	case len(a) == 0:
+		return b
+	}
+	out := append(slices.Clip(a), b...)
+	if a[len(a)-1] > b[0] {
+		slices.Sort(out)
+	}
+	return out
+}
+
+// pickFamily is pick over the endpoints of one IP family.
+// fam is family's: 0 for IPv4, 1 for IPv6.
+func pickFamily(eps []plan.Endpoint, fam int, svc *plan.Service, distribution string, node plan.Node) (cluster, external []int) {
+	all := usable(eps, func(e plan.Endpoint) bool { return family(e) == fam })
+	local := usable(eps, func(e plan.Endpoint) bool { return family(e) == fam && e.NodeName == node.Name })
 	topo := all
 	if len(all) > 0 && eps[all[0]].Ready {
 		// Topology narrows ready endpoints only: the terminating fallback

@@ -47,6 +47,12 @@ func TestPick(t *testing.T) {
 		{name: "prefer same zone, none in zone", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a")}, distribution: "PreferSameZone", node: node3, wantCluster: "[0]", wantExternal: "[0]"},
 		{name: "prefer same node", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a"), ready("10.0.0.2", "node-2", "a")}, distribution: "PreferSameNode", node: node1, wantCluster: "[0]", wantExternal: "[0]"},
 		{name: "prefer same node falls back to zone", eps: []plan.Endpoint{ready("10.0.0.1", "node-2", "a"), ready("10.0.0.2", "node-3", "b")}, distribution: "PreferSameNode", node: node1, wantCluster: "[0]", wantExternal: "[0]"},
+		// Each IP family is chosen on its own, as kube-proxy's proxier per family.
+		{name: "dual-stack: a ready IPv6 endpoint leaves the IPv4 terminating fallback", eps: []plan.Endpoint{draining("10.0.5.1", "node-2", "a"), ready("fd00:5::1", "node-2", "a")}, node: node1, wantCluster: "[0 1]", wantExternal: "[0 1]"},
+		{name: "dual-stack: zone preference per family", eps: []plan.Endpoint{ready("10.0.0.1", "node-2", "b"), ready("10.0.0.2", "node-2", "b"), ready("fd00::1", "node-1", "a"), ready("fd00::2", "node-2", "b")}, distribution: "PreferClose", node: node1, wantCluster: "[0 1 2]", wantExternal: "[0 1 2]"},
+		{name: "dual-stack: zone hints per family", eps: []plan.Endpoint{ready("10.0.0.1", "node-2", "b", "b"), ready("fd00::1", "node-1", "a", "a")}, node: node1, wantCluster: "[0 1]", wantExternal: "[0 1]"},
+		{name: "dual-stack: local per family", eps: []plan.Endpoint{draining("10.0.0.1", "node-1", "a"), ready("10.0.0.2", "node-2", "a"), ready("fd00::1", "node-1", "a")}, svc: plan.Service{InternalLocal: true}, node: node1, wantCluster: "[0 2]", wantExternal: "[1 2]"},
+		{name: "dual-stack: IPv4-mapped IPv6 counts as IPv4", eps: []plan.Endpoint{draining("::ffff:10.0.0.1", "node-2", "a"), ready("fd00::1", "node-2", "a")}, node: node1, wantCluster: "[0 1]", wantExternal: "[0 1]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -139,8 +139,9 @@ type probedService struct {
 // withView applies a NotReady view to base, a Service compiled with the
 // tree's readiness: its failing endpoints become not ready and not
 // serving, and the ports' picks are made again. A port whose Cluster or
-// External endpoints would become none while the tree's view has some
-// keeps the tree's view (fail open). last, when not nil, is the result of
+// External endpoints of an IP family would become none while the tree's
+// view has some keeps the tree's view (fail open): each family is a data
+// plane of its own, as the endpoints are picked per family. last, when not nil, is the result of
 // an earlier call for the same base; it is returned when the same
 // endpoints fail. The result is nil when no endpoint of base fails.
 func withView(o *schema.Service, base *plan.Service, node plan.Node, notReady NotReady, last *probedService) *probedService {
@@ -174,7 +175,7 @@ func withView(o *schema.Service, base *plan.Service, node plan.Node, notReady No
 			e.Ready, e.Serving = false, false
 		}
 		cluster, external := pick(eps, &ps.out, o.Spec.TrafficDistribution, node)
-		if len(bp.Cluster) > 0 && len(cluster) == 0 || len(bp.External) > 0 && len(external) == 0 {
+		if emptiedFamily(eps, bp.Cluster, cluster) || emptiedFamily(eps, bp.External, external) {
 			ps.failOpen = true
 			continue // the tree's view stands for this port
 		}
@@ -182,4 +183,25 @@ func withView(o *schema.Service, base *plan.Service, node plan.Node, notReady No
 		pp.Endpoints, pp.Cluster, pp.External = eps, cluster, external
 	}
 	return ps
+}
+
+// emptiedFamily tells whether an IP family has endpoints in before and
+// none in after (indexes into eps).
+func emptiedFamily(eps []plan.Endpoint, before, after []int) bool {
+	var had, has [2]bool // IPv4, IPv6
+	for _, i := range before {
+		had[family(eps[i])] = true
+	}
+	for _, i := range after {
+		has[family(eps[i])] = true
+	}
+	return had[0] && !has[0] || had[1] && !has[1]
+}
+
+// family is 0 for an IPv4 endpoint, 1 for an IPv6 one.
+func family(e plan.Endpoint) int {
+	if e.IP.Unmap().Is4() {
+		return 0
+	}
+	return 1
 }

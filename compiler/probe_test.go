@@ -106,6 +106,10 @@ func TestCompileNotReady(t *testing.T) {
 			cluster: []string{"10.50.0.1:8443", "10.50.0.2:8443"}, failOpen: []string{"shop/legacy"}},
 		{name: "annotation: one fails", node: "node-a", failing: []string{"10.50.0.2"}, svc: "shop/legacy", port: "https",
 			cluster: []string{"10.50.0.1:8443"}, notReady: []string{"10.50.0.2:8443"}},
+		{name: "dual-stack: the only IPv4 endpoint fails: that family fails open", node: "node-a", failing: []string{"10.50.1.1"}, svc: "shop/dual", port: "http",
+			cluster: []string{"10.50.1.1:8080", "[fd00:50:1::1]:8080", "[fd00:50:1::2]:8080"}, failOpen: []string{"shop/dual"}},
+		{name: "dual-stack: one IPv6 endpoint fails", node: "node-a", failing: []string{"fd00:50:1::2"}, svc: "shop/dual", port: "http",
+			cluster: []string{"10.50.1.1:8080", "[fd00:50:1::1]:8080"}, notReady: []string{"[fd00:50:1::2]:8080"}},
 		{name: "nothing fails", node: "node-a", svc: "shop/web", port: "http",
 			cluster: []string{"10.244.1.10:8080", "10.244.1.12:8080", "10.244.2.10:8080"}},
 	}

@@ -670,6 +670,14 @@ func flowsOf(services []*plan.Service, nodeIPs []netip.Addr) []conntrack.Flow {
 			if port.NodePort != 0 {
 				add(nodeIPs, port.NodePort, port.External)
 			}
+			if port.ShortCircuit != nil {
+				// Pods and the node reach the external frontends' short-circuit.
+				add(s.ExternalIPs, port.Port, port.ShortCircuit)
+				add(s.LoadBalancerIPs, port.Port, port.ShortCircuit)
+				if port.NodePort != 0 {
+					add(nodeIPs, port.NodePort, port.ShortCircuit)
+				}
+			}
 		}
 	}
 	return flows

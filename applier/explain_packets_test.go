@@ -38,7 +38,9 @@ import (
 // The client sends from explain's default source (198.51.100.10 or
 // 2001:db8::10, inside the examples' loadBalancerSourceRanges); a
 // LoadBalancer frontend with source ranges is also tried from 192.0.2.7,
-// outside them. Topology:
+// outside them, and the IPv4 external frontends of Services with
+// externalTrafficPolicy Local from 10.244.250.10, a pod address (kube-proxy's
+// short-circuit, which internalTrafficPolicy Local does not narrow). Topology:
 //
 //	client ── node ── upstream (drops: the route of un-DNATed traffic)
 //	             └── one namespace per endpoint address of the plan
@@ -72,6 +74,7 @@ const (
 	explainClient  = "198.51.100.10" // explain.DefaultSource of IPv4
 	explainClient6 = "2001:db8::10"  // explain.DefaultSource of IPv6
 	explainDenied  = "192.0.2.7"     // outside every loadBalancerSourceRanges of the examples
+	explainPod     = "10.244.250.10" // in the examples' pod CIDR, on no node: kube-proxy's short-circuit
 	explainGW      = "169.254.0.1"   // node-1's address on every endpoint link
 	explainGW6     = "fd00:ffff::1"
 )
@@ -102,7 +105,8 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 	for _, ip := range p.Node.IPs {
 		nodeAddrs = append(nodeAddrs, netip.PrefixFrom(ip, ip.BitLen()).String())
 	}
-	testnet.Link(client, []string{explainClient + "/24", explainDenied + "/24", explainClient6 + "/64"}, node, nodeAddrs)
+	nodeAddrs = append(nodeAddrs, "10.244.250.1/24")
+	testnet.Link(client, []string{explainClient + "/24", explainDenied + "/24", explainPod + "/24", explainClient6 + "/64"}, node, nodeAddrs)
 	client.Route("default", "198.51.100.1")
 	client.Route("default", "2001:db8::1")
 	testnet.Link(node, []string{"198.18.0.1/24", "fd00:198:18::1/64"}, upstream, []string{"198.18.0.2/24", "fd00:198:18::2/64"})
@@ -147,7 +151,7 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 	nodeInstaller(false)(t, node)(t, p)
 
 	kinds, verdicts := map[string]int{}, map[string]int{}
-	left := 0
+	left, shortCircuits := 0, 0
 	for i := range p.Services {
 		s := &p.Services[i]
 		for _, pk := range explain.Frontends(p, s) {
@@ -168,9 +172,16 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 				}
 				checkExplained(t, client, s, x, explainDenied)
 			}
+			if x.Frontend != "cluster IP" && s.ExternalLocal && pk.Dst.Is4() {
+				// From a pod: externalTrafficPolicy Local's short-circuit.
+				pk.Src = netip.MustParseAddr(explainPod)
+				x := explain.Packet(p, tree.Objects, pk)
+				shortCircuits++
+				checkExplained(t, client, s, x, explainPod)
+			}
 		}
 	}
-	t.Logf("frontends checked by kind: %v, by verdict: %v; SCTP frontends left out: %d", kinds, verdicts, left)
+	t.Logf("frontends checked by kind: %v, by verdict: %v; from a pod, to external frontends under policy Local: %d; SCTP frontends left out: %d", kinds, verdicts, shortCircuits, left)
 	if kinds["cluster IP"] == 0 {
 		t.Errorf("no cluster IP frontend in %s", dir)
 	}
@@ -182,6 +193,9 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 			if kinds[k] == 0 {
 				t.Errorf("kitchen-sink: no %s frontend was checked", k)
 			}
+		}
+		if shortCircuits == 0 {
+			t.Errorf("kitchen-sink: no external frontend under policy Local was tried from a pod")
 		}
 	}
 }

@@ -13,7 +13,7 @@ func Complete(p *plan.Plan, namespaces []string) {
 		s := &p.Services[i]
 		for j := range s.Ports {
 			pp := &s.Ports[j]
-			pp.Cluster, pp.External = pick(pp.Endpoints, s, "", p.Node)
+			pp.Cluster, pp.External, pp.ShortCircuit = pick(pp.Endpoints, s, "", p.Node)
 		}
 	}
 	p.DNS = dnsRecords(p)

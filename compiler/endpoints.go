@@ -320,7 +320,9 @@ func (c *compilation) refPods(e *schema.Endpoints, ss []*schema.EndpointSlice) [
 //   - ready endpoints; when none is ready, the serving and terminating
 //     ones (the terminating fallback, so that connections drain);
 //   - a Local traffic policy keeps only this node's endpoints (and then no
-//     endpoint means drop, which the renderer decides);
+//     endpoint means drop, which the renderer decides); when both policies
+//     are Local, short is what kube-proxy's short-circuit of pod and node
+//     traffic to the external frontends picks from (plan.Port.ShortCircuit);
 //   - topology, for Cluster policies: trafficDistribution PreferSameNode
 //     keeps this node's endpoints when it has ready ones, PreferSameZone
 //     and PreferClose this zone's; zone hints of EndpointSlices are used
@@ -331,14 +333,20 @@ func (c *compilation) refPods(e *schema.Endpoints, ss []*schema.EndpointSlice) [
 // Each IP family is chosen on its own, as kube-proxy runs one proxier per
 // family: the IPv6 endpoints of a dual-stack Service neither hide the
 // IPv4 ones' terminating fallback nor take their place in a zone.
-func pick(eps []plan.Endpoint, svc *plan.Service, distribution string, node plan.Node) (cluster, external []int) {
-	c4, x4 := pickFamily(eps, 0, svc, distribution, node)
-	c6, x6 := pickFamily(eps, 1, svc, distribution, node)
+func pick(eps []plan.Endpoint, svc *plan.Service, distribution string, node plan.Node) (cluster, external, short []int) {
+	c4, x4, t4 := pickFamily(eps, 0, svc, distribution, node)
+	c6, x6, t6 := pickFamily(eps, 1, svc, distribution, node)
 	cluster = joinSorted(c4, c6)
-	if slices.Equal(x4, c4) && slices.Equal(x6, c6) {
-		return cluster, cluster
+	external = cluster
+	if !slices.Equal(x4, c4) || !slices.Equal(x6, c6) {
+		external = joinSorted(x4, x6)
 	}
-	return cluster, joinSorted(x4, x6)
+	if svc.InternalLocal && svc.ExternalLocal && (!slices.Equal(t4, c4) || !slices.Equal(t6, c6)) {
+		// kube-proxy's short-circuit of pod and node traffic to external
+		// frontends is subject to neither policy.
+		short = joinSorted(slices.Clone(t4), t6)
+	}
+	return cluster, external, short
 }
 
 // joinSorted joins two sorted index lists into one sorted list.
@@ -356,12 +364,12 @@ func joinSorted(a, b []int) []int {
 	return out
 }
 
-// pickFamily is pick over the endpoints of one IP family.
-// fam is family's: 0 for IPv4, 1 for IPv6.
-func pickFamily(eps []plan.Endpoint, fam int, svc *plan.Service, distribution string, node plan.Node) (cluster, external []int) {
+// pickFamily is pick over the endpoints of one IP family, fam (0 for
+// IPv4, 1 for IPv6); topo is the set of policy Cluster.
+func pickFamily(eps []plan.Endpoint, fam int, svc *plan.Service, distribution string, node plan.Node) (cluster, external, topo []int) {
 	all := usable(eps, func(e plan.Endpoint) bool { return family(e) == fam })
 	local := usable(eps, func(e plan.Endpoint) bool { return family(e) == fam && e.NodeName == node.Name })
-	topo := all
+	topo = all
 	if len(all) > 0 && eps[all[0]].Ready {
 		// Topology narrows ready endpoints only: the terminating fallback
 		// uses every draining endpoint, as kube-proxy does.
@@ -374,7 +382,7 @@ func pickFamily(eps []plan.Endpoint, fam int, svc *plan.Service, distribution st
 	if svc.ExternalLocal {
 		external = local
 	}
-	return cluster, external
+	return cluster, external, topo
 }
 
 // usable returns the indexes of the ready endpoints that keep holds for,

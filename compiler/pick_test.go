@@ -30,6 +30,7 @@ func TestPick(t *testing.T) {
 		node         plan.Node
 		wantCluster  string
 		wantExternal string
+		wantShort    string // "" for nil: the short-circuit uses the cluster set
 	}{
 		{name: "ready only", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a"), notReady("10.0.0.2", "node-1", "a")}, node: node1, wantCluster: "[0]", wantExternal: "[0]"},
 		{name: "terminating fallback", eps: []plan.Endpoint{draining("10.0.0.1", "node-2", "a"), notReady("10.0.0.2", "node-1", "a")}, node: node1, wantCluster: "[0]", wantExternal: "[0]"},
@@ -47,6 +48,13 @@ func TestPick(t *testing.T) {
 		{name: "prefer same zone, none in zone", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a")}, distribution: "PreferSameZone", node: node3, wantCluster: "[0]", wantExternal: "[0]"},
 		{name: "prefer same node", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a"), ready("10.0.0.2", "node-2", "a")}, distribution: "PreferSameNode", node: node1, wantCluster: "[0]", wantExternal: "[0]"},
 		{name: "prefer same node falls back to zone", eps: []plan.Endpoint{ready("10.0.0.1", "node-2", "a"), ready("10.0.0.2", "node-3", "b")}, distribution: "PreferSameNode", node: node1, wantCluster: "[0]", wantExternal: "[0]"},
+		// Both policies Local: kube-proxy's short-circuit of pod and node
+		// traffic to external frontends is subject to neither.
+		{name: "both Local: short-circuit to every endpoint", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a"), ready("10.0.0.2", "node-2", "a")}, svc: plan.Service{InternalLocal: true, ExternalLocal: true}, node: node1, wantCluster: "[0]", wantExternal: "[0]", wantShort: "[0 1]"},
+		{name: "both Local, no local endpoint", eps: []plan.Endpoint{ready("10.0.0.2", "node-2", "a")}, svc: plan.Service{InternalLocal: true, ExternalLocal: true}, node: node1, wantCluster: "[]", wantExternal: "[]", wantShort: "[0]"},
+		{name: "both Local, every endpoint local", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a")}, svc: plan.Service{InternalLocal: true, ExternalLocal: true}, node: node1, wantCluster: "[0]", wantExternal: "[0]"},
+		{name: "both Local, short-circuit keeps topology", eps: []plan.Endpoint{ready("10.0.0.1", "node-2", "a"), ready("10.0.0.2", "node-3", "b")}, svc: plan.Service{InternalLocal: true, ExternalLocal: true}, distribution: "PreferClose", node: node1, wantCluster: "[]", wantExternal: "[]", wantShort: "[0]"},
+		{name: "both Local, dual-stack", eps: []plan.Endpoint{ready("10.0.0.1", "node-1", "a"), ready("fd00::1", "node-1", "a"), ready("fd00::2", "node-2", "a")}, svc: plan.Service{InternalLocal: true, ExternalLocal: true}, node: node1, wantCluster: "[0 1]", wantExternal: "[0 1]", wantShort: "[0 1 2]"},
 		// Each IP family is chosen on its own, as kube-proxy's proxier per family.
 		{name: "dual-stack: a ready IPv6 endpoint leaves the IPv4 terminating fallback", eps: []plan.Endpoint{draining("10.0.5.1", "node-2", "a"), ready("fd00:5::1", "node-2", "a")}, node: node1, wantCluster: "[0 1]", wantExternal: "[0 1]"},
 		{name: "dual-stack: zone preference per family", eps: []plan.Endpoint{ready("10.0.0.1", "node-2", "b"), ready("10.0.0.2", "node-2", "b"), ready("fd00::1", "node-1", "a"), ready("fd00::2", "node-2", "b")}, distribution: "PreferClose", node: node1, wantCluster: "[0 1 2]", wantExternal: "[0 1 2]"},
@@ -56,12 +64,15 @@ func TestPick(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, e := pick(tc.eps, &tc.svc, tc.distribution, tc.node)
+			c, e, sc := pick(tc.eps, &tc.svc, tc.distribution, tc.node)
 			if got := fmt.Sprint(orEmpty(c)); got != tc.wantCluster {
 				t.Errorf("cluster endpoints %s, want %s", got, tc.wantCluster)
 			}
 			if got := fmt.Sprint(orEmpty(e)); got != tc.wantExternal {
 				t.Errorf("external endpoints %s, want %s", got, tc.wantExternal)
+			}
+			if got := fmt.Sprint(sc); sc == nil && tc.wantShort != "" || sc != nil && got != tc.wantShort {
+				t.Errorf("short-circuit endpoints %v, want %q", sc, tc.wantShort)
 			}
 		})
 	}

@@ -339,7 +339,7 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 		}
 		if sp.Type != "ExternalName" {
 			pp.Endpoints = c.endpointsOf(o, port, fams, sel)
-			pp.Cluster, pp.External = pick(pp.Endpoints, &ps, sp.TrafficDistribution, node)
+			pp.Cluster, pp.External, pp.ShortCircuit = pick(pp.Endpoints, &ps, sp.TrafficDistribution, node)
 		}
 		ps.Ports = append(ps.Ports, pp)
 	}

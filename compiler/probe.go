@@ -174,13 +174,18 @@ func withView(o *schema.Service, base *plan.Service, node plan.Node, notReady No
 			e := &eps[failing[k].ep]
 			e.Ready, e.Serving = false, false
 		}
-		cluster, external := pick(eps, &ps.out, o.Spec.TrafficDistribution, node)
-		if emptiedFamily(eps, bp.Cluster, cluster) || emptiedFamily(eps, bp.External, external) {
+		cluster, external, short := pick(eps, &ps.out, o.Spec.TrafficDistribution, node)
+		shortSet := short
+		if shortSet == nil {
+			shortSet = cluster
+		}
+		if emptiedFamily(eps, bp.Cluster, cluster) || emptiedFamily(eps, bp.External, external) ||
+			emptiedFamily(eps, bp.ShortCircuitSet(), shortSet) {
 			ps.failOpen = true
 			continue // the tree's view stands for this port
 		}
 		pp := &ps.out.Ports[i]
-		pp.Endpoints, pp.Cluster, pp.External = eps, cluster, external
+		pp.Endpoints, pp.Cluster, pp.External, pp.ShortCircuit = eps, cluster, external, short
 	}
 	return ps
 }

@@ -53,8 +53,8 @@ func newProbes(p prober) *probes {
 }
 
 // targetsOf lists the distinct checks of a plan, in plan order: those
-// of the endpoints that carry traffic from this node (in a port's Cluster
-// or External set), of every endpoint of a headless Service (this node
+// of the endpoints that carry traffic from this node (in a port's Cluster,
+// External or ShortCircuit set), of every endpoint of a headless Service (this node
 // serves their DNS answers), and of the addresses in keep (failing now:
 // out of their sets for that reason). An endpoint only other nodes use (a
 // Local traffic policy, topology) is not probed here.
@@ -66,7 +66,7 @@ func targetsOf(p *plan.Plan, keep map[netip.Addr]bool) (targets []probe.Target, 
 		for j := range s.Ports {
 			port := &s.Ports[j]
 			for k, e := range port.Endpoints {
-				if len(e.Probes) == 0 || !s.Headless && !keep[e.IP] && !slices.Contains(port.Cluster, k) && !slices.Contains(port.External, k) {
+				if len(e.Probes) == 0 || !s.Headless && !keep[e.IP] && !slices.Contains(port.Cluster, k) && !slices.Contains(port.External, k) && !slices.Contains(port.ShortCircuit, k) {
 					continue
 				}
 				for _, pr := range e.Probes {

@@ -223,10 +223,16 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	}
 	switch d.Set {
 	case "cluster":
-		if d.Frontend != "cluster IP" {
+		switch {
+		case d.Frontend == "cluster IP":
+			x.step("endpoint set: cluster (internal traffic), %d of the port's %d endpoints of this IP family", fam(port.Cluster), fam(all))
+		case port.ShortCircuit != nil:
+			x.step("externalTrafficPolicy Local short-circuit: traffic from a pod or from this node is subject to neither traffic policy (as kube-proxy)")
+			x.step("endpoint set: short-circuit, %d of the port's %d endpoints of this IP family", fam(port.ShortCircuit), fam(all))
+		default:
 			x.step("externalTrafficPolicy Local short-circuit: traffic from a pod or from this node uses the cluster set, as through the cluster IP")
+			x.step("endpoint set: cluster (internal traffic), %d of the port's %d endpoints of this IP family", fam(port.Cluster), fam(all))
 		}
-		x.step("endpoint set: cluster (internal traffic), %d of the port's %d endpoints of this IP family", fam(port.Cluster), fam(all))
 	case "external":
 		x.step("endpoint set: external, %d of the port's %d endpoints of this IP family", fam(port.External), fam(all))
 	}
@@ -383,8 +389,11 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 		anyReady = anyReady || e.Ready && e.IP.Is4() == pk.Dst.Unmap().Is4()
 	}
 	local := s.InternalLocal
-	if d.Set == "external" {
+	switch {
+	case d.Set == "external":
 		local = s.ExternalLocal
+	case d.Frontend != "cluster IP" && port.ShortCircuit != nil:
+		local = false // the short-circuit is subject to neither policy
 	}
 	failOpen := slices.Contains(x.failOpen, s.Key())
 	for _, e := range port.Endpoints {

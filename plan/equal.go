@@ -28,7 +28,8 @@ func Shared[T any](a, b []T) bool {
 func (p Port) Equal(o Port) bool {
 	return p.Name == o.Name && p.Protocol == o.Protocol && p.Port == o.Port && p.NodePort == o.NodePort &&
 		slices.EqualFunc(p.Endpoints, o.Endpoints, Endpoint.Equal) &&
-		slices.Equal(p.Cluster, o.Cluster) && slices.Equal(p.External, o.External)
+		slices.Equal(p.Cluster, o.Cluster) && slices.Equal(p.External, o.External) &&
+		slices.Equal(p.ShortCircuit, o.ShortCircuit)
 }
 
 // Equal tells whether two Endpoints are the same (see Service.Equal).

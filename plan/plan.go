@@ -107,6 +107,22 @@ type Port struct {
 	// and LoadBalancer IPs) goes to on this node, after
 	// externalTrafficPolicy.
 	External []int
+	// ShortCircuit lists, when it differs from Cluster, the endpoints
+	// that traffic from pods and from the node itself to the external
+	// frontends goes to under externalTrafficPolicy Local: kube-proxy's
+	// short-circuit, subject to neither traffic policy (topology and the
+	// terminating fallback apply). It differs only when
+	// internalTrafficPolicy is Local too; nil means Cluster.
+	ShortCircuit []int
+}
+
+// ShortCircuitSet is the set kube-proxy's short-circuit picks from:
+// ShortCircuit, or Cluster when ShortCircuit is nil.
+func (p *Port) ShortCircuitSet() []int {
+	if p.ShortCircuit != nil {
+		return p.ShortCircuit
+	}
+	return p.Cluster
 }
 
 // Endpoint is one backend of a port. A plan holds one per port and

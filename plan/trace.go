@@ -66,8 +66,9 @@ const (
 //     forward to Port.External and masquerade, under
 //     externalTrafficPolicy Cluster. Under Local they do not masquerade,
 //     except for kube-proxy's short-circuit: traffic from a pod CIDR goes
-//     to Port.Cluster as it would through the cluster IP, and traffic from
-//     a process on the node goes to Port.Cluster masqueraded.
+//     to Port.ShortCircuitSet (Port.Cluster unless internalTrafficPolicy
+//     is Local too), and traffic from a process on the node goes there
+//     masqueraded.
 //  6. A port with no usable endpoint anywhere (ready, or serving and
 //     terminating) rejects. A port that has endpoints but an empty set for
 //     this frontend (a Local policy with no endpoint on this node) drops.
@@ -83,7 +84,8 @@ type Detail struct {
 	// "external IP", "LoadBalancer IP", "node port", or "" for none.
 	Frontend string
 	// Set is the endpoint set of the Port the packet was given:
-	// "cluster" (Port.Cluster) or "external" (Port.External); "" when it
+	// "cluster" (Port.Cluster, or Port.ShortCircuitSet for the
+	// short-circuit) or "external" (Port.External); "" when it
 	// was rejected or dropped before a set was chosen.
 	Set string
 	// OutsideSourceRanges: dropped by the LoadBalancer source ranges.
@@ -238,9 +240,9 @@ func (p *Plan) forward(s *Service, port *Port, kind frontend, src, dst netip.Add
 		set, d.Set = port.External, "external"
 		v.Masquerade = true
 	case p.inPodCIDRs(src):
-		set, d.Set = port.Cluster, "cluster"
+		set, d.Set = port.ShortCircuitSet(), "cluster"
 	case fromLocal:
-		set, d.Set = port.Cluster, "cluster"
+		set, d.Set = port.ShortCircuitSet(), "cluster"
 		v.Masquerade = true
 	default:
 		set, d.Set = port.External, "external"

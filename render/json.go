@@ -130,6 +130,9 @@ func (w *jsonWriter) port(pt *plan.Port) {
 	writeObjects(w, "endpoints", pt.Endpoints, (*jsonWriter).endpoint)
 	w.ints("cluster", pt.Cluster)
 	w.ints("external", pt.External)
+	if pt.ShortCircuit != nil { // only when both traffic policies are Local
+		w.ints("shortCircuit", pt.ShortCircuit)
+	}
 	w.close('}')
 }
 
@@ -249,7 +252,7 @@ func planJSONSize(p *plan.Plan) int {
 			addrsSize(s.ClusterIPs) + addrsSize(s.ExternalIPs) + addrsSize(s.LoadBalancerIPs) + prefixesSize(s.SourceRanges)
 		for j := range s.Ports {
 			pt := &s.Ports[j]
-			n += port + len(pt.Name) + len(pt.Protocol) + number*(len(pt.Cluster)+len(pt.External))
+			n += port + len(pt.Name) + len(pt.Protocol) + number*(len(pt.Cluster)+len(pt.External)+len(pt.ShortCircuit))
 			for k := range pt.Endpoints {
 				e := &pt.Endpoints[k]
 				n += endp + addrSize(e.IP) + len(e.NodeName) + len(e.Zone) + len(e.Hostname()) + len(e.Pod)
@@ -388,13 +391,14 @@ type jsonService struct {
 }
 
 type jsonPort struct {
-	Name      string         `json:"name"`
-	Protocol  string         `json:"protocol"`
-	Port      uint16         `json:"port"`
-	NodePort  uint16         `json:"nodePort"`
-	Endpoints []jsonEndpoint `json:"endpoints"`
-	Cluster   []int          `json:"cluster"`
-	External  []int          `json:"external"`
+	Name         string         `json:"name"`
+	Protocol     string         `json:"protocol"`
+	Port         uint16         `json:"port"`
+	NodePort     uint16         `json:"nodePort"`
+	Endpoints    []jsonEndpoint `json:"endpoints"`
+	Cluster      []int          `json:"cluster"`
+	External     []int          `json:"external"`
+	ShortCircuit []int          `json:"shortCircuit,omitempty"`
 }
 
 type jsonEndpoint struct {
@@ -470,6 +474,15 @@ func jsonList[T, U any](in []T, f func(T) U) []U {
 
 func jsonSame[T any](x T) T { return x }
 
+// nilIfEmpty is l, or nil when l is empty: a list whose absence means
+// something (plan.Port.ShortCircuit).
+func nilIfEmpty[T any](l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
 func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 	return &plan.Plan{
 		FormatVersion: jp.FormatVersion,
@@ -531,8 +544,9 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 								}),
 							}
 						}),
-						Cluster:  jsonList(pt.Cluster, jsonSame),
-						External: jsonList(pt.External, jsonSame),
+						Cluster:      jsonList(pt.Cluster, jsonSame),
+						External:     jsonList(pt.External, jsonSame),
+						ShortCircuit: nilIfEmpty(pt.ShortCircuit),
 					}
 				}),
 			}

@@ -432,8 +432,9 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 								}),
 							}
 						}),
-						Cluster:  jsonList(pt.Cluster, jsonSame),
-						External: jsonList(pt.External, jsonSame),
+						Cluster:      jsonList(pt.Cluster, jsonSame),
+						External:     jsonList(pt.External, jsonSame),
+						ShortCircuit: pt.ShortCircuit,
 					}
 				}),
 			}

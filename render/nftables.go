@@ -74,6 +74,12 @@ import (
 //	service-HASH8-ns/name/proto/port   internal traffic (cluster IPs): picks among Port.Cluster
 //	external-HASH8-...                 node ports, external and LoadBalancer IPs
 //	local-HASH8-...                    external traffic under policy Local: picks among Port.External
+//
+// When both traffic policies are Local and kube-proxy's short-circuit of
+// pod and node traffic to the external frontends picks among more than
+// this node's endpoints (Port.ShortCircuit), the chains take kube-proxy's
+// shape: the service chain picks among Port.ShortCircuit and the cluster
+// IPs go to the local chain, whose endpoints both policies share.
 //	firewall-HASH8-...                 loadBalancerSourceRanges
 //	set affinity-HASH8-...__ip/port    ClientIP affinity, one per endpoint
 //	map endpoints-XX                   endpoints of the picks whose chain name hashes to XX
@@ -96,6 +102,13 @@ const (
 var (
 	rejectVerdict = nftmodel.Verdict{Kind: nftmodel.Goto, Chain: "reject-chain"}
 	dropVerdict   = nftmodel.Verdict{Kind: nftmodel.Drop}
+	// noLocalVerdict is that of an external frontend under policy Local on
+	// a node without a local endpoint, when the Service has endpoints
+	// elsewhere: the chain no-local-endpoint drops the packet unless a pod
+	// or the node itself sent it, which kube-proxy's short-circuit sends
+	// on (kube-proxy checks after DNAT, which the short-circuited packet
+	// has passed; this check runs before it).
+	noLocalVerdict = nftmodel.Verdict{Kind: nftmodel.Goto, Chain: "no-local-endpoint"}
 )
 
 // nftFamily is one of the two tables.
@@ -267,7 +280,11 @@ type nftPortView struct {
 	lbIPs       []netip.Addr
 	cluster     []nftEndpoint // internal traffic (Port.Cluster of this family)
 	external    []nftEndpoint // external traffic (Port.External of this family)
+	short       []nftEndpoint // Port.ShortCircuit of this family
 	all         []nftEndpoint // union: one affinity set each under ClientIP affinity
+	// splitShort: the short-circuit picks among other endpoints than the
+	// cluster IPs (both policies Local; see the chains above).
+	splitShort bool
 
 	// Set by describe, for the second pass.
 	desc []byte // "shop/web port http 80/TCP", for comments
@@ -354,7 +371,7 @@ func (t *nftTable) scanPort(v *nftPortView) {
 	t.nameChains(v)
 	t.addElements(v)
 	affinity := v.svc.AffinitySeconds > 0
-	t.addPick(v.serviceChain, v.cluster, affinity)
+	t.addPick(v.serviceChain, v.serviceSet(), affinity)
 	if v.externalPicks() {
 		t.addPick(v.externalChain, v.external, affinity)
 	}
@@ -462,7 +479,9 @@ func (t *nftTable) viewPortIn(v *nftPortView, sp *nftPort) *nftPortView {
 	v.lbIPs = appendFamilyAddrs(v.lbIPs[:0], svc.LoadBalancerIPs, t.fam)
 	v.cluster = t.appendEndpoints(v.cluster[:0], port, port.Cluster)
 	v.external = t.appendEndpoints(v.external[:0], port, port.External)
-	v.all = append(append(v.all[:0], v.cluster...), v.external...)
+	v.short = t.appendEndpoints(v.short[:0], port, port.ShortCircuit)
+	v.splitShort = port.ShortCircuit != nil && v.hasFrontends() && !sameAddrs(v.short, v.cluster)
+	v.all = append(append(append(v.all[:0], v.cluster...), v.external...), v.short...)
 	v.all = sortEndpoints(v.all)
 	v.desc = v.desc[:0]
 	return v
@@ -512,15 +531,37 @@ func (v *nftPortView) hasFrontends() bool {
 // its own rather than going to the service chain: under policy Cluster,
 // when the external endpoints are not the cluster ones.
 func (v *nftPortView) externalPicks() bool {
-	return v.externalChain != "" && !v.svc.ExternalLocal &&
-		!slices.EqualFunc(v.external, v.cluster, func(a, b nftEndpoint) bool { return a.addr == b.addr })
+	return v.externalChain != "" && !v.svc.ExternalLocal && !sameAddrs(v.external, v.cluster)
+}
+
+// sameAddrs tells whether two endpoint lists hold the same addresses.
+func sameAddrs(a, b []nftEndpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y nftEndpoint) bool { return x.addr == y.addr })
+}
+
+// serviceSet is what the service chain picks among: the short-circuit's
+// endpoints when split, else the cluster IPs'.
+func (v *nftPortView) serviceSet() []nftEndpoint {
+	if v.splitShort {
+		return v.short
+	}
+	return v.cluster
+}
+
+// internalChain is where the cluster IPs go: the local chain when the
+// short-circuit is split off, else the service chain.
+func (v *nftPortView) internalChain() string {
+	if v.splitShort {
+		return v.localChain
+	}
+	return v.serviceChain
 }
 
 // shortCircuit tells whether, under policy Local, traffic from pods and
 // from the node itself is short-circuited to the service chain, which makes
 // the external chain useful even with no local endpoint.
 func (v *nftPortView) shortCircuit() bool {
-	return v.svc.ExternalLocal && len(v.cluster) > 0
+	return v.svc.ExternalLocal && len(v.serviceSet()) > 0
 }
 
 // nameChains names the chains the port has.
@@ -530,14 +571,14 @@ func (t *nftTable) nameChains(v *nftPortView) {
 		v.name = appendNFTName(v.name[:0], prefix, h[:], v.base)
 		return string(v.name)
 	}
-	if len(v.cluster) > 0 {
+	if len(v.serviceSet()) > 0 {
 		v.serviceChain = name("service-")
 	}
 	if v.hasFrontends() && (len(v.external) > 0 || v.shortCircuit()) {
 		v.externalChain = name("external-")
-		if v.svc.ExternalLocal && len(v.external) > 0 {
-			v.localChain = name("local-")
-		}
+	}
+	if v.svc.ExternalLocal && len(v.external) > 0 && v.externalChain != "" || v.splitShort && len(v.cluster) > 0 {
+		v.localChain = name("local-")
 	}
 	if len(v.lbIPs) > 0 && len(v.svc.SourceRanges) > 0 {
 		v.firewallChain = name("firewall-")
@@ -557,7 +598,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	e := nftElement{proto: v.proto, port: port.Port}
 	switch {
 	case len(v.cluster) > 0:
-		e.verdict = gotoVerdict(v.serviceChain)
+		e.verdict = gotoVerdict(v.internalChain())
 	case svc.InternalLocal && usable:
 		e.verdict, e.comment = dropVerdict, label
 	default:
@@ -581,7 +622,10 @@ func (t *nftTable) addElements(v *nftPortView) {
 	}
 	if len(v.external) == 0 {
 		noEndpoint = rejectVerdict
-		if svc.ExternalLocal && usable {
+		switch {
+		case svc.ExternalLocal && usable && v.shortCircuit():
+			noEndpoint = noLocalVerdict
+		case svc.ExternalLocal && usable:
 			noEndpoint = dropVerdict
 		}
 	}
@@ -644,7 +688,7 @@ func (t *nftTable) describe(v *nftPortView) {
 	}
 	v.names = slices.Grow(v.names[:0], len(port.Endpoints))[:len(port.Endpoints)]
 	clear(v.names)
-	for _, eps := range [][]nftEndpoint{v.cluster, v.external, v.all} {
+	for _, eps := range [][]nftEndpoint{v.cluster, v.external, v.short, v.all} {
 		for i := range eps {
 			ep := &eps[i]
 			named := &v.names[ep.index]
@@ -694,8 +738,8 @@ var nftMaps = [...]struct {
 }{
 	{"service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", false, false, false},
 	{"service-nodeports", "node ports to external chains", true, false, false},
-	{"no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local", false, false, false},
-	{"no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local", true, false, false},
+	{"no-endpoint-services", "frontends without endpoints: reject, or drop under policy Local (no-local-endpoint lets pods and the node through)", false, false, false},
+	{"no-endpoint-nodeports", "node ports without endpoints: reject, or drop under policy Local (no-local-endpoint lets pods and the node through)", true, false, false},
 	{"firewall-ips", "LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", false, false, false},
 	{"cluster-frontends", "cluster IPs with port that have endpoints (the service chains' frontends)", false, true, false},
 	{"cluster-ips", "every cluster IP: a new connection still addressed to one after DNAT is to a port it does not serve", false, true, true},

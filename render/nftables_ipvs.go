@@ -54,6 +54,15 @@ func NFTablesIPVSModel(p *plan.Plan) *nftmodel.Ruleset {
 
 // ipvsModel builds the table of the IPVS data plane (NFTablesIPVS).
 func (t *nftTable) ipvsModel() *nftmodel.Table {
+	// IPVS has no short-circuit: the virtual servers of external frontends
+	// under policy Local hold this node's endpoints only, whoever sends.
+	for _, m := range []*[]nftElement{&t.noEpSvc, &t.noEpNode} {
+		for i := range *m {
+			if (*m)[i].verdict == noLocalVerdict {
+				(*m)[i].verdict = dropVerdict
+			}
+		}
+	}
 	var cluster, external, nodePorts []nftElement
 	var clusterAddrs []netip.Addr
 	var firewalls []*nftPort

@@ -161,6 +161,13 @@ func (t *nftTable) dispatchModel() *nftmodel.Table {
 	mt.AddChain("", &nftmodel.Chain{Name: "reject-chain",
 		Comment: "reject-chain: a service without endpoints refuses the connection",
 		Rules:   []nftmodel.Rule{rejectRule}})
+	noLocal := []nftmodel.Rule{{nftmodel.FibLocal{}, nftmodel.Verdict{Kind: nftmodel.Return}}, {nftmodel.Verdict{Kind: nftmodel.Drop}}}
+	if len(t.podCIDRs) > 0 {
+		noLocal = append([]nftmodel.Rule{{t.podMatch(false), nftmodel.Verdict{Kind: nftmodel.Return}}}, noLocal...)
+	}
+	mt.AddChain("", &nftmodel.Chain{Name: "no-local-endpoint",
+		Comment: "no-local-endpoint: external traffic under policy Local to a node without a local endpoint is dropped, but for that of the pods and of the node itself, which the external chain sends to the Service's endpoints elsewhere (kube-proxy's short-circuit)",
+		Rules:   noLocal})
 	mt.AddChain("", &nftmodel.Chain{Name: "firewall-check",
 		Comment: "firewall-check: loadBalancerSourceRanges (before DNAT)",
 		Rules:   []nftmodel.Rule{vmap("firewall-ips")}})
@@ -394,8 +401,11 @@ func (t *nftTable) appendGroupItems(items []nftmodel.Item, v *nftPortView) []nft
 		// only. A rule less per service: a full sync is faster in the
 		// kernel, and a commit that adds a service re-validates less.
 		comment := "service " + desc + ": traffic to the cluster IP, picks " + string(appendCountEndpoints(nil, len(v.cluster), ""))
+		if v.splitShort {
+			comment = "service " + desc + ": traffic of pods and the node to the external frontends, subject to neither policy (as kube-proxy), picks " + string(appendCountEndpoints(nil, len(v.short), ""))
+		}
 		items = append(items, nftmodel.Item{Chain: &nftmodel.Chain{Name: v.serviceChain, Comment: comment,
-			Rules: t.pickRules(v, v.serviceChain, v.cluster, affinity)}})
+			Rules: t.pickRules(v, v.serviceChain, v.serviceSet(), affinity)}})
 	}
 
 	// External traffic: external IPs, LoadBalancer IPs and the node port.
@@ -456,7 +466,11 @@ func (t *nftTable) appendExternalChains(items []nftmodel.Item, v *nftPortView) [
 	if v.localChain != "" {
 		b = append(b[:0], "local "...)
 		b = append(b, v.desc...)
-		b = append(b, ": external traffic under policy Local, picks "...)
+		if v.splitShort {
+			b = append(b, ": traffic to the cluster IP and external traffic, both under policy Local, picks "...)
+		} else {
+			b = append(b, ": external traffic under policy Local, picks "...)
+		}
 		b = appendCountEndpoints(b, len(v.external), "local ")
 		items = append(items, nftmodel.Item{Chain: &nftmodel.Chain{Name: v.localChain, Comment: string(b),
 			Rules: t.pickRules(v, v.localChain, v.external, affinity)}})

@@ -203,7 +203,7 @@ func samePorts(a, b []plan.Port) bool {
 // the rest).
 func samePort(a, b plan.Port) bool {
 	return a.Name == b.Name && a.Protocol == b.Protocol && a.Port == b.Port && a.NodePort == b.NodePort &&
-		slices.Equal(a.Cluster, b.Cluster) && slices.Equal(a.External, b.External) &&
+		slices.Equal(a.Cluster, b.Cluster) && slices.Equal(a.External, b.External) && slices.Equal(a.ShortCircuit, b.ShortCircuit) &&
 		slices.EqualFunc(a.Endpoints, b.Endpoints, func(x, y plan.Endpoint) bool {
 			return x.IP == y.IP && x.Port == y.Port && x.Ready == y.Ready && x.Serving == y.Serving
 		})

@@ -328,8 +328,8 @@ func TestDiff(t *testing.T) {
 			old:  dfPlans([]plan.Node{dfNode1}, web),
 			new:  dfPlans([]plan.Node{dfNode2}, web),
 			nodes: []NodeDiff{
-				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 27, ElementsRemoved: 6}},
-				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 27, ElementsAdded: 6}},
+				{Name: "node-1", Change: DiffRemoved, DataPlane: DataPlaneChanges{ChainsRemoved: 29, ElementsRemoved: 6}},
+				{Name: "node-2", Change: DiffAdded, DataPlane: DataPlaneChanges{ChainsAdded: 29, ElementsAdded: 6}},
 			},
 		},
 		{

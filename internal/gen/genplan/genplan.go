@@ -200,6 +200,9 @@ func WithMovedEndpoint(tb testing.TB, p *plan.Plan) *plan.Plan {
 			return out
 		}
 		port.Cluster, port.External = remap(port.Cluster), remap(port.External)
+		if port.ShortCircuit != nil {
+			port.ShortCircuit = remap(port.ShortCircuit)
+		}
 	}
 	return &q
 }

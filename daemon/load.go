@@ -30,9 +30,12 @@ type loader struct {
 	// view is the readiness probes' view for the next compilation
 	// (NotReady, nil: the tree's; and Failing, the addresses it fails).
 	view compiler.Options
-	// last is the last reading that compiled, for restage; nil when the
-	// last reading failed.
-	last *loadResult
+	// good is the last reading that compiled, and goodMemo the memo that
+	// compiled it, for restage: they stay while the tree is invalid (a
+	// resync's new memo compiles nothing then), so that a probe flip
+	// still reaches the last good plan.
+	good     *loadResult
+	goodMemo *compiler.Memo
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -53,7 +56,6 @@ type loadResult struct {
 func (l *loader) load() (*loadResult, error) {
 	changed := l.changed
 	l.changed = nil
-	l.last = nil
 	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache, Stats: &l.stats, Changed: changed})
 	if err != nil {
 		return nil, err
@@ -73,23 +75,23 @@ func (l *loader) load() (*loadResult, error) {
 		return res, err
 	}
 	res.plan = p
-	l.last = res
+	l.good, l.goodMemo = res, l.memo
 	return res, nil
 }
 
 // restage is load for a readiness probe flip: the last reading that
-// compiled, its Services compiled again with the current view
-// (compiler.Memo.Restage); no file is read or checked. ok is false when
-// there is no such reading (the last one failed).
+// compiled (the last good one, when the tree is invalid now), its
+// Services compiled again with the current view (compiler.Memo.Restage);
+// no file is read or checked. ok is false when there is no such reading.
 func (l *loader) restage() (*loadResult, bool) {
-	if l.last == nil {
+	if l.good == nil {
 		return nil, false
 	}
-	st, ok := l.memo.Restage(l.view)
+	st, ok := l.goodMemo.Restage(l.view)
 	if !ok {
 		return nil, false
 	}
-	r := *l.last
+	r := *l.good
 	r.plan, r.cached = st, r.files // nothing validated
 	return &r, true
 }

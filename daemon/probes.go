@@ -250,6 +250,11 @@ type ProbeStatus struct {
 	// FailOpen are the Services (namespace/name) every endpoint of
 	// which fails on this node: they are all kept.
 	FailOpen []string `json:"failOpen"`
+
+	// checks are the keys of Out's checks (probe.Target.Key), for
+	// refreshing LastError and LastProbe from the prober when the status
+	// is asked for.
+	checks []string
 }
 
 // ProbeOut is an endpoint of a Service out for a failing probe (or kept,
@@ -258,8 +263,12 @@ type ProbeOut struct {
 	Service   string    `json:"service"`  // namespace/name
 	Endpoint  string    `json:"endpoint"` // ip:port
 	Probe     string    `json:"probe"`    // e.g. "httpGet http://:8080/ready"
-	Since     time.Time `json:"since"`
+	Since time.Time `json:"since"`
+	// LastError is the error of the latest failed probe, and LastProbe
+	// when the latest probe finished: as of the status asked for, not
+	// of the last sync.
 	LastError string    `json:"lastError"`
+	LastProbe time.Time `json:"lastProbe,omitzero"`
 	FailOpen  bool      `json:"failOpen"` // kept: its Service fails open
 }
 
@@ -290,14 +299,56 @@ func (ps *probes) status(out map[outKey]plan.Probe) (st *ProbeStatus, keys []out
 	})
 	for _, k := range keys {
 		s := byKey[k.check]
-		var since time.Time
-		if !s.Since.IsZero() {
-			since = s.Since.UTC().Truncate(time.Millisecond)
-		}
-		st.Out = append(st.Out, ProbeOut{
-			Service: k.service, Endpoint: k.endpoint.String(), Probe: out[k].String(),
-			Since: since, LastError: s.LastError, FailOpen: slices.Contains(ps.failOpen, k.service),
-		})
+		o := ProbeOut{Service: k.service, Endpoint: k.endpoint.String(), Probe: ProbeString(out[k], k.endpoint.Addr()),
+			FailOpen: slices.Contains(ps.failOpen, k.service)}
+		o.refresh(s)
+		st.Out = append(st.Out, o)
+		st.checks = append(st.checks, k.check)
 	}
 	return st, keys
+}
+
+// refresh sets what o says of its check's latest probe from s.
+func (o *ProbeOut) refresh(s probe.Status) {
+	if !s.Since.IsZero() {
+		o.Since = s.Since.UTC().Truncate(time.Millisecond)
+	}
+	if s.LastError != "" {
+		o.LastError = s.LastError
+	}
+	if !s.LastProbe.IsZero() {
+		o.LastProbe = s.LastProbe.UTC().Truncate(time.Millisecond)
+	}
+}
+
+// live is st with the latest probe of each endpoint out read from the
+// prober now: the status is made at syncs, and a failing check does not
+// sync again while it keeps failing, whatever its errors. A check that
+// passes now keeps what the last sync said (its sync is under way).
+func (st *ProbeStatus) live(p prober) *ProbeStatus {
+	if st == nil || len(st.Out) == 0 || p == nil {
+		return st
+	}
+	failing := p.Failing()
+	c := *st
+	c.Out = slices.Clone(st.Out)
+	for i, k := range st.checks {
+		if s, ok := failing[k]; ok {
+			c.Out[i].refresh(s)
+		}
+	}
+	return &c
+}
+
+// ProbeString describes pr as probed at addr: an httpGet's URL names the
+// address it asks (its Host, else addr), as the request does.
+func ProbeString(pr plan.Probe, addr netip.Addr) string {
+	if pr.Action == plan.ProbeHTTPGet && pr.Host == "" {
+		host := addr.String()
+		if addr.Is6() {
+			host = "[" + host + "]"
+		}
+		pr.Host = host
+	}
+	return pr.String()
 }

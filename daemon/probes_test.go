@@ -93,6 +93,7 @@ type fakeProber struct {
 	sets     int
 	failing  map[netip.Addr]string // address → error
 	since    map[netip.Addr]time.Time
+	probed   time.Time // LastProbe of the failing checks
 	onChange func()
 }
 
@@ -115,7 +116,7 @@ func (f *fakeProber) Failing() map[string]probe.Status {
 	out := map[string]probe.Status{}
 	for a, err := range f.failing {
 		for _, t := range f.byAddr[a] {
-			out[t.Key()] = probe.Status{Target: t, LastError: err, Since: f.since[a], Probed: true}
+			out[t.Key()] = probe.Status{Target: t, LastError: err, Since: f.since[a], Probed: true, LastProbe: f.probed}
 		}
 	}
 	return out
@@ -138,6 +139,15 @@ func (f *fakeProber) set(err string, addrs ...string) {
 	}
 	f.mu.Unlock()
 	f.onChange()
+}
+
+// probeAgain is a later probe of a failing address that fails
+// otherwise: no flip, so no OnChange and no sync.
+func (f *fakeProber) probeAgain(addr, err string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing[netip.MustParseAddr(addr)] = err
+	f.probed = at
 }
 
 // startProbed runs a watcher of tree with the fake prober, logging to
@@ -369,5 +379,63 @@ func TestProbeTargetsOnce(t *testing.T) {
 	want := []string{"10.0.0.1 tcpSocket :80", "10.0.0.2 tcpSocket :80", "10.0.0.2 tcpSocket :81", "10.0.0.5 tcpSocket :80", "10.0.0.6 tcpSocket :80"}
 	if !slices.Equal(got, want) || len(keys[netip.MustParseAddr("10.0.0.2")]) != 2 {
 		t.Errorf("targets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestProbeFlipsInvalidTree: while the tree is invalid, a flip still
+// applies, to the last good plan (the invalid tree never does), and the
+// status and metrics say so; the tree stays invalid. Fixing the tree
+// keeps the endpoint out while it fails.
+func TestProbeFlipsInvalidTree(t *testing.T) {
+	tree := basicTree(t)
+	writeFile(t, filepath.Join(tree, "probed", "services.yaml"), probedTree)
+	recs := newRecords(t)
+	r, f := startProbed(t, tree, Options{Dataplane: DataplaneNone}, recs)
+
+	atomicWrite(t, filepath.Join(tree, "web/service.yaml"), webService("70000"))
+	r.statusUntil(t, "the tree invalid", func(s *Status) bool { return !s.TreeState.Valid })
+	r.idle(t)
+	before := r.probedPlan(t)
+
+	f.set("dial tcp 10.244.1.11:8080: connect: connection refused", "10.244.1.11")
+	st := r.statusUntil(t, "api-1 out", func(s *Status) bool { return len(s.Probes.Out) == 1 })
+	if st.TreeState.Valid || st.LastSync.Reason != "probe" || st.LastSync.Result != ResultApplied || st.LastSync.Kind != "partial" {
+		t.Errorf("tree %+v, last sync %+v: want the tree still invalid, a partial probe sync applied", st.TreeState, st.LastSync)
+	}
+	p := r.probedPlan(t)
+	if got := clusterOf(p, "probed/api"); got != "10.244.2.11:8080" {
+		t.Errorf("api's endpoints with api-1 failing, tree invalid: %s", got)
+	}
+	// The last good plan, not the invalid tree's: web's port stays.
+	webPort := func(p *plan.Plan) uint16 {
+		for i := range p.Services {
+			if p.Services[i].Key() == "shop/web" {
+				return p.Services[i].Ports[0].Port
+			}
+		}
+		return 0
+	}
+	if webPort(p) != webPort(before) || webPort(p) == 0 {
+		t.Errorf("web's port after the flip: %d, was %d", webPort(p), webPort(before))
+	}
+	r.metricIs(t, "netspec_tree_valid", 0)
+	if got := gaugeVec(t, r.Watcher, "netspec_probe_endpoints"); !slices.Equal(got, []string{"state=failing: 1", "state=ready: 5"}) {
+		t.Errorf("netspec_probe_endpoints %q, want 1 failing", got)
+	}
+
+	// Later probes fail otherwise: the status says the latest, with its
+	// time, although no sync ran.
+	at := time.Date(2026, 1, 2, 3, 9, 0, 0, time.UTC)
+	f.probeAgain("10.244.1.11", "HTTP probe failed with statuscode: 503", at)
+	st = r.query(t)
+	if o := st.Probes.Out[0]; o.LastError != "HTTP probe failed with statuscode: 503" || !o.LastProbe.Equal(at) {
+		t.Errorf("endpoint out: %+v, want the latest error and probe time", o)
+	}
+
+	// The tree valid again: api-1, still failing, stays out.
+	atomicWrite(t, filepath.Join(tree, "web/service.yaml"), webService("8080"))
+	r.statusUntil(t, "the tree valid", func(s *Status) bool { return s.TreeState.Valid })
+	if got := clusterOf(r.probedPlan(t), "probed/api"); got != "10.244.2.11:8080" {
+		t.Errorf("api's endpoints after the fix: %s", got)
 	}
 }

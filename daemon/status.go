@@ -46,8 +46,9 @@ type Status struct {
 	// HealthChecks are the health check node ports served, by service;
 	// nil with DataplaneNone, which serves none.
 	HealthChecks []HealthCheckStatus `json:"healthChecks"`
-	// Probes is the state of the readiness probes as of the last sync;
-	// nil when the watcher does not probe.
+	// Probes is the state of the readiness probes as of the last sync,
+	// with the latest probe of each endpoint out (its LastError and
+	// LastProbe) as of the request; nil when the watcher does not probe.
 	Probes *ProbeStatus `json:"probes"`
 }
 
@@ -107,7 +108,9 @@ func (w *Watcher) StatusSocket() string { return w.opts.StatusSocket }
 func (w *Watcher) statusHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(rw http.ResponseWriter, r *http.Request) {
-		b, err := json.Marshal(w.status.Load())
+		st := *w.status.Load()
+		st.Probes = st.Probes.live(w.prober)
+		b, err := json.Marshal(&st)
 		if err != nil {
 			http.Error(rw, err.Error(), http.StatusInternalServerError)
 			return

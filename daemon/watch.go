@@ -163,6 +163,9 @@ type Watcher struct {
 	// Options.Probes; probeKick is signalled when a check flips.
 	probes    *probes
 	probeKick chan struct{}
+	// prober is probes' prober, set before the status server starts, which
+	// reads the latest probes of the failing checks from it.
+	prober prober
 	// probeKicked is when the first flip since the last probe sync was
 	// reported (UnixNano; 0: none), for the programming latency.
 	probeKicked atomic.Int64
@@ -331,7 +334,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			},
 		})
 		defer p.Close()
-		w.probes = newProbes(p)
+		w.probes, w.prober = newProbes(p), p
 		w.cur.Probes = &ProbeStatus{Out: []ProbeOut{}, FailOpen: []string{}}
 	}
 	if w.opts.Dataplane != DataplaneNone {
@@ -587,12 +590,15 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 			if !flipped {
 				return // flipped and back before this sync
 			}
-			if w.invalid || w.good == nil {
-				// The tree is not good: its next good reading uses the
-				// checks' states as they are then.
-				w.log.Debug("readiness check flipped; the tree is invalid, the last good plan stays")
+			if w.good == nil {
+				// Nothing applied yet (the first reading failed): the
+				// checks are not set before a plan is.
 				return
 			}
+			// With the tree invalid, the flip applies to the last good
+			// plan (its reading compiled again with the new view): the
+			// kubelet and kube-proxy act on readiness whatever is pushed,
+			// and so does the node. The invalid tree never gets here.
 		}
 		w.loader.view = w.probes.view()
 	}
@@ -629,7 +635,9 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	if !restaged {
 		res, err = w.loader.load()
 	}
-	if res != nil {
+	if res != nil && !restaged {
+		// A restage is the last good reading again: its warnings were
+		// logged when it was read.
 		w.logWarnings(res.diags)
 	}
 	// What an invalid tree leaves in place: the last good state, or, when
@@ -641,6 +649,11 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	}
 	var st *compiler.Staged // the tree's plan; nil: keep the last good one
 	switch {
+	case restaged && w.invalid:
+		// A probe flip while the tree is invalid: the last good reading
+		// with the new view. The tree stays invalid (its state, metrics
+		// and log as they are).
+		st = res.plan
 	case err != nil:
 		w.invalid = true
 		w.metrics.syncFailures.Inc()

@@ -308,7 +308,9 @@ func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplan
 	if len(failing) > 0 {
 		view.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
 			for _, p := range probes {
-				if failing[ip.String()+" "+p.String()] {
+				// The daemon names an httpGet's URL with the address it
+				// asks; one before did not.
+				if failing[ip.String()+" "+daemon.ProbeString(p, ip)] || failing[ip.String()+" "+p.String()] {
 					return true
 				}
 			}

@@ -45,8 +45,12 @@ DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
     addresses listening and failing to bind;
   - the readiness probes: how many checks run and fail, the endpoints out
     of their Services for a failing probe (service, endpoint, probe, since
-    when, last error), and the Services that fail open (every endpoint
-    they use here fails: all are kept).
+    when, the error of the latest probe and when it ran: read from the
+    prober when asked, not at the last sync), and the Services that fail
+    open (every endpoint they use here fails: all are kept). An httpGet
+    probe is shown as the URL asked (the endpoint's address unless the
+    probe names a host). Probe flips apply while the tree is invalid too,
+    to the last good plan.
 
 Without a daemon (no socket, or a stale one nothing listens on) it says so
 and shows what this node holds: netspec's nftables tables (chains, sets and
@@ -61,7 +65,7 @@ started, revision{id, source, since}, lastSync{reason, kind, ended,
 durationSeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, out[{service, endpoint,
-probe, since, lastError, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
+probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
 interface, virtualServers, realServers}} and "record"{present, node,
 services, endpoints, recorded}. Times are RFC 3339.
@@ -284,7 +288,11 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 			fmt.Fprintf(w, "  %s %s: %s, failing\n", o.Service, o.Endpoint, o.Probe)
 			return
 		}
-		fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError))
+		last := ""
+		if !o.LastProbe.IsZero() {
+			last = "; last probe " + ago(o.LastProbe, now)
+		}
+		fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError), last)
 	}
 	if len(out) == 0 {
 		fmt.Fprintln(w, "endpoints out for failing probes: none")

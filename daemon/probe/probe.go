@@ -144,8 +144,10 @@ type Status struct {
 	// Failures and Successes count the consecutive failed and successful
 	// probes up to now; one of them is 0.
 	Failures, Successes int
-	// LastDuration is how long the most recent probe took.
+	// LastDuration is how long the most recent probe took, and LastProbe
+	// when it finished (zero before the first).
 	LastDuration time.Duration
+	LastProbe    time.Time
 	// Probed reports whether at least one probe has finished.
 	Probed bool
 }
@@ -583,6 +585,7 @@ func (p *Prober) record(c *check, warning string, err error, d time.Duration) {
 	st := &c.st
 	st.Probed = true
 	st.LastDuration = d
+	st.LastProbe = p.clock.Now()
 	st.LastWarning = warning
 	flip := false
 	if err != nil {

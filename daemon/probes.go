@@ -260,10 +260,10 @@ type ProbeStatus struct {
 // ProbeOut is an endpoint of a Service out for a failing probe (or kept,
 // when its Service fails open).
 type ProbeOut struct {
-	Service   string    `json:"service"`  // namespace/name
-	Endpoint  string    `json:"endpoint"` // ip:port
-	Probe     string    `json:"probe"`    // e.g. "httpGet http://:8080/ready"
-	Since time.Time `json:"since"`
+	Service  string    `json:"service"`  // namespace/name
+	Endpoint string    `json:"endpoint"` // ip:port
+	Probe    string    `json:"probe"`    // e.g. "httpGet http://:8080/ready"
+	Since    time.Time `json:"since"`
 	// LastError is the error of the latest failed probe, and LastProbe
 	// when the latest probe finished: as of the status asked for, not
 	// of the last sync.

@@ -242,6 +242,9 @@ func TestLogFirstLoadInvalid(t *testing.T) {
 	if got := log.containing("last good state"); len(got) != 0 {
 		t.Errorf("claims a last good state it does not have: %v", got)
 	}
+	if got := log.with("tree error"); len(got) != 0 {
+		t.Errorf("the only error, logged with the first line, is logged again: %v", got)
+	}
 	r.Reload() // still invalid: still no good state
 	log.waitRec(t, 0, "tree invalid, nothing applied yet: the kernel and the state dir stay as they are", "reason", "reload")
 	if got := log.containing("last good state"); len(got) != 0 {

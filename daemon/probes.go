@@ -38,6 +38,8 @@ type probes struct {
 	// out are the endpoints out for a failing probe after the last sync
 	// (with their probe, described), for logging flips once.
 	out map[outKey]string
+	// recorded tells that the state dir's ProbeRecordFile holds out.
+	recorded bool
 }
 
 // outKey is an endpoint of a Service out for one of its probes.
@@ -127,7 +129,7 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 		}
 		for _, s := range ps.failOpen {
 			if !slices.Contains(failOpen, s) {
-				w.log.Info("Service no longer fails open", "service", s)
+				w.log.Info("leaving fail open: an endpoint of the Service passes its readiness probe on this node again; those failing are out", "service", s)
 			}
 		}
 		ps.failOpen = failOpen
@@ -151,9 +153,25 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 			w.log.Info("endpoint back in: its readiness probe passes", "service", k.service, "endpoint", k.endpoint.String(), "probe", desc)
 		}
 	}
+	recorded := ps.recorded && len(now) == len(ps.out)
+	for k, desc := range now {
+		if d, ok := ps.out[k]; !ok || d != desc {
+			recorded = false
+		}
+	}
 	ps.out = now
 	w.metrics.probeState(ps.targets, len(ps.failing), perService, len(ps.failOpen))
 	w.cur.Probes = st
+	if !recorded {
+		// The endpoints out changed (or were never recorded): the record
+		// follows the kernel, which holds them out now.
+		err := writeProbeRecord(w.opts.StateDir, &ProbeRecord{Node: w.opts.Node, Written: time.Now().UTC().Truncate(time.Millisecond),
+			Out: st.Out, FailOpen: st.FailOpen})
+		ps.recorded = err == nil
+		if err != nil {
+			w.log.Warn("cannot record the endpoints out for failing probes in the state dir", "err", err)
+		}
+	}
 }
 
 // refresh reads which checks fail now (the prober's failing ones) and
@@ -262,7 +280,7 @@ type ProbeStatus struct {
 type ProbeOut struct {
 	Service  string    `json:"service"`  // namespace/name
 	Endpoint string    `json:"endpoint"` // ip:port
-	Probe    string    `json:"probe"`    // e.g. "httpGet http://:8080/ready"
+	Probe    string    `json:"probe"`    // e.g. "httpGet http://10.244.1.11:8080/ready" (ProbeString)
 	Since    time.Time `json:"since"`
 	// LastError is the error of the latest failed probe, and LastProbe
 	// when the latest probe finished: as of the status asked for, not

@@ -337,11 +337,11 @@ func TestProbeFlips(t *testing.T) {
 		return n
 	}
 	for msg, want := range map[string]int{
-		"endpoint out for its readiness probe":                                                               2,
-		"endpoint fails its readiness probe; kept, its Service fails open":                                   2,
-		"every endpoint of the Service fails its readiness probe on this node; keeping them all (fail open)": 1,
-		"Service no longer fails open":                                                                       1,
-		"endpoint back in: its readiness probe passes":                                                       4,
+		"endpoint out for its readiness probe":                                                                               2,
+		"endpoint fails its readiness probe; kept, its Service fails open":                                                   2,
+		"every endpoint of the Service fails its readiness probe on this node; keeping them all (fail open)":                 1,
+		"leaving fail open: an endpoint of the Service passes its readiness probe on this node again; those failing are out": 1,
+		"endpoint back in: its readiness probe passes":                                                                       4,
 	} {
 		if got := count(msg); got != want {
 			t.Errorf("%d log lines %q, want %d", got, msg, want)
@@ -405,6 +405,10 @@ func TestProbeFlipsInvalidTree(t *testing.T) {
 	p := r.probedPlan(t)
 	if got := clusterOf(p, "probed/api"); got != "10.244.2.11:8080" {
 		t.Errorf("api's endpoints with api-1 failing, tree invalid: %s", got)
+	}
+	// The state dir records it, for status without a daemon.
+	if rec, err := ReadProbeRecord(r.stateDir); err != nil || rec == nil || len(rec.Out) != 1 || rec.Out[0].Endpoint != "10.244.1.11:8080" || rec.Node != "node-1" {
+		t.Errorf("probe record %+v, %v: want api-1 out", rec, err)
 	}
 	// The last good plan, not the invalid tree's: web's port stays.
 	webPort := func(p *plan.Plan) uint16 {

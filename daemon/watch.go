@@ -674,6 +674,10 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 			if d.Severity != diag.Error {
 				continue
 			}
+			if n == 0 {
+				n++ // the first is in the line above
+				continue
+			}
 			if n == 10 {
 				w.log.Warn("more tree errors not shown", "errors", res.errors-n)
 				break

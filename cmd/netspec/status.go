@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/state"
 	"netspec.dev/netspec/daemon"
+	"netspec.dev/netspec/plan"
 )
 
 type statusFlags struct {
@@ -28,7 +31,7 @@ type statusFlags struct {
 func init() {
 	register(&command{
 		name:    "status",
-		args:    "[--state-dir DIR] [--json] [--wait DURATION]",
+		args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION]",
 		summary: "show what the daemon on this node applied, and how its syncs go",
 		help: `Status asks the netspec watch daemon of this node, over its unix socket
 DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
@@ -55,8 +58,15 @@ DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
 Without a daemon (no socket, or a stale one nothing listens on) it says so
 and shows what this node holds: netspec's nftables tables (chains, sets and
 elements), its IPVS virtual servers and real servers, and the state dir's
-record of the last applied plan. Reading the kernel needs root (or
-CAP_NET_ADMIN); without, status says so and shows the record only.
+record of the last applied plan (or that the state dir does not exist).
+Reading the kernel needs root (or CAP_NET_ADMIN); without, status says so
+and shows the record only. The rules a daemon applied stay when it stops,
+with the endpoints it held out for failing readiness probes: status lists
+those (from the daemon's record, probes.json in the state dir, kept to the
+endpoints the applied plan still has not ready) and how to put the tree's
+readiness back (netspec apply, or start netspec watch); without that
+record, the applied plan's probed endpoints that are not ready, for a
+probe or for the tree (the plan does not tell which).
 
 --json prints the same as one JSON object: "running" (bool), "daemon" (the
 daemon's status, when running: node, tree, dataplane, ipvsScheduler (with
@@ -67,8 +77,9 @@ driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, out[{service, endpoint,
 probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
-interface, virtualServers, realServers}} and "record"{present, node,
-services, endpoints, recorded}. Times are RFC 3339.
+interface, virtualServers, realServers}} and "record"{noDir, present, node,
+services, endpoints, recorded, probes{recorded, written, out[], failOpen[]}}.
+Times are RFC 3339.
 
 --wait waits up to DURATION for a daemon to answer and finish its first
 sync (after starting one), then reports.
@@ -104,11 +115,34 @@ type statusOut struct {
 
 // recordView is the state dir's record of the last applied plan.
 type recordView struct {
+	// NoDir tells that the state dir does not exist (a mistyped
+	// --state-dir, or nothing ever applied).
+	NoDir     bool      `json:"noDir,omitempty"`
 	Present   bool      `json:"present"`
 	Node      string    `json:"node,omitempty"`
 	Services  int       `json:"services"`
 	Endpoints int       `json:"endpoints"`
 	Recorded  time.Time `json:"recorded,omitzero"` // the record's last write
+	// Probes is what the record tells of the endpoints held out for
+	// failing readiness probes; nil when the plan has no probe.
+	Probes *heldView `json:"probes,omitempty"`
+}
+
+// heldView is what status without a daemon tells of the endpoints the
+// kernel holds out for failing readiness probes: the daemon's record of
+// them (daemon.ProbeRecordFile), those still not ready in the applied
+// plan; without that record, the applied plan's probed endpoints that
+// are not ready, for a probe or for the tree (the plan does not tell).
+type heldView struct {
+	// Recorded tells that the daemon's record was read (Written is when
+	// it wrote it); false: only the applied plan tells.
+	Recorded bool      `json:"recorded"`
+	Written  time.Time `json:"written,omitzero"`
+	// Out are the endpoints held out by the daemon's probes (Recorded),
+	// or not ready in the applied plan although probed (not Recorded);
+	// FailOpen the Services the daemon kept whole (Recorded).
+	Out      []daemon.ProbeOut `json:"out"`
+	FailOpen []string          `json:"failOpen,omitempty"`
 }
 
 func runStatus(e *env, opts any, args []string) int {
@@ -131,7 +165,10 @@ func runStatus(e *env, opts any, args []string) int {
 	case err == nil:
 		out.Running, out.Daemon = true, st
 	case errors.Is(err, daemon.ErrNoDaemon), errors.Is(err, daemon.ErrStaleSocket):
-		out.Reason = err.Error()
+		out.Reason = sock + " does not exist"
+		if errors.Is(err, daemon.ErrStaleSocket) {
+			out.Reason = "nothing listens on " + sock + " (left by a daemon that stopped)"
+		}
 		out.Kernel = readKernel()
 		rec, err := readRecord(f.stateDir)
 		if err != nil {
@@ -319,9 +356,13 @@ func orDash(s string) string {
 	return s
 }
 
-// readRecord reads the state dir's record of the last applied plan,
+// readRecord reads the state dir's record of the last applied plan and
+// the daemon's record of the endpoints held out for failing probes,
 // creating nothing.
 func readRecord(dir string) (*recordView, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return &recordView{NoDir: true}, nil
+	}
 	n, err := applier.Open(applier.Options{StateDir: dir, NoCreateStateDir: true, NoDataplane: true})
 	if err != nil {
 		return nil, err
@@ -338,16 +379,98 @@ func readRecord(dir string) (*recordView, error) {
 			r.Recorded = fi.ModTime().UTC().Truncate(time.Second)
 		}
 	}
+	rec, err := daemon.ReadProbeRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	r.Probes = heldOut(p, rec)
 	return r, nil
 }
 
+// heldOut works out what the kernel holds out for failing probes from
+// the applied plan p and the daemon's record rec (nil: none): the
+// record's endpoints that p still has not ready (an apply since puts the
+// tree's readiness back); without a record (or one of another node),
+// p's probed endpoints that are not ready. nil when p has no probe.
+func heldOut(p *plan.Plan, rec *daemon.ProbeRecord) *heldView {
+	notReady := map[string]bool{} // service endpoint → p has it probed and not ready
+	probed := false
+	var unready []daemon.ProbeOut
+	for i := range p.Services {
+		s := &p.Services[i]
+		seen := map[netip.AddrPort]bool{}
+		for j := range s.Ports {
+			for _, e := range s.Ports[j].Endpoints {
+				if len(e.Probes) == 0 {
+					continue
+				}
+				probed = true
+				if e.Ready || seen[e.AddrPort()] {
+					continue
+				}
+				seen[e.AddrPort()] = true
+				notReady[s.Key()+" "+e.AddrPort().String()] = true
+				for _, pr := range e.Probes {
+					unready = append(unready, daemon.ProbeOut{Service: s.Key(), Endpoint: e.AddrPort().String(), Probe: daemon.ProbeString(pr, e.IP)})
+				}
+			}
+		}
+	}
+	if !probed {
+		return nil
+	}
+	if rec == nil || rec.Node != p.Node.Name {
+		return &heldView{Out: unready}
+	}
+	h := &heldView{Recorded: true, Written: rec.Written, Out: []daemon.ProbeOut{}, FailOpen: rec.FailOpen}
+	for _, o := range rec.Out {
+		if !o.FailOpen && notReady[o.Service+" "+o.Endpoint] {
+			h.Out = append(h.Out, o)
+		}
+	}
+	return h
+}
+
 func writeRecordView(w io.Writer, dir string, r *recordView, now time.Time) {
-	if !r.Present {
+	switch {
+	case r.NoDir:
+		fmt.Fprintf(w, "state dir %s: does not exist (a mistyped --state-dir? the daemon's is its --state-dir, %s by default)\n", dir, applier.DefaultStateDir)
+		return
+	case !r.Present:
 		fmt.Fprintf(w, "state dir %s: no record of an applied plan\n", dir)
 		return
 	}
 	fmt.Fprintf(w, "state dir %s: last applied plan, of node %s: %s, %s; recorded %s\n",
 		dir, r.Node, plural(r.Services, "service"), plural(r.Endpoints, "endpoint"), ago(r.Recorded, now))
+	h := r.Probes
+	if h == nil {
+		return
+	}
+	restore := "to put the tree's readiness back: netspec apply TREE --node " + r.Node + ", or start netspec watch (it probes again)"
+	out := h.Out
+	switch {
+	case h.Recorded && len(out) == 0:
+		fmt.Fprintf(w, "readiness probes: the kernel holds the probe view the daemon last applied (recorded %s): no endpoint held out\n", ago(h.Written, now))
+	case h.Recorded:
+		fmt.Fprintf(w, "readiness probes: the kernel holds the probe view the daemon last applied (recorded %s), with %s held out for failing probes, though no daemon probes them now:\n",
+			ago(h.Written, now), plural(len(out), "endpoint"))
+		for _, o := range out {
+			fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError))
+		}
+		fmt.Fprintln(w, restore)
+	case len(out) == 0:
+		fmt.Fprintln(w, "readiness probes: no record of the daemon's probes; every probed endpoint is ready in the applied plan")
+	default:
+		fmt.Fprintf(w, "readiness probes: no record of the daemon's probes; %s of the applied plan not ready although probed (out for a failing probe, or not Ready in the tree: the record does not tell which):\n",
+			plural(len(out), "endpoint"))
+		for _, o := range out {
+			fmt.Fprintf(w, "  %s %s: %s\n", o.Service, o.Endpoint, o.Probe)
+		}
+		fmt.Fprintln(w, restore)
+	}
+	if len(h.FailOpen) > 0 {
+		fmt.Fprintf(w, "fail open when the daemon stopped (all kept): %s\n", strings.Join(h.FailOpen, ", "))
+	}
 }
 
 // isPermission tells an error of a missing privilege.

@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ProbeRecordFile is the name, in the state dir, of the record of the
+// endpoints the daemon holds out of the kernel for failing readiness
+// probes (ProbeRecord). It is no file of the applier's (package state
+// leaves it alone): the daemon writes it, whole, each time the endpoints
+// out change, after the sync that applied them; it stays when the daemon
+// stops, as the kernel's rules do, so that `netspec status` without a
+// daemon can say which endpoints the kernel still holds out.
+const ProbeRecordFile = "probes.json"
+
+// ProbeRecord is the content of ProbeRecordFile.
+type ProbeRecord struct {
+	Node    string    `json:"node"`
+	Written time.Time `json:"written"`
+	// Out are the endpoints out for a failing probe (and kept, when their
+	// Service fails open: FailOpen), as in Status.
+	Out      []ProbeOut `json:"out"`
+	FailOpen []string   `json:"failOpen"`
+}
+
+// ReadProbeRecord reads the state dir's ProbeRecordFile; nil, with no
+// error, when there is none.
+func ReadProbeRecord(stateDir string) (*ProbeRecord, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, ProbeRecordFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r ProbeRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", ProbeRecordFile, err)
+	}
+	return &r, nil
+}
+
+// writeProbeRecord writes r as the state dir's ProbeRecordFile: to a
+// temporary file, renamed into place.
+func writeProbeRecord(stateDir string, r *ProbeRecord) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(stateDir, "."+ProbeRecordFile+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(stateDir, ProbeRecordFile))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}

@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"os"
+	"path/filepath"
+
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
@@ -107,15 +110,45 @@ func (r *loadResult) firstError() string {
 }
 
 // revision names the tree read: its git commit (read after its files, as
-// git moves HEAD once the files are written), else its content hash.
+// git moves HEAD once the files are written) when the tree's files are
+// as the commit has them (gitClean), else the commit and a prefix of its
+// content hash ("<commit>+sha256:<12 hex>", Dirty); not in a git
+// checkout, its content hash.
 func (l *loader) revision(res *loadResult) (Revision, error) {
 	commit, ok, gitErr := GitHead(l.root)
 	if ok && gitErr == nil {
-		return Revision{ID: commit, Source: RevisionGit}, nil
+		if len(commit) == 40 {
+			clean, err := gitClean(l.root, treeFiles(l.root, res.tree))
+			if err == nil && clean {
+				return Revision{ID: commit, Source: RevisionGit}, nil
+			}
+		}
+		rev, err := ContentRevision(l.root, res.tree)
+		if err != nil {
+			return Revision{}, err
+		}
+		return Revision{ID: commit + "+" + rev.ID[:len("sha256:")+12], Source: RevisionGit, Dirty: true}, nil
 	}
 	rev, err := ContentRevision(l.root, res.tree)
 	if err != nil {
 		return Revision{}, err
 	}
 	return rev, gitErr
+}
+
+// treeFiles are the files of t that hold its objects, and netspec.lock
+// when the tree has one: slash paths relative to its root.
+func treeFiles(root string, t *schema.Tree) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range t.Objects {
+		if f := o.Src.File; f != "" && !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, treecheck.LockFile)); err == nil {
+		out = append(out, treecheck.LockFile)
+	}
+	return out
 }

@@ -89,7 +89,7 @@ func newMetrics(resync time.Duration) *metrics {
 	})
 	m.revision = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "netspec_applied_revision_info",
-		Help: "1 for the revision of the tree applied last: its git commit when the tree is in a git checkout, else sha256: and a hash of its spec files and netspec.lock. Only the current revision has a series.",
+		Help: "1 for the revision of the tree applied last: its git commit when the tree is in a git checkout and its files are the commit's, <commit>+sha256:<12 hex> when they differ (changes not committed), else sha256: and a hash of its spec files and netspec.lock. Only the current revision has a series.",
 	}, []string{"revision"})
 	m.reg.MustRegister(m.revision)
 	m.probeEndpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{

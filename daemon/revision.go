@@ -27,8 +27,13 @@ const (
 // Revision names the tree a sync read: its git commit when the tree is
 // in a git checkout, else a hash of its content (ContentRevision).
 type Revision struct {
-	ID     string // a commit's hex name, or "sha256:" and the content hash in hex
+	// ID is a commit's hex name; the commit, "+sha256:" and the first 12
+	// hex digits of the content hash when the tree's files are not as
+	// the commit has them (Dirty); or, not in a git checkout,
+	// "sha256:" and the content hash in hex.
+	ID     string
 	Source string // RevisionGit or RevisionContent
+	Dirty  bool   // git, with changes not committed (or that cannot be told apart from the commit)
 }
 
 // maxRefDepth bounds the chain of symbolic refs followed from HEAD.

@@ -54,9 +54,10 @@ type Status struct {
 
 // RevisionStatus is the revision applied and since when.
 type RevisionStatus struct {
-	ID     string    `json:"id"`     // a commit, or "sha256:…" (Revision)
-	Source string    `json:"source"` // RevisionGit or RevisionContent
-	Since  time.Time `json:"since"`  // when a sync first applied it
+	ID     string    `json:"id"`              // a commit, "<commit>+sha256:<12 hex>" or "sha256:…" (Revision)
+	Source string    `json:"source"`          // RevisionGit or RevisionContent
+	Dirty  bool      `json:"dirty,omitempty"` // git, with changes not committed (Revision)
+	Since  time.Time `json:"since"`           // when a sync first applied it
 }
 
 // Results of a sync.
@@ -226,7 +227,7 @@ func (w *Watcher) appliedRevision(rev Revision) {
 		return
 	}
 	if w.cur.Revision == nil || w.cur.Revision.ID != rev.ID {
-		w.cur.Revision = &RevisionStatus{ID: rev.ID, Source: rev.Source, Since: time.Now().UTC().Truncate(time.Millisecond)}
+		w.cur.Revision = &RevisionStatus{ID: rev.ID, Source: rev.Source, Dirty: rev.Dirty, Since: time.Now().UTC().Truncate(time.Millisecond)}
 		w.metrics.applied(rev.ID)
 		w.log.Info("revision applied", "revision", rev.ID, "source", rev.Source)
 	}

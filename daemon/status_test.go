@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -330,5 +331,58 @@ func TestStatusIPVSScheduler(t *testing.T) {
 		if got := w.status.Load().IPVSScheduler; got != tc.want {
 			t.Errorf("dataplane %s, --ipvs-scheduler %q: status names scheduler %q, want %q", tc.dataplane, tc.sched, got, tc.want)
 		}
+	}
+}
+
+// TestRevisionDirty: a tree with changes not committed is not named by
+// its commit alone: "<commit>+sha256:<12 hex>" (dirty), which changes with
+// the content; committed, the commit again.
+func TestRevisionDirty(t *testing.T) {
+	dir := t.TempDir()
+	c1 := gitRepo(t, dir)
+	tree := filepath.Join(dir, "tree")
+	r := start(t, tree, Options{Dataplane: DataplaneNone, Resync: -1})
+	r.idle(t)
+	if st := r.query(t); st.Revision == nil || st.Revision.ID != c1 || st.Revision.Dirty {
+		t.Fatalf("status revision %+v, want %s, clean", st.Revision, c1)
+	}
+
+	dirty := regexp.MustCompile(`^` + c1 + `\+sha256:[0-9a-f]{12}$`)
+	// An edit, not committed.
+	atomicWrite(t, filepath.Join(tree, "web/service.yaml"), webService("8080"))
+	st := r.statusUntil(t, "a dirty revision", func(s *Status) bool { return s.Revision.ID != c1 })
+	if !dirty.MatchString(st.Revision.ID) || !st.Revision.Dirty || st.Revision.Source != RevisionGit {
+		t.Fatalf("revision %+v, want %s+sha256:…, dirty", st.Revision, c1)
+	}
+	first := st.Revision.ID
+	if got := revisionMetric(t, r.Watcher); len(got) != 1 || got[0] != first {
+		t.Errorf("netspec_applied_revision_info revisions %q, want [%s]", got, first)
+	}
+	// Another edit: another revision.
+	appendFile(t, filepath.Join(tree, "web/service.yaml"), "# a comment\n")
+	st = r.statusUntil(t, "another dirty revision", func(s *Status) bool { return s.Revision.ID != first })
+	if !dirty.MatchString(st.Revision.ID) {
+		t.Errorf("revision %+v, want %s+sha256:…", st.Revision, c1)
+	}
+	// Staged, not committed: still dirty.
+	second := st.Revision.ID
+	git(t, dir, "add", "-A")
+	r.Reload()
+	st = r.statusUntil(t, "a reload", func(s *Status) bool { return s.LastSync.Reason == "reload" })
+	if st.Revision.ID != second {
+		t.Errorf("staged changes: revision %+v, want %s", st.Revision, second)
+	}
+	// Committed: the commit.
+	git(t, dir, "commit", "-q", "-m", "web on 8080")
+	c2 := git(t, dir, "rev-parse", "HEAD")
+	st = r.statusUntil(t, "the commit", func(s *Status) bool { return s.Revision.ID == c2 })
+	if st.Revision.Dirty {
+		t.Errorf("revision %+v, want clean", st.Revision)
+	}
+	// An untracked spec file.
+	writeFile(t, filepath.Join(tree, "web/extra.yaml"), apiService)
+	st = r.statusUntil(t, "an untracked file", func(s *Status) bool { return s.Revision.ID != c2 })
+	if !strings.HasPrefix(st.Revision.ID, c2+"+sha256:") || !st.Revision.Dirty {
+		t.Errorf("revision %+v, want %s+sha256:…", st.Revision, c2)
 	}
 }

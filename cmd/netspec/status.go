@@ -36,7 +36,8 @@ func init() {
 		help: `Status asks the netspec watch daemon of this node, over its unix socket
 DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
 
-  - the revision of the tree applied (its git commit, or sha256: and a hash
+  - the revision of the tree applied (its git commit; COMMIT+sha256:HASH12
+    when the tree's files differ from the commit's; or sha256: and a hash
     of its spec files and netspec.lock when the tree is not a git checkout)
     and since when;
   - the last sync: why (start, change, reload, resync), its kind (full reads
@@ -71,7 +72,7 @@ probe or for the tree (the plan does not tell which).
 --json prints the same as one JSON object: "running" (bool), "daemon" (the
 daemon's status, when running: node, tree, dataplane, ipvsScheduler (with
 the ipvs data plane), stateDir, pid,
-started, revision{id, source, since}, lastSync{reason, kind, ended,
+started, revision{id, source, dirty, since}, lastSync{reason, kind, ended,
 durationSeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, out[{service, endpoint,
@@ -242,8 +243,11 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 	fmt.Fprintf(w, "node: %s; tree: %s; dataplane: %s; state dir: %s\n", st.Node, st.Tree, dp, st.StateDir)
 	if r := st.Revision; r != nil {
 		what := "git commit"
-		if r.Source == daemon.RevisionContent {
+		switch {
+		case r.Source == daemon.RevisionContent:
 			what = "content hash: not a git checkout"
+		case r.Dirty:
+			what = "git commit with changes not committed: +sha256: starts the hash of the tree's content"
 		}
 		fmt.Fprintf(w, "revision: %s (%s), applied since %s\n", r.ID, what, ago(r.Since, now))
 	} else {

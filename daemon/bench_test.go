@@ -114,7 +114,7 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 			switch a.Key {
 			case "reason":
 				s.reason = a.Value.String()
-			case "took":
+			case "apply": // the kernel and state dir part of the sync
 				s.took = a.Value.Duration()
 			case "validated_files":
 				s.validated = a.Value.Int64()

@@ -47,7 +47,7 @@ func newMetrics(resync time.Duration) *metrics {
 	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 	m.syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "netspec_sync_duration_seconds",
-		Help:    "Time to apply a plan to the node: kind=full reads the kernel back (first sync, resync), kind=partial updates by difference (a reload).",
+		Help:    "Time to apply a plan to the node, programming the kernel and writing the state dir (not reading and compiling the tree: the status's durationSeconds and the log's took are the whole sync, its applySeconds and apply this): kind=full reads the kernel back (first sync, resync), kind=partial updates by difference (a reload).",
 		Buckets: buckets,
 	}, []string{"kind"})
 	m.syncLast = prometheus.NewGauge(prometheus.GaugeOpts{

@@ -74,8 +74,11 @@ type SyncStatus struct {
 	Kind   string    `json:"kind,omitempty"` // full or partial; empty when nothing was applied
 	Ended  time.Time `json:"ended"`
 	// DurationSeconds is the whole sync: reading the tree to the
-	// state dir written.
+	// state dir written (the log's took). ApplySeconds is the part that
+	// programs the kernel and writes the state dir (the log's apply, the
+	// metric netspec_sync_duration_seconds); 0 when nothing was applied.
 	DurationSeconds float64 `json:"durationSeconds"`
+	ApplySeconds    float64 `json:"applySeconds,omitempty"`
 	Result          string  `json:"result"` // ResultApplied, ResultUnchanged, ResultInvalid or ResultFailed
 	Error           string  `json:"error,omitempty"`
 }

@@ -774,6 +774,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	now := time.Now()
 	w.full = false
 	w.metrics.synced(kind, took, now)
+	out.ApplySeconds = took.Seconds()
 	var programming time.Duration // file event (or probe flip) → kernel updated; 0: neither
 	if !since.IsZero() && changed {
 		// The state dir's files (and DNS) follow the kernel.
@@ -824,7 +825,10 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 	}
 	files := len(r.Files.Added) + len(r.Files.Changed) + len(r.Files.Removed)
 	attrs := []any{"reason", why.String(), "kind", kind, "services", services, "endpoints", endpoints,
-		"changed_elements", elements, "changed_chains", chains, "changed_files", files, "took", took.Round(time.Millisecond)}
+		"changed_elements", elements, "changed_chains", chains, "changed_files", files,
+		// took is the whole sync, as the status's; apply its kernel and
+		// state dir part, as netspec_sync_duration_seconds.
+		"took", time.Since(began).Round(time.Millisecond), "apply", took.Round(time.Millisecond)}
 	if res != nil {
 		attrs = append(attrs, "validated_files", res.files-res.cached)
 	}

@@ -40,9 +40,11 @@ DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
     when the tree's files differ from the commit's; or sha256: and a hash
     of its spec files and netspec.lock when the tree is not a git checkout)
     and since when;
-  - the last sync: why (start, change, reload, resync), its kind (full reads
-    the kernel back, partial updates by difference), how long it took and
-    its result (applied, unchanged, invalid, failed, with the error);
+  - the last sync: why (start, change, reload, resync, probe), its kind
+    (full reads the kernel back, partial updates by difference), how long
+    it took (the whole sync, as the log's took; in parentheses the kernel
+    and state dir part, as the log's apply and the metric
+    netspec_sync_duration_seconds) and its result (applied, unchanged, invalid, failed, with the error);
   - whether the tree read last is valid, with its first error;
   - the drift repairs of resyncs (count, last);
   - the health check node ports: port, service, local endpoints, and the
@@ -73,7 +75,7 @@ probe or for the tree (the plan does not tell which).
 daemon's status, when running: node, tree, dataplane, ipvsScheduler (with
 the ipvs data plane), stateDir, pid,
 started, revision{id, source, dirty, since}, lastSync{reason, kind, ended,
-durationSeconds, result, error}, treeState{valid, errors, firstError},
+durationSeconds, applySeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, out[{service, endpoint,
 probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
@@ -259,7 +261,11 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 			kind = s.Kind + ", "
 		}
 		took := time.Duration(s.DurationSeconds * float64(time.Second)).Round(time.Millisecond)
-		fmt.Fprintf(w, "last sync: %s, %s%s in %s, ended %s\n", s.Reason, kind, s.Result, took, ago(s.Ended, now))
+		apply := ""
+		if s.ApplySeconds > 0 {
+			apply = fmt.Sprintf(" (kernel and state dir %s)", time.Duration(s.ApplySeconds*float64(time.Second)).Round(time.Millisecond))
+		}
+		fmt.Fprintf(w, "last sync: %s, %s%s in %s%s, ended %s\n", s.Reason, kind, s.Result, took, apply, ago(s.Ended, now))
 		if s.Error != "" {
 			fmt.Fprintf(w, "  error: %s\n", s.Error)
 		}

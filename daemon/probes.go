@@ -10,6 +10,7 @@ import (
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
 )
 
 // prober is what the watcher needs of a probe.Prober (a fake in tests).
@@ -40,6 +41,51 @@ type probes struct {
 	out map[outKey]string
 	// recorded tells that the state dir's ProbeRecordFile holds out.
 	recorded bool
+	// execPods are the Pods (namespace/name) of the last reading with an
+	// exec readinessProbe, which a node cannot run.
+	execPods map[string]bool
+}
+
+// execPodsOf lists the Pods of objs with a container's exec
+// readinessProbe.
+func execPodsOf(objs []*schema.Object) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range objs {
+		if o.Pod == nil {
+			continue
+		}
+		for _, c := range o.Pod.Spec.Containers {
+			if c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil {
+				out[o.Pod.Metadata.Namespace+"/"+o.Pod.Metadata.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// unprobed counts the endpoint addresses of p that carry this node's
+// traffic (as targetsOf) whose Pod has an exec readinessProbe: not
+// probed from the node, the tree's Ready stands for them.
+func (ps *probes) unprobed(p *plan.Plan) int {
+	if len(ps.execPods) == 0 {
+		return 0
+	}
+	seen := map[netip.Addr]bool{}
+	for i := range p.Services {
+		s := &p.Services[i]
+		for j := range s.Ports {
+			port := &s.Ports[j]
+			for k, e := range port.Endpoints {
+				if e.Pod == "" || !ps.execPods[e.Pod] || seen[e.IP] {
+					continue
+				}
+				if s.Headless || slices.Contains(port.Cluster, k) || slices.Contains(port.External, k) {
+					seen[e.IP] = true
+				}
+			}
+		}
+	}
+	return len(seen)
 }
 
 // outKey is an endpoint of a Service out for one of its probes.
@@ -136,6 +182,7 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 	}
 	out, perService := ps.outOf(p)
 	st, keys := ps.status(out)
+	st.Unprobed = ps.unprobed(p)
 	now := map[outKey]string{}
 	for i, o := range st.Out {
 		now[keys[i]] = o.Probe
@@ -262,6 +309,10 @@ type ProbeStatus struct {
 	// and Failing how many of them fail.
 	Checks  int `json:"checks"`
 	Failing int `json:"failing"`
+	// Unprobed counts the endpoints (addresses) this node forwards to
+	// whose Pod has an exec readinessProbe, which runs inside the
+	// container and not from the node: the tree's Ready stands for them.
+	Unprobed int `json:"unprobed"`
 	// Out are the endpoints out of their Services on this node for a
 	// failing probe, by service and endpoint.
 	Out []ProbeOut `json:"out"`

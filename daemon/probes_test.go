@@ -389,8 +389,27 @@ func TestProbeTargetsOnce(t *testing.T) {
 func TestProbeFlipsInvalidTree(t *testing.T) {
 	tree := basicTree(t)
 	writeFile(t, filepath.Join(tree, "probed", "services.yaml"), probedTree)
+	// An exec probe: not probed from the node, counted as such.
+	writeFile(t, filepath.Join(tree, "probed", "exec.yaml"), `apiVersion: v1
+kind: Service
+metadata: {name: batch, namespace: probed}
+spec:
+  selector: {app: batch}
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: batch-1, namespace: probed, labels: {app: batch}}
+spec:
+  nodeName: node-1
+  containers: [{name: app, readinessProbe: {exec: {command: [check]}}}]
+status: {podIP: 10.244.1.30, conditions: [{type: Ready, status: "True"}]}
+`)
 	recs := newRecords(t)
 	r, f := startProbed(t, tree, Options{Dataplane: DataplaneNone}, recs)
+	if st := r.query(t); st.Probes.Unprobed != 1 || st.Probes.Checks != 6 {
+		t.Errorf("probes %+v, want 6 checks and 1 endpoint not probed (exec)", st.Probes)
+	}
 
 	atomicWrite(t, filepath.Join(tree, "web/service.yaml"), webService("70000"))
 	r.statusUntil(t, "the tree invalid", func(s *Status) bool { return !s.TreeState.Valid })

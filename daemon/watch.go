@@ -693,6 +693,9 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		w.metrics.tree(0)
 		w.cur.TreeState = TreeStatus{Valid: true}
 		st = res.plan
+		if w.probes != nil && !restaged {
+			w.probes.execPods = execPodsOf(res.tree.Objects)
+		}
 	}
 	var rev Revision // of the tree read, when it is valid and was read
 	if st != nil && !restaged {

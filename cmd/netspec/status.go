@@ -49,7 +49,8 @@ DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
   - the drift repairs of resyncs (count, last);
   - the health check node ports: port, service, local endpoints, and the
     addresses listening and failing to bind;
-  - the readiness probes: how many checks run and fail, the endpoints out
+  - the readiness probes: how many checks run and fail, how many endpoints
+    are not probed (their Pod's readinessProbe is exec), the endpoints out
     of their Services for a failing probe (service, endpoint, probe, since
     when, the error of the latest probe and when it ran: read from the
     prober when asked, not at the last sync), and the Services that fail
@@ -77,7 +78,7 @@ the ipvs data plane), stateDir, pid,
 started, revision{id, source, dirty, since}, lastSync{reason, kind, ended,
 durationSeconds, applySeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
-listening, failing}], probes{checks, failing, out[{service, endpoint,
+listening, failing}], probes{checks, failing, unprobed, out[{service, endpoint,
 probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
 interface, virtualServers, realServers}} and "record"{noDir, present, node,
@@ -317,11 +318,15 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 	case ps == nil:
 		fmt.Fprintln(w, "readiness probes: off (--probes=false): readiness is the tree's")
 		return
-	case ps.Checks == 0:
+	case ps.Checks == 0 && ps.Unprobed == 0:
 		fmt.Fprintln(w, "readiness probes: none in the plan")
 		return
 	}
-	fmt.Fprintf(w, "readiness probes: %s, %d failing\n", plural(ps.Checks, "check"), ps.Failing)
+	unprobed := ""
+	if ps.Unprobed > 0 {
+		unprobed = fmt.Sprintf("; %s not probed (exec readinessProbe: it runs in the container, not from the node; the tree's Ready stands)", plural(ps.Unprobed, "endpoint"))
+	}
+	fmt.Fprintf(w, "readiness probes: %s, %d failing%s\n", plural(ps.Checks, "check"), ps.Failing, unprobed)
 	var out, kept []daemon.ProbeOut
 	for _, o := range ps.Out {
 		if o.FailOpen {

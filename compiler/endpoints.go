@@ -134,8 +134,11 @@ func (c *compilation) podEndpoints(out []plan.Endpoint, svc *schema.Service, pod
 // PodTarget returns the port a pod serves a Service port on, or why the pod
 // is no endpoint of that port: it is terminal (Succeeded or Failed), or
 // the named targetPort is no container port of the pod with the port's
-// protocol. It is the compiler's own rule, exported so that explanations
-// cannot disagree with the plan.
+// protocol. A name is looked up as Kubernetes' FindPort does: in the
+// containers, then in the native sidecars (init containers with
+// restartPolicy Always); the first port of that name and protocol wins.
+// It is the compiler's own rule, exported so that explanations cannot
+// disagree with the plan.
 func PodTarget(pod *schema.Pod, port schema.ServicePort) (target uint16, why string) {
 	if pod.Terminal() {
 		return 0, "the pod is terminal (phase " + pod.Status.Phase + ")"
@@ -144,13 +147,15 @@ func PodTarget(pod *schema.Pod, port schema.ServicePort) (target uint16, why str
 		return uint16(port.TargetPort.Int), ""
 	}
 	var t int32
-	for _, ct := range pod.Spec.Containers {
+	pod.Spec.ServingContainers(func(ct *schema.Container, _ bool, _ int) bool {
 		for _, cp := range ct.Ports {
 			if cp.Name == port.TargetPort.Str && cp.Protocol == port.Protocol {
 				t = cp.ContainerPort
+				return false
 			}
 		}
-	}
+		return true
+	})
 	if t == 0 {
 		return 0, "the pod has no container port named " + port.TargetPort.Str + "/" + port.Protocol
 	}

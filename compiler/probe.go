@@ -8,22 +8,24 @@ import (
 	"netspec.dev/netspec/schema"
 )
 
-// podProbes returns the readiness probes of a pod's containers, in
-// container order: a named port becomes the container's port number and
-// the kubelet's defaults are filled in. Exec probes cannot run from the
-// node and are left out (the schema warns of them), as are probes the
-// schema rejected.
+// podProbes returns the readiness probes of a pod's containers and then
+// of its native sidecars (init containers with restartPolicy Always, whose
+// readiness the pod's counts too), in container order: a named port
+// becomes the port number of the probed container's own port of that
+// name, as the kubelet resolves it, and the kubelet's defaults are filled
+// in. Exec probes cannot run from the node and are left out (the schema
+// warns of them), as are probes the schema rejected.
 func podProbes(pod *schema.Pod) []plan.Probe {
 	var out []plan.Probe
-	for i := range pod.Spec.Containers {
-		ct := &pod.Spec.Containers[i]
+	pod.Spec.ServingContainers(func(ct *schema.Container, _ bool, _ int) bool {
 		if ct.ReadinessProbe == nil {
-			continue
+			return true
 		}
 		if p, ok := planProbe(ct.ReadinessProbe, ct.Ports); ok {
 			out = append(out, p)
 		}
-	}
+		return true
+	})
 	return out
 }
 

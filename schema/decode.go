@@ -319,11 +319,12 @@ func shareBy[K comparable, T any](tab *map[K][]T, k K, l []T) []T {
 // containerKey is what tells a Container from another once its ports are
 // shared: equal ports are the same list (or both nil, or both empty).
 type containerKey struct {
-	name, image string
-	ports       *ContainerPort
-	nPorts      int
-	nilPorts    bool
-	probe       *Probe
+	name, image   string
+	restartPolicy string
+	ports         *ContainerPort
+	nPorts        int
+	nilPorts      bool
+	probe         *Probe
 }
 
 // shareSlices shares o's short lists with equal ones of the objects
@@ -343,7 +344,7 @@ func (in *interner) shareSlices(o *Object) {
 		for i := range cs {
 			c := &cs[i]
 			c.Ports = in.containerPorts.share(c.Ports)
-			k.a[i] = containerKey{name: c.Name, image: c.Image, nPorts: len(c.Ports), nilPorts: c.Ports == nil, probe: c.ReadinessProbe}
+			k.a[i] = containerKey{name: c.Name, image: c.Image, restartPolicy: c.RestartPolicy, nPorts: len(c.Ports), nilPorts: c.Ports == nil, probe: c.ReadinessProbe}
 			if len(c.Ports) > 0 {
 				k.a[i].ports = &c.Ports[0]
 			}

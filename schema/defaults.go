@@ -35,10 +35,12 @@ func applyDefaults(o *Object, raw map[string]any) {
 			}
 		}
 	case o.Pod != nil:
-		for i := range o.Pod.Spec.Containers {
-			for j := range o.Pod.Spec.Containers[i].Ports {
-				if p := &o.Pod.Spec.Containers[i].Ports[j]; p.Protocol == "" {
-					p.Protocol = "TCP"
+		for _, cs := range [][]Container{o.Pod.Spec.Containers, o.Pod.Spec.InitContainers} {
+			for i := range cs {
+				for j := range cs[i].Ports {
+					if p := &cs[i].Ports[j]; p.Protocol == "" {
+						p.Protocol = "TCP"
+					}
 				}
 			}
 		}

@@ -157,7 +157,7 @@ func TestContainerKeyCoversContainer(t *testing.T) {
 	for f := range reflect.TypeFor[Container]().Fields() {
 		names = append(names, f.Name)
 	}
-	if got, want := strings.Join(names, " "), "Name Image Ports ReadinessProbe"; got != want {
+	if got, want := strings.Join(names, " "), "Name Image Ports RestartPolicy ReadinessProbe"; got != want {
 		t.Errorf("Container has fields %s; containerKey covers %s: extend it", got, want)
 	}
 }

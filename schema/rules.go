@@ -407,12 +407,19 @@ func checkPod(p *Pod, r *reporter) {
 			names[cp.Name] = fmt.Sprintf("containers[%d]", i)
 		}
 	}
-	exec := -1
-	for i, c := range p.Spec.Containers {
+	// The readiness probes of the containers and native sidecars: a named
+	// port is one of the probed container's own, as the kubelet resolves
+	// it.
+	var exec diag.Path
+	p.Spec.ServingContainers(func(c *Container, init bool, i int) bool {
 		if c.ReadinessProbe == nil {
-			continue
+			return true
 		}
-		pp := diag.Path{"spec", "containers", i, "readinessProbe"}
+		list := "containers"
+		if init {
+			list = "initContainers"
+		}
+		pp := diag.Path{"spec", list, i, "readinessProbe"}
 		ports := map[string]bool{}
 		for _, cp := range c.Ports {
 			if cp.Name != "" {
@@ -422,13 +429,14 @@ func checkPod(p *Pod, r *reporter) {
 		for _, pr := range probeProblems(c.ReadinessProbe, ports) {
 			r.errorf(append(slices.Clone(pp), pr.path...), "%s", pr.msg)
 		}
-		if c.ReadinessProbe.Exec != nil && exec < 0 {
-			exec = i
+		if c.ReadinessProbe.Exec != nil && exec == nil {
+			exec = append(pp, "exec")
 		}
-	}
-	if exec >= 0 {
+		return true
+	})
+	if exec != nil {
 		// Once per pod: the pod's readiness is what the tree says.
-		r.warnf(diag.Path{"spec", "containers", exec, "readinessProbe", "exec"},
+		r.warnf(exec,
 			"an exec readiness probe runs inside the container; netspec cannot run it from the node, so it is not probed (the pod's Ready condition in the tree stands)")
 	}
 }

@@ -290,6 +290,10 @@ type PodSpec struct {
 	Hostname   string      `json:"hostname,omitempty"`
 	Subdomain  string      `json:"subdomain,omitempty"`
 	Containers []Container `json:"containers,omitempty"`
+	// InitContainers matter only when they are native sidecars
+	// (Container.Sidecar): those run beside the containers, and their
+	// ports and readiness probes count as the pod's.
+	InitContainers []Container `json:"initContainers,omitempty"`
 }
 
 // Container lists the ports a container exposes, for named targetPorts.
@@ -297,9 +301,33 @@ type Container struct {
 	Name  string          `json:"name"`
 	Image string          `json:"image,omitempty"`
 	Ports []ContainerPort `json:"ports,omitempty"`
+	// RestartPolicy is "Always" for an init container that is a native
+	// sidecar; "" otherwise.
+	RestartPolicy string `json:"restartPolicy,omitempty"`
 	// ReadinessProbe is the check a node agent runs against the pod's
 	// IP; nil when the container has none.
 	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
+}
+
+// Sidecar tells whether c, an init container, is a native sidecar
+// (restartPolicy Always): it keeps running beside the containers.
+func (c *Container) Sidecar() bool { return c.RestartPolicy == "Always" }
+
+// ServingContainers calls f for each container whose ports serve the pod,
+// in the order Kubernetes' FindPort looks up a named port: the
+// containers, then the native sidecars among the init containers. init is
+// true for a sidecar, i its index in its list. f returns false to stop.
+func (s *PodSpec) ServingContainers(f func(c *Container, init bool, i int) bool) {
+	for i := range s.Containers {
+		if !f(&s.Containers[i], false, i) {
+			return
+		}
+	}
+	for i := range s.InitContainers {
+		if c := &s.InitContainers[i]; c.Sidecar() && !f(c, true, i) {
+			return
+		}
+	}
 }
 
 // ReadinessProbeAnnotation names, on a Service, the readiness probe of its

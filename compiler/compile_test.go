@@ -1077,6 +1077,8 @@ func TestKitchenSinkDNS(t *testing.T) {
 			feature: "headless without selector: SRV", zone: fwd, name: "_mysql._tcp.legacy-db.data.svc.cluster.local.", typ: "SRV",
 			want: []string{"0 100 3306 mysql-a.legacy-db.data.svc.cluster.local.", "0 100 3306 mysql-b.legacy-db.data.svc.cluster.local."},
 		},
+		{feature: "headless without ports: A at its name", zone: fwd, name: "extdb.data.svc.cluster.local.", typ: "A", want: []string{"192.0.2.10"}},
+		{feature: "headless without ports: the hostname, no SRV", zone: fwd, name: "extdb.data.svc.cluster.local.", typ: "*", below: true, want: []string{"192.0.2.10"}},
 		{feature: "headless with no ready endpoints: no records at its name", zone: fwd, name: "standby-db.data.svc.cluster.local.", typ: "*", want: nil},
 		{feature: "headless with no ready endpoints: none under it", zone: fwd, name: "standby-db.data.svc.cluster.local.", typ: "*", below: true, want: nil},
 		{

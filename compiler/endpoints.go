@@ -168,8 +168,14 @@ func PodTarget(pod *schema.Pod, port schema.ServicePort) (target uint16, why str
 func Selects(sel, labels schema.StringMap) bool { return sel.Len() > 0 && matches(sel, labels) }
 
 // endpointPort finds the port of an Endpoints subset or EndpointSlice that
-// serves a Service port: the one of the same name and protocol.
+// serves a Service port: the one of the same name and protocol. For the
+// sentinel port of a headless Service without ports (port 0) every subset
+// and slice serves, at port 0, whatever ports it lists, as CoreDNS
+// answers for it.
 func endpointPort(ports []schema.EndpointPort, port schema.ServicePort) (uint16, bool) {
+	if port.Port == 0 {
+		return 0, true
+	}
 	for _, p := range ports {
 		if p.Name == port.Name && p.Protocol == port.Protocol && p.Port > 0 {
 			return uint16(p.Port), true

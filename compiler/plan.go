@@ -343,6 +343,15 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 		}
 		ps.Ports = append(ps.Ports, pp)
 	}
+	if ps.Headless && len(sp.Ports) == 0 {
+		// A headless Service without ports still has endpoints, which
+		// its DNS records name: Kubernetes' controllers give them no
+		// port, and CoreDNS reads them through a sentinel port. The
+		// plan's sentinel is a Port without name, protocol or number.
+		pp := plan.Port{Endpoints: c.endpointsOf(o, schema.ServicePort{}, fams, sel)}
+		pp.Cluster, pp.External, pp.ShortCircuit = pick(pp.Endpoints, &ps, sp.TrafficDistribution, node)
+		ps.Ports = []plan.Port{pp}
+	}
 	return ps
 }
 

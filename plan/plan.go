@@ -91,6 +91,9 @@ type Service struct {
 func (s *Service) Key() string { return s.Namespace + "/" + s.Name }
 
 // Port is one port of a Service with its endpoints as seen from this node.
+// A headless Service without ports has one Port without name, protocol or
+// port number (Port 0), whose endpoints (also at port 0) are those its
+// DNS records name, as CoreDNS's sentinel port; it has no frontend.
 type Port struct {
 	Name     string // "" for the only, unnamed port
 	Protocol string // TCP, UDP, SCTP

@@ -696,7 +696,9 @@ func portInfo(p *plan.Port) PortInfo {
 		if e.Ready {
 			pi.ReadyCount++
 		}
-		if !slices.Contains(pi.TargetPorts, e.Port) {
+		// The endpoints of a headless Service without ports (the plan's
+		// sentinel port) have no port either.
+		if e.Port != 0 && !slices.Contains(pi.TargetPorts, e.Port) {
 			pi.TargetPorts = append(pi.TargetPorts, e.Port)
 		}
 	}

@@ -180,7 +180,11 @@ func serviceSentence(si *ServiceInfo) string {
 	for _, p := range si.Ports {
 		ports = append(ports, portSentence(p))
 	}
-	if len(ports) > 0 {
+	switch {
+	case len(si.Ports) == 1 && si.Ports[0].Port == 0:
+		// A headless Service without ports: its endpoints are for DNS.
+		parts = append(parts, "no ports ("+endpointCount(si.Ports[0])+")")
+	case len(ports) > 0:
 		parts = append(parts, "ports "+strings.Join(ports, ", "))
 	}
 	return strings.Join(parts, ", ")
@@ -206,8 +210,12 @@ func portSentence(p PortInfo) string {
 	return s + " (" + endpointCount(p) + ")"
 }
 
-// portLabel: http 80/TCP, or 80/TCP for an unnamed port.
+// portLabel: http 80/TCP, or 80/TCP for an unnamed port; "(none)" for
+// the plan's sentinel port of a headless Service without ports.
 func portLabel(p PortInfo) string {
+	if p.Port == 0 {
+		return "(none)"
+	}
 	s := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 	if p.Name != "" {
 		s = p.Name + " " + s

@@ -70,3 +70,35 @@ func TestWriteTextEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceSentenceWithoutPorts: a headless Service without ports (the
+// plan's sentinel port, with endpoints at port 0) is worded as having no
+// ports, not as port 0.
+func TestServiceSentenceWithoutPorts(t *testing.T) {
+	tests := []struct {
+		name string
+		si   ServiceInfo
+		want string
+	}{
+		{
+			name: "headless without ports",
+			si:   ServiceInfo{Type: "ClusterIP", Headless: true, Ports: []PortInfo{{EndpointCount: 2, ReadyCount: 1}}},
+			want: "ClusterIP None (headless), no ports (2 endpoints, 1 ready)",
+		},
+		{
+			name: "headless with a port",
+			si:   ServiceInfo{Type: "ClusterIP", Headless: true, Ports: []PortInfo{{Name: "db", Protocol: "TCP", Port: 5432, TargetPorts: []uint16{5432}, EndpointCount: 1, ReadyCount: 1}}},
+			want: "ClusterIP None (headless), ports db 5432/TCP -> 5432 (1 endpoint)",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := serviceSentence(&tc.si); got != tc.want {
+				t.Errorf("serviceSentence = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := portLabel(PortInfo{}); got != "(none)" {
+		t.Errorf("portLabel of the sentinel port = %q, want (none)", got)
+	}
+}

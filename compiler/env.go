@@ -20,14 +20,34 @@ import (
 //	WEB_PORT_80_TCP=tcp://10.96.0.10:80   each port, with _PROTO, _PORT, _ADDR
 //
 // Names are upper case with '-' as '_'; IPv6 addresses are bracketed in URLs.
+//
+// The Service kubernetes of namespace default (the API server's) gives
+// its variables to every namespace, as the kubelet's getServiceEnvVarMap
+// does for the master services; a namespace's own Service kubernetes with
+// a cluster IP wins over it.
 func envFiles(p *plan.Plan, namespaces []string) []plan.EnvFile {
 	// The plan holds every variable for as long as it is the node's: each
 	// namespace's list is made at its size, and the names and values of a
 	// Service are substrings of one string (envBuilder).
 	count := map[string]int{}
+	var master *plan.Service
+	own := map[string]bool{} // the namespaces with a Service kubernetes of their own
 	for i := range p.Services {
 		if s := &p.Services[i]; hasEnv(s) {
 			count[s.Namespace] += envCount(s)
+			if s.Name == masterService {
+				own[s.Namespace] = true
+				if s.Namespace == masterNamespace {
+					master = s
+				}
+			}
+		}
+	}
+	if master != nil {
+		for _, ns := range namespaces {
+			if !own[ns] {
+				count[ns] += envCount(master)
+			}
 		}
 	}
 	byNS := make(map[string][]plan.EnvVar, len(count))
@@ -40,6 +60,15 @@ func envFiles(p *plan.Plan, namespaces []string) []plan.EnvFile {
 			byNS[s.Namespace] = b.appendService(byNS[s.Namespace], s)
 		}
 	}
+	if master != nil {
+		// The namespaces share the variables' strings.
+		vars := b.appendService(nil, master)
+		for _, ns := range namespaces {
+			if !own[ns] {
+				byNS[ns] = append(byNS[ns], vars...)
+			}
+		}
+	}
 	var out []plan.EnvFile
 	for _, ns := range namespaces {
 		vars := byNS[ns]
@@ -48,6 +77,13 @@ func envFiles(p *plan.Plan, namespaces []string) []plan.EnvFile {
 	}
 	return out
 }
+
+// masterNamespace and masterService name the Service whose variables
+// every namespace has: the kubelet's master service.
+const (
+	masterNamespace = "default"
+	masterService   = "kubernetes"
+)
 
 // hasEnv tells whether s has variables: headless and ExternalName
 // Services have none.

@@ -162,8 +162,8 @@ func TestKitchenSinkValidates(t *testing.T) {
 		t.Errorf("netspec.lock is not up to date (run netspec lock %s):\n%s", kitchenSink, strings.Join(diff, "\n"))
 	}
 	for _, n := range kitchenSinkNodes {
-		if got := len(c.plans[n].Services); got != 26 {
-			t.Errorf("node %s: %d services, want 26", n, got)
+		if got := len(c.plans[n].Services); got != 27 {
+			t.Errorf("node %s: %d services, want 27", n, got)
 		}
 	}
 }

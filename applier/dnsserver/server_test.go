@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 3965835983 7200 1800 86400 5"
+	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 3647018591 7200 1800 86400 5"
 	soaRev10   = "10.in-addr.arpa. 5 IN SOA localhost. hostmaster.10.in-addr.arpa. 4246024711 7200 1800 86400 5"
 )
 

@@ -56,6 +56,10 @@ const (
 //     IP reached on a port it does not serve is rejected; an unallocated
 //     address of a service CIDR is dropped; any other address (a node
 //     port on another of the node's addresses among them) is accepted.
+//     As kube-proxy, which keeps each family's addresses to that family's
+//     rules, an external IP, LoadBalancer IP or node-port address of an IP
+//     family the Service has no cluster IP of is no frontend: a
+//     single-stack IPv4 Service has no IPv6 frontends.
 //  2. LoadBalancer IPs of a Service with SourceRanges drop sources outside
 //     them.
 //  3. Only endpoints of the destination's IP family are candidates (an
@@ -73,8 +77,10 @@ const (
 //     terminating) rejects. A port that has endpoints but an empty set for
 //     this frontend (a Local policy with no endpoint on this node) drops.
 //  7. Hairpin: a packet whose source is one of the endpoints it may be
-//     DNATed to is masqueraded, so that the reply comes back through the
-//     node.
+//     DNATed to is masqueraded when it is DNATed to that endpoint (kube-proxy
+//     masquerades in the endpoint's own chain), so that the reply comes
+//     back through the node; Masquerade is then set, and Detail.Hairpin
+//     tells that it holds for that endpoint only.
 func (p *Plan) Trace(pk Packet) Verdict { return p.TraceDetail(pk).Verdict }
 
 // Detail is a Verdict with how Trace reached it, for explanations.
@@ -90,6 +96,11 @@ type Detail struct {
 	Set string
 	// OutsideSourceRanges: dropped by the LoadBalancer source ranges.
 	OutsideSourceRanges bool
+	// Hairpin: Masquerade is set only because the source is one of
+	// Endpoints: the packet is masqueraded when it is DNATed to the
+	// endpoints whose address is Src, and keeps its source when DNATed to
+	// any other.
+	Hairpin bool
 }
 
 // TraceDetail is Trace, also telling which frontend and endpoint set
@@ -103,6 +114,9 @@ func (p *Plan) TraceDetail(pk Packet) Detail {
 			continue
 		}
 		kind := frontendOf(s, dst)
+		if kind != frontendClusterIP && !s.HasFamily(dst) {
+			kind = frontendNone
+		}
 		if kind == frontendNone {
 			continue
 		}
@@ -119,7 +133,7 @@ func (p *Plan) TraceDetail(pk Packet) Detail {
 	if p.NodePortAddress(dst) {
 		for i := range p.Services {
 			s := &p.Services[i]
-			if s.Headless || s.Type == "ExternalName" {
+			if s.Headless || s.Type == "ExternalName" || !s.HasFamily(dst) {
 				continue
 			}
 			if port := s.portFor(pk.Protocol, pk.Port, true); port != nil {
@@ -168,6 +182,16 @@ func (p *Plan) NodePortAddrs(local []netip.Addr) []netip.Addr {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
+}
+
+// HasFamily tells whether s has a cluster IP of a's IP family: only then
+// are its external IPs, LoadBalancer IPs and node ports of that family
+// frontends (kube-proxy filters a Service's addresses by the families of
+// its cluster IPs, and netspec's tables of a family hold only the Services
+// with a cluster IP of it).
+func (s *Service) HasFamily(a netip.Addr) bool {
+	is4 := a.Unmap().Is4()
+	return slices.ContainsFunc(s.ClusterIPs, func(c netip.Addr) bool { return c.Unmap().Is4() == is4 })
 }
 
 type frontend int
@@ -258,8 +282,8 @@ func (p *Plan) forward(s *Service, port *Port, kind frontend, src, dst netip.Add
 		return d
 	}
 	// 7. Hairpin.
-	if slices.ContainsFunc(v.Endpoints, func(e netip.AddrPort) bool { return e.Addr() == src }) {
-		v.Masquerade = true
+	if !v.Masquerade && slices.ContainsFunc(v.Endpoints, func(e netip.AddrPort) bool { return e.Addr() == src }) {
+		v.Masquerade, d.Hairpin = true, true
 	}
 	v.Action = ActionDNAT
 	return d

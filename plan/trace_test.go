@@ -486,6 +486,11 @@ func TestTraceNodePortAddresses(t *testing.T) {
 	p := testPlan()
 	p.Node.IPs = append(p.Node.IPs, ip("fd00:192:168:10::11"))
 	p.Cluster.NodePortAddresses = []netip.Prefix{pfx("192.168.10.0/24"), pfx("10.244.1.1/32")}
+	for i := range p.Services {
+		if p.Services[i].Key() == "edge/gateway" { // dual-stack, so that it has IPv6 node ports
+			p.Services[i].ClusterIPs = append(p.Services[i].ClusterIPs, ip("fd00:10:96::80"))
+		}
+	}
 	web := plan.Verdict{Action: "dnat", Endpoints: eps("10.244.1.5:8080", "10.244.2.5:8081"), Masquerade: true, Service: "shop/web", Port: "http"}
 	tests := []struct {
 		name string
@@ -529,6 +534,60 @@ func TestTraceNodePortAddresses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, p.Trace(tc.pk), opts); diff != "" {
 				t.Errorf("Trace(%+v) (-want +got):\n%s", tc.pk, diff)
+			}
+		})
+	}
+}
+
+// TestTraceOtherFamily: an external IP, LoadBalancer IP or node-port
+// address of an IP family the Service has no cluster IP of is no frontend
+// of it (kube-proxy keeps each family's addresses to that family's rules):
+// the packet is what the node does without Services.
+func TestTraceOtherFamily(t *testing.T) {
+	p := testPlan()
+	p.Node.IPs = append(p.Node.IPs, ip("fd00:192:168:10::11"))
+	for i := range p.Services {
+		switch s := &p.Services[i]; s.Key() {
+		case "shop/portal":
+			s.ExternalIPs = append(s.ExternalIPs, ip("2001:db8:e::5"))
+		case "edge/gateway":
+			s.LoadBalancerIPs = append(s.LoadBalancerIPs, ip("2001:db8:1b::7"))
+		}
+	}
+	for _, pk := range []plan.Packet{
+		{Src: ip("2001:db8::9"), Dst: ip("fd00:192:168:10::11"), Protocol: "TCP", Port: 30080}, // shop/web's node port
+		{Src: ip("2001:db8::9"), Dst: ip("2001:db8:e::5"), Protocol: "TCP", Port: 80},
+		{Src: ip("2001:db8::9"), Dst: ip("2001:db8:1b::7"), Protocol: "TCP", Port: 443},
+	} {
+		if got := p.TraceDetail(pk); got.Action != plan.ActionAccept || got.Service != "" || got.Frontend != "" {
+			t.Errorf("TraceDetail(%+v) = %+v, want accept: no frontend of that family", pk, got)
+		}
+	}
+	// The IPv4 ones still are.
+	if got := p.Trace(plan.Packet{Src: ip("198.51.100.9"), Dst: ip("192.168.10.11"), Protocol: "TCP", Port: 30080}); got.Action != plan.ActionDNAT {
+		t.Errorf("IPv4 node port: %+v, want dnat", got)
+	}
+}
+
+// TestTraceHairpin: a packet from one of its endpoints is masqueraded only
+// when DNATed to that endpoint (Detail.Hairpin), unless it is masqueraded
+// for another reason.
+func TestTraceHairpin(t *testing.T) {
+	p := testPlan()
+	for _, tc := range []struct {
+		name              string
+		pk                plan.Packet
+		masquerade, hairp bool
+	}{
+		{"a pod calling its own Service", plan.Packet{Src: ip("10.244.1.5"), Dst: ip("10.96.0.10"), Protocol: "TCP", Port: 80}, true, true},
+		{"another pod", plan.Packet{Src: ip("10.244.3.7"), Dst: ip("10.96.0.10"), Protocol: "TCP", Port: 80}, false, false},
+		{"an endpoint through an external IP: masqueraded anyway (policy Cluster)", plan.Packet{Src: ip("10.244.3.60"), Dst: ip("203.0.113.10"), Protocol: "TCP", Port: 80}, true, false},
+		{"an endpoint through the node port under policy Local", plan.Packet{Src: ip("10.244.1.80"), Dst: ip("192.168.10.11"), Protocol: "TCP", Port: 30443}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := p.TraceDetail(tc.pk)
+			if d.Action != plan.ActionDNAT || d.Masquerade != tc.masquerade || d.Hairpin != tc.hairp {
+				t.Errorf("%+v: %s masquerade=%v hairpin=%v, want dnat masquerade=%v hairpin=%v", tc.pk, d.Action, d.Masquerade, d.Hairpin, tc.masquerade, tc.hairp)
 			}
 		})
 	}

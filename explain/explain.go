@@ -45,6 +45,14 @@ type Explanation struct {
 	Verdict    string           `json:"verdict"`
 	Targets    []netip.AddrPort `json:"targets,omitempty"` // for dnat
 	Masquerade bool             `json:"masquerade"`
+	// Hairpin are the targets whose address is the packet's source: a
+	// packet DNATed to one of them is masqueraded (hairpin) when
+	// Masquerade is false, as kube-proxy masquerades in the endpoint's own
+	// chain; to the other targets it keeps its source.
+	Hairpin []netip.AddrPort `json:"hairpin,omitempty"`
+	// SessionAffinity is the Service's sessionAffinity ClientIP; nil
+	// without.
+	SessionAffinity *SessionAffinity `json:"sessionAffinity,omitempty"`
 	// Cause is why the packet is rejected, dropped or not for a Service;
 	// for dnat nil, unless the node's daemon left endpoints out for
 	// failing readiness probes (Options.Probes).
@@ -110,6 +118,13 @@ type probeKey struct {
 	endpoint netip.AddrPort
 }
 
+// SessionAffinity is a Service's sessionAffinity: a client that comes
+// back within TimeoutSeconds goes to the endpoint it got before.
+type SessionAffinity struct {
+	Type           string `json:"type"` // ClientIP
+	TimeoutSeconds int32  `json:"timeoutSeconds"`
+}
+
 // Endpoint is one endpoint of the Service port and what became of it.
 type Endpoint struct {
 	Addr  netip.AddrPort `json:"addr"`
@@ -133,6 +148,15 @@ const (
 	CauseNotService         = "not-a-service-address"
 	CauseProbeFailing       = "endpoint-probe-failing"
 	CauseKernelDiffers      = "kernel-differs"
+	// CauseOtherFamily: an external IP, LoadBalancer IP or node port of a
+	// Service that has no cluster IP of the packet's IP family.
+	CauseOtherFamily = "other-ip-family"
+	// CauseHealthCheckNodePort: the health check node port of a Service,
+	// answered by netspec's health check server, not forwarded.
+	CauseHealthCheckNodePort = "health-check-node-port"
+	// CauseLoadBalancerProxy: a LoadBalancer ingress IP with ipMode Proxy,
+	// which the nodes do not capture.
+	CauseLoadBalancerProxy = "load-balancer-ip-mode-proxy"
 )
 
 // Cause is the reason of a reject, drop or accept.
@@ -153,8 +177,15 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	x := &Explanation{
 		Node: p.Node.Name, From: pk.Src, To: netip.AddrPortFrom(pk.Dst, pk.Port), Protocol: pk.Protocol,
 		FromLocal: pk.FromLocal, Frontend: d.Frontend, Service: d.Service, Port: d.Port,
-		Verdict: d.Action, Targets: d.Endpoints, Masquerade: d.Masquerade,
+		Verdict: d.Action, Targets: d.Endpoints, Masquerade: d.Masquerade && !d.Hairpin,
 		failOpen: o.FailOpen,
+	}
+	if d.Hairpin {
+		for _, e := range d.Endpoints {
+			if e.Addr() == pk.Src.Unmap() {
+				x.Hairpin = append(x.Hairpin, e)
+			}
+		}
 	}
 	defer x.kernel(o.Kernel)
 	if len(o.Probes) > 0 {
@@ -168,20 +199,21 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	to := fmt.Sprintf("%s/%s", x.To, pk.Protocol)
 	if d.Service == "" {
 		x.step("%s matches no Service frontend on node %s", to, p.Node.Name)
-		x.Cause = notService(p, pk)
+		x.Cause = notService(p, objs, pk)
 		x.verdict()
 		return x
 	}
 	s := planService(p, d.Service)
 	so := schemaService(objs, d.Service)
-	x.step("frontend: %s %s of Service %s", d.Frontend, to, d.Service)
 	port := portOf(s, d.Frontend, pk)
 	if port == nil {
+		x.step("%s is a %s of Service %s, which has no port %d/%s", pk.Dst, d.Frontend, d.Service, pk.Port, pk.Protocol)
 		x.Cause = &Cause{CausePortNotServed, fmt.Sprintf("Service %s does not serve %d/%s on its cluster IP; it serves %s",
 			d.Service, pk.Port, pk.Protocol, servedPorts(s, false))}
 		x.verdict()
 		return x
 	}
+	x.step("frontend: %s %s of Service %s", d.Frontend, to, d.Service)
 	var sp *schema.ServicePort
 	if so != nil {
 		for i := range so.Spec.Ports {
@@ -201,13 +233,26 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	x.step("Service port %s: %d/%s%s", name, port.Port, port.Protocol, target)
 	if d.Frontend == "LoadBalancer IP" && len(s.SourceRanges) > 0 {
 		if d.OutsideSourceRanges {
-			x.Cause = &Cause{CauseSourceOutside, fmt.Sprintf("source %s is outside loadBalancerSourceRanges %s", pk.Src, prefixes(s.SourceRanges))}
+			text := fmt.Sprintf("source %s is outside loadBalancerSourceRanges %s", pk.Src, prefixes(s.SourceRanges))
+			if !slices.ContainsFunc(s.SourceRanges, func(r netip.Prefix) bool { return r.Addr().Unmap().Is4() == pk.Src.Unmap().Is4() }) {
+				fam := family(pk.Src)
+				text = fmt.Sprintf("loadBalancerSourceRanges %s has no %s range, so no %s client is allowed (netspec fails closed here, unlike kube-proxy, which ignores the ranges of the other family and lets every %s client in)",
+					prefixes(s.SourceRanges), fam, fam, fam)
+			} else if x.defaultSource(pk) {
+				text += defaultSourceHint
+			}
+			x.Cause = &Cause{CauseSourceOutside, text}
 			x.verdict()
 			return x
 		}
 		x.step("source %s is inside loadBalancerSourceRanges %s", pk.Src, prefixes(s.SourceRanges))
 	}
 	x.step("traffic policy: internal %s, external %s%s", policy(s.InternalLocal), policy(s.ExternalLocal), topologyOf(so, port, p.Node))
+	if s.AffinitySeconds > 0 {
+		x.SessionAffinity = &SessionAffinity{Type: "ClientIP", TimeoutSeconds: s.AffinitySeconds}
+		x.step("session affinity: ClientIP, timeout %d s: a client that comes back within %d s of its last packet sticks to the endpoint it got (while that endpoint is still taken)",
+			s.AffinitySeconds, s.AffinitySeconds)
+	}
 	fam := func(set []int) int {
 		n := 0
 		for _, i := range set {
@@ -249,17 +294,41 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		}
 	}
 	if x.Verdict == plan.ActionReject {
-		x.Cause = noEndpoints(objs, so, sp, port)
+		x.Cause = noEndpoints(objs, so, sp, port, pk)
 	}
 	if x.Verdict == plan.ActionDrop {
 		var nodes []string
+		nameless := 0
 		for _, e := range port.Endpoints {
-			if (e.Ready || e.Serving && e.Terminating) && !slices.Contains(nodes, e.NodeName) {
+			if !(e.Ready || e.Serving && e.Terminating) || e.IP.Is4() != pk.Dst.Unmap().Is4() {
+				continue
+			}
+			if e.NodeName == "" {
+				nameless++
+			} else if !slices.Contains(nodes, e.NodeName) {
 				nodes = append(nodes, e.NodeName)
 			}
 		}
-		x.Cause = &Cause{CauseLocalNoEndpoint, fmt.Sprintf("traffic policy Local and no usable endpoint on node %s (usable ones are on: %s)",
-			p.Node.Name, orNone(nodes))}
+		var where []string
+		if len(nodes) > 0 {
+			where = append(where, "usable ones are on: "+strings.Join(nodes, ", "))
+		}
+		if nameless > 0 {
+			where = append(where, fmt.Sprintf("%d usable endpoint(s) have no node name, so are never local to any node", nameless))
+		}
+		usable := strings.Join(where, "; ")
+		local := s.InternalLocal
+		if d.Set == "external" {
+			local = s.ExternalLocal
+		}
+		text := fmt.Sprintf("%s Local and no usable endpoint on node %s (%s)", policyName(d.Set), p.Node.Name, usable)
+		if !local {
+			text = fmt.Sprintf("the %s endpoint set of node %s is empty, although the port has usable endpoints (%s)", d.Set, p.Node.Name, usable)
+		}
+		if d.Set == "external" && x.defaultSource(pk) {
+			text += defaultSourceHint
+		}
+		x.Cause = &Cause{CauseLocalNoEndpoint, text}
 	}
 	x.verdict()
 	return x
@@ -294,13 +363,16 @@ func Frontends(p *plan.Plan, s *plan.Service) []plan.Packet {
 	var out []plan.Packet
 	for _, ips := range [][]netip.Addr{s.ClusterIPs, s.ExternalIPs, s.LoadBalancerIPs} {
 		for _, ip := range ips {
+			if !s.HasFamily(ip) {
+				continue // kube-proxy installs no rules for it
+			}
 			for _, pt := range s.Ports {
 				out = append(out, plan.Packet{Dst: ip, Protocol: pt.Protocol, Port: pt.Port})
 			}
 		}
 	}
 	for _, ip := range p.Node.IPs {
-		if !p.NodePortAddress(ip) {
+		if !p.NodePortAddress(ip) || !s.HasFamily(ip) {
 			continue
 		}
 		for _, pt := range s.Ports {
@@ -333,8 +405,11 @@ func (x *Explanation) verdict() {
 	switch x.Verdict {
 	case plan.ActionDNAT:
 		m := "not masqueraded (the endpoint sees the client's address)"
-		if x.Masquerade {
+		switch {
+		case x.Masquerade:
 			m = "masqueraded (source rewritten to the node's address)"
+		case len(x.Hairpin) > 0:
+			m = fmt.Sprintf("not masqueraded (the endpoint sees the client's address), except to %s, the source itself: hairpin, masqueraded so that the reply comes back through the node", addrPorts(x.Hairpin))
 		}
 		x.step("verdict: dnat to one of %s; %s", addrPorts(x.Targets), m)
 	case plan.ActionReject:
@@ -395,6 +470,7 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 	case d.Frontend != "cluster IP" && port.ShortCircuit != nil:
 		local = false // the short-circuit is subject to neither policy
 	}
+	pol := policyName(d.Set)
 	failOpen := slices.Contains(x.failOpen, s.Key())
 	for _, e := range port.Endpoints {
 		n := Endpoint{Addr: e.AddrPort(), Pod: e.Pod, Node: e.NodeName}
@@ -416,14 +492,27 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 			n.Why = "terminating: only used when no endpoint is ready"
 		case d.Set == "":
 			n.Why = "no endpoint set was chosen"
+		case local && e.NodeName == "":
+			n.Why = fmt.Sprintf("no node name, so never local to any node, and the %s is Local", pol)
 		case local && e.NodeName != p.Node.Name:
-			n.Why = fmt.Sprintf("on node %s, and the traffic policy is Local", orNone([]string{e.NodeName}))
+			n.Why = fmt.Sprintf("on node %s, and the %s is Local", e.NodeName, pol)
 		default:
 			n.Why = "topology: " + topologyWhy(e, p.Node)
 		}
 		x.Endpoints = append(x.Endpoints, n)
 		if n.Taken {
-			x.step("endpoint %s%s: taken", e.AddrPort(), who(e))
+			var notes []string
+			if !e.Ready {
+				notes = append(notes, "terminating (draining: no endpoint is ready, so serving terminating ones are used)")
+			}
+			if slices.Contains(x.Hairpin, e.AddrPort()) {
+				notes = append(notes, "it is the source: hairpin, so a packet DNATed to it is masqueraded")
+			}
+			if len(notes) > 0 {
+				x.step("endpoint %s%s: taken, %s", e.AddrPort(), who(e), strings.Join(notes, "; "))
+			} else {
+				x.step("endpoint %s%s: taken", e.AddrPort(), who(e))
+			}
 		} else {
 			x.step("endpoint %s%s: left out, %s", e.AddrPort(), who(e), n.Why)
 		}
@@ -431,16 +520,33 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 }
 
 // pods notes the pods the selector matches that are no endpoint of the
-// port, with the compiler's reason.
+// port, with the compiler's reason, or that have no IP yet.
 func (x *Explanation) pods(objs []*schema.Object, so *schema.Service, sp *schema.ServicePort, port *plan.Port) {
 	if so == nil || sp == nil || so.Spec.Selector.Len() == 0 {
 		return
 	}
 	for _, pod := range selected(objs, so) {
-		if _, why := compiler.PodTarget(pod, *sp); why != "" {
+		if why := podWhy(pod, sp); why != "" {
 			x.step("pod %s/%s: selected but no endpoint, %s", pod.Metadata.Namespace, pod.Metadata.Name, why)
 		}
 	}
+}
+
+// podWhy says why a selected pod is no endpoint of sp, "" when it is one:
+// the compiler's reason (compiler.PodTarget), or that it has no IP yet.
+func podWhy(pod *schema.Pod, sp *schema.ServicePort) string {
+	_, why := compiler.PodTarget(pod, *sp)
+	if pod.Terminal() || len(pod.IPs()) > 0 {
+		return why
+	}
+	phase := pod.Status.Phase
+	if phase == "" {
+		phase = "none"
+	}
+	if why != "" {
+		return fmt.Sprintf("no IP yet (phase %s); %s", phase, why)
+	}
+	return fmt.Sprintf("no IP yet (phase %s)", phase)
 }
 
 func selected(objs []*schema.Object, so *schema.Service) []*schema.Pod {
@@ -453,15 +559,23 @@ func selected(objs []*schema.Object, so *schema.Service) []*schema.Pod {
 	return out
 }
 
-// noEndpoints finds why a port has no usable endpoint.
-func noEndpoints(objs []*schema.Object, so *schema.Service, sp *schema.ServicePort, port *plan.Port) *Cause {
+// noEndpoints finds why a port has no usable endpoint of the packet's IP
+// family.
+func noEndpoints(objs []*schema.Object, so *schema.Service, sp *schema.ServicePort, port *plan.Port, pk plan.Packet) *Cause {
 	if so == nil || sp == nil {
 		return &Cause{CauseNoReadyEndpoint, "the port has no ready endpoint"}
 	}
 	key := so.Metadata.Namespace + "/" + so.Metadata.Name
+	is4 := pk.Dst.Unmap().Is4()
+	usable := func(e plan.Endpoint) bool { return e.Ready || e.Serving && e.Terminating }
+	if slices.ContainsFunc(port.Endpoints, usable) && !slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool { return usable(e) && e.IP.Is4() == is4 }) {
+		return &Cause{CauseNoReadyEndpoint, fmt.Sprintf("port %s of Service %s has usable endpoints, but none of them is %s (the destination's family)",
+			portName(sp), key, family(pk.Dst))}
+	}
 	if so.Spec.Selector.Len() == 0 {
 		if len(port.Endpoints) == 0 {
-			return &Cause{CauseNoEndpointObjects, fmt.Sprintf("Service %s has no selector and no Endpoints or EndpointSlice gives port %s an address", key, portName(sp))}
+			return &Cause{CauseNoEndpointObjects, fmt.Sprintf("Service %s has no selector and no Endpoints or EndpointSlice gives port %s an address%s",
+				key, portName(sp), endpointObjects(objs, so, sp))}
 		}
 		return &Cause{CauseNoReadyEndpoint, fmt.Sprintf("none of the %d endpoints of Service %s port %s is ready", len(port.Endpoints), key, portName(sp))}
 	}
@@ -470,17 +584,89 @@ func noEndpoints(objs []*schema.Object, so *schema.Service, sp *schema.ServicePo
 		return &Cause{CauseNoPodMatches, fmt.Sprintf("selector %s of Service %s matches no pod in namespace %s%s",
 			labels(so.Spec.Selector), key, so.Metadata.Namespace, nearest(objs, so))}
 	}
-	var named []string
+	// Each selected pod is an endpoint (not ready, or of the other
+	// family), lacks the named targetPort, or cannot be an endpoint at all
+	// (finished, no IP yet).
+	var named, others, endpoints []string
 	for _, pod := range pods {
-		if _, why := compiler.PodTarget(pod, *sp); why != "" && sp.TargetPort.IsName() && !pod.Terminal() {
+		_, why := compiler.PodTarget(pod, *sp)
+		switch {
+		case pod.Terminal():
+			others = append(others, fmt.Sprintf("%s (finished, phase %s)", pod.Metadata.Name, pod.Status.Phase))
+		case len(pod.IPs()) == 0:
+			others = append(others, fmt.Sprintf("%s (no IP yet, phase %s)", pod.Metadata.Name, cmpOr(pod.Status.Phase, "none")))
+		case why != "":
 			named = append(named, pod.Metadata.Name)
+		default:
+			endpoints = append(endpoints, pod.Metadata.Name)
 		}
 	}
-	if len(named) == len(pods) {
-		return &Cause{CauseNoNamedPort, fmt.Sprintf("targetPort %s: no container port named %s/%s in the selected pods (%s)",
-			sp.TargetPort.Str, sp.TargetPort.Str, sp.Protocol, strings.Join(named, ", "))}
+	rest := ""
+	if len(others) > 0 {
+		rest = "; selected but no endpoint either: " + strings.Join(others, ", ")
 	}
-	return &Cause{CauseNoReadyEndpoint, fmt.Sprintf("the selector matches %d pod(s) but none is a ready endpoint of port %s (see above)", len(pods), portName(sp))}
+	if len(named) > 0 && len(endpoints) == 0 {
+		return &Cause{CauseNoNamedPort, fmt.Sprintf("targetPort %s: no container port named %s/%s in the selected pods (%s)%s",
+			sp.TargetPort.Str, sp.TargetPort.Str, sp.Protocol, strings.Join(named, ", "), rest)}
+	}
+	if len(endpoints) == 0 {
+		return &Cause{CauseNoReadyEndpoint, fmt.Sprintf("the selector matches %d pod(s) but none can be an endpoint of port %s: %s",
+			len(pods), portName(sp), strings.Join(others, ", "))}
+	}
+	if len(named) > 0 {
+		rest = fmt.Sprintf("; %s lack the named targetPort %s/%s", strings.Join(named, ", "), sp.TargetPort.Str, sp.Protocol) + rest
+	}
+	return &Cause{CauseNoReadyEndpoint, fmt.Sprintf("the selector matches %d pod(s) but none is a ready endpoint of port %s: %s not ready (see above)%s",
+		len(pods), portName(sp), strings.Join(endpoints, ", "), rest)}
+}
+
+// endpointObjects names the Endpoints object and the EndpointSlices of a
+// Service without selector, and their ports, for a port they give no
+// address: an endpoint port is the Service port's by name and protocol.
+func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.ServicePort) string {
+	ports := func(ps []schema.EndpointPort) string {
+		var out []string
+		for _, p := range ps {
+			name := p.Name
+			if name == "" {
+				name = "(unnamed)"
+			}
+			out = append(out, fmt.Sprintf("%s %d/%s", name, p.Port, cmpOr(p.Protocol, "TCP")))
+		}
+		return orNone(out)
+	}
+	var found []string
+	for _, o := range objs {
+		switch {
+		case o.EndpointSlice != nil:
+			m := o.EndpointSlice.Metadata
+			if m.Namespace == so.Metadata.Namespace && m.Labels.Get(schema.ServiceNameLabel) == so.Metadata.Name {
+				found = append(found, fmt.Sprintf("EndpointSlice %s has port(s) %s", m.Name, ports(o.EndpointSlice.Ports)))
+			}
+		case o.Endpoints != nil:
+			m := o.Endpoints.Metadata
+			if m.Namespace == so.Metadata.Namespace && m.Name == so.Metadata.Name {
+				var ps []schema.EndpointPort
+				for _, sub := range o.Endpoints.Subsets {
+					ps = append(ps, sub.Ports...)
+				}
+				found = append(found, fmt.Sprintf("Endpoints %s has port(s) %s", m.Name, ports(ps)))
+			}
+		}
+	}
+	want := fmt.Sprintf("%s/%s", cmpOr(sp.Name, "(unnamed)"), sp.Protocol)
+	if len(found) == 0 {
+		return fmt.Sprintf(" (no Endpoints object %s, and no EndpointSlice labeled %s=%s in namespace %s)",
+			so.Metadata.Name, schema.ServiceNameLabel, so.Metadata.Name, so.Metadata.Namespace)
+	}
+	return fmt.Sprintf(": %s; none is named %s (an endpoint port serves the Service port of its name and protocol)", strings.Join(found, "; "), want)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // nearest names the pod of the namespace that carries the most of the
@@ -520,13 +706,41 @@ func nearest(objs []*schema.Object, so *schema.Service) string {
 }
 
 // notService finds why a packet matched no frontend.
-func notService(p *plan.Plan, pk plan.Packet) *Cause {
+func notService(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Cause {
 	dst := pk.Dst.Unmap()
+	fam := family(dst)
 	for i := range p.Services {
 		s := &p.Services[i]
-		if slices.Contains(s.ExternalIPs, dst) || slices.Contains(s.LoadBalancerIPs, dst) {
-			return &Cause{CausePortNotServed, fmt.Sprintf("%s is an address of Service %s, which does not serve %d/%s on it; it serves %s",
-				dst, s.Key(), pk.Port, pk.Protocol, servedPorts(s, false))}
+		if s.Headless || s.Type == "ExternalName" {
+			continue
+		}
+		kind := ""
+		switch {
+		case slices.Contains(s.ExternalIPs, dst):
+			kind = "an external IP"
+		case slices.Contains(s.LoadBalancerIPs, dst):
+			kind = "a LoadBalancer IP"
+		}
+		if kind == "" {
+			continue
+		}
+		if !s.HasFamily(dst) {
+			return &Cause{CauseOtherFamily, fmt.Sprintf("%s is %s of Service %s, which has no %s cluster IP (its families: %s): as kube-proxy, the node installs no %s rules for the Service, so %s is no frontend of it",
+				dst, kind, s.Key(), fam, families(s), fam, dst)}
+		}
+		return &Cause{CausePortNotServed, fmt.Sprintf("%s is an address of Service %s, which does not serve %d/%s on it; it serves %s",
+			dst, s.Key(), pk.Port, pk.Protocol, servedPorts(s, false))}
+	}
+	for _, o := range objs {
+		so := o.Service
+		if so == nil {
+			continue
+		}
+		for _, in := range so.Status.LoadBalancer.Ingress {
+			if a, err := netip.ParseAddr(in.IP); err == nil && a.Unmap() == dst && in.IPMode == "Proxy" {
+				return &Cause{CauseLoadBalancerProxy, fmt.Sprintf("%s is a LoadBalancer IP of Service %s/%s with ipMode Proxy, which the node does not capture (as kube-proxy): traffic to it goes to the load balancer, which proxies it to the node ports",
+					dst, so.Metadata.Namespace, so.Metadata.Name)}
+			}
 		}
 	}
 	for _, c := range p.Cluster.ServiceCIDRs {
@@ -534,27 +748,103 @@ func notService(p *plan.Plan, pk plan.Packet) *Cause {
 			return &Cause{CauseUnallocated, fmt.Sprintf("%s is in the service CIDR %s but no Service holds it", dst, c)}
 		}
 	}
-	if !p.NodePortAddress(dst) {
+	npa := p.NodePortAddress(dst)
+	if pk.Protocol == "TCP" {
 		for i := range p.Services {
 			s := &p.Services[i]
-			for _, pt := range s.Ports {
-				if pt.NodePort == pk.Port && pt.Protocol == pk.Protocol && !s.Headless {
-					var addrs []string
-					for _, ip := range p.Node.IPs {
-						if p.NodePortAddress(ip) {
-							addrs = append(addrs, ip.String())
-						}
-					}
-					return &Cause{CauseNodePortNotAddress, fmt.Sprintf("%d/%s is a node port of Service %s, but %s is not a node-port address of node %s (node ports answer on: %s)",
-						pk.Port, pk.Protocol, s.Key(), dst, p.Node.Name, orNone(addrs))}
-				}
+			if s.HealthCheckNodePort == 0 || s.HealthCheckNodePort != pk.Port {
+				continue
+			}
+			if npa {
+				return &Cause{CauseHealthCheckNodePort, fmt.Sprintf("%d/TCP is the health check node port of Service %s: the health check server of netspec watch answers it on the node (200 with local endpoints, 503 without); it is not forwarded",
+					pk.Port, s.Key())}
+			}
+			return &Cause{CauseNodePortNotAddress, fmt.Sprintf("%d/TCP is the health check node port of Service %s, but %s is not a node-port address of node %s (%s)",
+				pk.Port, s.Key(), dst, p.Node.Name, nodePortAddrs(p, dst))}
+		}
+	}
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.Headless || s.Type == "ExternalName" {
+			continue
+		}
+		for _, pt := range s.Ports {
+			if pt.NodePort != pk.Port || pt.Protocol != pk.Protocol {
+				continue
+			}
+			if !npa {
+				return &Cause{CauseNodePortNotAddress, fmt.Sprintf("%d/%s is a node port of Service %s, but %s is not a node-port address of node %s (%s)",
+					pk.Port, pk.Protocol, s.Key(), dst, p.Node.Name, nodePortAddrs(p, dst))}
+			}
+			if !s.HasFamily(dst) {
+				return &Cause{CauseOtherFamily, fmt.Sprintf("%d/%s is a node port of Service %s, which has no %s cluster IP (its families: %s): as kube-proxy, the node installs no %s rules for the Service, so it has no node port on %s",
+					pk.Port, pk.Protocol, s.Key(), fam, families(s), fam, dst)}
 			}
 		}
 	}
-	if p.NodePortAddress(dst) {
+	if npa {
 		return &Cause{CauseNotService, fmt.Sprintf("%s is a node-port address of node %s, but no Service has node port %d/%s", dst, p.Node.Name, pk.Port, pk.Protocol)}
 	}
 	return &Cause{CauseNotService, fmt.Sprintf("%s is no cluster IP, external IP or LoadBalancer IP of any Service", dst)}
+}
+
+// nodePortAddrs says where node ports answer in the family of dst, and
+// why: the Cluster's nodePortAddresses of that family, or without any the
+// addresses of the Node object.
+func nodePortAddrs(p *plan.Plan, dst netip.Addr) string {
+	is4 := dst.Unmap().Is4()
+	var cidrs, addrs []string
+	for _, c := range p.Cluster.NodePortAddresses {
+		if c.Addr().Unmap().Is4() == is4 {
+			cidrs = append(cidrs, c.String())
+		}
+	}
+	for _, ip := range p.Node.IPs {
+		if ip.Unmap().Is4() == is4 && p.NodePortAddress(ip) {
+			addrs = append(addrs, ip.Unmap().String())
+		}
+	}
+	if len(cidrs) > 0 {
+		return fmt.Sprintf("the Cluster's nodePortAddresses for %s are %s: node ports answer only on the node's addresses inside them (of its Node object's: %s)",
+			family(dst), strings.Join(cidrs, ", "), orNone(addrs))
+	}
+	return fmt.Sprintf("the Cluster names no nodePortAddresses for %s, so node ports answer on the Node object's %s addresses: %s",
+		family(dst), family(dst), orNone(addrs))
+}
+
+func family(a netip.Addr) string {
+	if a.Unmap().Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// families names the IP families of a Service's cluster IPs.
+func families(s *plan.Service) string {
+	var out []string
+	for _, c := range s.ClusterIPs {
+		if f := family(c); !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return orNone(out)
+}
+
+// policyName is the traffic policy that chose the endpoint set.
+func policyName(set string) string {
+	if set == "external" {
+		return "externalTrafficPolicy"
+	}
+	return "internalTrafficPolicy"
+}
+
+// defaultSourceHint follows a cause that the default source (a client
+// outside the cluster) may be for.
+const defaultSourceHint = "; the source is explain's default, a client outside the cluster: pass --from to explain a packet from a pod or from the node"
+
+// defaultSource tells whether the packet comes from DefaultSource.
+func (x *Explanation) defaultSource(pk plan.Packet) bool {
+	return pk.Src.Unmap() == DefaultSource(pk.Dst)
 }
 
 func planService(p *plan.Plan, key string) *plan.Service {

@@ -42,6 +42,15 @@ func TestExamplesAgreeWithTrace(t *testing.T) {
 					pk.Src = explain.DefaultSource(pk.Dst)
 					checkAgrees(t, ex+"/"+node, p, tree.Objects, pk)
 					n++
+					// From each endpoint of the Service: hairpin.
+					for _, pt := range p.Services[i].Ports {
+						for _, e := range pt.Endpoints {
+							if e.IP.Is4() == pk.Dst.Is4() {
+								pk.Src = e.IP
+								checkAgrees(t, ex+"/"+node+" from "+e.IP.String(), p, tree.Objects, pk)
+							}
+						}
+					}
 				}
 			}
 			if n == 0 {
@@ -56,7 +65,11 @@ func checkAgrees(t *testing.T, where string, p *plan.Plan, objs []*schema.Object
 	x := explain.Packet(p, objs, pk)
 	v := p.Trace(pk)
 	what := where + " " + x.To.String() + "/" + x.Protocol
-	if x.Verdict != v.Action || !slices.Equal(x.Targets, v.Endpoints) || x.Masquerade != v.Masquerade || x.Service != v.Service {
+	d := p.TraceDetail(pk)
+	if (len(x.Hairpin) > 0) != d.Hairpin || x.Masquerade != (d.Masquerade && !d.Hairpin) {
+		t.Errorf("%s: explained masquerade=%v hairpin=%v, trace masquerade=%v hairpin=%v", what, x.Masquerade, x.Hairpin, d.Masquerade, d.Hairpin)
+	}
+	if x.Verdict != v.Action || !slices.Equal(x.Targets, v.Endpoints) || (x.Masquerade || len(x.Hairpin) > 0) != v.Masquerade || x.Service != v.Service {
 		t.Errorf("%s: explained %s %v masq=%v %s, trace %s %v masq=%v %s", what, x.Verdict, x.Targets, x.Masquerade, x.Service, v.Action, v.Endpoints, v.Masquerade, v.Service)
 	}
 	if (x.Cause == nil) != (x.Verdict == plan.ActionDNAT) {

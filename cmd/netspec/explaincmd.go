@@ -57,10 +57,14 @@ the verdict:
 
 For reject, drop and accept it names the cause to look for: a selector
 that matches no pod (with the nearest pod and the labels that differ), a
-named targetPort the pods do not have, policy Local with no endpoint on
-this node, a source outside loadBalancerSourceRanges, a port the Service
-does not serve, an address of the service CIDR that no Service holds, a
-node port on an address that is not a node-port address.
+named targetPort the pods do not have, EndpointSlices whose port names
+are not the Service's, policy Local with no endpoint on this node, a
+source outside loadBalancerSourceRanges, a port the Service does not
+serve, an address of the service CIDR that no Service holds, a node port
+on an address that is not a node-port address, an address of an IP
+family the Service does not have, a health check node port, a
+LoadBalancer IP with ipMode Proxy. A packet from one of the endpoints is
+masqueraded only when DNATed to that endpoint (hairpin).
 
 With --live, on the node itself, explain also asks the node's netspec
 watch daemon (its socket DIR/netspec.sock, --state-dir DIR; root) for its
@@ -228,7 +232,14 @@ func runExplain(e *env, opts any, args []string) int {
 			return exitError
 		}
 		if len(xs) == 0 {
-			fmt.Fprintf(e.stdout, "Service %s has no frontends on node %s (headless or ExternalName: its clients reach the endpoints directly)\n", args[1], f.node)
+			// Headless and ExternalName Services: an empty list for --json.
+			note := noFrontends(p, args[1])
+			if f.json {
+				fmt.Fprintf(e.stderr, "netspec explain: %s\n", note)
+				fmt.Fprintln(e.stdout, "[]")
+				return exitOK
+			}
+			fmt.Fprintln(e.stdout, note)
 			return exitOK
 		}
 	}
@@ -255,6 +266,22 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 	}
 	return exitOK
+}
+
+// noFrontends says why Service key has no frontends on p's node: it is
+// headless, or of type ExternalName.
+func noFrontends(p *plan.Plan, key string) string {
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.Key() != key {
+			continue
+		}
+		if s.Type == "ExternalName" {
+			return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, so its DNS name is a CNAME to %s and clients connect to that name; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
+		}
+		return fmt.Sprintf("Service %s has no frontends on node %s: it is headless, so its DNS name resolves to the endpoints' own addresses and clients connect to them directly", key, p.Node.Name)
+	}
+	return fmt.Sprintf("Service %s has no frontends on node %s", key, p.Node.Name)
 }
 
 // parseTo parses IP:PORT[/PROTO] (an IPv6 address in brackets).

@@ -134,8 +134,10 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 		addrs = append(addrs, a)
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
+	epNS := map[netip.Addr]*testnet.NS{}
 	for i, a := range addrs {
 		ep := n.NS(fmt.Sprintf("ep%d", i))
+		epNS[a] = ep
 		gw, bits := explainGW, 32
 		if a.Is6() {
 			gw, bits = explainGW6, 128
@@ -182,6 +184,34 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 		}
 	}
 	t.Logf("frontends checked by kind: %v, by verdict: %v; from a pod, to external frontends under policy Local: %d; SCTP frontends left out: %d", kinds, verdicts, shortCircuits, left)
+
+	// Hairpin: from an endpoint to its Service's cluster IP, only the
+	// packets DNATed back to that endpoint are masqueraded.
+	hairpins := 0
+	for i := range p.Services {
+		s := &p.Services[i]
+		for _, pk := range explain.Frontends(p, s) {
+			if pk.Protocol != "TCP" || s.AffinitySeconds != 0 {
+				continue
+			}
+			pk.Src = explain.DefaultSource(pk.Dst)
+			if x := explain.Packet(p, tree.Objects, pk); x.Frontend != "cluster IP" || x.Verdict != plan.ActionDNAT || len(x.Targets) < 2 {
+				continue
+			}
+			pk.Src = explain.Packet(p, tree.Objects, pk).Targets[0].Addr()
+			x := explain.Packet(p, tree.Objects, pk)
+			if x.Masquerade || len(x.Hairpin) == 0 {
+				t.Errorf("%s/%s from its endpoint %s: masquerade=%v hairpin=%v, want hairpin only", x.To, x.Protocol, pk.Src, x.Masquerade, x.Hairpin)
+				continue
+			}
+			checkHairpin(t, epNS[pk.Src], x)
+			hairpins++
+			break
+		}
+	}
+	if strings.HasSuffix(dir, "kitchen-sink") && hairpins == 0 {
+		t.Errorf("kitchen-sink: no hairpin was checked")
+	}
 	if kinds["cluster IP"] == 0 {
 		t.Errorf("no cluster IP frontend in %s", dir)
 	}
@@ -249,6 +279,36 @@ func checkExplained(t *testing.T, client *testnet.NS, s *plan.Service, x *explai
 	default:
 		t.Errorf("%s: explain says %s for a frontend of the plan (%s)", what, x.Verdict, causeOf(x))
 	}
+}
+
+// checkHairpin dials the explanation's destination from its source, an
+// endpoint of the Service, and checks that the endpoints listed in Hairpin
+// (the source itself) see a masqueraded address and the other targets the
+// source's own.
+func checkHairpin(t *testing.T, from *testnet.NS, x *explain.Explanation) {
+	t.Helper()
+	what := fmt.Sprintf("%s/%s from its endpoint %s", x.To, x.Protocol, x.From)
+	var want []string
+	for _, e := range x.Targets {
+		want = append(want, e.String())
+	}
+	seen := map[string]int{}
+	for _, a := range dials(20*len(want), func() string { return from.DialTCPFrom("", x.To.String(), answerWait) }) {
+		f := strings.Fields(a)
+		if len(f) != 2 || !slices.Contains(want, f[0]) {
+			t.Errorf("%s: got %q, want an answer from one of %v", what, a, want)
+			continue
+		}
+		seen[f[0]]++
+		hairpin := slices.ContainsFunc(x.Hairpin, func(h netip.AddrPort) bool { return h.String() == f[0] })
+		if hairpin && f[1] == x.From.String() {
+			t.Errorf("%s: %s saw the source's own address %s, yet explain says hairpin: masqueraded", what, f[0], f[1])
+		}
+		if !hairpin && f[1] != x.From.String() {
+			t.Errorf("%s: %s saw %s, yet explain says only the hairpin endpoint is masqueraded (the source is %s)", what, f[0], f[1], x.From)
+		}
+	}
+	allSeen(t, what, seen, 1, want...)
 }
 
 // causeOf is the explanation's cause, for messages.

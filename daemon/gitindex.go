@@ -9,7 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
+
+	"netspec.dev/netspec/internal/treecheck"
+	"netspec.dev/netspec/schema"
 )
 
 // indexEntry is what gitClean needs of an entry of git's index.
@@ -96,8 +100,9 @@ func readGitIndex(path string) (entries map[string]indexEntry, invalid bool, err
 // dir) are as the commit checked out has them, as far as git's index
 // tells without a git binary: each is in the index, with the index's
 // size and mtime (a file no older than the index is hashed and compared
-// with its blob, as git does for "racily clean" entries), and the index's
-// cache tree has no staged change. A SHA-256 repository or an index
+// with its blob, as git does for "racily clean" entries), no spec file
+// the index holds under the tree is deleted, and the index's cache tree
+// has no staged change. A SHA-256 repository or an index
 // version 4 is an error: not read.
 func gitClean(root string, files []string) (bool, error) {
 	abs, err := filepath.Abs(root)
@@ -123,6 +128,9 @@ func gitClean(root string, files []string) (bool, error) {
 	rel, err := filepath.Rel(work, abs)
 	if err != nil {
 		return false, err
+	}
+	if deletedSpec(entries, filepath.ToSlash(rel), abs, files) {
+		return false, nil
 	}
 	for _, f := range files {
 		name := filepath.ToSlash(filepath.Join(rel, filepath.FromSlash(f)))
@@ -154,6 +162,31 @@ func gitClean(root string, files []string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// deletedSpec tells whether the index holds, under the tree's root (rel,
+// a slash path from the work tree's root), a file of a name the loader
+// reads that is gone from the disk: a deletion not committed. files are
+// the tree's files that hold objects, known to exist.
+func deletedSpec(entries map[string]indexEntry, rel, root string, files []string) bool {
+	prefix := rel + "/"
+	if rel == "." {
+		prefix = ""
+	}
+	have := make(map[string]bool, len(files))
+	for _, f := range files {
+		have[f] = true
+	}
+	for name := range entries {
+		f, ok := strings.CutPrefix(name, prefix)
+		if !ok || have[f] || f != treecheck.LockFile && !schema.SpecFile(f) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(f))); errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // findGitDirWork is findGitDir, which also returns the work tree's

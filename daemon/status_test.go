@@ -385,4 +385,17 @@ func TestRevisionDirty(t *testing.T) {
 	if !strings.HasPrefix(st.Revision.ID, c2+"+sha256:") || !st.Revision.Dirty {
 		t.Errorf("revision %+v, want %s+sha256:…", st.Revision, c2)
 	}
+	// Gone again: the commit.
+	if err := os.Remove(filepath.Join(tree, "web/extra.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	r.statusUntil(t, "the commit again", func(s *Status) bool { return s.Revision.ID == c2 })
+	// A tracked spec file deleted, not committed.
+	if err := os.Remove(filepath.Join(tree, "cache/pods.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	st = r.statusUntil(t, "a deleted file", func(s *Status) bool { return s.Revision.ID != c2 })
+	if !strings.HasPrefix(st.Revision.ID, c2+"+sha256:") || !st.Revision.Dirty {
+		t.Errorf("revision %+v, want %s+sha256:…", st.Revision, c2)
+	}
 }

@@ -202,6 +202,10 @@ func (w *walker) readIgnore(real, rel string, e fs.DirEntry) {
 	w.scope = append(w.scope, r)
 }
 
+// SpecFile tells whether the loader reads a file of this name (its
+// extension is one of a spec file's), ignore rules aside.
+func SpecFile(name string) bool { return specExt(name) != "" && skipName(path.Base(name)) == "" }
+
 // specExt is the lower-case extension of a spec file's name; "" for
 // names the loader does not read.
 func specExt(name string) string {

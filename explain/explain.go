@@ -63,6 +63,7 @@ type Explanation struct {
 
 	probes   map[probeKey]ProbeFailure // Options.Probes
 	failOpen []string                  // Options.FailOpen
+	execPods map[string]bool           // with Options.Probing: pods ("ns/name") with an exec readiness probe
 }
 
 // ProbeFailure is an endpoint that a node's daemon left out of a Service
@@ -89,6 +90,14 @@ type Options struct {
 	// after the verdict, with a cause of its own when the kernel
 	// differs.
 	Kernel []KernelCheck
+	// Probing tells that the node's daemon runs readiness probes
+	// (explain --live): an endpoint whose Pod has an exec readiness probe,
+	// which the node cannot run, is then said to be unprobed.
+	Probing bool
+	// KernelDiffers is the cause given when the kernel differs from the
+	// plan, by a caller that knows more (a daemon answered: drift, or it
+	// applies another tree); "" asks whether netspec watch runs.
+	KernelDiffers string
 }
 
 // KernelCheck is whether a node's kernel holds what the plan says for one
@@ -187,7 +196,10 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 			}
 		}
 	}
-	defer x.kernel(o.Kernel)
+	defer x.kernel(o.Kernel, o.KernelDiffers)
+	if o.Probing {
+		x.execPods = execProbePods(objs)
+	}
 	if len(o.Probes) > 0 {
 		x.probes = map[probeKey]ProbeFailure{}
 		for _, f := range o.Probes {
@@ -423,7 +435,7 @@ func (x *Explanation) verdict() {
 
 // kernel adds the step of the kernel's check of the frontend, after the
 // verdict.
-func (x *Explanation) kernel(checks []KernelCheck) {
+func (x *Explanation) kernel(checks []KernelCheck, differs string) {
 	var k *KernelCheck
 	for i := range checks {
 		c := &checks[i]
@@ -452,7 +464,10 @@ func (x *Explanation) kernel(checks []KernelCheck) {
 			}
 			x.step("  %s", d)
 		}
-		kc.Cause = &Cause{CauseKernelDiffers, "the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)"}
+		if differs == "" {
+			differs = "the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)"
+		}
+		kc.Cause = &Cause{CauseKernelDiffers, differs}
 		x.step("cause: %s", kc.Cause.Text)
 	}
 }
@@ -508,6 +523,9 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 			if slices.Contains(x.Hairpin, e.AddrPort()) {
 				notes = append(notes, "it is the source: hairpin, so a packet DNATed to it is masqueraded")
 			}
+			if x.execPods[e.Pod] {
+				notes = append(notes, "its readiness probe is exec: not probed from the node, the tree's Ready stands")
+			}
 			if len(notes) > 0 {
 				x.step("endpoint %s%s: taken, %s", e.AddrPort(), who(e), strings.Join(notes, "; "))
 			} else {
@@ -517,6 +535,26 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 			x.step("endpoint %s%s: left out, %s", e.AddrPort(), who(e), n.Why)
 		}
 	}
+}
+
+// execProbePods are the pods ("ns/name") of objs with an exec readiness
+// probe in a container that serves them.
+func execProbePods(objs []*schema.Object) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range objs {
+		pod := o.Pod
+		if pod == nil {
+			continue
+		}
+		pod.Spec.ServingContainers(func(c *schema.Container, _ bool, _ int) bool {
+			if c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil {
+				out[pod.Metadata.Namespace+"/"+pod.Metadata.Name] = true
+				return false
+			}
+			return true
+		})
+	}
+	return out
 }
 
 // pods notes the pods the selector matches that are no endpoint of the

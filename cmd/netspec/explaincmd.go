@@ -304,6 +304,18 @@ func parseTo(s string) (plan.Packet, error) {
 	return plan.Packet{Dst: ap.Addr().Unmap(), Port: ap.Port(), Protocol: proto}, nil
 }
 
+// daemonDrift is the cause of a kernel that differs from the plan while
+// the daemon runs: a change made since its last sync (drift, which its
+// next resync repairs), or a daemon that applies another tree.
+func daemonDrift(st *daemon.Status) string {
+	b := "the node's kernel does not hold the plan for this frontend, yet netspec watch runs: changed by hand or by another program"
+	if st.LastSync != nil && !st.LastSync.Ended.IsZero() {
+		b += " since its last sync at " + st.LastSync.Ended.UTC().Format(time.RFC3339)
+	}
+	b += " (drift: its next resync repairs it, or run netspec apply), or the daemon applies another tree or revision than this one (netspec status)"
+	return b
+}
+
 // liveProbes asks the daemon on sock for its readiness probes: the
 // endpoints out for failing probes (for the explanation) and the view the
 // daemon compiled its plan with (each endpoint address and probe it
@@ -319,9 +331,12 @@ func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplan
 		return o, view, "", "", fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock), nil
 	case err != nil:
 		return o, view, "", "", fmt.Sprintf("%v; readiness is the tree's", err), nil
-	case st.Probes == nil:
+	}
+	o.KernelDiffers = daemonDrift(st)
+	if st.Probes == nil {
 		return o, view, st.Dataplane, st.IPVSScheduler, "the daemon runs with --probes=false: readiness is the tree's", nil
 	}
+	o.Probing = true
 	failing := map[string]bool{}
 	for _, out := range st.Probes.Out {
 		ap, err := netip.ParseAddrPort(out.Endpoint)

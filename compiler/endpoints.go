@@ -146,6 +146,8 @@ func PodTarget(pod *schema.Pod, port schema.ServicePort) (target uint16, why str
 	if !port.TargetPort.IsName() {
 		return uint16(port.TargetPort.Int), ""
 	}
+	// The first port of that name and protocol in FindPort's order: names
+	// may repeat across containers.
 	var t int32
 	pod.Spec.ServingContainers(func(ct *schema.Container, _ bool, _ int) bool {
 		for _, cp := range ct.Ports {

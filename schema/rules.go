@@ -394,17 +394,27 @@ func checkPod(p *Pod, r *reporter) {
 			fams[Family(a)] = i
 		}
 	}
-	names := map[string]string{}
+	// A port name is unique within its container (an error, as the API
+	// server says); across containers Kubernetes only warns, and a named
+	// targetPort takes the first port of that name in container order.
+	names := map[string]string{} // port name → the first port of that name in the pod
 	for i, c := range p.Spec.Containers {
+		own := map[string]int{}
 		for j, cp := range c.Ports {
 			if cp.Name == "" {
 				continue
 			}
 			path := diag.Path{"spec", "containers", i, "ports", j, "name"}
-			if where, ok := names[cp.Name]; ok {
-				r.errorf(path, "%q is already the name of a port of %s; container port names are unique in a pod", cp.Name, where)
+			if k, ok := own[cp.Name]; ok {
+				r.errorf(path, "%q is already the name of ports[%d] of this container; port names are unique in a container", cp.Name, k)
+				continue
 			}
-			names[cp.Name] = fmt.Sprintf("containers[%d]", i)
+			own[cp.Name] = j
+			if first, ok := names[cp.Name]; ok {
+				r.warnf(path, "%q is also the name of %s; a Service's targetPort %q takes the first port of that name (with the Service port's protocol) in container order, as in Kubernetes", cp.Name, first, cp.Name)
+				continue
+			}
+			names[cp.Name] = fmt.Sprintf("containers[%d].ports[%d]", i, j)
 		}
 	}
 	// The readiness probes of the containers and native sidecars: a named

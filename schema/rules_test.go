@@ -549,8 +549,14 @@ var ruleCases = []ruleCase{
 			`status.podIPs[1].ip: 10.1.0.2 is a second IPv4 address (podIPs[0] is one)`,
 		}},
 	{rule: "container-ports", name: "names unique across containers", yaml: podObj(with("spec.containers[1]", yv(`{name: side, ports: [{name: metrics, containerPort: 9090, protocol: UDP}]}`)))},
-	{rule: "container-ports", name: "repeated name", yaml: podObj(with("spec.containers[1]", yv(`{name: side, ports: [{name: http, containerPort: 9090}]}`))),
-		want: []string{`spec.containers[1].ports[0].name: "http" is already the name of a port of containers[0]; container port names are unique in a pod`}},
+	{rule: "container-ports", name: "name repeated in another container: a warning", yaml: podObj(with("spec.containers[1]", yv(`{name: side, ports: [{name: http, containerPort: 9090}]}`)),
+		with("spec.containers[2]", yv(`{name: third, ports: [{name: http, containerPort: 9091}]}`))),
+		want: []string{
+			`obj.yaml:18:21: warning: spec.containers[1].ports[0].name: "http" is also the name of containers[0].ports[0]; a Service's targetPort "http" takes the first port of that name (with the Service port's protocol) in container order, as in Kubernetes$`,
+			`warning: spec.containers[2].ports[0].name: "http" is also the name of containers[0].ports[0]`,
+		}},
+	{rule: "container-ports", name: "name repeated in one container", yaml: podObj(with("spec.containers[0].ports[1]", yv(`{name: http, containerPort: 9090}`))),
+		want: []string{`spec.containers[0].ports[1].name: "http" is already the name of ports[0] of this container; port names are unique in a container`}},
 	{rule: "container-ports", name: "bad name, port and protocol", yaml: podObj(with("spec.containers[0].ports", yv(`[{name: abcdefghijklmnop, containerPort: 0, protocol: ICMP, hostPort: 70000}]`))),
 		want: []string{
 			`spec.containers[0].ports[0].name: "abcdefghijklmnop" is not a valid port name (at most 15 of a-z, 0-9 and '-', with a letter)`,

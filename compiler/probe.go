@@ -13,8 +13,11 @@ import (
 // readiness the pod's counts too), in container order: a named port
 // becomes the port number of the probed container's own port of that
 // name, as the kubelet resolves it, and the kubelet's defaults are filled
-// in. Exec probes cannot run from the node and are left out (the schema
-// warns of them), as are probes the schema rejected.
+// in. A name that is no port of the container stays a name
+// (plan.Probe.PortName): the kubelet fails such a probe, and so does the
+// prober (the schema warns of it). Exec probes cannot run from the node
+// and are left out (the schema warns of them), as are probes the schema
+// rejected.
 func podProbes(pod *schema.Pod) []plan.Probe {
 	var out []plan.Probe
 	pod.Spec.ServingContainers(func(ct *schema.Container, _ bool, _ int) bool {
@@ -48,9 +51,13 @@ func annotationProbes(svc *schema.Service) []plan.Probe {
 }
 
 // planProbe turns a spec probe into the plan's: its action, the port as
-// a number (ports resolve a name) and the timing with the kubelet's
-// defaults. ok is false for exec probes and unresolvable ports.
+// a number (ports, the container's, resolve a name; the annotation's
+// probes have none, validation sees to it) and the timing with the
+// kubelet's defaults. A name that is no port of the container is kept as
+// PortName, port 0, as the kubelet keeps such a probe and fails it. ok is
+// false for exec probes and ports out of range.
 func planProbe(sp *schema.Probe, ports []schema.ContainerPort) (plan.Probe, bool) {
+	var p plan.Probe
 	port := func(v schema.IntOrString) (uint16, bool) {
 		if !v.IsName() {
 			return uint16(v.Int), v.Int >= 1 && v.Int <= 65535
@@ -60,9 +67,9 @@ func planProbe(sp *schema.Probe, ports []schema.ContainerPort) (plan.Probe, bool
 				return uint16(cp.ContainerPort), true
 			}
 		}
-		return 0, false
+		p.PortName = v.Str
+		return 0, true
 	}
-	var p plan.Probe
 	var ok bool
 	switch {
 	case sp.HTTPGet != nil:

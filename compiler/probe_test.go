@@ -323,3 +323,31 @@ func TestRestageFailingRandomFlips(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileProbeUnknownPortName: a probe's port name that is no port of
+// its own container (another container's, or none) is not dropped: the
+// kubelet fails such a probe, so the plan keeps it with PortName and port
+// 0, for the prober to fail. Probes of the other containers are as usual.
+func TestCompileProbeUnknownPortName(t *testing.T) {
+	c := mustTree(t, "testdata/probe-port-name", "node-a")
+	pp := findPort(t, findService(t, c.plans["node-a"], "shop/web"), "http", "TCP")
+	if len(pp.Endpoints) != 1 {
+		t.Fatalf("want 1 endpoint, got %d", len(pp.Endpoints))
+	}
+	want := []plan.Probe{
+		{Action: plan.ProbeHTTPGet, PortName: "metrics", Scheme: "HTTP", Path: "/ready", PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3},
+		{Action: plan.ProbeTCPSocket, PortName: "http", PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3},
+		{Action: plan.ProbeGRPC, Port: 9000, PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3},
+	}
+	if diff := cmp.Diff(want, pp.Endpoints[0].Probes); diff != "" {
+		t.Errorf("probes (-want +got):\n%s", diff)
+	}
+	if got, want := want[0].String(), "httpGet http://:metrics/ready"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	other := want[0]
+	other.PortName = "other"
+	if want[0].Key() == other.Key() || want[0].Equal(other) {
+		t.Errorf("probes that differ in PortName are one check")
+	}
+}

@@ -43,7 +43,7 @@ func (e Endpoint) Equal(o Endpoint) bool {
 
 // Equal tells whether two Probes are the same check (see Service.Equal).
 func (p Probe) Equal(o Probe) bool {
-	return p.Action == o.Action && p.Port == o.Port && p.Scheme == o.Scheme && p.Host == o.Host &&
+	return p.Action == o.Action && p.Port == o.Port && p.PortName == o.PortName && p.Scheme == o.Scheme && p.Host == o.Host &&
 		p.Path == o.Path && slices.Equal(p.Headers, o.Headers) && p.GRPCService == o.GRPCService &&
 		p.InitialDelaySeconds == o.InitialDelaySeconds && p.PeriodSeconds == o.PeriodSeconds &&
 		p.TimeoutSeconds == o.TimeoutSeconds && p.SuccessThreshold == o.SuccessThreshold &&

@@ -27,6 +27,10 @@ const (
 type Probe struct {
 	Action ProbeAction
 	Port   uint16
+	// PortName is the port's name when it names no port of the probe's
+	// container (Port is then 0). The kubelet fails such a probe at every
+	// period ("port NAME not found"), and so does the node agent.
+	PortName string
 	// Scheme is "HTTP" or "HTTPS" (httpGet only).
 	Scheme string
 	// Host is the Host header and name to connect to; "" is the
@@ -62,7 +66,7 @@ func (p *Probe) Key() string {
 	var b strings.Builder
 	b.WriteString(string(p.Action))
 	for _, s := range []string{
-		strconv.Itoa(int(p.Port)), p.Scheme, p.Host, p.Path, p.GRPCService,
+		strconv.Itoa(int(p.Port)), p.PortName, p.Scheme, p.Host, p.Path, p.GRPCService,
 		strconv.Itoa(int(p.InitialDelaySeconds)), strconv.Itoa(int(p.PeriodSeconds)),
 		strconv.Itoa(int(p.TimeoutSeconds)), strconv.Itoa(int(p.SuccessThreshold)),
 		strconv.Itoa(int(p.FailureThreshold)),
@@ -92,15 +96,24 @@ func (p Probe) String() string {
 		b.WriteString("://")
 		b.WriteString(p.Host)
 		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(int(p.Port)))
+		b.WriteString(p.portText())
 		b.WriteString(p.Path)
 	default:
 		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(int(p.Port)))
+		b.WriteString(p.portText())
 		if p.GRPCService != "" {
 			b.WriteString(" service ")
 			b.WriteString(p.GRPCService)
 		}
 	}
 	return b.String()
+}
+
+// portText is the port as String shows it: its number, or the name that
+// named no port.
+func (p Probe) portText() string {
+	if p.PortName != "" {
+		return p.PortName
+	}
+	return strconv.Itoa(int(p.Port))
 }

@@ -158,6 +158,11 @@ func (w *jsonWriter) probe(p *plan.Probe) {
 	w.open('{', len(p.Headers) == 0)
 	w.str("action", string(p.Action))
 	w.uint("port", uint64(p.Port))
+	if p.PortName != "" {
+		// Only for a probe whose port name resolves to no port (rare):
+		// plans without one read as before.
+		w.str("portName", p.PortName)
+	}
 	w.str("scheme", p.Scheme)
 	w.str("host", p.Host)
 	w.str("path", p.Path)
@@ -419,6 +424,7 @@ type jsonEndpoint struct {
 type jsonProbe struct {
 	Action              plan.ProbeAction  `json:"action"`
 	Port                uint16            `json:"port"`
+	PortName            string            `json:"portName,omitempty"`
 	Scheme              string            `json:"scheme"`
 	Host                string            `json:"host"`
 	Path                string            `json:"path"`
@@ -530,7 +536,7 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 								Pod:         e.Pod,
 								Probes: jsonList(e.Probes, func(p jsonProbe) plan.Probe {
 									return plan.Probe{
-										Action: p.Action, Port: p.Port, Scheme: p.Scheme, Host: p.Host, Path: p.Path,
+										Action: p.Action, Port: p.Port, PortName: p.PortName, Scheme: p.Scheme, Host: p.Host, Path: p.Path,
 										Headers: jsonList(p.Headers, func(h jsonProbeHeader) plan.ProbeHeader {
 											return plan.ProbeHeader{Name: h.Name, Value: h.Value}
 										}),

@@ -418,7 +418,7 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 								Pod:         e.Pod,
 								Probes: jsonList(e.Probes, func(p plan.Probe) jsonProbe {
 									return jsonProbe{
-										Action: p.Action, Port: p.Port, Scheme: p.Scheme, Host: p.Host, Path: p.Path,
+										Action: p.Action, Port: p.Port, PortName: p.PortName, Scheme: p.Scheme, Host: p.Host, Path: p.Path,
 										Headers: jsonList(p.Headers, func(h plan.ProbeHeader) jsonProbeHeader {
 											return jsonProbeHeader{Name: h.Name, Value: h.Value}
 										}),

@@ -437,6 +437,10 @@ func checkPod(p *Pod, r *reporter) {
 			}
 		}
 		for _, pr := range probeProblems(c.ReadinessProbe, ports) {
+			if pr.warn {
+				r.warnf(append(slices.Clone(pp), pr.path...), "%s", pr.msg)
+				continue
+			}
 			r.errorf(append(slices.Clone(pp), pr.path...), "%s", pr.msg)
 		}
 		if c.ReadinessProbe.Exec != nil && exec == nil {
@@ -455,13 +459,16 @@ func checkPod(p *Pod, r *reporter) {
 type probeProblem struct {
 	path diag.Path
 	msg  string
+	warn bool // the API server accepts it; the kubelet fails the probe
 }
 
 // probeProblems checks the values of a readiness probe's fields, as the
 // API server and the kubelet would take them: one action, ports in range
-// (a name must be a port of the container, whose named ports are ports;
-// nil ports: no Pod, so no name can resolve), scheme HTTP or HTTPS,
-// timing fields not negative (zero takes the kubelet's default).
+// (a name that is no port of the container, whose named ports are ports,
+// is a warning: the API server checks only its format, and the kubelet
+// fails the probe; nil ports: no Pod, so no name can resolve), scheme
+// HTTP or HTTPS, timing fields not negative (zero takes the kubelet's
+// default).
 func probeProblems(p *Probe, ports map[string]bool) []probeProblem {
 	var out []probeProblem
 	add := func(msg string, path ...any) {
@@ -490,7 +497,8 @@ func probeProblems(p *Probe, ports map[string]bool) []probeProblem {
 		case ports == nil:
 			add(fmt.Sprintf("%q is a port name, which only a Pod's container can resolve; give the port number", v.Str), path...)
 		case !ports[v.Str]:
-			add(fmt.Sprintf("%q names no port of this container", v.Str), path...)
+			out = append(out, probeProblem{path: diag.Path(path), warn: true,
+				msg: fmt.Sprintf("%q names no port of this container: the kubelet fails this probe at every period (port %s not found), so the container never becomes ready; netspec watch fails it too, and takes the endpoint out on its node after failureThreshold failures", v.Str, v.Str)})
 		}
 	}
 	if h := p.HTTPGet; h != nil {

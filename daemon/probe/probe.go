@@ -555,7 +555,13 @@ func (p *Prober) run(ctx context.Context, cancel context.CancelCauseFunc, c *che
 	t := c.target
 	timer := p.clock.AfterFunc(c.timeout, func() { cancel(c.timeoutErr) })
 	start := p.clock.Now()
-	warning, err := p.check(ctx, t)
+	var warning string
+	var err error
+	if t.Probe.PortName != "" {
+		err = PortNotFoundError(t.Probe.PortName)
+	} else {
+		warning, err = p.check(ctx, t)
+	}
 	d := p.clock.Now().Sub(start)
 	timer.Stop()
 	cause := context.Cause(ctx)
@@ -573,6 +579,16 @@ func (p *Prober) run(ctx context.Context, cancel context.CancelCauseFunc, c *che
 	if p.observe != nil {
 		p.observe(t, t.Probe.Action, d, err)
 	}
+}
+
+// PortNotFoundError is the failure of a probe whose port name is no port
+// of its container (plan.Probe.PortName): it fails at every period, as the
+// kubelet fails it, without touching the network.
+type PortNotFoundError string
+
+// Error says which port, as the kubelet's "port NAME not found".
+func (e PortNotFoundError) Error() string {
+	return fmt.Sprintf("port %s not found: no port of the container has that name (the kubelet fails this probe too)", string(e))
 }
 
 // record applies one result to the check's counters and thresholds.

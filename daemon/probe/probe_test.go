@@ -687,3 +687,66 @@ func TestKey(t *testing.T) {
 		})
 	}
 }
+
+// TestPortNameNotFound: a probe whose port name is no port of its
+// container (plan.Probe.PortName, port 0) fails at every period with an
+// error that names the port, as the kubelet's "port NAME not found",
+// without running the check (no connection to port 0), with the network
+// checker as with any other; failureThreshold failures take it out.
+func TestPortNameNotFound(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		action plan.ProbeAction
+		custom bool // a Check of the test; else the network checker
+	}{
+		{name: "tcpSocket, scripted check", action: plan.ProbeTCPSocket, custom: true},
+		{name: "tcpSocket, network checker", action: plan.ProbeTCPSocket},
+		{name: "httpGet, network checker", action: plan.ProbeHTTPGet},
+		{name: "grpc, network checker", action: plan.ProbeGRPC},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := NewFakeClock(t0)
+			s := newScripted(clk)
+			tg := target("127.0.0.1", func(pr *plan.Probe) {
+				pr.Action, pr.Port, pr.PortName = tc.action, 0, "metrics"
+				if tc.action == plan.ProbeHTTPGet {
+					pr.Scheme, pr.Path = "HTTP", "/"
+				}
+			})
+			key := tg.Key()
+			var mu sync.Mutex
+			var observed []error
+			o := Options{Clock: clk, Observe: func(_ Target, _ plan.ProbeAction, _ time.Duration, err error) {
+				mu.Lock()
+				observed = append(observed, err)
+				mu.Unlock()
+			}}
+			if tc.custom {
+				o.Check = s.check
+			}
+			p := New(o)
+			defer p.Close()
+			p.Set([]Target{tg})
+			step(p, clk, offset(key, 10*time.Second))
+			for range 2 {
+				step(p, clk, 10*time.Second)
+			}
+			if p.Ready(key) {
+				t.Errorf("ready after 3 failures")
+			}
+			st := statusOf(t, p, key)
+			if want := "port metrics not found: no port of the container has that name (the kubelet fails this probe too)"; st.LastError != want || st.Failures != 3 {
+				t.Errorf("status = %+v, want LastError %q and 3 failures", st, want)
+			}
+			if n := s.callCount(""); n != 0 {
+				t.Errorf("the check ran %d times; want none", n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var nf PortNotFoundError
+			if len(observed) != 3 || !errors.As(observed[0], &nf) || nf != "metrics" {
+				t.Errorf("observed %v, want 3 PortNotFoundError(metrics)", observed)
+			}
+		})
+	}
+}

@@ -92,6 +92,9 @@ type handedResult struct {
 // reactorCheck reports whether the reactor runs t's probes: tcpSocket,
 // and httpGet over http (https needs crypto/tls's connection).
 func reactorCheck(t *Target) bool {
+	if t.Probe.PortName != "" {
+		return false // fails without a connection: a worker's run
+	}
 	switch t.Probe.Action {
 	case plan.ProbeTCPSocket:
 		return true

@@ -715,7 +715,22 @@ var ruleCases = []ruleCase{
 		}},
 	{rule: "type-mismatch", name: "numbers as numbers", yaml: svcObj(with("spec.ports[0].port", 8443), with("spec.publishNotReadyAddresses", true))},
 	{rule: "type-mismatch", name: "string port", yaml: svcObj(with("spec.ports[0].port", "80")),
-		want: []string{`spec.ports[0].port: "80"`}},
+		want: []string{`spec.ports[0].port: "80" is a string; want an integer 1..65535$`}},
+	{rule: "type-mismatch", name: "boolean port, string nodePort, string timeout", yaml: svcObj(with("spec.ports[0].port", true),
+		with("spec.type", "NodePort"), with("spec.ports[0].nodePort", "30080"),
+		with("spec.sessionAffinity", "ClientIP"), with("spec.sessionAffinityConfig.clientIP.timeoutSeconds", "3600")),
+		want: []string{
+			`spec.ports[0].port: true is a boolean; want an integer 1..65535$`,
+			`spec.ports[0].nodePort: "30080" is a string; want an integer 1..65535 (0: allocate one)$`,
+			`spec.sessionAffinityConfig.clientIP.timeoutSeconds: "3600" is a string; want an integer 1..86400$`,
+		}},
+	{rule: "type-mismatch", name: "decimal port", yaml: strings.Replace(svcObj(with("spec.ports[1]", yv(`{name: b, port: 80.5}`))), "port: 80\n", "port: 80.0\n", 1),
+		want: []string{
+			`spec.ports[0].port: 80.0 is a decimal number; want an integer 1..65535 (write 80: the API server rejects 80.0 here)$`,
+			`spec.ports[1].port: 80.5 is a number; want an integer 1..65535$`,
+		}},
+	{rule: "type-mismatch", name: "a value of another type where the field lists its values", yaml: svcObj(with("spec.ports[0].protocol", 5)),
+		want: []string{`spec.ports[0].protocol: 5 is not a protocol (TCP, UDP or SCTP)$`}},
 	{rule: "type-mismatch", name: "other errors still reported", yaml: svcObj(with("spec.ports[0].port", "80"), with("spec.ports[1]", yv(`{port: 81}`)),
 		with("spec.externalTrafficPolicy", "Local"), with("spec.sessionAffinityConfig.clientIP.timeoutSeconds", int64(1e12))),
 		want: []string{
@@ -728,9 +743,20 @@ var ruleCases = []ruleCase{
 	{rule: "type-mismatch", name: "no findings below a refused value", yaml: svcObj(with("spec", "x")),
 		want: []string{`spec: "x"`}},
 	{rule: "type-mismatch", name: "map for a list", yaml: svcObj(with("spec.ports", yv(`{name: http, port: 80}`))),
-		want: []string{`spec.ports:`}},
-	{rule: "type-mismatch", name: "label value", yaml: svcObj(with("metadata.labels", yv(`{app: 1}`))),
-		want: []string{`metadata.labels.app:`}},
+		want: []string{`spec.ports: is a mapping; want a list$`}},
+	{rule: "type-mismatch", name: "list for a map", yaml: svcObj(with("spec.selector", yv(`[app]`))),
+		want: []string{`spec.selector: is a list; want a mapping$`}},
+	{rule: "type-mismatch", name: "scalar for a list", yaml: svcObj(with("spec.externalIPs", "1.2.3.4")),
+		want: []string{`spec.externalIPs: "1.2.3.4" is a string; want a list$`}},
+	{rule: "type-mismatch", name: "label value", yaml: svcObj(with("metadata.labels", yv(`{app: 1, on: true}`))),
+		want: []string{
+			`metadata.labels.app: 1 is an integer; want a string (quote it: "1")$`,
+			`metadata.labels.on: true is a boolean; want a string (quote it: "true")$`,
+		}},
+	{rule: "type-mismatch", name: "apiVersion of the kind's group: the expected one", yaml: sliceObj(with("apiVersion", "discovery.k8s.io/v1beta1")),
+		want: []string{`obj.yaml:2:13: apiVersion: "discovery.k8s.io/v1beta1" must be "discovery.k8s.io/v1"$`}},
+	{rule: "type-mismatch", name: "apiVersion of the core group", yaml: svcObj(with("apiVersion", "v1beta1")),
+		want: []string{`apiVersion: "v1beta1" must be "v1"$`}},
 }
 
 // extName builds a valid ExternalName Service and patches it.

@@ -3,9 +3,11 @@ package schema
 import (
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -297,14 +299,14 @@ func (val *validator) walk(dl *diag.List, r rawObject, v any, sh *shape, at diag
 	case sh.isStruct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			dl.Errorf(r.locate(at), slices.Clone(at), "%s is %s; want a mapping", formatValue(v), typeName(v))
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s; want a mapping", isType(v))
 			return
 		}
 		val.walkStruct(dl, r, m, sh, at)
 	case sh.isList:
 		l, ok := v.([]any)
 		if !ok {
-			dl.Errorf(r.locate(at), slices.Clone(at), "%s is %s; want a list", formatValue(v), typeName(v))
+			dl.Errorf(r.locate(at), slices.Clone(at), "%s; want a list", isType(v))
 			return
 		}
 		for i, e := range l {
@@ -416,13 +418,13 @@ func (val *validator) checkLeaf(sh *shape, v any) string {
 // maxMemo bounds the memo of checked values of one worker.
 const maxMemo = 1 << 18
 
-// describeLeaf words a failed constraint: the schema's @msg for the field,
-// else a type mismatch, else the allowed values, else CUE's own message.
+// describeLeaf words a failed constraint: a value of the wrong type (a
+// string or a boolean where a number is needed) as such, else the
+// schema's @msg for the field, else the allowed values, else CUE's own
+// message.
 func describeLeaf(fieldMsg string, v any, msgs []string) string {
-	for _, m := range msgs {
-		if strings.Contains(m, "mismatched types") && fieldMsg == "" {
-			return fmt.Sprintf("%s is %s, which this field cannot hold (%s)", formatValue(v), typeName(v), strings.TrimSpace(m))
-		}
+	if msg := describeType(fieldMsg, v, msgs); msg != "" {
+		return msg
 	}
 	if fieldMsg != "" {
 		return fmt.Sprintf("%s %s", formatValue(v), fieldMsg)
@@ -431,7 +433,13 @@ func describeLeaf(fieldMsg string, v any, msgs []string) string {
 	for _, m := range msgs {
 		if rest, ok := strings.CutPrefix(m, "conflicting values "); ok {
 			if i := strings.Index(rest, " and "); i >= 0 {
-				allowed = append(allowed, rest[:i])
+				// CUE names the two sides in either order: the
+				// allowed value is the one that is not v.
+				a, b := rest[:i], rest[i+len(" and "):]
+				if a == formatValue(v) {
+					a = b
+				}
+				allowed = append(allowed, a)
 			}
 		}
 	}
@@ -449,6 +457,111 @@ func describeLeaf(fieldMsg string, v any, msgs []string) string {
 	}
 	return fmt.Sprintf("%s is not allowed here", formatValue(v))
 }
+
+// cueKinds are the words for CUE's names of basic types in its messages
+// ("mismatched types string and int").
+var cueKinds = map[string]string{
+	"int": "an integer", "float": "a number", "number": "a number", "string": "a string",
+	"bool": "a boolean", "struct": "a mapping", "list": "a list", "null": "null",
+}
+
+// cueKindOf is CUE's name of the basic type of a decoded value.
+func cueKindOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "int"
+	case float64:
+		return "float"
+	case bool:
+		return "bool"
+	case map[string]any:
+		return "struct"
+	case []any:
+		return "list"
+	case nil:
+		return "null"
+	}
+	return ""
+}
+
+// describeType words a failed constraint whose every alternative wants
+// another type than v's: `"9090" is a string; want an integer 1..65535`
+// (the range from the field's @msg). "" when the value has a type the
+// field allows, and the failure is another, or when the field's @msg
+// says more than a range (a protocol: "is not a protocol (TCP, UDP or
+// SCTP)" names the values).
+func describeType(fieldMsg string, v any, msgs []string) string {
+	rangeMsg, isRange := strings.CutPrefix(fieldMsg, "is out of range ")
+	if fieldMsg != "" && !isRange {
+		return ""
+	}
+	have := cueKindOf(v)
+	want := map[string]bool{}
+	for _, m := range msgs {
+		if strings.Contains(m, "errors in empty disjunction") {
+			continue
+		}
+		_, kinds, ok := strings.Cut(m, "(mismatched types ")
+		if !ok {
+			return "" // an alternative of v's type, failing otherwise
+		}
+		a, b, _ := strings.Cut(strings.TrimSuffix(kinds, ")"), " and ")
+		for _, k := range []string{a, b} {
+			if k != have {
+				want[k] = true
+			}
+		}
+	}
+	if len(want) == 0 {
+		return ""
+	}
+	var words []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		w, ok := cueKinds[k]
+		if !ok {
+			w = k
+		}
+		words = append(words, w)
+	}
+	wanted := strings.Join(words, " or ")
+	if isRange {
+		wanted += " " + rangeMsg
+	}
+	if f, ok := v.(float64); ok && want["int"] && f == math.Trunc(f) {
+		if math.Abs(f) > math.MaxInt32 {
+			// An integer too large for int64 reads as a float: out of
+			// range, as the field's @msg says.
+			return ""
+		}
+		// 80.0: the API server's JSON decoder refuses a decimal point
+		// or an exponent in an integer field (kubectl, which turns
+		// YAML into JSON, would send 80).
+		return fmt.Sprintf("%s.0 is a decimal number; want %s (write %s: the API server rejects %[1]s.0 here)", formatFloat(f), wanted, formatFloat(f))
+	}
+	msg := fmt.Sprintf("%s; want %s", isType(v), wanted)
+	if len(want) == 1 && want["string"] {
+		switch v.(type) {
+		case int64, float64, bool:
+			// YAML reads 1, 1.5 and true as such unless quoted.
+			msg += fmt.Sprintf(" (quote it: \"%s\")", formatValue(v))
+		}
+	}
+	return msg
+}
+
+// isType says what type a value is: `"x" is a string`, and for a mapping
+// or a list, which formatValue names by type already, `is a mapping`.
+func isType(v any) string {
+	switch v.(type) {
+	case map[string]any, []any:
+		return "is " + typeName(v)
+	}
+	return formatValue(v) + " is " + typeName(v)
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // null says what a null at the field k of a struct of this shape stands
 // for, as the API server decodes it: a field of the schema that is null is

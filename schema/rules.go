@@ -37,6 +37,8 @@ func (r *reporter) warnf(p diag.Path, format string, args ...any) {
 }
 
 func checkObject(o *Object, r *reporter) {
+	checkLabels(o.Meta().Labels, diag.Path{"metadata", "labels"}, r)
+	checkAnnotations(o.Meta().Annotations, r)
 	switch {
 	case o.Service != nil:
 		checkMetaName(o, r, 63)
@@ -63,6 +65,39 @@ func checkObject(o *Object, r *reporter) {
 	}
 }
 
+// checkLabels checks the keys (qualified names) and values (label values)
+// of labels or of a selector, as the API server's ValidateLabels.
+func checkLabels(m StringMap, base diag.Path, r *reporter) {
+	for k, v := range m.All() {
+		if why := QualifiedNameProblem(k); why != "" {
+			r.errorf(base.Key(k), "%q is not a valid label key (%s)", k, why)
+		}
+		if why := LabelValueProblem(v); why != "" {
+			r.errorf(base.Key(k), "%q is not a valid label value (%s)", v, why)
+		}
+	}
+}
+
+// maxAnnotationsSize is the most bytes the keys and values of an object's
+// annotations may hold together, as the API server allows.
+const maxAnnotationsSize = 256 * 1024
+
+// checkAnnotations checks the keys of annotations (qualified names, case
+// aside) and their total size, as the API server's ValidateAnnotations.
+func checkAnnotations(m StringMap, r *reporter) {
+	base := diag.Path{"metadata", "annotations"}
+	size := 0
+	for k, v := range m.All() {
+		size += len(k) + len(v)
+		if why := QualifiedNameProblem(strings.ToLower(k)); why != "" {
+			r.errorf(base.Key(k), "%q is not a valid annotation key (%s)", k, why)
+		}
+	}
+	if size > maxAnnotationsSize {
+		r.errorf(base, "hold %d bytes; at most %d are allowed", size, maxAnnotationsSize)
+	}
+}
+
 func checkMetaName(o *Object, r *reporter, max int) {
 	if n := o.Meta().Name; len(n) > max {
 		r.errorf(diag.Path{"metadata", "name"}, "is %d characters long; at most %d are allowed", len(n), max)
@@ -85,6 +120,7 @@ func checkService(s *Service, r *reporter) {
 		r.errorf(pSpec.Key("ports"), "a Service needs at least one port (only headless and ExternalName Services may have none)")
 	}
 	checkServicePorts(sp, r)
+	checkLabels(sp.Selector, pSpec.Key("selector"), r)
 
 	switch {
 	case external:
@@ -105,6 +141,18 @@ func checkService(s *Service, r *reporter) {
 	}
 	if sp.HealthCheckNodePort != 0 && (sp.Type != "LoadBalancer" || sp.ExternalTrafficPolicy != "Local") {
 		r.errorf(pSpec.Key("healthCheckNodePort"), "may only be set when type is LoadBalancer and externalTrafficPolicy is Local")
+	}
+	// As the API server: fields of a load balancer only on a LoadBalancer
+	// Service (forbidden elsewhere, not ignored).
+	if sp.AllocateLoadBalancerNodePorts != nil && sp.Type != "LoadBalancer" {
+		r.errorf(pSpec.Key("allocateLoadBalancerNodePorts"), "may only be set for LoadBalancer Services")
+	}
+	if c := sp.LoadBalancerClass; c != nil {
+		if sp.Type != "LoadBalancer" {
+			r.errorf(pSpec.Key("loadBalancerClass"), "may only be set for LoadBalancer Services")
+		} else if why := QualifiedNameProblem(*c); why != "" {
+			r.errorf(pSpec.Key("loadBalancerClass"), "%q is not a qualified name (%s)", *c, why)
+		}
 	}
 	if len(sp.LoadBalancerSourceRanges) > 0 && sp.Type != "LoadBalancer" {
 		r.errorf(pSpec.Key("loadBalancerSourceRanges"), "may only be set for LoadBalancer Services")
@@ -159,6 +207,7 @@ func checkServicePorts(sp *ServiceSpec, r *reporter) {
 				names[p.Name] = i
 			}
 		}
+		checkAppProtocol(p.AppProtocol, pp.Key("appProtocol"), r)
 		key := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 		if j, ok := ports[key]; ok {
 			r.errorf(pp.Key("port"), "%s is already used by ports[%d]", key, j)
@@ -313,6 +362,10 @@ func checkEndpointIP(r *reporter, p diag.Path, ip string, family string) {
 func checkEndpoints(e *Endpoints, r *reporter) {
 	for i, s := range e.Subsets {
 		ps := diag.Path{"subsets", i}
+		if len(s.Addresses) == 0 && len(s.NotReadyAddresses) == 0 {
+			// As the API server (Required): a subset without addresses.
+			r.errorf(ps, "needs addresses or notReadyAddresses (at least one address)")
+		}
 		for j, a := range s.Addresses {
 			checkEndpointIP(r, ps.Key("addresses").Index(j).Key("ip"), a.IP, "")
 		}
@@ -323,9 +376,21 @@ func checkEndpoints(e *Endpoints, r *reporter) {
 	}
 }
 
+// checkAppProtocol checks a port's appProtocol: a qualified name, as the
+// API server checks it ("" is none).
+func checkAppProtocol(s string, p diag.Path, r *reporter) {
+	if s == "" {
+		return
+	}
+	if why := QualifiedNameProblem(s); why != "" {
+		r.errorf(p, "%q is not a valid appProtocol, a qualified name such as http or kubernetes.io/h2c (%s)", s, why)
+	}
+}
+
 func checkEndpointPorts(ports []EndpointPort, base diag.Path, r *reporter) {
 	names := map[string]int{}
 	for i, p := range ports {
+		checkAppProtocol(p.AppProtocol, base.Index(i).Key("appProtocol"), r)
 		if len(ports) > 1 && p.Name == "" {
 			r.errorf(base.Index(i).Key("name"), "is required when there is more than one port")
 		}
@@ -654,4 +719,55 @@ func ParsePortRange(s string) (from, to int, err error) {
 		return 0, 0, fmt.Errorf("is not a port range within 1-65535 with FROM <= TO")
 	}
 	return from, to, nil
+}
+
+// ---- names and labels ----
+
+var (
+	qualifiedNamePart = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	labelValue        = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+)
+
+// QualifiedNameProblem says why s is not a qualified name, as the API
+// server checks label and annotation keys, loadBalancerClass and
+// appProtocol: an optional prefix, a DNS-1123 subdomain, and "/", then a
+// name of at most 63 letters, digits, '-', '_' and '.', starting and
+// ending with a letter or digit. "" when it is one.
+func QualifiedNameProblem(s string) string {
+	name := s
+	if prefix, rest, ok := strings.Cut(s, "/"); ok {
+		if strings.Contains(rest, "/") {
+			return "at most one '/', between a DNS subdomain prefix and the name (such as example.com/MyName)"
+		}
+		switch {
+		case prefix == "":
+			return "the prefix before '/' is empty"
+		case !IsDNS1123Subdomain(prefix):
+			return fmt.Sprintf("the prefix %q is not a DNS-1123 subdomain: lowercase letters, digits, '-' and '.'", prefix)
+		}
+		name = rest
+	}
+	switch {
+	case name == "":
+		return "the name is empty"
+	case len(name) > 63:
+		return fmt.Sprintf("the name is %d characters long; at most 63 are allowed", len(name))
+	case !qualifiedNamePart.MatchString(name):
+		return "the name takes letters, digits, '-', '_' and '.', and starts and ends with a letter or digit"
+	}
+	return ""
+}
+
+// LabelValueProblem says why s is not a label value, as the API server
+// checks labels and selectors: at most 63 letters, digits, '-', '_' and
+// '.', starting and ending with a letter or digit, or empty. "" when it
+// is one.
+func LabelValueProblem(s string) string {
+	switch {
+	case len(s) > 63:
+		return fmt.Sprintf("it is %d characters long; at most 63 are allowed", len(s))
+	case !labelValue.MatchString(s):
+		return "it takes letters, digits, '-', '_' and '.', and starts and ends with a letter or digit"
+	}
+	return ""
 }

@@ -130,7 +130,10 @@ type ServiceSpec struct {
 	PublishNotReadyAddresses      bool                   `json:"publishNotReadyAddresses,omitempty"`
 	TrafficDistribution           string                 `json:"trafficDistribution,omitempty"`
 	AllocateLoadBalancerNodePorts *bool                  `json:"allocateLoadBalancerNodePorts,omitempty"`
-	HealthCheckNodePort           int32                  `json:"healthCheckNodePort,omitempty"`
+	// LoadBalancerClass names the load balancer's implementation; netspec
+	// only checks it (a qualified name, LoadBalancer Services only).
+	LoadBalancerClass   *string `json:"loadBalancerClass,omitempty"`
+	HealthCheckNodePort int32   `json:"healthCheckNodePort,omitempty"`
 }
 
 // ServicePort is one port of a Service.

@@ -655,7 +655,50 @@ func classify(src Source, m map[string]any, loc func(diag.Path) diag.Pos, dl *di
 	if k := knownKind(apiVersion, kind); k != "" {
 		return rawObject{src: src, raw: m, kind: k, locate: loc}, nil, true
 	}
+	if p, msg := misplacedKind(apiVersion, kind); msg != "" {
+		dl.Errorf(loc(p), p, "%s", msg)
+		return rawObject{}, nil, false
+	}
 	return rawObject{}, &Ignored{APIVersion: apiVersion, Kind: kind, Name: name, Pos: loc(nil)}, false
+}
+
+// kindVersions are the kinds netspec reads and the apiVersion of each.
+var kindVersions = map[string]string{
+	KindService: "v1", KindEndpoints: "v1", KindPod: "v1", KindNode: "v1",
+	KindEndpointSlice: "discovery.k8s.io/v1", KindCluster: "netspec.dev/v1alpha1",
+}
+
+// misplacedKind finds an object that means to be one of netspec's kinds
+// but that the API server would refuse ("no matches for kind X in version
+// Y"), where netspec would otherwise ignore it: a kind of netspec's in the
+// group of another (EndpointSlice in v1, Endpoints in discovery.k8s.io),
+// the core group named "core" (core/v1), or a kind spelt in another case
+// (kinds are case-sensitive). Only apiVersions of the groups of netspec's
+// kinds count: a Service of serving.knative.dev or a Cluster of
+// cluster.x-k8s.io is another kind, ignored. It returns the field to
+// blame and the message, "" for an object to ignore.
+func misplacedKind(apiVersion, kind string) (diag.Path, string) {
+	group := ""
+	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
+		group = apiVersion[:i]
+	}
+	switch group {
+	case "", "core", "discovery.k8s.io", "netspec.dev":
+	default:
+		return nil, ""
+	}
+	if want, ok := kindVersions[kind]; ok {
+		if group == "core" && want == "v1" {
+			return diag.Path{"apiVersion"}, fmt.Sprintf("no kind %s in version %q: the core group has no name in an apiVersion; write %q", kind, apiVersion, want)
+		}
+		return diag.Path{"apiVersion"}, fmt.Sprintf("no kind %s in version %q: the apiVersion of %s is %q", kind, apiVersion, kind, want)
+	}
+	for k := range kindVersions {
+		if strings.EqualFold(k, kind) {
+			return diag.Path{"kind"}, fmt.Sprintf("%q is not a kind (kinds are case-sensitive); write %s", kind, k)
+		}
+	}
+	return nil, ""
 }
 
 func knownKind(apiVersion, kind string) string {

@@ -641,3 +641,42 @@ func TestLoadRootErrors(t *testing.T) {
 		t.Errorf("empty tree: %+v", tr)
 	}
 }
+
+// TestLoadMisplacedKinds: an object of one of netspec's kinds with an
+// apiVersion the API server has no such kind in ("no matches for kind X
+// in version Y"), or with a kind spelt in another case, is an error at
+// the field to fix, not an ignored object; kinds of other groups that
+// share a name (a Knative Service, a Cluster API Cluster) and other kinds
+// of netspec's groups (ConfigMap) stay ignored.
+func TestLoadMisplacedKinds(t *testing.T) {
+	doc := func(apiVersion, kind string) string {
+		return fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: x}\n", apiVersion, kind)
+	}
+	tr := loadFiles(t, map[string]string{
+		"slice-v1.yaml":       doc("v1", "EndpointSlice"),
+		"endpoints-disc.yaml": doc("discovery.k8s.io/v1", "Endpoints"),
+		"core.yaml":           doc("core/v1", "Service"),
+		"lower.yaml":          doc("v1", "service"),
+		"cluster-v1.yaml":     doc("v1", "Cluster"),
+		"knative.yaml":        doc("serving.knative.dev/v1", "Service"),
+		"capi.yaml":           doc("cluster.x-k8s.io/v1beta1", "Cluster"),
+		"configmap.yaml":      doc("v1", "ConfigMap"),
+		"lower-other.yaml":    doc("example.com/v1", "service"),
+	})
+	wantDiags(t, tr,
+		`slice-v1.yaml:1:13: apiVersion: no kind EndpointSlice in version "v1": the apiVersion of EndpointSlice is "discovery.k8s.io/v1"$`,
+		`endpoints-disc.yaml:1:13: apiVersion: no kind Endpoints in version "discovery.k8s.io/v1": the apiVersion of Endpoints is "v1"$`,
+		`core.yaml:1:13: apiVersion: no kind Service in version "core/v1": the core group has no name in an apiVersion; write "v1"$`,
+		`lower.yaml:2:7: kind: "service" is not a kind (kinds are case-sensitive); write Service$`,
+		`cluster-v1.yaml:1:13: apiVersion: no kind Cluster in version "v1": the apiVersion of Cluster is "netspec.dev/v1alpha1"$`,
+	)
+	var ignored []string
+	for _, ig := range tr.Ignored {
+		ignored = append(ignored, ig.APIVersion+" "+ig.Kind)
+	}
+	sort.Strings(ignored)
+	want := []string{"cluster.x-k8s.io/v1beta1 Cluster", "example.com/v1 service", "serving.knative.dev/v1 Service", "v1 ConfigMap"}
+	if fmt.Sprint(ignored) != fmt.Sprint(want) {
+		t.Errorf("ignored = %v, want %v", ignored, want)
+	}
+}

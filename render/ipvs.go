@@ -78,15 +78,24 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 			for _, a := range svc.ClusterIPs {
 				add(a, port.Port, port.Cluster)
 			}
+			// External frontends of an IP family the Service has no
+			// cluster IP of are none, as in kube-proxy (and the nftables
+			// data plane).
 			for _, a := range svc.ExternalIPs {
-				add(a, port.Port, port.External)
+				if svc.HasFamily(a) {
+					add(a, port.Port, port.External)
+				}
 			}
 			for _, a := range svc.LoadBalancerIPs {
-				add(a, port.Port, port.External)
+				if svc.HasFamily(a) {
+					add(a, port.Port, port.External)
+				}
 			}
 			if port.NodePort != 0 {
 				for _, a := range nodePorts {
-					add(a, port.NodePort, port.External)
+					if svc.HasFamily(a) {
+						add(a, port.NodePort, port.External)
+					}
 				}
 			}
 		}

@@ -71,13 +71,13 @@ func TestIPVS(t *testing.T) {
 // TestIPVSNodePortAddresses: node ports' virtual servers go on the
 // node-port addresses: the Node's addresses inside nodePortAddresses (a
 // family without one keeps the Node's), or with IPVSTableAt the addresses the
-// applier found.
+// applier found; of the Service's IP families only.
 func TestIPVSNodePortAddresses(t *testing.T) {
 	a := netip.MustParseAddr
 	p := &plan.Plan{
 		Node:    plan.Node{Name: "n", IPs: []netip.Addr{a("192.0.2.1"), a("198.51.100.1"), a("fd00::1")}},
 		Cluster: plan.Cluster{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}},
-		Services: []plan.Service{{Namespace: "a", Name: "web", Type: "NodePort", ClusterIPs: []netip.Addr{a("10.96.0.10")},
+		Services: []plan.Service{{Namespace: "a", Name: "web", Type: "NodePort", ClusterIPs: []netip.Addr{a("10.96.0.10"), a("fd00:96::10")},
 			Ports: []plan.Port{{Protocol: "TCP", Port: 80, NodePort: 30080}}}},
 	}
 	nodePorts := func(text string) []string {
@@ -94,5 +94,11 @@ func TestIPVSNodePortAddresses(t *testing.T) {
 	}
 	if got, want := nodePorts(string(IPVSTableAt(p, "", []netip.Addr{a("198.51.100.7"), a("fd00::1")}).AppendText(nil))), []string{"198.51.100.7:30080", "[fd00::1]:30080"}; !slices.Equal(got, want) {
 		t.Errorf("IPVSTableAt: node ports on %v, want %v", got, want)
+	}
+	// A single-stack Service has no node port of the other family, as in
+	// kube-proxy.
+	p.Services[0].ClusterIPs = p.Services[0].ClusterIPs[:1]
+	if got, want := nodePorts(string(IPVS(p, ""))), []string{"198.51.100.1:30080"}; !slices.Equal(got, want) {
+		t.Errorf("IPVS, IPv4 only: node ports on %v, want %v", got, want)
 	}
 }

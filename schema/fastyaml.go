@@ -386,10 +386,9 @@ func fastPlain(s string) (any, bool) {
 	switch s {
 	case "~", "null", "Null", "NULL":
 		return nil, true
-	case "true", "True", "TRUE":
-		return true, true
-	case "false", "False", "FALSE":
-		return false, true
+	}
+	if b, ok := yaml11Bool(s); ok {
+		return b, true
 	}
 	c := s[0]
 	if c != '-' && c != '+' && c != '.' && (c < '0' || c > '9') {
@@ -426,6 +425,21 @@ func fastPlain(s string) (any, bool) {
 		return s, true // an IPv4 address, a version: no number has two dots
 	}
 	return nil, false
+}
+
+// yaml11Bool reads the booleans of YAML 1.1, which kubectl reads
+// manifests as (sigs.k8s.io/yaml, through go-yaml v2): true, yes, on and
+// y, false, no, off and n, each in lower, title or upper case, unquoted.
+// yaml.v3 reads YAML 1.2, where only true and false are booleans: "on" or
+// "no" would be a string to netspec and a boolean to the API server.
+func yaml11Bool(s string) (b, ok bool) {
+	switch s {
+	case "true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y":
+		return true, true
+	case "false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N":
+		return false, true
+	}
+	return false, false
 }
 
 // isDecimal reports 0 or a decimal integer without leading zeros of at most

@@ -797,7 +797,7 @@ var ruleCases = []ruleCase{
 	{rule: "type-mismatch", name: "label value", yaml: svcObj(with("metadata.labels", yv(`{app: 1, on: true}`))),
 		want: []string{
 			`metadata.labels.app: 1 is an integer; want a string (quote it: "1")$`,
-			`metadata.labels.on: true is a boolean; want a string (quote it: "true")$`,
+			`metadata.labels.on: true is a boolean; want a string (unquoted, true, yes, on and y are the boolean true, and false, no, off and n false, as kubectl reads YAML: quote the value)$`,
 		}},
 	{rule: "type-mismatch", name: "apiVersion of the kind's group: the expected one", yaml: sliceObj(with("apiVersion", "discovery.k8s.io/v1beta1")),
 		want: []string{`obj.yaml:2:13: apiVersion: "discovery.k8s.io/v1beta1" must be "discovery.k8s.io/v1"$`}},

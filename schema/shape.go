@@ -543,9 +543,12 @@ func describeType(fieldMsg string, v any, msgs []string) string {
 	msg := fmt.Sprintf("%s; want %s", isType(v), wanted)
 	if len(want) == 1 && want["string"] {
 		switch v.(type) {
-		case int64, float64, bool:
-			// YAML reads 1, 1.5 and true as such unless quoted.
+		case int64, float64:
+			// YAML reads 1 and 1.5 as numbers unless quoted.
 			msg += fmt.Sprintf(" (quote it: \"%s\")", formatValue(v))
+		case bool:
+			// As kubectl, YAML 1.1: yes, no, on, off, y and n too.
+			msg += " (unquoted, true, yes, on and y are the boolean true, and false, no, off and n false, as kubectl reads YAML: quote the value)"
 		}
 	}
 	return msg

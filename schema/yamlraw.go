@@ -191,6 +191,12 @@ func (c *converter) scalar(n *yaml.Node) any {
 			return nil
 		}
 		return f
+	case "!!str":
+		if n.Style == 0 { // plain, as written: kubectl reads YAML 1.1
+			if b, ok := yaml11Bool(n.Value); ok {
+				return b
+			}
+		}
 	}
 	return n.Value
 }

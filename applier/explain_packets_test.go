@@ -38,7 +38,7 @@ import (
 // The client sends from explain's default source (198.51.100.10 or
 // 2001:db8::10, inside the examples' loadBalancerSourceRanges); a
 // LoadBalancer frontend with source ranges is also tried from 192.0.2.7,
-// outside them, and the IPv4 external frontends of Services with
+// outside them and from the node itself (its first IPv4 address), and the IPv4 external frontends of Services with
 // externalTrafficPolicy Local from 10.244.250.10, a pod address (kube-proxy's
 // short-circuit, which internalTrafficPolicy Local does not narrow). Topology:
 //
@@ -153,7 +153,7 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 	nodeInstaller(false)(t, node)(t, p)
 
 	kinds, verdicts := map[string]int{}, map[string]int{}
-	left, shortCircuits := 0, 0
+	left, shortCircuits, fromNode := 0, 0, 0
 	for i := range p.Services {
 		s := &p.Services[i]
 		for _, pk := range explain.Frontends(p, s) {
@@ -174,6 +174,15 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 				}
 				checkExplained(t, client, s, x, explainDenied)
 			}
+			if x.Frontend == "LoadBalancer IP" && len(s.SourceRanges) > 0 && pk.Dst.Is4() {
+				// From the node itself: the source ranges apply to its
+				// own connections too (kube-proxy checks in output).
+				pk.Src, pk.FromLocal = nodeIP4(t, p), true
+				x := explain.Packet(p, tree.Objects, pk)
+				fromNode++
+				checkExplained(t, node, s, x, pk.Src.String())
+				pk.FromLocal = false
+			}
 			if x.Frontend != "cluster IP" && s.ExternalLocal && pk.Dst.Is4() {
 				// From a pod: externalTrafficPolicy Local's short-circuit.
 				pk.Src = netip.MustParseAddr(explainPod)
@@ -183,7 +192,7 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 			}
 		}
 	}
-	t.Logf("frontends checked by kind: %v, by verdict: %v; from a pod, to external frontends under policy Local: %d; SCTP frontends left out: %d", kinds, verdicts, shortCircuits, left)
+	t.Logf("frontends checked by kind: %v, by verdict: %v; from a pod, to external frontends under policy Local: %d; from the node, to LoadBalancer IPs with source ranges: %d; SCTP frontends left out: %d", kinds, verdicts, shortCircuits, fromNode, left)
 
 	// Hairpin: from an endpoint to its Service's cluster IP, only the
 	// packets DNATed back to that endpoint are masqueraded.
@@ -226,6 +235,9 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 		}
 		if shortCircuits == 0 {
 			t.Errorf("kitchen-sink: no external frontend under policy Local was tried from a pod")
+		}
+		if fromNode == 0 {
+			t.Errorf("kitchen-sink: no LoadBalancer IP with source ranges was tried from the node")
 		}
 	}
 }
@@ -309,6 +321,19 @@ func checkHairpin(t *testing.T, from *testnet.NS, x *explain.Explanation) {
 		}
 	}
 	allSeen(t, what, seen, 1, want...)
+}
+
+// nodeIP4 is the node's first IPv4 address, a process on the node's
+// source.
+func nodeIP4(t *testing.T, p *plan.Plan) netip.Addr {
+	t.Helper()
+	for _, a := range p.Node.IPs {
+		if a.Is4() {
+			return a
+		}
+	}
+	t.Fatalf("node %s has no IPv4 address", p.Node.Name)
+	return netip.Addr{}
 }
 
 // causeOf is the explanation's cause, for messages.

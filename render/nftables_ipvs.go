@@ -95,7 +95,7 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 		{"mark-prerouting", hookMarkPrerouting, []nftmodel.Rule{jumpRule("ipvs-mark")}},
 		{"mark-output", hookMarkOutput, []nftmodel.Rule{jumpRule("ipvs-mark")}},
 		{"filter-prerouting-pre-dnat", hookPreroutingPreDNAT, append([]nftmodel.Rule{newConnJump("firewall-check")}, check...)},
-		{"filter-output-pre-dnat", hookOutputPreDNAT, check},
+		{"filter-output-pre-dnat", hookOutputPreDNAT, append([]nftmodel.Rule{newConnJump("firewall-check")}, check...)},
 	})
 
 	frontends := func(set string) nftmodel.Stmt {

@@ -133,7 +133,7 @@ func (t *nftTable) dispatchModel() *nftmodel.Table {
 		{"nat-prerouting", hookNATPrerouting, []nftmodel.Rule{jumpRule("services")}},
 		{"nat-output", hookNATOutput, []nftmodel.Rule{jumpRule("services")}},
 		{"filter-prerouting-pre-dnat", hookPreroutingPreDNAT, []nftmodel.Rule{newConnJump("firewall-check"), newConnJump("service-endpoints-check")}},
-		{"filter-output-pre-dnat", hookOutputPreDNAT, []nftmodel.Rule{newConnJump("service-endpoints-check")}},
+		{"filter-output-pre-dnat", hookOutputPreDNAT, []nftmodel.Rule{newConnJump("firewall-check"), newConnJump("service-endpoints-check")}},
 		{"filter-prerouting-post-dnat", hookPreroutingPostDNAT, []nftmodel.Rule{newConnJump("cluster-ips-check")}},
 		{"filter-output-post-dnat", hookOutputPostDNAT, []nftmodel.Rule{newConnJump("cluster-ips-check")}},
 	})

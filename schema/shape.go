@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -530,15 +529,10 @@ func describeType(fieldMsg string, v any, msgs []string) string {
 		wanted += " " + rangeMsg
 	}
 	if f, ok := v.(float64); ok && want["int"] && f == math.Trunc(f) {
-		if math.Abs(f) > math.MaxInt32 {
-			// An integer too large for int64 reads as a float: out of
-			// range, as the field's @msg says.
-			return ""
-		}
-		// 80.0: the API server's JSON decoder refuses a decimal point
-		// or an exponent in an integer field (kubectl, which turns
-		// YAML into JSON, would send 80).
-		return fmt.Sprintf("%s.0 is a decimal number; want %s (write %s: the API server rejects %[1]s.0 here)", formatFloat(f), wanted, formatFloat(f))
+		// An integer too large for int64 reads as a float (the reader
+		// makes the others integers, as kubectl does): out of range, as
+		// the field's @msg says.
+		return ""
 	}
 	msg := fmt.Sprintf("%s; want %s", isType(v), wanted)
 	if len(want) == 1 && want["string"] {
@@ -563,8 +557,6 @@ func isType(v any) string {
 	}
 	return formatValue(v) + " is " + typeName(v)
 }
-
-func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // null says what a null at the field k of a struct of this shape stands
 // for, as the API server decodes it: a field of the schema that is null is

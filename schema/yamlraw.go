@@ -190,6 +190,11 @@ func (c *converter) scalar(n *yaml.Node) any {
 			c.fail(n, fmt.Errorf("%s is not a finite number", n.Value))
 			return nil
 		}
+		if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+			// kubectl turns YAML into JSON (sigs.k8s.io/yaml), which
+			// writes 80.0 and 8e1 as 80: an integer to the API server.
+			return int64(f)
+		}
 		return f
 	case "!!str":
 		if n.Style == 0 { // plain, as written: kubectl reads YAML 1.1

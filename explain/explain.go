@@ -262,7 +262,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	x.step("traffic policy: internal %s, external %s%s", policy(s.InternalLocal), policy(s.ExternalLocal), topologyOf(so, port, p.Node))
 	if s.AffinitySeconds > 0 {
 		x.SessionAffinity = &SessionAffinity{Type: "ClientIP", TimeoutSeconds: s.AffinitySeconds}
-		x.step("session affinity: ClientIP, timeout %d s: a client that comes back within %d s of its last packet sticks to the endpoint it got (while that endpoint is still taken)",
+		x.step("session affinity: ClientIP, timeout %d s: a client that opens a new connection within %d s of its last one sticks to the endpoint it got (while that endpoint is still taken)",
 			s.AffinitySeconds, s.AffinitySeconds)
 	}
 	fam := func(set []int) int {

@@ -43,9 +43,9 @@ func init() {
 		help: `Explain walks one packet through the plan of node NODE and prints each
 step, one a line: the frontend it matches (cluster IP, external IP,
 LoadBalancer IP or node port), the Service and its port, the traffic
-policies and topology, every endpoint of the port (taken, or left out and
-why), the selected pods that are no endpoint and why, masquerading, and
-the verdict:
+policies and topology, session affinity, every endpoint of the port
+(taken, or left out and why), the selected pods that are no endpoint and
+why, masquerading, and the verdict:
 
   dnat     forwarded to one of the endpoints listed
   reject   the client is refused at once (no usable endpoint, or a cluster
@@ -64,7 +64,11 @@ serve, an address of the service CIDR that no Service holds, a node port
 on an address that is not a node-port address, an address of an IP
 family the Service does not have, a health check node port, a
 LoadBalancer IP with ipMode Proxy. A packet from one of the endpoints is
-masqueraded only when DNATed to that endpoint (hairpin).
+masqueraded only when DNATed to that endpoint (hairpin). Traffic of a pod
+(--from an address of the Cluster's podCIDRs) or of the node (--from one
+of its addresses) to the external frontends of a Service with
+externalTrafficPolicy Local is subject to neither traffic policy, as in
+kube-proxy (its short-circuit).
 
 With --live, on the node itself, explain also asks the node's netspec
 watch daemon (its socket DIR/netspec.sock, --state-dir DIR; root) for its

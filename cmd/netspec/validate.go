@@ -34,8 +34,12 @@ embedded CUE schema and the Kubernetes API rules, then checks the objects
 against each other (duplicate names, two Services with one IP, a node port
 used twice, ...). Every error is printed as file:line:col: field: message,
 all of them in one run. Objects of kinds netspec does not use are ignored
-and counted by kind; --verbose lists each one with its file:line. Warnings
-(a selector that matches no pod) never fail the run.
+and counted by kind; --verbose lists each one with its file:line. A kind
+netspec uses with another group's apiVersion, or spelt in another case
+(kind: service), is an error, as the API server has no such kind. YAML is
+read as kubectl reads it: unquoted yes, no, on, off, y and n are booleans.
+Warnings (a selector that matches no pod, a port name repeated across
+containers) never fail the run.
 ` + treeArgHelp + `
 With --locked, validate also fails when netspec.lock does not record exactly
 the cluster IPs and node ports the tree needs, as 'go mod tidy' checks go.mod:

@@ -673,7 +673,7 @@ var kindVersions = map[string]string{
 // Y"), where netspec would otherwise ignore it: a kind of netspec's in the
 // group of another (EndpointSlice in v1, Endpoints in discovery.k8s.io),
 // the core group named "core" (core/v1), or a kind spelt in another case
-// (kinds are case-sensitive). Only apiVersions of the groups of netspec's
+// (kinds are case-sensitive) or in the plural. Only apiVersions of the groups of netspec's
 // kinds count: a Service of serving.knative.dev or a Cluster of
 // cluster.x-k8s.io is another kind, ignored. It returns the field to
 // blame and the message, "" for an object to ignore.
@@ -696,6 +696,9 @@ func misplacedKind(apiVersion, kind string) (diag.Path, string) {
 	for k := range kindVersions {
 		if strings.EqualFold(k, kind) {
 			return diag.Path{"kind"}, fmt.Sprintf("%q is not a kind (kinds are case-sensitive); write %s", kind, k)
+		}
+		if strings.EqualFold(k+"s", kind) {
+			return diag.Path{"kind"}, fmt.Sprintf("%q is not a kind (a kind is singular); write %s", kind, k)
 		}
 	}
 	return nil, ""

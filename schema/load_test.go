@@ -647,7 +647,8 @@ func TestLoadRootErrors(t *testing.T) {
 // in version Y"), or with a kind spelt in another case, is an error at
 // the field to fix, not an ignored object; kinds of other groups that
 // share a name (a Knative Service, a Cluster API Cluster) and other kinds
-// of netspec's groups (ConfigMap) stay ignored.
+// of netspec's groups (ConfigMap) stay ignored. A kind in the plural is
+// refused too.
 func TestLoadMisplacedKinds(t *testing.T) {
 	doc := func(apiVersion, kind string) string {
 		return fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: x}\n", apiVersion, kind)
@@ -657,6 +658,8 @@ func TestLoadMisplacedKinds(t *testing.T) {
 		"endpoints-disc.yaml": doc("discovery.k8s.io/v1", "Endpoints"),
 		"core.yaml":           doc("core/v1", "Service"),
 		"lower.yaml":          doc("v1", "service"),
+		"plural.yaml":         doc("v1", "Services"),
+		"plural-lower.yaml":   doc("v1", "pods"),
 		"cluster-v1.yaml":     doc("v1", "Cluster"),
 		"knative.yaml":        doc("serving.knative.dev/v1", "Service"),
 		"capi.yaml":           doc("cluster.x-k8s.io/v1beta1", "Cluster"),
@@ -668,6 +671,8 @@ func TestLoadMisplacedKinds(t *testing.T) {
 		`endpoints-disc.yaml:1:13: apiVersion: no kind Endpoints in version "discovery.k8s.io/v1": the apiVersion of Endpoints is "v1"$`,
 		`core.yaml:1:13: apiVersion: no kind Service in version "core/v1": the core group has no name in an apiVersion; write "v1"$`,
 		`lower.yaml:2:7: kind: "service" is not a kind (kinds are case-sensitive); write Service$`,
+		`plural.yaml:2:7: kind: "Services" is not a kind (a kind is singular); write Service$`,
+		`plural-lower.yaml:2:7: kind: "pods" is not a kind (a kind is singular); write Pod$`,
 		`cluster-v1.yaml:1:13: apiVersion: no kind Cluster in version "v1": the apiVersion of Cluster is "netspec.dev/v1alpha1"$`,
 	)
 	var ignored []string

@@ -82,6 +82,10 @@ func checkLabels(m StringMap, base diag.Path, r *reporter) {
 // annotations may hold together, as the API server allows.
 const maxAnnotationsSize = 256 * 1024
 
+// lbSourceRangesAnnotation is the annotation that cloud providers read as
+// loadBalancerSourceRanges when the field is empty.
+const lbSourceRangesAnnotation = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
 // checkAnnotations checks the keys of annotations (qualified names, case
 // aside) and their total size, as the API server's ValidateAnnotations.
 func checkAnnotations(m StringMap, r *reporter) {
@@ -160,6 +164,21 @@ func checkService(s *Service, r *reporter) {
 	for i, c := range sp.LoadBalancerSourceRanges {
 		if _, err := netip.ParsePrefix(strings.TrimSpace(c)); err != nil {
 			r.errorf(pSpec.Key("loadBalancerSourceRanges").Index(i), "%q is not a CIDR (such as 203.0.113.0/24)", c)
+		}
+	}
+	// The cloud providers' older form of the field, which the API server
+	// checks alike when the field is empty (kube-proxy reads the field
+	// only, and so does netspec).
+	if v, ok := s.Metadata.Annotations.Lookup(lbSourceRangesAnnotation); ok && len(sp.LoadBalancerSourceRanges) == 0 {
+		at := diag.Path{"metadata", "annotations"}.Key(lbSourceRangesAnnotation)
+		if sp.Type != "LoadBalancer" {
+			r.errorf(at, "may only be set for LoadBalancer Services")
+		}
+		for _, c := range strings.Split(v, ",") {
+			if _, err := netip.ParsePrefix(strings.TrimSpace(c)); err != nil {
+				r.errorf(at, "%q is not a list of CIDRs (such as 10.240.0.0/24,10.250.0.0/24)", v)
+				break
+			}
 		}
 	}
 	if sp.LoadBalancerIP != "" {

@@ -445,6 +445,12 @@ var ruleCases = []ruleCase{
 	{rule: "lb-source-ranges", name: "LoadBalancer", yaml: svcObj(with("spec.type", "LoadBalancer"), with("spec.loadBalancerSourceRanges", yv(`[10.0.0.0/8, "2001:db8::/32", " 192.0.2.0/24 "]`)))},
 	{rule: "lb-source-ranges", name: "NodePort", yaml: svcObj(with("spec.type", "NodePort"), with("spec.loadBalancerSourceRanges", yv(`[10.0.0.0/8]`))),
 		want: []string{`spec.loadBalancerSourceRanges: may only be set for LoadBalancer Services`}},
+	{rule: "lb-source-ranges", name: "the annotation on a LoadBalancer", yaml: svcObj(with("spec.type", "LoadBalancer"), with("metadata.annotations", yv(`{service.beta.kubernetes.io/load-balancer-source-ranges: "10.0.0.0/8, 192.0.2.0/24"}`)))},
+	{rule: "lb-source-ranges", name: "the annotation on a ClusterIP Service", yaml: svcObj(with("metadata.annotations", yv(`{service.beta.kubernetes.io/load-balancer-source-ranges: "10.0.0.0/8"}`))),
+		want: []string{`obj.yaml:5:65: metadata.annotations["service.beta.kubernetes.io/load-balancer-source-ranges"]: may only be set for LoadBalancer Services$`}},
+	{rule: "lb-source-ranges", name: "the annotation, not CIDRs", yaml: svcObj(with("spec.type", "LoadBalancer"), with("metadata.annotations", yv(`{service.beta.kubernetes.io/load-balancer-source-ranges: "10.0.0.0/8,x"}`))),
+		want: []string{`load-balancer-source-ranges"]: "10.0.0.0/8,x" is not a list of CIDRs`}},
+	{rule: "lb-source-ranges", name: "the annotation beside the field is not checked", yaml: svcObj(with("spec.loadBalancerSourceRanges", yv(`[10.0.0.0/8]`)), with("spec.type", "LoadBalancer"), with("metadata.annotations", yv(`{service.beta.kubernetes.io/load-balancer-source-ranges: "x"}`)))},
 	{rule: "lb-source-ranges", name: "not CIDRs", yaml: svcObj(with("spec.type", "LoadBalancer"), with("spec.loadBalancerSourceRanges", yv(`[10.0.0.0/33, 10.0.0.1, "*"]`))),
 		want: []string{
 			`spec.loadBalancerSourceRanges[0]: "10.0.0.0/33" is not a CIDR (such as 203.0.113.0/24)`,

@@ -747,6 +747,20 @@ func nearest(objs []*schema.Object, so *schema.Service) string {
 func notService(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Cause {
 	dst := pk.Dst.Unmap()
 	fam := family(dst)
+	npa := p.NodePortAddress(dst)
+	// A health check node port first: it answers on every node-port
+	// address, one that is also an external IP of a Service included.
+	var hc *plan.Service
+	for i := range p.Services {
+		if s := &p.Services[i]; pk.Protocol == "TCP" && s.HealthCheckNodePort != 0 && s.HealthCheckNodePort == pk.Port {
+			hc = s
+			break
+		}
+	}
+	if hc != nil && npa {
+		return &Cause{CauseHealthCheckNodePort, fmt.Sprintf("%d/TCP is the health check node port of Service %s: the health check server of netspec watch answers it on the node (200 with local endpoints, 503 without); it is not forwarded",
+			pk.Port, hc.Key())}
+	}
 	for i := range p.Services {
 		s := &p.Services[i]
 		if s.Headless || s.Type == "ExternalName" {
@@ -786,20 +800,9 @@ func notService(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Cause {
 			return &Cause{CauseUnallocated, fmt.Sprintf("%s is in the service CIDR %s but no Service holds it", dst, c)}
 		}
 	}
-	npa := p.NodePortAddress(dst)
-	if pk.Protocol == "TCP" {
-		for i := range p.Services {
-			s := &p.Services[i]
-			if s.HealthCheckNodePort == 0 || s.HealthCheckNodePort != pk.Port {
-				continue
-			}
-			if npa {
-				return &Cause{CauseHealthCheckNodePort, fmt.Sprintf("%d/TCP is the health check node port of Service %s: the health check server of netspec watch answers it on the node (200 with local endpoints, 503 without); it is not forwarded",
-					pk.Port, s.Key())}
-			}
-			return &Cause{CauseNodePortNotAddress, fmt.Sprintf("%d/TCP is the health check node port of Service %s, but %s is not a node-port address of node %s (%s)",
-				pk.Port, s.Key(), dst, p.Node.Name, nodePortAddrs(p, dst))}
-		}
+	if hc != nil {
+		return &Cause{CauseNodePortNotAddress, fmt.Sprintf("%d/TCP is the health check node port of Service %s, but %s is not a node-port address of node %s (%s)",
+			pk.Port, hc.Key(), dst, p.Node.Name, nodePortAddrs(p, dst))}
 	}
 	for i := range p.Services {
 		s := &p.Services[i]

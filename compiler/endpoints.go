@@ -357,12 +357,21 @@ func pick(eps []plan.Endpoint, svc *plan.Service, distribution string, node plan
 	if svc.InternalLocal && svc.ExternalLocal && (!slices.Equal(t4, c4) || !slices.Equal(t6, c6)) {
 		// kube-proxy's short-circuit of pod and node traffic to external
 		// frontends is subject to neither policy.
-		short = joinSorted(slices.Clone(t4), t6)
+		short = joinSorted(t4, t6)
 	}
 	return cluster, external, short
 }
 
-// joinSorted joins two sorted index lists into one sorted list.
+// family is 0 for an IPv4 endpoint, 1 for an IPv6 one.
+func family(e plan.Endpoint) int {
+	if e.IP.Unmap().Is4() {
+		return 0
+	}
+	return 1
+}
+
+// joinSorted joins two sorted index lists into one sorted list (a new
+// one when both hold indexes).
 func joinSorted(a, b []int) []int {
 	switch {
 	case len(b) == 0:

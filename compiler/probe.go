@@ -183,18 +183,15 @@ func withView(o *schema.Service, base *plan.Service, node plan.Node, notReady No
 			e := &eps[failing[k].ep]
 			e.Ready, e.Serving = false, false
 		}
-		cluster, external, short := pick(eps, &ps.out, o.Spec.TrafficDistribution, node)
-		shortSet := short
-		if shortSet == nil {
-			shortSet = cluster
-		}
-		if emptiedFamily(eps, bp.Cluster, cluster) || emptiedFamily(eps, bp.External, external) ||
-			emptiedFamily(eps, bp.ShortCircuitSet(), shortSet) {
+		np := *bp
+		np.Endpoints = eps
+		np.Cluster, np.External, np.ShortCircuit = pick(eps, &ps.out, o.Spec.TrafficDistribution, node)
+		if emptiedFamily(eps, bp.Cluster, np.Cluster) || emptiedFamily(eps, bp.External, np.External) ||
+			emptiedFamily(eps, bp.ShortCircuitSet(), np.ShortCircuitSet()) {
 			ps.failOpen = true
 			continue // the tree's view stands for this port
 		}
-		pp := &ps.out.Ports[i]
-		pp.Endpoints, pp.Cluster, pp.External, pp.ShortCircuit = eps, cluster, external, short
+		ps.out.Ports[i] = np
 	}
 	return ps
 }
@@ -210,12 +207,4 @@ func emptiedFamily(eps []plan.Endpoint, before, after []int) bool {
 		has[family(eps[i])] = true
 	}
 	return had[0] && !has[0] || had[1] && !has[1]
-}
-
-// family is 0 for an IPv4 endpoint, 1 for an IPv6 one.
-func family(e plan.Endpoint) int {
-	if e.IP.Unmap().Is4() {
-		return 0
-	}
-	return 1
 }

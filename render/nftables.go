@@ -74,15 +74,15 @@ import (
 //	service-HASH8-ns/name/proto/port   internal traffic (cluster IPs): picks among Port.Cluster
 //	external-HASH8-...                 node ports, external and LoadBalancer IPs
 //	local-HASH8-...                    external traffic under policy Local: picks among Port.External
+//	firewall-HASH8-...                 loadBalancerSourceRanges
+//	set affinity-HASH8-...__ip/port    ClientIP affinity, one per endpoint
+//	map endpoints-XX                   endpoints of the picks whose chain name hashes to XX
 //
 // When both traffic policies are Local and kube-proxy's short-circuit of
 // pod and node traffic to the external frontends picks among more than
 // this node's endpoints (Port.ShortCircuit), the chains take kube-proxy's
 // shape: the service chain picks among Port.ShortCircuit and the cluster
 // IPs go to the local chain, whose endpoints both policies share.
-//	firewall-HASH8-...                 loadBalancerSourceRanges
-//	set affinity-HASH8-...__ip/port    ClientIP affinity, one per endpoint
-//	map endpoints-XX                   endpoints of the picks whose chain name hashes to XX
 //
 // render builds the ruleset as a model (package nftmodel, NFTablesModel):
 // the applier installs the model and NFTables prints it. Rendering is on
@@ -211,6 +211,7 @@ type nftEndpoint struct {
 // maps.
 type nftTable struct {
 	fam        nftFamily
+	ipvs       bool // the IPVS data plane's: no short-circuit, a Local frontend without a local endpoint drops all
 	ports      []*nftPort
 	count      int // service ports when ports is not filled (a Memo's table)
 	endpoints  int // of all families, in ports
@@ -321,8 +322,12 @@ func comparePorts(a, b *nftPort) int {
 }
 
 // newNFTTable makes the table of fam and runs the first pass.
-func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable {
-	t := &nftTable{fam: fam}
+func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable { return newNFTTableFor(p, fam, false) }
+
+// newNFTTableFor is newNFTTable for the IPVS data plane's tables when ipvs
+// is true: IPVS has no short-circuit (see nftTable.ipvs).
+func newNFTTableFor(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
+	t := &nftTable{fam: fam, ipvs: ipvs}
 	t.setup(p)
 	t.sortPorts(p)
 	t.services = make([]nftElement, 0, len(t.ports))
@@ -623,7 +628,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	if len(v.external) == 0 {
 		noEndpoint = rejectVerdict
 		switch {
-		case svc.ExternalLocal && usable && v.shortCircuit():
+		case svc.ExternalLocal && usable && v.shortCircuit() && !t.ipvs:
 			noEndpoint = noLocalVerdict
 		case svc.ExternalLocal && usable:
 			noEndpoint = dropVerdict

@@ -47,22 +47,13 @@ func NFTablesIPVSModel(p *plan.Plan) *nftmodel.Ruleset {
 	}
 	rs := &nftmodel.Ruleset{Comment: rulesetComment("nftables tables of node " + p.Node.Name + " for the IPVS data plane (ipvs.txt holds the virtual servers), rendered by netspec: do not edit.")}
 	for _, fam := range nftFamilies {
-		rs.Tables = append(rs.Tables, newNFTTable(p, fam).ipvsModel())
+		rs.Tables = append(rs.Tables, newNFTTableFor(p, fam, true).ipvsModel())
 	}
 	return rs
 }
 
 // ipvsModel builds the table of the IPVS data plane (NFTablesIPVS).
 func (t *nftTable) ipvsModel() *nftmodel.Table {
-	// IPVS has no short-circuit: the virtual servers of external frontends
-	// under policy Local hold this node's endpoints only, whoever sends.
-	for _, m := range []*[]nftElement{&t.noEpSvc, &t.noEpNode} {
-		for i := range *m {
-			if (*m)[i].verdict == noLocalVerdict {
-				(*m)[i].verdict = dropVerdict
-			}
-		}
-	}
 	var cluster, external, nodePorts []nftElement
 	var clusterAddrs []netip.Addr
 	var firewalls []*nftPort

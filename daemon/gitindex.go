@@ -105,14 +105,11 @@ func readGitIndex(path string) (entries map[string]indexEntry, invalid bool, err
 // has no staged change. A SHA-256 repository or an index
 // version 4 is an error: not read.
 func gitClean(root string, files []string) (bool, error) {
-	abs, err := filepath.Abs(root)
+	abs, err := realDir(root)
 	if err != nil {
 		return false, err
 	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	gitDir, work, found, err := findGitDirWork(abs)
+	gitDir, work, found, err := findGitDir(abs)
 	if err != nil || !found {
 		return false, err
 	}
@@ -187,22 +184,4 @@ func deletedSpec(entries map[string]indexEntry, rel, root string, files []string
 		}
 	}
 	return false
-}
-
-// findGitDirWork is findGitDir, which also returns the work tree's
-// root: the directory that holds .git.
-func findGitDirWork(dir string) (gitDir, work string, found bool, err error) {
-	for d := dir; ; {
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
-			g, found, err := findGitDir(d)
-			return g, d, found, err
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return "", "", true, fmt.Errorf("git: %w", err)
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", "", false, nil
-		}
-		d = parent
-	}
 }

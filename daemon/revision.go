@@ -59,14 +59,11 @@ func GitHead(dir string) (commit string, ok bool, err error) {
 // for, whose change may move HEAD: HEAD, each ref on the way from it
 // (in the git dir and the common dir), packed-refs.
 func gitHead(dir string) (commit string, files []string, ok bool, err error) {
-	abs, err := filepath.Abs(dir)
+	abs, err := realDir(dir)
 	if err != nil {
 		return "", nil, false, err
 	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	gitDir, found, err := findGitDir(abs)
+	gitDir, _, found, err := findGitDir(abs)
 	if err != nil || !found {
 		return "", nil, found, err
 	}
@@ -106,37 +103,49 @@ func gitHead(dir string) (commit string, files []string, ok bool, err error) {
 	return "", files, true, fmt.Errorf("git: HEAD: more than %d symbolic refs", maxRefDepth)
 }
 
+// realDir is dir absolute, its symlinks resolved when they resolve.
+func realDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	return abs, nil
+}
+
 // findGitDir looks for .git in dir and its parents and returns the git
-// dir it names.
-func findGitDir(dir string) (string, bool, error) {
+// dir it names and the work tree's root, the directory that holds .git.
+func findGitDir(dir string) (gitDir, work string, found bool, err error) {
 	for {
 		p := filepath.Join(dir, ".git")
 		fi, err := os.Stat(p)
 		switch {
 		case err == nil && fi.IsDir():
-			return p, true, nil
+			return p, dir, true, nil
 		case err == nil && fi.Mode().IsRegular():
 			// A worktree's or submodule's "gitdir: PATH", relative to
 			// the directory of the file.
 			b, err := os.ReadFile(p)
 			if err != nil {
-				return "", true, fmt.Errorf("git: %w", err)
+				return "", "", true, fmt.Errorf("git: %w", err)
 			}
 			rest, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
 			if !ok {
-				return "", true, fmt.Errorf("git: %s: no \"gitdir:\" line", p)
+				return "", "", true, fmt.Errorf("git: %s: no \"gitdir:\" line", p)
 			}
 			g := strings.TrimSpace(rest)
 			if !filepath.IsAbs(g) {
 				g = filepath.Join(dir, g)
 			}
-			return filepath.Clean(g), true, nil
+			return filepath.Clean(g), dir, true, nil
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
-			return "", true, fmt.Errorf("git: %w", err)
+			return "", "", true, fmt.Errorf("git: %w", err)
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", false, nil
+			return "", "", false, nil
 		}
 		dir = parent
 	}

@@ -58,6 +58,9 @@ func writeProbeRecord(stateDir string, r *ProbeRecord) error {
 		return err
 	}
 	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync() // durable before it replaces the last record
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -10,7 +10,6 @@ import (
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/plan"
-	"netspec.dev/netspec/schema"
 )
 
 // prober is what the watcher needs of a probe.Prober (a fake in tests).
@@ -44,23 +43,6 @@ type probes struct {
 	// execPods are the Pods (namespace/name) of the last reading with an
 	// exec readinessProbe, which a node cannot run.
 	execPods map[string]bool
-}
-
-// execPodsOf lists the Pods of objs with a container's exec
-// readinessProbe.
-func execPodsOf(objs []*schema.Object) map[string]bool {
-	out := map[string]bool{}
-	for _, o := range objs {
-		if o.Pod == nil {
-			continue
-		}
-		for _, c := range o.Pod.Spec.Containers {
-			if c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil {
-				out[o.Pod.Metadata.Namespace+"/"+o.Pod.Metadata.Name] = true
-			}
-		}
-	}
-	return out
 }
 
 // unprobed counts the endpoint addresses of p that carry this node's

@@ -56,6 +56,7 @@ import (
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/schema"
 )
 
 // Data planes.
@@ -694,7 +695,7 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		w.cur.TreeState = TreeStatus{Valid: true}
 		st = res.plan
 		if w.probes != nil && !restaged {
-			w.probes.execPods = execPodsOf(res.tree.Objects)
+			w.probes.execPods = schema.ExecPodsByKey(res.tree.Objects)
 		}
 	}
 	var rev Revision // of the tree read, when it is valid and was read

@@ -198,7 +198,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	}
 	defer x.kernel(o.Kernel, o.KernelDiffers)
 	if o.Probing {
-		x.execPods = execProbePods(objs)
+		x.execPods = schema.ExecPodsByKey(objs)
 	}
 	if len(o.Probes) > 0 {
 		x.probes = map[probeKey]ProbeFailure{}
@@ -535,26 +535,6 @@ func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, 
 			x.step("endpoint %s%s: left out, %s", e.AddrPort(), who(e), n.Why)
 		}
 	}
-}
-
-// execProbePods are the pods ("ns/name") of objs with an exec readiness
-// probe in a container that serves them.
-func execProbePods(objs []*schema.Object) map[string]bool {
-	out := map[string]bool{}
-	for _, o := range objs {
-		pod := o.Pod
-		if pod == nil {
-			continue
-		}
-		pod.Spec.ServingContainers(func(c *schema.Container, _ bool, _ int) bool {
-			if c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil {
-				out[pod.Metadata.Namespace+"/"+pod.Metadata.Name] = true
-				return false
-			}
-			return true
-		})
-	}
-	return out
 }
 
 // pods notes the pods the selector matches that are no endpoint of the

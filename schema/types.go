@@ -458,6 +458,27 @@ func (p *Pod) Terminal() bool {
 	return p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed"
 }
 
+// ExecPodsByKey lists the pods of objs ("namespace/name") with an exec
+// readinessProbe in a container that serves them (ServingContainers): a
+// probe that runs inside the container, which a node cannot run.
+func ExecPodsByKey(objs []*Object) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range objs {
+		pod := o.Pod
+		if pod == nil {
+			continue
+		}
+		pod.Spec.ServingContainers(func(c *Container, _ bool, _ int) bool {
+			if c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil {
+				out[pod.Metadata.Namespace+"/"+pod.Metadata.Name] = true
+				return false
+			}
+			return true
+		})
+	}
+	return out
+}
+
 // IPs returns the pod's IPs: status.podIPs, or status.podIP when podIPs is empty.
 func (p *Pod) IPs() []string {
 	if len(p.Status.PodIPs) > 0 {

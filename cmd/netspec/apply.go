@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
@@ -375,6 +379,14 @@ func runCleanup(e *env, opts any, args []string) int {
 	defer n.Close()
 	tables, files, err := n.Cleanup()
 	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
+		return exitError
+	}
+	// The daemon's record of the endpoints it held out, which the
+	// removed rules no longer hold out.
+	if err := os.Remove(filepath.Join(f.stateDir, daemon.ProbeRecordFile)); err == nil {
+		files = append(files, daemon.ProbeRecordFile)
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
 		return exitError
 	}

@@ -673,15 +673,12 @@ var kindVersions = map[string]string{
 // Y"), where netspec would otherwise ignore it: a kind of netspec's in the
 // group of another (EndpointSlice in v1, Endpoints in discovery.k8s.io),
 // the core group named "core" (core/v1), or a kind spelt in another case
-// (kinds are case-sensitive) or in the plural. Only apiVersions of the groups of netspec's
-// kinds count: a Service of serving.knative.dev or a Cluster of
+// (kinds are case-sensitive) or in the plural. Only apiVersions of the
+// groups of netspec's kinds count: a Service of serving.knative.dev or a Cluster of
 // cluster.x-k8s.io is another kind, ignored. It returns the field to
 // blame and the message, "" for an object to ignore.
 func misplacedKind(apiVersion, kind string) (diag.Path, string) {
-	group := ""
-	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
-		group = apiVersion[:i]
-	}
+	group := groupOf(apiVersion)
 	switch group {
 	case "", "core", "discovery.k8s.io", "netspec.dev":
 	default:
@@ -704,18 +701,20 @@ func misplacedKind(apiVersion, kind string) (diag.Path, string) {
 	return nil, ""
 }
 
+// knownKind is kind when it is one of netspec's kinds and apiVersion is
+// of its group (any version: a wrong one is reported at the field), ""
+// else.
 func knownKind(apiVersion, kind string) string {
-	group := ""
-	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
-		group = apiVersion[:i]
+	if want, ok := kindVersions[kind]; ok && groupOf(want) == groupOf(apiVersion) {
+		return kind
 	}
-	switch {
-	case group == "" && (kind == KindService || kind == KindEndpoints || kind == KindPod || kind == KindNode):
-		return kind
-	case group == "discovery.k8s.io" && kind == KindEndpointSlice:
-		return kind
-	case group == "netspec.dev" && kind == KindCluster:
-		return kind
+	return ""
+}
+
+// groupOf is the API group of an apiVersion: "" for the core group.
+func groupOf(apiVersion string) string {
+	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
+		return apiVersion[:i]
 	}
 	return ""
 }

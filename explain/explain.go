@@ -13,6 +13,7 @@
 package explain
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -612,7 +613,7 @@ func noEndpoints(objs []*schema.Object, so *schema.Service, sp *schema.ServicePo
 		case pod.Terminal():
 			others = append(others, fmt.Sprintf("%s (finished, phase %s)", pod.Metadata.Name, pod.Status.Phase))
 		case len(pod.IPs()) == 0:
-			others = append(others, fmt.Sprintf("%s (no IP yet, phase %s)", pod.Metadata.Name, cmpOr(pod.Status.Phase, "none")))
+			others = append(others, fmt.Sprintf("%s (no IP yet, phase %s)", pod.Metadata.Name, cmp.Or(pod.Status.Phase, "none")))
 		case why != "":
 			named = append(named, pod.Metadata.Name)
 		default:
@@ -649,7 +650,7 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 			if name == "" {
 				name = "(unnamed)"
 			}
-			out = append(out, fmt.Sprintf("%s %d/%s", name, p.Port, cmpOr(p.Protocol, "TCP")))
+			out = append(out, fmt.Sprintf("%s %d/%s", name, p.Port, cmp.Or(p.Protocol, "TCP")))
 		}
 		return orNone(out)
 	}
@@ -672,19 +673,12 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 			}
 		}
 	}
-	want := fmt.Sprintf("%s/%s", cmpOr(sp.Name, "(unnamed)"), sp.Protocol)
+	want := fmt.Sprintf("%s/%s", cmp.Or(sp.Name, "(unnamed)"), sp.Protocol)
 	if len(found) == 0 {
 		return fmt.Sprintf(" (no Endpoints object %s, and no EndpointSlice labeled %s=%s in namespace %s)",
 			so.Metadata.Name, schema.ServiceNameLabel, so.Metadata.Name, so.Metadata.Namespace)
 	}
 	return fmt.Sprintf(": %s; none is named %s (an endpoint port serves the Service port of its name and protocol)", strings.Join(found, "; "), want)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // nearest names the pod of the namespace that carries the most of the
@@ -820,9 +814,9 @@ func nodePortAddrs(p *plan.Plan, dst netip.Addr) string {
 			cidrs = append(cidrs, c.String())
 		}
 	}
-	for _, ip := range p.Node.IPs {
-		if ip.Unmap().Is4() == is4 && p.NodePortAddress(ip) {
-			addrs = append(addrs, ip.Unmap().String())
+	for _, ip := range p.NodePortAddrs(nil) {
+		if ip.Is4() == is4 {
+			addrs = append(addrs, ip.String())
 		}
 	}
 	if len(cidrs) > 0 {

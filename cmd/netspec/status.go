@@ -335,17 +335,7 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 			out = append(out, o)
 		}
 	}
-	line := func(o daemon.ProbeOut) {
-		if o.Since.IsZero() {
-			fmt.Fprintf(w, "  %s %s: %s, failing\n", o.Service, o.Endpoint, o.Probe)
-			return
-		}
-		last := ""
-		if !o.LastProbe.IsZero() {
-			last = "; last probe " + ago(o.LastProbe, now)
-		}
-		fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError), last)
-	}
+	line := func(o daemon.ProbeOut) { writeProbeOut(w, o, now) }
 	if len(out) == 0 {
 		fmt.Fprintln(w, "endpoints out for failing probes: none")
 	} else {
@@ -470,7 +460,7 @@ func writeRecordView(w io.Writer, dir string, r *recordView, now time.Time) {
 		fmt.Fprintf(w, "readiness probes: the kernel holds the probe view the daemon last applied (recorded %s), with %s held out for failing probes, though no daemon probes them now:\n",
 			ago(h.Written, now), plural(len(out), "endpoint"))
 		for _, o := range out {
-			fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError))
+			writeProbeOut(w, o, now)
 		}
 		fmt.Fprintln(w, restore)
 	case len(out) == 0:
@@ -491,4 +481,18 @@ func writeRecordView(w io.Writer, dir string, r *recordView, now time.Time) {
 // isPermission tells an error of a missing privilege.
 func isPermission(err error) bool {
 	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
+}
+
+// writeProbeOut writes the line of an endpoint out for a failing probe:
+// since when, the latest error and when the latest probe ran.
+func writeProbeOut(w io.Writer, o daemon.ProbeOut, now time.Time) {
+	if o.Since.IsZero() {
+		fmt.Fprintf(w, "  %s %s: %s, failing\n", o.Service, o.Endpoint, o.Probe)
+		return
+	}
+	last := ""
+	if !o.LastProbe.IsZero() {
+		last = "; last probe " + ago(o.LastProbe, now)
+	}
+	fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError), last)
 }

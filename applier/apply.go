@@ -665,17 +665,13 @@ func flowsOf(services []*plan.Service, nodeIPs []netip.Addr) []conntrack.Flow {
 				}
 			}
 			add(s.ClusterIPs, port.Port, port.Cluster)
-			add(s.ExternalIPs, port.Port, port.External)
-			add(s.LoadBalancerIPs, port.Port, port.External)
-			if port.NodePort != 0 {
-				add(nodeIPs, port.NodePort, port.External)
-			}
-			if port.ShortCircuit != nil {
-				// Pods and the node reach the external frontends' short-circuit.
-				add(s.ExternalIPs, port.Port, port.ShortCircuit)
-				add(s.LoadBalancerIPs, port.Port, port.ShortCircuit)
+			// The external frontends' sets: External, and the
+			// short-circuit's of pods and the node when it is its own.
+			for _, idx := range [][]int{port.External, port.ShortCircuit} {
+				add(s.ExternalIPs, port.Port, idx)
+				add(s.LoadBalancerIPs, port.Port, idx)
 				if port.NodePort != 0 {
-					add(nodeIPs, port.NodePort, port.ShortCircuit)
+					add(nodeIPs, port.NodePort, idx)
 				}
 			}
 		}

@@ -61,13 +61,19 @@ func (ps *probes) unprobed(p *plan.Plan) int {
 				if e.Pod == "" || !ps.execPods[e.Pod] || seen[e.IP] {
 					continue
 				}
-				if s.Headless || slices.Contains(port.Cluster, k) || slices.Contains(port.External, k) {
+				if s.Headless || carries(port, k) {
 					seen[e.IP] = true
 				}
 			}
 		}
 	}
 	return len(seen)
+}
+
+// carries tells whether the endpoint k of port carries traffic from this
+// node: it is in the port's Cluster, External or ShortCircuit set.
+func carries(port *plan.Port, k int) bool {
+	return slices.Contains(port.Cluster, k) || slices.Contains(port.External, k) || slices.Contains(port.ShortCircuit, k)
 }
 
 // outKey is an endpoint of a Service out for one of its probes.
@@ -96,7 +102,7 @@ func targetsOf(p *plan.Plan, keep map[netip.Addr]bool) (targets []probe.Target, 
 		for j := range s.Ports {
 			port := &s.Ports[j]
 			for k, e := range port.Endpoints {
-				if len(e.Probes) == 0 || !s.Headless && !keep[e.IP] && !slices.Contains(port.Cluster, k) && !slices.Contains(port.External, k) && !slices.Contains(port.ShortCircuit, k) {
+				if len(e.Probes) == 0 || !s.Headless && !keep[e.IP] && !carries(port, k) {
 					continue
 				}
 				for _, pr := range e.Probes {

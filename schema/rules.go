@@ -481,14 +481,20 @@ func checkPod(p *Pod, r *reporter) {
 	// A port name is unique within its container (an error, as the API
 	// server says); across containers Kubernetes only warns, and a named
 	// targetPort takes the first port of that name in container order.
+	// Native sidecars count after the containers, in the order Kubernetes
+	// resolves a named targetPort in.
 	names := map[string]string{} // port name → the first port of that name in the pod
-	for i, c := range p.Spec.Containers {
+	p.Spec.ServingContainers(func(c *Container, init bool, i int) bool {
+		list := "containers"
+		if init {
+			list = "initContainers"
+		}
 		own := map[string]int{}
 		for j, cp := range c.Ports {
 			if cp.Name == "" {
 				continue
 			}
-			path := diag.Path{"spec", "containers", i, "ports", j, "name"}
+			path := diag.Path{"spec", list, i, "ports", j, "name"}
 			if k, ok := own[cp.Name]; ok {
 				r.errorf(path, "%q is already the name of ports[%d] of this container; port names are unique in a container", cp.Name, k)
 				continue
@@ -498,9 +504,10 @@ func checkPod(p *Pod, r *reporter) {
 				r.warnf(path, "%q is also the name of %s; a Service's targetPort %q takes the first port of that name (with the Service port's protocol) in container order, as in Kubernetes", cp.Name, first, cp.Name)
 				continue
 			}
-			names[cp.Name] = fmt.Sprintf("containers[%d].ports[%d]", i, j)
+			names[cp.Name] = fmt.Sprintf("%s[%d].ports[%d]", list, i, j)
 		}
-	}
+		return true
+	})
 	// The readiness probes of the containers and native sidecars: a named
 	// port is one of the probed container's own, as the kubelet resolves
 	// it.

@@ -562,6 +562,12 @@ var ruleCases = []ruleCase{
 			`obj.yaml:18:21: warning: spec.containers[1].ports[0].name: "http" is also the name of containers[0].ports[0]; a Service's targetPort "http" takes the first port of that name (with the Service port's protocol) in container order, as in Kubernetes$`,
 			`warning: spec.containers[2].ports[0].name: "http" is also the name of containers[0].ports[0]`,
 		}},
+	{rule: "container-ports", name: "name repeated in a native sidecar: a warning, the containers first", yaml: podObj(
+		with("spec.initContainers", yv(`[{name: proxy, restartPolicy: Always, ports: [{name: http, containerPort: 15001}]}]`))),
+		want: []string{`warning: spec.initContainers[0].ports[0].name: "http" is also the name of containers[0].ports[0]`}},
+	{rule: "container-ports", name: "name repeated in one native sidecar", yaml: podObj(
+		with("spec.initContainers", yv(`[{name: proxy, restartPolicy: Always, ports: [{name: admin, containerPort: 15000}, {name: admin, containerPort: 15001}]}]`))),
+		want: []string{`spec.initContainers[0].ports[1].name: "admin" is already the name of ports[0] of this container; port names are unique in a container`}},
 	{rule: "container-ports", name: "name repeated in one container", yaml: podObj(with("spec.containers[0].ports[1]", yv(`{name: http, containerPort: 9090}`))),
 		want: []string{`spec.containers[0].ports[1].name: "http" is already the name of ports[0] of this container; port names are unique in a container`}},
 	{rule: "container-ports", name: "bad name, port and protocol", yaml: podObj(with("spec.containers[0].ports", yv(`[{name: abcdefghijklmnop, containerPort: 0, protocol: ICMP, hostPort: 70000}]`))),

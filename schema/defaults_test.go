@@ -31,7 +31,7 @@ var defaultCases = []struct {
 	{name: "service LoadBalancer", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {type: LoadBalancer, ports: [{port: 80}]}}`},
 	{name: "service LoadBalancer Local", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {type: LoadBalancer, externalTrafficPolicy: Local, internalTrafficPolicy: Local, ports: [{port: 80}]}}`},
 	{name: "service externalIPs", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {externalIPs: [203.0.113.1], ports: [{port: 80}]}}`},
-	{name: "service dual-stack IPs", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {clusterIPs: [10.96.0.10, "fd00::10"], ports: [{port: 80}]}}`},
+	{name: "service dual-stack IPs", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10, "fd00::10"], ports: [{port: 80}]}}`},
 	{name: "service dual-stack families", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {ipFamilies: [IPv6, IPv4], ports: [{port: 80}]}}`},
 	{name: "service one IP", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10], ipFamilies: [IPv4], ports: [{port: 80}]}}`},
 	{name: "service headless dual-stack", yaml: `{apiVersion: v1, kind: Service, metadata: {name: web}, spec: {clusterIP: None, ipFamilies: [IPv4, IPv6]}}`},
@@ -134,7 +134,7 @@ func TestDefaultValues(t *testing.T) {
 kind: List
 items:
 - {apiVersion: v1, kind: Service, metadata: {name: a}, spec: {ports: [{port: 80}]}}
-- {apiVersion: v1, kind: Service, metadata: {name: b}, spec: {type: NodePort, sessionAffinity: ClientIP, clusterIPs: [10.96.0.1, "fd00::1"], ports: [{port: 80, targetPort: web}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: b}, spec: {type: NodePort, sessionAffinity: ClientIP, clusterIP: 10.96.0.1, clusterIPs: [10.96.0.1, "fd00::1"], ports: [{port: 80, targetPort: web}]}}
 - {apiVersion: discovery.k8s.io/v1, kind: EndpointSlice, metadata: {name: c}, addressType: IPv4, endpoints: [{addresses: [10.1.0.1]}], ports: [{port: 80}]}
 - {apiVersion: v1, kind: Endpoints, metadata: {name: d}, subsets: [{addresses: [{ip: 10.1.0.1}], ports: [{port: 80}]}]}
 - {apiVersion: v1, kind: Pod, metadata: {name: e}, spec: {containers: [{name: c, ports: [{containerPort: 80}]}]}}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -290,6 +291,11 @@ func checkClusterIPs(sp *ServiceSpec, r *reporter) {
 	if sp.ClusterIP != "" && len(sp.ClusterIPs) > 0 && sp.ClusterIP != sp.ClusterIPs[0] {
 		r.errorf(pClusterIP, "%q differs from clusterIPs[0] %q; they must be equal", sp.ClusterIP, sp.ClusterIPs[0])
 	}
+	// As the API server: it fills clusterIPs from clusterIP, never the
+	// reverse, and refuses clusterIPs without clusterIP.
+	if sp.ClusterIP == "" && len(sp.ClusterIPs) > 0 {
+		r.errorf(pIPs, "is set without clusterIP, which the API server refuses; set clusterIP to clusterIPs[0] (clusterIP: %s) too", cmp.Or(sp.ClusterIPs[0], `""`))
+	}
 	ips := sp.ClusterIPs
 	base := pIPs
 	if len(ips) == 0 && sp.ClusterIP != "" {
@@ -311,9 +317,6 @@ func checkClusterIPs(sp *ServiceSpec, r *reporter) {
 			if len(ips) > 1 {
 				r.errorf(at(i), "None must be the only cluster IP")
 			}
-			continue
-		}
-		if ip == "" {
 			continue
 		}
 		a, err := netip.ParseAddr(ip)

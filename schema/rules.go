@@ -394,7 +394,7 @@ func checkEndpoints(e *Endpoints, r *reporter) {
 		for j, a := range s.NotReadyAddresses {
 			checkEndpointIP(r, ps.Key("notReadyAddresses").Index(j).Key("ip"), a.IP, "")
 		}
-		checkEndpointPorts(s.Ports, ps.Key("ports"), r)
+		checkEndpointPorts(s.Ports, ps.Key("ports"), true, r)
 	}
 }
 
@@ -409,17 +409,26 @@ func checkAppProtocol(s string, p diag.Path, r *reporter) {
 	}
 }
 
-func checkEndpointPorts(ports []EndpointPort, base diag.Path, r *reporter) {
+// checkEndpointPorts checks the port names of an Endpoints subset
+// (requireNames: each is named when there are several, as the API server
+// requires) or of an EndpointSlice, whose names are only unique: one port
+// may be unnamed.
+func checkEndpointPorts(ports []EndpointPort, base diag.Path, requireNames bool, r *reporter) {
 	names := map[string]int{}
 	for i, p := range ports {
 		checkAppProtocol(p.AppProtocol, base.Index(i).Key("appProtocol"), r)
-		if len(ports) > 1 && p.Name == "" {
+		j, dup := names[p.Name]
+		switch {
+		case requireNames && len(ports) > 1 && p.Name == "":
 			r.errorf(base.Index(i).Key("name"), "is required when there is more than one port")
-		}
-		if j, ok := names[p.Name]; ok && p.Name != "" {
+		case dup && p.Name != "":
 			r.errorf(base.Index(i).Key("name"), "%q is already the name of ports[%d]", p.Name, j)
+		case dup:
+			r.errorf(base.Index(i).Key("name"), "ports[%d] is unnamed too; port names are unique in a slice, so at most one port may be unnamed", j)
 		}
-		names[p.Name] = i
+		if !dup {
+			names[p.Name] = i
+		}
 	}
 }
 
@@ -454,7 +463,7 @@ func checkSlice(s *EndpointSlice, r *reporter) {
 	}
 	ports := make([]EndpointPort, len(s.Ports))
 	copy(ports, s.Ports)
-	checkEndpointPorts(ports, diag.Path{"ports"}, r)
+	checkEndpointPorts(ports, diag.Path{"ports"}, false, r)
 }
 
 // ---- Pod and Node ----

@@ -528,6 +528,9 @@ var ruleCases = []ruleCase{
 			`ports[2].name: "B" is not a valid port name`,
 		}},
 	{rule: "endpoint-ports", name: "slice port with empty name", yaml: sliceObj(with("ports", yv(`[{name: "", port: 80}]`)))},
+	{rule: "endpoint-ports", name: "slice ports, one unnamed", yaml: sliceObj(with("ports", yv(`[{name: http, port: 80}, {port: 81}]`)))},
+	{rule: "endpoint-ports", name: "slice ports, two unnamed", yaml: sliceObj(with("ports", yv(`[{port: 80}, {name: http, port: 81}, {name: "", port: 82}]`))),
+		want: []string{`ports[2].name: ports[0] is unnamed too; port names are unique in a slice, so at most one port may be unnamed`}},
 	{rule: "slice-address-type", name: "IPv6", yaml: sliceObj(with("addressType", "IPv6"), with("endpoints[0].addresses", yv(`["2001:db8::1"]`)))},
 	{rule: "slice-address-type", name: "mismatch", yaml: sliceObj(with("endpoints[0].addresses", yv(`[10.1.0.1, "2001:db8::1"]`))) + "---\n" +
 		sliceObj(with("metadata.name", "b"), with("addressType", "IPv6"), with("endpoints[0].addresses", yv(`[10.1.0.2]`))),

@@ -453,8 +453,8 @@ func checkSlice(s *EndpointSlice, r *reporter) {
 				break // the schema reported the address type; the addresses cannot be judged
 			}
 			if s.AddressType == "FQDN" {
-				if !IsDNS1123Subdomain(a) {
-					r.errorf(p, "%q is not a valid DNS name", a)
+				if why := fqdnProblem(a); why != "" {
+					r.errorf(p, "%q is not a valid DNS name (%s)", a, why)
 				}
 				continue
 			}
@@ -464,6 +464,27 @@ func checkSlice(s *EndpointSlice, r *reporter) {
 	ports := make([]EndpointPort, len(s.Ports))
 	copy(ports, s.Ports)
 	checkEndpointPorts(ports, diag.Path{"ports"}, false, r)
+}
+
+// fqdnProblem says why s is not a fully qualified domain name as the API
+// server checks an FQDN slice's addresses (IsFullyQualifiedDomainName): a
+// DNS-1123 subdomain of at least two labels of at most 63 characters, with
+// one trailing dot allowed. "" when it is one.
+func fqdnProblem(s string) string {
+	name := strings.TrimSuffix(s, ".")
+	if !IsDNS1123Subdomain(name) {
+		return "a DNS-1123 subdomain, such as db.example.com"
+	}
+	labels := strings.Split(name, ".")
+	if len(labels) < 2 {
+		return "at least two labels separated by dots, such as db.example.com"
+	}
+	for _, l := range labels {
+		if len(l) > 63 {
+			return fmt.Sprintf("the label %q is %d characters long; at most 63 are allowed", l, len(l))
+		}
+	}
+	return ""
 }
 
 // ---- Pod and Node ----

@@ -554,6 +554,11 @@ var ruleCases = []ruleCase{
 	{rule: "slice-fqdn", name: "FQDN", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[db.example.com]`)))},
 	{rule: "slice-fqdn", name: "FQDN not a name", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[db_1.example.com]`))),
 		want: []string{`endpoints[0].addresses[0]: "db_1.example.com" is not a valid DNS name`}},
+	{rule: "slice-fqdn", name: "FQDN with a trailing dot", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[db.example.com.]`)))},
+	{rule: "slice-fqdn", name: "FQDN of one label", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[db]`))),
+		want: []string{`endpoints[0].addresses[0]: "db" is not a valid DNS name (at least two labels separated by dots, such as db.example.com)`}},
+	{rule: "slice-fqdn", name: "FQDN label of 64", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[`+strings.Repeat("a", 64)+`.example.com]`))),
+		want: []string{`is 64 characters long; at most 63 are allowed)`}},
 
 	// ---- pods ----
 	{rule: "pod-ips", name: "dual-stack", yaml: podObj(with("status.podIPs[1]", yv(`{ip: "2001:db8::5"}`)))},

@@ -210,7 +210,7 @@ var ruleIDs = []string{
 	"lb-source-ranges", "lb-ip", "lb-ingress-ip", "traffic-distribution", "external-ips",
 	"endpoint-ip", "endpoint-ports", "slice-address-type", "slice-endpoints", "slice-fqdn",
 	"pod-ips", "container-ports", "pod-conditions", "hostname", "readiness-probe", "readiness-probe-annotation",
-	"node-addresses",
+	"node-addresses", "node-name-ref",
 	"cluster-cidrs", "cluster-node-port-range", "cluster-domain", "cluster-ttl",
 	"cluster-dns-address",
 	"unknown-field", "required-field", "type-mismatch",
@@ -559,6 +559,20 @@ var ruleCases = []ruleCase{
 		want: []string{`endpoints[0].addresses[0]: "db" is not a valid DNS name (at least two labels separated by dots, such as db.example.com)`}},
 	{rule: "slice-fqdn", name: "FQDN label of 64", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[`+strings.Repeat("a", 64)+`.example.com]`))),
 		want: []string{`is 64 characters long; at most 63 are allowed)`}},
+
+	{rule: "node-name-ref", name: "node names and zones", yaml: sliceObj(with("endpoints[0]", yv(`{addresses: [10.1.0.1], nodeName: node-1.example.com,
+		hints: {forZones: [{name: eu-West_1.a}], forNodes: [{name: node-1.example.com}]}}`))) + "---\n" +
+		endpointsObj(with("subsets[0].addresses[0].nodeName", "node-1")) + "---\n" + podObj(with("spec.nodeName", "node-1"))},
+	{rule: "node-name-ref", name: "not DNS subdomains", yaml: sliceObj(with("endpoints[0]", yv(`{addresses: [10.1.0.1], nodeName: Node_1,
+		hints: {forZones: [{name: "eu west"}], forNodes: [{name: "node-1."}]}}`))) + "---\n" +
+		endpointsObj(with("subsets[0].addresses[0].nodeName", "Node1")) + "---\n" + podObj(with("spec.nodeName", "node..1")),
+		want: []string{
+			`endpoints[0].nodeName: "Node_1" is not a valid node name (a DNS-1123 subdomain)`,
+			`endpoints[0].hints.forZones[0].name: "eu west" is not a valid zone name (a label value`,
+			`endpoints[0].hints.forNodes[0].name: "node-1." is not a valid node name`,
+			`subsets[0].addresses[0].nodeName: "Node1" is not a valid node name`,
+			`spec.nodeName: "node..1" is not a valid node name`,
+		}},
 
 	// ---- pods ----
 	{rule: "pod-ips", name: "dual-stack", yaml: podObj(with("status.podIPs[1]", yv(`{ip: "2001:db8::5"}`)))},

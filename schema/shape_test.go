@@ -259,12 +259,12 @@ func TestPlainKinds(t *testing.T) {
 	}
 	visit(v.c.kinds[KindPod], "Pod")
 	got := strings.Join(plain, "\n")
-	for _, want := range []string{"Pod.status.podIP=string", "Pod.spec.nodeName=string", "Pod.metadata.labels.*=string"} {
+	for _, want := range []string{"Pod.status.podIP=string", "Pod.spec.schedulerName=string", "Pod.metadata.labels.*=string"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s is not plain; plain fields:\n%s", want, got)
 		}
 	}
-	for _, notWant := range []string{"Pod.metadata.name=", "Pod.metadata.namespace=", "Pod.spec.hostname=", "containerPort="} {
+	for _, notWant := range []string{"Pod.metadata.name=", "Pod.metadata.namespace=", "Pod.spec.hostname=", "Pod.spec.nodeName=", "containerPort="} {
 		if strings.Contains(got, notWant) {
 			t.Errorf("%s is checked as a plain type, but the schema constrains it further; plain fields:\n%s", notWant, got)
 		}

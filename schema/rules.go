@@ -138,7 +138,9 @@ func checkService(s *Service, r *reporter) {
 	}
 
 	if sp.SessionAffinity != "ClientIP" && sp.SessionAffinityConfig != nil {
-		r.errorf(pSpec.Key("sessionAffinityConfig"), "may only be set when sessionAffinity is ClientIP")
+		// The API server's defaulting clears it when sessionAffinity is
+		// None, before validation: accepted, and without effect.
+		r.warnf(pSpec.Key("sessionAffinityConfig"), "has no effect: sessionAffinity is %s, and the API server drops sessionAffinityConfig then; set sessionAffinity: ClientIP for client affinity", sp.SessionAffinity)
 	}
 	externallyAccessible := sp.Type == "NodePort" || sp.Type == "LoadBalancer" || sp.Type == "ClusterIP" && len(sp.ExternalIPs) > 0
 	if sp.ExternalTrafficPolicy != "" && !externallyAccessible {

@@ -423,9 +423,9 @@ var ruleCases = []ruleCase{
 	{rule: "affinity-timeout", name: "86401", yaml: svcObj(with("spec.sessionAffinity", "ClientIP"), with("spec.sessionAffinityConfig.clientIP.timeoutSeconds", 86401)),
 		want: []string{`spec.sessionAffinityConfig.clientIP.timeoutSeconds: 86401 is out of range 1..86400`}},
 	{rule: "affinity-config", name: "config with None", yaml: svcObj(with("spec.sessionAffinity", "None"), with("spec.sessionAffinityConfig.clientIP.timeoutSeconds", 60)),
-		want: []string{`spec.sessionAffinityConfig: may only be set when sessionAffinity is ClientIP`}},
+		want: []string{`warning: spec.sessionAffinityConfig: has no effect: sessionAffinity is None, and the API server drops sessionAffinityConfig then; set sessionAffinity: ClientIP for client affinity`}},
 	{rule: "affinity-config", name: "config with default affinity", yaml: svcObj(with("spec.sessionAffinityConfig", yv(`{}`))),
-		want: []string{`spec.sessionAffinityConfig: may only be set when sessionAffinity is ClientIP`}},
+		want: []string{`warning: spec.sessionAffinityConfig: has no effect: sessionAffinity is None, and the API server drops sessionAffinityConfig then; set sessionAffinity: ClientIP for client affinity`}},
 	{rule: "affinity-config", name: "config with ClientIP", yaml: svcObj(with("spec.sessionAffinity", "ClientIP"), with("spec.sessionAffinityConfig", yv(`{clientIP: {}}`)))},
 
 	// ---- traffic policies, load balancers ----
@@ -826,7 +826,7 @@ var ruleCases = []ruleCase{
 			`spec.ports[1].name: is required when a Service has more than one port`,
 			`spec.externalTrafficPolicy: may only be set for NodePort and LoadBalancer Services`,
 			`spec.sessionAffinityConfig.clientIP.timeoutSeconds: 1000000000000 is out of range 1..86400`,
-			`spec.sessionAffinityConfig: may only be set when sessionAffinity is ClientIP`,
+			`warning: spec.sessionAffinityConfig: has no effect: sessionAffinity is None`,
 		}},
 	{rule: "type-mismatch", name: "no findings below a refused value", yaml: svcObj(with("spec", "x")),
 		want: []string{`spec: "x"`}},

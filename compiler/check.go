@@ -174,7 +174,11 @@ func isHeadless(sp *schema.ServiceSpec) bool {
 // service CIDRs.
 func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 	sp := s.spec()
-	if sp.Type == "ExternalName" || isHeadless(sp) || len(cl.serviceCIDRs) == 0 {
+	if sp.Type == "ExternalName" || len(cl.serviceCIDRs) == 0 {
+		return nil
+	}
+	if isHeadless(sp) {
+		checkHeadlessFamilies(s, cl, r)
 		return nil
 	}
 	type explicitIP struct {
@@ -285,6 +289,28 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 		}
 	}
 	return slots
+}
+
+// checkHeadlessFamilies checks the IP families of a headless Service with
+// a selector against the cluster's, as the API server does (its families
+// decide which endpoints the Service gets): each must have a service CIDR,
+// and RequireDualStack needs both. A headless Service without selector may
+// name any families, as there.
+func checkHeadlessFamilies(s *service, cl *cluster, r *reporter) {
+	sp := s.spec()
+	if sp.Selector.Len() == 0 {
+		return
+	}
+	for i, f := range sp.IPFamilies {
+		if _, ok := cl.cidr(f); !ok && (f == "IPv4" || f == "IPv6") {
+			r.errorf(s.obj, pSpec.Key("ipFamilies").Index(i), "the cluster has no %s service CIDR (serviceCIDRs: %s); a headless Service with a selector gets endpoints of the cluster's families only",
+				f, cl.cidrList())
+		}
+	}
+	if sp.IPFamilyPolicy == "RequireDualStack" && len(cl.serviceCIDRs) < 2 {
+		r.errorf(s.obj, pSpec.Key("ipFamilyPolicy"), "RequireDualStack needs an IPv4 and an IPv6 service CIDR, but the cluster has only %s; use PreferDualStack or SingleStack",
+			cl.cidrList())
+	}
 }
 
 // nodePortSlots lists the node ports a Service needs and checks its

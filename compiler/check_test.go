@@ -274,6 +274,28 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			name: "headless with a selector: families the cluster lacks",
+			objs: []*schema.Object{
+				svcObj("a.yaml", "shop", "a", clusterIP("None"), selector("app", "a"), families("SingleStack", "IPv6")),
+				svcObj("b.yaml", "shop", "b", clusterIP("None"), selector("app", "b"), families("RequireDualStack")),
+				svcObj("c.yaml", "shop", "c", clusterIP("None"), selector("app", "c"), families("PreferDualStack", "IPv4")),
+			},
+			want: []string{
+				"a.yaml:1:1: spec.ipFamilies[0]: the cluster has no IPv6 service CIDR (serviceCIDRs: 10.96.0.0/12); a headless Service with a selector gets endpoints of the cluster's families only",
+				"a.yaml:1:1: warning: spec.selector: matches no Pod in namespace shop, so the Service has no endpoints",
+				"b.yaml:1:1: spec.ipFamilyPolicy: RequireDualStack needs an IPv4 and an IPv6 service CIDR, but the cluster has only 10.96.0.0/12; use PreferDualStack or SingleStack",
+				"b.yaml:1:1: warning: spec.selector: matches no Pod in namespace shop, so the Service has no endpoints",
+				"c.yaml:1:1: warning: spec.selector: matches no Pod in namespace shop, so the Service has no endpoints",
+			},
+		},
+		{
+			name: "headless without a selector: any families",
+			objs: []*schema.Object{
+				svcObj("a.yaml", "shop", "a", clusterIP("None"), families("RequireDualStack", "IPv6", "IPv4")),
+			},
+			want: []string{},
+		},
+		{
 			name: "RequireDualStack on a dual-stack cluster",
 			objs: []*schema.Object{
 				clusterObj("cluster.yaml", "prod", dualStack),

@@ -357,19 +357,14 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 
 // serviceFamilies returns the IP families whose endpoints a Service uses,
 // as the API server assigns them: those of its cluster IPs; for a headless
-// Service its ipFamilies, else with a selector the cluster's families its
-// ipFamilyPolicy asks for (SingleStack: the first), and without a selector
-// every family (Kubernetes makes those RequireDualStack).
+// Service without a selector every family (its endpoints are whatever its
+// Endpoints and EndpointSlices hold, and DNS answers them all); for one with
+// a selector its ipFamilies, else the cluster's first family, with the
+// cluster's other family added unless its ipFamilyPolicy is SingleStack.
 func (c *compilation) serviceFamilies(o *schema.Service, ips []netip.Addr) map[string]bool {
 	f := map[string]bool{}
 	for _, ip := range ips {
 		f[schema.Family(ip)] = true
-	}
-	if len(f) > 0 {
-		return f
-	}
-	for _, fam := range o.Spec.IPFamilies {
-		f[fam] = true
 	}
 	if len(f) > 0 {
 		return f
@@ -384,11 +379,17 @@ func (c *compilation) serviceFamilies(o *schema.Service, ips []netip.Addr) map[s
 		f["IPv4"], f["IPv6"] = true, true
 		return f
 	}
-	if o.Spec.IPFamilyPolicy == "SingleStack" || o.Spec.IPFamilyPolicy == "" {
-		cluster = cluster[:1]
+	fams := o.Spec.IPFamilies
+	if len(fams) == 0 {
+		fams = cluster[:1]
 	}
-	for _, fam := range cluster {
+	for _, fam := range fams {
 		f[fam] = true
+	}
+	if len(fams) == 1 && o.Spec.IPFamilyPolicy != "SingleStack" && o.Spec.IPFamilyPolicy != "" {
+		for _, fam := range cluster {
+			f[fam] = true
+		}
 	}
 	return f
 }

@@ -265,9 +265,17 @@ func (z *zoneBuilder) add(name, typ, data string) {
 	z.records = append(z.records, plan.Record{Name: strings.ToLower(name), Type: typ, TTL: z.ttl, Data: data})
 }
 
-// zone sorts the records, drops repeats and puts the SOA and NS at the
-// apex. The SOA serial is a hash of the other records, so it changes
-// whenever the zone's content does and never otherwise.
+// maxSOATTL caps the TTL of a zone's SOA record, as CoreDNS does
+// (plugin.SOA: min(ttl, 300)) while its MINIMUM stays the Cluster's dnsTTL.
+// Negative answers carry the SOA, and their caching time is the smaller of
+// the two (RFC 2308 §3): a name looked up before its Service exists is
+// cached as absent for at most 5 minutes, whatever the dnsTTL.
+const maxSOATTL = 300
+
+// zone sorts the records, drops repeats and puts the SOA (its TTL at most
+// maxSOATTL) and NS at the apex. The SOA serial is a hash of the other
+// records, so it changes whenever the zone's content does and never
+// otherwise.
 func (z *zoneBuilder) zone() plan.Zone {
 	slices.SortFunc(z.records, compareRecords)
 	z.records = slices.Compact(z.records)
@@ -278,7 +286,7 @@ func (z *zoneBuilder) zone() plan.Zone {
 	serial := binary.BigEndian.Uint32(h.Sum(nil)) | 1 // never 0
 	ns := z.ns
 	apex := []plan.Record{
-		{Name: z.name, Type: "SOA", TTL: z.ttl, Data: fmt.Sprintf("%s hostmaster.%s %d 7200 1800 86400 %d", ns, z.name, serial, z.ttl)},
+		{Name: z.name, Type: "SOA", TTL: min(z.ttl, maxSOATTL), Data: fmt.Sprintf("%s hostmaster.%s %d 7200 1800 86400 %d", ns, z.name, serial, z.ttl)},
 		{Name: z.name, Type: "NS", TTL: z.ttl, Data: ns},
 	}
 	return plan.Zone{Name: z.name, Records: append(apex, z.records...)}

@@ -1046,6 +1046,15 @@ func TestKitchenSinkDNS(t *testing.T) {
 		{feature: "ClusterIP Service: no AAAA in one family", zone: fwd, name: "web.shop.svc.cluster.local.", typ: "AAAA", want: nil},
 		{feature: "SRV for a named port", zone: fwd, name: "_http._tcp.web.shop.svc.cluster.local.", typ: "SRV", want: []string{"0 100 80 web.shop.svc.cluster.local."}},
 		{feature: "SRV only for named ports: none for an unnamed port", zone: fwd, name: "api.shop.svc.cluster.local.", typ: "*", below: true, want: nil},
+		{feature: "SRV at the Service's name: its port", zone: fwd, name: "web.shop.svc.cluster.local.", typ: "SRV", want: []string{"0 100 80 web.shop.svc.cluster.local."}},
+		{feature: "SRV at the Service's name: also an unnamed port", zone: fwd, name: "api.shop.svc.cluster.local.", typ: "SRV", want: []string{"0 100 80 api.shop.svc.cluster.local."}},
+		{
+			feature: "SRV at the Service's name: every port of a multi-port Service", zone: fwd, name: "cart.shop.svc.cluster.local.", typ: "SRV",
+			want: []string{"0 100 80 cart.shop.svc.cluster.local.", "0 100 9090 cart.shop.svc.cluster.local.", "0 100 9100 cart.shop.svc.cluster.local."},
+		},
+		{feature: "SRV at the Service's name: one for a number on UDP and TCP", zone: fwd, name: "dns.infra.svc.cluster.local.", typ: "SRV", want: []string{"0 100 53 dns.infra.svc.cluster.local."}},
+		{feature: "SRV at the Service's name: one per port of a dual-stack Service", zone: fwd, name: "frontend.shop.svc.cluster.local.", typ: "SRV", want: []string{"0 100 80 frontend.shop.svc.cluster.local."}},
+		{feature: "ExternalName: no SRV at its name", zone: fwd, name: "search.shop.svc.cluster.local.", typ: "SRV", want: nil},
 		{feature: "multi-port: SRV http", zone: fwd, name: "_http._tcp.cart.shop.svc.cluster.local.", typ: "SRV", want: []string{"0 100 80 cart.shop.svc.cluster.local."}},
 		{feature: "multi-port: SRV grpc", zone: fwd, name: "_grpc._tcp.cart.shop.svc.cluster.local.", typ: "SRV", want: []string{"0 100 9090 cart.shop.svc.cluster.local."}},
 		{feature: "multi-port: SRV metrics", zone: fwd, name: "_metrics._tcp.cart.shop.svc.cluster.local.", typ: "SRV", want: []string{"0 100 9100 cart.shop.svc.cluster.local."}},
@@ -1069,6 +1078,10 @@ func TestKitchenSinkDNS(t *testing.T) {
 			want: []string{"0 100 5432 db-0.db.data.svc.cluster.local.", "0 100 5432 db-1.db.data.svc.cluster.local."},
 		},
 		{
+			feature: "headless with selector: SRV at its name to the ready hostnames", zone: fwd, name: "db.data.svc.cluster.local.", typ: "SRV",
+			want: []string{"0 100 5432 db-0.db.data.svc.cluster.local.", "0 100 5432 db-1.db.data.svc.cluster.local."},
+		},
+		{
 			feature: "headless without selector: A per endpoint", zone: fwd, name: "legacy-db.data.svc.cluster.local.", typ: "A",
 			want: []string{"192.168.20.10", "192.168.20.11"},
 		},
@@ -1078,6 +1091,7 @@ func TestKitchenSinkDNS(t *testing.T) {
 			want: []string{"0 100 3306 mysql-a.legacy-db.data.svc.cluster.local.", "0 100 3306 mysql-b.legacy-db.data.svc.cluster.local."},
 		},
 		{feature: "headless without ports: A at its name", zone: fwd, name: "extdb.data.svc.cluster.local.", typ: "A", want: []string{"192.0.2.10"}},
+		{feature: "headless without ports: no SRV at its name", zone: fwd, name: "extdb.data.svc.cluster.local.", typ: "SRV", want: nil},
 		{feature: "headless without ports: the hostname, no SRV", zone: fwd, name: "extdb.data.svc.cluster.local.", typ: "*", below: true, want: []string{"192.0.2.10"}},
 		{feature: "headless with no ready endpoints: no records at its name", zone: fwd, name: "standby-db.data.svc.cluster.local.", typ: "*", want: nil},
 		{feature: "headless with no ready endpoints: none under it", zone: fwd, name: "standby-db.data.svc.cluster.local.", typ: "*", below: true, want: nil},
@@ -1086,6 +1100,13 @@ func TestKitchenSinkDNS(t *testing.T) {
 			want: []string{"10.244.1.150", "10.244.2.150", "10.244.3.150"},
 		},
 		{feature: "publishNotReadyAddresses: a not-ready pod's name", zone: fwd, name: "etcd-2.etcd.data.svc.cluster.local.", typ: "A", want: []string{"10.244.3.150"}},
+		{
+			feature: "publishNotReadyAddresses: SRV at its name, every port of every pod", zone: fwd, name: "etcd.data.svc.cluster.local.", typ: "SRV",
+			want: []string{
+				"0 100 2379 etcd-0.etcd.data.svc.cluster.local.", "0 100 2379 etcd-1.etcd.data.svc.cluster.local.", "0 100 2379 etcd-2.etcd.data.svc.cluster.local.",
+				"0 100 2380 etcd-0.etcd.data.svc.cluster.local.", "0 100 2380 etcd-1.etcd.data.svc.cluster.local.", "0 100 2380 etcd-2.etcd.data.svc.cluster.local.",
+			},
+		},
 		{feature: "ExternalName: CNAME", zone: fwd, name: "search.shop.svc.cluster.local.", typ: "CNAME", want: []string{"search.example.com."}},
 		{feature: "ExternalName: nothing but the CNAME", zone: fwd, name: "search.shop.svc.cluster.local.", typ: "*", want: []string{"search.example.com."}},
 		{feature: "dns-version TXT", zone: fwd, name: "dns-version.cluster.local.", typ: "TXT", want: []string{`"1.1.0"`}},

@@ -67,8 +67,15 @@ func dnsRecords(p *plan.Plan) plan.DNS {
 				fwd.add(n.svc, addrType(ip), n.ips[j])
 				ptrAt(n.ptrs[j], n.svc)
 			}
-			for j := range n.srvNames {
-				fwd.add(n.srvNames[j], "SRV", n.srvData[j])
+			for j := range n.srvData {
+				// CoreDNS answers SRV at the Service's own name for every
+				// port, named or not (its transfers list them too, for
+				// peer-finder); the spec's _port._proto name only for the
+				// named ones.
+				fwd.add(n.svc, "SRV", n.srvData[j])
+				if n.srvNames[j] != "" {
+					fwd.add(n.srvNames[j], "SRV", n.srvData[j])
+				}
 			}
 		}
 	}
@@ -84,7 +91,10 @@ func dnsRecords(p *plan.Plan) plan.DNS {
 // headlessRecords gives a headless Service A/AAAA records for its ready
 // endpoints at the Service name (none: the name does not exist), a name
 // per endpoint (its hostname, else its address with dashes), SRV records
-// for named ports that point at those names, and PTRs.
+// that point at those names, and PTRs. The SRV records are, as CoreDNS
+// answers them, at the Service's name for every port (not the sentinel
+// port of a Service without ports, which has no number), and at
+// _port._proto for the named ones.
 func headlessRecords(fwd *zoneBuilder, ptr func(netip.Addr, string), s *plan.Service, svc string) {
 	seen := map[netip.Addr]bool{}
 	for _, port := range s.Ports {
@@ -103,11 +113,22 @@ func headlessRecords(fwd *zoneBuilder, ptr func(netip.Addr, string), s *plan.Ser
 				fwd.add(name, addrType(e.IP), e.IP.String())
 				ptr(e.IP, name)
 			}
+			if isSentinel(port) {
+				continue
+			}
+			data := fmt.Sprintf("0 100 %d %s", e.Port, name)
+			fwd.add(svc, "SRV", data)
 			if port.Name != "" {
-				fwd.add(srvName(port, svc), "SRV", fmt.Sprintf("0 100 %d %s", e.Port, name))
+				fwd.add(srvName(port, svc), "SRV", data)
 			}
 		}
 	}
+}
+
+// isSentinel reports whether port is the sentinel port of a headless
+// Service without ports (plan.Port): no name, protocol or number.
+func isSentinel(port plan.Port) bool {
+	return port.Name == "" && port.Protocol == "" && port.Port == 0
 }
 
 func srvName(port plan.Port, svc string) string {
@@ -136,21 +157,20 @@ type serviceNames struct {
 	buf   []byte
 	spans [][2]int
 	// the result, valid until the next make
-	svc               string
-	ips, ptrs         []string // of each cluster IP: its text and PTR name
-	srvNames, srvData []string // of each named port
+	svc       string
+	ips, ptrs []string // of each cluster IP: its text and PTR name
+	// of each port: the SRV data, and the _port._proto name ("" for an
+	// unnamed port)
+	srvNames, srvData []string
 }
 
-// make returns the names of s's records: srvName, the SRV data, the
-// cluster IPs' text and reverseName.
+// make returns the names of s's records: the SRV data of every port and
+// the srvName of the named ones, the cluster IPs' text and reverseName.
 func (n *serviceNames) make(s *plan.Service, domain string) *serviceNames {
 	b, spans := n.buf[:0], n.spans[:0]
 	span := func(lo int) { spans = append(spans, [2]int{lo, len(b)}) }
 	svcLo := -1
 	for _, port := range s.Ports {
-		if port.Name == "" {
-			continue
-		}
 		lo := len(b)
 		b = append(b, "0 100 "...)
 		b = strconv.AppendUint(b, uint64(port.Port), 10)
@@ -160,6 +180,9 @@ func (n *serviceNames) make(s *plan.Service, domain string) *serviceNames {
 		}
 		b = appendServiceName(b, s, domain)
 		span(lo)
+		if port.Name == "" {
+			continue
+		}
 		lo = len(b)
 		b = append(b, '_')
 		b = append(b, port.Name...)
@@ -188,11 +211,14 @@ func (n *serviceNames) make(s *plan.Service, domain string) *serviceNames {
 	n.ips, n.ptrs, n.srvNames, n.srvData = n.ips[:0], n.ptrs[:0], n.srvNames[:0], n.srvData[:0]
 	k := 0
 	for _, port := range s.Ports {
+		n.srvData = append(n.srvData, str[spans[k][0]:spans[k][1]])
+		k++
+		name := ""
 		if port.Name != "" {
-			n.srvData = append(n.srvData, str[spans[k][0]:spans[k][1]])
-			n.srvNames = append(n.srvNames, str[spans[k+1][0]:spans[k+1][1]])
-			k += 2
+			name = str[spans[k][0]:spans[k][1]]
+			k++
 		}
+		n.srvNames = append(n.srvNames, name)
 	}
 	for range s.ClusterIPs {
 		n.ips = append(n.ips, str[spans[k][0]:spans[k][1]])

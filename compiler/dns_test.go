@@ -2,8 +2,11 @@ package compiler
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"netspec.dev/netspec/plan"
 )
@@ -73,6 +76,86 @@ func TestDNSSOATTL(t *testing.T) {
 			}
 			if a := zoneRecords(d, "cluster.local.", "web.shop.svc.cluster.local.", "A"); len(a) != 1 || a[0].TTL != tc.ttl {
 				t.Errorf("A of web: %+v, want one with TTL %d", a, tc.ttl)
+			}
+		})
+	}
+}
+
+// TestDNSServiceNameSRV checks the SRV records at a Service's own name,
+// as CoreDNS answers them: one per port, named or not, to the Service's
+// name; for a headless Service one per ready endpoint and port, to the
+// endpoint's name; none for the sentinel port of a headless Service
+// without ports, whose endpoints have no port number.
+func TestDNSServiceNameSRV(t *testing.T) {
+	ep := func(ip string, port uint16, ready bool) plan.Endpoint {
+		return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: port, Ready: ready}
+	}
+	tests := []struct {
+		name    string
+		service plan.Service
+		want    []string // SRV data at the Service's name
+		wantSub []string // SRV owner names below it
+	}{
+		{
+			name: "ClusterIP, an unnamed port",
+			service: plan.Service{Namespace: "ns", Name: "a", Type: "ClusterIP", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+				Ports: []plan.Port{{Protocol: "TCP", Port: 80}}},
+			want: []string{"0 100 80 a.ns.svc.cluster.local."},
+		},
+		{
+			name: "ClusterIP, a named and an unnamed port",
+			service: plan.Service{Namespace: "ns", Name: "a", Type: "ClusterIP", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+				Ports: []plan.Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "", Protocol: "UDP", Port: 53}}},
+			want:    []string{"0 100 53 a.ns.svc.cluster.local.", "0 100 80 a.ns.svc.cluster.local."},
+			wantSub: []string{"_http._tcp.a.ns.svc.cluster.local."},
+		},
+		{
+			name: "headless, an unnamed port: the endpoints' ports, ready ones only",
+			service: plan.Service{Namespace: "ns", Name: "h", Type: "ClusterIP", Headless: true,
+				Ports: []plan.Port{{Protocol: "TCP", Port: 80, Endpoints: []plan.Endpoint{ep("10.244.1.1", 8080, true), ep("10.244.1.2", 8080, false)}}}},
+			want:    []string{"0 100 8080 10-244-1-1.h.ns.svc.cluster.local."},
+			wantSub: nil,
+		},
+		{
+			name: "headless, a named port",
+			service: plan.Service{Namespace: "ns", Name: "h", Type: "ClusterIP", Headless: true,
+				Ports: []plan.Port{{Name: "db", Protocol: "TCP", Port: 5432, Endpoints: []plan.Endpoint{ep("fd00::1", 5432, true)}}}},
+			want:    []string{"0 100 5432 fd00--1.h.ns.svc.cluster.local."},
+			wantSub: []string{"_db._tcp.h.ns.svc.cluster.local."},
+		},
+		{
+			name: "headless without ports: the sentinel port has no SRV",
+			service: plan.Service{Namespace: "ns", Name: "h", Type: "ClusterIP", Headless: true,
+				Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.244.1.1", 0, true)}}}},
+			want: nil,
+		},
+		{
+			name:    "ExternalName: none",
+			service: plan.Service{Namespace: "ns", Name: "x", Type: "ExternalName", ExternalName: "example.com"},
+			want:    nil,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := dnsRecords(dnsPlan(5, tc.service))
+			svc := tc.service.Name + ".ns.svc.cluster.local."
+			var got []string
+			for _, r := range zoneRecords(d, "cluster.local.", svc, "SRV") {
+				got = append(got, r.Data)
+			}
+			var sub []string
+			for _, z := range d.Zones {
+				for _, r := range z.Records {
+					if r.Type == "SRV" && strings.HasSuffix(r.Name, "."+svc) {
+						sub = append(sub, r.Name)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("SRV at %s (-want +got):\n%s", svc, diff)
+			}
+			if diff := cmp.Diff(tc.wantSub, slices.Compact(sub)); diff != "" {
+				t.Errorf("SRV names below %s (-want +got):\n%s", svc, diff)
 			}
 		})
 	}

@@ -136,6 +136,7 @@ func TestDiff(t *testing.T) {
 				{Zone: "cluster.local.", Change: DiffChanged, Added: []DNSRecord{
 					dfRec("_http._tcp.cart.shop.svc.cluster.local.", "SRV", "0 100 80 cart.shop.svc.cluster.local."),
 					dfRec("cart.shop.svc.cluster.local.", "A", "10.96.14.3"),
+					dfRec("cart.shop.svc.cluster.local.", "SRV", "0 100 80 cart.shop.svc.cluster.local."),
 				}},
 			},
 			env: []EnvDiff{{Namespace: "shop", Change: DiffChanged, Added: []EnvVar{
@@ -265,8 +266,14 @@ func TestDiff(t *testing.T) {
 			}},
 			dns: []ZoneDiff{{
 				Zone: "cluster.local.", Change: DiffChanged,
-				Added:   []DNSRecord{dfRec("_http._tcp.web.shop.svc.cluster.local.", "SRV", "0 100 8000 web.shop.svc.cluster.local.")},
-				Removed: []DNSRecord{dfRec("_http._tcp.web.shop.svc.cluster.local.", "SRV", "0 100 80 web.shop.svc.cluster.local.")},
+				Added: []DNSRecord{
+					dfRec("_http._tcp.web.shop.svc.cluster.local.", "SRV", "0 100 8000 web.shop.svc.cluster.local."),
+					dfRec("web.shop.svc.cluster.local.", "SRV", "0 100 8000 web.shop.svc.cluster.local."),
+				},
+				Removed: []DNSRecord{
+					dfRec("_http._tcp.web.shop.svc.cluster.local.", "SRV", "0 100 80 web.shop.svc.cluster.local."),
+					dfRec("web.shop.svc.cluster.local.", "SRV", "0 100 80 web.shop.svc.cluster.local."),
+				},
 			}},
 			env: []EnvDiff{{
 				Namespace: "shop", Change: DiffChanged,

@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 3647018591 7200 1800 86400 5"
+	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 640595061 7200 1800 86400 5"
 	soaRev10   = "10.in-addr.arpa. 5 IN SOA localhost. hostmaster.10.in-addr.arpa. 4246024711 7200 1800 86400 5"
 )
 
@@ -46,6 +46,16 @@ func TestKubernetesRecords(t *testing.T) {
 			answer: []string{"_dns._udp.dns.infra.svc.cluster.local. 5 IN SRV 0 100 53 dns.infra.svc.cluster.local."}},
 		{qname: "_diameter._sctp.diameter.telecom.svc.cluster.local.", qtype: dns.TypeSRV,
 			answer: []string{"_diameter._sctp.diameter.telecom.svc.cluster.local. 5 IN SRV 0 100 3868 diameter.telecom.svc.cluster.local."}},
+		// SRV at the Service's own name, as CoreDNS answers: every port
+		// (unnamed too; 53/UDP and 53/TCP are one record) to the Service.
+		{qname: "cart.shop.svc.cluster.local.", qtype: dns.TypeSRV, answer: []string{
+			"cart.shop.svc.cluster.local. 5 IN SRV 0 100 80 cart.shop.svc.cluster.local.",
+			"cart.shop.svc.cluster.local. 5 IN SRV 0 100 9090 cart.shop.svc.cluster.local.",
+			"cart.shop.svc.cluster.local. 5 IN SRV 0 100 9100 cart.shop.svc.cluster.local."}},
+		{qname: "api.shop.svc.cluster.local.", qtype: dns.TypeSRV,
+			answer: []string{"api.shop.svc.cluster.local. 5 IN SRV 0 100 80 api.shop.svc.cluster.local."}},
+		{qname: "dns.infra.svc.cluster.local.", qtype: dns.TypeSRV,
+			answer: []string{"dns.infra.svc.cluster.local. 5 IN SRV 0 100 53 dns.infra.svc.cluster.local."}},
 		// A Service without endpoints still has its ClusterIP record.
 		{qname: "reports.shop.svc.cluster.local.", qtype: dns.TypeA,
 			answer: []string{"reports.shop.svc.cluster.local. 5 IN A 10.104.172.164"}},
@@ -68,6 +78,12 @@ func TestKubernetesRecords(t *testing.T) {
 		{qname: "_postgres._tcp.db.data.svc.cluster.local.", qtype: dns.TypeSRV, answer: []string{
 			"_postgres._tcp.db.data.svc.cluster.local. 5 IN SRV 0 100 5432 db-0.db.data.svc.cluster.local.",
 			"_postgres._tcp.db.data.svc.cluster.local. 5 IN SRV 0 100 5432 db-1.db.data.svc.cluster.local."}},
+		// Headless SRV at the Service's name: each ready endpoint's ports;
+		// none without ports (NODATA: the name has its A records).
+		{qname: "db.data.svc.cluster.local.", qtype: dns.TypeSRV, answer: []string{
+			"db.data.svc.cluster.local. 5 IN SRV 0 100 5432 db-0.db.data.svc.cluster.local.",
+			"db.data.svc.cluster.local. 5 IN SRV 0 100 5432 db-1.db.data.svc.cluster.local."}},
+		{qname: "extdb.data.svc.cluster.local.", qtype: dns.TypeSRV, ns: []string{soaCluster}},
 		// Headless with no ready endpoint: the name does not exist.
 		{qname: "standby-db.data.svc.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
 		{qname: "_mysql._tcp.standby-db.data.svc.cluster.local.", qtype: dns.TypeSRV, rcode: dns.RcodeNameError, ns: []string{soaCluster}},

@@ -16,6 +16,11 @@ import (
 // records follow, served as the dns-version TXT record.
 const DNSSchemaVersion = "1.1.0"
 
+// dnsVersionTTL is the TTL of the dns-version TXT record, whatever the
+// Cluster's dnsTTL: 8 hours, as in CoreDNS (and the specification's
+// example), since the schema version changes only with the server.
+const dnsVersionTTL = 28800
+
 // dnsRecords builds the zones of a Plan per the Kubernetes DNS-Based Service
 // Discovery specification 1.1.0: the cluster domain, and one reverse zone
 // per service and pod CIDR (on an octet or nibble boundary) for PTRs.
@@ -28,7 +33,7 @@ func dnsRecords(p *plan.Plan) plan.DNS {
 	// the same on every node.
 	const ns = "localhost."
 	fwd := &zoneBuilder{name: domain, ttl: ttl, ns: ns}
-	fwd.add("dns-version."+domain, "TXT", `"`+DNSSchemaVersion+`"`)
+	fwd.addTTL("dns-version."+domain, "TXT", `"`+DNSSchemaVersion+`"`, dnsVersionTTL)
 
 	var reverse []*zoneBuilder
 	for _, c := range append(slices.Clone(p.Cluster.ServiceCIDRs), p.Cluster.PodCIDRs...) {
@@ -287,8 +292,10 @@ type zoneBuilder struct {
 	records []plan.Record
 }
 
-func (z *zoneBuilder) add(name, typ, data string) {
-	z.records = append(z.records, plan.Record{Name: strings.ToLower(name), Type: typ, TTL: z.ttl, Data: data})
+func (z *zoneBuilder) add(name, typ, data string) { z.addTTL(name, typ, data, z.ttl) }
+
+func (z *zoneBuilder) addTTL(name, typ, data string, ttl uint32) {
+	z.records = append(z.records, plan.Record{Name: strings.ToLower(name), Type: typ, TTL: ttl, Data: data})
 }
 
 // maxSOATTL caps the TTL of a zone's SOA record, as CoreDNS does

@@ -39,10 +39,11 @@ func zoneRecords(d plan.DNS, zone, name, typ string) []plan.Record {
 	return out
 }
 
-// TestDNSSOATTL checks the SOA's TTL and MINIMUM, which make the caching
-// time of negative answers (RFC 2308 §3: the smaller of the two): as in
-// CoreDNS, the SOA's TTL is the Cluster's dnsTTL up to 300 s and its
-// MINIMUM the dnsTTL, while every other record keeps the dnsTTL.
+// TestDNSSOATTL checks the TTLs of the records: the SOA's TTL and MINIMUM
+// make the caching time of negative answers (RFC 2308 §3: the smaller of
+// the two), and as in CoreDNS the SOA's TTL is the Cluster's dnsTTL up to
+// 300 s and its MINIMUM the dnsTTL; dns-version's TTL is 28800; every
+// other record keeps the dnsTTL.
 func TestDNSSOATTL(t *testing.T) {
 	web := plan.Service{Namespace: "shop", Name: "web", Type: "ClusterIP", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}}
 	tests := []struct {
@@ -76,6 +77,10 @@ func TestDNSSOATTL(t *testing.T) {
 			}
 			if a := zoneRecords(d, "cluster.local.", "web.shop.svc.cluster.local.", "A"); len(a) != 1 || a[0].TTL != tc.ttl {
 				t.Errorf("A of web: %+v, want one with TTL %d", a, tc.ttl)
+			}
+			// CoreDNS gives dns-version a TTL of its own.
+			if v := zoneRecords(d, "cluster.local.", "dns-version.cluster.local.", "TXT"); len(v) != 1 || v[0].TTL != 28800 || v[0].Data != `"1.1.0"` {
+				t.Errorf("dns-version: %+v, want one TXT \"1.1.0\" with TTL 28800", v)
 			}
 		})
 	}

@@ -14,9 +14,9 @@ import (
 //	; zone cluster.local — written by netspec from the tree; do not edit
 //	$ORIGIN cluster.local.
 //	$TTL 5
-//	@	5	IN	SOA	ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5
-//	@	5	IN	NS	ns.dns.cluster.local.
-//	dns-version	5	IN	TXT	"1.1.0"
+//	@	5	IN	SOA	localhost. hostmaster.cluster.local. 1 7200 1800 86400 5
+//	@	5	IN	NS	localhost.
+//	dns-version	28800	IN	TXT	"1.1.0"
 //	web.shop.svc	5	IN	A	10.96.0.10
 //
 // The SOA comes first, then the NS records of the apex, then every other

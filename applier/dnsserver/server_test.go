@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 640595061 7200 1800 86400 5"
+	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 3286048719 7200 1800 86400 5"
 	soaRev10   = "10.in-addr.arpa. 5 IN SOA localhost. hostmaster.10.in-addr.arpa. 4246024711 7200 1800 86400 5"
 )
 
@@ -107,7 +107,7 @@ func TestKubernetesRecords(t *testing.T) {
 			answer: []string{"search.shop.svc.cluster.local. 5 IN CNAME search.example.com."}},
 		// Schema version.
 		{qname: "dns-version.cluster.local.", qtype: dns.TypeTXT,
-			answer: []string{`dns-version.cluster.local. 5 IN TXT "1.1.0"`}},
+			answer: []string{`dns-version.cluster.local. 28800 IN TXT "1.1.0"`}},
 		// Apex.
 		{qname: "cluster.local.", qtype: dns.TypeSOA, answer: []string{soaCluster}},
 		{qname: "cluster.local.", qtype: dns.TypeNS, answer: []string{"cluster.local. 5 IN NS localhost."}},

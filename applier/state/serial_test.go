@@ -33,7 +33,7 @@ func TestFindSerial(t *testing.T) {
 		want    uint32
 		wantErr string
 	}{
-		{name: "golden", zone: string(golden), want: 2213877889},
+		{name: "golden", zone: string(golden), want: 3337470925},
 		{name: "renderer", zone: string(zone("cluster.local", 7, "web\tA\t10.0.0.1")), want: 7},
 		{name: "class before ttl", zone: "@ IN 5 SOA ns. host. 42 1 2 3 4\n", want: 42},
 		{name: "no ttl no class", zone: "example. SOA ns. host. 43 1 2 3 4\n", want: 43},

@@ -281,7 +281,7 @@ func TestApplyRealRender(t *testing.T) {
 	if diff := cmp.Diff(golden, got); diff != "" {
 		t.Fatalf("the dir does not hold the rendered files as they are (-want +got):\n%s", diff)
 	}
-	if s, ok := d.Serial("cluster.local."); !ok || s != 2213877889 {
+	if s, ok := d.Serial("cluster.local."); !ok || s != 3337470925 {
 		t.Errorf("Serial(cluster.local.) = %d, %v", s, ok)
 	}
 	if s, ok := d.Serial("10.in-addr.arpa"); !ok || s != 694177931 {
@@ -307,8 +307,8 @@ func TestApplyRealRender(t *testing.T) {
 	if diff := cmp.Diff(want, ch, cmpChanges); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
-	if s, _ := d.Serial("cluster.local"); s != 2213877890 {
-		t.Errorf("serial after a change = %d, want 2213877890", s)
+	if s, _ := d.Serial("cluster.local"); s != 3337470926 {
+		t.Errorf("serial after a change = %d, want 3337470926", s)
 	}
 }
 

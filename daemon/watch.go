@@ -39,6 +39,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,11 @@ type Options struct {
 	DNSListen string
 	// DNSTransferTo are the clients allowed zone transfers.
 	DNSTransferTo []netip.Prefix
+	// DNSUpstreams (host:port) answer, through the DNS server, names
+	// outside the plan's zones and the targets of ExternalName Services
+	// (dnsserver.Options.Upstreams). The server's own DNSListen address
+	// is left out, with a warning; New fails when none remains.
+	DNSUpstreams []string
 	// MetricsListen, when set, is the address of the HTTP server of
 	// /metrics, /healthz and /readyz.
 	MetricsListen string
@@ -241,8 +247,23 @@ func New(opts Options) (*Watcher, error) {
 		}
 	}
 	w.publishStatus()
+	if len(opts.DNSUpstreams) > 0 && opts.DNSListen == "" {
+		return nil, fmt.Errorf("watch: dns upstreams without a dns listen address")
+	}
 	if opts.DNSListen != "" {
-		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery})
+		upstreams := opts.DNSUpstreams
+		if len(upstreams) > 0 {
+			var self []string
+			upstreams, self = dnsserver.WithoutSelf(upstreams, opts.DNSListen)
+			for _, u := range self {
+				w.log.Warn("dns upstream is this server's own address, skipped (it would loop)", "upstream", u, "listen", opts.DNSListen)
+			}
+			if len(upstreams) == 0 {
+				return nil, fmt.Errorf("watch: dns: no upstream left: %s is only this server's own address %s", strings.Join(self, ","), opts.DNSListen)
+			}
+			w.log.Info("dns forwarding", "upstreams", strings.Join(upstreams, ","))
+		}
+		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery, Upstreams: upstreams})
 	}
 	if opts.MetricsListen != "" {
 		ln, err := net.Listen("tcp", opts.MetricsListen)

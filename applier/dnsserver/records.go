@@ -3,8 +3,14 @@
 // the Kubernetes DNS-Based Service Discovery names itself.
 //
 // The server is authoritative for every zone of the plan (the cluster domain
-// and the reverse zones): answers carry AA and never RA, names outside the
-// zones are REFUSED, and negative answers carry the zone's SOA (RFC 2308).
+// and the reverse zones): answers from them carry AA, and negative answers
+// carry the zone's SOA (RFC 2308). Names outside the zones are REFUSED and
+// answers never carry RA, unless Options.Upstreams is set (CoreDNS's
+// "forward . /etc/resolv.conf"): then such a query is forwarded and the
+// upstream's answer passed back (its RCODE, flags and sections, the
+// client's ID), an ExternalName CNAME gets its target's records from the
+// upstream appended, and the server's own answers carry RA. Nothing is
+// cached.
 // Records are compiled once per reload into an immutable, indexed snapshot
 // (Records) and swapped in atomically (Server.Swap).
 //
@@ -21,8 +27,19 @@
 //     the negative-caching TTL, min(SOA MINIMUM, SOA TTL) (RFC 2308 §3).
 //   - Answers are minimal: no NS in the authority section, no additional
 //     records.
-//   - A CNAME (ExternalName Service) answers every type; it is followed only
-//     while its target is in the served zones (RFC 1034 §4.3.2).
+//   - A CNAME (ExternalName Service) answers every type; it is followed
+//     while its target is in the served zones (RFC 1034 §4.3.2). A target
+//     outside them is looked up upstream (with Options.Upstreams; not for
+//     CNAME and ANY queries) and the answer records appended, with the
+//     upstream's TTLs, as CoreDNS's kubernetes plugin does; if no upstream
+//     answers, or it answers other than NOERROR, the CNAME alone.
+//   - Forwarding (Options.Upstreams): the query as the client sent it
+//     (flags, EDNS0 OPT with its DO bit and options) under a fresh ID, to
+//     each upstream in order over UDP, again over TCP when truncated,
+//     ForwardTimeout (2 s) each; the first answer other than SERVFAIL or
+//     REFUSED is passed back (one of those if every upstream gives one),
+//     truncated to the client's UDP buffer; SERVFAIL when none answers or
+//     MaxForwards (256) queries are in flight already.
 //   - ANY is answered with one RRset of the name (RFC 8482 §4.1), the first
 //     present of SOA, CNAME, A, AAAA, SRV, PTR, TXT, NS.
 //   - EDNS0: a reply to a query with an OPT carries an OPT (payload size

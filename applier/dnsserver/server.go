@@ -34,6 +34,21 @@ type Options struct {
 	// response code of the answer (dns.RcodeSuccess, dns.RcodeNameError, …),
 	// for metrics. It must be safe for concurrent use and quick.
 	OnQuery func(rcode int)
+	// Upstreams (host:port) answer what the zones do not: a query for a
+	// name outside them is forwarded (the first upstream that answers,
+	// in order), and the target of a CNAME that leaves them (an
+	// ExternalName Service) is looked up and its records appended to the
+	// CNAME, as CoreDNS's forward and kubernetes plugins do. No caching.
+	// Empty, the default: names outside the zones are REFUSED and a CNAME
+	// out of them is answered alone. See WithoutSelf: never list the
+	// server's own address.
+	Upstreams []string
+	// ForwardTimeout is the wait for one upstream (DefaultForwardTimeout
+	// when 0).
+	ForwardTimeout time.Duration
+	// MaxForwards bounds the upstream queries in flight; beyond it a
+	// query outside the zones gets SERVFAIL (DefaultMaxForwards when 0).
+	MaxForwards int
 }
 
 // Server is an authoritative DNS server for the zones of a Records
@@ -45,11 +60,12 @@ type Options struct {
 type Server struct {
 	records atomic.Pointer[Records]
 	opts    Options
+	fwd     *forwarder // nil without Options.Upstreams
 }
 
 // New returns a Server with no records; call Swap before serving.
 func New(opts Options) *Server {
-	return &Server{opts: opts}
+	return &Server{opts: opts, fwd: newForwarder(opts)}
 }
 
 // Swap makes r the records the server answers from. It is atomic: a query
@@ -170,6 +186,10 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		switch {
 		case rs == nil:
 			m.Rcode = dns.RcodeServerFailure
+		case s.fwd != nil && q.Qtype != dns.TypeAXFR && q.Qtype != dns.TypeIXFR &&
+			rs.zoneOf(strings.ToLower(q.Name)) == nil:
+			s.forward(w, r, udp)
+			return
 		case q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY:
 			m.Rcode = dns.RcodeRefused
 		case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
@@ -178,9 +198,14 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 				return
 			}
 		default:
-			rs.answer(m, q)
+			if target := rs.answer(m, q); target != "" && s.fwd != nil && q.Qtype != dns.TypeCNAME && q.Qtype != dns.TypeANY {
+				s.appendTarget(m, r, target)
+			}
 		}
 	}
+	// Recursion is available (RFC 1035 §4.1.1) when names outside the
+	// zones are forwarded.
+	m.RecursionAvailable = s.fwd != nil
 	s.write(w, m, opt, udp)
 }
 
@@ -215,20 +240,22 @@ func isUDP(w dns.ResponseWriter) bool {
 	return ok
 }
 
-// answer fills m (a reply to a QUERY for q) from the records.
-func (rs *Records) answer(m *dns.Msg, q dns.Question) {
+// answer fills m (a reply to a QUERY for q) from the records. When the
+// answer ends in a CNAME to a name outside the zones, it returns that
+// name (lower case), for the server to look up upstream; else "".
+func (rs *Records) answer(m *dns.Msg, q dns.Question) string {
 	name := strings.ToLower(q.Name) // no allocation when already lower case
 	n := rs.names[name]
 	if n == nil {
 		z := rs.zoneOf(name)
 		if z == nil {
 			m.Rcode = dns.RcodeRefused
-			return
+			return ""
 		}
 		m.Authoritative = true
 		m.Rcode = dns.RcodeNameError
 		m.Ns = z.negSOA
-		return
+		return ""
 	}
 	m.Authoritative = true
 	if q.Qtype == dns.TypeANY {
@@ -236,33 +263,34 @@ func (rs *Records) answer(m *dns.Msg, q dns.Question) {
 		for _, t := range anyOrder {
 			if rrs := n.get(t); rrs != nil {
 				m.Answer = rrs
-				return
+				return ""
 			}
 		}
 		if len(n.sets) > 0 {
 			m.Answer = n.sets[0].rrs
-			return
+			return ""
 		}
 		m.Ns = n.zone.negSOA
-		return
+		return ""
 	}
 	if rrs := n.get(q.Qtype); rrs != nil {
 		m.Answer = rrs
-		return
+		return ""
 	}
 	cname := n.get(dns.TypeCNAME)
 	if cname == nil {
 		m.Ns = n.zone.negSOA // NODATA
-		return
+		return ""
 	}
-	rs.chase(m, q.Qtype, cname)
+	return rs.chase(m, q.Qtype, cname)
 }
 
 // chase answers with a CNAME and follows it while its target is in the
 // served zones (RFC 1034 §4.3.2; the RCODE is that of the last name, RFC
-// 6604). A target outside the zones ends the answer with the CNAME: the
-// client's resolver follows it.
-func (rs *Records) chase(m *dns.Msg, qtype uint16, cname []dns.RR) {
+// 6604). A target outside the zones ends the answer with the CNAME, and
+// is returned: the server looks it up upstream when it has upstreams, or
+// else the client's resolver follows it.
+func (rs *Records) chase(m *dns.Msg, qtype uint16, cname []dns.RR) (outside string) {
 	ans := append([]dns.RR(nil), cname...)
 	for range maxCNAMEChain {
 		target := strings.ToLower(cname[0].(*dns.CNAME).Target)
@@ -271,6 +299,8 @@ func (rs *Records) chase(m *dns.Msg, qtype uint16, cname []dns.RR) {
 			if z := rs.zoneOf(target); z != nil {
 				m.Rcode = dns.RcodeNameError
 				m.Ns = z.negSOA
+			} else {
+				outside = target
 			}
 			break
 		}
@@ -285,6 +315,7 @@ func (rs *Records) chase(m *dns.Msg, qtype uint16, cname []dns.RR) {
 		ans = append(ans, cname...)
 	}
 	m.Answer = ans
+	return outside
 }
 
 // anyOrder is the preference of RRsets in answers to ANY.

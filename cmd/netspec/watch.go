@@ -16,6 +16,7 @@ import (
 
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/dnslink"
+	"netspec.dev/netspec/applier/dnsserver"
 	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/render"
@@ -31,6 +32,7 @@ type watchFlags struct {
 	dnsListen     string
 	dnsLink       string
 	dnsTransferTo string
+	dnsUpstream   string
 	metricsListen string
 	resync        time.Duration
 	debounce      time.Duration
@@ -43,7 +45,7 @@ type watchFlags struct {
 func init() {
 	register(&command{
 		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--probes=false] [--probe-concurrency 64] [--log-format text|json]",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--probes=false] [--probe-concurrency 64] [--log-format text|json]",
 		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
 		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
@@ -74,7 +76,20 @@ with --dns-listen) follow the tree.
 
 --dns-listen serves the plan's zones (cluster domain and reverse zones)
 authoritatively over UDP and TCP, swapped atomically on each good reload;
-other names are REFUSED (a resolver then asks its next server). Give it an
+other names are REFUSED (a resolver then asks its next server), unless
+--dns-upstream names upstream resolvers, as CoreDNS's 'forward .
+/etc/resolv.conf': then a query outside the zones is forwarded to them
+(the first that answers, 2 s each; UDP, TCP when truncated; the client's
+EDNS0 and DO bit kept; the upstream's answer, RCODE and RA passed back),
+an ExternalName Service's CNAME comes with its target's records from the
+upstream, and answers carry RA. At most 256 forwarded queries are in
+flight (then SERVFAIL); nothing is cached. --dns-upstream takes IP or
+IP:PORT, comma-separated, or resolv.conf for the nameservers of the
+host's /etc/resolv.conf read at start (127.0.0.53 on systemd-resolved
+hosts); the address of --dns-listen itself is skipped with a warning (a
+resolv.conf that names netspec first would loop), and watch does not start
+if no upstream remains. With it, the pods' resolv.conf (resolv/NS.conf,
+netspec alone as nameserver) resolves names outside the cluster. Give it an
 address of its own, not 127.0.0.53 (systemd-resolved's) nor 0.0.0.0:53:
 --dns-link NAME creates a dummy link NAME holding the address of
 --dns-listen (169.254.20.10:53, link-local as NodeLocal DNSCache's, when
@@ -128,6 +143,7 @@ start, a server failed, or a usage error (an unknown flag, no --node).
 Examples:
   netspec watch /srv/cluster --node $(hostname)
   netspec watch /srv/git/current --node node-1 --dns-link netspec0 --dns-listen 169.254.20.10:53 --metrics-listen 127.0.0.1:9253
+  netspec watch /srv/cluster --node node-1 --dns-link netspec0 --dns-upstream resolv.conf
   netspec watch . --node node-1 --dataplane none --state-dir /tmp/netspec --log-format json
   kill -HUP $(pidof netspec)   # reload now`,
 		flags: func(fs *flag.FlagSet) any {
@@ -138,6 +154,7 @@ Examples:
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
 			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
 			fs.StringVar(&f.dnsLink, "dns-link", "", "create (if missing) the dummy link `NAME` holding --dns-listen's address, 169.254.20.10:53 by default; off when empty")
+			fs.StringVar(&f.dnsUpstream, "dns-upstream", "", "forward DNS queries outside the zones, and ExternalName targets, to `ADDRS` (IP or IP:PORT, comma-separated; resolv.conf: the nameservers of /etc/resolv.conf); REFUSED when empty")
 			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
 			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
 			fs.DurationVar(&f.resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
@@ -222,6 +239,16 @@ func runWatch(e *env, opts any, args []string) int {
 			transfer = append(transfer, p)
 		}
 	}
+	var upstreams []string
+	if f.dnsUpstream != "" {
+		var err error
+		if upstreams, err = dnsserver.ParseUpstreams(f.dnsUpstream, ""); err != nil {
+			return usage("--dns-upstream: %v", err)
+		}
+		if f.dnsListen == "" && f.dnsLink == "" {
+			return usage("--dns-upstream needs --dns-listen (or --dns-link)")
+		}
+	}
 	if f.dnsLink != "" {
 		if f.dnsListen == "" {
 			f.dnsListen = netip.AddrPortFrom(dnslink.DefaultAddr, 53).String()
@@ -246,6 +273,7 @@ func runWatch(e *env, opts any, args []string) int {
 		MaxFileSize:      int64(f.maxFileSize),
 		DNSListen:        f.dnsListen,
 		DNSTransferTo:    transfer,
+		DNSUpstreams:     upstreams,
 		MetricsListen:    f.metricsListen,
 		Resync:           resync,
 		Debounce:         debounce,

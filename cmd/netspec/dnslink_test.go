@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +15,14 @@ import (
 
 	"github.com/miekg/dns"
 
+	"netspec.dev/netspec/applier/dnsserver"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
+	"netspec.dev/netspec/plan"
 )
 
-// TestWatchDNSLinkInVM runs TestWatchDNSLink in the VM of internal/vmtest
-// when the host kernel has no dummy links.
+// TestWatchDNSLinkInVM runs TestWatchDNSLink and TestWatchDNSUpstream in
+// the VM of internal/vmtest when the host kernel has no dummy links.
 func TestWatchDNSLinkInVM(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("in the VM already")
@@ -29,8 +32,8 @@ func TestWatchDNSLinkInVM(t *testing.T) {
 		t.Skip("the host kernel has dummy links: TestWatchDNSLink ran here")
 	}
 	vmtest.RunPackage(t, "netspec.dev/netspec/cmd/netspec", vmtest.Options{
-		Args:         []string{"-test.run", "^TestWatchDNSLink$", "-test.v"},
-		HostBinaries: []string{"/usr/sbin/ip"},
+		Args:         []string{"-test.run", "^(TestWatchDNSLink|TestWatchDNSUpstream)$", "-test.v"},
+		HostBinaries: []string{"/usr/sbin/ip", "/usr/bin/getent", "/usr/bin/unshare", "/usr/bin/mount"},
 		Files:        map[string]string{"/vmtest/examples": "../../examples"},
 		Dir:          "/vmtest/cmd/netspec",
 		Timeout:      5 * time.Minute,
@@ -119,6 +122,138 @@ func TestWatchDNSLink(t *testing.T) {
 	if !strings.Contains(log, `"msg":"dns link ready","link":"netspec0","addr":"169.254.20.10","created":false,"addr_added":false`) {
 		t.Errorf("the second start should find the link as it was:\n%s", log)
 	}
+}
+
+// TestWatchDNSUpstream runs netspec watch --dns-link netspec0
+// --dns-upstream in a network namespace with an upstream resolver on
+// 127.0.0.1:53 there, and resolves with glibc (getent hosts) through the
+// pod resolv.conf of the state dir, which names netspec alone: a name
+// outside the cluster and the ExternalName Service search.shop (a CNAME
+// to search.example.com, which glibc does not chase itself) resolve, as
+// with CoreDNS. netspec's own address, listed too, is skipped.
+func TestWatchDNSUpstream(t *testing.T) {
+	testnet.Require(t, "getent", "unshare", "mount")
+	if !hasDummy(t) {
+		if vmtest.InVM() {
+			t.Fatal("the VM's kernel has no dummy links")
+		}
+		t.Skip("SKIPPED: the kernel has no dummy links; TestWatchDNSLinkInVM runs this test in a VM")
+	}
+	ns := testnet.New(t, "watchfwd").NS("node")
+	upstream(t, ns, "127.0.0.1:53")
+	bin := filepath.Join(t.TempDir(), "netspec")
+	if err := os.Symlink(os.Args[0], bin); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	tree, err := filepath.Abs("../../examples/kitchen-sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(state, "resolv", "shop.conf")
+	names := []string{"search", "search.shop.svc.cluster.local", "www.example.com", "web"}
+
+	// Without --dns-upstream: neither resolves.
+	w := startWatch(t, exec.Command("ip", "netns", "exec", ns.Name, bin, "watch", tree, "--node", "node-1",
+		"--dataplane", "none", "--state-dir", state, "--dns-link", "netspec0", "--log-format", "json"))
+	for i, got := range podGetent(t, ns, conf, names[:3]...) {
+		if strings.Contains(got, "192.0.2.") {
+			t.Errorf("without --dns-upstream, %s resolved: %q", names[i], got)
+		}
+	}
+	w.stop()
+
+	w = startWatch(t, exec.Command("ip", "netns", "exec", ns.Name, bin, "watch", tree, "--node", "node-1",
+		"--dataplane", "none", "--state-dir", state, "--dns-link", "netspec0", "--log-format", "json",
+		"--dns-upstream", "169.254.20.10,127.0.0.1"))
+	got := podGetent(t, ns, conf, names...)
+	want := []string{
+		"192.0.2.80 search.example.com search.shop.svc.cluster.local",
+		"192.0.2.80 search.example.com search.shop.svc.cluster.local",
+		"192.0.2.81 www.example.com",
+		"10.96.0.10 web.shop.svc.cluster.local",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("getent hosts through %s:\ngot  %q\nwant %q", conf, got, want)
+	}
+	log := w.stop()
+	if !strings.Contains(log, `"msg":"dns upstream is this server's own address, skipped (it would loop)","upstream":"169.254.20.10:53"`) ||
+		!strings.Contains(log, `"msg":"dns forwarding","upstreams":"127.0.0.1:53"`) {
+		t.Errorf("the log should warn of the skipped upstream and name the one kept:\n%s", log)
+	}
+
+	// Its own address alone: watch does not start.
+	out, err := exec.Command("ip", "netns", "exec", ns.Name, bin, "watch", tree, "--node", "node-1",
+		"--dataplane", "none", "--state-dir", state, "--dns-link", "netspec0", "--dns-upstream", "169.254.20.10:53").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no upstream left") {
+		t.Errorf("watch with its own address as only upstream: %v\n%s", err, out)
+	}
+}
+
+// upstream serves, inside ns on addr, the host's resolver of the test:
+// example.com with search.example.com and www.example.com.
+func upstream(t *testing.T, ns *testnet.NS, addr string) {
+	t.Helper()
+	rs, err := dnsserver.Compile(plan.DNS{Zones: []plan.Zone{{Name: "example.com.", Records: []plan.Record{
+		{Name: "example.com.", Type: "SOA", TTL: 5, Data: "ns.example.com. hostmaster.example.com. 1 7200 1800 86400 5"},
+		{Name: "search.example.com.", Type: "A", TTL: 5, Data: "192.0.2.80"},
+		{Name: "www.example.com.", Type: "A", TTL: 5, Data: "192.0.2.81"},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := dnsserver.New(dnsserver.Options{})
+	s.Swap(rs)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	errc := make(chan error, 1)
+	// Do keeps its thread in the namespace while ListenAndServe runs: the
+	// sockets are made there.
+	go func() { errc <- ns.Do(func() error { return s.ListenAndServe(ctx, addr, func() { close(ready) }) }) }()
+	select {
+	case <-ready:
+	case err := <-errc:
+		cancel()
+		t.Fatalf("upstream DNS server on %s: %v", addr, err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("upstream DNS server on %s: %v", addr, err)
+		}
+	})
+}
+
+// podGetent resolves names with glibc's resolver (getent hosts) inside
+// ns, with resolvConf bind-mounted over /etc/resolv.conf (and "hosts:
+// dns" as nsswitch.conf) in a mount namespace of its own: the host's
+// files are never touched.
+func podGetent(t *testing.T, ns *testnet.NS, resolvConf string, names ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	nss := filepath.Join(dir, "nsswitch.conf")
+	if err := os.WriteFile(nss, []byte("hosts: dns\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "set -e\n"
+	for src, target := range map[string]string{resolvConf: "/etc/resolv.conf", nss: "/etc/nsswitch.conf"} {
+		if vmtest.InVM() { // the VM's initramfs may lack the file to mount over
+			if f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o644); err == nil {
+				f.Close()
+			}
+		}
+		script += "mount --bind " + src + " " + target + "\n"
+	}
+	var out []string
+	for _, n := range names {
+		b, err := exec.Command("ip", "netns", "exec", ns.Name, "unshare", "-m", "--propagation", "private", "sh", "-c", script+"exec getent hosts "+n).CombinedOutput()
+		if err != nil {
+			out = append(out, n+": "+err.Error()+" "+strings.TrimSpace(string(b)))
+			continue
+		}
+		out = append(out, strings.Join(strings.Fields(string(b)), " "))
+	}
+	return out
 }
 
 // watchProc is a netspec watch process whose JSON log is read as it

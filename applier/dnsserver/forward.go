@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -224,7 +225,7 @@ func WithoutSelf(upstreams []string, listen string) (keep, self []string) {
 		}
 		ua := uap.Addr().Unmap().WithZone("")
 		own := ua == lap.Addr().Unmap().WithZone("")
-		if lap.Addr().IsUnspecified() && (ua.IsLoopback() || containsAddr(local, ua)) {
+		if lap.Addr().IsUnspecified() && (ua.IsLoopback() || slices.Contains(local, ua)) {
 			own = true
 		}
 		if own {
@@ -234,13 +235,4 @@ func WithoutSelf(upstreams []string, listen string) (keep, self []string) {
 		}
 	}
 	return keep, self
-}
-
-func containsAddr(list []netip.Addr, a netip.Addr) bool {
-	for _, b := range list {
-		if b == a {
-			return true
-		}
-	}
-	return false
 }

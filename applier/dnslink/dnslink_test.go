@@ -1,7 +1,6 @@
 package dnslink
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/applier/dnsserver"
+	"netspec.dev/netspec/applier/dnsserver/dnstest"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
 	"netspec.dev/netspec/plan"
@@ -173,37 +173,12 @@ func testRecords(t *testing.T) *dnsserver.Records {
 	return rs
 }
 
-// serve runs a DNS server for rs on addr inside ns until the test ends.
-func serve(t *testing.T, ns *testnet.NS, rs *dnsserver.Records, addr string) {
-	t.Helper()
-	s := dnsserver.New(dnsserver.Options{})
-	s.Swap(rs)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	errc := make(chan error, 1)
-	// Do keeps its thread in the namespace while ListenAndServe runs: the
-	// sockets are made there.
-	go func() { errc <- ns.Do(func() error { return s.ListenAndServe(ctx, addr, func() { close(ready) }) }) }()
-	select {
-	case <-ready:
-	case err := <-errc:
-		cancel()
-		t.Fatalf("DNS server on %s: %v", addr, err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("DNS server on %s: %v", addr, err)
-		}
-	})
-}
-
 // TestServe creates the link with Ensure, serves the zones on its address
 // and resolves through it with dig.
 func TestServe(t *testing.T) {
 	ns := requireDummy(t, "dig")
 	do(t, ns, func() error { _, err := Ensure("netspec0", DefaultAddr); return err })
-	serve(t, ns, testRecords(t), "169.254.20.10:53")
+	dnstest.Serve(t, ns.Do, testRecords(t), "169.254.20.10:53")
 	for _, tc := range []struct{ args, want string }{
 		{"web.shop.svc.cluster.local A", "10.96.0.10"},
 		{"-x 10.96.0.10", "web.shop.svc.cluster.local."},
@@ -263,7 +238,7 @@ func getent(t *testing.T, ns *testnet.NS, etc map[string]string, names ...string
 func TestResolvConf(t *testing.T) {
 	ns := requireDummy(t, "getent", "unshare", "mount")
 	do(t, ns, func() error { _, err := Ensure("netspec0", DefaultAddr); return err })
-	serve(t, ns, testRecords(t), "169.254.20.10:53")
+	dnstest.Serve(t, ns.Do, testRecords(t), "169.254.20.10:53")
 	// The upstream resolver of the host: another server, on loopback,
 	// that knows example.test.
 	up, err := dnsserver.Compile(plan.DNS{Zones: []plan.Zone{{Name: "example.test.", Records: []plan.Record{
@@ -273,7 +248,7 @@ func TestResolvConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve(t, ns, up, "127.0.0.1:53")
+	dnstest.Serve(t, ns.Do, up, "127.0.0.1:53")
 	nss := "hosts: files dns\n"
 
 	t.Run("host", func(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 
 	"netspec.dev/netspec/applier/dnsserver"
+	"netspec.dev/netspec/applier/dnsserver/dnstest"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
 	"netspec.dev/netspec/plan"
@@ -202,26 +202,7 @@ func upstream(t *testing.T, ns *testnet.NS, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := dnsserver.New(dnsserver.Options{})
-	s.Swap(rs)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	errc := make(chan error, 1)
-	// Do keeps its thread in the namespace while ListenAndServe runs: the
-	// sockets are made there.
-	go func() { errc <- ns.Do(func() error { return s.ListenAndServe(ctx, addr, func() { close(ready) }) }) }()
-	select {
-	case <-ready:
-	case err := <-errc:
-		cancel()
-		t.Fatalf("upstream DNS server on %s: %v", addr, err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("upstream DNS server on %s: %v", addr, err)
-		}
-	})
+	dnstest.Serve(t, ns.Do, rs, addr)
 }
 
 // podGetent resolves names with glibc's resolver (getent hosts) inside

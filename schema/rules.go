@@ -449,6 +449,13 @@ func checkSlice(s *EndpointSlice, r *reporter) {
 		if len(ep.Addresses) > 100 {
 			r.errorf(pe.Key("addresses"), "has %d addresses; at most 100 are allowed", len(ep.Addresses))
 		}
+		if ep.Hints != nil {
+			for j, z := range ep.Hints.ForZones {
+				if why := LabelValueProblem(z.Name); why != "" {
+					r.errorf(pe.Key("hints").Key("forZones").Index(j).Key("name"), "%q is not a valid zone name (a label value: %s)", z.Name, why)
+				}
+			}
+		}
 		for j, a := range ep.Addresses {
 			p := pe.Key("addresses").Index(j)
 			if s.AddressType != "IPv4" && s.AddressType != "IPv6" && s.AddressType != "FQDN" {
@@ -520,10 +527,7 @@ func checkPod(p *Pod, r *reporter) {
 	// resolves a named targetPort in.
 	names := map[string]string{} // port name → the first port of that name in the pod
 	p.Spec.ServingContainers(func(c *Container, init bool, i int) bool {
-		list := "containers"
-		if init {
-			list = "initContainers"
-		}
+		list := containerList(init)
 		own := map[string]int{}
 		for j, cp := range c.Ports {
 			if cp.Name == "" {
@@ -551,10 +555,7 @@ func checkPod(p *Pod, r *reporter) {
 		if c.ReadinessProbe == nil {
 			return true
 		}
-		list := "containers"
-		if init {
-			list = "initContainers"
-		}
+		list := containerList(init)
 		pp := diag.Path{"spec", list, i, "readinessProbe"}
 		ports := map[string]bool{}
 		for _, cp := range c.Ports {
@@ -817,6 +818,15 @@ func QualifiedNameProblem(s string) string {
 		return "the name takes letters, digits, '-', '_' and '.', and starts and ends with a letter or digit"
 	}
 	return ""
+}
+
+// containerList names the list of a Pod's spec a container is in: a
+// native sidecar's is initContainers.
+func containerList(init bool) string {
+	if init {
+		return "initContainers"
+	}
+	return "containers"
 }
 
 // LabelValueProblem says why s is not a label value, as the API server

@@ -122,16 +122,7 @@ func (s *Server) forward(w dns.ResponseWriter, r *dns.Msg, udp bool) {
 	reply.Id = r.Id
 	reply.Question = r.Question // the client's spelling
 	reply.Compress = true
-	size := dns.MaxMsgSize
-	if udp {
-		size = dns.MinMsgSize
-		if opt := r.IsEdns0(); opt != nil {
-			size = max(dns.MinMsgSize, int(opt.UDPSize()))
-		}
-	}
-	reply.Truncate(size)
-	_ = w.WriteMsg(reply)
-	s.count(reply.Rcode)
+	s.send(w, reply, replySize(r.IsEdns0(), udp))
 }
 
 // appendTarget adds to m, an answer that ends in a CNAME to target (a name

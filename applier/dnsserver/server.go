@@ -212,18 +212,31 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 // write adds the OPT (when the query had one), truncates to what the
 // client takes and sends m.
 func (s *Server) write(w dns.ResponseWriter, m *dns.Msg, opt *dns.OPT, udp bool) {
-	size := dns.MaxMsgSize
 	if opt != nil {
 		// A fresh OPT per reply: packing writes the extended RCODE into it.
 		o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 		o.SetUDPSize(advertisedUDPSize)
 		m.Extra = append(m.Extra, o)
-		if udp {
-			size = max(dns.MinMsgSize, int(opt.UDPSize()))
-		}
-	} else if udp {
-		size = dns.MinMsgSize
 	}
+	s.send(w, m, replySize(opt, udp))
+}
+
+// replySize is the largest reply the client takes: over UDP the buffer
+// size of its EDNS0 OPT (at least 512 bytes), 512 without one; over TCP
+// a whole message.
+func replySize(opt *dns.OPT, udp bool) int {
+	switch {
+	case !udp:
+		return dns.MaxMsgSize
+	case opt != nil:
+		return max(dns.MinMsgSize, int(opt.UDPSize()))
+	default:
+		return dns.MinMsgSize
+	}
+}
+
+// send truncates m to size, writes it and counts its RCODE.
+func (s *Server) send(w dns.ResponseWriter, m *dns.Msg, size int) {
 	m.Truncate(size)
 	_ = w.WriteMsg(m)
 	s.count(m.Rcode)

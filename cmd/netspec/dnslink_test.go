@@ -62,16 +62,7 @@ func TestWatchDNSLink(t *testing.T) {
 		t.Skip("SKIPPED: the kernel has no dummy links; TestWatchDNSLinkInVM runs this test in a VM")
 	}
 	ns := testnet.New(t, "watchdns").NS("node")
-	// This test binary is netspec when called so (TestMain).
-	bin := filepath.Join(t.TempDir(), "netspec")
-	if err := os.Symlink(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
-	state := t.TempDir()
-	tree, err := filepath.Abs("../../examples/kitchen-sink")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, state, tree := watchFiles(t)
 	start := func() *watchProc {
 		cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "watch", tree, "--node", "node-1",
 			"--dataplane", "none", "--state-dir", state, "--dns-link", "netspec0", "--log-format", "json")
@@ -141,15 +132,7 @@ func TestWatchDNSUpstream(t *testing.T) {
 	}
 	ns := testnet.New(t, "watchfwd").NS("node")
 	upstream(t, ns, "127.0.0.1:53")
-	bin := filepath.Join(t.TempDir(), "netspec")
-	if err := os.Symlink(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
-	state := t.TempDir()
-	tree, err := filepath.Abs("../../examples/kitchen-sink")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, state, tree := watchFiles(t)
 	conf := filepath.Join(state, "resolv", "shop.conf")
 	names := []string{"search", "search.shop.svc.cluster.local", "www.example.com", "web"}
 
@@ -305,4 +288,19 @@ func (w *watchProc) stop() string {
 		w.t.Fatalf("netspec watch: %v\n%s", err, w.logText())
 	}
 	return w.logText()
+}
+
+// watchFiles gives a watch test this test binary as netspec (TestMain
+// makes it netspec when called so), a state dir and the kitchen-sink tree.
+func watchFiles(t *testing.T) (bin, state, tree string) {
+	t.Helper()
+	bin = filepath.Join(t.TempDir(), "netspec")
+	if err := os.Symlink(os.Args[0], bin); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := filepath.Abs("../../examples/kitchen-sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, t.TempDir(), tree
 }

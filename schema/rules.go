@@ -450,11 +450,7 @@ func checkSlice(s *EndpointSlice, r *reporter) {
 			r.errorf(pe.Key("addresses"), "has %d addresses; at most 100 are allowed", len(ep.Addresses))
 		}
 		if ep.Hints != nil {
-			for j, z := range ep.Hints.ForZones {
-				if why := LabelValueProblem(z.Name); why != "" {
-					r.errorf(pe.Key("hints").Key("forZones").Index(j).Key("name"), "%q is not a valid zone name (a label value: %s)", z.Name, why)
-				}
-			}
+			checkHints(ep.Hints, pe.Key("hints"), r)
 		}
 		for j, a := range ep.Addresses {
 			p := pe.Key("addresses").Index(j)
@@ -470,9 +466,57 @@ func checkSlice(s *EndpointSlice, r *reporter) {
 			checkEndpointIP(r, p, a, s.AddressType)
 		}
 	}
+	if n := len(s.Ports); n > maxSlicePorts {
+		r.errorf(diag.Path{"ports"}, "has %d ports; a slice holds at most %d", n, maxSlicePorts)
+		return
+	}
 	ports := make([]EndpointPort, len(s.Ports))
 	copy(ports, s.Ports)
 	checkEndpointPorts(ports, diag.Path{"ports"}, false, r)
+}
+
+// maxSlicePorts and maxHints are the API server's limits on an
+// EndpointSlice's ports and on each list of an endpoint's hints.
+const (
+	maxSlicePorts = 20000
+	maxHints      = 8
+)
+
+// checkHints checks an endpoint's topology hints as the API server does: at
+// most maxHints zones and nodes, each named once; zone names are label
+// values (the schema checks node names).
+func checkHints(h *EndpointHints, base diag.Path, r *reporter) {
+	zones := make([]string, len(h.ForZones))
+	for j, z := range h.ForZones {
+		zones[j] = z.Name
+		if why := LabelValueProblem(z.Name); why != "" {
+			r.errorf(base.Key("forZones").Index(j).Key("name"), "%q is not a valid zone name (a label value: %s)", z.Name, why)
+		}
+	}
+	nodes := make([]string, len(h.ForNodes))
+	for j, n := range h.ForNodes {
+		nodes[j] = n.Name
+	}
+	checkHintList(zones, base, "forZones", "zones", r)
+	checkHintList(nodes, base, "forNodes", "nodes", r)
+}
+
+// checkHintList reports a hint list (base.key, naming what) longer than
+// maxHints, or a name it holds twice.
+func checkHintList(names []string, base diag.Path, key, what string, r *reporter) {
+	p := base.Key(key)
+	if len(names) > maxHints {
+		r.errorf(p, "has %d %s; at most %d are allowed", len(names), what, maxHints)
+		return
+	}
+	seen := map[string]int{}
+	for j, n := range names {
+		if i, dup := seen[n]; dup {
+			r.errorf(p.Index(j).Key("name"), "%q is already the name of %s[%d]", n, key, i)
+			continue
+		}
+		seen[n] = j
+	}
 }
 
 // fqdnProblem says why s is not a fully qualified domain name as the API

@@ -176,6 +176,24 @@ func manyEndpoints(n int) []any {
 	return out
 }
 
+// manyNames returns n objects {name: prefix<i>}, as hints list them.
+func manyNames(n int, prefix string) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"name": fmt.Sprintf("%s%d", prefix, i)}
+	}
+	return out
+}
+
+// manyPorts returns n slice ports with distinct names.
+func manyPorts(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"name": fmt.Sprintf("p%d", i), "port": i%65535 + 1}
+	}
+	return out
+}
+
 func manyStrings(n int, f func(i int) string) []any {
 	out := make([]any, n)
 	for i := range out {
@@ -551,6 +569,22 @@ var ruleCases = []ruleCase{
 		nodeName: node-1, zone: a, hostname: web-0, hints: {forZones: [{name: a}], forNodes: [{name: node-1}]}}`)))},
 	{rule: "slice-endpoints", name: "condition not a boolean", yaml: sliceObj(with("endpoints[0].conditions.ready", "yes")),
 		want: []string{`endpoints[0].conditions.ready: "yes"`}},
+	{rule: "slice-endpoints", name: "8 hints each", yaml: sliceObj(with("endpoints[0].hints", map[string]any{
+		"forZones": manyNames(8, "z"), "forNodes": manyNames(8, "n")}))},
+	{rule: "slice-endpoints", name: "9 hints each", yaml: sliceObj(with("endpoints[0].hints", map[string]any{
+		"forZones": manyNames(9, "z"), "forNodes": manyNames(9, "n")})),
+		want: []string{
+			`endpoints[0].hints.forZones: has 9 zones; at most 8 are allowed`,
+			`endpoints[0].hints.forNodes: has 9 nodes; at most 8 are allowed`,
+		}},
+	{rule: "slice-endpoints", name: "hints named twice", yaml: sliceObj(with("endpoints[0].hints", yv(`{forZones: [{name: a}, {name: b}, {name: a}], forNodes: [{name: n1}, {name: n1}]}`))),
+		want: []string{
+			`endpoints[0].hints.forZones[2].name: "a" is already the name of forZones[0]`,
+			`endpoints[0].hints.forNodes[1].name: "n1" is already the name of forNodes[0]`,
+		}},
+	{rule: "endpoint-ports", name: "slice of 20000 ports", yaml: sliceObj(with("ports", manyPorts(20000)))},
+	{rule: "endpoint-ports", name: "slice of 20001 ports", yaml: sliceObj(with("ports", manyPorts(20001))),
+		want: []string{`ports: has 20001 ports; a slice holds at most 20000`}},
 	{rule: "slice-fqdn", name: "FQDN", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[db.example.com]`)))},
 	{rule: "slice-fqdn", name: "FQDN not a name", yaml: sliceObj(with("addressType", "FQDN"), with("endpoints[0].addresses", yv(`[db_1.example.com]`))),
 		want: []string{`endpoints[0].addresses[0]: "db_1.example.com" is not a valid DNS name`}},

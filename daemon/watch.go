@@ -751,8 +751,8 @@ func (w *Watcher) sync(why syncReason, since time.Time) {
 		}
 		finish = func() (*plan.Plan, error) {
 			q := st.Finish()
-			if w.dns != nil && (w.good == nil || !w.good.DNS.Equal(q.DNS)) {
-				recs, err := dnsserver.Compile(q.DNS)
+			if w.dns != nil && (w.good == nil || !w.good.DNS.Equal(q.DNS) || !dnsserver.SameCluster(w.good, q)) {
+				recs, err := dnsserver.Compile(q.DNS, dnsserver.ClusterOf(q))
 				if err != nil {
 					// A compiler bug: the old answers stay.
 					return nil, fmt.Errorf("dns records do not compile: %w", err)

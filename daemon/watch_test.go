@@ -299,6 +299,21 @@ spec:
     targetPort: http
 `
 
+// batchPod is a Pod in a namespace of its own, selected by no Service.
+const batchPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: job-0
+  namespace: batch
+spec:
+  nodeName: node-1
+  containers:
+  - name: job
+    image: registry.example.com/job:1.0
+status:
+  podIP: 10.244.7.7
+`
+
 // lookup asks the watcher's DNS server for name's A records: the
 // addresses, or the response code when not NOERROR.
 func lookup(t *testing.T, addr, name string) string {
@@ -345,6 +360,12 @@ func TestReload(t *testing.T) {
 	if got := lookup(t, dnsAddr, "api.shop.svc.cluster.local"); got != "NXDOMAIN" {
 		t.Errorf("api.shop before it exists: %s, want NXDOMAIN", got)
 	}
+	if got := lookup(t, dnsAddr, "10-244-1-40.data.pod.cluster.local"); got != "10.244.1.40" {
+		t.Errorf("a pod name: %s, want 10.244.1.40", got)
+	}
+	if got := lookup(t, dnsAddr, "10-244-7-7.batch.pod.cluster.local"); got != "NXDOMAIN" {
+		t.Errorf("a pod name in a namespace not in the tree: %s, want NXDOMAIN", got)
+	}
 	base := "http://" + r.MetricsAddr().String()
 	for _, path := range []string{"/readyz", "/healthz"} {
 		resp, err := http.Get(base + path)
@@ -378,6 +399,15 @@ func TestReload(t *testing.T) {
 		waitFor(t, "api.shop resolving", func() (bool, string) {
 			got := lookup(t, dnsAddr, "api.shop.svc.cluster.local")
 			return net.ParseIP(got) != nil, got
+		})
+	})
+	t.Run("new namespace", func(t *testing.T) {
+		// A namespace of Pods only changes no record of the plan, and
+		// still makes its pod names exist.
+		writeFile(t, filepath.Join(tree, "batch.yaml"), batchPod)
+		waitFor(t, "a pod name in namespace batch resolving", func() (bool, string) {
+			got := lookup(t, dnsAddr, "10-244-7-7.batch.pod.cluster.local")
+			return got == "10.244.7.7", got
 		})
 	})
 	t.Run("edit in new directory", func(t *testing.T) {

@@ -305,7 +305,7 @@ func TestNoUpstream(t *testing.T) {
 // TestRAWithUpstreams: our own answers carry RA once there are upstreams.
 func TestRAWithUpstreams(t *testing.T) {
 	s := New(Options{Upstreams: []string{deadAddr(t)}})
-	rs, err := Compile(plan.DNS{Zones: []plan.Zone{zoneRecords("c.test.", 5, 5, 1, [3]string{"a.c.test.", "A", "192.0.2.7"})}})
+	rs, err := Compile(plan.DNS{Zones: []plan.Zone{zoneRecords("c.test.", 5, 5, 1, [3]string{"a.c.test.", "A", "192.0.2.7"})}}, Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}

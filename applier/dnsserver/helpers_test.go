@@ -36,7 +36,8 @@ func goldenPlan(t testing.TB) *plan.Plan {
 // goldenRecords compiles the DNS of the kitchen-sink plan of node-1.
 func goldenRecords(t testing.TB) *Records {
 	t.Helper()
-	rs, err := Compile(goldenPlan(t).DNS)
+	p := goldenPlan(t)
+	rs, err := Compile(p.DNS, ClusterOf(p))
 	if err != nil {
 		t.Fatal(err)
 	}

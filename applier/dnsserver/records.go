@@ -11,6 +11,9 @@
 // client's ID), an ExternalName CNAME gets its target's records from the
 // upstream appended, and the server's own answers carry RA. Nothing is
 // cached.
+// Besides the plan's records, the cluster domain's zone has the names
+// CoreDNS's kubernetes plugin answers with "pods insecure" (Cluster): pod
+// names by address, and every namespace of the tree.
 // Records are compiled once per reload into an immutable, indexed snapshot
 // (Records) and swapped in atomically (Server.Swap).
 //
@@ -71,6 +74,9 @@ type Records struct {
 	names map[string]*node
 	// zones maps the lower-case apex of every zone to the zone.
 	zones map[string]*zone
+	// synth answers the names of the cluster domain that exist without
+	// records (Cluster); nil: none.
+	synth *synth
 }
 
 // node is one name of a zone: its RRsets (none for an empty non-terminal).
@@ -104,10 +110,11 @@ func (n *node) get(t uint16) []dns.RR {
 }
 
 // Compile parses every record of d (its RDATA with dns.NewRR) and indexes
-// the zones for lookup. Every zone must have exactly one SOA, at its apex;
-// every record must lie inside its zone; a CNAME must be alone at its name.
-// Errors name the zone and the record.
-func Compile(d plan.DNS) (*Records, error) {
+// the zones for lookup, with the names c makes exist (ClusterOf a plan; the
+// zero Cluster for none). Every zone must have exactly one SOA, at its
+// apex; every record must lie inside its zone; a CNAME must be alone at
+// its name. Errors name the zone and the record.
+func Compile(d plan.DNS, c Cluster) (*Records, error) {
 	rs := &Records{names: map[string]*node{}, zones: map[string]*zone{}}
 	for _, pz := range d.Zones {
 		name := strings.ToLower(dns.Fqdn(pz.Name))
@@ -165,6 +172,9 @@ func Compile(d plan.DNS) (*Records, error) {
 				return nil, fmt.Errorf("dns zone %s: record %s CNAME: other records at the name", n.zone.name, name)
 			}
 		}
+	}
+	if err := rs.compileCluster(c); err != nil {
+		return nil, err
 	}
 	return rs, nil
 }

@@ -260,6 +260,10 @@ func (rs *Records) answer(m *dns.Msg, q dns.Question) string {
 	name := strings.ToLower(q.Name) // no allocation when already lower case
 	n := rs.names[name]
 	if n == nil {
+		if rs.synth != nil && rs.synth.answer(m, name, q.Qtype) {
+			m.Authoritative = true
+			return ""
+		}
 		z := rs.zoneOf(name)
 		if z == nil {
 			m.Rcode = dns.RcodeRefused

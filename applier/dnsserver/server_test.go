@@ -119,6 +119,69 @@ func TestKubernetesRecords(t *testing.T) {
 	}
 }
 
+// TestClusterNames covers the names of the cluster domain that exist
+// without records, as CoreDNS's kubernetes plugin with "pods insecure"
+// answers them: pod names by address, in the tree's namespaces only, and
+// the namespaces themselves.
+func TestClusterNames(t *testing.T) {
+	p := goldenPlan(t)
+	c := ClusterOf(p)
+	c.Namespaces = append(c.Namespaces, "empty") // a namespace of Pods only
+	rs, err := Compile(p.DNS, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{})
+	s.Swap(rs)
+	for _, tc := range []tcase{
+		{qname: "10-244-1-30.data.pod.cluster.local.", qtype: dns.TypeA,
+			answer: []string{"10-244-1-30.data.pod.cluster.local. 5 IN A 10.244.1.30"}},
+		// Any address, whether a pod has it or not ("insecure"), in any
+		// namespace of the tree; the owner name in lower case.
+		{qname: "192-0-2-9.EMPTY.pod.cluster.local.", qtype: dns.TypeA,
+			answer: []string{"192-0-2-9.empty.pod.cluster.local. 5 IN A 192.0.2.9"}},
+		{qname: "fd00-10-244--5.shop.pod.cluster.local.", qtype: dns.TypeAAAA,
+			answer: []string{"fd00-10-244--5.shop.pod.cluster.local. 5 IN AAAA fd00:10:244::5"}},
+		{qname: "fd00-10-244--5.shop.pod.cluster.local.", qtype: dns.TypeANY,
+			answer: []string{"fd00-10-244--5.shop.pod.cluster.local. 5 IN AAAA fd00:10:244::5"}},
+		// An IPv4-mapped address is IPv4, as in CoreDNS.
+		{qname: "--ffff-c000-209.shop.pod.cluster.local.", qtype: dns.TypeA,
+			answer: []string{"--ffff-c000-209.shop.pod.cluster.local. 5 IN A 192.0.2.9"}},
+		// The other family, or another type: NODATA.
+		{qname: "10-244-1-30.data.pod.cluster.local.", qtype: dns.TypeAAAA, ns: []string{soaCluster}},
+		{qname: "10-244-1-30.data.pod.cluster.local.", qtype: dns.TypeTXT, ns: []string{soaCluster}},
+		{qname: "fd00-10-244--5.shop.pod.cluster.local.", qtype: dns.TypeA, ns: []string{soaCluster}},
+		// Not an address, a namespace not in the tree, or a name below a
+		// pod's: NXDOMAIN.
+		{qname: "10-244-1.data.pod.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+		{qname: "10-244-1-300.data.pod.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+		{qname: "web.data.pod.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+		{qname: "10-244-1-30.nope.pod.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+		{qname: "x.10-244-1-30.data.pod.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+		// Namespaces exist (NODATA), under pod and svc, Services or not.
+		{qname: "pod.cluster.local.", qtype: dns.TypeA, ns: []string{soaCluster}},
+		{qname: "data.pod.cluster.local.", qtype: dns.TypeA, ns: []string{soaCluster}},
+		{qname: "empty.pod.cluster.local.", qtype: dns.TypeA, ns: []string{soaCluster}},
+		{qname: "empty.svc.cluster.local.", qtype: dns.TypeA, ns: []string{soaCluster}},
+		{qname: "nope.pod.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+		{qname: "nope.svc.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+		{qname: "web.empty.svc.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}},
+	} {
+		tc.check(t, query(t, s, tc.msg()))
+	}
+
+	// Without a Cluster, none of these names exist.
+	rs, err = Compile(p.DNS, Cluster{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(rs)
+	for _, q := range []string{"10-244-1-30.data.pod.cluster.local.", "pod.cluster.local.", "data.pod.cluster.local."} {
+		tc := tcase{qname: q, qtype: dns.TypeA, rcode: dns.RcodeNameError, ns: []string{soaCluster}}
+		tc.check(t, query(t, s, tc.msg()))
+	}
+}
+
 // TestProtocol covers the protocol cases with the golden records.
 func TestProtocol(t *testing.T) {
 	s := New(Options{})
@@ -232,7 +295,7 @@ func TestNegativeTTL(t *testing.T) {
 	rs, err := Compile(plan.DNS{Zones: []plan.Zone{
 		zoneRecords("a.test.", 300, 30, 1, [3]string{"x.a.test.", "A", "192.0.2.1"}),
 		zoneRecords("b.test.", 10, 3600, 2, [3]string{"x.b.test.", "A", "192.0.2.2"}),
-	}})
+	}}, Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +322,7 @@ func TestCNAMEInZone(t *testing.T) {
 		[3]string{"alias.c.test.", "CNAME", "real.c.test."},
 		[3]string{"real.c.test.", "A", "192.0.2.7"},
 		[3]string{"dangling.c.test.", "CNAME", "gone.c.test."},
-	)}})
+	)}}, Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,8 +398,13 @@ func TestCompileErrors(t *testing.T) {
 		{"two zones", plan.DNS{Zones: []plan.Zone{ok, ok}}, "listed twice"},
 		{"cname and other", plan.DNS{Zones: []plan.Zone{zoneRecords("e.test.", 5, 5, 1,
 			[3]string{"x.e.test.", "CNAME", "y.example."}, [3]string{"x.e.test.", "A", "192.0.2.1"})}}, "CNAME: other records"},
+		{"cluster domain without a zone", plan.DNS{Zones: []plan.Zone{ok}}, `cluster domain "cluster.local": no zone`},
 	} {
-		_, err := Compile(tc.d)
+		c := Cluster{}
+		if strings.HasPrefix(tc.name, "cluster") {
+			c = Cluster{Domain: "cluster.local", Namespaces: []string{"default"}}
+		}
+		_, err := Compile(tc.d, c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
@@ -368,7 +436,7 @@ func TestSwapAtomic(t *testing.T) {
 		for i := 1; i <= 40; i++ {
 			rrs = append(rrs, [3]string{"many.atomic.test.", "A", prefix + "." + strconv.Itoa(i)})
 		}
-		rs, err := Compile(plan.DNS{Zones: []plan.Zone{zoneRecords("atomic.test.", 5, 5, serial, rrs...)}})
+		rs, err := Compile(plan.DNS{Zones: []plan.Zone{zoneRecords("atomic.test.", 5, 5, serial, rrs...)}}, Cluster{})
 		if err != nil {
 			t.Fatal(err)
 		}

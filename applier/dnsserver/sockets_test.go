@@ -17,13 +17,14 @@ import (
 // 100 A records: too many for 512 bytes of UDP.
 func bigRecords(t *testing.T) *Records {
 	t.Helper()
-	d := goldenPlan(t).DNS
+	p := goldenPlan(t)
+	d := p.DNS
 	var rrs [][3]string
 	for i := 1; i <= 100; i++ {
 		rrs = append(rrs, [3]string{"big.big.test.", "A", "10.9.0." + strconv.Itoa(i)})
 	}
 	d.Zones = append(d.Zones, zoneRecords("big.test.", 5, 5, 1, rrs...))
-	rs, err := Compile(d)
+	rs, err := Compile(d, ClusterOf(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,8 @@ func (discard) WriteMsg(*dns.Msg) error { return nil }
 // BenchmarkServeDNS measures the handler alone for an A query (UDP, with
 // EDNS0), not packing the reply.
 func BenchmarkServeDNS(b *testing.B) {
-	rs, err := Compile(goldenPlan(b).DNS)
+	p := goldenPlan(b)
+	rs, err := Compile(p.DNS, ClusterOf(p))
 	if err != nil {
 		b.Fatal(err)
 	}

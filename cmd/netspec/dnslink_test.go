@@ -181,7 +181,7 @@ func upstream(t *testing.T, ns *testnet.NS, addr string) {
 		{Name: "example.com.", Type: "SOA", TTL: 5, Data: "ns.example.com. hostmaster.example.com. 1 7200 1800 86400 5"},
 		{Name: "search.example.com.", Type: "A", TTL: 5, Data: "192.0.2.80"},
 		{Name: "www.example.com.", Type: "A", TTL: 5, Data: "192.0.2.81"},
-	}}}})
+	}}}}, dnsserver.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,9 @@ import (
 //
 // Left out: SCTP frontends (kitchen-sink's telecom/diameter), as the
 // test's clients and servers are Go's net package, which has no SCTP.
-// Headless and ExternalName Services have no frontends.
+// Headless and ExternalName Services have no frontends. kitchen-sink's
+// shop/storage, which another proxy serves (service-proxy-name), has its
+// cluster IP tried: explain says drop, and no endpoint may answer.
 func TestExplainPackets(t *testing.T) {
 	testnet.Require(t, "nft")
 	for _, c := range []struct{ example, node string }{

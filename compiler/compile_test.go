@@ -162,8 +162,19 @@ func TestKitchenSinkValidates(t *testing.T) {
 		t.Errorf("netspec.lock is not up to date (run netspec lock %s):\n%s", kitchenSink, strings.Join(diff, "\n"))
 	}
 	for _, n := range kitchenSinkNodes {
-		if got := len(c.plans[n].Services); got != 27 {
-			t.Errorf("node %s: %d services, want 27", n, got)
+		if got := len(c.plans[n].Services); got != 28 {
+			t.Errorf("node %s: %d services, want 28", n, got)
+		}
+		// shop/storage is another proxy's: its endpoints are listed,
+		// and no traffic of the node goes to them.
+		for _, s := range c.plans[n].Services {
+			if s.Key() != "shop/storage" {
+				continue
+			}
+			if s.ProxyName != "multus-proxy" || s.Proxied() || len(s.Ports) != 1 || len(s.Ports[0].Endpoints) != 2 ||
+				s.Ports[0].Cluster != nil || s.Ports[0].External != nil || s.Ports[0].ShortCircuit != nil {
+				t.Errorf("node %s: shop/storage is %+v, want proxy multus-proxy, 2 endpoints and no endpoint sets", n, s)
+			}
 		}
 	}
 }

@@ -332,6 +332,7 @@ func (c *compilation) refPods(e *schema.Endpoints, ss []*schema.EndpointSlice) [
 // on this node, as kube-proxy does:
 //   - ready endpoints; when none is ready, the serving and terminating
 //     ones (the terminating fallback, so that connections drain);
+//   - none at all for a Service another proxy serves (ProxyName);
 //   - a Local traffic policy keeps only this node's endpoints (and then no
 //     endpoint means drop, which the renderer decides); when both policies
 //     are Local, short is what kube-proxy's short-circuit of pod and node
@@ -347,6 +348,9 @@ func (c *compilation) refPods(e *schema.Endpoints, ss []*schema.EndpointSlice) [
 // family: the IPv6 endpoints of a dual-stack Service neither hide the
 // IPv4 ones' terminating fallback nor take their place in a zone.
 func pick(eps []plan.Endpoint, svc *plan.Service, distribution string, node plan.Node) (cluster, external, short []int) {
+	if svc.ProxyName != "" {
+		return nil, nil, nil // another proxy serves it: no traffic of this node's
+	}
 	c4, x4, t4 := pickFamily(eps, 0, svc, distribution, node)
 	c6, x6, t6 := pickFamily(eps, 1, svc, distribution, node)
 	cluster = joinSorted(c4, c6)

@@ -18,6 +18,17 @@ import (
 // mh); without it a node uses its default (--ipvs-scheduler).
 const IPVSSchedulerAnnotation = "netspec.dev/ipvs-scheduler"
 
+// proxyName is plan.Service.ProxyName of a Service: its
+// schema.ServiceProxyNameLabel, `""` when the label is there with an empty
+// value (kube-proxy leaves that Service alone too), "" without it.
+func proxyName(o *schema.Service) string {
+	v, ok := o.Metadata.Labels.Lookup(schema.ServiceProxyNameLabel)
+	if ok && v == "" {
+		return `""`
+	}
+	return v
+}
+
 // Compile makes the Plan of one node from a validated tree: objs are the
 // tree's objects and checked is what Validate returned for them (it must
 // hold no errors). It is pure: the same input gives the same Plan.
@@ -285,6 +296,7 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 		ExternalIPs:   parseAddrs(sp.ExternalIPs),
 		InternalLocal: sp.InternalTrafficPolicy == "Local",
 		ExternalLocal: sp.ExternalTrafficPolicy == "Local",
+		ProxyName:     proxyName(o),
 	}
 	if sp.Type == "ExternalName" {
 		ps.ExternalName = strings.ToLower(strings.TrimSuffix(sp.ExternalName, "."))
@@ -294,7 +306,10 @@ func (c *compilation) service(o *schema.Service, node plan.Node) plan.Service {
 	for _, ip := range alloc.ClusterIPs {
 		ps.ClusterIPs = append(ps.ClusterIPs, ip.Addr.Unmap())
 	}
-	ps.HealthCheckNodePort = uint16(alloc.HealthCheckNodePort)
+	if ps.ProxyName == "" {
+		// The other proxy answers health checks, if anyone does.
+		ps.HealthCheckNodePort = uint16(alloc.HealthCheckNodePort)
+	}
 	if sp.Type == "LoadBalancer" {
 		// spec.loadBalancerIP is a request to the load balancer, not an
 		// address the nodes capture: kube-proxy does not program it.

@@ -167,6 +167,10 @@ const (
 	// CauseLoadBalancerProxy: a LoadBalancer ingress IP with ipMode Proxy,
 	// which the nodes do not capture.
 	CauseLoadBalancerProxy = "load-balancer-ip-mode-proxy"
+	// CauseOtherProxy: an address or node port of a Service with the
+	// label service.kubernetes.io/service-proxy-name, which another
+	// proxy serves: the node has no rule for it, as kube-proxy has none.
+	CauseOtherProxy = "service-proxy-name"
 )
 
 // Cause is the reason of a reject, drop or accept.
@@ -368,7 +372,9 @@ func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr
 // Frontends returns a packet to each frontend of s on the node of p, with
 // no source: each port on each cluster IP, external IP and LoadBalancer
 // IP, then each node port on each node IP that is a node-port address.
-// Headless and ExternalName Services have none.
+// Headless and ExternalName Services have none. A Service another proxy
+// serves (ProxyName) has its would-be frontends listed: packets to them
+// show what the node does without rules for it.
 func Frontends(p *plan.Plan, s *plan.Service) []plan.Packet {
 	if s.Headless || s.Type == "ExternalName" {
 		return nil
@@ -735,9 +741,12 @@ func notService(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Cause {
 		return &Cause{CauseHealthCheckNodePort, fmt.Sprintf("%d/TCP is the health check node port of Service %s: the health check server of netspec watch answers it on the node (200 with local endpoints, 503 without); it is not forwarded",
 			pk.Port, hc.Key())}
 	}
+	if c := otherProxy(p, pk, npa); c != nil {
+		return c
+	}
 	for i := range p.Services {
 		s := &p.Services[i]
-		if s.Headless || s.Type == "ExternalName" {
+		if !s.Proxied() {
 			continue
 		}
 		kind := ""
@@ -780,7 +789,7 @@ func notService(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Cause {
 	}
 	for i := range p.Services {
 		s := &p.Services[i]
-		if s.Headless || s.Type == "ExternalName" {
+		if !s.Proxied() {
 			continue
 		}
 		for _, pt := range s.Ports {
@@ -801,6 +810,39 @@ func notService(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Cause {
 		return &Cause{CauseNotService, fmt.Sprintf("%s is a node-port address of node %s, but no Service has node port %d/%s", dst, p.Node.Name, pk.Port, pk.Protocol)}
 	}
 	return &Cause{CauseNotService, fmt.Sprintf("%s is no cluster IP, external IP or LoadBalancer IP of any Service", dst)}
+}
+
+// otherProxy is the cause of a packet to an address of a Service another
+// proxy serves (a cluster IP, external IP or LoadBalancer IP; a node port
+// on a node-port address), nil for any other packet.
+func otherProxy(p *plan.Plan, pk plan.Packet, npa bool) *Cause {
+	dst := pk.Dst.Unmap()
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.ProxyName == "" || s.Headless || s.Type == "ExternalName" {
+			continue
+		}
+		what := ""
+		switch {
+		case slices.Contains(s.ClusterIPs, dst):
+			what = fmt.Sprintf("%s is a cluster IP", dst)
+		case slices.Contains(s.ExternalIPs, dst):
+			what = fmt.Sprintf("%s is an external IP", dst)
+		case slices.Contains(s.LoadBalancerIPs, dst):
+			what = fmt.Sprintf("%s is a LoadBalancer IP", dst)
+		case npa && slices.ContainsFunc(s.Ports, func(pt plan.Port) bool { return pt.NodePort == pk.Port && pt.Protocol == pk.Protocol }):
+			what = fmt.Sprintf("%d/%s is a node port", pk.Port, pk.Protocol)
+		default:
+			continue
+		}
+		verdict := "the node routes its packets as any others"
+		if slices.ContainsFunc(p.Cluster.ServiceCIDRs, func(c netip.Prefix) bool { return c.Contains(dst) }) {
+			verdict = "the node drops its packets as those to an unallocated address of the service CIDR"
+		}
+		return &Cause{CauseOtherProxy, fmt.Sprintf("%s of Service %s, whose label service.kubernetes.io/service-proxy-name=%s gives it to another proxy: as kube-proxy, netspec installs no rule for it, and %s",
+			what, s.Key(), s.ProxyName, verdict)}
+	}
+	return nil
 }
 
 // nodePortAddrs says where node ports answer in the family of dst, and

@@ -13,7 +13,7 @@ func (s *Service) Equal(o *Service) bool {
 		slices.Equal(s.LoadBalancerIPs, o.LoadBalancerIPs) && slices.Equal(s.SourceRanges, o.SourceRanges) &&
 		s.AffinitySeconds == o.AffinitySeconds && s.InternalLocal == o.InternalLocal &&
 		s.ExternalLocal == o.ExternalLocal && s.HealthCheckNodePort == o.HealthCheckNodePort &&
-		s.IPVSScheduler == o.IPVSScheduler &&
+		s.IPVSScheduler == o.IPVSScheduler && s.ProxyName == o.ProxyName &&
 		(Shared(s.Ports, o.Ports) || slices.EqualFunc(s.Ports, o.Ports, Port.Equal))
 }
 

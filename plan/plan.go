@@ -79,16 +79,31 @@ type Service struct {
 	ExternalLocal bool
 	// HealthCheckNodePort is the TCP port of a LoadBalancer Service with
 	// ExternalLocal on which every node answers the load balancer's health
-	// checks (200 with local ready endpoints, 503 without); 0 for others.
+	// checks (200 with local ready endpoints, 503 without); 0 for others,
+	// and for a Service another proxy serves (ProxyName).
 	HealthCheckNodePort uint16
 	// IPVSScheduler is the scheduler of the Service's IPVS virtual servers
 	// (annotation netspec.dev/ipvs-scheduler); "" for the node's default.
 	IPVSScheduler string
-	Ports         []Port // in spec order
+	// ProxyName is the Service's label service.kubernetes.io/service-proxy-name:
+	// another proxy serves the Service, so the node's data plane leaves it
+	// out, as kube-proxy does (its cluster IPs are then no frontend, and
+	// dropped as unallocated ones are); its DNS records and env variables
+	// stay, as CoreDNS and the kubelet do not look at the label. "" for
+	// Services netspec serves.
+	ProxyName string
+	Ports     []Port // in spec order
 }
 
 // Key is namespace/name.
 func (s *Service) Key() string { return s.Namespace + "/" + s.Name }
+
+// Proxied tells whether the node's data plane serves s: it has frontends
+// (it is neither headless nor an ExternalName Service) and no other proxy
+// serves it (ProxyName).
+func (s *Service) Proxied() bool {
+	return !s.Headless && s.Type != "ExternalName" && s.ProxyName == ""
+}
 
 // Port is one port of a Service with its endpoints as seen from this node.
 // A headless Service without ports has one Port without name, protocol or

@@ -52,7 +52,9 @@ const (
 //  1. Frontends: a cluster IP, external IP or LoadBalancer IP with the
 //     packet's protocol and port; else, when Dst is a node-port address
 //     (NodePortAddress), a node port. Headless and ExternalName Services
-//     have no frontends: their traffic is accepted untouched. A cluster
+//     have no frontends: their traffic is accepted untouched; nor have
+//     Services another proxy serves (ProxyName), whose cluster IPs are
+//     dropped below, as kube-proxy knows nothing of them. A cluster
 //     IP reached on a port it does not serve is rejected; an unallocated
 //     address of a service CIDR is dropped; any other address (a node
 //     port on another of the node's addresses among them) is accepted.
@@ -110,7 +112,7 @@ func (p *Plan) TraceDetail(pk Packet) Detail {
 	// 1. Service addresses first (kube-proxy's service-ips map).
 	for i := range p.Services {
 		s := &p.Services[i]
-		if s.Headless || s.Type == "ExternalName" {
+		if !s.Proxied() {
 			continue
 		}
 		kind := frontendOf(s, dst)
@@ -133,7 +135,7 @@ func (p *Plan) TraceDetail(pk Packet) Detail {
 	if p.NodePortAddress(dst) {
 		for i := range p.Services {
 			s := &p.Services[i]
-			if s.Headless || s.Type == "ExternalName" || !s.HasFamily(dst) {
+			if !s.Proxied() || !s.HasFamily(dst) {
 				continue
 			}
 			if port := s.portFor(pk.Protocol, pk.Port, true); port != nil {

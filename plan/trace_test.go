@@ -569,6 +569,36 @@ func TestTraceOtherFamily(t *testing.T) {
 	}
 }
 
+// TestTraceOtherProxy: a Service another proxy serves (ProxyName) has no
+// frontends, as kube-proxy knows nothing of it: its cluster IP is dropped
+// as an unallocated address of the service CIDR, its external IPs and
+// node ports are accepted untouched.
+func TestTraceOtherProxy(t *testing.T) {
+	p := testPlan()
+	for i := range p.Services {
+		if s := &p.Services[i]; s.Key() == "shop/portal" || s.Key() == "shop/web" {
+			s.ProxyName = "multus-proxy"
+		}
+	}
+	for _, tc := range []struct {
+		pk   plan.Packet
+		want string
+	}{
+		{plan.Packet{Src: ip("10.244.1.9"), Dst: ip("10.96.0.60"), Protocol: "TCP", Port: 80}, plan.ActionDrop},
+		{plan.Packet{Src: ip("10.244.1.9"), Dst: ip("10.96.0.10"), Protocol: "TCP", Port: 80}, plan.ActionDrop},
+		{plan.Packet{Src: ip("198.51.100.9"), Dst: ip("203.0.113.10"), Protocol: "TCP", Port: 80}, plan.ActionAccept},
+		{plan.Packet{Src: ip("198.51.100.9"), Dst: ip("192.168.10.11"), Protocol: "TCP", Port: 30080}, plan.ActionAccept},
+	} {
+		if got := p.TraceDetail(tc.pk); got.Action != tc.want || got.Service != "" || got.Frontend != "" {
+			t.Errorf("TraceDetail(%+v) = %+v, want %s: no frontend", tc.pk, got, tc.want)
+		}
+	}
+	// The other Services keep theirs.
+	if got := p.Trace(plan.Packet{Src: ip("198.51.100.9"), Dst: ip("203.0.113.100"), Protocol: "TCP", Port: 443}); got.Action != plan.ActionDNAT || got.Service != "edge/gateway" {
+		t.Errorf("edge/gateway's LoadBalancer IP: %+v, want dnat", got)
+	}
+}
+
 // TestTraceHairpin: a packet from one of its endpoints is masqueraded only
 // when DNATed to that endpoint (Detail.Hairpin), unless it is masqueraded
 // for another reason.

@@ -48,7 +48,7 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 	t := &ipvsmodel.Table{}
 	for i := range p.Services {
 		svc := &p.Services[i]
-		if svc.Type == "ExternalName" || svc.Headless {
+		if !svc.Proxied() {
 			continue
 		}
 		s := cmp.Or(svc.IPVSScheduler, sched)

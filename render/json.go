@@ -117,6 +117,10 @@ func (w *jsonWriter) service(s *plan.Service) {
 	w.bool("externalLocal", s.ExternalLocal)
 	w.uint("healthCheckNodePort", uint64(s.HealthCheckNodePort))
 	w.str("ipvsScheduler", s.IPVSScheduler)
+	if s.ProxyName != "" {
+		// Only when set: most plans have none, and older records lack it.
+		w.str("proxyName", s.ProxyName)
+	}
 	writeObjects(w, "ports", s.Ports, (*jsonWriter).port)
 	w.close('}')
 }
@@ -253,7 +257,7 @@ func planJSONSize(p *plan.Plan) int {
 		addrsSize(p.Node.IPs) + prefixesSize(p.Cluster.ServiceCIDRs) + prefixesSize(p.Cluster.PodCIDRs) + prefixesSize(p.Cluster.NodePortAddresses)
 	for i := range p.Services {
 		s := &p.Services[i]
-		n += service + len(s.Namespace) + len(s.Name) + len(s.Type) + len(s.ExternalName) +
+		n += service + len(s.Namespace) + len(s.Name) + len(s.Type) + len(s.ExternalName) + len(s.ProxyName) +
 			addrsSize(s.ClusterIPs) + addrsSize(s.ExternalIPs) + addrsSize(s.LoadBalancerIPs) + prefixesSize(s.SourceRanges)
 		for j := range s.Ports {
 			pt := &s.Ports[j]
@@ -392,6 +396,7 @@ type jsonService struct {
 	ExternalLocal       bool           `json:"externalLocal"`
 	HealthCheckNodePort uint16         `json:"healthCheckNodePort"`
 	IPVSScheduler       string         `json:"ipvsScheduler"`
+	ProxyName           string         `json:"proxyName,omitempty"`
 	Ports               []jsonPort     `json:"ports"`
 }
 
@@ -517,6 +522,7 @@ func fromJSONPlan(jp *jsonPlan) *plan.Plan {
 				ExternalLocal:       s.ExternalLocal,
 				HealthCheckNodePort: s.HealthCheckNodePort,
 				IPVSScheduler:       s.IPVSScheduler,
+				ProxyName:           s.ProxyName,
 				Ports: jsonList(s.Ports, func(pt jsonPort) plan.Port {
 					return plan.Port{
 						Name:     pt.Name,

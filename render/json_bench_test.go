@@ -397,6 +397,7 @@ func toJSONPlan(p *plan.Plan) *jsonPlan {
 				ExternalLocal:       s.ExternalLocal,
 				HealthCheckNodePort: s.HealthCheckNodePort,
 				IPVSScheduler:       s.IPVSScheduler,
+				ProxyName:           s.ProxyName,
 				Ports: jsonList(s.Ports, func(pt plan.Port) jsonPort {
 					return jsonPort{
 						Name:     pt.Name,

@@ -442,10 +442,10 @@ func newPort(svc *plan.Service, j int) nftPort {
 	return sp
 }
 
-// serves tells whether svc has chains in the table: it has a cluster IP of
-// the family.
+// serves tells whether svc has chains in the table: the data plane serves
+// it and it has a cluster IP of the family.
 func (t *nftTable) serves(svc *plan.Service) bool {
-	return svc.Type != "ExternalName" && !svc.Headless &&
+	return svc.Proxied() &&
 		slices.ContainsFunc(svc.ClusterIPs, func(a netip.Addr) bool { return t.fam.is(normAddr(a)) })
 }
 

@@ -186,7 +186,7 @@ func sameService(a, b *plan.Service) bool {
 		sameSlice(a.LoadBalancerIPs, b.LoadBalancerIPs) && sameSlice(a.SourceRanges, b.SourceRanges) &&
 		a.AffinitySeconds == b.AffinitySeconds && a.InternalLocal == b.InternalLocal &&
 		a.ExternalLocal == b.ExternalLocal && a.HealthCheckNodePort == b.HealthCheckNodePort &&
-		a.IPVSScheduler == b.IPVSScheduler
+		a.IPVSScheduler == b.IPVSScheduler && a.ProxyName == b.ProxyName
 }
 
 // sameSlice is slices.Equal, at once for a slice that two plans share.

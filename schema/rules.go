@@ -137,6 +137,9 @@ func checkService(s *Service, r *reporter) {
 		r.errorf(pClusterIP, "a %s Service cannot be headless (clusterIP: None)", sp.Type)
 	}
 
+	if v, ok := s.Metadata.Labels.Lookup(ServiceProxyNameLabel); ok && !headless && !external {
+		r.warnf(diag.Path{"metadata", "labels", ServiceProxyNameLabel}, "gives the Service to the proxy %q: as kube-proxy, netspec installs no rule for it, so no node serves its cluster IPs, node ports or external addresses (its DNS records and env variables stay); remove the label for netspec to serve it", v)
+	}
 	if sp.SessionAffinity != "ClientIP" && sp.SessionAffinityConfig != nil {
 		// The API server's defaulting clears it when sessionAffinity is
 		// None, before validation: accepted, and without effect.

@@ -223,7 +223,7 @@ var ruleIDs = []string{
 	"external-name", "external-name-no-ips",
 	"cluster-ip-equal", "cluster-ip-none", "cluster-ip-count", "cluster-ip-format", "ip-families",
 	"ip-family-policy",
-	"session-affinity", "affinity-timeout", "affinity-config", "ipvs-scheduler",
+	"session-affinity", "affinity-timeout", "affinity-config", "ipvs-scheduler", "service-proxy-name",
 	"external-traffic-policy", "internal-traffic-policy", "health-check-node-port",
 	"lb-source-ranges", "lb-ip", "lb-ingress-ip", "traffic-distribution", "external-ips",
 	"endpoint-ip", "endpoint-ports", "slice-address-type", "slice-endpoints", "slice-fqdn",
@@ -444,6 +444,11 @@ var ruleCases = []ruleCase{
 		want: []string{`warning: spec.sessionAffinityConfig: has no effect: sessionAffinity is None, and the API server drops sessionAffinityConfig then; set sessionAffinity: ClientIP for client affinity`}},
 	{rule: "affinity-config", name: "config with default affinity", yaml: svcObj(with("spec.sessionAffinityConfig", yv(`{}`))),
 		want: []string{`warning: spec.sessionAffinityConfig: has no effect: sessionAffinity is None, and the API server drops sessionAffinityConfig then; set sessionAffinity: ClientIP for client affinity`}},
+	{rule: "service-proxy-name", name: "another proxy: a warning", yaml: svcObj(with("metadata.labels", yv(`{service.kubernetes.io/service-proxy-name: multus-proxy}`))),
+		want: []string{`warning: metadata.labels["service.kubernetes.io/service-proxy-name"]: gives the Service to the proxy "multus-proxy": as kube-proxy, netspec installs no rule for it`}},
+	{rule: "service-proxy-name", name: "empty value: a warning", yaml: svcObj(with("metadata.labels", yv(`{service.kubernetes.io/service-proxy-name: ""}`))),
+		want: []string{`warning: metadata.labels["service.kubernetes.io/service-proxy-name"]: gives the Service to the proxy ""`}},
+	{rule: "service-proxy-name", name: "headless: no data plane either way", yaml: svcObj(with("spec.clusterIP", "None"), with("metadata.labels", yv(`{service.kubernetes.io/service-proxy-name: multus-proxy}`)))},
 	{rule: "affinity-config", name: "config with ClientIP", yaml: svcObj(with("spec.sessionAffinity", "ClientIP"), with("spec.sessionAffinityConfig", yv(`{clientIP: {}}`)))},
 
 	// ---- traffic policies, load balancers ----

@@ -215,6 +215,11 @@ type EndpointSlice struct {
 // ServiceNameLabel links an EndpointSlice to its Service.
 const ServiceNameLabel = "kubernetes.io/service-name"
 
+// ServiceProxyNameLabel, on a Service, names the proxy that serves it
+// instead of kube-proxy; kube-proxy, and netspec's data plane, leave such
+// a Service alone.
+const ServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
+
 // SliceEndpoint is one endpoint of an EndpointSlice.
 type SliceEndpoint struct {
 	Addresses  []string           `json:"addresses"`

@@ -108,8 +108,11 @@ type ServiceInfo struct {
 	HealthCheckNodePort   uint16         `json:"healthCheckNodePort,omitempty"`
 	// IPVSScheduler is the annotation netspec.dev/ipvs-scheduler, ""
 	// when the node's default applies (IPVS data plane only).
-	IPVSScheduler string     `json:"ipvsScheduler,omitempty"`
-	Ports         []PortInfo `json:"ports,omitempty"`
+	IPVSScheduler string `json:"ipvsScheduler,omitempty"`
+	// ProxyName is the label service.kubernetes.io/service-proxy-name:
+	// another proxy serves the Service, the node's data plane does not.
+	ProxyName string     `json:"proxyName,omitempty"`
+	Ports     []PortInfo `json:"ports,omitempty"`
 }
 
 // PortInfo sums up a Service port.
@@ -511,6 +514,7 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 	field("externalTrafficPolicy", oi.ExternalTrafficPolicy, ni.ExternalTrafficPolicy)
 	field("healthCheckNodePort", portWords(oi.HealthCheckNodePort), portWords(ni.HealthCheckNodePort))
 	field("ipvsScheduler", schedulerWords(oi.IPVSScheduler), schedulerWords(ni.IPVSScheduler))
+	field("serviceProxyName", proxyWords(oi.ProxyName), proxyWords(ni.ProxyName))
 
 	var fwd []fwdItem
 	routed := len(o.ClusterIPs) > 0 && len(n.ClusterIPs) > 0
@@ -683,6 +687,7 @@ func serviceInfo(s *plan.Service) *ServiceInfo {
 		ExternalTrafficPolicy: policyWord(s.ExternalLocal),
 		HealthCheckNodePort:   s.HealthCheckNodePort,
 		IPVSScheduler:         s.IPVSScheduler,
+		ProxyName:             s.ProxyName,
 	}
 	for i := range s.Ports {
 		si.Ports = append(si.Ports, portInfo(&s.Ports[i]))
@@ -718,6 +723,15 @@ func clusterIPWords(s *ServiceInfo) string {
 		return "None"
 	}
 	return joinAddrs(s.ClusterIPs)
+}
+
+// proxyWords names the proxy that serves a Service: netspec, or the
+// other proxy its service-proxy-name label names.
+func proxyWords(s string) string {
+	if s == "" {
+		return "netspec"
+	}
+	return s
 }
 
 // schedulerWords names an IPVS scheduler, or the node's default.

@@ -99,6 +99,8 @@ func TestDiff(t *testing.T) {
 	webMoved := dfSvc("web", "10.96.0.11", dfEP("10.244.1.5", "node-1"))
 	webWLC := web
 	webWLC.IPVSScheduler = "wlc"
+	webOther := web
+	webOther.ProxyName = "multus-proxy"
 	webPort := web
 	webPort.Ports = []plan.Port{{Name: "http", Protocol: "TCP", Port: 8000, Endpoints: web.Ports[0].Endpoints}}
 
@@ -223,6 +225,25 @@ func TestDiff(t *testing.T) {
 				Fields: []FieldChange{{Field: "ipvsScheduler", Old: "the node's default", New: "wlc"}},
 			}},
 			nodes: []NodeDiff{{Name: "node-1"}},
+		},
+		{
+			// Another proxy takes the Service: its rules go, its names
+			// stay.
+			name: "service-proxy-name set",
+			old:  dfPlans(one, web),
+			new:  dfPlans(one, webOther),
+			services: []ServiceDiff{{
+				Namespace: "shop", Name: "web", Change: DiffChanged,
+				Fields: []FieldChange{{Field: "serviceProxyName", Old: "netspec", New: "multus-proxy"}},
+				Ports: []PortDiff{{
+					PortInfo:   PortInfo{Name: "http", Protocol: "TCP", Port: 80, TargetPorts: []uint16{8080}, EndpointCount: 1, ReadyCount: 1},
+					Change:     DiffChanged,
+					Forwarding: []ForwardingChange{{Traffic: TrafficCluster, Change: DiffRemoved, Endpoint: dfAP("10.244.1.5:8080")}},
+				}},
+			}},
+			// The service chain, and the elements of its frontend, its
+			// endpoint's hairpin and its endpoint map.
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 5}}},
 		},
 		{
 			name: "cluster IP changes: DNS and env",

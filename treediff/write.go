@@ -176,6 +176,9 @@ func serviceSentence(si *ServiceInfo) string {
 	if si.HealthCheckNodePort != 0 {
 		parts = append(parts, fmt.Sprintf("healthCheckNodePort %d", si.HealthCheckNodePort))
 	}
+	if si.ProxyName != "" {
+		parts = append(parts, "served by proxy "+si.ProxyName+", not by netspec")
+	}
 	var ports []string
 	for _, p := range si.Ports {
 		ports = append(ports, portSentence(p))

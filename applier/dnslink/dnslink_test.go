@@ -166,7 +166,7 @@ func testRecords(t *testing.T) *dnsserver.Records {
 	rs, err := dnsserver.Compile(plan.DNS{Zones: []plan.Zone{
 		zone("cluster.local.", plan.Record{Name: "web.shop.svc.cluster.local.", Type: "A", TTL: 5, Data: "10.96.0.10"}),
 		zone("96.10.in-addr.arpa.", plan.Record{Name: "10.0.96.10.in-addr.arpa.", Type: "PTR", TTL: 5, Data: "web.shop.svc.cluster.local."}),
-	}})
+	}}, dnsserver.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestResolvConf(t *testing.T) {
 	up, err := dnsserver.Compile(plan.DNS{Zones: []plan.Zone{{Name: "example.test.", Records: []plan.Record{
 		{Name: "example.test.", Type: "SOA", TTL: 5, Data: "ns.example.test. hostmaster.example.test. 1 7200 1800 86400 5"},
 		{Name: "www.example.test.", Type: "A", TTL: 5, Data: "192.0.2.80"},
-	}}}})
+	}}}}, dnsserver.Cluster{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 )
 
 const (
-	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 3286048719 7200 1800 86400 5"
-	soaRev10   = "10.in-addr.arpa. 5 IN SOA localhost. hostmaster.10.in-addr.arpa. 4246024711 7200 1800 86400 5"
+	soaCluster = "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 1945356703 7200 1800 86400 5"
+	soaRev10   = "10.in-addr.arpa. 5 IN SOA localhost. hostmaster.10.in-addr.arpa. 774745621 7200 1800 86400 5"
 )
 
 // TestKubernetesRecords covers every record shape of the Kubernetes DNS

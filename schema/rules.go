@@ -111,6 +111,19 @@ func checkMetaName(o *Object, r *reporter, max int) {
 
 // ---- Service ----
 
+// topologyHintsAnnotation returns the annotation that asks the EndpointSlice
+// controller for topology-aware hints (service.kubernetes.io/topology-mode,
+// else the deprecated service.kubernetes.io/topology-aware-hints), when it
+// does: its value is Auto or auto, as the controller's hintsEnabled reads it.
+func topologyHintsAnnotation(a StringMap) (string, bool) {
+	for _, key := range []string{"service.kubernetes.io/topology-mode", "service.kubernetes.io/topology-aware-hints"} {
+		if v, ok := a.Lookup(key); ok {
+			return key, v == "Auto" || v == "auto"
+		}
+	}
+	return "", false
+}
+
 var (
 	pSpec      = diag.Path{"spec"}
 	pClusterIP = diag.Path{"spec", "clusterIP"}
@@ -139,6 +152,13 @@ func checkService(s *Service, r *reporter) {
 
 	if v, ok := s.Metadata.Labels.Lookup(ServiceProxyNameLabel); ok && !headless && !external {
 		r.warnf(diag.Path{"metadata", "labels", ServiceProxyNameLabel}, "gives the Service to the proxy %q: as kube-proxy, netspec installs no rule for it, so no node serves its cluster IPs, node ports or external addresses (its DNS records and env variables stay); remove the label for netspec to serve it", v)
+	}
+	if key, ok := topologyHintsAnnotation(s.Metadata.Annotations); ok && sp.Selector.Len() > 0 && !external {
+		why := "so its traffic is not kept in zones; spec.trafficDistribution: PreferClose keeps it in the client's zone, and netspec follows it"
+		if sp.TrafficDistribution != "" {
+			why = "so netspec follows spec.trafficDistribution instead (Kubernetes ignores it while this annotation asks for hints)"
+		}
+		r.warnf(diag.Path{"metadata", "annotations", key}, "asks the EndpointSlice controller for topology-aware hints, which it allocates by the zones' CPU; netspec does not compute them for the endpoints it takes from a selector, %s", why)
 	}
 	if sp.SessionAffinity != "ClientIP" && sp.SessionAffinityConfig != nil {
 		// The API server's defaulting clears it when sessionAffinity is

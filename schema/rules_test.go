@@ -223,7 +223,7 @@ var ruleIDs = []string{
 	"external-name", "external-name-no-ips",
 	"cluster-ip-equal", "cluster-ip-none", "cluster-ip-count", "cluster-ip-format", "ip-families",
 	"ip-family-policy",
-	"session-affinity", "affinity-timeout", "affinity-config", "ipvs-scheduler", "service-proxy-name",
+	"session-affinity", "affinity-timeout", "affinity-config", "ipvs-scheduler", "service-proxy-name", "topology-hints",
 	"external-traffic-policy", "internal-traffic-policy", "health-check-node-port",
 	"lb-source-ranges", "lb-ip", "lb-ingress-ip", "traffic-distribution", "external-ips",
 	"endpoint-ip", "endpoint-ports", "slice-address-type", "slice-endpoints", "slice-fqdn",
@@ -449,6 +449,12 @@ var ruleCases = []ruleCase{
 	{rule: "service-proxy-name", name: "empty value: a warning", yaml: svcObj(with("metadata.labels", yv(`{service.kubernetes.io/service-proxy-name: ""}`))),
 		want: []string{`warning: metadata.labels["service.kubernetes.io/service-proxy-name"]: gives the Service to the proxy ""`}},
 	{rule: "service-proxy-name", name: "headless: no data plane either way", yaml: svcObj(with("spec.clusterIP", "None"), with("metadata.labels", yv(`{service.kubernetes.io/service-proxy-name: multus-proxy}`)))},
+	{rule: "topology-hints", name: "topology-mode Auto: a warning", yaml: svcObj(with("metadata.annotations", yv(`{service.kubernetes.io/topology-mode: Auto}`))),
+		want: []string{`warning: metadata.annotations["service.kubernetes.io/topology-mode"]: asks the EndpointSlice controller for topology-aware hints, which it allocates by the zones' CPU; netspec does not compute them for the endpoints it takes from a selector, so its traffic is not kept in zones; spec.trafficDistribution: PreferClose keeps it in the client's zone, and netspec follows it$`}},
+	{rule: "topology-hints", name: "deprecated annotation, with trafficDistribution", yaml: svcObj(with("metadata.annotations", yv(`{service.kubernetes.io/topology-aware-hints: auto}`)), with("spec.trafficDistribution", "PreferClose")),
+		want: []string{`warning: metadata.annotations["service.kubernetes.io/topology-aware-hints"]: asks the EndpointSlice controller for topology-aware hints, which it allocates by the zones' CPU; netspec does not compute them for the endpoints it takes from a selector, so netspec follows spec.trafficDistribution instead (Kubernetes ignores it while this annotation asks for hints)$`}},
+	{rule: "topology-hints", name: "Disabled, or no selector", yaml: svcObj(with("metadata.annotations", yv(`{service.kubernetes.io/topology-mode: Disabled}`))) +
+		"---\n" + svcObj(with("metadata.name", "b"), with("metadata.annotations", yv(`{service.kubernetes.io/topology-mode: Auto}`)), without("spec.selector"))},
 	{rule: "affinity-config", name: "config with ClientIP", yaml: svcObj(with("spec.sessionAffinity", "ClientIP"), with("spec.sessionAffinityConfig", yv(`{clientIP: {}}`)))},
 
 	// ---- traffic policies, load balancers ----

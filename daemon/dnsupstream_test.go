@@ -2,10 +2,16 @@ package daemon
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"netspec.dev/netspec/internal/testnet"
 )
 
 // TestDNSUpstreamSelf checks that the DNS server's own address is never
@@ -31,5 +37,47 @@ func TestDNSUpstreamSelf(t *testing.T) {
 	opts.DNSListen = ""
 	if _, err := New(opts); err == nil {
 		t.Errorf("New with upstreams and no DNS server: no error")
+	}
+}
+
+// TestDNSForwardMetric checks the wiring of the forwarding metric: a
+// query for a name outside the zones, sent to an upstream that does not
+// answer, is counted by upstream and result.
+func TestDNSForwardMetric(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := pc.LocalAddr().String() // nothing listens once closed: refused at once
+	pc.Close()
+	dnsAddr := testnet.FreeLoopbackAddr(t)
+	r := start(t, basicTree(t), Options{Dataplane: DataplaneNone, DNSListen: dnsAddr, DNSUpstreams: []string{dead}})
+	select {
+	case <-r.DNSReady():
+	case <-time.After(deadline):
+		t.Fatal("DNS server not ready")
+	}
+	if got := lookup(t, dnsAddr, "example.com"); got != "SERVFAIL" {
+		t.Errorf("example.com with its only upstream down: %s, want SERVFAIL", got)
+	}
+	mfs, err := r.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if mf.GetName() != "netspec_dns_forward_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			s := ""
+			for _, l := range m.GetLabel() {
+				s += l.GetName() + "=" + l.GetValue() + " "
+			}
+			got = append(got, fmt.Sprintf("%s%g", s, m.GetCounter().GetValue()))
+		}
+	}
+	if want := []string{"result=error upstream=" + dead + " 1"}; !slices.Equal(got, want) {
+		t.Errorf("netspec_dns_forward_requests_total: %q, want %q", got, want)
 	}
 }

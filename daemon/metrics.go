@@ -3,15 +3,14 @@ package daemon
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"netspec.dev/netspec/applier/dnsserver"
 )
 
 // metrics are the watcher's Prometheus metrics, in a registry of its own.
@@ -26,6 +25,7 @@ type metrics struct {
 	treeErrors         prometheus.Gauge
 	driftRepairs       prometheus.Counter
 	dnsRequests        *prometheus.CounterVec // rcode
+	dnsForwards        *prometheus.CounterVec // upstream, result
 	lastSuccessNano    atomic.Int64           // for /healthz
 	ready              atomic.Bool            // for /readyz
 	healthyWithinNanos int64
@@ -79,6 +79,10 @@ func newMetrics(resync time.Duration) *metrics {
 		Name: "netspec_dns_requests_total",
 		Help: "DNS queries answered, by response code.",
 	}, []string{"rcode"})
+	m.dnsForwards = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "netspec_dns_forward_requests_total",
+		Help: "Queries sent to an upstream resolver (--dns-upstream), by upstream and result: the upstream's response code, error (timeout, network error, a reply to another question), or busy (upstream \"\": not sent, 256 forwards in flight already).",
+	}, []string{"upstream", "result"})
 	m.healthListeners = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "netspec_health_check_listeners",
 		Help: "Listeners of health check node ports (one per Service with a healthCheckNodePort and node address) serving.",
@@ -111,7 +115,7 @@ func newMetrics(resync time.Duration) *metrics {
 	}, []string{"action", "result"})
 	m.reg.MustRegister(m.probeEndpoints, m.probeServiceFailing, m.probeFailOpen, m.probeDuration)
 	m.reg.MustRegister(m.syncDuration, m.syncLast, m.syncFailures, m.programming,
-		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests, m.healthListeners, m.healthFailed,
+		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests, m.dnsForwards, m.healthListeners, m.healthFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -171,11 +175,12 @@ func (m *metrics) probeState(checks, failing int, perService map[string]int, fai
 
 // dnsQuery counts one DNS answer.
 func (m *metrics) dnsQuery(rcode int) {
-	name, ok := dns.RcodeToString[rcode]
-	if !ok {
-		name = strconv.Itoa(rcode)
-	}
-	m.dnsRequests.WithLabelValues(name).Inc()
+	m.dnsRequests.WithLabelValues(dnsserver.RcodeName(rcode)).Inc()
+}
+
+// dnsForward counts one query sent to an upstream (dnsserver.Options.OnForward).
+func (m *metrics) dnsForward(upstream, result string) {
+	m.dnsForwards.WithLabelValues(upstream, result).Inc()
 }
 
 // handler serves /metrics, /healthz and /readyz.

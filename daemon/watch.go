@@ -263,7 +263,7 @@ func New(opts Options) (*Watcher, error) {
 			}
 			w.log.Info("dns forwarding", "upstreams", strings.Join(upstreams, ","))
 		}
-		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery, Upstreams: upstreams})
+		w.dns = dnsserver.New(dnsserver.Options{TransferTo: opts.DNSTransferTo, OnQuery: w.metrics.dnsQuery, OnForward: w.metrics.dnsForward, Upstreams: upstreams})
 	}
 	if opts.MetricsListen != "" {
 		ln, err := net.Listen("tcp", opts.MetricsListen)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +32,19 @@ type forwarder struct {
 	upstreams []string // host:port
 	timeout   time.Duration
 	slots     chan struct{} // a token per forwarded query in flight
+	onForward func(upstream, result string)
 }
+
+// Results of one query to an upstream, as Options.OnForward gets them
+// besides the upstream's RCODE names.
+const (
+	// ForwardError: the upstream gave no usable answer (a timeout, a
+	// network error, a reply to another question).
+	ForwardError = "error"
+	// ForwardBusy: no upstream was asked, MaxForwards queries were in
+	// flight already (upstream "").
+	ForwardBusy = "busy"
+)
 
 func newForwarder(opts Options) *forwarder {
 	if len(opts.Upstreams) == 0 {
@@ -45,7 +58,11 @@ func newForwarder(opts Options) *forwarder {
 	if t <= 0 {
 		t = DefaultForwardTimeout
 	}
-	return &forwarder{upstreams: opts.Upstreams, timeout: t, slots: make(chan struct{}, n)}
+	on := opts.OnForward
+	if on == nil {
+		on = func(string, string) {}
+	}
+	return &forwarder{upstreams: opts.Upstreams, timeout: t, slots: make(chan struct{}, n), onForward: on}
 }
 
 // errBusy: every forwarding slot is taken.
@@ -62,6 +79,7 @@ func (f *forwarder) exchange(q *dns.Msg) (*dns.Msg, error) {
 	case f.slots <- struct{}{}:
 		defer func() { <-f.slots }()
 	default:
+		f.onForward("", ForwardBusy)
 		return nil, errBusy
 	}
 	out := q.Copy()
@@ -72,9 +90,11 @@ func (f *forwarder) exchange(q *dns.Msg) (*dns.Msg, error) {
 	for _, up := range f.upstreams {
 		r, err := f.ask(out, up)
 		if err != nil {
+			f.onForward(up, ForwardError)
 			lastErr = fmt.Errorf("upstream %s: %w", up, err)
 			continue
 		}
+		f.onForward(up, RcodeName(r.Rcode))
 		if r.Rcode == dns.RcodeServerFailure || r.Rcode == dns.RcodeRefused {
 			if fallback == nil {
 				fallback = r
@@ -87,6 +107,15 @@ func (f *forwarder) exchange(q *dns.Msg) (*dns.Msg, error) {
 		return fallback, nil
 	}
 	return nil, lastErr
+}
+
+// RcodeName is the name of a DNS response code (NOERROR, NXDOMAIN, …),
+// or its number when it has none: how metrics label it.
+func RcodeName(rcode int) string {
+	if name, ok := dns.RcodeToString[rcode]; ok {
+		return name
+	}
+	return strconv.Itoa(rcode)
 }
 
 // ask sends m to one upstream.

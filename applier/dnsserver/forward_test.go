@@ -262,7 +262,8 @@ func TestForwardBounded(t *testing.T) {
 		}
 		return upstreamAnswer(w, r)
 	})
-	s := New(Options{Upstreams: []string{up.addr}, MaxForwards: 1, ForwardTimeout: time.Minute})
+	var results forwardResults
+	s := New(Options{Upstreams: []string{up.addr}, MaxForwards: 1, ForwardTimeout: time.Minute, OnForward: results.add})
 	s.Swap(goldenRecords(t))
 	done := make(chan *dns.Msg)
 	go func() {
@@ -285,6 +286,49 @@ func TestForwardBounded(t *testing.T) {
 	}
 	ok := tcase{qname: "example.com.", qtype: dns.TypeA, answer: []string{"example.com. 300 IN A 192.0.2.1"}}
 	checkFwd(t, ok, query(t, s, ok.msg()), false)
+	// The two refused (the query and the ExternalName's target) were
+	// asked of no upstream.
+	want := []string{" busy", " busy", up.addr + " NXDOMAIN", up.addr + " NOERROR"}
+	if got := results.get(); !slices.Equal(got, want) {
+		t.Errorf("OnForward got %q, want %q", got, want)
+	}
+}
+
+// forwardResults records Options.OnForward's calls as "upstream result".
+type forwardResults struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *forwardResults) add(upstream, result string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, upstream+" "+result)
+}
+
+func (r *forwardResults) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// TestForwardResults checks what OnForward is told: once per upstream
+// asked, with its answer's RCODE or an error.
+func TestForwardResults(t *testing.T) {
+	up := startUpstream(t, nil)
+	dead := deadAddr(t)
+	var results forwardResults
+	s := New(Options{Upstreams: []string{dead, up.addr}, OnForward: results.add})
+	s.Swap(goldenRecords(t))
+	for _, q := range []string{"example.com.", "servfail.example.com."} {
+		m := new(dns.Msg)
+		m.SetQuestion(q, dns.TypeA)
+		query(t, s, m)
+	}
+	want := []string{dead + " error", up.addr + " NOERROR", dead + " error", up.addr + " SERVFAIL"}
+	if got := results.get(); !slices.Equal(got, want) {
+		t.Errorf("OnForward got %q, want %q", got, want)
+	}
 }
 
 // TestNoUpstream checks that without upstreams nothing changes: names

@@ -49,6 +49,13 @@ type Options struct {
 	// MaxForwards bounds the upstream queries in flight; beyond it a
 	// query outside the zones gets SERVFAIL (DefaultMaxForwards when 0).
 	MaxForwards int
+	// OnForward, if set, is called once per query sent to an upstream,
+	// with the upstream (host:port) and the result: the RCODE name of its
+	// answer (NOERROR, NXDOMAIN, SERVFAIL, …) or ForwardError; and with
+	// upstream "" and ForwardBusy for a query no upstream was asked, as
+	// MaxForwards were in flight. For metrics: safe for concurrent use
+	// and quick.
+	OnForward func(upstream, result string)
 }
 
 // Server is an authoritative DNS server for the zones of a Records

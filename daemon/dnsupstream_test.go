@@ -60,22 +60,13 @@ func TestDNSForwardMetric(t *testing.T) {
 	if got := lookup(t, dnsAddr, "example.com"); got != "SERVFAIL" {
 		t.Errorf("example.com with its only upstream down: %s, want SERVFAIL", got)
 	}
-	mfs, err := r.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, mf := range mfs {
-		if mf.GetName() != "netspec_dns_forward_requests_total" {
-			continue
+	for _, m := range metricSeries(t, r.Watcher, "netspec_dns_forward_requests_total") {
+		s := ""
+		for _, l := range m.GetLabel() {
+			s += l.GetName() + "=" + l.GetValue() + " "
 		}
-		for _, m := range mf.GetMetric() {
-			s := ""
-			for _, l := range m.GetLabel() {
-				s += l.GetName() + "=" + l.GetValue() + " "
-			}
-			got = append(got, fmt.Sprintf("%s%g", s, m.GetCounter().GetValue()))
-		}
+		got = append(got, fmt.Sprintf("%s%g", s, m.GetCounter().GetValue()))
 	}
 	if want := []string{"result=error upstream=" + dead + " 1"}; !slices.Equal(got, want) {
 		t.Errorf("netspec_dns_forward_requests_total: %q, want %q", got, want)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // query asks the watcher's status socket, as netspec status does.
@@ -40,25 +42,31 @@ func (r *running) statusUntil(t *testing.T, what string, cond func(*Status) bool
 // revisionMetric returns the revision labels of netspec_applied_revision_info.
 func revisionMetric(t *testing.T, w *Watcher) []string {
 	t.Helper()
+	var out []string
+	for _, m := range metricSeries(t, w, "netspec_applied_revision_info") {
+		if m.GetGauge().GetValue() != 1 {
+			t.Errorf("netspec_applied_revision_info = %v, want 1", m.GetGauge().GetValue())
+		}
+		for _, l := range m.GetLabel() {
+			out = append(out, l.GetValue())
+		}
+	}
+	return out
+}
+
+// metricSeries returns the series of the metric name that w exports now.
+func metricSeries(t *testing.T, w *Watcher, name string) []*dto.Metric {
+	t.Helper()
 	mfs, err := w.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
 	for _, mf := range mfs {
-		if mf.GetName() != "netspec_applied_revision_info" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetGauge().GetValue() != 1 {
-				t.Errorf("netspec_applied_revision_info = %v, want 1", m.GetGauge().GetValue())
-			}
-			for _, l := range m.GetLabel() {
-				out = append(out, l.GetValue())
-			}
+		if mf.GetName() == name {
+			return mf.GetMetric()
 		}
 	}
-	return out
+	return nil
 }
 
 func TestStatusFollowsSyncs(t *testing.T) {

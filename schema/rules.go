@@ -288,6 +288,11 @@ func checkExternalName(sp *ServiceSpec, r *reporter) {
 		r.errorf(pSpec.Key("externalName"), "is required for an ExternalName Service")
 	case !IsDNS1123Subdomain(name):
 		r.errorf(pSpec.Key("externalName"), "%q is not a valid DNS name (a DNS-1123 subdomain, such as db.example.com)", sp.ExternalName)
+	default:
+		if a, err := netip.ParseAddr(name); err == nil && a.Is4() {
+			// Accepted by the API server, as a name of digits.
+			r.warnf(pSpec.Key("externalName"), "%q looks like an IPv4 address, but it is a DNS name of digits to Kubernetes and to DNS: its CNAME leads nowhere (CoreDNS answers nothing for it); for an address, use a Service without selector and an EndpointSlice that holds it", sp.ExternalName)
+		}
 	}
 	if sp.ClusterIP != "" {
 		r.errorf(pClusterIP, "must not be set for an ExternalName Service")

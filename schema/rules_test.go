@@ -360,6 +360,9 @@ var ruleCases = []ruleCase{
 	// ---- ExternalName ----
 	{rule: "external-name", name: "trailing dot", yaml: extNameObj(with("spec.externalName", "db.example.com."))},
 	{rule: "external-name", name: "single label", yaml: extNameObj(with("spec.externalName", "db"))},
+	{rule: "external-name", name: "an IPv4 address: a warning", yaml: extNameObj(with("spec.externalName", "192.0.2.10")),
+		want: []string{`warning: spec.externalName: "192.0.2.10" looks like an IPv4 address, but it is a DNS name of digits to Kubernetes and to DNS`}},
+	{rule: "external-name", name: "digits that are no address", yaml: extNameObj(with("spec.externalName", "1.2.3.4.5"))},
 	{rule: "external-name", name: "missing", yaml: extNameObj(without("spec.externalName")),
 		want: []string{`spec.externalName: is required for an ExternalName Service`}},
 	{rule: "external-name", name: "underscore", yaml: extNameObj(with("spec.externalName", "db_1.example.com")),

@@ -20,11 +20,14 @@ const (
 	DiffChanged = "changed"
 )
 
-// Traffic kinds of a forwarding change: what the cluster IPs receive, and
-// what node ports, external and LoadBalancer IPs receive.
+// Traffic kinds of a forwarding change: what the cluster IPs receive; what
+// node ports, external and LoadBalancer IPs receive; and, for a Service
+// with both traffic policies Local, what pods and the node itself send to
+// those external frontends (kube-proxy's short-circuit, plan.Port.ShortCircuit).
 const (
-	TrafficCluster  = "cluster"
-	TrafficExternal = "external"
+	TrafficCluster      = "cluster"
+	TrafficExternal     = "external"
+	TrafficShortCircuit = "short-circuit"
 )
 
 // PlanDiff is the semantic difference between the Plans of two trees, for
@@ -160,7 +163,7 @@ func (e *EndpointDiff) State() string {
 // starts or stops forwarding cluster or external traffic to. Endpoints
 // added or removed are not listed: their state says it.
 type ForwardingChange struct {
-	Traffic  string         `json:"traffic"` // cluster or external
+	Traffic  string         `json:"traffic"` // cluster, external or short-circuit
 	Change   string         `json:"change"`  // added (now forwards) or removed
 	Endpoint netip.AddrPort `json:"endpoint"`
 }
@@ -548,6 +551,13 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 		}
 		if external {
 			for _, f := range forwarding(TrafficExternal, op, op.External, np, np.External) {
+				fwd = append(fwd, fwdItem{svc: n.Key(), port: np.Name, ForwardingChange: f})
+			}
+		}
+		if external && (op.ShortCircuit != nil || np.ShortCircuit != nil) {
+			// Otherwise the short-circuit follows the cluster set, whose
+			// changes are reported already.
+			for _, f := range forwarding(TrafficShortCircuit, op, op.ShortCircuitSet(), np, np.ShortCircuitSet()) {
 				fwd = append(fwd, fwdItem{svc: n.Key(), port: np.Name, ForwardingChange: f})
 			}
 		}

@@ -101,6 +101,13 @@ func TestDiff(t *testing.T) {
 	webWLC.IPVSScheduler = "wlc"
 	webOther := web
 	webOther.ProxyName = "multus-proxy"
+	// Both policies Local: node-1's own endpoint serves its cluster and
+	// external traffic, every endpoint pods' and the node's traffic to
+	// the node port (kube-proxy's short-circuit).
+	webBothLocal := dfNodePort(web2, 30080, true)
+	webBothLocal.InternalLocal = true
+	webBothLocalDown := dfNodePort(dfSvc("web", "10.96.0.10", dfEP("10.244.1.5", "node-1"), dfNotReady(dfEP("10.244.2.7", "node-2"))), 30080, true)
+	webBothLocalDown.InternalLocal = true
 	webPort := web
 	webPort.Ports = []plan.Port{{Name: "http", Protocol: "TCP", Port: 8000, Endpoints: web.Ports[0].Endpoints}}
 
@@ -244,6 +251,30 @@ func TestDiff(t *testing.T) {
 			// The service chain, and the elements of its frontend, its
 			// endpoint's hairpin and its endpoint map.
 			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 1, ElementsRemoved: 5}}},
+		},
+		{
+			// node-2's endpoint goes down: on node-1 only the
+			// short-circuit loses it.
+			name: "both policies Local: the short-circuit",
+			old:  dfPlans(one, webBothLocal),
+			new:  dfPlans(one, webBothLocalDown),
+			services: []ServiceDiff{{
+				Namespace: "shop", Name: "web", Change: DiffChanged,
+				Ports: []PortDiff{{
+					PortInfo: PortInfo{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080, TargetPorts: []uint16{8080}, EndpointCount: 2, ReadyCount: 1},
+					Change:   DiffChanged,
+					Endpoints: []EndpointDiff{{
+						Endpoint: dfAP("10.244.2.7:8080"), Change: DiffChanged, NodeName: "node-2",
+						Fields: []FieldChange{{Field: "state", Old: "ready", New: "not ready"}},
+					}},
+					Forwarding: []ForwardingChange{{Traffic: TrafficShortCircuit, Change: DiffRemoved, Endpoint: dfAP("10.244.2.7:8080")}},
+				}},
+			}},
+			// The cluster IP's service-ips element now goes to the
+			// service chain (the short-circuit set is the cluster set),
+			// 10.244.2.7's hairpin element goes, and the endpoint map
+			// holds one endpoint instead of two.
+			nodes: []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ElementsAdded: 2, ElementsRemoved: 4}}},
 		},
 		{
 			name: "cluster IP changes: DNS and env",

@@ -294,7 +294,7 @@ func endpointPhrase(e EndpointDiff) string {
 
 // forwardingPhrases: now forwards traffic to A, B; no longer forwards
 // external traffic to C. Cluster and external changes that are the same
-// are said once, as traffic.
+// are said once, as traffic; short-circuit changes on their own.
 func forwardingPhrases(prefix string, fs []ForwardingChange) []string {
 	set := map[[2]string][]string{}
 	for _, f := range fs {
@@ -317,6 +317,9 @@ func forwardingPhrases(prefix string, fs []ForwardingChange) []string {
 		}
 		if len(x) > 0 {
 			out = append(out, fmt.Sprintf("%s%s external traffic to %s", prefix, verb, strings.Join(x, ", ")))
+		}
+		if sc := set[[2]string{change, TrafficShortCircuit}]; len(sc) > 0 {
+			out = append(out, fmt.Sprintf("%s%s short-circuited traffic (from pods and the node to the external frontends) to %s", prefix, verb, strings.Join(sc, ", ")))
 		}
 	}
 	return out

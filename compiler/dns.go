@@ -63,7 +63,9 @@ func dnsRecords(p *plan.Plan) plan.DNS {
 		s := &p.Services[i]
 		switch {
 		case s.Type == "ExternalName":
-			fwd.add(serviceName(s, domain), "CNAME", s.ExternalName+".")
+			if s.HasCNAME() {
+				fwd.add(serviceName(s, domain), "CNAME", s.ExternalName+".")
+			}
 		case s.Headless:
 			headlessRecords(fwd, ptr, s, serviceName(s, domain))
 		default:

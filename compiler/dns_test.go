@@ -165,3 +165,26 @@ func TestDNSServiceNameSRV(t *testing.T) {
 		})
 	}
 }
+
+// TestDNSExternalName: an ExternalName Service's name is a CNAME to its
+// externalName, but none when that reads as an IPv4 address (a name of
+// digits to Kubernetes, for which CoreDNS publishes nothing).
+func TestDNSExternalName(t *testing.T) {
+	for _, tc := range []struct {
+		externalName string
+		want         []string
+	}{
+		{externalName: "db.example.com", want: []string{"db.example.com."}},
+		{externalName: "192.0.2.10", want: nil},
+		{externalName: "1.2.3.4.5", want: []string{"1.2.3.4.5."}},
+	} {
+		d := dnsRecords(dnsPlan(5, plan.Service{Namespace: "ns", Name: "x", Type: "ExternalName", ExternalName: tc.externalName}))
+		var got []string
+		for _, r := range zoneRecords(d, "cluster.local.", "x.ns.svc.cluster.local.", "CNAME") {
+			got = append(got, r.Data)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("externalName %s: CNAME (-want +got):\n%s", tc.externalName, diff)
+		}
+	}
+}

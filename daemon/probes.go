@@ -269,6 +269,9 @@ func (ps *probes) outOf(p *plan.Plan) (out map[outKey]plan.Probe, perService map
 	}
 	for i := range p.Services {
 		s := &p.Services[i]
+		if s.ProxyName != "" && !s.Headless {
+			continue // another proxy's: nothing of this node's goes to its endpoints
+		}
 		addrs := map[netip.Addr]bool{}
 		for j := range s.Ports {
 			for _, e := range s.Ports[j].Endpoints {

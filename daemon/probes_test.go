@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -460,5 +461,28 @@ status: {podIP: 10.244.1.30, conditions: [{type: Ready, status: "True"}]}
 	r.statusUntil(t, "the tree valid", func(s *Status) bool { return s.TreeState.Valid })
 	if got := clusterOf(r.probedPlan(t), "probed/api"); got != "10.244.2.11:8080" {
 		t.Errorf("api's endpoints after the fix: %s", got)
+	}
+}
+
+// TestProbeOutOfOtherProxy: a Service another proxy serves is not listed
+// with an endpoint out for its probe (this node sends it nothing), though
+// the check fails for a Service that uses the same endpoint; a headless
+// one is (its DNS answers follow the probe).
+func TestProbeOutOfOtherProxy(t *testing.T) {
+	pr := plan.Probe{Action: plan.ProbeTCPSocket, Port: 80, PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+	e := plan.Endpoint{IP: netip.MustParseAddr("10.0.0.1"), Port: 80, Ready: true, Probes: []plan.Probe{pr}}
+	port := plan.Port{Endpoints: []plan.Endpoint{e}}
+	p := &plan.Plan{Services: []plan.Service{
+		{Namespace: "a", Name: "mine", Ports: []plan.Port{port}},
+		{Namespace: "a", Name: "theirs", ProxyName: "multus-proxy", Ports: []plan.Port{port}},
+		{Namespace: "a", Name: "theirs-hl", ProxyName: "multus-proxy", Headless: true, Ports: []plan.Port{port}},
+	}}
+	ps := newProbes(nil)
+	k := probe.Target{Addr: e.IP, Probe: pr}.Key()
+	ps.failing[k] = true
+	ps.failingAddrs[e.IP] = true
+	_, perService := ps.outOf(p)
+	if want := map[string]int{"a/mine": 1, "a/theirs-hl": 1}; !maps.Equal(perService, want) {
+		t.Errorf("failing endpoints by Service: %v, want %v", perService, want)
 	}
 }

@@ -98,6 +98,18 @@ type Service struct {
 // Key is namespace/name.
 func (s *Service) Key() string { return s.Namespace + "/" + s.Name }
 
+// HasCNAME tells whether an ExternalName Service's DNS name is a CNAME to
+// its ExternalName: not when that reads as an IPv4 address, which
+// Kubernetes takes as a name of digits and CoreDNS publishes no record
+// for.
+func (s *Service) HasCNAME() bool {
+	if s.Type != "ExternalName" {
+		return false
+	}
+	a, err := netip.ParseAddr(s.ExternalName)
+	return err != nil || !a.Is4()
+}
+
 // Proxied tells whether the node's data plane serves s: it has frontends
 // (it is neither headless nor an ExternalName Service) and no other proxy
 // serves it (ProxyName).

@@ -112,11 +112,13 @@ func checkMetaName(o *Object, r *reporter, max int) {
 // ---- Service ----
 
 // topologyHintsAnnotation returns the annotation that asks the EndpointSlice
-// controller for topology-aware hints (service.kubernetes.io/topology-mode,
-// else the deprecated service.kubernetes.io/topology-aware-hints), when it
-// does: its value is Auto or auto, as the controller's hintsEnabled reads it.
+// controller for topology-aware hints (the deprecated
+// service.kubernetes.io/topology-aware-hints, else
+// service.kubernetes.io/topology-mode), when it does: its value is Auto or
+// auto, as the controller's hintsEnabled reads it.
 func topologyHintsAnnotation(a StringMap) (string, bool) {
-	for _, key := range []string{"service.kubernetes.io/topology-mode", "service.kubernetes.io/topology-aware-hints"} {
+	// The deprecated key wins when both are set, as in hintsEnabled.
+	for _, key := range []string{"service.kubernetes.io/topology-aware-hints", "service.kubernetes.io/topology-mode"} {
 		if v, ok := a.Lookup(key); ok {
 			return key, v == "Auto" || v == "auto"
 		}
@@ -291,7 +293,7 @@ func checkExternalName(sp *ServiceSpec, r *reporter) {
 	default:
 		if a, err := netip.ParseAddr(name); err == nil && a.Is4() {
 			// Accepted by the API server, as a name of digits.
-			r.warnf(pSpec.Key("externalName"), "%q looks like an IPv4 address, but it is a DNS name of digits to Kubernetes and to DNS: its CNAME leads nowhere (CoreDNS answers nothing for it); for an address, use a Service without selector and an EndpointSlice that holds it", sp.ExternalName)
+			r.warnf(pSpec.Key("externalName"), "%q looks like an IPv4 address, but it is a DNS name of digits to Kubernetes and to DNS, which resolves nowhere: as CoreDNS, netspec gives the Service's name no record; for an address, use a Service without selector and an EndpointSlice that holds it", sp.ExternalName)
 		}
 	}
 	if sp.ClusterIP != "" {

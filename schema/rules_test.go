@@ -361,7 +361,7 @@ var ruleCases = []ruleCase{
 	{rule: "external-name", name: "trailing dot", yaml: extNameObj(with("spec.externalName", "db.example.com."))},
 	{rule: "external-name", name: "single label", yaml: extNameObj(with("spec.externalName", "db"))},
 	{rule: "external-name", name: "an IPv4 address: a warning", yaml: extNameObj(with("spec.externalName", "192.0.2.10")),
-		want: []string{`warning: spec.externalName: "192.0.2.10" looks like an IPv4 address, but it is a DNS name of digits to Kubernetes and to DNS`}},
+		want: []string{`warning: spec.externalName: "192.0.2.10" looks like an IPv4 address, but it is a DNS name of digits to Kubernetes and to DNS, which resolves nowhere: as CoreDNS, netspec gives the Service's name no record`}},
 	{rule: "external-name", name: "digits that are no address", yaml: extNameObj(with("spec.externalName", "1.2.3.4.5"))},
 	{rule: "external-name", name: "missing", yaml: extNameObj(without("spec.externalName")),
 		want: []string{`spec.externalName: is required for an ExternalName Service`}},
@@ -456,6 +456,7 @@ var ruleCases = []ruleCase{
 		want: []string{`warning: metadata.annotations["service.kubernetes.io/topology-mode"]: asks the EndpointSlice controller for topology-aware hints, which it allocates by the zones' CPU; netspec does not compute them for the endpoints it takes from a selector, so its traffic is not kept in zones; spec.trafficDistribution: PreferClose keeps it in the client's zone, and netspec follows it$`}},
 	{rule: "topology-hints", name: "deprecated annotation, with trafficDistribution", yaml: svcObj(with("metadata.annotations", yv(`{service.kubernetes.io/topology-aware-hints: auto}`)), with("spec.trafficDistribution", "PreferClose")),
 		want: []string{`warning: metadata.annotations["service.kubernetes.io/topology-aware-hints"]: asks the EndpointSlice controller for topology-aware hints, which it allocates by the zones' CPU; netspec does not compute them for the endpoints it takes from a selector, so netspec follows spec.trafficDistribution instead (Kubernetes ignores it while this annotation asks for hints)$`}},
+	{rule: "topology-hints", name: "the deprecated key wins", yaml: svcObj(with("metadata.annotations", yv(`{service.kubernetes.io/topology-aware-hints: Disabled, service.kubernetes.io/topology-mode: Auto}`)))},
 	{rule: "topology-hints", name: "Disabled, or no selector", yaml: svcObj(with("metadata.annotations", yv(`{service.kubernetes.io/topology-mode: Disabled}`))) +
 		"---\n" + svcObj(with("metadata.name", "b"), with("metadata.annotations", yv(`{service.kubernetes.io/topology-mode: Auto}`)), without("spec.selector"))},
 	{rule: "affinity-config", name: "config with ClientIP", yaml: svcObj(with("spec.sessionAffinity", "ClientIP"), with("spec.sessionAffinityConfig", yv(`{clientIP: {}}`)))},

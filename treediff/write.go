@@ -308,15 +308,16 @@ func forwardingPhrases(prefix string, fs []ForwardingChange) []string {
 			verb = "no longer forwards"
 		}
 		c, x := set[[2]string{change, TrafficCluster}], set[[2]string{change, TrafficExternal}]
-		if len(c) > 0 && strings.Join(c, ",") == strings.Join(x, ",") {
+		switch {
+		case len(c) > 0 && strings.Join(c, ",") == strings.Join(x, ","):
 			out = append(out, fmt.Sprintf("%s%s traffic to %s", prefix, verb, strings.Join(c, ", ")))
-			continue
-		}
-		if len(c) > 0 {
-			out = append(out, fmt.Sprintf("%s%s cluster traffic to %s", prefix, verb, strings.Join(c, ", ")))
-		}
-		if len(x) > 0 {
-			out = append(out, fmt.Sprintf("%s%s external traffic to %s", prefix, verb, strings.Join(x, ", ")))
+		default:
+			if len(c) > 0 {
+				out = append(out, fmt.Sprintf("%s%s cluster traffic to %s", prefix, verb, strings.Join(c, ", ")))
+			}
+			if len(x) > 0 {
+				out = append(out, fmt.Sprintf("%s%s external traffic to %s", prefix, verb, strings.Join(x, ", ")))
+			}
 		}
 		if sc := set[[2]string{change, TrafficShortCircuit}]; len(sc) > 0 {
 			out = append(out, fmt.Sprintf("%s%s short-circuited traffic (from pods and the node to the external frontends) to %s", prefix, verb, strings.Join(sc, ", ")))

@@ -105,19 +105,20 @@ func TestServiceSentenceWithoutPorts(t *testing.T) {
 }
 
 // TestForwardingPhrases: cluster and external changes that are the same
-// are said once; the short-circuit's on their own.
+// are said once; the short-circuit's on their own, also beside those.
 func TestForwardingPhrases(t *testing.T) {
 	a, b := dfAP("10.244.1.5:8080"), dfAP("10.244.2.7:8080")
 	got := forwardingPhrases("", []ForwardingChange{
 		{Traffic: TrafficCluster, Change: DiffAdded, Endpoint: a},
 		{Traffic: TrafficExternal, Change: DiffAdded, Endpoint: a},
-		{Traffic: TrafficShortCircuit, Change: DiffRemoved, Endpoint: b},
+		{Traffic: TrafficShortCircuit, Change: DiffAdded, Endpoint: a},
+		{Traffic: TrafficShortCircuit, Change: DiffAdded, Endpoint: b},
 		{Traffic: TrafficExternal, Change: DiffRemoved, Endpoint: b},
 	})
 	want := []string{
 		"now forwards traffic to 10.244.1.5:8080",
+		"now forwards short-circuited traffic (from pods and the node to the external frontends) to 10.244.1.5:8080, 10.244.2.7:8080",
 		"no longer forwards external traffic to 10.244.2.7:8080",
-		"no longer forwards short-circuited traffic (from pods and the node to the external frontends) to 10.244.2.7:8080",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("forwardingPhrases:\n%q\nwant\n%q", got, want)

@@ -320,6 +320,14 @@ func (rs *Records) chase(m *dns.Msg, qtype uint16, cname []dns.RR) (outside stri
 		target := strings.ToLower(cname[0].(*dns.CNAME).Target)
 		n := rs.names[target]
 		if n == nil {
+			if rs.synth != nil {
+				var sm dns.Msg
+				if rs.synth.answer(&sm, target, qtype) {
+					ans = append(ans, sm.Answer...)
+					m.Ns = sm.Ns
+					break
+				}
+			}
 			if z := rs.zoneOf(target); z != nil {
 				m.Rcode = dns.RcodeNameError
 				m.Ns = z.negSOA

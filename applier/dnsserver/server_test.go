@@ -182,6 +182,35 @@ func TestClusterNames(t *testing.T) {
 	}
 }
 
+// TestClusterNamesWithoutServices: svc. exists (NODATA) with no record
+// below it, as the namespaces below it do, and a CNAME to a pod name (an
+// ExternalName Service) is followed to its address.
+func TestClusterNamesWithoutServices(t *testing.T) {
+	rs, err := Compile(plan.DNS{Zones: []plan.Zone{zoneRecords("cluster.local.", 5, 5, 1,
+		[3]string{"ext.web.svc.cluster.local.", "CNAME", "10-244-1-5.web.pod.cluster.local."},
+		[3]string{"gone.web.svc.cluster.local.", "CNAME", "10-244-1.web.pod.cluster.local."},
+	)}}, Cluster{Domain: "cluster.local", Namespaces: []string{"jobs", "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{})
+	s.Swap(rs)
+	soa := "cluster.local. 5 IN SOA localhost. hostmaster.cluster.local. 1 7200 1800 86400 5"
+	for _, tc := range []tcase{
+		{qname: "svc.cluster.local.", qtype: dns.TypeA, ns: []string{soa}},
+		{qname: "jobs.svc.cluster.local.", qtype: dns.TypeA, ns: []string{soa}},
+		{qname: "ext.web.svc.cluster.local.", qtype: dns.TypeA, answer: []string{
+			"ext.web.svc.cluster.local. 5 IN CNAME 10-244-1-5.web.pod.cluster.local.",
+			"10-244-1-5.web.pod.cluster.local. 5 IN A 10.244.1.5"}},
+		{qname: "ext.web.svc.cluster.local.", qtype: dns.TypeAAAA, answer: []string{
+			"ext.web.svc.cluster.local. 5 IN CNAME 10-244-1-5.web.pod.cluster.local."}, ns: []string{soa}},
+		{qname: "gone.web.svc.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError, answer: []string{
+			"gone.web.svc.cluster.local. 5 IN CNAME 10-244-1.web.pod.cluster.local."}, ns: []string{soa}},
+	} {
+		tc.check(t, query(t, s, tc.msg()))
+	}
+}
+
 // TestProtocol covers the protocol cases with the golden records.
 func TestProtocol(t *testing.T) {
 	s := New(Options{})

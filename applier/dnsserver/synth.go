@@ -15,9 +15,10 @@ import (
 // "pods insecure" (kubeadm's Corefile): a pod name
 // <a-b-c-d>.<namespace>.pod.<domain> (IPv6: its address with '-' for ':')
 // is answered with that address (A or AAAA) in every namespace of the tree,
-// whether or not a pod has it; <namespace>.pod.<domain>, pod.<domain> and
-// <namespace>.svc.<domain> exist (NODATA) for every namespace, Services or
-// not. These names are in no zone file and no zone transfer, as CoreDNS's
+// whether or not a pod has it; <namespace>.pod.<domain>, pod.<domain>,
+// <namespace>.svc.<domain> and svc.<domain> exist (NODATA) for every
+// namespace, Services or not; a CNAME to such a name (an ExternalName
+// Service) is followed to it. These names are in no zone file and no zone transfer, as CoreDNS's
 // transfers leave them out too. The zero Cluster answers none of them.
 type Cluster struct {
 	Domain     string   // the cluster domain, without the trailing dot (plan.Cluster.Domain)
@@ -81,8 +82,10 @@ func (rs *Records) compileCluster(c Cluster) error {
 // answer fills m for a lower-case name that has no node, when it is one of
 // the names the Cluster makes exist, and reports whether it did.
 func (s *synth) answer(m *dns.Msg, name string, qtype uint16) bool {
-	if name == s.pod {
-		m.Ns = s.zone.negSOA // an empty non-terminal above the pod names
+	if name == s.pod || name == s.svc {
+		// Empty non-terminals above the pod and namespace names (svc.
+		// has no node when no record lies below it).
+		m.Ns = s.zone.negSOA
 		return true
 	}
 	if rest, ok := strings.CutSuffix(name, "."+s.svc); ok {

@@ -281,6 +281,9 @@ func noFrontends(p *plan.Plan, key string) string {
 			continue
 		}
 		if s.Type == "ExternalName" {
+			if !s.HasCNAME() {
+				return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, and its externalName %s reads as an IPv4 address, which Kubernetes takes as a DNS name of digits: as CoreDNS, netspec gives the Service's name no record; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
+			}
 			return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, so its DNS name is a CNAME to %s and clients connect to that name; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
 		}
 		return fmt.Sprintf("Service %s has no frontends on node %s: it is headless, so its DNS name resolves to the endpoints' own addresses and clients connect to them directly", key, p.Node.Name)

@@ -666,8 +666,15 @@ func checkEndpointLink(o *schema.Object, byKey map[string]*service, r *reporter)
 			r.warnf(o, p, "has no label %s, so the slice belongs to no Service and is unused", schema.ServiceNameLabel)
 			return
 		}
-		if byKey[key] == nil {
+		s := byKey[key]
+		switch {
+		case s == nil:
 			r.warnf(o, diag.Path{"metadata", "labels", schema.ServiceNameLabel}, "no Service %s exists, so this slice is unused", key)
+		case OtherProxySlice(o.EndpointSlice, s.obj.Service) && s.spec().Selector.Len() == 0:
+			if _, ok := s.obj.Service.Metadata.Labels.Lookup(schema.ServiceProxyNameLabel); !ok {
+				// (A Service with the label is warned about itself.)
+				r.warnf(o, diag.Path{"metadata", "labels", schema.ServiceProxyNameLabel}, "gives this slice to another proxy: kube-proxy leaves it out, and netspec's data plane too, so Service %s does not forward to its endpoints", key)
+			}
 		}
 	}
 }

@@ -46,6 +46,9 @@ func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, 
 			eps = append(eps, c.manualEndpoints(e, port, fams)...)
 		}
 		for _, s := range c.slices[key] {
+			if OtherProxySlice(s, svc) {
+				continue
+			}
 			eps = append(eps, c.sliceEndpoints(s, port, fams)...)
 		}
 		// The annotation's probe is for the endpoints without a Pod:
@@ -72,6 +75,15 @@ func (c *compilation) endpointsOf(svc *schema.Service, port schema.ServicePort, 
 		eps = slices.Clone(eps)
 	}
 	return eps
+}
+
+// OtherProxySlice tells whether kube-proxy leaves out slice s of svc, and
+// netspec with it: the slice has the label service.kubernetes.io/service-proxy-name
+// (kube-proxy's informers filter such slices out) and svc is not headless.
+// A headless Service's slices are for DNS only, and CoreDNS reads them all.
+func OtherProxySlice(s *schema.EndpointSlice, svc *schema.Service) bool {
+	_, ok := s.Metadata.Labels.Lookup(schema.ServiceProxyNameLabel)
+	return ok && !isHeadless(&svc.Spec)
 }
 
 // state ranks an endpoint's usefulness: ready, serving, then neither.

@@ -661,11 +661,23 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 		return orNone(out)
 	}
 	var found []string
+	named := false // an object has the Service port's name and protocol
+	has := func(ps []schema.EndpointPort) bool {
+		return slices.ContainsFunc(ps, func(p schema.EndpointPort) bool {
+			return p.Name == sp.Name && cmp.Or(p.Protocol, "TCP") == sp.Protocol
+		})
+	}
 	for _, o := range objs {
 		switch {
 		case o.EndpointSlice != nil:
 			m := o.EndpointSlice.Metadata
-			if m.Namespace == so.Metadata.Namespace && m.Labels.Get(schema.ServiceNameLabel) == so.Metadata.Name {
+			switch {
+			case m.Namespace != so.Metadata.Namespace || m.Labels.Get(schema.ServiceNameLabel) != so.Metadata.Name:
+			case compiler.OtherProxySlice(o.EndpointSlice, so):
+				found = append(found, fmt.Sprintf("EndpointSlice %s is left out, as kube-proxy leaves it (label %s=%s: another proxy's)",
+					m.Name, schema.ServiceProxyNameLabel, m.Labels.Get(schema.ServiceProxyNameLabel)))
+			default:
+				named = named || has(o.EndpointSlice.Ports)
 				found = append(found, fmt.Sprintf("EndpointSlice %s has port(s) %s", m.Name, ports(o.EndpointSlice.Ports)))
 			}
 		case o.Endpoints != nil:
@@ -675,6 +687,7 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 				for _, sub := range o.Endpoints.Subsets {
 					ps = append(ps, sub.Ports...)
 				}
+				named = named || has(ps)
 				found = append(found, fmt.Sprintf("Endpoints %s has port(s) %s", m.Name, ports(ps)))
 			}
 		}
@@ -683,6 +696,9 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 	if len(found) == 0 {
 		return fmt.Sprintf(" (no Endpoints object %s, and no EndpointSlice labeled %s=%s in namespace %s)",
 			so.Metadata.Name, schema.ServiceNameLabel, so.Metadata.Name, so.Metadata.Namespace)
+	}
+	if named {
+		return fmt.Sprintf(": %s; those with port %s hold no address for it", strings.Join(found, "; "), want)
 	}
 	return fmt.Sprintf(": %s; none is named %s (an endpoint port serves the Service port of its name and protocol)", strings.Join(found, "; "), want)
 }

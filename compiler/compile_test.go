@@ -143,14 +143,20 @@ var equateNetip = cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{}, netip
 
 // ---- the tree ----
 
-func TestKitchenSinkValidates(t *testing.T) {
-	c := kitchenSinkPlans(t)
-	var warnings []string
-	for _, d := range c.checked.Diags {
+// warningsOf returns the warnings among diags, as printed.
+func warningsOf(diags diag.List) []string {
+	var out []string
+	for _, d := range diags {
 		if d.Severity == diag.Warning {
-			warnings = append(warnings, d.String())
+			out = append(out, d.String())
 		}
 	}
+	return out
+}
+
+func TestKitchenSinkValidates(t *testing.T) {
+	c := kitchenSinkPlans(t)
+	warnings := warningsOf(c.checked.Diags)
 	want := []string{"no-endpoints/service.yaml:10:5: warning: spec.selector: matches no Pod in namespace shop, so the Service has no endpoints"}
 	if diff := cmp.Diff(want, warnings); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"netspec.dev/netspec/internal/diag"
 )
 
 // TestCompileProxyNameSlices: an EndpointSlice labelled
@@ -31,12 +29,7 @@ func TestCompileProxyNameSlices(t *testing.T) {
 			t.Errorf("%s: endpoints %v, want %v", tc.svc, got, tc.want)
 		}
 	}
-	var warnings []string
-	for _, d := range c.checked.Diags {
-		if d.Severity == diag.Warning {
-			warnings = append(warnings, d.String())
-		}
-	}
+	warnings := warningsOf(c.checked.Diags)
 	if len(warnings) != 1 || !strings.Contains(warnings[0], `gives this slice to another proxy: kube-proxy leaves it out, and netspec's data plane too, so Service shop/ext does not forward to its endpoints`) {
 		t.Errorf("warnings:\n%s\nwant one, about the slice ext-theirs", strings.Join(warnings, "\n"))
 	}

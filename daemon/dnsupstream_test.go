@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,12 +43,7 @@ func TestDNSUpstreamSelf(t *testing.T) {
 // query for a name outside the zones, sent to an upstream that does not
 // answer, is counted by upstream and result.
 func TestDNSForwardMetric(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := pc.LocalAddr().String() // nothing listens once closed: refused at once
-	pc.Close()
+	dead := testnet.FreeLoopbackAddr(t) // nothing listens: refused at once
 	dnsAddr := testnet.FreeLoopbackAddr(t)
 	r := start(t, basicTree(t), Options{Dataplane: DataplaneNone, DNSListen: dnsAddr, DNSUpstreams: []string{dead}})
 	select {

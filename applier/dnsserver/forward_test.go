@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/plan"
 )
 
@@ -126,13 +127,7 @@ func startUpstream(t *testing.T, handler func(dns.ResponseWriter, *dns.Msg) *dns
 // fail at once (ICMP port unreachable).
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := pc.LocalAddr().String()
-	pc.Close()
-	return addr
+	return testnet.FreeLoopbackAddr(t)
 }
 
 // checkFwd checks a reply from a server with upstreams.

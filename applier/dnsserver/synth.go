@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -18,8 +19,9 @@ import (
 // whether or not a pod has it; <namespace>.pod.<domain>, pod.<domain>,
 // <namespace>.svc.<domain> and svc.<domain> exist (NODATA) for every
 // namespace, Services or not; a CNAME to such a name (an ExternalName
-// Service) is followed to it. These names are in no zone file and no zone transfer, as CoreDNS's
-// transfers leave them out too. The zero Cluster answers none of them.
+// Service) is followed to it. These names are in no zone file and no zone
+// transfer, as CoreDNS's transfers leave them out too. The zero Cluster
+// answers none of them.
 type Cluster struct {
 	Domain     string   // the cluster domain, without the trailing dot (plan.Cluster.Domain)
 	Namespaces []string // the tree's namespaces
@@ -39,15 +41,8 @@ func ClusterOf(p *plan.Plan) Cluster {
 // SameCluster reports whether two plans give the server the same Cluster,
 // so that records compiled for one serve the other when their DNS is equal.
 func SameCluster(a, b *plan.Plan) bool {
-	if a.Cluster.Domain != b.Cluster.Domain || len(a.Env) != len(b.Env) {
-		return false
-	}
-	for i := range a.Env {
-		if a.Env[i].Namespace != b.Env[i].Namespace {
-			return false
-		}
-	}
-	return true
+	return a.Cluster.Domain == b.Cluster.Domain &&
+		slices.EqualFunc(a.Env, b.Env, func(x, y plan.EnvFile) bool { return x.Namespace == y.Namespace })
 }
 
 // synth is the compiled Cluster of a Records.

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,20 +36,11 @@ type docCommand struct {
 // root's prompt ("#", "$ sudo") need root and a node, and are left to the
 // kernel tests.
 func TestDocsCommands(t *testing.T) {
+	docs := docMarkdown(t)
 	t.Chdir("../..")
 	var cmds []docCommand
-	for _, pattern := range docFiles {
-		files, err := filepath.Glob(pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			text, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmds = append(cmds, docCommands(f, string(text))...)
-		}
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
+		cmds = append(cmds, docCommands(name, docs[name])...)
 	}
 	// The examples the documents must keep showing with their output, so
 	// that a document that loses its examples fails rather than passes with

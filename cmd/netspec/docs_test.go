@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,30 +36,30 @@ type docCommand struct {
 // root's prompt ("#", "$ sudo") need root and a node, and are left to the
 // kernel tests.
 func TestDocsCommands(t *testing.T) {
+	docs := docMarkdown(t)
 	t.Chdir("../..")
 	var cmds []docCommand
-	for _, pattern := range docFiles {
-		files, err := filepath.Glob(pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			text, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmds = append(cmds, docCommands(f, string(text))...)
-		}
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
+		cmds = append(cmds, docCommands(name, docs[name])...)
 	}
-	// The examples README.md must keep showing, so that a document that
-	// loses its examples fails rather than passes with nothing to check.
-	for _, want := range []string{"validate examples/basic", "validate examples/broken", "explain examples/kitchen-sink --node node-1", "explain examples/kitchen-sink --node node-3"} {
+	// The examples the documents must keep showing with their output, so
+	// that a document that loses its examples fails rather than passes with
+	// nothing to check: README's tutorial and fresh-machine check, and the
+	// reference pages' examples.
+	for _, want := range []struct{ file, command string }{
+		{file: "README.md", command: "validate examples/basic"},
+		{file: "README.md", command: "validate examples/tutorial"},
+		{file: "README.md", command: "explain examples/tutorial --node node-1 demo/hello"},
+		{file: "docs/input.md", command: "validate examples/broken"},
+		{file: "docs/explain.md", command: "explain examples/kitchen-sink --node node-1"},
+		{file: "docs/explain.md", command: "explain examples/kitchen-sink --node node-3"},
+	} {
 		found := false
 		for _, c := range cmds {
-			found = found || strings.HasPrefix(c.where, "README.md:") && strings.HasPrefix(strings.Join(c.args, " "), want)
+			found = found || strings.HasPrefix(c.where, want.file+":") && !c.mustSucceed && strings.HasPrefix(strings.Join(c.args, " "), want.command)
 		}
 		if !found {
-			t.Errorf("README.md no longer shows netspec %s with its output", want)
+			t.Errorf("%s no longer shows netspec %s with its output", want.file, want.command)
 		}
 	}
 	for _, c := range cmds {
@@ -176,5 +179,221 @@ func TestQuoteMatches(t *testing.T) {
 		if got := quoteMatches(tc.quote, tc.got); got != tc.wantMatches {
 			t.Errorf("%s: quoteMatches(%q, %q) = %v, want %v", tc.name, tc.quote, tc.got, got, tc.wantMatches)
 		}
+	}
+}
+
+// docMarkdown reads the user documents of docFiles, by path.
+func docMarkdown(t *testing.T) map[string]string {
+	t.Helper()
+	docs := map[string]string{}
+	for _, pattern := range docFiles {
+		files, err := filepath.Glob(filepath.Join("../..", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			text, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs[filepath.ToSlash(strings.TrimPrefix(f, "../../"))] = string(text)
+		}
+	}
+	if len(docs) < 3 {
+		t.Fatalf("found %d documents of %q, want README.md, docs/*.md and deploy/README.md", len(docs), docFiles)
+	}
+	return docs
+}
+
+// proseLines gives the lines of a Markdown text outside its fenced code
+// blocks, with their line numbers.
+func proseLines(text string) (lines []string, numbers []int) {
+	inBlock := false
+	for i, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inBlock = !inBlock
+			continue
+		}
+		if !inBlock {
+			lines = append(lines, line)
+			numbers = append(numbers, i+1)
+		}
+	}
+	return lines, numbers
+}
+
+var (
+	headingRE  = regexp.MustCompile(`^#{1,6} +(.+?) *$`)
+	mdLinkRE   = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	slugDropRE = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+)
+
+// slug is the anchor GitHub gives a heading: lower case, punctuation
+// dropped, spaces turned into hyphens.
+func slug(heading string) string {
+	return strings.ReplaceAll(slugDropRE.ReplaceAllString(strings.ToLower(heading), ""), " ", "-")
+}
+
+// anchors lists the anchors of a Markdown text's headings.
+func anchors(text string) map[string]bool {
+	a := map[string]bool{}
+	lines, _ := proseLines(text)
+	for _, line := range lines {
+		if m := headingRE.FindStringSubmatch(line); m != nil {
+			a[slug(m[1])] = true
+		}
+	}
+	return a
+}
+
+func TestSlug(t *testing.T) {
+	for _, tc := range []struct{ heading, want string }{
+		{heading: "Allocation and `netspec.lock`", want: "allocation-and-netspeclock"},
+		{heading: "On the node: `--live`", want: "on-the-node---live"},
+		{heading: "DNS: sending cluster.local to netspec", want: "dns-sending-clusterlocal-to-netspec"},
+		{heading: "Tutorial: one Service, two Pods, one node", want: "tutorial-one-service-two-pods-one-node"},
+	} {
+		if got := slug(tc.heading); got != tc.want {
+			t.Errorf("slug(%q) = %q, want %q", tc.heading, got, tc.want)
+		}
+	}
+}
+
+// TestDocsLinks keeps the documents' relative links valid: every link of
+// README.md, docs/*.md and deploy/README.md outside code blocks that is not
+// a URL names a file or directory of the repository, and its #anchor, if
+// any, a heading of the Markdown file it points at.
+func TestDocsLinks(t *testing.T) {
+	docs := docMarkdown(t)
+	checked := 0
+	for name, text := range docs {
+		lines, numbers := proseLines(text)
+		for i, line := range lines {
+			for _, m := range mdLinkRE.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				checked++
+				where := name + ":" + itoa(numbers[i])
+				file, anchor, _ := strings.Cut(target, "#")
+				path := name // a bare #anchor is in the document itself
+				if file != "" {
+					path = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(name), file)))
+				}
+				if _, err := os.Stat(filepath.Join("../..", path)); err != nil {
+					t.Errorf("%s: link %s: %v", where, target, err)
+					continue
+				}
+				if anchor == "" {
+					continue
+				}
+				if !strings.HasSuffix(path, ".md") {
+					t.Errorf("%s: link %s has an anchor into a file that is not Markdown", where, target)
+					continue
+				}
+				to, ok := docs[path]
+				if !ok {
+					b, err := os.ReadFile(filepath.Join("../..", path))
+					if err != nil {
+						t.Fatal(err)
+					}
+					to = string(b)
+				}
+				if !anchors(to)[anchor] {
+					t.Errorf("%s: link %s: %s has no heading with the anchor #%s", where, target, path, anchor)
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked %d links, want the documents' links (at least 20)", checked)
+	}
+}
+
+// pkgRE finds the package directories a text diagram names: a lower-case
+// path ending in "/", such as "compiler/" or "cmd/netspec/".
+var pkgRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])([a-z][a-z0-9]*(?:/[a-z0-9]+)*/)`)
+
+// TestArchitectureDiagram keeps docs/architecture.txt true: every package
+// it names is a directory of Go code, found from the repository's root or,
+// for a sub-package such as "nft/", under the last top-level package named
+// before it; and README.md shows the diagram as it is.
+func TestArchitectureDiagram(t *testing.T) {
+	b, err := os.ReadFile("../../docs/architecture.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diagram := string(b)
+	parent, named := "", 0
+	for _, m := range pkgRE.FindAllStringSubmatch(diagram, -1) {
+		dir := strings.TrimSuffix(m[1], "/")
+		switch {
+		case hasGo(dir):
+			if !strings.Contains(dir, "/") {
+				parent = dir
+			}
+		case parent != "" && hasGo(parent+"/"+dir):
+		default:
+			t.Errorf("docs/architecture.txt names %s/, which is no package of the repository (nor of %s/)", dir, parent)
+		}
+		named++
+	}
+	if named < 10 {
+		t.Errorf("docs/architecture.txt names %d packages, want the pipeline's (at least 10)", named)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```\n"+diagram+"```\n") {
+		t.Error("README.md does not show docs/architecture.txt as it is, in a code block of its own")
+	}
+}
+
+// hasGo tells whether the directory dir, relative to the repository's root,
+// holds Go code other than tests.
+func hasGo(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join("../..", dir, "*.go"))
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTutorialFiles keeps README's tutorial true to examples/tutorial: a
+// YAML block of README.md whose first line is "# NAME.yaml" shows, after
+// that line, a part of examples/tutorial/NAME.yaml as it is.
+func TestTutorialFiles(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := 0
+	for _, block := range strings.Split(string(readme), "```yaml\n")[1:] {
+		body, _, _ := strings.Cut(block, "```")
+		first, rest, _ := strings.Cut(body, "\n")
+		name, ok := strings.CutPrefix(first, "# ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, ":")
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		file, err := os.ReadFile(filepath.Join("../../examples/tutorial", name))
+		if err != nil {
+			t.Errorf("README.md shows %s: %v", name, err)
+			continue
+		}
+		if !strings.Contains(string(file), rest) {
+			t.Errorf("README.md shows %s as\n%s\nwhich examples/tutorial/%s does not hold as it is", name, rest, name)
+		}
+		shown++
+	}
+	if shown < 3 {
+		t.Errorf("README.md shows %d files of examples/tutorial, want its Service, Pods and Node", shown)
 	}
 }

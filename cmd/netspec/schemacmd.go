@@ -15,7 +15,7 @@ func init() {
 formats, ranges and defaults, followed by the field sets of the Kubernetes
 types they embed (#k8s.core.v1.PodSpec, ...), generated from k8s.io/api.
 Rules that relate several fields or objects are checked in Go and listed in
-README.md.
+docs/input.md (Validation).
 
 Example:
   netspec schema > netspec-schema.cue`,

@@ -38,7 +38,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.loadFlags.register(fs)
 	fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
 	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
-	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane: nftables, or ipvs (IPVS virtual servers, with nftables tables for what IPVS cannot do)")
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane (`nftables|ipvs`; ipvs: IPVS virtual servers, with nftables tables for what IPVS cannot do)")
 	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 }
 

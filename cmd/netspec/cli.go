@@ -212,7 +212,7 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "\nFlags:\n")
 		fs.SetOutput(w)
 		fs.VisitAll(func(f *flag.Flag) {
-			name, u := flag.UnquoteUsage(f)
+			name, u := flagPlaceholder(f)
 			if name != "" {
 				name = " " + name
 			}
@@ -223,6 +223,21 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "  --%s%s\n        %s%s\n", f.Name, name, u, def)
 		})
 	}
+}
+
+// valuePlaceholders name the values of flags whose usage string has no
+// backquoted word for them, which package flag would show as their Go
+// type ("--dataplane string").
+var valuePlaceholders = map[string]string{"dataplane": "nftables|ipvs"}
+
+// flagPlaceholder is flag.UnquoteUsage, with valuePlaceholders' names
+// instead of a string flag's type.
+func flagPlaceholder(f *flag.Flag) (name, usage string) {
+	name, usage = flag.UnquoteUsage(f)
+	if p, ok := valuePlaceholders[f.Name]; ok && name == "string" {
+		name = p
+	}
+	return name, usage
 }
 
 // needArgs checks the count of positional arguments.

@@ -37,19 +37,7 @@ type docCommand struct {
 func TestDocsCommands(t *testing.T) {
 	t.Chdir("../..")
 	var cmds []docCommand
-	for _, pattern := range docFiles {
-		files, err := filepath.Glob(pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			text, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmds = append(cmds, docCommands(f, string(text))...)
-		}
-	}
+	eachDoc(t, func(f, text string) { cmds = append(cmds, docCommands(f, text)...) })
 	// The examples README.md must keep showing, so that a document that
 	// loses its examples fails rather than passes with nothing to check.
 	for _, want := range []string{"validate examples/basic", "validate examples/broken", "explain examples/kitchen-sink --node node-1", "explain examples/kitchen-sink --node node-3"} {
@@ -190,50 +178,59 @@ func TestQuoteMatches(t *testing.T) {
 func docParagraphs(t *testing.T) []string {
 	t.Helper()
 	var out []string
+	eachDoc(t, func(f, text string) {
+		var cur []string
+		start, inBlock, heading := 0, false, ""
+		flush := func() {
+			if len(cur) > 0 {
+				out = append(out, f+":"+itoa(start)+":\n"+heading+"\n"+strings.Join(cur, "\n"))
+			}
+			cur = nil
+		}
+		for i, line := range strings.Split(text, "\n") {
+			switch {
+			case strings.HasPrefix(line, "```"):
+				flush()
+				inBlock = !inBlock
+			case inBlock:
+				out = append(out, f+":"+itoa(i+1)+":\n"+heading+"\n"+line)
+			case strings.HasPrefix(line, "#"):
+				flush()
+				heading = line
+			case strings.TrimSpace(line) == "":
+				if len(cur) > 0 && strings.HasSuffix(cur[len(cur)-1], ":") {
+					continue // its list follows
+				}
+				flush()
+			default:
+				if len(cur) == 0 {
+					start = i + 1
+				}
+				cur = append(cur, line)
+			}
+		}
+		flush()
+	})
+	return out
+}
+
+// eachDoc calls f with the name and text of each user document
+// (docFiles).
+func eachDoc(t *testing.T, f func(file, text string)) {
+	t.Helper()
 	for _, pattern := range docFiles {
 		files, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range files {
-			text, err := os.ReadFile(f)
+		for _, name := range files {
+			text, err := os.ReadFile(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cur []string
-			start, inBlock, heading := 0, false, ""
-			flush := func() {
-				if len(cur) > 0 {
-					out = append(out, f+":"+itoa(start)+":\n"+heading+"\n"+strings.Join(cur, "\n"))
-				}
-				cur = nil
-			}
-			for i, line := range strings.Split(string(text), "\n") {
-				switch {
-				case strings.HasPrefix(line, "```"):
-					flush()
-					inBlock = !inBlock
-				case inBlock:
-					out = append(out, f+":"+itoa(i+1)+":\n"+heading+"\n"+line)
-				case strings.HasPrefix(line, "#"):
-					flush()
-					heading = line
-				case strings.TrimSpace(line) == "":
-					if len(cur) > 0 && strings.HasSuffix(cur[len(cur)-1], ":") {
-						continue // its list follows
-					}
-					flush()
-				default:
-					if len(cur) == 0 {
-						start = i + 1
-					}
-					cur = append(cur, line)
-				}
-			}
-			flush()
+			f(name, string(text))
 		}
 	}
-	return out
 }
 
 // commandFlags returns the flags of c by name, as its --help lists them.

@@ -274,40 +274,16 @@ func runPlan(e *env, opts any, args []string) int {
 	}
 	old := lastOrNil(r, p)
 	d := treediff.Diff(map[string]*plan.Plan{f.node: old}, map[string]*plan.Plan{f.node: p})
-	// Drift is the kernel against the last applied plan: r's changes
-	// when the plan is that one, else the kernel read against it again.
-	var drift *nft.Changes
-	switch {
-	case old != r.Last: // nothing installed: no drift to tell
-	case d.Empty():
-		drift = r.NFT
-	default:
-		rd, err := n.Plan(r.Last)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec plan: drift from the last applied plan: %v\n", err)
-			return exitError
-		}
-		drift = rd.NFT
+	drift, err := planDrift(n, r, old, d)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec plan: drift from the last applied plan: %v\n", err)
+		return exitError
 	}
 	if f.json {
-		out := struct {
-			Changes  bool               `json:"changes"`
-			Services *treediff.PlanDiff `json:"plan"`
-			NFTables *nft.Changes       `json:"nftables"`
-			Drift    *nft.Changes       `json:"drift"`
-			IPVS     any                `json:"ipvs,omitempty"`
-			Files    any                `json:"files"`
-			HeldOut  []daemon.ProbeOut  `json:"heldOut"`
-		}{!r.Empty(), d, r.NFT, drift, r.IPVS, r.Files, held}
-		if out.HeldOut == nil {
-			out.HeldOut = []daemon.ProbeOut{}
-		}
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
+		if err := writePlanJSON(e.stdout, r, d, drift, held); err != nil {
 			fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 			return exitError
 		}
-		e.stdout.Write(append(b, '\n'))
 	} else {
 		writeNodeChanges(e.stdout, r, d, drift)
 		writeHeldOut(e.stdout, held)
@@ -317,6 +293,48 @@ func runPlan(e *env, opts any, args []string) int {
 		return exitChanges
 	}
 	return exitOK
+}
+
+// planDrift is the kernel's changes against the last applied plan, r.Last,
+// given r, what n.Plan found for the new plan, which differs from old (the
+// plan the kernel is believed to hold, lastOrNil) by d: r's own changes
+// when the plan is the last one, else the kernel read against the last
+// one again. nil when nothing is installed.
+func planDrift(n *applier.Node, r *applier.Result, old *plan.Plan, d *treediff.PlanDiff) (*nft.Changes, error) {
+	switch {
+	case old != r.Last:
+		return nil, nil
+	case d.Empty():
+		return r.NFT, nil
+	}
+	rd, err := n.Plan(r.Last)
+	if err != nil {
+		return nil, err
+	}
+	return rd.NFT, nil
+}
+
+// writePlanJSON writes plan --json: the changes, drift (nil: nothing
+// installed) and the endpoints compared as held out.
+func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *nft.Changes, held []daemon.ProbeOut) error {
+	out := struct {
+		Changes  bool               `json:"changes"`
+		Services *treediff.PlanDiff `json:"plan"`
+		NFTables *nft.Changes       `json:"nftables"`
+		Drift    *nft.Changes       `json:"drift"`
+		IPVS     any                `json:"ipvs,omitempty"`
+		Files    any                `json:"files"`
+		HeldOut  []daemon.ProbeOut  `json:"heldOut"`
+	}{!r.Empty(), d, r.NFT, drift, r.IPVS, r.Files, held}
+	if out.HeldOut == nil {
+		out.HeldOut = []daemon.ProbeOut{}
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // writeHeldOut tells which endpoints plan compared as held out by the

@@ -17,9 +17,7 @@ import (
 func TestProbeView(t *testing.T) {
 	http := plan.Probe{Action: plan.ProbeHTTPGet, Scheme: "HTTP", Port: 8080, Path: "/ready"}
 	tcp := plan.Probe{Action: plan.ProbeTCPSocket, Port: 8080}
-	ep := func(ip string, ready bool, probes ...plan.Probe) plan.Endpoint {
-		return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: ready, Serving: ready, Probes: probes}
-	}
+	ep := probedEndpoint
 	last := &plan.Plan{Node: plan.Node{Name: "node-1"}, Services: []plan.Service{{Namespace: "shop", Name: "cart",
 		Ports: []plan.Port{{Port: 80, Endpoints: []plan.Endpoint{
 			ep("10.244.1.11", false, http),
@@ -97,4 +95,10 @@ func TestProbeView(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probedEndpoint is an endpoint ip:8080 with probes, ready (and serving)
+// or not.
+func probedEndpoint(ip string, ready bool, probes ...plan.Probe) plan.Endpoint {
+	return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: ready, Serving: ready, Probes: probes}
 }

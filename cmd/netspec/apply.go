@@ -38,7 +38,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.loadFlags.register(fs)
 	fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
 	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
-	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane: nftables, or ipvs (IPVS virtual servers, with nftables tables for what IPVS cannot do)")
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane (`nftables|ipvs`; ipvs: IPVS virtual servers, with nftables tables for what IPVS cannot do)")
 	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 }
 
@@ -84,10 +84,18 @@ and does not create the state dir when it is missing.
 Lines start with + (added), ~ (changed) or - (removed); the last line sums up.
 A DNS zone's change is one line that counts its records, and a namespace's
 env file one that counts its variables ('netspec diff' lists them).
-Changes the kernel needs although the plan did not change (a rule deleted by
-hand, say) are shown as drift, elements as nft writes them and, under a
-chain that differs, its rules that differ ("- rule N" as the kernel has it,
-"+ rule N" as the plan has it); apply repairs them.
+Where the kernel differs from the last applied plan (a rule deleted by
+hand, say), that is shown as drift, whether or not the plan changed too:
+elements as nft writes them and, under a chain that differs, its rules
+that differ ("- rule N" as the kernel has it, "+ rule N" as the plan has
+it); apply repairs them.
+
+Beside netspec watch (the same state dir), the endpoints the daemon holds
+out for failing readiness probes are compared as held out, as the daemon
+applies them, and are no pending change: the daemon's record of them
+(DIR/probes.json) names them, and plan lists them in a "probes:" line.
+Those the last applied plan has back in (a one-shot apply puts the tree's
+readiness back) no longer count. apply does not probe: it puts them back.
 
 Needs root (or CAP_NET_ADMIN) to read the kernel's tables.
 
@@ -183,6 +191,17 @@ Examples:
 // compileNode loads TREE and compiles the plan of one node, printing
 // diagnostics; nil means the command failed (already reported).
 func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, int) {
+	l, code := loadNode(e, cmd, f, args)
+	if l == nil {
+		return nil, code
+	}
+	return compileLoaded(e, cmd, l, f.node, compiler.Options{})
+}
+
+// loadNode checks the arguments and flags of a command that acts on this
+// node and loads TREE, printing diagnostics; nil means the command
+// failed (already reported).
+func loadNode(e *env, cmd string, f *nodeFlags, args []string) (*loaded, int) {
 	if !needArgs(e, cmd, args, 1, "one TREE") {
 		return nil, exitError
 	}
@@ -205,20 +224,25 @@ func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, i
 		fmt.Fprintf(e.stderr, "%s, %s; nothing changed\n", plural(l.diags.Files(), "file"), plural(n, "error"))
 		return nil, exitError
 	}
-	end = stages.Start("compile")
-	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
-	end()
+	return l, exitOK
+}
+
+// compileLoaded compiles the plan of node from l with the readiness view
+// o (zero: the tree's); nil means the command failed (already reported).
+func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Options) (*plan.Plan, int) {
+	defer stages.Start("compile")()
+	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, node, o)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec %s: %v\n", cmd, err)
 		return nil, exitError
 	}
-	return p, exitOK
+	return st.Finish(), exitOK
 }
 
 func runPlan(e *env, opts any, args []string) int {
 	f := opts.(*planFlags)
-	p, code := compileNode(e, "plan", &f.nodeFlags, args)
-	if p == nil {
+	l, code := loadNode(e, "plan", &f.nodeFlags, args)
+	if l == nil {
 		return code
 	}
 	ao := f.applierOptions(e)
@@ -229,34 +253,102 @@ func runPlan(e *env, opts any, args []string) int {
 		return exitError
 	}
 	defer n.Close()
+	// The daemon's probes: what it holds out is compared as held out.
+	dir := f.stateDir
+	if dir == "" {
+		dir = applier.DefaultStateDir
+	}
+	rec, err := daemon.ReadProbeRecord(dir)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec plan: warning: the daemon's record of its probes is not read (%v); readiness is the tree's\n", err)
+	}
+	view, held := probeView(n.Last(), rec, f.node)
+	p, code := compileLoaded(e, "plan", l, f.node, view)
+	if p == nil {
+		return code
+	}
 	r, err := n.Plan(p)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 		return exitError
 	}
-	d := treediff.Diff(map[string]*plan.Plan{f.node: lastOrNil(r, p)}, map[string]*plan.Plan{f.node: p})
+	old := lastOrNil(r, p)
+	d := treediff.Diff(map[string]*plan.Plan{f.node: old}, map[string]*plan.Plan{f.node: p})
+	drift, err := planDrift(n, r, old, d)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec plan: drift from the last applied plan: %v\n", err)
+		return exitError
+	}
 	if f.json {
-		out := struct {
-			Changes  bool               `json:"changes"`
-			Services *treediff.PlanDiff `json:"plan"`
-			NFTables *nft.Changes       `json:"nftables"`
-			IPVS     any                `json:"ipvs,omitempty"`
-			Files    any                `json:"files"`
-		}{!r.Empty(), d, r.NFT, r.IPVS, r.Files}
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
+		if err := writePlanJSON(e.stdout, r, d, drift, held); err != nil {
 			fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 			return exitError
 		}
-		e.stdout.Write(append(b, '\n'))
 	} else {
-		writeNodeChanges(e.stdout, r, d)
+		writeNodeChanges(e.stdout, r, d, drift)
+		writeHeldOut(e.stdout, held)
 		fmt.Fprintln(e.stdout, planSummary(r, d, "to add", "to change", "to remove"))
 	}
 	if f.detailed && !r.Empty() {
 		return exitChanges
 	}
 	return exitOK
+}
+
+// planDrift is the kernel's changes against the last applied plan, r.Last,
+// given r, what n.Plan found for the new plan, which differs from old (the
+// plan the kernel is believed to hold, lastOrNil) by d: r's own changes
+// when the plan is the last one, else the kernel read against the last
+// one again. nil when nothing is installed.
+func planDrift(n *applier.Node, r *applier.Result, old *plan.Plan, d *treediff.PlanDiff) (*nft.Changes, error) {
+	switch {
+	case old != r.Last:
+		return nil, nil
+	case d.Empty():
+		return r.NFT, nil
+	}
+	rd, err := n.Plan(r.Last)
+	if err != nil {
+		return nil, err
+	}
+	return rd.NFT, nil
+}
+
+// writePlanJSON writes plan --json: the changes, drift (nil: nothing
+// installed) and the endpoints compared as held out.
+func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *nft.Changes, held []daemon.ProbeOut) error {
+	out := struct {
+		Changes  bool               `json:"changes"`
+		Services *treediff.PlanDiff `json:"plan"`
+		NFTables *nft.Changes       `json:"nftables"`
+		Drift    *nft.Changes       `json:"drift"`
+		IPVS     any                `json:"ipvs,omitempty"`
+		Files    any                `json:"files"`
+		HeldOut  []daemon.ProbeOut  `json:"heldOut"`
+	}{!r.Empty(), d, r.NFT, drift, r.IPVS, r.Files, held}
+	if out.HeldOut == nil {
+		out.HeldOut = []daemon.ProbeOut{}
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// writeHeldOut tells which endpoints plan compared as held out by the
+// daemon's readiness probes (probeView): no change, though a one-shot
+// apply puts them back in.
+func writeHeldOut(w io.Writer, held []daemon.ProbeOut) {
+	if len(held) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "probes: %s held out by netspec watch for failing readiness probes (its record %s); compared as held out, not as a change (apply, which does not probe, puts such endpoints back; a running watch takes them out again):\n",
+		plural(len(held), "endpoint"), daemon.ProbeRecordFile)
+	for _, o := range held {
+		fmt.Fprintf(w, "  %s %s: %s\n", o.Service, o.Endpoint, o.Probe)
+	}
 }
 
 // applyGCPercent is the garbage collector's target for apply, unless the
@@ -347,10 +439,13 @@ func runApply(e *env, opts any, args []string) int {
 	if last != nil && old[f.node] != last {
 		d = treediff.DiffWithoutDataPlane(old, nw)
 	}
+	var drift *nft.Changes
 	if d.Empty() {
-		d = treediff.Diff(old, nw)
+		// The plan is what the state dir says is installed: whatever
+		// the kernel needed was drift.
+		d, drift = treediff.Diff(old, nw), r.NFT
 	}
-	writeNodeChanges(e.stdout, r, d)
+	writeNodeChanges(e.stdout, r, d, drift)
 	services, endpoints := p.Counts()
 	zones, envs := fileCounts(append(r.Files.Added, r.Files.Changed...))
 	fmt.Fprintf(e.stdout, "applied in %d ms: %s, %s; dns: %s written; env: %s written",
@@ -428,8 +523,10 @@ func emptyPlan(p *plan.Plan) *plan.Plan {
 }
 
 // writeNodeChanges prints the +/~/- lines of a plan or apply (one per
-// Service at a first install: buffered).
-func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff) {
+// Service at a first install: buffered): r's tables, IPVS and files, the
+// Services of d, and drift, the kernel's changes against the last applied
+// plan (nil: not told).
+func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *nft.Changes) {
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
 	for _, t := range r.NFT.Tables {
@@ -464,36 +561,8 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff) {
 		}
 		text = rest
 	}
-	if d.Empty() {
-		// The plan is what the state dir says is installed: whatever the
-		// kernel needs is drift.
-		for _, t := range r.NFT.Tables {
-			if t.Replace || t.Delete {
-				continue
-			}
-			for _, c := range t.ChainsAdded {
-				fmt.Fprintf(w, "+ drift: chain %s %s is missing\n", t.Family, c)
-			}
-			for _, c := range t.ChainsChanged {
-				fmt.Fprintf(w, "~ drift: chain %s %s differs from the plan\n", t.Family, c)
-				writeRuleChanges(w, t.Rules, c)
-			}
-			for _, c := range t.ChainsRemoved {
-				fmt.Fprintf(w, "- drift: chain %s %s is not in the plan\n", t.Family, c)
-			}
-			for _, s := range t.SetsAdded {
-				fmt.Fprintf(w, "+ drift: set %s %s is missing\n", t.Family, s)
-			}
-			for _, s := range t.SetsRemoved {
-				fmt.Fprintf(w, "- drift: set %s %s is not in the plan\n", t.Family, s)
-			}
-			for _, el := range t.ElementsAdded {
-				fmt.Fprintf(w, "+ drift: %s %s element %s is missing\n", t.Family, el.Set, el.Text)
-			}
-			for _, el := range t.ElementsRemoved {
-				fmt.Fprintf(w, "- drift: %s %s element %s is not in the plan\n", t.Family, el.Set, el.Text)
-			}
-		}
+	if drift != nil {
+		writeDrift(w, drift)
 	}
 	for _, p := range r.Files.Added {
 		fmt.Fprintf(w, "+ file %s\n", p)
@@ -503,6 +572,39 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff) {
 	}
 	for _, p := range r.Files.Removed {
 		fmt.Fprintf(w, "- file %s\n", p)
+	}
+}
+
+// writeDrift prints the changes the kernel needs to hold the last applied
+// plan again, ch: what was changed behind netspec's back. Tables replaced
+// or deleted whole are told by writeNodeChanges.
+func writeDrift(w io.Writer, ch *nft.Changes) {
+	for _, t := range ch.Tables {
+		if t.Replace || t.Delete {
+			continue
+		}
+		for _, c := range t.ChainsAdded {
+			fmt.Fprintf(w, "+ drift: chain %s %s is missing\n", t.Family, c)
+		}
+		for _, c := range t.ChainsChanged {
+			fmt.Fprintf(w, "~ drift: chain %s %s differs from the plan\n", t.Family, c)
+			writeRuleChanges(w, t.Rules, c)
+		}
+		for _, c := range t.ChainsRemoved {
+			fmt.Fprintf(w, "- drift: chain %s %s is not in the plan\n", t.Family, c)
+		}
+		for _, s := range t.SetsAdded {
+			fmt.Fprintf(w, "+ drift: set %s %s is missing\n", t.Family, s)
+		}
+		for _, s := range t.SetsRemoved {
+			fmt.Fprintf(w, "- drift: set %s %s is not in the plan\n", t.Family, s)
+		}
+		for _, el := range t.ElementsAdded {
+			fmt.Fprintf(w, "+ drift: %s %s element %s is missing\n", t.Family, el.Set, el.Text)
+		}
+		for _, el := range t.ElementsRemoved {
+			fmt.Fprintf(w, "- drift: %s %s element %s is not in the plan\n", t.Family, el.Set, el.Text)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"netspec.dev/netspec/applier/nft"
+	"netspec.dev/netspec/internal/suggest"
 )
 
 // Exit codes, one rule for every command (as terraform's): 0 success, 1
@@ -103,7 +104,7 @@ func run(args []string, e *env) int {
 				printCommandHelp(e.stdout, c, nil)
 				return exitOK
 			}
-			fmt.Fprintf(e.stderr, "netspec help: unknown command %q\n", args[1])
+			fmt.Fprintf(e.stderr, "netspec help: unknown command %q\n%s", args[1], didYouMean(args[1], sortedCommandNames()))
 			return exitError
 		}
 		fmt.Fprint(e.stdout, usage())
@@ -113,6 +114,10 @@ func run(args []string, e *env) int {
 	}
 	c, ok := commands[name]
 	if !ok {
+		if hint := didYouMean(name, sortedCommandNames()); hint != "" {
+			fmt.Fprintf(e.stderr, "netspec: unknown command %q\n%sRun 'netspec --help' for the commands.\n", name, hint)
+			return exitError
+		}
 		fmt.Fprintf(e.stderr, "netspec: unknown command %q\n\n%s", name, usage())
 		return exitError
 	}
@@ -128,10 +133,41 @@ func run(args []string, e *env) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec %s: %v\nRun 'netspec %s --help' for usage.\n", c.name, err, c.name)
+		fmt.Fprintf(e.stderr, "netspec %s: %v\n%sRun 'netspec %s --help' for usage.\n", c.name, err, flagHint(fs, err), c.name)
 		return exitError
 	}
 	return c.run(e, opts, pos)
+}
+
+// sortedCommandNames are the names of the commands, sorted.
+func sortedCommandNames() []string { return slices.Sorted(maps.Keys(commands)) }
+
+// didYouMean is the line that suggests the candidate closest to a
+// mistyped word ("did you mean validate?"), or "" when none is close.
+func didYouMean(word string, candidates []string) string {
+	if c, ok := suggest.Closest(word, candidates); ok {
+		return fmt.Sprintf("did you mean %s?\n", c)
+	}
+	return ""
+}
+
+// undefinedFlag is how package flag starts the error of a flag it does
+// not know, before the flag's name.
+const undefinedFlag = "flag provided but not defined: -"
+
+// flagHint is didYouMean for the flag that err (fs's parse error) says
+// is not defined: the closest of fs's flags, with its dashes.
+func flagHint(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), undefinedFlag)
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if c, ok := suggest.Closest(name, names); ok {
+		return fmt.Sprintf("did you mean --%s?\n", c)
+	}
+	return ""
 }
 
 // parseInterleaved parses flags that may come before, between or after the
@@ -155,9 +191,8 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func usage() string {
-	names := slices.Sorted(maps.Keys(commands))
 	var b strings.Builder
-	for _, n := range names {
+	for _, n := range sortedCommandNames() {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
 	}
 	return fmt.Sprintf(mainHelp, b.String(), exitStatusHelp)
@@ -177,7 +212,7 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "\nFlags:\n")
 		fs.SetOutput(w)
 		fs.VisitAll(func(f *flag.Flag) {
-			name, u := flag.UnquoteUsage(f)
+			name, u := flagPlaceholder(f)
 			if name != "" {
 				name = " " + name
 			}
@@ -188,6 +223,21 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "  --%s%s\n        %s%s\n", f.Name, name, u, def)
 		})
 	}
+}
+
+// valuePlaceholders name the values of flags whose usage string has no
+// backquoted word for them, which package flag would show as their Go
+// type ("--dataplane string").
+var valuePlaceholders = map[string]string{"dataplane": "nftables|ipvs"}
+
+// flagPlaceholder is flag.UnquoteUsage, with valuePlaceholders' names
+// instead of a string flag's type.
+func flagPlaceholder(f *flag.Flag) (name, usage string) {
+	name, usage = flag.UnquoteUsage(f)
+	if p, ok := valuePlaceholders[f.Name]; ok && name == "string" {
+		name = p
+	}
+	return name, usage
 }
 
 // needArgs checks the count of positional arguments.

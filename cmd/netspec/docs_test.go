@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"maps"
 	"os"
 	"path/filepath"
@@ -395,5 +396,166 @@ func TestTutorialFiles(t *testing.T) {
 	}
 	if shown < 3 {
 		t.Errorf("README.md shows %d files of examples/tutorial, want its Service, Pods and Node", shown)
+	}
+}
+
+// docParagraphs splits the user documents into the units a flag's
+// mention is looked for in: prose paragraphs (a list joined to the
+// paragraph before it when that ends with ":", as "Flags shared by …:"
+// leads its list) and each line of a code block on its own, as a code
+// block often lists several commands. Each is prefixed with file:line
+// and the heading of its section, on a line of its own.
+func docParagraphs(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	eachDoc(t, func(f, text string) {
+		var cur []string
+		start, inBlock, heading := 0, false, ""
+		flush := func() {
+			if len(cur) > 0 {
+				out = append(out, f+":"+itoa(start)+":\n"+heading+"\n"+strings.Join(cur, "\n"))
+			}
+			cur = nil
+		}
+		for i, line := range strings.Split(text, "\n") {
+			switch {
+			case strings.HasPrefix(line, "```"):
+				flush()
+				inBlock = !inBlock
+			case inBlock:
+				out = append(out, f+":"+itoa(i+1)+":\n"+heading+"\n"+line)
+			case strings.HasPrefix(line, "#"):
+				flush()
+				heading = line
+			case strings.TrimSpace(line) == "":
+				if len(cur) > 0 && strings.HasSuffix(cur[len(cur)-1], ":") {
+					continue // its list follows
+				}
+				flush()
+			default:
+				if len(cur) == 0 {
+					start = i + 1
+				}
+				cur = append(cur, line)
+			}
+		}
+		flush()
+	})
+	return out
+}
+
+// eachDoc calls f with the name and text of each user document
+// (docFiles).
+func eachDoc(t *testing.T, f func(file, text string)) {
+	t.Helper()
+	for _, pattern := range docFiles {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range files {
+			text, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(name, string(text))
+		}
+	}
+}
+
+// commandFlags returns the flags of c by name, as its --help lists them.
+func commandFlags(c *command) []*flag.Flag {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	var out []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { out = append(out, f) })
+	return out
+}
+
+// TestDocsFlags keeps the documents and the commands' flags in step:
+// every flag of every command is named ("--flag") in a paragraph, or a
+// line of a code block, of README.md, docs/*.md or deploy/README.md that
+// names the command too ("netspec cmd" or "`cmd", or in the heading of
+// its section, "### Explain a packet"); and every flag README's
+// command synopsis (its "## Commands" block) shows for a command is one
+// that command has.
+func TestDocsFlags(t *testing.T) {
+	t.Chdir("../..")
+	paras := docParagraphs(t)
+	for _, name := range sortedCommandNames() {
+		c := commands[name]
+		mentions := regexp.MustCompile("(?im)(netspec |`)" + regexp.QuoteMeta(name) + `\b|^#+ .*\b` + regexp.QuoteMeta(name) + `\b`)
+		for _, f := range commandFlags(c) {
+			flagRe := regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `\b[^-]`)
+			found := false
+			for _, p := range paras {
+				if flagRe.MatchString(p+" ") && mentions.MatchString(p) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("netspec %s --%s is documented nowhere: no paragraph of %s names both", name, f.Name, strings.Join(docFiles, ", "))
+			}
+		}
+	}
+
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Commands\n\n```\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal(`README.md has no "## Commands" synopsis block`)
+	}
+	synopses := 0
+	for _, line := range strings.Split(block, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] != "netspec" {
+			continue
+		}
+		c, ok := commands[fields[1]]
+		if !ok {
+			t.Errorf("README.md synopsis of an unknown command: %s", line)
+			continue
+		}
+		synopses++
+		have := map[string]bool{}
+		for _, f := range commandFlags(c) {
+			have[f.Name] = true
+		}
+		for _, m := range regexp.MustCompile(`--([a-z][a-z0-9-]*)`).FindAllStringSubmatch(line, -1) {
+			if !have[m[1]] {
+				t.Errorf("README.md synopsis of %s shows --%s, which it does not have", c.name, m[1])
+			}
+		}
+	}
+	if synopses != len(commands) {
+		t.Errorf("README.md's synopsis block shows %d commands, netspec has %d", synopses, len(commands))
+	}
+}
+
+// TestHelpPlaceholders keeps --help's flag lines readable: a flag that
+// takes a value names it (`--node NODE`, `--dataplane nftables|ipvs`)
+// rather than showing the Go type package flag falls back to
+// ("--dataplane string"). The placeholder is the usage string's
+// backquoted word.
+func TestHelpPlaceholders(t *testing.T) {
+	goTypes := map[string]bool{"string": true, "int": true, "uint": true, "int64": true, "uint64": true, "float": true, "duration": true, "value": true}
+	for _, name := range sortedCommandNames() {
+		var help bytes.Buffer
+		printCommandHelp(&help, commands[name], nil)
+		for _, f := range commandFlags(commands[name]) {
+			placeholder, _ := flagPlaceholder(f)
+			if goTypes[placeholder] {
+				t.Errorf("netspec %s --help: --%s %s: name the value in the usage string, in backquotes", name, f.Name, placeholder)
+			}
+			if placeholder != "" && !strings.Contains(help.String(), "\n  --"+f.Name+" "+placeholder+"\n") {
+				t.Errorf("netspec %s --help does not show --%s %s:\n%s", name, f.Name, placeholder, help.String())
+			}
+		}
 	}
 }

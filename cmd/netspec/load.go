@@ -27,7 +27,7 @@ type loadFlags struct {
 func (l *loadFlags) register(fs *flag.FlagSet) {
 	l.maxFileSize = schema.DefaultMaxFileSize
 	fs.Var(&l.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
-	fs.StringVar(&l.cacheDir, "cache-dir", cache.DefaultDir(), "remember validation results by file content in `DIR`, so unchanged files are not validated again")
+	fs.StringVar(&l.cacheDir, "cache-dir", cache.DefaultDir(), fmt.Sprintf("remember validation results by file content in `DIR`, so unchanged files are not validated again (a pack per tree; packs unused for %d days, and the oldest beyond %d MiB in all, are removed; rm -r DIR clears it)", int(cache.MaxAge.Hours()/24), cache.MaxSize>>20))
 	fs.BoolVar(&l.noCache, "no-cache", false, "validate every file, without reading or writing the cache")
 }
 
@@ -97,6 +97,9 @@ func loadDir(e *env, root string, lf *loadFlags, opts schema.Options) (*schema.T
 	if dc != nil {
 		if err := dc.Save(); err != nil {
 			fmt.Fprintf(e.stderr, "netspec: warning: cache not saved: %v\n", err)
+		}
+		if _, err := dc.Prune(); err != nil {
+			fmt.Fprintf(e.stderr, "netspec: warning: cache not pruned: %v\n", err)
 		}
 	}
 	return t, nil

@@ -68,7 +68,7 @@ Examples:
 			f.register(fs)
 			fs.StringVar(&f.node, "node", "", "the `NODE` to render the plan of (a Node object's name)")
 			fs.StringVar(&f.out, "out", "", "the `DIR` to write into (created when missing)")
-			fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane to render: nftables or ipvs")
+			fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane to render (`nftables|ipvs`)")
 			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 			return f
 		},

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +18,12 @@ import (
 	"github.com/google/nftables"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/nft"
+	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/vmtest"
+	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/schema"
 )
 
 // update rewrites golden files (expected output in txtar scripts and
@@ -83,6 +89,7 @@ func TestScripts(t *testing.T) {
 			"netspec-fake": cmdNetspecFake,
 			"nftfake":      cmdNFTFake,
 			"daemon-fake":  cmdDaemonFake,
+			"daemon-apply": cmdDaemonApply,
 		},
 	})
 }
@@ -248,4 +255,40 @@ func cmdDaemonFake(ts *testscript.TestScript, neg bool, args []string) {
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
 	ts.Defer(func() { srv.Close() })
+}
+
+// cmdDaemonApply does on the script's fake kernel what netspec watch does
+// when the readiness probes of the endpoints at the addresses given fail:
+// it compiles TREE for NODE with those endpoints not ready (a Service
+// whose every endpoint fails keeps them: fail open) and applies that plan
+// to the fake and the state dir DIR. The daemon's record of the probes
+// (probes.json) is the script's to write. Paths are absolute, as for
+// netspec-fake:
+//
+//	daemon-apply $WORK/tree node-1 $WORK/state 10.244.1.11
+func cmdDaemonApply(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 3 {
+		ts.Fatalf("usage: daemon-apply TREE NODE DIR [ADDR...]")
+	}
+	failing := map[netip.Addr]bool{}
+	for _, a := range args[3:] {
+		ip, err := netip.ParseAddr(a)
+		ts.Check(err)
+		failing[ip] = true
+	}
+	l, err := loadTree(&env{stdout: io.Discard, stderr: io.Discard}, args[0], &loadFlags{maxFileSize: schema.DefaultMaxFileSize, noCache: true})
+	ts.Check(err)
+	if n := l.diags.Errors(); n > 0 {
+		ts.Fatalf("daemon-apply: the tree has %d errors", n)
+	}
+	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, args[1], compiler.Options{
+		Failing:  failing,
+		NotReady: func(ip netip.Addr, probes []plan.Probe) bool { return failing[ip] && len(probes) > 0 },
+	})
+	ts.Check(err)
+	n, err := applier.Open(applier.Options{StateDir: args[2], NFTables: fakeKernel(ts)})
+	ts.Check(err)
+	defer n.Close()
+	_, err = n.Apply(st.Finish())
+	ts.Check(err)
 }

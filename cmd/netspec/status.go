@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -401,26 +400,17 @@ func heldOut(p *plan.Plan, rec *daemon.ProbeRecord) *heldView {
 	notReady := map[string]bool{} // service endpoint → p has it probed and not ready
 	probed := false
 	var unready []daemon.ProbeOut
-	for i := range p.Services {
-		s := &p.Services[i]
-		seen := map[netip.AddrPort]bool{}
-		for j := range s.Ports {
-			for _, e := range s.Ports[j].Endpoints {
-				if len(e.Probes) == 0 {
-					continue
-				}
-				probed = true
-				if e.Ready || seen[e.AddrPort()] {
-					continue
-				}
-				seen[e.AddrPort()] = true
-				notReady[s.Key()+" "+e.AddrPort().String()] = true
-				for _, pr := range e.Probes {
-					unready = append(unready, daemon.ProbeOut{Service: s.Key(), Endpoint: e.AddrPort().String(), Probe: daemon.ProbeString(pr, e.IP)})
-				}
-			}
+	eachProbedEndpoint(p, func(s *plan.Service, e *plan.Endpoint) {
+		probed = true
+		key := s.Key() + " " + e.AddrPort().String()
+		if e.Ready || notReady[key] {
+			return
 		}
-	}
+		notReady[key] = true
+		for _, pr := range e.Probes {
+			unready = append(unready, daemon.ProbeOut{Service: s.Key(), Endpoint: e.AddrPort().String(), Probe: daemon.ProbeString(pr, e.IP)})
+		}
+	})
 	if !probed {
 		return nil
 	}

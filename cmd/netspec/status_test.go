@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +16,7 @@ import (
 // plan's probed endpoints that are not ready, saying it cannot tell why.
 func TestStatusHeldOut(t *testing.T) {
 	pr := plan.Probe{Action: plan.ProbeHTTPGet, Scheme: "HTTP", Port: 8080, Path: "/ready"}
-	ep := func(ip string, ready bool) plan.Endpoint {
-		return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: ready, Serving: ready, Probes: []plan.Probe{pr}}
-	}
+	ep := func(ip string, ready bool) plan.Endpoint { return probedEndpoint(ip, ready, pr) }
 	p := &plan.Plan{Node: plan.Node{Name: "node-1"}, Services: []plan.Service{{Namespace: "shop", Name: "cart",
 		Ports: []plan.Port{{Port: 80, Endpoints: []plan.Endpoint{ep("10.244.1.11", false), ep("10.244.1.12", true), ep("10.244.1.13", false)}, Cluster: []int{1}}}}}}
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -149,7 +149,7 @@ Examples:
 		flags: func(fs *flag.FlagSet) any {
 			f := &watchFlags{maxFileSize: schema.DefaultMaxFileSize}
 			fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
-			fs.StringVar(&f.dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane: nftables, ipvs (IPVS virtual servers; see 'netspec apply --help'), or none to write the state dir (and serve DNS) only")
+			fs.StringVar(&f.dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane (`nftables|ipvs|none`; ipvs: IPVS virtual servers, see 'netspec apply --help'; none: write the state dir, and serve DNS, only)")
 			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
 			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
@@ -159,7 +159,7 @@ Examples:
 			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
 			fs.DurationVar(&f.resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
 			fs.DurationVar(&f.debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
-			fs.StringVar(&f.logFormat, "log-format", "text", "log as text or json (log/slog) on stderr")
+			fs.StringVar(&f.logFormat, "log-format", "text", "the log's format (`text|json`; log/slog, on stderr)")
 			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 			fs.BoolVar(&f.probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
 			fs.IntVar(&f.probeConc, "probe-concurrency", probe.DefaultMaxConcurrent, "at most `N` readiness probes in flight at once")

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"netspec.dev/netspec/schema"
 )
@@ -54,7 +55,8 @@ func DefaultDir() string {
 // Disk is a schema.Cache kept in one pack file per tree root. OpenDisk reads
 // the pack once; Get decodes an entry on first use; Save writes the entries
 // used since OpenDisk (Get hits and Puts), so that the pack holds the
-// current tree's results and does not grow. It is safe for concurrent use.
+// current tree's results and does not grow; Prune bounds the directory's
+// packs of all trees together. It is safe for concurrent use.
 //
 // The pack also keeps the stat index: the identity and content hash of the
 // files that the Load before the pack was written trusted (Stats), so that
@@ -294,7 +296,9 @@ func (d *Disk) Put(key schema.Key, r *schema.UnitResult) {
 
 // Save writes the entries used since OpenDisk (or the last Save) to the
 // pack, atomically: a temporary file in the same directory, fsync, rename.
-// It writes nothing when the pack already holds exactly those entries.
+// It writes nothing when the pack already holds exactly those entries,
+// but then marks the pack used (its modification time, which Prune goes
+// by).
 func (d *Disk) Save() error {
 	if d.salt == unusableSalt {
 		return errors.New("cache: cannot identify the running executable; not saving")
@@ -321,6 +325,7 @@ func (d *Disk) Save() error {
 	}
 	if d.clean && !d.dirty && len(keys) == len(d.entries) && newIndex == nil {
 		d.mu.Unlock()
+		d.touch(time.Now()) // used, for pruning (Prune)
 		return nil
 	}
 	slices.SortFunc(keys, func(a, b schema.Key) int { return bytes.Compare(a[:], b[:]) })

@@ -3,6 +3,8 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
@@ -39,6 +41,10 @@ type loader struct {
 	// still reaches the last good plan.
 	good     *loadResult
 	goodMemo *compiler.Memo
+	// removals holds the objects that left the tree for their grace;
+	// now is its clock (time.Now; a fake in tests).
+	removals *removals
+	now      func() time.Time
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -50,6 +56,15 @@ type loadResult struct {
 	files  int              // spec files read
 	cached int              // files whose result came from the cache
 	tree   *schema.Tree     // what was read, for the revision
+	// objects are those compiled: the tree's, and held, the objects of
+	// the last plan applied that left the tree and wait for their
+	// removal grace (removals). back are the objects missing before
+	// and in the tree again; unheld those that could not be held (with
+	// them the tree was invalid, without them it is not): removed now.
+	objects []*schema.Object
+	held    []*schema.Object
+	back    []objectKey
+	unheld  []*schema.Object
 }
 
 // load reads, validates and compiles the tree's Services (the DNS records
@@ -67,19 +82,42 @@ func (l *loader) load() (*loadResult, error) {
 	// since the previous load are forgotten.
 	l.cache.Sweep()
 	res := &loadResult{files: t.Files, cached: t.Cached, tree: t}
-	c := treecheck.CheckWith(l.root, t, l.memo)
+	res.held, res.back = l.removals.hold(t.Objects, l.now())
+	objs, c := l.check(t, res.held)
+	if c.Diags.Errors() > 0 && len(res.held) > 0 {
+		// Held objects must not make a valid tree invalid (a cluster
+		// IP that a new Service took over): then they go now.
+		if o, alone := l.check(t, nil); alone.Diags.Errors() == 0 {
+			objs, c, res.unheld, res.held = o, alone, res.held, nil
+		}
+	}
+	res.objects = objs
 	res.diags = c.Diags
 	res.errors = res.diags.Errors()
 	if res.errors > 0 {
 		return res, nil
 	}
-	p, err := l.memo.CompileStagedWith(t.Objects, c.Checked, l.node, l.view)
+	p, err := l.memo.CompileStagedWith(objs, c.Checked, l.node, l.view)
 	if err != nil {
 		return res, err
 	}
 	res.plan = p
 	l.good, l.goodMemo = res, l.memo
 	return res, nil
+}
+
+// check validates the objects of t with held added. t.Objects is the
+// tree read (its files, for the revision): held objects are in it only
+// while it is checked.
+func (l *loader) check(t *schema.Tree, held []*schema.Object) ([]*schema.Object, *treecheck.Result) {
+	objs := t.Objects
+	if len(held) > 0 {
+		read := t.Objects
+		objs = append(slices.Clip(read), held...)
+		t.Objects = objs
+		defer func() { t.Objects = read }()
+	}
+	return objs, treecheck.CheckWith(l.root, t, l.memo)
 }
 
 // restage is load for a readiness probe flip: the last reading that

@@ -42,9 +42,11 @@ type loader struct {
 	good     *loadResult
 	goodMemo *compiler.Memo
 	// removals holds the objects that left the tree for their grace;
-	// now is its clock (time.Now; a fake in tests).
+	// now is its clock (time.Now; a fake in tests), and readAt its time
+	// at the last load.
 	removals *removals
 	now      func() time.Time
+	readAt   time.Time
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -74,6 +76,9 @@ type loadResult struct {
 func (l *loader) load() (*loadResult, error) {
 	changed := l.changed
 	l.changed = nil
+	// Also when the tree cannot be read: a removal due now waits for a
+	// reading that can apply it (pendingRemoval).
+	l.readAt = l.now()
 	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache, Stats: &l.stats, Changed: changed})
 	if err != nil {
 		return nil, err
@@ -82,7 +87,7 @@ func (l *loader) load() (*loadResult, error) {
 	// since the previous load are forgotten.
 	l.cache.Sweep()
 	res := &loadResult{files: t.Files, cached: t.Cached, tree: t}
-	res.held, res.back = l.removals.hold(t.Objects, l.now())
+	res.held, res.back = l.removals.hold(t.Objects, l.readAt)
 	objs, c := l.check(t, res.held)
 	if c.Diags.Errors() > 0 && len(res.held) > 0 {
 		// Held objects must not make a valid tree invalid (a cluster

@@ -100,7 +100,7 @@ func (w *Watcher) endSync(out *SyncStatus, began time.Time, rd reading) {
 	out.Ended = time.Now().UTC().Truncate(time.Millisecond)
 	out.DurationSeconds = time.Since(began).Seconds()
 	w.cur.LastSync = out
-	w.pendingRemoval(began, (rd.res != nil || rd.err != nil) && !rd.restaged)
+	w.pendingRemoval((rd.res != nil || rd.err != nil) && !rd.restaged)
 	w.publishStatus()
 	if w.probes != nil {
 		// Done now, not by the next probe flip.
@@ -464,21 +464,21 @@ func keyList(keys []objectKey) string {
 }
 
 // pendingRemoval puts the removals waiting for their grace in the status
-// and the metrics, and, after a sync that read the tree (began then),
-// arms the timer of the next one due. A removal due before the sync began
-// was dealt with by it: applied, or kept because the tree is invalid
-// (the reading that makes it valid applies it): it arms nothing, or the
-// timer would fire at once, again and again.
-func (w *Watcher) pendingRemoval(began time.Time, read bool) {
+// and the metrics, and, after a sync that read the tree, arms the timer
+// of the next one due. A removal due when the tree was read was dealt
+// with by that reading: applied, or kept because the tree is invalid (the
+// reading that makes it valid applies it): it arms nothing, or the timer
+// would fire at once, again and again.
+func (w *Watcher) pendingRemoval(read bool) {
 	p := w.loader.removals.pending()
 	w.cur.PendingRemoval = p
 	w.metrics.removalPending(p)
 	if !read {
 		return // the timer stays as it was
 	}
-	if p == nil || !p.Due.After(began) {
+	if p == nil || !p.Due.After(w.loader.readAt) {
 		w.removalTimer.Stop()
 		return
 	}
-	w.removalTimer.Reset(time.Until(p.Due))
+	w.removalTimer.Reset(max(p.Due.Sub(w.loader.now()), 0))
 }

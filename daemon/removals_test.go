@@ -44,10 +44,10 @@ func TestRemovals(t *testing.T) {
 		// want: the objects held, the identities back, and the pending
 		// removal after the reading is applied (objects, since, due
 		// after t0; objects 0: none).
-		held, back       string
-		pending          int
-		since, due       time.Duration
-		notApplied       bool // the reading is not applied (an invalid tree)
+		held, back string
+		pending    int
+		since, due time.Duration
+		notApplied bool // the reading is not applied (an invalid tree)
 	}
 	tests := []struct {
 		name     string

@@ -67,7 +67,7 @@ func newMetrics(resync time.Duration) *metrics {
 	})
 	m.programming = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "netspec_network_programming_duration_seconds",
-		Help:    "Time from the first file change event of a reload (or the readiness probe flip of a sync \"probe\") to the kernel holding the changed plan (debounce included; the state dir and DNS follow right after). With --dataplane none, to the files written.",
+		Help:    "Time from the first file change event of a reload (or the readiness probe flip of a sync \"probe\") to the kernel holding the changed plan (debounce and any wait for git's index lock included; the state dir and DNS follow right after). With --dataplane none, to the files written.",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
 	})
 	m.treeValid = prometheus.NewGauge(prometheus.GaugeOpts{

@@ -184,3 +184,44 @@ func TestRemovalGraceNotInvalid(t *testing.T) {
 		t.Errorf("tree %+v, pending %+v: want valid, none pending", st.TreeState, st.PendingRemoval)
 	}
 }
+
+// TestSymlinkSwapOneReload: a tree root swapped whole (git-sync's
+// symlink to a new checkout) is one reload, whose removals wait as any
+// other's: the Service the new checkout lacks is held, the one it
+// changes applied at once.
+func TestSymlinkSwapOneReload(t *testing.T) {
+	dir := t.TempDir()
+	copyTree(t, "../examples/basic", filepath.Join(dir, "v1"))
+	copyTree(t, "../examples/basic", filepath.Join(dir, "v2"))
+	writeFile(t, filepath.Join(dir, "v2/web/service.yaml"), webService("8091"))
+	if err := os.Remove(filepath.Join(dir, "v2/cart/service.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	current := filepath.Join(dir, "current")
+	if err := os.Symlink("v1", current); err != nil {
+		t.Fatal(err)
+	}
+	r, log := startGrace(t, current, time.Hour, nil)
+	r.fileHas(t, "env/shop.env", "WEB_PORT_80_TCP=")
+	reloads := func() int { return len(log.with("synced", "reason", "change")) + len(log.with("plan unchanged")) }
+	before := reloads()
+
+	if err := os.Symlink("v2", current+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(current+".tmp", current); err != nil {
+		t.Fatal(err)
+	}
+	r.fileHas(t, "env/shop.env", "WEB_PORT_8091_TCP=")
+	st := r.statusUntil(t, "the cart Service held", pendingIs(1))
+	r.idle(t)
+	if n := reloads() - before; n != 1 {
+		t.Errorf("a symlink swap made %d reloads, want 1", n)
+	}
+	if got := r.file(t, "env/shop.env"); !strings.Contains(got, cartEnv) {
+		t.Errorf("the Service the new checkout lacks left at once:\n%s", got)
+	}
+	if st.LastSync.Reason != "change" {
+		t.Errorf("last sync %+v, want reason change", st.LastSync)
+	}
+}

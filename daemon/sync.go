@@ -471,7 +471,12 @@ func keyList(keys []objectKey) string {
 // would fire at once, again and again.
 func (w *Watcher) pendingRemoval(read bool) {
 	p := w.loader.removals.pending()
-	w.cur.PendingRemoval = p
+	w.cur.PendingRemoval = nil
+	if p != nil {
+		// The status's times as its others; the timer's exact.
+		w.cur.PendingRemoval = &PendingRemoval{Objects: p.Objects,
+			Since: p.Since.UTC().Truncate(time.Millisecond), Due: p.Due.UTC().Truncate(time.Millisecond)}
+	}
 	w.metrics.removalPending(p)
 	if !read {
 		return // the timer stays as it was

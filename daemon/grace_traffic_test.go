@@ -21,7 +21,9 @@ import (
 	"netspec.dev/netspec/internal/testnet"
 )
 
-const graceCluster = `apiVersion: netspec.dev/v1alpha1
+// trafficCluster is the Cluster (service CIDR 10.96.0.0/12) and node-1
+// (192.168.10.11) of the real-packet tests.
+const trafficCluster = `apiVersion: netspec.dev/v1alpha1
 kind: Cluster
 metadata: {name: test}
 spec:
@@ -150,7 +152,7 @@ func TestRemovalGraceTraffic(t *testing.T) {
 	for _, pause := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond} {
 		t.Run(fmt.Sprintf("pause %s", pause), func(t *testing.T) {
 			tree := filepath.Join(t.TempDir(), "tree")
-			writeFile(t, filepath.Join(tree, "cluster.yaml"), graceCluster)
+			writeFile(t, filepath.Join(tree, "cluster.yaml"), trafficCluster)
 			writeFile(t, filepath.Join(tree, "pods.yaml"), gracePods)
 			svc := filepath.Join(tree, "svc.yaml")
 			writeFile(t, svc, graceService(80))
@@ -178,7 +180,7 @@ func TestRemovalGraceTraffic(t *testing.T) {
 	}
 	t.Run("without grace", func(t *testing.T) {
 		tree := filepath.Join(t.TempDir(), "tree")
-		writeFile(t, filepath.Join(tree, "cluster.yaml"), graceCluster)
+		writeFile(t, filepath.Join(tree, "cluster.yaml"), trafficCluster)
 		writeFile(t, filepath.Join(tree, "pods.yaml"), gracePods)
 		svc := filepath.Join(tree, "svc.yaml")
 		writeFile(t, svc, graceService(80))
@@ -252,7 +254,7 @@ func TestGitCheckoutTraffic(t *testing.T) {
 // Service api in a.yaml.
 func commitA(t *testing.T, dir string) {
 	t.Helper()
-	writeFile(t, filepath.Join(dir, "cluster.yaml"), graceCluster)
+	writeFile(t, filepath.Join(dir, "cluster.yaml"), trafficCluster)
 	writeFile(t, filepath.Join(dir, "pods.yaml"), gracePods)
 	writeFile(t, filepath.Join(dir, "a.yaml"), graceService(80))
 	git(t, dir, "init", "-q", "-b", "main")

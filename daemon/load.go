@@ -58,15 +58,14 @@ type loadResult struct {
 	files  int              // spec files read
 	cached int              // files whose result came from the cache
 	tree   *schema.Tree     // what was read, for the revision
-	// objects are those compiled: the tree's, and held, the objects of
-	// the last plan applied that left the tree and wait for their
-	// removal grace (removals). back are the objects missing before
-	// and in the tree again; unheld those that could not be held (with
-	// them the tree was invalid, without them it is not): removed now.
-	objects []*schema.Object
-	held    []*schema.Object
-	back    []objectKey
-	unheld  []*schema.Object
+	// held are the objects of the last plan applied that left the tree
+	// and wait for their removal grace (removals), compiled with the
+	// tree's. back are the objects missing before and in the tree again;
+	// unheld those that could not be held (with them the tree was
+	// invalid, without them it is not): removed now.
+	held   []*schema.Object
+	back   []objectKey
+	unheld []*schema.Object
 }
 
 // load reads, validates and compiles the tree's Services (the DNS records
@@ -96,7 +95,6 @@ func (l *loader) load() (*loadResult, error) {
 			objs, c, res.unheld, res.held = o, alone, res.held, nil
 		}
 	}
-	res.objects = objs
 	res.diags = c.Diags
 	res.errors = res.diags.Errors()
 	if res.errors > 0 {

@@ -38,53 +38,71 @@ func (k objectKey) compare(o objectKey) int {
 // that renames a file away and writes the new one a moment later, or a
 // checkout that deletes a file before it writes the one an object moved
 // to, would otherwise take a Service out of the kernel and DNS in
-// between. An object of the last tree applied that a reading lacks (by
+// between. An object of the last plan applied that a reading lacks (by
 // identity) is held, compiled into the plan as it was, until grace has
-// passed since it went missing; its return within the grace cancels the
-// removal. Additions and edits are applied at once.
+// passed since the first reading that lacked it; its return within the
+// grace cancels the removal. Additions and edits are applied at once.
 //
-// It is pure: the times are given, so that tests need no clock.
+// A reload must not pay for the whole tree: a reading is compared with
+// the objects of the last plan applied by pointer (the schema's cache
+// gives an unchanged file's objects again), and only the objects between
+// their common prefix and suffix, those of the files that changed, are
+// compared by identity. It is pure: the times are given, so that tests
+// need no clock.
 type removals struct {
 	grace time.Duration // ≤ 0: nothing is held
-	// applied are the objects of the last plan applied, held ones
-	// included, by identity.
-	applied map[objectKey]*schema.Object
-	// missing are the objects of applied that a reading lacked, and
-	// since when (the first reading that lacked them).
-	missing map[objectKey]time.Time
+	// applied are the tree's objects in the plan applied last (nil
+	// before one is), held those that the plan held, by identity.
+	applied []*schema.Object
+	held    map[objectKey]*schema.Object
+	// since is when each object of the plan applied last that the
+	// readings lack was first lacked.
+	since map[objectKey]time.Time
 }
 
 func newRemovals(grace time.Duration) *removals {
-	return &removals{grace: grace, missing: map[objectKey]time.Time{}}
+	return &removals{grace: grace, held: map[objectKey]*schema.Object{}, since: map[objectKey]time.Time{}}
 }
 
-// hold returns the objects of the last tree applied that objs (a
+// hold returns the objects of the last plan applied that objs (a
 // reading's objects) lack and whose grace has not passed at now, sorted
 // by identity, and the identities that were missing and are back
 // (cancelled removals), sorted.
 func (r *removals) hold(objs []*schema.Object, now time.Time) (held []*schema.Object, back []objectKey) {
-	if r.grace <= 0 || len(r.applied) == 0 {
+	if r.grace <= 0 || r.applied == nil {
 		return nil, nil
 	}
-	present := make(map[objectKey]bool, len(objs))
-	for _, o := range objs {
+	gone, added := middle(r.applied, objs)
+	present := make(map[objectKey]bool, len(added))
+	for _, o := range added {
 		present[keyOf(o)] = true
 	}
-	for k := range r.missing {
-		if present[k] {
+	// What the plan applied has and objs lacks: an object of the
+	// applied tree's changed part not among objs' changed part (the
+	// rest is the same objects), or one the plan held and objs lacks.
+	missing := map[objectKey]*schema.Object{}
+	for _, o := range gone {
+		if k := keyOf(o); !present[k] {
+			missing[k] = o
+		}
+	}
+	for k, o := range r.held {
+		if !present[k] {
+			missing[k] = o
+		}
+	}
+	for k := range r.since {
+		if _, ok := missing[k]; !ok {
 			back = append(back, k)
-			delete(r.missing, k)
+			delete(r.since, k)
 		}
 	}
 	var keys []objectKey
-	for k := range r.applied {
-		if present[k] {
-			continue
-		}
-		since, ok := r.missing[k]
+	for k := range missing {
+		since, ok := r.since[k]
 		if !ok {
 			since = now
-			r.missing[k] = now
+			r.since[k] = now
 		}
 		if now.Before(since.Add(r.grace)) {
 			keys = append(keys, k)
@@ -93,21 +111,40 @@ func (r *removals) hold(objs []*schema.Object, now time.Time) (held []*schema.Ob
 	slices.SortFunc(keys, objectKey.compare)
 	slices.SortFunc(back, objectKey.compare)
 	for _, k := range keys {
-		held = append(held, r.applied[k])
+		held = append(held, missing[k])
 	}
 	return held, back
 }
 
-// commit records objs as the objects of the plan applied (held ones
-// included): an object missing that is not among them has been removed.
-func (r *removals) commit(objs []*schema.Object) {
-	r.applied = make(map[objectKey]*schema.Object, len(objs))
-	for _, o := range objs {
-		r.applied[keyOf(o)] = o
+// middle returns what lies between the longest common prefix and suffix
+// of a and b, compared by pointer.
+func middle(a, b []*schema.Object) (aMid, bMid []*schema.Object) {
+	p := 0
+	for p < len(a) && p < len(b) && a[p] == b[p] {
+		p++
 	}
-	for k := range r.missing {
-		if _, ok := r.applied[k]; !ok {
-			delete(r.missing, k)
+	s := 0
+	for s < len(a)-p && s < len(b)-p && a[len(a)-1-s] == b[len(b)-1-s] {
+		s++
+	}
+	return a[p : len(a)-s], b[p : len(b)-s]
+}
+
+// commit records the plan applied: made of tree, a reading's objects
+// (not changed afterwards), and held, the objects hold returned for it.
+// An object missing that is not held has been removed.
+func (r *removals) commit(tree, held []*schema.Object) {
+	r.applied = tree
+	if r.applied == nil {
+		r.applied = []*schema.Object{}
+	}
+	r.held = make(map[objectKey]*schema.Object, len(held))
+	for _, o := range held {
+		r.held[keyOf(o)] = o
+	}
+	for k := range r.since {
+		if _, ok := r.held[k]; !ok {
+			delete(r.since, k)
 		}
 	}
 }
@@ -120,14 +157,12 @@ type PendingRemoval struct {
 	Due     time.Time `json:"due"`
 }
 
-// pending describes the removals that wait for their grace; nil when
-// none does.
+// pending describes the removals that wait for their grace: the objects
+// of the plan applied last that the last reading lacks; nil when none
+// does.
 func (r *removals) pending() *PendingRemoval {
 	var p *PendingRemoval
-	for k, since := range r.missing {
-		if _, ok := r.applied[k]; !ok {
-			continue
-		}
+	for _, since := range r.since {
 		due := since.Add(r.grace)
 		if p == nil {
 			p = &PendingRemoval{Since: since, Due: due}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -151,7 +152,7 @@ func TestRemovals(t *testing.T) {
 					t.Errorf("reading %d: back %q, want %q", i, got, rd.back)
 				}
 				if !rd.notApplied {
-					r.commit(append(slices.Clone(rd.objs), held...))
+					r.commit(rd.objs, held)
 				}
 				p := r.pending()
 				switch {
@@ -168,4 +169,36 @@ func TestRemovals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkRemovalsHold times the removal grace's part of a reload of a
+// big tree (10,000 Services, 30,000 Pods) after an edit of one file, as
+// most reloads are, and commits it: reported as hold-ms per reload.
+func BenchmarkRemovalsHold(b *testing.B) {
+	var objs []*schema.Object
+	for i := range 10000 {
+		objs = append(objs, svcObj("ns", fmt.Sprintf("svc-%d", i), fmt.Sprintf("svc-%d.yaml", i)))
+	}
+	for i := range 30000 {
+		objs = append(objs, podObj("ns", fmt.Sprintf("pod-%d", i), "pods.yaml"))
+	}
+	// Two readings: the second has svc-5000 edited (another object).
+	readings := [2][]*schema.Object{objs, slices.Clone(objs)}
+	readings[1][5000] = svcObj("ns", "svc-5000", "svc-5000.yaml")
+	r := newRemovals(DefaultRemovalGrace)
+	r.commit(readings[0], nil)
+	now := time.Now()
+	i := 0
+	for b.Loop() {
+		i++
+		b.StopTimer()
+		read := slices.Clone(readings[i%2]) // a reading's slice is new, its objects not
+		b.StartTimer()
+		held, _ := r.hold(read, now)
+		if len(held) != 0 {
+			b.Fatalf("held %d", len(held))
+		}
+		r.commit(read, held)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "hold-ms")
 }

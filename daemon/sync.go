@@ -361,7 +361,7 @@ func (w *Watcher) apply(why syncReason, since time.Time, rd reading, st *compile
 // holds, for the removals of the next readings.
 func (w *Watcher) committed(rd reading) {
 	if rd.res != nil && !rd.restaged {
-		w.loader.removals.commit(rd.res.objects)
+		w.loader.removals.commit(rd.res.tree.Objects, rd.res.held)
 	}
 }
 

@@ -3,6 +3,8 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
@@ -39,6 +41,12 @@ type loader struct {
 	// still reaches the last good plan.
 	good     *loadResult
 	goodMemo *compiler.Memo
+	// removals holds the objects that left the tree for their grace;
+	// now is its clock (time.Now; a fake in tests), and readAt its time
+	// at the last load.
+	removals *removals
+	now      func() time.Time
+	readAt   time.Time
 }
 
 // loadResult is one reading of the tree: a plan, or the diagnostics that
@@ -50,6 +58,14 @@ type loadResult struct {
 	files  int              // spec files read
 	cached int              // files whose result came from the cache
 	tree   *schema.Tree     // what was read, for the revision
+	// held are the objects of the last plan applied that left the tree
+	// and wait for their removal grace (removals), compiled with the
+	// tree's. back are the objects missing before and in the tree again;
+	// unheld those that could not be held (with them the tree was
+	// invalid, without them it is not): removed now.
+	held   []*schema.Object
+	back   []objectKey
+	unheld []*schema.Object
 }
 
 // load reads, validates and compiles the tree's Services (the DNS records
@@ -59,6 +75,9 @@ type loadResult struct {
 func (l *loader) load() (*loadResult, error) {
 	changed := l.changed
 	l.changed = nil
+	// Also when the tree cannot be read: a removal due now waits for a
+	// reading that can apply it (pendingRemoval).
+	l.readAt = l.now()
 	t, err := schema.Load(l.root, schema.Options{MaxFileSize: l.maxFileSize, Cache: l.cache, Stats: &l.stats, Changed: changed})
 	if err != nil {
 		return nil, err
@@ -67,19 +86,41 @@ func (l *loader) load() (*loadResult, error) {
 	// since the previous load are forgotten.
 	l.cache.Sweep()
 	res := &loadResult{files: t.Files, cached: t.Cached, tree: t}
-	c := treecheck.CheckWith(l.root, t, l.memo)
+	res.held, res.back = l.removals.hold(t.Objects, l.readAt)
+	objs, c := l.check(t, res.held)
+	if c.Diags.Errors() > 0 && len(res.held) > 0 {
+		// Held objects must not make a valid tree invalid (a cluster
+		// IP that a new Service took over): then they go now.
+		if o, alone := l.check(t, nil); alone.Diags.Errors() == 0 {
+			objs, c, res.unheld, res.held = o, alone, res.held, nil
+		}
+	}
 	res.diags = c.Diags
 	res.errors = res.diags.Errors()
 	if res.errors > 0 {
 		return res, nil
 	}
-	p, err := l.memo.CompileStagedWith(t.Objects, c.Checked, l.node, l.view)
+	p, err := l.memo.CompileStagedWith(objs, c.Checked, l.node, l.view)
 	if err != nil {
 		return res, err
 	}
 	res.plan = p
 	l.good, l.goodMemo = res, l.memo
 	return res, nil
+}
+
+// check validates the objects of t with held added. t.Objects is the
+// tree read (its files, for the revision): held objects are in it only
+// while it is checked.
+func (l *loader) check(t *schema.Tree, held []*schema.Object) ([]*schema.Object, *treecheck.Result) {
+	objs := t.Objects
+	if len(held) > 0 {
+		read := t.Objects
+		objs = append(slices.Clip(read), held...)
+		t.Objects = objs
+		defer func() { t.Objects = read }()
+	}
+	return objs, treecheck.CheckWith(l.root, t, l.memo)
 }
 
 // restage is load for a readiness probe flip: the last reading that

@@ -222,8 +222,9 @@ func TestLogWarnings(t *testing.T) {
 	if err := os.Remove(filepath.Join(tree, "lonely/other.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	n = len(log.with("synced", "reason", "change"))
-	log.waitRec(t, n, "synced", "reason", "change")
+	// Its Service goes once the removal grace has passed.
+	n = len(log.with("synced", "reason", "removal"))
+	log.waitRec(t, n, "synced", "reason", "removal")
 	writeFile(t, filepath.Join(tree, "lonely/other.yaml"), lonelyService("other"))
 	log.waitRec(t, 1, "tree warning", "warning", "lonely/other.yaml:8:5: warning: spec.selector: matches no Pod in namespace shop, so the Service has no endpoints")
 }

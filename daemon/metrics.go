@@ -40,6 +40,13 @@ type metrics struct {
 	probeServiceFailing *prometheus.GaugeVec     // namespace, service: only Services with failing endpoints
 	probeFailOpen       prometheus.Gauge         // Services failing open
 	probeDuration       *prometheus.HistogramVec // action, result
+
+	removalObjects prometheus.Gauge // objects held for their removal grace
+	removalSince   prometheus.Gauge // when the first of them left the tree; 0: none
+	removalDue     prometheus.Gauge // when the next is due to go; 0: none
+	gitLockHeld    prometheus.Gauge // 1 while reloads wait for git's index lock
+	gitLockSince   prometheus.Gauge // the lock's time; 0: none
+	gitLockStale   prometheus.Gauge // 1 while a stale lock is ignored
 }
 
 func newMetrics(resync time.Duration) *metrics {
@@ -60,7 +67,7 @@ func newMetrics(resync time.Duration) *metrics {
 	})
 	m.programming = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "netspec_network_programming_duration_seconds",
-		Help:    "Time from the first file change event of a reload (or the readiness probe flip of a sync \"probe\") to the kernel holding the changed plan (debounce included; the state dir and DNS follow right after). With --dataplane none, to the files written.",
+		Help:    "Time from the first file change event of a reload (or the readiness probe flip of a sync \"probe\") to the kernel holding the changed plan (debounce and any wait for git's index lock included; the state dir and DNS follow right after). With --dataplane none, to the files written.",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
 	})
 	m.treeValid = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -73,7 +80,7 @@ func newMetrics(resync time.Duration) *metrics {
 	})
 	m.driftRepairs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "netspec_drift_repairs_total",
-		Help: "Resyncs that changed the kernel or state dir although the plan had not changed (rules or files changed by hand).",
+		Help: "Resyncs and reloads (SIGHUP) that changed the kernel or state dir although the plan had not changed (rules or files changed by hand).",
 	})
 	m.dnsRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "netspec_dns_requests_total",
@@ -114,6 +121,23 @@ func newMetrics(resync time.Duration) *metrics {
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"action", "result"})
 	m.reg.MustRegister(m.probeEndpoints, m.probeServiceFailing, m.probeFailOpen, m.probeDuration)
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		m.reg.MustRegister(g)
+		return g
+	}
+	m.removalObjects = gauge("netspec_removal_pending_objects",
+		"Objects (Services, Pods, Endpoints, EndpointSlices, ...) that left the tree and stay applied until the removal grace (--removal-grace) passes, unless they come back.")
+	m.removalSince = gauge("netspec_removal_pending_since_timestamp_seconds",
+		"Unix time the first of the objects of netspec_removal_pending_objects left the tree; 0 when none waits.")
+	m.removalDue = gauge("netspec_removal_due_timestamp_seconds",
+		"Unix time the next of the objects of netspec_removal_pending_objects is due to be removed; 0 when none waits. Past while the tree is invalid: the removal waits for a valid tree.")
+	m.gitLockHeld = gauge("netspec_git_lock_held",
+		"1 while git holds the index lock (.git/index.lock) of the tree's work tree, less than a minute old: reloads wait for it to go (a checkout, merge or pull under way); else 0.")
+	m.gitLockSince = gauge("netspec_git_lock_since_timestamp_seconds",
+		"Unix time (modification time) of git's index lock on the tree's work tree; 0 when there is none.")
+	m.gitLockStale = gauge("netspec_git_lock_stale",
+		"1 while git's index lock on the tree's work tree is older than a minute: taken as left by a git that died, and no longer waited for; else 0.")
 	m.reg.MustRegister(m.syncDuration, m.syncLast, m.syncFailures, m.programming,
 		m.treeValid, m.treeErrors, m.driftRepairs, m.dnsRequests, m.dnsForwards, m.healthListeners, m.healthFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -142,6 +166,35 @@ func (m *metrics) tree(errors int) {
 func (m *metrics) applied(revision string) {
 	m.revision.Reset()
 	m.revision.WithLabelValues(revision).Set(1)
+}
+
+// removalPending records the removals held for their grace (nil: none).
+func (m *metrics) removalPending(p *PendingRemoval) {
+	if p == nil {
+		m.removalObjects.Set(0)
+		m.removalSince.Set(0)
+		m.removalDue.Set(0)
+		return
+	}
+	m.removalObjects.Set(float64(p.Objects))
+	m.removalSince.Set(float64(p.Since.UnixNano()) / 1e9)
+	m.removalDue.Set(float64(p.Due.UnixNano()) / 1e9)
+}
+
+// gitLock records git's index lock (nil: none).
+func (m *metrics) gitLock(l *GitLockStatus) {
+	held, since, stale := 0.0, 0.0, 0.0
+	if l != nil {
+		since = float64(l.Since.UnixNano()) / 1e9
+		if l.Stale {
+			stale = 1
+		} else {
+			held = 1
+		}
+	}
+	m.gitLockHeld.Set(held)
+	m.gitLockSince.Set(since)
+	m.gitLockStale.Set(stale)
 }
 
 // healthChecks records the health check listeners after a sync.

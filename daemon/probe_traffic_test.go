@@ -68,19 +68,7 @@ const (
 // probeTrafficTree has the Service api (TCP and UDP, cluster IP
 // 10.96.0.20) and its headless twin api-hl over pods p1 and p2, whose
 // readinessProbe is tcpSocket 8081.
-var probeTrafficTree = fmt.Sprintf(`apiVersion: netspec.dev/v1alpha1
-kind: Cluster
-metadata: {name: test}
-spec:
-  serviceCIDRs: ["10.96.0.0/12"]
-  podCIDRs: ["10.244.0.0/16"]
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-1}
-status:
-  addresses: [{type: InternalIP, address: 192.168.10.11}]
----
+var probeTrafficTree = trafficCluster + fmt.Sprintf(`---
 apiVersion: v1
 kind: Service
 metadata: {name: api, namespace: probed}

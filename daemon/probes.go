@@ -184,9 +184,15 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 		w.log.Warn(msg, "service", o.Service, "endpoint", o.Endpoint, "probe", o.Probe, "err", o.LastError)
 	}
 	for k, desc := range ps.out {
-		if _, ok := now[k]; !ok {
-			w.log.Info("endpoint back in: its readiness probe passes", "service", k.service, "endpoint", k.endpoint.String(), "probe", desc)
+		if _, ok := now[k]; ok {
+			continue
 		}
+		if !hasEndpoint(p, k.service, k.endpoint) {
+			// Not back: gone with its Service, or from it.
+			w.log.Info("endpoint out for its readiness probe left the plan (its Service or the endpoint left the tree)", "service", k.service, "endpoint", k.endpoint.String(), "probe", desc)
+			continue
+		}
+		w.log.Info("endpoint back in: its readiness probe passes", "service", k.service, "endpoint", k.endpoint.String(), "probe", desc)
 	}
 	recorded := ps.recorded && len(now) == len(ps.out)
 	for k, desc := range now {
@@ -207,6 +213,25 @@ func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen 
 			w.log.Warn("cannot record the endpoints out for failing probes in the state dir", "err", err)
 		}
 	}
+}
+
+// hasEndpoint tells whether the Service (namespace/name) of p has the
+// endpoint on one of its ports.
+func hasEndpoint(p *plan.Plan, service string, ep netip.AddrPort) bool {
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.Key() != service {
+			continue
+		}
+		for j := range s.Ports {
+			for _, e := range s.Ports[j].Endpoints {
+				if e.AddrPort() == ep {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // refresh reads which checks fail now (the prober's failing ones) and

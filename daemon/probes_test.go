@@ -486,3 +486,42 @@ func TestProbeOutOfOtherProxy(t *testing.T) {
 		t.Errorf("failing endpoints by Service: %v, want %v", perService, want)
 	}
 }
+
+// TestProbeOutLeavesTree: an endpoint out for its failing probe whose
+// Service, or which itself, leaves the tree is not logged as back in (its
+// probe still fails): the log says it left the plan.
+func TestProbeOutLeavesTree(t *testing.T) {
+	apiSvc := "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: probed}\nspec:\n  selector: {app: api}\n  ports: [{name: http, port: 80, targetPort: 8080}]\n---\n"
+	api1 := "apiVersion: v1\nkind: Pod\nmetadata: {name: api-1, namespace: probed, labels: {app: api}}\nspec:\n  nodeName: node-1\n  containers: [{name: app, readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1, failureThreshold: 2}}]\nstatus: {podIP: 10.244.1.11, conditions: [{type: Ready, status: \"True\"}]}\n---\n"
+	tests := []struct {
+		name   string
+		remove string // the document of probedTree removed
+	}{
+		{name: "its Service removed", remove: apiSvc},
+		{name: "its Pod removed", remove: api1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(probedTree, tt.remove) {
+				t.Fatalf("probedTree lacks the document to remove:\n%s", tt.remove)
+			}
+			tree := basicTree(t)
+			file := filepath.Join(tree, "probed", "services.yaml")
+			writeFile(t, file, probedTree)
+			recs := newRecords(t)
+			r, f := startProbed(t, tree, Options{Dataplane: DataplaneNone, RemovalGrace: -1}, recs)
+			f.set("dial tcp 10.244.1.11:8080: connect: connection refused", "10.244.1.11")
+			r.statusUntil(t, "api-1 out", func(s *Status) bool { return s.Probes != nil && len(s.Probes.Out) == 1 })
+			atomicWrite(t, file, strings.Replace(probedTree, tt.remove, "", 1))
+			recs.waitRec(t, 0, "endpoint out for its readiness probe left the plan (its Service or the endpoint left the tree)",
+				"service", "probed/api", "endpoint", "10.244.1.11:8080")
+			r.idle(t)
+			if got := recs.with("endpoint back in: its readiness probe passes"); len(got) != 0 {
+				t.Errorf("an endpoint that left the tree logged as back in: %v", got)
+			}
+			if st := r.query(t); len(st.Probes.Out) != 0 {
+				t.Errorf("endpoints out after it left the tree: %+v", st.Probes.Out)
+			}
+		})
+	}
+}

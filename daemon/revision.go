@@ -239,10 +239,13 @@ func ContentRevision(root string, t *schema.Tree) (Revision, error) {
 // files), apart from the tree's own watches: git writes HEAD or the ref
 // after the files of a checkout or commit, and .git, hidden, is not
 // watched with the tree. An event on them reloads the tree by its file
-// changes alone (none, usually), which reads the commit again.
+// changes alone (none, usually), which reads the commit again. It
+// watches the git dir's index.lock too, which git holds while it
+// rewrites the work tree (gitLocked).
 type gitWatch struct {
-	fw  *fsnotify.Watcher // nil: not watching (inotify refused)
-	set watchSet
+	fw   *fsnotify.Watcher // nil: not watching (inotify refused)
+	set  watchSet
+	lock string // the git dir's index.lock; "": not in a git work tree, or not watching
 }
 
 // update watches the git files of the tree at root as it is now.
@@ -254,6 +257,11 @@ func (g *gitWatch) update(root string) {
 	s := watchSet{}
 	for _, f := range files {
 		s.only(filepath.Dir(f), filepath.Base(f))
+	}
+	g.lock = ""
+	if len(files) > 0 { // files[0] is the git dir's HEAD
+		g.lock = filepath.Join(filepath.Dir(files[0]), gitIndexLock)
+		s.only(filepath.Dir(g.lock), gitIndexLock)
 	}
 	s.sync(g.fw, g.set)
 	g.set = s

@@ -50,6 +50,13 @@ type Status struct {
 	// with the latest probe of each endpoint out (its LastError and
 	// LastProbe) as of the request; nil when the watcher does not probe.
 	Probes *ProbeStatus `json:"probes"`
+	// PendingRemoval are the objects that left the tree and stay applied
+	// until their removal grace passes; nil when none waits.
+	PendingRemoval *PendingRemoval `json:"pendingRemoval,omitempty"`
+	// GitLock is git's index lock on the tree's work tree, while it
+	// exists: reloads wait for it unless it is stale; nil when there is
+	// none.
+	GitLock *GitLockStatus `json:"gitLock,omitempty"`
 }
 
 // RevisionStatus is the revision applied and since when.
@@ -70,7 +77,7 @@ const (
 
 // SyncStatus is one sync.
 type SyncStatus struct {
-	Reason string    `json:"reason"`         // start, change, reload or resync
+	Reason string    `json:"reason"`         // start, change, reload, resync, probe or removal
 	Kind   string    `json:"kind,omitempty"` // full or partial; empty when nothing was applied
 	Ended  time.Time `json:"ended"`
 	// DurationSeconds is the whole sync: reading the tree to the
@@ -90,7 +97,7 @@ type TreeStatus struct {
 	FirstError string `json:"firstError,omitempty"` // file:line:col: message, or why the tree could not be read or compiled
 }
 
-// DriftStatus counts the resyncs that repaired drift.
+// DriftStatus counts the resyncs and reloads (SIGHUP) that repaired drift.
 type DriftStatus struct {
 	Count int        `json:"count"`
 	Last  *time.Time `json:"last,omitempty"`
@@ -253,6 +260,14 @@ func (w *Watcher) publishStatus() {
 		st.DriftRepairs.Last = &t
 	}
 	st.HealthChecks = slices.Clone(st.HealthChecks)
+	if st.PendingRemoval != nil {
+		p := *st.PendingRemoval
+		st.PendingRemoval = &p
+	}
+	if st.GitLock != nil {
+		l := *st.GitLock
+		st.GitLock = &l
+	}
 	w.status.Store(&st)
 }
 

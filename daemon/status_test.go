@@ -54,6 +54,19 @@ func revisionMetric(t *testing.T, w *Watcher) []string {
 	return out
 }
 
+// fullSyncs is how many full syncs (the first, SIGHUP, resyncs) w made.
+func fullSyncs(t *testing.T, w *Watcher) uint64 {
+	t.Helper()
+	for _, m := range metricSeries(t, w, "netspec_sync_duration_seconds") {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "kind" && l.GetValue() == "full" {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
 // metricSeries returns the series of the metric name that w exports now.
 func metricSeries(t *testing.T, w *Watcher, name string) []*dto.Metric {
 	t.Helper()
@@ -375,8 +388,16 @@ func TestRevisionDirty(t *testing.T) {
 	// Staged, not committed: still dirty.
 	second := st.Revision.ID
 	git(t, dir, "add", "-A")
+	// SIGHUP reads the index again (a full sync, counted by kind; git's
+	// index lock may reload too, and be the last sync).
+	full := fullSyncs(t, r.Watcher)
 	r.Reload()
-	st = r.statusUntil(t, "a reload", func(s *Status) bool { return s.LastSync.Reason == "reload" })
+	waitFor(t, "a reload", func() (bool, string) {
+		n := fullSyncs(t, r.Watcher)
+		return n > full, fmt.Sprint(n)
+	})
+	r.idle(t)
+	st = r.query(t)
 	if st.Revision.ID != second {
 		t.Errorf("staged changes: revision %+v, want %s", st.Revision, second)
 	}

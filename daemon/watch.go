@@ -38,7 +38,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +56,6 @@ import (
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
-	"netspec.dev/netspec/schema"
 )
 
 // Data planes.
@@ -109,6 +107,14 @@ type Options struct {
 	// waits at most Debounce; reloads start at least Debounce apart.
 	// DefaultDebounce when 0; negative: every event reloads at once.
 	Debounce time.Duration
+	// RemovalGrace delays removals: an object (Service, Pod, Endpoints,
+	// EndpointSlice, any kind, by kind, namespace and name) that leaves
+	// the tree stays applied until the tree has lacked it for
+	// RemovalGrace, and stays for good when it comes back within it (an
+	// editor's save in two steps, a checkout that moves it to another
+	// file). Additions and edits are applied at once.
+	// DefaultRemovalGrace when 0; negative: removals are applied at once.
+	RemovalGrace time.Duration
 
 	// Probes runs the readiness probes of the plan's endpoints from this
 	// node (package probe): an endpoint failing one is out of its
@@ -191,6 +197,15 @@ type Watcher struct {
 	// tells that one changed since the last reload.
 	git      gitWatch
 	gitMoved bool
+	// deferred is the sync that waits for git's index lock to go (or
+	// turn stale): nil when none waits.
+	deferred *deferredSync
+	// lockTimer fires when the git lock a sync waits for turns stale;
+	// removalTimer when the next removal held is due (pendingRemoval).
+	lockTimer, removalTimer *time.Timer
+	// heldLogged are the objects held at the last reading, so that a
+	// removal held is logged once.
+	heldLogged map[objectKey]bool
 }
 
 // New checks opts and binds the metrics listener (so that a busy port is
@@ -218,6 +233,9 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
 	}
+	if opts.RemovalGrace == 0 {
+		opts.RemovalGrace = DefaultRemovalGrace
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -225,15 +243,19 @@ func New(opts Options) (*Watcher, error) {
 		opts.StatusSocket = filepath.Join(opts.StateDir, SocketName)
 	}
 	w := &Watcher{
-		opts:     opts,
-		log:      opts.Logger,
-		loader:   &loader{root: opts.Tree, node: opts.Node, maxFileSize: opts.MaxFileSize, cache: cache.NewMemory(), memo: compiler.NewMemo()},
+		opts: opts,
+		log:  opts.Logger,
+		loader: &loader{root: opts.Tree, node: opts.Node, maxFileSize: opts.MaxFileSize, cache: cache.NewMemory(), memo: compiler.NewMemo(),
+			removals: newRemovals(opts.RemovalGrace), now: time.Now},
 		metrics:  newMetrics(max(opts.Resync, 0)),
 		reload:   make(chan struct{}, 1),
 		synced:   make(chan struct{}),
 		dnsReady: make(chan struct{}),
 		full:     true,
 		idle:     make(chan struct{}),
+
+		lockTimer:    stoppedTimer(),
+		removalTimer: stoppedTimer(),
 
 		probeKick: make(chan struct{}, 1),
 		newProber: func(o probe.Options) prober { return probe.New(o) },
@@ -433,7 +455,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 
 	w.log.Info("watching", "tree", w.opts.Tree, "node", w.opts.Node, "dataplane", w.opts.Dataplane,
-		"state_dir", w.opts.StateDir, "status_socket", w.opts.StatusSocket, "resync", w.opts.Resync, "debounce", w.opts.Debounce)
+		"state_dir", w.opts.StateDir, "status_socket", w.opts.StatusSocket, "resync", w.opts.Resync, "debounce", w.opts.Debounce,
+		"removal_grace", max(w.opts.RemovalGrace, 0))
 	w.rescan(fw)
 	w.sync(syncStart, time.Time{})
 
@@ -447,8 +470,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// for Settle, a burst at most Debounce after its first event, and
 	// reloads for changes start at least Debounce apart.
 	pace := newPacer(w.opts.Debounce)
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
+	debounce := stoppedTimer()
+	defer w.lockTimer.Stop()
+	defer w.removalTimer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -489,26 +513,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.changes.lost()
 			debounce.Reset(pace.event(time.Now()))
 		case <-debounce.C:
-			since := pace.fire(time.Now())
-			if w.gitMoved {
-				// HEAD may name another ref now.
-				w.gitMoved = false
-				w.git.update(w.opts.Tree)
+			w.treeSync(fw, syncChange, pace.fire(time.Now()))
+		case <-w.lockTimer.C:
+			// The git lock a sync waits for turns stale now.
+			w.treeSync(fw, syncChange, time.Time{})
+		case <-w.removalTimer.C:
+			if pace.pending() || w.deferred != nil {
+				continue // the reload on its way applies the removal
 			}
-			if paths, ok := w.changes.take(); ok {
-				// Files changed, no directory: the watches stay, and
-				// the loader reads just these paths.
-				w.loader.changed = paths
-				w.log.Debug("reloading the files changed", "paths", len(paths))
-			} else {
-				w.log.Debug("rescanning the tree")
-				w.rescan(fw)
-			}
-			w.sync(syncChange, since)
+			w.loader.changed = []string{} // read no file
+			w.sync(syncRemoval, time.Time{})
 		case <-w.reload:
 			w.log.Info("reload requested: reading the whole tree and the kernel back")
-			w.rescan(fw)
-			w.sync(syncReload, time.Time{})
+			w.treeSync(fw, syncReload, time.Time{})
 		case <-w.idle:
 		case <-w.probeKick:
 			var since time.Time
@@ -517,8 +534,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 			w.sync(syncProbe, since)
 		case <-resync:
-			w.rescan(fw) // events may have been missed; cheap when nothing changed
-			w.sync(syncResync, time.Time{})
+			w.treeSync(fw, syncResync, time.Time{})
 		}
 	}
 }
@@ -563,6 +579,75 @@ func (w *Watcher) waitIdle(ctx context.Context) error {
 	}
 }
 
+// stoppedTimer is a timer that fires when Reset.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// treeSync runs a sync that reads the tree, for file changes (the
+// paths changed, or the whole tree when they do not tell all), SIGHUP
+// or the resync (the whole tree, rescanned: events may have been missed;
+// cheap when nothing changed). While git holds the index lock of the
+// tree's work tree (a checkout, merge or pull under way: the files are
+// half old, half new), it waits: the sync runs when the lock goes (its
+// event reloads) or turns stale (lockTimer), as the strongest of the
+// syncs that waited, with the time of their first file event.
+func (w *Watcher) treeSync(fw *fsnotify.Watcher, why syncReason, since time.Time) {
+	if w.gitMoved {
+		// HEAD may name another ref now, the git dir be another.
+		w.gitMoved = false
+		w.git.update(w.opts.Tree)
+	}
+	why, since = w.deferred.merge(why, since)
+	if until, held := w.gitLocked(time.Now()); held {
+		w.deferred = &deferredSync{why: why, since: since}
+		w.lockTimer.Reset(max(time.Until(until), 0))
+		w.log.Debug("reload waits for git's index lock", "reason", why.String(), "lock", w.git.lock)
+		return
+	}
+	w.deferred = nil
+	w.lockTimer.Stop()
+	if why == syncChange {
+		if paths, ok := w.changes.take(); ok {
+			// Files changed, no directory: the watches stay, and
+			// the loader reads just these paths.
+			w.loader.changed = paths
+			w.log.Debug("reloading the files changed", "paths", len(paths))
+		} else {
+			w.log.Debug("rescanning the tree")
+			w.rescan(fw)
+		}
+	} else {
+		w.rescan(fw)
+	}
+	w.sync(why, since)
+}
+
+// deferredSync is a sync waiting for git's index lock to go.
+type deferredSync struct {
+	why   syncReason
+	since time.Time // of its first file event; zero: none
+}
+
+// merge folds the sync waiting (d; nil: none) into one for why and
+// since: the resync's fresh start outranks SIGHUP's full reading, which
+// outranks a change's; the first file event stays.
+func (d *deferredSync) merge(why syncReason, since time.Time) (syncReason, time.Time) {
+	if d == nil {
+		return why, since
+	}
+	rank := map[syncReason]int{syncChange: 0, syncReload: 1, syncResync: 2}
+	if rank[d.why] > rank[why] {
+		why = d.why
+	}
+	if since.IsZero() || !d.since.IsZero() && d.since.Before(since) {
+		since = d.since
+	}
+	return why, since
+}
+
 // rescan updates the directories watched to the tree as it is now. The
 // sync after it reads the whole tree (the loader is given no changed
 // paths), which covers every event so far: they are forgotten. That is
@@ -578,300 +663,5 @@ func (w *Watcher) rescan(fw *fsnotify.Watcher) {
 	w.watched = s
 	if added+removed > 0 {
 		w.log.Debug("watching directories", "dirs", len(s), "added", added, "removed", removed)
-	}
-}
-
-// Why a sync runs.
-type syncReason int
-
-const (
-	syncStart  syncReason = iota // the first sync
-	syncChange                   // files changed
-	syncReload                   // Reload (SIGHUP)
-	syncResync                   // the periodic resync
-	syncProbe                    // a readiness check flipped
-)
-
-func (r syncReason) String() string {
-	return [...]string{"start", "change", "reload", "resync", "probe"}[r]
-}
-
-// sync reads the tree and applies its plan: by difference (Update) after
-// a change, reading the kernel back (Apply) at the first sync, at a
-// reload (SIGHUP), at a resync and after a failure. An invalid tree leaves everything as it is;
-// a resync then applies the last good plan again, repairing drift.
-// since is the time of the first file event that led here (zero if none).
-//
-// The kernel comes first: it is programmed from the plan's Services, and
-// only then are the DNS records and env files worked out (compiler.Staged)
-// and the state dir and DNS answers updated.
-func (w *Watcher) sync(why syncReason, since time.Time) {
-	if w.probes != nil {
-		flipped := w.probes.refresh()
-		if why == syncProbe {
-			if !flipped {
-				return // flipped and back before this sync
-			}
-			if w.good == nil {
-				// Nothing applied yet (the first reading failed): the
-				// checks are not set before a plan is.
-				return
-			}
-			// With the tree invalid, the flip applies to the last good
-			// plan (its reading compiled again with the new view): the
-			// kubelet and kube-proxy act on readiness whatever is pushed,
-			// and so does the node. The invalid tree never gets here.
-		}
-		w.loader.view = w.probes.view()
-	}
-	out := &SyncStatus{Reason: why.String(), Result: ResultInvalid}
-	began := time.Now()
-	w.gc.begin()
-	defer func() {
-		out.Ended = time.Now().UTC().Truncate(time.Millisecond)
-		out.DurationSeconds = time.Since(began).Seconds()
-		w.cur.LastSync = out
-		w.publishStatus()
-		if w.probes != nil {
-			// Done now, not by the next probe flip.
-			w.loader.memo.IndexProbes()
-		}
-	}()
-	if why == syncResync {
-		// A resync works the tree out from scratch, so that a missed
-		// change cannot outlive it.
-		w.loader.memo = compiler.NewMemo()
-	}
-	var res *loadResult
-	var err error
-	restaged := false
-	if why == syncProbe {
-		// Nothing below the tree changed: the last reading's Services
-		// are compiled again with the new view, only those whose
-		// endpoints flipped at any cost.
-		res, restaged = w.loader.restage()
-		if !restaged {
-			w.loader.changed = []string{} // read no file
-		}
-	}
-	if !restaged {
-		res, err = w.loader.load()
-	}
-	if res != nil && !restaged {
-		// A restage is the last good reading again: its warnings were
-		// logged when it was read.
-		w.logWarnings(res.diags)
-	}
-	// What an invalid tree leaves in place: the last good state, or, when
-	// nothing was applied yet (the first reading failed), whatever the
-	// kernel and the state dir hold.
-	keeping := "keeping last good state"
-	if w.good == nil {
-		keeping = "nothing applied yet: the kernel and the state dir stay as they are"
-	}
-	var st *compiler.Staged // the tree's plan; nil: keep the last good one
-	switch {
-	case restaged && w.invalid:
-		// A probe flip while the tree is invalid: the last good reading
-		// with the new view. The tree stays invalid (its state, metrics
-		// and log as they are).
-		st = res.plan
-	case err != nil:
-		w.invalid = true
-		w.metrics.syncFailures.Inc()
-		out.Result, out.Error = ResultFailed, err.Error()
-		w.cur.TreeState = TreeStatus{FirstError: err.Error()}
-		if res != nil {
-			w.metrics.tree(res.errors)
-			w.cur.TreeState.Errors = res.errors
-		}
-		w.log.Error("cannot read the tree, "+keeping, "reason", why.String(), "err", err)
-	case res.errors > 0:
-		w.invalid = true
-		w.metrics.tree(res.errors)
-		w.cur.TreeState = TreeStatus{Errors: res.errors, FirstError: res.firstError()}
-		w.log.Error("tree invalid, "+keeping, "reason", why.String(), "errors", res.errors, "first", res.firstError())
-		n := 0
-		for _, d := range res.diags {
-			if d.Severity != diag.Error {
-				continue
-			}
-			if n == 0 {
-				n++ // the first is in the line above
-				continue
-			}
-			if n == 10 {
-				w.log.Warn("more tree errors not shown", "errors", res.errors-n)
-				break
-			}
-			w.log.Warn("tree error", "error", d.String())
-			n++
-		}
-	default:
-		if w.invalid {
-			w.invalid = false
-			w.log.Info("tree valid again", "reason", why.String())
-		}
-		w.metrics.tree(0)
-		w.cur.TreeState = TreeStatus{Valid: true}
-		st = res.plan
-		if w.probes != nil && !restaged {
-			w.probes.execPods = schema.ExecPodsByKey(res.tree.Objects)
-		}
-	}
-	var rev Revision // of the tree read, when it is valid and was read
-	if st != nil && !restaged {
-		var revErr error
-		rev, revErr = w.loader.revision(res)
-		if msg := fmt.Sprint(revErr); revErr != nil && msg != w.revErr {
-			w.log.Warn("cannot read the tree's git commit; its revision is a hash of its content", "err", revErr)
-		}
-		w.revErr = ""
-		if revErr != nil {
-			w.revErr = revErr.Error()
-		}
-	}
-	if st == nil && (w.good == nil || why != syncResync) {
-		// Nothing good to apply yet, or the tree is not good: only a
-		// resync applies the last good plan again (to repair drift).
-		return
-	}
-
-	// p is what the kernel is programmed from; finish completes it into
-	// applied.
-	p, applied := w.good, w.good
-	finish := func() (*plan.Plan, error) { return applied, nil }
-	changed := false
-	if st != nil {
-		p = st.Plan
-		changed = w.good == nil || !plan.SameDataplane(w.good, p)
-		if !changed {
-			// The rules stay; the names (DNS, env) may not.
-			changed = !w.good.Equal(st.Finish())
-		}
-		finish = func() (*plan.Plan, error) {
-			q := st.Finish()
-			if w.dns != nil && (w.good == nil || !w.good.DNS.Equal(q.DNS) || !dnsserver.SameCluster(w.good, q)) {
-				recs, err := dnsserver.Compile(q.DNS, dnsserver.ClusterOf(q))
-				if err != nil {
-					// A compiler bug: the old answers stay.
-					return nil, fmt.Errorf("dns records do not compile: %w", err)
-				}
-				w.publish = recs
-			}
-			applied = q
-			return q, nil
-		}
-	}
-	if !changed && (why == syncChange || why == syncProbe) && !w.full {
-		// A file changed without changing the plan (a comment, a file
-		// outside the plan's node): nothing to do.
-		w.log.Debug("plan unchanged", "files", res.files, "validated", res.files-res.cached)
-		out.Result = ResultUnchanged
-		w.appliedRevision(rev)
-		if w.probes != nil {
-			// A check flipped without changing the plan (a Service that
-			// fails open, an endpoint no traffic of this node uses).
-			w.probeReport(w.good, false, true, st.FailOpen)
-		}
-		return
-	}
-
-	// Only a file change or a probe flip is applied by difference with
-	// what was installed; the first sync, SIGHUP and the resync read the
-	// kernel back (and say so: kind full).
-	full := w.full || why != syncChange && why != syncProbe
-	kind, apply := "partial", w.node.UpdateStaged
-	if full {
-		kind, apply = "full", w.node.ApplyStaged
-	}
-	start := time.Now()
-	r, err := apply(p, finish)
-	w.publish = nil
-	took := time.Since(start)
-	if err != nil {
-		w.full = true // the kernel may hold anything now: read it back next time
-		w.metrics.syncFailures.Inc()
-		out.Kind, out.Result, out.Error = kind, ResultFailed, err.Error()
-		w.log.Error("sync failed", "reason", why.String(), "kind", kind, "err", err)
-		return
-	}
-	now := time.Now()
-	w.full = false
-	w.metrics.synced(kind, took, now)
-	out.ApplySeconds = took.Seconds()
-	var programming time.Duration // file event (or probe flip) → kernel updated; 0: neither
-	if !since.IsZero() && changed {
-		// The state dir's files (and DNS) follow the kernel.
-		programming = r.KernelAt.Sub(since)
-		w.metrics.programming.Observe(programming.Seconds())
-	}
-	w.good = applied
-	p = applied
-	out.Kind, out.Result = kind, ResultApplied
-	if st != nil {
-		w.appliedRevision(rev)
-	}
-	if w.probes != nil {
-		var failOpen []string
-		if st != nil {
-			failOpen = st.FailOpen
-		}
-		w.probeReport(p, why != syncProbe, st != nil, failOpen)
-	}
-	if w.health != nil {
-		w.health.Sync(p)
-		w.metrics.healthChecks(w.health.Stats())
-		w.cur.HealthChecks = healthStatus(w.health.Status())
-	}
-	select {
-	case <-w.synced:
-	default:
-		close(w.synced)
-	}
-	if full {
-		// A full sync builds the whole tree, plan and model anew and
-		// leaves most of that as garbage; between full syncs the live
-		// heap changes little. Return the garbage's pages to the system
-		// now rather than keep them for a peak that comes back only at
-		// the next full sync: RSS then follows the live heap
-		// (docs/performance.md, "Node agent cost"). Off the sync loop, so
-		// that the next reload does not wait for the collection.
-		go debug.FreeOSMemory()
-	} else {
-		w.gc.end()
-	}
-
-	services, endpoints := p.Counts()
-	var elements, chains int
-	for _, t := range r.NFT.Tables {
-		elements += len(t.ElementsAdded) + len(t.ElementsRemoved)
-		chains += len(t.ChainsAdded) + len(t.ChainsChanged) + len(t.ChainsRemoved)
-	}
-	files := len(r.Files.Added) + len(r.Files.Changed) + len(r.Files.Removed)
-	attrs := []any{"reason", why.String(), "kind", kind, "services", services, "endpoints", endpoints,
-		"changed_elements", elements, "changed_chains", chains, "changed_files", files,
-		// took is the whole sync, as the status's; apply its kernel and
-		// state dir part, as netspec_sync_duration_seconds.
-		"took", time.Since(began).Round(time.Millisecond), "apply", took.Round(time.Millisecond)}
-	if res != nil {
-		attrs = append(attrs, "validated_files", res.files-res.cached)
-	}
-	if programming > 0 {
-		attrs = append(attrs, "programming_latency", programming.Round(time.Millisecond))
-	}
-	switch {
-	case why == syncResync && !changed && !r.Empty():
-		w.metrics.driftRepairs.Inc()
-		w.cur.DriftRepairs.Count++
-		w.cur.DriftRepairs.Last = &out.Ended // set when the sync ends
-		if r.IPVS != nil && !r.IPVS.Empty() {
-			attrs = append(attrs, "ipvs", r.IPVS.Summary())
-		}
-		w.log.Warn("drift repaired", append(attrs, "nftables", r.NFT.Summary())...)
-	case why == syncResync && r.Empty():
-		w.log.Debug("resynced, no drift", attrs...)
-	default:
-		w.log.Info("synced", attrs...)
 	}
 }

@@ -523,6 +523,32 @@ func TestDrift(t *testing.T) {
 	}
 }
 
+// TestDriftSIGHUP: drift repaired by SIGHUP is counted as the resync's
+// is, in the metric and the status.
+func TestDriftSIGHUP(t *testing.T) {
+	r := start(t, basicTree(t), Options{Resync: -1})
+	want := r.nft(t)
+	r.ns.MustRun("nft", "flush", "chain", "ip", "netspec", "nat-prerouting")
+	r.Reload()
+	waitFor(t, "drift repaired", func() (bool, string) {
+		got := r.nft(t)
+		return got == want, got
+	})
+	st := r.statusUntil(t, "a drift repair in the status", func(s *Status) bool { return s.DriftRepairs.Count == 1 })
+	if st.LastSync.Reason != "reload" || st.DriftRepairs.Last == nil {
+		t.Errorf("last sync %+v, drift repairs %+v: want reason reload, a last repair", st.LastSync, st.DriftRepairs)
+	}
+	if n := r.metric(t, "netspec_drift_repairs_total"); n != 1 {
+		t.Errorf("netspec_drift_repairs_total = %v after SIGHUP repaired drift, want 1", n)
+	}
+	// A SIGHUP with nothing to repair is no repair.
+	r.Reload()
+	r.statusUntil(t, "a second reload", func(s *Status) bool { return s.LastSync.Ended.After(st.LastSync.Ended) })
+	if n := r.metric(t, "netspec_drift_repairs_total"); n != 1 {
+		t.Errorf("netspec_drift_repairs_total = %v after a SIGHUP without drift, want 1", n)
+	}
+}
+
 // TestDataplaneNone keeps the state dir in step without a kernel; it
 // needs no root.
 func TestDataplaneNone(t *testing.T) {

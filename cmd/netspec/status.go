@@ -39,13 +39,19 @@ DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
     when the tree's files differ from the commit's; or sha256: and a hash
     of its spec files and netspec.lock when the tree is not a git checkout)
     and since when;
-  - the last sync: why (start, change, reload, resync, probe), its kind
+  - the last sync: why (start, change, reload, resync, probe, removal), its kind
     (full reads the kernel back, partial updates by difference), how long
     it took (the whole sync, as the log's took; in parentheses the kernel
     and state dir part, as the log's apply and the metric
     netspec_sync_duration_seconds) and its result (applied, unchanged, invalid, failed, with the error);
   - whether the tree read last is valid, with its first error;
-  - the drift repairs of resyncs (count, last);
+  - the drift repairs of resyncs and SIGHUP (count, last);
+  - the removals waiting for --removal-grace, when some do: how many
+    objects left the tree and stay applied, since when, and when the next
+    is due to go;
+  - git's index lock on the tree's work tree, when it exists: since when,
+    and whether reloads wait for it or it is stale (older than a minute,
+    no longer waited for);
   - the health check node ports: port, service, local endpoints, and the
     addresses listening and failing to bind;
   - the readiness probes: how many checks run and fail, how many endpoints
@@ -286,6 +292,21 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 		fmt.Fprintf(w, "drift repairs: %d, last %s\n", d.Count, ago(*d.Last, now))
 	} else {
 		fmt.Fprintln(w, "drift repairs: none")
+	}
+	if p := st.PendingRemoval; p != nil {
+		due := "in " + p.Due.Sub(now).Round(100*time.Millisecond).String()
+		if !p.Due.After(now) {
+			due = "now (or once the tree is valid again)"
+		}
+		fmt.Fprintf(w, "removals pending: %s left the tree and stay applied, since %s; the next goes %s\n",
+			plural(p.Objects, "object"), ago(p.Since, now), due)
+	}
+	if l := st.GitLock; l != nil {
+		what := "reloads wait for it (a checkout, merge or pull under way)"
+		if l.Stale {
+			what = "STALE (older than a minute; left by a git that died?), no longer waited for: remove it once no git runs"
+		}
+		fmt.Fprintf(w, "git lock: %s since %s: %s\n", l.Path, ago(l.Since, now), what)
 	}
 	switch {
 	case st.HealthChecks == nil:

@@ -57,3 +57,60 @@ func TestStatusHeldOut(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusRemovalAndGitLock: status says what removals wait for their
+// grace and which git lock reloads wait for, and says nothing of either
+// when there is none.
+func TestStatusRemovalAndGitLock(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	base := daemon.Status{Node: "node-1", Tree: "/srv/tree", Dataplane: "none", StateDir: "state", PID: 7, Started: now.Add(-time.Hour)}
+	tests := []struct {
+		name  string
+		set   func(*daemon.Status)
+		want  []string
+		wantN []string // must not appear
+	}{{
+		name:  "neither",
+		set:   func(*daemon.Status) {},
+		wantN: []string{"removals pending", "git lock"},
+	}, {
+		name: "pending and held",
+		set: func(s *daemon.Status) {
+			s.PendingRemoval = &daemon.PendingRemoval{Objects: 2, Since: now.Add(-500 * time.Millisecond), Due: now.Add(1500 * time.Millisecond)}
+			s.GitLock = &daemon.GitLockStatus{Path: "/srv/tree/.git/index.lock", Since: now.Add(-2 * time.Second)}
+		},
+		want: []string{
+			"removals pending: 2 objects left the tree and stay applied, since 2026-01-02T03:04:04Z (500ms ago); the next goes in 1.5s\n",
+			"git lock: /srv/tree/.git/index.lock since 2026-01-02T03:04:03Z (2s ago): reloads wait for it (a checkout, merge or pull under way)\n",
+		},
+	}, {
+		name: "due past and stale",
+		set: func(s *daemon.Status) {
+			s.PendingRemoval = &daemon.PendingRemoval{Objects: 1, Since: now.Add(-3 * time.Second), Due: now.Add(-time.Second)}
+			s.GitLock = &daemon.GitLockStatus{Path: "/srv/tree/.git/index.lock", Since: now.Add(-2 * time.Minute), Stale: true}
+		},
+		want: []string{
+			"removals pending: 1 object left the tree and stay applied, since 2026-01-02T03:04:02Z (3s ago); the next goes now (or once the tree is valid again)\n",
+			"git lock: /srv/tree/.git/index.lock since 2026-01-02T03:02:05Z (2m0s ago): STALE (older than a minute; left by a git that died?), no longer waited for: remove it once no git runs\n",
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := base
+			tt.set(&st)
+			var b bytes.Buffer
+			writeDaemonStatus(&b, "state/netspec.sock", &st, now)
+			got := b.String()
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("status lacks %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tt.wantN {
+				if strings.Contains(got, w) {
+					t.Errorf("status has %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}

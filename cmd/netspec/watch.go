@@ -36,6 +36,7 @@ type watchFlags struct {
 	metricsListen string
 	resync        time.Duration
 	debounce      time.Duration
+	removalGrace  time.Duration
 	logFormat     string
 	logLevel      string
 	probes        bool
@@ -45,7 +46,7 @@ type watchFlags struct {
 func init() {
 	register(&command{
 		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--probes=false] [--probe-concurrency 64] [--log-format text|json]",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--removal-grace 2s] [--probes=false] [--probe-concurrency 64] [--log-format text|json]",
 		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
 		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
@@ -55,6 +56,18 @@ every directory of TREE and applies again whenever a file changes:
     checkout (git-sync's TREE -> rev-abc, a ConfigMap's ..data) all reload;
     a change is applied once the tree has been quiet for 10 ms, and a
     burst of changes (a long checkout) at most once per --debounce;
+  - removals wait: an object (Service, Pod, Endpoints, EndpointSlice, by
+    kind, namespace and name, whatever its file) that leaves the tree
+    stays applied for --removal-grace (2 s), and stays for good when it
+    comes back within it: an editor that renames the file away before it
+    writes the new one, or a checkout that deletes a file before it
+    writes the one a Service moved to, leaves the Service in place;
+    additions and edits are applied at once;
+  - in a git work tree, no reload runs while git holds .git/index.lock
+    (a checkout, merge or pull under way): the tree is read once the
+    lock goes, so that half a pull is never applied; a lock older than a
+    minute is logged as stale (netspec_git_lock_stale, 'netspec status')
+    and no longer waited for;
   - a reload validates only the files whose content changed, compiles the
     plan and updates the kernel by difference with what watch installed;
   - an invalid tree changes nothing: the rules, the state dir and the DNS
@@ -67,8 +80,11 @@ every directory of TREE and applies again whenever a file changes:
   - every --resync, the kernel's tables are read back and drift (a rule
     deleted by hand) is repaired, as apply does;
   - SIGHUP reloads now: the whole tree, and the kernel read back, as the
-    first sync and the resync (logged kind=full); SIGTERM and SIGINT stop,
-    leaving rules and files in place (netspec cleanup removes them).
+    first sync and the resync (logged kind=full; drift it repairs is
+    counted as the resync's); both honour the removal grace of objects
+    that left the tree. SIGTERM and SIGINT stop, leaving rules and files
+    in place (netspec cleanup removes them; removals still waiting are
+    applied at the next start, which reads the tree as it is).
 
 With --dataplane none the kernel is left alone (but for the link of
 --dns-link): only the state dir's zone, env and resolv files (and DNS,
@@ -127,7 +143,10 @@ netspec_dns_requests_total{rcode}, netspec_health_check_listeners,
 netspec_health_check_listen_failures, netspec_applied_revision_info{revision}:
 the tree's git commit applied, or sha256:HASH of its content,
 netspec_probe_endpoints{state}, netspec_probe_service_failing_endpoints{namespace,service},
-netspec_probe_fail_open_services, netspec_probe_duration_seconds{action,result}), /healthz (200 while the last
+netspec_probe_fail_open_services, netspec_probe_duration_seconds{action,result},
+netspec_removal_pending_objects, netspec_removal_pending_since_timestamp_seconds,
+netspec_removal_due_timestamp_seconds, netspec_git_lock_held,
+netspec_git_lock_since_timestamp_seconds, netspec_git_lock_stale), /healthz (200 while the last
 successful sync is younger than twice --resync) and /readyz (200 after the
 first successful sync).
 
@@ -159,6 +178,7 @@ Examples:
 			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
 			fs.DurationVar(&f.resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
 			fs.DurationVar(&f.debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
+			fs.DurationVar(&f.removalGrace, "removal-grace", daemon.DefaultRemovalGrace, "keep an object that left the tree applied for `DURATION`, unless it comes back (a save or checkout in two steps); additions and edits are applied at once; 0 applies removals at once")
 			fs.StringVar(&f.logFormat, "log-format", "text", "the log's format (`text|json`; log/slog, on stderr)")
 			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 			fs.BoolVar(&f.probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
@@ -229,6 +249,13 @@ func runWatch(e *env, opts any, args []string) int {
 	if debounce == 0 {
 		debounce = -1
 	}
+	if f.removalGrace < 0 {
+		return usage("--removal-grace %s: want a duration, or 0 to apply removals at once", f.removalGrace)
+	}
+	removalGrace := f.removalGrace
+	if removalGrace == 0 {
+		removalGrace = -1 // daemon.Options: negative is off
+	}
 	var transfer []netip.Prefix
 	if f.dnsTransferTo != "" {
 		for _, s := range strings.Split(f.dnsTransferTo, ",") {
@@ -277,6 +304,7 @@ func runWatch(e *env, opts any, args []string) int {
 		MetricsListen:    f.metricsListen,
 		Resync:           resync,
 		Debounce:         debounce,
+		RemovalGrace:     removalGrace,
 		Probes:           f.probes,
 		ProbeConcurrency: f.probeConc,
 		Logger:           logger,

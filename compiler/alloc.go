@@ -277,261 +277,342 @@ var nodePortProtocols = []string{"TCP", "UDP", "SCTP"}
 // values are reserved first, then the lock's, then the rest are derived in
 // plan order. It does not change the plans.
 func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations {
-	// The results of all slots, plan after plan.
+	a := newAssigner(plans, cl, r)
+	var owners lockOwners
+	if lock != nil {
+		owners = a.readLock(lock, a.wanted())
+	}
+	a.reserveExplicit(owners)
+	if lock != nil {
+		a.takeLocked()
+	}
+	a.derive()
+	return a.result()
+}
+
+// assigner is the state of one assign: the results of all slots, plan
+// after plan, and the pools of cluster IPs and node ports.
+type assigner struct {
+	plans []*svcPlan
+	cl    *cluster
+	r     *reporter
+
+	ipRes     []ipResult
+	portRes   []portResult
+	healthRes []portResult // one per plan
+
+	ipPools   map[string]*ipPool   // by family
+	portPools map[string]*portPool // by protocol, made when first used
+
+	// The explicit values reserved so far, and their Services.
+	explicitIPs    map[netip.Addr]string
+	explicitPorts  map[portID]string
+	explicitHealth map[int]string
+}
+
+func newAssigner(plans []*svcPlan, cl *cluster, r *reporter) *assigner {
 	nIPs, nPorts := 0, 0
 	for _, p := range plans {
 		nIPs += len(p.ips)
 		nPorts += len(p.ports)
 	}
-	ipRes, portRes := make([]ipResult, nIPs), make([]portResult, nPorts)
-	healthRes := make([]portResult, len(plans))
-	// each calls f with every plan and its results, in plan order.
-	each := func(f func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult)) {
-		i, j := 0, 0
-		for k, p := range plans {
-			f(p, ipRes[i:i+len(p.ips)], portRes[j:j+len(p.ports)], &healthRes[k])
-			i += len(p.ips)
-			j += len(p.ports)
-		}
+	a := &assigner{
+		plans: plans, cl: cl, r: r,
+		ipRes: make([]ipResult, nIPs), portRes: make([]portResult, nPorts),
+		healthRes: make([]portResult, len(plans)),
+		ipPools:   map[string]*ipPool{},
+		portPools: map[string]*portPool{},
 	}
-
-	ipPools := map[string]*ipPool{}
 	for _, c := range cl.serviceCIDRs {
-		ipPools[schema.Family(c.Addr())] = newIPPool(c)
+		a.ipPools[schema.Family(c.Addr())] = newIPPool(c)
 	}
-	portPools := map[string]*portPool{}
-	portPool := func(proto string) *portPool {
-		pp := portPools[proto]
-		if pp == nil {
-			pp = newPortPool(cl.nodePortFrom, cl.nodePortTo)
-			portPools[proto] = pp
-		}
-		return pp
-	}
-	// A health check node port is taken in every protocol's pool.
-	takenAny := func(n int) bool {
-		return slices.ContainsFunc(nodePortProtocols, func(proto string) bool { return portPool(proto).isTaken(n) })
-	}
-	takeAll := func(n int) {
-		for _, proto := range nodePortProtocols {
-			portPool(proto).take(n)
-		}
-	}
+	return a
+}
 
-	// The valid explicit values: only for them does it matter which
-	// Service has a value in the lock.
-	var wantIPs map[netip.Addr]bool
-	var wantPorts map[portID]bool
-	wantHealth, wantAny := map[int]bool{}, map[int]bool{} // health check ports; ports of any protocol or health check
-	for _, p := range plans {
+// each calls f with every plan and its results, in plan order.
+func (a *assigner) each(f func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult)) {
+	i, j := 0, 0
+	for k, p := range a.plans {
+		f(p, a.ipRes[i:i+len(p.ips)], a.portRes[j:j+len(p.ports)], &a.healthRes[k])
+		i += len(p.ips)
+		j += len(p.ports)
+	}
+}
+
+// portPool returns the node port pool of a protocol.
+func (a *assigner) portPool(proto string) *portPool {
+	pp := a.portPools[proto]
+	if pp == nil {
+		pp = newPortPool(a.cl.nodePortFrom, a.cl.nodePortTo)
+		a.portPools[proto] = pp
+	}
+	return pp
+}
+
+// takenAny reports whether node port n is taken in any protocol's pool,
+// which a health check node port must not be.
+func (a *assigner) takenAny(n int) bool {
+	return slices.ContainsFunc(nodePortProtocols, func(proto string) bool { return a.portPool(proto).isTaken(n) })
+}
+
+// takeAll takes node port n in every protocol's pool, as a health check
+// node port is taken.
+func (a *assigner) takeAll(n int) {
+	for _, proto := range nodePortProtocols {
+		a.portPool(proto).take(n)
+	}
+}
+
+func (a *assigner) inRange(n int) bool { return n >= a.cl.nodePortFrom && n <= a.cl.nodePortTo }
+
+// wanted are the valid explicit values of the plans: only for them does it
+// matter which Service has a value in the lock.
+type wanted struct {
+	ips    map[netip.Addr]bool
+	ports  map[portID]bool
+	health map[int]bool // health check node ports
+	any    map[int]bool // node ports of any protocol, and health check node ports
+}
+
+func (a *assigner) wanted() wanted {
+	w := wanted{health: map[int]bool{}, any: map[int]bool{}}
+	for _, p := range a.plans {
 		if sl := p.health; sl.explicit != 0 && sl.valid {
-			wantHealth[int(sl.explicit)], wantAny[int(sl.explicit)] = true, true
+			w.health[int(sl.explicit)], w.any[int(sl.explicit)] = true, true
 		}
 		for _, sl := range p.ips {
 			if sl.explicit.IsValid() && sl.valid {
-				if wantIPs == nil {
-					wantIPs = map[netip.Addr]bool{}
+				if w.ips == nil {
+					w.ips = map[netip.Addr]bool{}
 				}
-				wantIPs[sl.explicit] = true
+				w.ips[sl.explicit] = true
 			}
 		}
 		for _, sl := range p.ports {
 			if sl.explicit != 0 && sl.valid {
-				if wantPorts == nil {
-					wantPorts = map[portID]bool{}
+				if w.ports == nil {
+					w.ports = map[portID]bool{}
 				}
-				wantPorts[portID{sl.protocol, sl.explicit}] = true
-				wantAny[sl.explicit] = true
+				w.ports[portID{sl.protocol, sl.explicit}] = true
+				w.any[sl.explicit] = true
 			}
 		}
 	}
+	return w
+}
 
-	// The lock's values that still apply: the slot is not set in the spec
-	// and the value fits the current CIDR or range. lockedIPs,
-	// lockedPorts and lockedHealth name the first Service that locks a
-	// wanted value.
-	lockedIPs := map[netip.Addr]string{}
-	lockedPorts := map[portID]string{}
-	lockedHealth := map[int]string{}
-	inRange := func(n int) bool { return n >= cl.nodePortFrom && n <= cl.nodePortTo }
-	if lock != nil {
-		each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
-			e := lock.entry(p.svc.key)
-			if e.empty() {
-				return
-			}
-			for i := range p.ips {
-				sl, res := &p.ips[i], &ips[i]
-				if sl.explicit.IsValid() {
-					continue
-				}
-				if a, ok := e.ip(sl.family); ok && ipPools[sl.family].problem(a) == "" {
-					res.addr, res.origin = a, Locked
-					if _, dup := lockedIPs[a]; !dup && wantIPs[a] {
-						lockedIPs[a] = p.svc.key
-					}
-				}
-			}
-			for i := range p.ports {
-				sl, res := &p.ports[i], &ports[i]
-				if sl.explicit != 0 {
-					continue
-				}
-				if n, ok := e.nodePorts[sl.key]; ok && inRange(n) {
-					res.port, res.origin = n, Locked
-					id := portID{sl.protocol, n}
-					if _, dup := lockedPorts[id]; !dup && (wantPorts[id] || wantHealth[n]) {
-						lockedPorts[id] = p.svc.key
-					}
-				}
-			}
-			if sl := p.health; sl.need && sl.explicit == 0 {
-				if n := e.healthCheckNodePort; n != 0 && inRange(n) {
-					health.port, health.origin = n, Locked
-					if _, dup := lockedHealth[n]; !dup && wantAny[n] {
-						lockedHealth[n] = p.svc.key
-					}
-				}
-			}
-		})
-	}
+// lockOwners name the first Service that locks a wanted value, so that
+// another Service's explicit value of it is reported. Nil maps when there
+// is no lock.
+type lockOwners struct {
+	ips    map[netip.Addr]string
+	ports  map[portID]string
+	health map[int]string
+}
 
-	// Explicit values first. One that another Service has in the lock is an
-	// error: a locked allocation never moves.
-	explicitIPs := map[netip.Addr]string{}
-	explicitPorts := map[portID]string{}
-	explicitHealth := map[int]string{}
-	each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
-		key := p.svc.key
+// readLock sets the results of the slots not set in the spec to the lock's
+// values that still apply (they fit the current CIDR or range), as
+// Locked, and returns the owners of the wanted values among them.
+func (a *assigner) readLock(lock *Lock, w wanted) lockOwners {
+	owners := lockOwners{ips: map[netip.Addr]string{}, ports: map[portID]string{}, health: map[int]string{}}
+	a.each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
+		e := lock.entry(p.svc.key)
+		if e.empty() {
+			return
+		}
 		for i := range p.ips {
 			sl, res := &p.ips[i], &ips[i]
-			if !sl.explicit.IsValid() {
+			if sl.explicit.IsValid() {
 				continue
 			}
-			res.addr, res.origin = sl.explicit, Explicit
-			if !sl.valid {
-				res.refused = true
-				continue
-			}
-			if o, ok := explicitIPs[res.addr]; ok {
-				if o != key {
-					r.errorf(p.svc.obj, sl.path(), "%s is already the cluster IP of %s", res.addr, o)
-					res.refused = true
+			if addr, ok := e.ip(sl.family); ok && a.ipPools[sl.family].problem(addr) == "" {
+				res.addr, res.origin = addr, Locked
+				if _, dup := owners.ips[addr]; !dup && w.ips[addr] {
+					owners.ips[addr] = p.svc.key
 				}
-				continue
 			}
-			if o, ok := lockedIPs[res.addr]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path(), "%s is the cluster IP of %s in netspec.lock; locked allocations never move, so choose another address", res.addr, o)
-			}
-			explicitIPs[res.addr] = key
-			ipPools[sl.family].take(res.addr)
 		}
 		for i := range p.ports {
 			sl, res := &p.ports[i], &ports[i]
-			if sl.explicit == 0 {
+			if sl.explicit != 0 {
 				continue
 			}
-			res.port, res.origin = sl.explicit, Explicit
-			if !sl.valid {
-				res.refused = true
-				continue
-			}
-			id := portID{sl.protocol, res.port}
-			if o, ok := explicitPorts[id]; ok {
-				if o != key {
-					r.errorf(p.svc.obj, sl.path(), "%d/%s is already a node port of %s", res.port, sl.protocol, o)
-					res.refused = true
+			if n, ok := e.nodePorts[sl.key]; ok && a.inRange(n) {
+				res.port, res.origin = n, Locked
+				id := portID{sl.protocol, n}
+				if _, dup := owners.ports[id]; !dup && (w.ports[id] || w.health[n]) {
+					owners.ports[id] = p.svc.key
 				}
-				continue
 			}
-			if o, ok := explicitHealth[res.port]; ok {
-				r.errorf(p.svc.obj, sl.path(), "%d is already the health check node port of %s", res.port, o)
-				res.refused = true
-				continue
-			}
-			if o, ok := lockedPorts[id]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path(), "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, sl.protocol, o)
-			} else if o, ok := lockedHealth[res.port]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path(), "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, o)
-			}
-			explicitPorts[id] = key
-			portPool(sl.protocol).take(res.port)
 		}
-		if sl := &p.health; sl.explicit != 0 {
-			health.port, health.origin = int(sl.explicit), Explicit
-			health.refused = !sl.valid || !explicitHealthFree(p, sl, key, explicitPorts, explicitHealth, r)
-			if health.refused {
-				return
+		if sl := p.health; sl.need && sl.explicit == 0 {
+			if n := e.healthCheckNodePort; n != 0 && a.inRange(n) {
+				health.port, health.origin = n, Locked
+				if _, dup := owners.health[n]; !dup && w.any[n] {
+					owners.health[n] = p.svc.key
+				}
 			}
-			n := int(sl.explicit)
-			if o, ok := lockedHealth[n]; ok && o != key {
-				r.errorf(p.svc.obj, sl.path(), "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", n, o)
-			} else if o, proto, ok := lockedAny(lockedPorts, n, key); ok {
-				r.errorf(p.svc.obj, sl.path(), "%d is the node port %d/%s of %s in netspec.lock; locked allocations never move, so choose another port", n, n, proto, o)
-			}
-			explicitHealth[n] = key
-			takeAll(n)
 		}
 	})
+	return owners
+}
 
-	// Then the lock's values, unless an explicit value or an earlier lock
-	// entry took them; dropped ones are derived again below.
-	if lock != nil {
-		each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
-			for i := range p.ips {
-				sl, res := &p.ips[i], &ips[i]
-				if res.origin != Locked {
-					continue
-				}
-				if pool := ipPools[sl.family]; pool.isTaken(res.addr) {
-					res.addr, res.origin = netip.Addr{}, 0
-				} else {
-					pool.take(res.addr)
-				}
-			}
-			for i := range p.ports {
-				sl, res := &p.ports[i], &ports[i]
-				if res.origin != Locked {
-					continue
-				}
-				if pool := portPool(sl.protocol); pool.isTaken(res.port) {
-					res.port, res.origin = 0, 0
-				} else {
-					pool.take(res.port)
-				}
-			}
-			if health.origin == Locked {
-				if takenAny(health.port) {
-					health.port, health.origin = 0, 0
-				} else {
-					takeAll(health.port)
-				}
-			}
-		})
+// reserveExplicit reserves the explicit values, plan after plan. One that
+// another Service has in the lock is an error: a locked allocation never
+// moves.
+func (a *assigner) reserveExplicit(owners lockOwners) {
+	a.explicitIPs = map[netip.Addr]string{}
+	a.explicitPorts = map[portID]string{}
+	a.explicitHealth = map[int]string{}
+	a.each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
+		for i := range p.ips {
+			a.explicitIP(p, &p.ips[i], &ips[i], owners)
+		}
+		for i := range p.ports {
+			a.explicitPort(p, &p.ports[i], &ports[i], owners)
+		}
+		if p.health.explicit != 0 {
+			a.explicitHealthPort(p, health, owners)
+		}
+	})
+}
+
+// explicitIP reserves the explicit cluster IP of a slot, if it has one.
+func (a *assigner) explicitIP(p *svcPlan, sl *ipSlot, res *ipResult, owners lockOwners) {
+	if !sl.explicit.IsValid() {
+		return
 	}
+	key := p.svc.key
+	res.addr, res.origin = sl.explicit, Explicit
+	if !sl.valid {
+		res.refused = true
+		return
+	}
+	if o, ok := a.explicitIPs[res.addr]; ok {
+		if o != key {
+			a.r.errorf(p.svc.obj, sl.path(), "%s is already the cluster IP of %s", res.addr, o)
+			res.refused = true
+		}
+		return
+	}
+	if o, ok := owners.ips[res.addr]; ok && o != key {
+		a.r.errorf(p.svc.obj, sl.path(), "%s is the cluster IP of %s in netspec.lock; locked allocations never move, so choose another address", res.addr, o)
+	}
+	a.explicitIPs[res.addr] = key
+	a.ipPools[sl.family].take(res.addr)
+}
 
-	// The rest is derived, in namespace/name order.
-	each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
+// explicitPort reserves the explicit node port of a slot, if it has one.
+func (a *assigner) explicitPort(p *svcPlan, sl *portSlot, res *portResult, owners lockOwners) {
+	if sl.explicit == 0 {
+		return
+	}
+	key := p.svc.key
+	res.port, res.origin = sl.explicit, Explicit
+	if !sl.valid {
+		res.refused = true
+		return
+	}
+	id := portID{sl.protocol, res.port}
+	if o, ok := a.explicitPorts[id]; ok {
+		if o != key {
+			a.r.errorf(p.svc.obj, sl.path(), "%d/%s is already a node port of %s", res.port, sl.protocol, o)
+			res.refused = true
+		}
+		return
+	}
+	if o, ok := a.explicitHealth[res.port]; ok {
+		a.r.errorf(p.svc.obj, sl.path(), "%d is already the health check node port of %s", res.port, o)
+		res.refused = true
+		return
+	}
+	if o, ok := owners.ports[id]; ok && o != key {
+		a.r.errorf(p.svc.obj, sl.path(), "%d/%s is a node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, sl.protocol, o)
+	} else if o, ok := owners.health[res.port]; ok && o != key {
+		a.r.errorf(p.svc.obj, sl.path(), "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", res.port, o)
+	}
+	a.explicitPorts[id] = key
+	a.portPool(sl.protocol).take(res.port)
+}
+
+// explicitHealthPort reserves the explicit health check node port of p.
+func (a *assigner) explicitHealthPort(p *svcPlan, health *portResult, owners lockOwners) {
+	sl, key := &p.health, p.svc.key
+	health.port, health.origin = int(sl.explicit), Explicit
+	health.refused = !sl.valid || !explicitHealthFree(p, sl, key, a.explicitPorts, a.explicitHealth, a.r)
+	if health.refused {
+		return
+	}
+	n := int(sl.explicit)
+	if o, ok := owners.health[n]; ok && o != key {
+		a.r.errorf(p.svc.obj, sl.path(), "%d is the health check node port of %s in netspec.lock; locked allocations never move, so choose another port", n, o)
+	} else if o, proto, ok := lockedAny(owners.ports, n, key); ok {
+		a.r.errorf(p.svc.obj, sl.path(), "%d is the node port %d/%s of %s in netspec.lock; locked allocations never move, so choose another port", n, n, proto, o)
+	}
+	a.explicitHealth[n] = key
+	a.takeAll(n)
+}
+
+// takeLocked takes the lock's values, unless an explicit value or an
+// earlier lock entry took them; dropped ones are left to derive.
+func (a *assigner) takeLocked() {
+	a.each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
+		for i := range p.ips {
+			sl, res := &p.ips[i], &ips[i]
+			if res.origin != Locked {
+				continue
+			}
+			if pool := a.ipPools[sl.family]; pool.isTaken(res.addr) {
+				res.addr, res.origin = netip.Addr{}, 0
+			} else {
+				pool.take(res.addr)
+			}
+		}
+		for i := range p.ports {
+			sl, res := &p.ports[i], &ports[i]
+			if res.origin != Locked {
+				continue
+			}
+			if pool := a.portPool(sl.protocol); pool.isTaken(res.port) {
+				res.port, res.origin = 0, 0
+			} else {
+				pool.take(res.port)
+			}
+		}
+		if health.origin == Locked {
+			if a.takenAny(health.port) {
+				health.port, health.origin = 0, 0
+			} else {
+				a.takeAll(health.port)
+			}
+		}
+	})
+}
+
+// derive derives the values still unset, in namespace/name order.
+func (a *assigner) derive() {
+	cl, r := a.cl, a.r
+	a.each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
 		for i := range p.ips {
 			sl, res := &p.ips[i], &ips[i]
 			if res.origin != 0 {
 				continue
 			}
-			pool := ipPools[sl.family]
-			a, ok := pool.derive(p.svc.key + "/" + sl.family)
+			pool := a.ipPools[sl.family]
+			addr, ok := pool.derive(p.svc.key + "/" + sl.family)
 			if !ok {
 				r.errorf(p.svc.obj, pName, "no free %s cluster IP is left in the service CIDR %s for %s; use a larger CIDR or fewer Services",
 					sl.family, pool.prefix, p.svc.key)
 				continue
 			}
-			res.addr, res.origin = a, Derived
+			res.addr, res.origin = addr, Derived
 		}
 		for i := range p.ports {
 			sl, res := &p.ports[i], &ports[i]
 			if res.origin != 0 {
 				continue
 			}
-			n, ok := portPool(sl.protocol).derive(p.svc.key + "/" + sl.key)
+			n, ok := a.portPool(sl.protocol).derive(p.svc.key + "/" + sl.key)
 			if !ok {
 				r.errorf(p.svc.obj, pSpec.Key("ports").Index(int(sl.index)), "no free %s node port is left in the range %s for port %s of %s; widen the Cluster's nodePortRange or use fewer node ports",
 					sl.protocol, cl.spec.NodePortRange, sl.key, p.svc.key)
@@ -540,22 +621,25 @@ func assign(plans []*svcPlan, cl *cluster, lock *Lock, r *reporter) *Allocations
 			res.port, res.origin = n, Derived
 		}
 		if p.health.need && health.origin == 0 {
-			n, ok := deriveFree(cl.nodePortFrom, cl.nodePortTo, p.svc.key+"/healthCheckNodePort", takenAny)
+			n, ok := deriveFree(cl.nodePortFrom, cl.nodePortTo, p.svc.key+"/healthCheckNodePort", a.takenAny)
 			if !ok {
 				r.errorf(p.svc.obj, pName, "no free node port is left in the range %s for the health check node port of %s; widen the Cluster's nodePortRange or use fewer node ports",
 					cl.spec.NodePortRange, p.svc.key)
 				return
 			}
-			takeAll(n)
+			a.takeAll(n)
 			health.port, health.origin = n, Derived
 		}
 	})
+}
 
-	// The plans are sorted by key, which is namespace/name: so are the
-	// allocations. Their values share two arrays, capacity-limited.
-	out := &Allocations{services: make([]ServiceAlloc, 0, len(plans)), byKey: make(map[string]int, len(plans))}
-	allIPs, allPorts := make([]ClusterIP, 0, nIPs), make([]NodePort, 0, nPorts)
-	each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
+// result returns the allocations of the results not refused. The plans
+// are sorted by key, which is namespace/name: so are the allocations.
+// Their values share two arrays, capacity-limited.
+func (a *assigner) result() *Allocations {
+	out := &Allocations{services: make([]ServiceAlloc, 0, len(a.plans)), byKey: make(map[string]int, len(a.plans))}
+	allIPs, allPorts := make([]ClusterIP, 0, len(a.ipRes)), make([]NodePort, 0, len(a.portRes))
+	a.each(func(p *svcPlan, ips []ipResult, ports []portResult, health *portResult) {
 		m := p.svc.obj.Service.Metadata
 		sa := ServiceAlloc{Namespace: m.Namespace, Name: m.Name}
 		if health.origin != 0 && !health.refused {

@@ -19,41 +19,43 @@ const (
 	// poll is the interval of polling for a condition.
 	poll = 50 * time.Millisecond
 	// dialTimeout bounds a connection's handshake and its answer; a
-	// connection DNATed to a pod that cannot be reached times out.
-	dialTimeout = 500 * time.Millisecond
+	// connection DNATed to a pod that cannot be reached times out. It
+	// outlasts one retransmission of the SYN (after 1 s), which conntrack
+	// drops now and then when a source port is reused.
+	dialTimeout = 1500 * time.Millisecond
 	// perRound is how many connections a round opens to each Service
 	// from one node. A pod of eight that still receives traffic is
 	// missed by a round with probability (7/8)^100 < 2e-6.
 	perRound = 100
-	// workers is how many connections of a round are open at once.
-	workers = 8
+	// workers is how many connections of a round are open at once: a
+	// round with a tenth of its connections timing out lasts about a
+	// second.
+	workers = 25
 )
 
-// startAgents writes the fleet's tree, starts the agent of every node and
-// waits until each has applied it; with gossip, the agents gossip with a
-// shared key (joining through node-1 and node-2), and startAgents waits
-// until every node knows every other as alive. It returns the tree.
-func (f *fleet) startAgents(gossip bool) string {
+// startAgents writes the fleet's tree (f.tree), starts the agent of
+// every node and waits until each has applied it; with gossip, the agents
+// gossip with a shared key (f.key), joining through node-1 and node-2,
+// and startAgents waits until every node knows every other as alive.
+func (f *fleet) startAgents(gossip bool) {
 	f.t.Helper()
 	nodes, pods := f.fleetTree()
-	tree := writeTree(f.t, nodes, pods)
-	key := ""
+	f.tree = writeTree(f.t, nodes, pods)
 	if gossip {
-		key = writeKey(f.t)
+		f.key = writeKey(f.t)
 	}
 	for _, n := range f.nodes {
 		var g []string
 		if gossip {
-			g = gossipFlags(n.addr, f.joinFor(n), key)
+			g = gossipFlags(n.addr, f.joinFor(n), f.key)
 		}
-		n.agent = newAgent(f.t, n.ns, n.name, tree, g)
+		n.agent = newAgent(f.t, n.ns, n.name, f.tree, g)
 		n.agent.start()
 	}
 	f.waitAgents("every agent applied the tree", f.nodes, deadline, func(n *node) (bool, string) { return n.agent.synced() })
 	if gossip {
 		f.waitMembers(f.nodes, deadline)
 	}
-	return tree
 }
 
 // joinFor is where n joins: node-1 and node-2 but itself.

@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"netspec.dev/netspec/daemon"
 )
 
 // fleetSize is the number of nodes of every test's fleet.
@@ -31,4 +37,226 @@ func TestPodServerStops(t *testing.T) {
 	f.waitRounds("no connection reaches echo-3 and web-5, whose servers stopped", f.nodes, apps, t0, bound,
 		func(c map[string]int) bool { return every(c, rest) })
 	f.checkRounds("echo-3 and web-5 stay out", f.nodes, apps, func(c map[string]int) bool { return every(c, rest) })
+}
+
+// nodeDeathBound is the issue's target for scenario (b): a dead node's
+// pods are out of every other node within it.
+const nodeDeathBound = 10 * time.Second
+
+// TestNodeDies (scenario b): after kill -9 of a node's agent and its link
+// down, no connection from any other node goes to its pods within
+// nodeDeathBound (only the dead node probed them: the others act on
+// memberlist declaring it dead); every other node then lists it dead and
+// none fails static.
+func TestNodeDies(t *testing.T) {
+	requireGossip(t)
+	f := newFleet(t, fleetSize)
+	f.startAgents(true)
+	all := f.podsOf(apps)
+	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
+
+	dead := f.node(4)
+	others := f.others(dead)
+	t0 := time.Now()
+	dead.agent.kill()
+	f.setLink(dead, false)
+	rest := f.podsOf(apps, dead.pods["web"], dead.pods["echo"])
+	f.waitRounds("no connection goes to node-4's pods", others, apps, t0, nodeDeathBound,
+		func(c map[string]int) bool { return every(c, rest) })
+	f.waitAgents("node-4 dead, and no fail static, on every other node", others, deadline, func(n *node) (bool, string) {
+		s, err := n.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		m := s.member(dead.name)
+		return m != nil && m.State == "dead" && !s.FailStatic, fmt.Sprintf("node-4 %+v, failStatic %v", m, s.FailStatic)
+	})
+	f.checkRounds("node-4's pods stay out", others, apps, func(c map[string]int) bool { return every(c, rest) })
+}
+
+// TestCutOffNodeFailsStatic (scenario c): a node cut off the lan (its
+// agent running) sees every other node dead, more than half of the
+// tree's: it fails static, and keeps every other node's pods in its data
+// plane, so that connections from it still go to them (and time out, the
+// link being down) rather than all to its own pod. The other nodes, a
+// majority, take the cut-off node's pods out and do not fail static.
+func TestCutOffNodeFailsStatic(t *testing.T) {
+	requireGossip(t)
+	f := newFleet(t, fleetSize)
+	f.startAgents(true)
+	all := f.podsOf(apps)
+	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
+
+	cut := f.node(6)
+	others := f.others(cut)
+	t0 := time.Now()
+	f.setLink(cut, false)
+
+	// The majority: node-6's pods out, no fail static.
+	rest := f.podsOf(apps, cut.pods["web"], cut.pods["echo"])
+	f.waitRounds("no connection from the majority goes to node-6's pods", others, apps, t0, deadline,
+		func(c map[string]int) bool { return every(c, rest) })
+	f.waitAgents("node-6 dead, and no fail static, on the majority", others, deadline, func(n *node) (bool, string) {
+		s, err := n.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		m := s.member(cut.name)
+		return m != nil && m.State == "dead" && !s.FailStatic, fmt.Sprintf("node-6 %+v, failStatic %v", m, s.FailStatic)
+	})
+
+	// The cut-off node: fail static, every pod kept.
+	waitFor(t, "node-6 fails static", 2*deadline, func() (bool, string) {
+		s, err := cut.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.FailStatic, fmt.Sprintf("%+v", *s)
+	})
+	s, err := cut.agent.fleet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range others {
+		if m := s.member(o.name); m == nil || m.State == "alive" {
+			t.Errorf("node-6, cut off and failing static, sees %s as %+v; want it dead or suspect", o.name, m)
+		}
+	}
+	ruleset := cut.ns.MustRun("nft", "list", "ruleset")
+	for _, n := range f.nodes {
+		for _, p := range n.pods {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(p.ip) + `\b`).MatchString(ruleset) {
+				t.Errorf("node-6 fails static, but its ruleset lacks %s (%s):\n%s", p.ip, p.name, ruleset)
+			}
+		}
+	}
+	// Connections from it go to its own web-6 and to the pods it cannot
+	// reach (timeout, or no route to host once ARP gave up), not all to
+	// web-6 as they would with the others' pods out.
+	c := round(cut.ns, []app{apps[0]})
+	if own := c["web-6"]; own == 0 || own == perRound {
+		t.Errorf("connections from node-6 to web, failing static: %s; want some to its own web-6, the rest to the pods it cannot reach", showCounts(c))
+	}
+}
+
+// TestIntrudersChangeNothing (scenario d): a node no Node of the tree
+// names, with the fleet's key, and a node claiming node-3's name with
+// another key, both joining through node-1 and both seeing the pods they
+// would own fail (they have no route to them), change nobody's data
+// plane: every node still reaches every pod, and lists node-3 alive at
+// its own address and node-9 not alive.
+func TestIntrudersChangeNothing(t *testing.T) {
+	requireGossip(t)
+	f := newFleet(t, fleetSize)
+	f.startAgents(true)
+	all := f.podsOf(apps)
+	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
+
+	// node-9 is in its own tree, where web-3 runs on it.
+	const strangerAddr, impostorAddr = "192.0.2.109", "192.0.2.103"
+	nodes, pods := f.fleetTree()
+	nodes = append(nodes, treeNode{name: "node-9", addr: strangerAddr, podCIDR: nodePodCIDR(9)})
+	for i := range pods {
+		if pods[i].name == "web-3" {
+			pods[i].nodeName = "node-9"
+		}
+	}
+	strangerNS, _ := f.addLanHost("node-9", strangerAddr)
+	stranger := newAgent(t, strangerNS, "node-9", writeTree(t, nodes, pods), gossipFlags(strangerAddr, []string{f.node(1).addr}, f.key))
+	impostorNS, _ := f.addLanHost("impostor", impostorAddr)
+	impostor := newAgent(t, impostorNS, "node-3", f.tree, gossipFlags(impostorAddr, []string{f.node(1).addr}, writeKey(t)))
+	for _, a := range []*agent{stranger, impostor} {
+		a.start()
+		waitFor(t, "the intruder "+a.ns.Role+" applies its tree", deadline, a.synced)
+		waitFor(t, "the intruder "+a.ns.Role+" sees web-3 fail", deadline, func() (bool, string) {
+			st, err := a.status()
+			if err != nil {
+				return false, err.Error()
+			}
+			return outOn(st, "fleet/web", "10.244.3.10:8080"), fmt.Sprintf("probes %+v", st.Probes)
+		})
+	}
+	// Each intruder reached the fleet: an agent logged it.
+	for _, addr := range []string{strangerAddr, impostorAddr} {
+		waitFor(t, "an agent of the fleet logs "+addr, deadline, func() (bool, string) {
+			for _, n := range f.nodes {
+				if line := n.agent.log.lineWith(addr); line != "" {
+					t.Logf("%s logged: %s", n.name, line)
+					return true, ""
+				}
+			}
+			return false, "no log line names it"
+		})
+	}
+
+	for i := range 3 {
+		f.checkRounds(fmt.Sprintf("round %d with the intruders running: every node reaches every pod", i+1), f.nodes, apps,
+			func(c map[string]int) bool { return every(c, all) })
+	}
+	for _, n := range f.nodes {
+		s, err := n.agent.fleet()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := s.member("node-3"); m == nil || m.State != "alive" || !strings.HasPrefix(m.Address, f.node(3).addr+":") {
+			t.Errorf("%s lists node-3 as %+v; want alive at %s", n.name, m, f.node(3).addr)
+		}
+		if m := s.member("node-9"); m != nil && m.State == "alive" {
+			t.Errorf("%s lists node-9, no Node of its tree, as %+v", n.name, m)
+		}
+	}
+}
+
+// outOn tells whether the status lists endpoint of service as out (or
+// kept for a failing open) for a failing probe.
+func outOn(st *daemon.Status, service, endpoint string) bool {
+	if st.Probes == nil {
+		return false
+	}
+	for _, o := range st.Probes.Out {
+		if o.Service == service && o.Endpoint == endpoint {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRestartedAgentGetsView (scenario e): web-2 and web-7 fail their
+// probe only from their own nodes (only those probe them, and gossip
+// tells the others): every node takes them out. An agent killed, its
+// rules removed (netspec cleanup) and started again rejoins and receives
+// that view: its data plane takes them out too, though it never probes
+// them.
+func TestRestartedAgentGetsView(t *testing.T) {
+	requireGossip(t)
+	f := newFleet(t, fleetSize)
+	f.startAgents(true)
+	web := []app{apps[0]}
+	all := f.podsOf(web)
+	f.waitRounds("every node reaches every pod", f.nodes, web, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
+
+	sick := []*pod{f.node(2).pods["web"], f.node(7).pods["web"]}
+	for _, p := range sick {
+		p.srv.SickFor(netip.MustParsePrefix(nodePodCIDR(p.node.n)))
+	}
+	rest := f.podsOf(web, sick...)
+	f.waitRounds("every node takes out web-2 and web-7, failing for their own nodes", f.nodes, web, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, rest) })
+
+	n := f.node(5)
+	n.agent.kill()
+	n.ns.MustRun(netspecBin(t), "cleanup", "--state-dir", n.agent.state)
+	if out := n.ns.MustRun("nft", "list", "ruleset"); strings.Contains(out, "10.244.") {
+		t.Fatalf("after netspec cleanup, node-5's ruleset still holds pods:\n%s", out)
+	}
+	t0 := time.Now()
+	n.agent.start()
+	waitFor(t, "node-5's agent applies the tree again", deadline, n.agent.synced)
+	f.waitRounds("node-5, restarted, takes out web-2 and web-7", []*node{n}, web, t0, deadline,
+		func(c map[string]int) bool { return every(c, rest) })
+	f.waitMembers(f.nodes, deadline)
 }

@@ -47,6 +47,9 @@ type fleet struct {
 	net   *testnet.Net
 	lan   *testnet.NS
 	nodes []*node
+	// tree is the fleet's tree and key its gossip key file, once
+	// startAgents wrote them.
+	tree, key string
 }
 
 // node is one node namespace with its pods.

@@ -41,9 +41,12 @@ func TestMain(m *testing.M) {
 }
 
 // netspecBin builds the netspec command once per test run (go test puts
-// its toolchain's go first in PATH) and returns the binary's path.
+// its toolchain's go first in PATH) and returns the binary's path. It
+// skips the test first, loudly, unless it can run the agents (root, ip
+// and nft).
 func netspecBin(t *testing.T) string {
 	t.Helper()
+	testnet.Require(t, "nft")
 	built.once.Do(func() {
 		if built.dir, built.err = os.MkdirTemp("", "netspec-e2e-"); built.err != nil {
 			return

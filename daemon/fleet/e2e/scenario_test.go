@@ -27,11 +27,7 @@ const (
 // the others learn it from gossip; without, every node probes it.
 func TestPodServerStops(t *testing.T) {
 	netspecBin(t)
-	f := newFleet(t, fleetSize)
-	f.startAgents(built.gossip)
-	all := f.podsOf(apps)
-	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
+	f := runningFleet(t, built.gossip)
 
 	gone := []*pod{f.node(3).pods["echo"], f.node(5).pods["web"]}
 	t0 := time.Now()
@@ -45,6 +41,32 @@ func TestPodServerStops(t *testing.T) {
 	f.checkRounds("echo-3 and web-5 stay out", f.nodes, apps, func(c map[string]int) bool { return every(c, rest) })
 }
 
+// runningFleet builds a fleet of fleetSize nodes, starts their agents
+// (with gossip or not) and waits until every node reaches every pod.
+func runningFleet(t *testing.T, gossip bool) *fleet {
+	t.Helper()
+	f := newFleet(t, fleetSize)
+	f.startAgents(gossip)
+	all := f.podsOf(apps)
+	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
+	return f
+}
+
+// waitDead waits until every node of nodes lists dead as a dead member
+// and does not fail static.
+func (f *fleet) waitDead(nodes []*node, dead *node) {
+	f.t.Helper()
+	f.waitAgents(dead.name+" dead, and no fail static, on "+fmt.Sprint(len(nodes))+" nodes", nodes, deadline, func(n *node) (bool, string) {
+		s, err := n.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		m := s.member(dead.name)
+		return m != nil && m.State == "dead" && !s.FailStatic, fmt.Sprintf("%s %+v, failStatic %v", dead.name, m, s.FailStatic)
+	})
+}
+
 // nodeDeathBound is the target for scenario (b): a dead node's
 // pods are out of every other node within it.
 const nodeDeathBound = 10 * time.Second
@@ -56,11 +78,7 @@ const nodeDeathBound = 10 * time.Second
 // none fails static.
 func TestNodeDies(t *testing.T) {
 	requireGossip(t)
-	f := newFleet(t, fleetSize)
-	f.startAgents(true)
-	all := f.podsOf(apps)
-	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
+	f := runningFleet(t, true)
 
 	dead := f.node(4)
 	others := f.others(dead)
@@ -70,14 +88,7 @@ func TestNodeDies(t *testing.T) {
 	rest := f.podsOf(apps, dead.pods["web"], dead.pods["echo"])
 	f.waitRounds("no connection goes to node-4's pods", others, apps, t0, nodeDeathBound,
 		func(c map[string]int) bool { return every(c, rest) })
-	f.waitAgents("node-4 dead, and no fail static, on every other node", others, deadline, func(n *node) (bool, string) {
-		s, err := n.agent.fleet()
-		if err != nil {
-			return false, err.Error()
-		}
-		m := s.member(dead.name)
-		return m != nil && m.State == "dead" && !s.FailStatic, fmt.Sprintf("node-4 %+v, failStatic %v", m, s.FailStatic)
-	})
+	f.waitDead(others, dead)
 	f.checkRounds("node-4's pods stay out", others, apps, func(c map[string]int) bool { return every(c, rest) })
 }
 
@@ -89,11 +100,7 @@ func TestNodeDies(t *testing.T) {
 // majority, take the cut-off node's pods out and do not fail static.
 func TestCutOffNodeFailsStatic(t *testing.T) {
 	requireGossip(t)
-	f := newFleet(t, fleetSize)
-	f.startAgents(true)
-	all := f.podsOf(apps)
-	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
+	f := runningFleet(t, true)
 
 	cut := f.node(6)
 	others := f.others(cut)
@@ -104,14 +111,7 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 	rest := f.podsOf(apps, cut.pods["web"], cut.pods["echo"])
 	f.waitRounds("no connection from the majority goes to node-6's pods", others, apps, t0, deadline,
 		func(c map[string]int) bool { return every(c, rest) })
-	f.waitAgents("node-6 dead, and no fail static, on the majority", others, deadline, func(n *node) (bool, string) {
-		s, err := n.agent.fleet()
-		if err != nil {
-			return false, err.Error()
-		}
-		m := s.member(cut.name)
-		return m != nil && m.State == "dead" && !s.FailStatic, fmt.Sprintf("node-6 %+v, failStatic %v", m, s.FailStatic)
-	})
+	f.waitDead(others, cut)
 
 	// The cut-off node: fail static, every pod kept.
 	waitFor(t, "node-6 fails static", 2*deadline, func() (bool, string) {
@@ -155,11 +155,8 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 // its own address and node-9 not alive.
 func TestIntrudersChangeNothing(t *testing.T) {
 	requireGossip(t)
-	f := newFleet(t, fleetSize)
-	f.startAgents(true)
+	f := runningFleet(t, true)
 	all := f.podsOf(apps)
-	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
 
 	// node-9 is in its own tree, where web-3 runs on it.
 	const strangerAddr, impostorAddr = "192.0.2.109", "192.0.2.103"
@@ -241,12 +238,8 @@ func outOn(st *daemon.Status, service, endpoint string) bool {
 // them.
 func TestRestartedAgentGetsView(t *testing.T) {
 	requireGossip(t)
-	f := newFleet(t, fleetSize)
-	f.startAgents(true)
+	f := runningFleet(t, true)
 	web := []app{apps[0]}
-	all := f.podsOf(web)
-	f.waitRounds("every node reaches every pod", f.nodes, web, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
 
 	sick := []*pod{f.node(2).pods["web"], f.node(7).pods["web"]}
 	for _, p := range sick {

@@ -75,7 +75,8 @@ const nodeDeathBound = 10 * time.Second
 // down, no connection from any other node goes to its pods within
 // nodeDeathBound (only the dead node probed them: the others act on
 // memberlist declaring it dead); every other node then lists it dead and
-// none fails static.
+// none fails static. Back (link up, agent started), it is alive on every
+// node, and its pods are in again.
 func TestNodeDies(t *testing.T) {
 	requireGossip(t)
 	f := runningFleet(t, true)
@@ -90,6 +91,13 @@ func TestNodeDies(t *testing.T) {
 		func(c map[string]int) bool { return every(c, rest) })
 	f.waitDead(others, dead)
 	f.checkRounds("node-4's pods stay out", others, apps, func(c map[string]int) bool { return every(c, rest) })
+
+	f.setLink(dead, true)
+	dead.agent.start()
+	f.waitMembers(f.nodes, 2*deadline)
+	all := f.podsOf(apps)
+	f.waitRounds("node-4 back: every node reaches every pod", f.nodes, apps, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
 }
 
 // TestCutOffNodeFailsStatic (scenario c): a node cut off the lan (its
@@ -98,6 +106,8 @@ func TestNodeDies(t *testing.T) {
 // plane, so that connections from it still go to them (and time out, the
 // link being down) rather than all to its own pod. The other nodes, a
 // majority, take the cut-off node's pods out and do not fail static.
+// With the link back, the fleet is whole again: every member alive on
+// every node, no fail static, every pod in.
 func TestCutOffNodeFailsStatic(t *testing.T) {
 	requireGossip(t)
 	f := runningFleet(t, true)
@@ -113,23 +123,20 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 		func(c map[string]int) bool { return every(c, rest) })
 	f.waitDead(others, cut)
 
-	// The cut-off node: fail static, every pod kept.
-	waitFor(t, "node-6 fails static", 2*deadline, func() (bool, string) {
+	// The cut-off node: every other node dead (the first five make it
+	// fail static), every pod kept.
+	waitFor(t, "node-6 sees every other node dead and fails static", 2*deadline, func() (bool, string) {
 		s, err := cut.agent.fleet()
 		if err != nil {
 			return false, err.Error()
 		}
+		for _, o := range others {
+			if m := s.member(o.name); m == nil || m.State == "alive" {
+				return false, fmt.Sprintf("%s %+v, failStatic %v", o.name, m, s.FailStatic)
+			}
+		}
 		return s.FailStatic, fmt.Sprintf("%+v", *s)
 	})
-	s, err := cut.agent.fleet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range others {
-		if m := s.member(o.name); m == nil || m.State == "alive" {
-			t.Errorf("node-6, cut off and failing static, sees %s as %+v; want it dead or suspect", o.name, m)
-		}
-	}
 	ruleset := cut.ns.MustRun("nft", "list", "ruleset")
 	for _, n := range f.nodes {
 		for _, p := range n.pods {
@@ -145,6 +152,19 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 	if own := c["web-6"]; own == 0 || own == perRound {
 		t.Errorf("connections from node-6 to web, failing static: %s; want some to its own web-6, the rest to the pods it cannot reach", showCounts(c))
 	}
+
+	f.setLink(cut, true)
+	f.waitMembers(f.nodes, 2*deadline)
+	f.waitAgents("no fail static once the link is back", f.nodes, deadline, func(n *node) (bool, string) {
+		s, err := n.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		return !s.FailStatic, "fails static"
+	})
+	all := f.podsOf(apps)
+	f.waitRounds("node-6 back: every node reaches every pod", f.nodes, apps, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
 }
 
 // TestIntrudersChangeNothing (scenario d): a node no Node of the tree

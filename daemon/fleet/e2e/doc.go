@@ -9,7 +9,7 @@
 // readiness probes. A generated tree names the nodes, pods and Services;
 // every node runs its own `netspec watch` process (the netspec binary is
 // built once per test run) inside its namespace, with its own state dir.
-// The tests stop servers, kill agents, cut links and start intruders, and
+// The tests stop servers, stop and kill agents, cut links, start intruders, and
 // prove with real connections through every node's kernel which pods
 // still receive traffic.
 //

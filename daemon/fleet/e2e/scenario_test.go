@@ -215,12 +215,9 @@ func TestIntrudersChangeNothing(t *testing.T) {
 		})
 	}
 
-	for end := time.Now().Add(quietWindow); time.Now().Before(end); {
+	for end := time.Now().Add(quietWindow); time.Now().Before(end) && !t.Failed(); {
 		f.checkRounds("with the intruders running, every node reaches every pod", f.nodes, apps,
 			func(c map[string]int) bool { return every(c, all) })
-		if t.Failed() {
-			break
-		}
 	}
 	for _, n := range f.nodes {
 		s, err := n.agent.fleet()
@@ -281,4 +278,30 @@ func TestRestartedAgentGetsView(t *testing.T) {
 	f.waitRounds("node-5, restarted, takes out web-2 and web-7", []*node{n}, web, t0, deadline,
 		func(c map[string]int) bool { return every(c, rest) })
 	f.waitMembers(f.nodes, deadline)
+}
+
+// TestAgentLeaves: an agent stopped on purpose (SIGTERM: a restart, a
+// drain) leaves the fleet rather than dies: every other node lists it
+// left, and its pods, still answering, stay in everywhere as the tree
+// says, where a dead node's would go out.
+func TestAgentLeaves(t *testing.T) {
+	requireGossip(t)
+	f := runningFleet(t, true)
+
+	gone := f.node(4)
+	others := f.others(gone)
+	gone.agent.stop()
+	f.waitAgents("node-4 left on every other node", others, deadline, func(n *node) (bool, string) {
+		s, err := n.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		m := s.member(gone.name)
+		return m != nil && m.State == "left", fmt.Sprintf("node-4 %+v", m)
+	})
+	all := f.podsOf(apps)
+	for end := time.Now().Add(quietWindow); time.Now().Before(end) && !t.Failed(); {
+		f.checkRounds("node-4 left: every other node reaches every pod", others, apps,
+			func(c map[string]int) bool { return every(c, all) })
+	}
 }

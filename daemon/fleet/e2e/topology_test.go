@@ -76,7 +76,7 @@ type pod struct {
 	srv  *podServer
 }
 
-// podCIDR is node n's pod CIDR, as its Node object says.
+// nodePodCIDR is node n's pod CIDR, as its Node object says.
 func nodePodCIDR(n int) string { return fmt.Sprintf("10.244.%d.0/24", n) }
 
 // newFleet builds size nodes behind a bridge, each with one pod of every

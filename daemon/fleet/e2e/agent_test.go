@@ -52,11 +52,13 @@ func netspecBin(t *testing.T) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "netspec")
+		start := time.Now()
 		out, err := exec.Command("go", "build", "-o", built.bin, "netspec.dev/netspec/cmd/netspec").CombinedOutput()
 		if err != nil {
 			built.err = fmt.Errorf("go build netspec: %v\n%s", err, out)
 			return
 		}
+		t.Logf("built netspec in %s", time.Since(start).Round(time.Millisecond))
 		help, err := exec.Command(built.bin, "watch", "--help").CombinedOutput()
 		if err != nil {
 			built.err = fmt.Errorf("netspec watch --help: %v\n%s", err, help)
@@ -149,6 +151,9 @@ func (a *agent) start() {
 	fmt.Fprintf(&a.log, "--- start %d: netspec %s\n", a.runs, strings.Join(a.args, " "))
 	cmd := exec.Command("ip", append([]string{"netns", "exec", a.ns.Name, netspecBin(a.t)}, a.args...)...)
 	cmd.Stdout, cmd.Stderr = &a.log, &a.log
+	// If the test process dies without its cleanup (a go test timeout),
+	// the agent dies with it rather than run on.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		a.t.Fatalf("start the agent of %s: %v", a.name, err)
 	}

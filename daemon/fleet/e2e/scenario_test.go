@@ -47,10 +47,17 @@ func runningFleet(t *testing.T, gossip bool) *fleet {
 	t.Helper()
 	f := newFleet(t, fleetSize)
 	f.startAgents(gossip)
-	all := f.podsOf(apps)
-	f.waitRounds("every node reaches every pod", f.nodes, apps, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
+	f.waitEveryPod("agents started")
 	return f
+}
+
+// waitEveryPod waits until a round from every node reaches every pod of
+// every Service, and no other answer.
+func (f *fleet) waitEveryPod(when string) {
+	f.t.Helper()
+	all := f.podsOf(apps)
+	f.waitRounds(when+": every node reaches every pod", f.nodes, apps, time.Now(), deadline,
+		func(c map[string]int) bool { return every(c, all) })
 }
 
 // waitDead waits until every node of nodes lists dead as a dead member
@@ -95,9 +102,7 @@ func TestNodeDies(t *testing.T) {
 	f.setLink(dead, true)
 	dead.agent.start()
 	f.waitMembers(f.nodes, 2*deadline)
-	all := f.podsOf(apps)
-	f.waitRounds("node-4 back: every node reaches every pod", f.nodes, apps, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
+	f.waitEveryPod("node-4 back")
 }
 
 // TestCutOffNodeFailsStatic (scenario c): a node cut off the lan (its
@@ -162,9 +167,7 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 		}
 		return !s.FailStatic, "fails static"
 	})
-	all := f.podsOf(apps)
-	f.waitRounds("node-6 back: every node reaches every pod", f.nodes, apps, time.Now(), deadline,
-		func(c map[string]int) bool { return every(c, all) })
+	f.waitEveryPod("node-6 back")
 }
 
 // TestIntrudersChangeNothing (scenario d): a node no Node of the tree

@@ -3,7 +3,7 @@
 //
 // No text is read on the way: the model is encoded into the expressions
 // and set elements nft 1.0.6 itself sends for the model's text
-// (nftmodel's encoding), so that what reviewers read in a golden file is
+// (package encoding), so that what reviewers read in a golden file is
 // exactly what is installed, and `nft list table ip netspec` after Replace
 // equals what `nft -f` of the printed file gives (TestModelEqualsKernel).
 //

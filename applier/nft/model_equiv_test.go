@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/nftmodel"
 )
@@ -170,11 +171,11 @@ func checkModelEqualsParse(t *testing.T, m *nftmodel.Ruleset) {
 	for i, mt := range m.Tables {
 		pt := rs.Tables[i]
 		f := mt.Family
-		if pt.Family != f.TableFamily() || pt.Name != mt.Name {
+		if pt.Family != encoding.TableFamily(f) || pt.Name != mt.Name {
 			t.Errorf("table %d: parsed %v %s, model %v %s", i, pt.Family, pt.Name, f, mt.Name)
 			continue
 		}
-		enc := nftmodel.NewEncoder(f)
+		enc := encoding.NewEncoder(f)
 		chains := mt.Chains()
 		if len(chains) != len(pt.Chains) {
 			t.Errorf("table %s: %d chains parsed, %d in the model", f.Keyword(), len(pt.Chains), len(chains))
@@ -219,10 +220,10 @@ func checkModelEqualsParse(t *testing.T, m *nftmodel.Ruleset) {
 			if d := ms.Decl(f); d != ps.Decl {
 				t.Errorf("set %s: declaration %q, parsed %q", ms.Name, d, ps.Decl)
 			}
-			if tmpl := ms.Template(f); !reflect.DeepEqual(tmpl, ps.Template) {
+			if tmpl := encoding.SetTemplate(f, ms); !reflect.DeepEqual(tmpl, ps.Template) {
 				t.Errorf("set %s: template\nmodel %+v\nparse %+v", ms.Name, tmpl, ps.Template)
 			}
-			all := ms.EncodeAll(f)
+			all := encoding.SetElements(f, ms)
 			if len(all) != len(ps.Elements) {
 				t.Errorf("set %s: %d elements parsed, %d in the model", ms.Name, len(ps.Elements), len(all))
 				continue

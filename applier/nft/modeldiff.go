@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -100,13 +101,13 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 		var text []byte
 		for _, j := range eAdded {
 			text = ms.AppendElementText(text[:0], j)
-			el := Element{Text: string(text), Elems: ms.Encode(f, j)}
+			el := Element{Text: string(text), Elems: encoding.SetElement(f, ms, j)}
 			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], el)
 			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: el.Text})
 			tp.changes.Bytes += elementBytes(el.Elems)
 		}
 		for _, i := range eRemoved {
-			elems := old.Encode(f, i)
+			elems := encoding.SetElement(f, old, i)
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], elems...)
 			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: old.ElementText(i)})
 			tp.changes.Bytes += elementBytes(elems)
@@ -117,7 +118,7 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 	var ta, tb []byte
 	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *nftmodel.Chain) string { return c.Name },
 		func(x, y *nftmodel.Chain) bool { return x == y || sameModelChain(x, y, f, &ta, &tb) })
-	enc := nftmodel.NewEncoder(f)
+	enc := encoding.NewEncoder(f)
 	var text []byte
 	for _, mc := range cAdded {
 		if mc.Hook != nil {
@@ -248,7 +249,7 @@ func modelElementChanges(s *nftmodel.Set, idx []int) []ElementChange {
 
 // leadingEndAt is the index of the element of an endpoint map that carries
 // the end element at zero nft sends first (the one with the lowest start,
-// unless it starts at zero; see nftmodel's EncodeAll), or -1.
+// unless it starts at zero; see encoding.SetElements), or -1.
 func leadingEndAt(s *nftmodel.Set) int {
 	low := -1
 	for i := range s.Endpoints {
@@ -283,7 +284,7 @@ func endpointMiddles(f nftmodel.Family, a, b *nftmodel.Set) (mid, oldMid *Set) {
 		out := make([]Element, 0, to-from)
 		var text []byte
 		for i := from; i < to; i++ {
-			elems := s.Encode(f, i)
+			elems := encoding.SetElement(f, s, i)
 			if i == lead {
 				elems = append([]nftables.SetElement{{Key: make([]byte, len(elems[0].Key)), IntervalEnd: true}}, elems...)
 			}

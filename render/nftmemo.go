@@ -178,19 +178,17 @@ type memoTable struct {
 	del, add [memoLists][]nftElement
 }
 
-// sameService tells whether two Services are equal but for their ports.
+// sameService tells whether two Services are equal but for their ports:
+// plan.Service.Equal of copies without them, so that a field added to
+// Service is compared here too.
 func sameService(a, b *plan.Service) bool {
-	return a == b || a.Namespace == b.Namespace && a.Name == b.Name && a.Type == b.Type &&
-		sameSlice(a.ClusterIPs, b.ClusterIPs) && a.Headless == b.Headless &&
-		a.ExternalName == b.ExternalName && sameSlice(a.ExternalIPs, b.ExternalIPs) &&
-		sameSlice(a.LoadBalancerIPs, b.LoadBalancerIPs) && sameSlice(a.SourceRanges, b.SourceRanges) &&
-		a.AffinitySeconds == b.AffinitySeconds && a.InternalLocal == b.InternalLocal &&
-		a.ExternalLocal == b.ExternalLocal && a.HealthCheckNodePort == b.HealthCheckNodePort &&
-		a.IPVSScheduler == b.IPVSScheduler && a.ProxyName == b.ProxyName
+	if a == b {
+		return true
+	}
+	x, y := *a, *b
+	x.Ports, y.Ports = nil, nil
+	return x.Equal(&y)
 }
-
-// sameSlice is slices.Equal, at once for a slice that two plans share.
-func sameSlice[E comparable](a, b []E) bool { return plan.Shared(a, b) || slices.Equal(a, b) }
 
 // samePorts tells whether two Services' ports render alike (samePort).
 func samePorts(a, b []plan.Port) bool {

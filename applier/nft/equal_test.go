@@ -267,6 +267,11 @@ func TestModelEqualsKernel(t *testing.T) {
 	t.Cleanup(func() { da.Close() })
 	c := b.batchConn(t)
 	rc, d := a.conn(t), a.dumper(t)
+	ka, err := OpenSystem(a.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ka.Close() })
 	models := goldenModels(t)
 	for _, name := range slices.Sorted(maps.Keys(models)) {
 		m := models[name]
@@ -309,6 +314,12 @@ func TestModelEqualsKernel(t *testing.T) {
 					t.Errorf("nft list table %s %s differs (--- nft -f, +++ Apply of the model in parts):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
 				}
 				nftcCheckTable(t, rc, d, tb)
+			}
+			// What the kernel holds after nft -f of the text, and after
+			// the Applier's install, read back, is the model.
+			for _, mt := range m.Tables {
+				checkDecodeTable(t, mt, kernelReadBack(t, ka, mt))
+				checkDecodeTable(t, mt, kernelReadBack(t, ca.k, mt))
 			}
 		})
 	}

@@ -37,7 +37,7 @@ import (
 // typeof of the key, numgen (23) random with the modulus and offset 0;
 // the typeof of the data, a concatenation (13) of two payload expressions
 // (7): the destination address of IPv4 (12, 12) or IPv6 (13, 9), then th
-// (11) dport (2); and a data-interval flag of 0. TestRenderEqualsKernel
+// (11) dport (2); and a data-interval flag of 0. TestModelEqualsKernel
 // proves the bytes: with others, `nft list` prints the map differently.
 func typeofUserdata(fam nftables.TableFamily, mod uint32) []byte {
 	addr := "0c000000" + "0104" + "0c000000" // IPv4 daddr

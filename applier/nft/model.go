@@ -25,11 +25,13 @@
 // scripts are tested without root. Tests against the real kernel, as root
 // in namespaces of their own, prove the rest: what is installed equals
 // `nft -f`, and the Fake refuses and reads back as the kernel does
-// (TestFakeRefusesAsKernel, TestFakeReadsAsKernel). The tests keep a
-// parser of the printed text as an oracle (textparse_test.go), proven
-// against the kernel, that the model's encoding is compared with, and the
-// applier's path before the model as the oracle of its diff: a ruleset
-// encoded whole and diffed by text against the last one installed
+// (TestFakeRefusesAsKernel, TestFakeReadsAsKernel), and what the kernel
+// holds after `nft -f` of the printed text, and after Apply, decodes back
+// into the model (package encoding; TestModelEqualsKernel). No text is
+// parsed, in the applier or its tests: the tests build their rulesets as
+// models (the golden plans' through render, forms_test.go by hand). They
+// keep the applier's path before the model as the oracle of its diff: a
+// ruleset encoded whole and diffed against the last one installed
 // (encoded_test.go).
 package nft
 

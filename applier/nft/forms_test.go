@@ -139,7 +139,6 @@ func modelForms() *nftmodel.Ruleset {
 	return rs
 }
 
-
 // synthModel is a ruleset in render's layout with n service chains, a
 // verdict map and a set of n elements each, and an anonymous set of
 // ranges prefixes: big enough to be read in pieces and to need several

@@ -146,7 +146,7 @@ func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
 	type span struct{ lo, hi netip.Addr }
 	var spans []span
 	for _, p := range ps {
-		lo, hi := p.Masked().Addr(), lastOf(p)
+		lo, hi := p.Masked().Addr(), lastAddr(p)
 		if n := len(spans); n > 0 {
 			if next := spans[n-1].hi.Next(); !next.IsValid() || !next.Less(lo) {
 				if spans[n-1].hi.Less(hi) {
@@ -163,14 +163,14 @@ func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
 			n := lo.BitLen()
 			for n > 0 {
 				p := netip.PrefixFrom(lo, n-1)
-				if p.Masked().Addr() != lo || s.hi.Less(lastOf(p)) {
+				if p.Masked().Addr() != lo || s.hi.Less(lastAddr(p)) {
 					break
 				}
 				n--
 			}
 			p := netip.PrefixFrom(lo, n)
 			out = append(out, p)
-			next := lastOf(p).Next()
+			next := lastAddr(p).Next()
 			if !next.IsValid() || s.hi.Less(next) {
 				break
 			}
@@ -231,4 +231,14 @@ func TestDecodeForeign(t *testing.T) {
 			t.Errorf("%s: DecodeRule = %q, %v; want ErrForeign", tt.name, r.Text(nftmodel.IPv4), err)
 		}
 	}
+}
+
+// lastAddr is the last address of a prefix.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }

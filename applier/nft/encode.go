@@ -80,7 +80,7 @@ func baseChain(h *nftmodel.Hook) *BaseChain {
 // setShell is a set of the model encoded without its elements: what a
 // batch needs to name it and to add or delete some of its elements.
 func setShell(f nftmodel.Family, ms *nftmodel.Set) *Set {
-	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: encoding.SetTemplate(f, ms)}
+	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: encoding.SetTemplate(f, ms), model: ms, fam: f}
 	if ms.EndpointMod > 0 {
 		s.udata = typeofUserdata(encoding.TableFamily(f), ms.EndpointMod)
 	}

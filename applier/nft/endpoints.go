@@ -150,7 +150,7 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 		tp.changes.Bytes += elementBytes(u)
 		text := textOf[k]
 		if text == "" {
-			text = formatOf(s, tp.family()).elementText(u)
+			text = s.kernelText(u)
 		}
 		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: text})
 	}

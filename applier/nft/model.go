@@ -38,6 +38,7 @@ package nft
 import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // Ruleset is an encoded ruleset: the tables it replaces, in the model's
@@ -69,6 +70,10 @@ type Set struct {
 	// udata is the set's user data when google/nftables cannot write it
 	// (an endpoint map's typeof, endpoints.go).
 	udata []byte
+	// model is the set in the model, of a table of family fam: the kernel's
+	// elements are decoded into it to be written (kernelText).
+	model *nftmodel.Set
+	fam   nftmodel.Family
 }
 
 // Element is one element of a named set or map.

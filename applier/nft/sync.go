@@ -163,7 +163,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 		for _, k := range extra {
 			e := haveKeys[k]
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], e)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: formatOf(s, fam).elementText([]nftables.SetElement{e})})
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: s.kernelText([]nftables.SetElement{e})})
 			tp.changes.Bytes += elementBytes([]nftables.SetElement{e})
 		}
 	}

@@ -190,7 +190,7 @@ func (d *decoder) stmt() (nftmodel.Stmt, error) {
 			return nftmodel.VMap{Key: key, Map: x.SetName}, nil
 		}
 		if len(key) == 1 && (key[0] == nftmodel.SAddr || key[0] == nftmodel.DAddr) && isAnon(x) {
-			ps, err := anonPrefixes(d.fam, d.anon)
+			ps, err := AnonPrefixes(d.fam, d.anon)
 			if err != nil {
 				return nil, err
 			}
@@ -378,10 +378,10 @@ func isZero(b []byte) bool {
 	return true
 }
 
-// anonPrefixes reads the elements of an anonymous address set back as
+// AnonPrefixes reads the elements of an anonymous address set back as
 // prefixes, sorted: single addresses, or intervals (each as the fewest
 // prefixes that cover it exactly).
-func anonPrefixes(f nftmodel.Family, elems []nftables.SetElement) ([]netip.Prefix, error) {
+func AnonPrefixes(f nftmodel.Family, elems []nftables.SetElement) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	interval := slices.ContainsFunc(elems, func(e nftables.SetElement) bool { return e.IntervalEnd })
 	if !interval {

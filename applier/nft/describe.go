@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render/nftmodel"
-	"golang.org/x/sys/unix"
 )
 
 // What plan and apply say about drift: the elements and rules the kernel

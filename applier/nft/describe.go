@@ -45,20 +45,39 @@ type RuleChange struct {
 // reads as the plan's elements do. What does not decode (an element of
 // another type, an interval that is not a prefix, made by hand) is
 // written from its bytes.
-func (s *Set) kernelText(u []nftables.SetElement) string {
+func (s *Set) kernelText(u []nftables.SetElement) string { return s.kernelChange(u).Text }
+
+// kernelChange reports a unit of the kernel's elements of s as added or
+// removed: written as kernelText, and, when it decodes, the element as
+// the model holds it.
+func (s *Set) kernelChange(u []nftables.SetElement) ElementChange {
+	c := ElementChange{Set: s.Name}
 	if len(u) == 0 {
-		return ""
+		return c
 	}
 	if u[0].IntervalEnd {
 		// The end element nft puts before the lowest interval.
-		return "(the end of an interval at " + rawValue(u[0].Key) + ")"
+		c.Text = "(the end of an interval at " + rawValue(u[0].Key) + ")"
+		return c
 	}
 	if s.model != nil {
 		shell := *s.model
 		if err := encoding.DecodeElements(s.fam, &shell, u, decodeVerdict); err == nil && shell.Len() == 1 {
-			return shell.ElementText(0)
+			c.Text = shell.ElementText(0)
+			if shell.EndpointMod > 0 {
+				c.Endpoint = &shell.Endpoints[0]
+			} else {
+				c.Element = &shell.Elements[0]
+			}
+			return c
 		}
 	}
+	c.Text = s.rawText(u)
+	return c
+}
+
+// rawText writes a unit of elements that does not decode from its bytes.
+func (s *Set) rawText(u []nftables.SetElement) string {
 	text := rawValue(u[0].Key)
 	if len(u) > 1 {
 		if last, ok := netip.AddrFromSlice(decrement(u[1].Key)); ok && len(u[1].Key) == len(u[0].Key) {
@@ -783,12 +802,12 @@ func intervalDrift(s *Set, have []nftables.SetElement, fam nftables.TableFamily)
 			}
 		}
 		if missing {
-			added = append(added, ElementChange{Set: s.Name, Text: e.Text})
+			added = append(added, e.change(s.Name))
 		}
 	}
 	for _, k := range sortedKeys(left) {
 		if u := left[k]; len(u) > 1 || !u[0].IntervalEnd {
-			removed = append(removed, ElementChange{Set: s.Name, Text: s.kernelText(u)})
+			removed = append(removed, s.kernelChange(u))
 		}
 	}
 	return added, removed

@@ -95,7 +95,8 @@ func encodeSet(f nftmodel.Family, ms *nftmodel.Set) *Set {
 	var text []byte
 	for i := range all {
 		text = ms.AppendElementText(text[:0], i)
-		s.Elements[i] = Element{Text: string(text), Elems: all[i]}
+		s.Elements[i] = modelElement(ms, i)
+		s.Elements[i].Text, s.Elements[i].Elems = string(text), all[i]
 	}
 	return s
 }

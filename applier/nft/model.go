@@ -88,6 +88,25 @@ type Element struct {
 	// the end element at zero that nft adds to an interval set (unless
 	// that interval starts at zero): the kernel keeps it like any other.
 	Elems []nftables.SetElement
+
+	// el or ep is the element in the model (nil for an element decoded
+	// from nothing but text).
+	el *nftmodel.Element
+	ep *nftmodel.EndpointElement
+}
+
+// change reports the element as added to or removed from set.
+func (e *Element) change(set string) ElementChange {
+	return ElementChange{Set: set, Text: e.Text, Element: e.el, Endpoint: e.ep}
+}
+
+// modelElement is the element at i of the model's set s, as an Element
+// without its encoding.
+func modelElement(s *nftmodel.Set, i int) Element {
+	if s.EndpointMod > 0 {
+		return Element{ep: &s.Endpoints[i]}
+	}
+	return Element{el: &s.Elements[i]}
 }
 
 // Chain is a chain with its rules.

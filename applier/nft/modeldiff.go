@@ -100,15 +100,18 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 		var text []byte
 		for _, j := range eAdded {
 			text = ms.AppendElementText(text[:0], j)
-			el := Element{Text: string(text), Elems: encoding.SetElement(f, ms, j)}
+			el := modelElement(ms, j)
+			el.Text, el.Elems = string(text), encoding.SetElement(f, ms, j)
 			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], el)
-			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: el.Text})
+			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, el.change(s.Name))
 			tp.changes.Bytes += elementBytes(el.Elems)
 		}
 		for _, i := range eRemoved {
 			elems := encoding.SetElement(f, old, i)
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], elems...)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: old.ElementText(i)})
+			el := modelElement(old, i)
+			el.Text = old.ElementText(i)
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, el.change(s.Name))
 			tp.changes.Bytes += elementBytes(elems)
 		}
 	}
@@ -150,7 +153,9 @@ func replaced(want *nftmodel.Table, fam nftables.TableFamily, why string) *table
 func modelElementChanges(s *nftmodel.Set, idx []int) []ElementChange {
 	var out []ElementChange
 	for _, i := range idx {
-		out = append(out, ElementChange{Set: s.Name, Text: s.ElementText(i)})
+		el := modelElement(s, i)
+		el.Text = s.ElementText(i)
+		out = append(out, el.change(s.Name))
 	}
 	return out
 }
@@ -197,7 +202,9 @@ func endpointMiddles(f nftmodel.Family, a, b *nftmodel.Set) (mid, oldMid *Set) {
 				elems = append([]nftables.SetElement{{Key: make([]byte, len(elems[0].Key)), IntervalEnd: true}}, elems...)
 			}
 			text = s.AppendElementText(text[:0], i)
-			out = append(out, Element{Text: string(text), Elems: elems})
+			el := modelElement(s, i)
+			el.Text, el.Elems = string(text), elems
+			out = append(out, el)
 		}
 		return out
 	}

@@ -408,20 +408,7 @@ func AnonPrefixes(f nftmodel.Family, elems []nftables.SetElement) ([]netip.Prefi
 // ranges reads the elements of an interval set (starts and ends, in any
 // order) as the address ranges they hold, sorted.
 func ranges(f nftmodel.Family, elems []nftables.SetElement) ([]addrRange, error) {
-	sorted := slices.Clone(elems)
-	slices.SortStableFunc(sorted, func(a, b nftables.SetElement) int {
-		if c := bytes.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		// At one key, the end of the interval before comes first.
-		switch {
-		case a.IntervalEnd && !b.IntervalEnd:
-			return -1
-		case !a.IntervalEnd && b.IntervalEnd:
-			return 1
-		}
-		return 0
-	})
+	sorted := sortedIntervals(elems)
 	var out []addrRange
 	open := false
 	for _, e := range sorted {
@@ -447,6 +434,25 @@ func ranges(f nftmodel.Family, elems []nftables.SetElement) ([]addrRange, error)
 		}
 	}
 	return out, nil
+}
+
+// sortedIntervals is the elements of an interval set sorted by key; at
+// one key, the end of the interval before comes first.
+func sortedIntervals(elems []nftables.SetElement) []nftables.SetElement {
+	sorted := slices.Clone(elems)
+	slices.SortStableFunc(sorted, func(a, b nftables.SetElement) int {
+		if c := bytes.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		switch {
+		case a.IntervalEnd && !b.IntervalEnd:
+			return -1
+		case !a.IntervalEnd && b.IntervalEnd:
+			return 1
+		}
+		return 0
+	})
+	return sorted
 }
 
 // rangePrefixes covers [start, end] with the fewest prefixes, in order.
@@ -578,19 +584,7 @@ func decodeKey(f nftmodel.Family, parts []nftmodel.KeyPart, b []byte) (nftmodel.
 
 // decodeEndpoints reads an endpoint map's intervals of numgen keys.
 func decodeEndpoints(f nftmodel.Family, s *nftmodel.Set, elems []nftables.SetElement) error {
-	sorted := slices.Clone(elems)
-	slices.SortStableFunc(sorted, func(a, b nftables.SetElement) int {
-		if c := bytes.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		switch {
-		case a.IntervalEnd && !b.IntervalEnd:
-			return -1
-		case !a.IntervalEnd && b.IntervalEnd:
-			return 1
-		}
-		return 0
-	})
+	sorted := sortedIntervals(elems)
 	open := -1
 	for _, e := range sorted {
 		if len(e.Key) != 4 {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"net/netip"
-	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -733,9 +732,11 @@ func (m *Memo) table(f int) *nftmodel.Table {
 	tm := t.dispatchModel()
 	last := mt.dispatch
 	mt.dispatch = make(map[string]*nftmodel.Chain, len(tm.Items))
+	var cmp nftmodel.Comparer
 	for i := range tm.Items {
 		c := tm.Items[i].Chain
-		if old := last[c.Name]; old != nil && sameChain(old, c) {
+		// Built alike: the same for the kernel and in the file.
+		if old := last[c.Name]; old != nil && old.Comment == c.Comment && cmp.SameChain(old, c, tm.Family) {
 			tm.Items[i].Chain = old
 		}
 		mt.dispatch[c.Name] = tm.Items[i].Chain
@@ -773,9 +774,4 @@ func (m *Memo) table(f int) *nftmodel.Table {
 		e.items[f] = tm.Items[from:len(tm.Items):len(tm.Items)]
 	}
 	return tm
-}
-
-// sameChain tells whether two chains are built alike.
-func sameChain(a, b *nftmodel.Chain) bool {
-	return a.Name == b.Name && a.Comment == b.Comment && reflect.DeepEqual(a.Hook, b.Hook) && reflect.DeepEqual(a.Rules, b.Rules)
 }

@@ -2,8 +2,13 @@ package nft
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
 	"net/netip"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -241,4 +246,48 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	}
 	a, _ := netip.AddrFromSlice(b)
 	return a
+}
+
+// TestFormsHaveEveryStatement: modelForms, which the encoding and the
+// decoding are proven on, has every statement of the model: a statement
+// added to render/nftmodel (a type with an appendText method) fails this
+// test until a form uses it.
+func TestFormsHaveEveryStatement(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join("..", "..", "render", "nftmodel", "rule.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Name.Name != "appendText" || fd.Recv == nil {
+			continue
+		}
+		recv := fd.Recv.List[0].Type
+		if st, ok := recv.(*ast.StarExpr); ok {
+			recv = st.X
+		}
+		if id, ok := recv.(*ast.Ident); ok && id.Name != "Concat" {
+			stmts = append(stmts, id.Name)
+		}
+	}
+	if len(stmts) < 15 {
+		t.Fatalf("found only %d statement types in rule.go: %v", len(stmts), stmts)
+	}
+	seen := map[string]bool{}
+	for _, tb := range modelForms().Tables {
+		for _, c := range tb.Chains() {
+			for _, r := range c.Rules {
+				for _, s := range r {
+					seen[reflect.TypeOf(s).Name()] = true
+				}
+			}
+		}
+	}
+	for _, name := range stmts {
+		if !seen[name] {
+			t.Errorf("no rule of modelForms has a %s statement", name)
+		}
+	}
 }

@@ -846,7 +846,7 @@ func ruleChanges(ch *Chain, have [][]byte, fam nftables.TableFamily) []RuleChang
 		b[i] = string(ruleKeyOf(r, fam))
 	}
 	id := func(s string) string { return s }
-	del, ins, ok := myers(a, b, id, myersMaxD, nil)
+	del, ins, ok := myersKeys(a, b, id, myersMaxD, nil)
 	if !ok {
 		// Too many edits to align: compare place by place.
 		del, ins = nil, nil

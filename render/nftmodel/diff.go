@@ -3,6 +3,8 @@ package nftmodel
 import (
 	"bytes"
 	"net/netip"
+
+	"netspec.dev/netspec/internal/myers"
 )
 
 // The one comparison of two models. Chains are alike when they hang on
@@ -129,7 +131,16 @@ func SameEndpoint(a, b *EndpointElement) bool {
 // common head and tail are skipped in place, so that the work follows the
 // size of the change.
 func DiffElements(a, b *Set) (added, removed []int) {
-	return diffBy(elementsOf(a), elementsOf(b), func(e *Element) Element { return *e })
+	ea, eb := elementsOf(a), elementsOf(b)
+	return diffBy(ea, eb, func(e *Element) Element { return *e }, func(x, y int) int {
+		// A run of equal elements, compared in place: the common case
+		// of myers' passes, which a call per element would slow.
+		k := 0
+		for x+k < len(ea) && y+k < len(eb) && ea[x+k] == eb[y+k] {
+			k++
+		}
+		return k
+	})
 }
 
 // DiffEndpoints is DiffElements for the Endpoints of two versions of an
@@ -139,7 +150,14 @@ func DiffEndpoints(a, b *Set) (added, removed []int) {
 		lo, hi uint32
 		to     netip.AddrPort
 	}
-	return diffBy(endpointsOf(a), endpointsOf(b), func(e *EndpointElement) held { return held{e.Lo, e.Hi, e.To} })
+	ea, eb := endpointsOf(a), endpointsOf(b)
+	return diffBy(ea, eb, func(e *EndpointElement) held { return held{e.Lo, e.Hi, e.To} }, func(x, y int) int {
+		k := 0
+		for x+k < len(ea) && y+k < len(eb) && SameEndpoint(&ea[x+k], &eb[y+k]) {
+			k++
+		}
+		return k
+	})
 }
 
 func elementsOf(s *Set) []Element {
@@ -156,13 +174,21 @@ func endpointsOf(s *Set) []EndpointElement {
 	return s.Endpoints
 }
 
+// maxEdits bounds the edits diffBy aligns the middle of two lists with
+// (myers) before it compares them through maps: a change of a few
+// Services moves a few elements of each set.
+const maxEdits = 32
+
 // diffBy compares two lists of elements by the comparable value key
-// gives of each, as DiffElements.
-func diffBy[E any, K comparable](ea, eb []E, key func(*E) K) (added, removed []int) {
-	head, tail := 0, 0
-	for head < len(ea) && head < len(eb) && key(&ea[head]) == key(&eb[head]) {
-		head++
-	}
+// gives of each, as DiffElements (run(x, y) is how many from ea[x] and
+// eb[y] on are alike): the common head and tail in place, the
+// middle with myers (an element that moved far in a long sorted list,
+// say an endpoint's address in the hairpin set, costs a few passes, not
+// a map of the middle), or with maps when it holds many edits. An
+// element that moved (removed and added alike) is neither.
+func diffBy[E any, K comparable](ea, eb []E, key func(*E) K, run func(x, y int) int) (added, removed []int) {
+	head := run(0, 0)
+	tail := 0
 	for tail < len(ea)-head && tail < len(eb)-head && key(&ea[len(ea)-1-tail]) == key(&eb[len(eb)-1-tail]) {
 		tail++
 	}
@@ -170,20 +196,44 @@ func diffBy[E any, K comparable](ea, eb []E, key func(*E) K) (added, removed []i
 	if n+m == 0 {
 		return nil, nil
 	}
+	a, b := ea[head:head+n], eb[head:head+m]
+	if del, ins, ok := myers.Run(n, m, func(x, y int) int { return min(run(head+x, head+y), n-x, m-y) }, maxEdits, nil); ok {
+		// A set holds each value once: one deleted and inserted is a move.
+		// There are few edits: a scan finds them without a map.
+		in := func(k K, l []E, idx []int) bool {
+			for _, i := range idx {
+				if key(&l[i]) == k {
+					return true
+				}
+			}
+			return false
+		}
+		for _, j := range ins {
+			if len(del) == 0 || !in(key(&b[j]), a, del) {
+				added = append(added, head+j)
+			}
+		}
+		for _, i := range del {
+			if len(ins) == 0 || !in(key(&a[i]), b, ins) {
+				removed = append(removed, head+i)
+			}
+		}
+		return added, removed
+	}
 	inA := make(map[K]bool, n)
 	for i := range n {
-		inA[key(&ea[head+i])] = true
+		inA[key(&a[i])] = true
 	}
 	inB := make(map[K]bool, m)
 	for j := range m {
-		k := key(&eb[head+j])
+		k := key(&b[j])
 		inB[k] = true
 		if !inA[k] {
 			added = append(added, head+j)
 		}
 	}
 	for i := range n {
-		if !inB[key(&ea[head+i])] {
+		if !inB[key(&a[i])] {
 			removed = append(removed, head+i)
 		}
 	}

@@ -106,6 +106,19 @@ func TestDiffElements(t *testing.T) {
 			}
 		})
 	}
+	// More edits than myers looks for: the maps align them, in order.
+	var many, other []Element
+	var all []int
+	for i := range 2 * maxEdits {
+		many = append(many, el(netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}).String(), "x", ""))
+		other = append(other, el(netip.AddrFrom4([4]byte{10, 2, 0, byte(i)}).String(), "x", ""))
+		all = append(all, i)
+	}
+	other[0] = many[0]
+	sm, so := &Set{Elements: many}, &Set{Elements: other}
+	if added, removed := DiffElements(sm, so); !slices.Equal(added, all[1:]) || !slices.Equal(removed, all[1:]) {
+		t.Errorf("many edits: DiffElements = %v, %v; want 1..%d twice", added, removed, len(all)-1)
+	}
 	ep := func(lo uint32, to, note string) EndpointElement {
 		return EndpointElement{Lo: lo, Hi: lo + 9, To: netip.MustParseAddrPort(to), Note: note}
 	}

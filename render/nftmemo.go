@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"net/netip"
-	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -178,19 +177,17 @@ type memoTable struct {
 	del, add [memoLists][]nftElement
 }
 
-// sameService tells whether two Services are equal but for their ports.
+// sameService tells whether two Services are equal but for their ports:
+// plan.Service.Equal of copies without them, so that a field added to
+// Service is compared here too.
 func sameService(a, b *plan.Service) bool {
-	return a == b || a.Namespace == b.Namespace && a.Name == b.Name && a.Type == b.Type &&
-		sameSlice(a.ClusterIPs, b.ClusterIPs) && a.Headless == b.Headless &&
-		a.ExternalName == b.ExternalName && sameSlice(a.ExternalIPs, b.ExternalIPs) &&
-		sameSlice(a.LoadBalancerIPs, b.LoadBalancerIPs) && sameSlice(a.SourceRanges, b.SourceRanges) &&
-		a.AffinitySeconds == b.AffinitySeconds && a.InternalLocal == b.InternalLocal &&
-		a.ExternalLocal == b.ExternalLocal && a.HealthCheckNodePort == b.HealthCheckNodePort &&
-		a.IPVSScheduler == b.IPVSScheduler && a.ProxyName == b.ProxyName
+	if a == b {
+		return true
+	}
+	x, y := *a, *b
+	x.Ports, y.Ports = nil, nil
+	return x.Equal(&y)
 }
-
-// sameSlice is slices.Equal, at once for a slice that two plans share.
-func sameSlice[E comparable](a, b []E) bool { return plan.Shared(a, b) || slices.Equal(a, b) }
 
 // samePorts tells whether two Services' ports render alike (samePort).
 func samePorts(a, b []plan.Port) bool {
@@ -735,9 +732,11 @@ func (m *Memo) table(f int) *nftmodel.Table {
 	tm := t.dispatchModel()
 	last := mt.dispatch
 	mt.dispatch = make(map[string]*nftmodel.Chain, len(tm.Items))
+	var cmp nftmodel.Comparer
 	for i := range tm.Items {
 		c := tm.Items[i].Chain
-		if old := last[c.Name]; old != nil && sameChain(old, c) {
+		// Built alike: the same for the kernel and in the file.
+		if old := last[c.Name]; old != nil && old.Comment == c.Comment && cmp.SameChain(old, c, tm.Family) {
 			tm.Items[i].Chain = old
 		}
 		mt.dispatch[c.Name] = tm.Items[i].Chain
@@ -775,9 +774,4 @@ func (m *Memo) table(f int) *nftmodel.Table {
 		e.items[f] = tm.Items[from:len(tm.Items):len(tm.Items)]
 	}
 	return tm
-}
-
-// sameChain tells whether two chains are built alike.
-func sameChain(a, b *nftmodel.Chain) bool {
-	return a.Name == b.Name && a.Comment == b.Comment && reflect.DeepEqual(a.Hook, b.Hook) && reflect.DeepEqual(a.Rules, b.Rules)
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/render/nftmodel"
 )
@@ -199,7 +200,7 @@ func modelTable(m *nftmodel.Ruleset, fam nftables.TableFamily) *nftmodel.Table {
 		return nil
 	}
 	for _, t := range m.Tables {
-		if t.Family.TableFamily() == fam {
+		if encoding.TableFamily(t.Family) == fam {
 			return t
 		}
 	}

@@ -14,14 +14,18 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/nft/encoding"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // What plan and apply say about drift: the elements and rules the kernel
 // holds that the plan does not, written as nft writes them
 // (`10.1.2.3 . tcp . 99 : goto service-…`, `ip daddr . meta l4proto . th
-// dport vmap @service-ips`), never as the bytes netlink carries. The
-// kernel keeps no rule text: a rule is written back from its expressions,
-// for the expressions netspec's rules and common hand-written ones use.
+// dport vmap @service-ips`), never as the bytes netlink carries. An
+// element is decoded into the model's set and printed by the model
+// (kernelText), so that it reads as the plan's elements do. The kernel
+// keeps no rule text: a rule is written back from its expressions, for
+// the expressions netspec's rules and common hand-written ones use.
 
 // RuleChange is one rule of a chain that differs between the kernel and
 // the plan: Old is the kernel's rule, New the plan's, as nft writes them;
@@ -35,35 +39,82 @@ type RuleChange struct {
 	New   string `json:",omitempty"`
 }
 
-// setFormat is what writing a set's elements needs: the types of its key
-// fields and of its data.
-type setFormat struct {
-	fields    []string // "ipv4_addr", "inet_proto", … ; "integer" for an endpoint map's key
-	interval  bool
-	endpoints bool // data: address . port
-	fam       nftables.TableFamily
-}
+// kernelText writes a unit of the kernel's elements of s (one element, or
+// an interval's start and end: intervalUnits) as the model writes the
+// element: decoded into the model's set and printed by it, so that drift
+// reads as the plan's elements do. What does not decode (an element of
+// another type, an interval that is not a prefix, made by hand) is
+// written from its bytes.
+func (s *Set) kernelText(u []nftables.SetElement) string { return s.kernelChange(u).Text }
 
-// formatOf reads a set's format from its declaration.
-func formatOf(s *Set, fam nftables.TableFamily) setFormat {
-	f := setFormat{interval: s.Template.Interval, fam: fam}
-	for _, line := range strings.Split(s.Decl, "\n") {
-		fs := strings.Fields(line)
-		switch {
-		case len(fs) > 1 && fs[0] == "typeof":
-			f.fields, f.endpoints = []string{"integer"}, true
-		case len(fs) > 1 && fs[0] == "type":
-			for _, t := range fs[1:] {
-				if t == ":" {
-					break
-				}
-				if t != "." {
-					f.fields = append(f.fields, t)
-				}
+// kernelChange reports a unit of the kernel's elements of s as added or
+// removed: written as kernelText, and, when it decodes, the element as
+// the model holds it.
+func (s *Set) kernelChange(u []nftables.SetElement) ElementChange {
+	c := ElementChange{Set: s.Name}
+	if len(u) == 0 {
+		return c
+	}
+	if u[0].IntervalEnd {
+		// The end element nft puts before the lowest interval.
+		c.Text = "(the end of an interval at " + rawValue(u[0].Key) + ")"
+		return c
+	}
+	if s.model != nil {
+		shell := *s.model
+		if err := encoding.DecodeElements(s.fam, &shell, u, decodeVerdict); err == nil && shell.Len() == 1 {
+			c.Text = shell.ElementText(0)
+			if shell.EndpointMod > 0 {
+				c.Endpoint = &shell.Endpoints[0]
+			} else {
+				c.Element = &shell.Elements[0]
 			}
+			return c
 		}
 	}
-	return f
+	c.Text = s.rawText(u)
+	return c
+}
+
+// rawText writes a unit of elements that does not decode from its bytes.
+func (s *Set) rawText(u []nftables.SetElement) string {
+	text := rawValue(u[0].Key)
+	if len(u) > 1 {
+		if last, ok := netip.AddrFromSlice(decrement(u[1].Key)); ok && len(u[1].Key) == len(u[0].Key) {
+			text += "-" + last.String()
+		} else {
+			text += "-" + rawValue(u[1].Key)
+		}
+	}
+	if v := u[0].VerdictData; v != nil {
+		text += " : " + verdictText(v)
+	} else if v := decodeVerdict(u[0].Val); v != nil {
+		text += " : " + verdictText(v)
+	}
+	return text
+}
+
+// rawValue writes a key of an element that did not decode: an address
+// when it has an address's length, else its bytes in hex.
+func rawValue(b []byte) string {
+	if len(b) == 4 || len(b) == 16 {
+		if a, ok := netip.AddrFromSlice(b); ok {
+			return a.String()
+		}
+	}
+	return "0x" + hex.EncodeToString(b)
+}
+
+// decrement is b - 1, as a big-endian number.
+func decrement(b []byte) []byte {
+	out := bytes.Clone(b)
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i]--
+		if out[i] != 0xff {
+			break
+		}
+	}
+	return out
 }
 
 // fieldLen is the length of a key field's value.
@@ -123,160 +174,6 @@ func protoName(p byte) string {
 		return "ipv6-icmp"
 	}
 	return strconv.Itoa(int(p))
-}
-
-// formatKey writes a key of the set: its fields joined by " . "; in a
-// concatenation each field takes a multiple of 4 bytes.
-func (f setFormat) formatKey(key []byte) string {
-	if len(f.fields) <= 1 {
-		typ := "integer"
-		if len(f.fields) == 1 {
-			typ = f.fields[0]
-		}
-		return formatValue(typ, key)
-	}
-	var parts []string
-	for _, typ := range f.fields {
-		n := fieldLen(typ)
-		if len(key) < n {
-			return "0x" + hex.EncodeToString(key) // not of this set's type
-		}
-		parts = append(parts, formatValue(typ, key[:n]))
-		key = key[min(len(key), (n+3)&^3):]
-	}
-	return strings.Join(parts, " . ")
-}
-
-// formatRange writes an interval [start, end) of a single-field key:
-// a prefix when it is one (10.0.0.0/8), else start-last.
-func (f setFormat) formatRange(start, end []byte) string {
-	typ := "integer"
-	if len(f.fields) == 1 {
-		typ = f.fields[0]
-	}
-	last := decrement(end)
-	if typ == "ipv4_addr" || typ == "ipv6_addr" {
-		if p, ok := prefixOf(start, last); ok {
-			if p.IsSingleIP() {
-				return p.Addr().String()
-			}
-			return p.String()
-		}
-	}
-	if bytes.Equal(start, last) {
-		return formatValue(typ, start)
-	}
-	return formatValue(typ, start) + "-" + formatValue(typ, last)
-}
-
-// decrement is b - 1, as a big-endian number; the last value of the key's
-// space when b is zero (an interval open to the end has no end element).
-func decrement(b []byte) []byte {
-	out := bytes.Clone(b)
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i]--
-		if out[i] != 0xff {
-			break
-		}
-	}
-	return out
-}
-
-// prefixOf tells whether [first, last] is exactly one prefix.
-func prefixOf(first, last []byte) (netip.Prefix, bool) {
-	a, ok1 := netip.AddrFromSlice(first)
-	b, ok2 := netip.AddrFromSlice(last)
-	if !ok1 || !ok2 || len(first) != len(last) {
-		return netip.Prefix{}, false
-	}
-	// The bits where first and last differ must be a suffix of zeros in
-	// first and of ones in last.
-	n := len(first) * 8
-	host := 0
-	for i := len(first) - 1; i >= 0; i-- {
-		x := first[i] ^ last[i]
-		if x == 0 {
-			break
-		}
-		if x != 0xff {
-			host += bits.Len8(x)
-			if first[i]&x != 0 || last[i]&x != x || bits.Len8(x) != bits.OnesCount8(x) {
-				return netip.Prefix{}, false
-			}
-			break
-		}
-		if first[i] != 0 || last[i] != 0xff {
-			return netip.Prefix{}, false
-		}
-		host += 8
-	}
-	p := netip.PrefixFrom(a, n-host)
-	return p, p.Masked().Addr() == a && lastOf(p) == b
-}
-
-func lastOf(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
-
-// formatData writes an element's data: a verdict, or an endpoint map's
-// address and port; "" without data.
-func (f setFormat) formatData(e nftables.SetElement) string {
-	v := e.VerdictData
-	if v == nil && len(e.Val) > 0 {
-		v = decodeVerdict(e.Val)
-	}
-	if v != nil {
-		return verdictText(v)
-	}
-	if len(e.Val) == 0 {
-		return ""
-	}
-	if f.endpoints {
-		n := 4
-		if f.fam == nftables.TableFamilyIPv6 {
-			n = 16
-		}
-		if len(e.Val) >= n+2 {
-			return formatValue("ipv4_addr", e.Val[:n]) + " . " + formatValue("inet_service", e.Val[n:n+2])
-		}
-	}
-	return "0x" + hex.EncodeToString(e.Val)
-}
-
-// elementText writes a unit of kernel elements (one element, or an
-// interval's start and end: intervalUnits) as nft writes an element of
-// the set.
-func (f setFormat) elementText(u []nftables.SetElement) string {
-	if len(u) == 0 {
-		return ""
-	}
-	start := u[0]
-	var key string
-	switch {
-	case start.IntervalEnd:
-		// The end element nft puts before the lowest interval.
-		return "(the end of an interval at " + f.formatKey(start.Key) + ")"
-	case f.interval && len(u) > 1:
-		key = f.formatRange(start.Key, u[1].Key)
-	case f.interval && len(f.fields) <= 1:
-		key = f.formatRange(start.Key, make([]byte, len(start.Key))) // open to the end
-	case len(start.KeyEnd) > 0:
-		key = f.formatKey(start.Key) + "-" + f.formatKey(start.KeyEnd)
-	default:
-		key = f.formatKey(start.Key)
-	}
-	if d := f.formatData(start); d != "" {
-		key += " : " + d
-	}
-	if start.Comment != "" {
-		key += " comment " + strconv.Quote(start.Comment)
-	}
-	return key
 }
 
 // verdictText writes a verdict as nft does.
@@ -783,22 +680,38 @@ func fibTypeText(b []byte) string {
 	return "0x" + hex.EncodeToString(b)
 }
 
-// anonText writes an anonymous set's elements, as { 10.0.0.0/8, … }.
+// anonText writes an anonymous set's elements, as { 10.0.0.0/8, … }: an
+// address set as the model holds it (encoding.AnonPrefixes), others a
+// value or an interval at a time.
 func anonText(src operand, elems []nftables.SetElement, addrType string) string {
 	typ := src.typ
 	if typ == "" || strings.Contains(typ, " . ") {
 		typ = addrType
 	}
-	f := setFormat{fields: []string{typ}, interval: true}
 	var parts []string
-	for _, u := range intervalUnits(elems) {
-		if len(u) == 1 && u[0].IntervalEnd {
-			continue
+	f := nftmodel.IPv4
+	if typ == "ipv6_addr" {
+		f = nftmodel.IPv6
+	}
+	if ps, err := encoding.AnonPrefixes(f, elems); (typ == "ipv4_addr" || typ == "ipv6_addr") && err == nil {
+		for _, p := range ps {
+			if p.IsSingleIP() {
+				parts = append(parts, p.Addr().String())
+			} else {
+				parts = append(parts, p.String())
+			}
 		}
-		if len(u) == 1 && fieldLen(typ) != len(u[0].Key) {
-			continue
+	} else {
+		for _, u := range intervalUnits(elems) {
+			if u[0].IntervalEnd || fieldLen(typ) != len(u[0].Key) {
+				continue
+			}
+			text := formatValue(typ, u[0].Key)
+			if len(u) > 1 {
+				text += "-" + formatValue(typ, decrement(u[1].Key))
+			}
+			parts = append(parts, text)
 		}
-		parts = append(parts, f.elementText(u))
 	}
 	if len(parts) == 0 {
 		return "{ }"
@@ -889,13 +802,12 @@ func intervalDrift(s *Set, have []nftables.SetElement, fam nftables.TableFamily)
 			}
 		}
 		if missing {
-			added = append(added, ElementChange{Set: s.Name, Text: e.Text})
+			added = append(added, e.change(s.Name))
 		}
 	}
-	f := formatOf(s, fam)
 	for _, k := range sortedKeys(left) {
 		if u := left[k]; len(u) > 1 || !u[0].IntervalEnd {
-			removed = append(removed, ElementChange{Set: s.Name, Text: f.elementText(u)})
+			removed = append(removed, s.kernelChange(u))
 		}
 	}
 	return added, removed
@@ -934,7 +846,7 @@ func ruleChanges(ch *Chain, have [][]byte, fam nftables.TableFamily) []RuleChang
 		b[i] = string(ruleKeyOf(r, fam))
 	}
 	id := func(s string) string { return s }
-	del, ins, ok := myers(a, b, id, myersMaxD, nil)
+	del, ins, ok := myersKeys(a, b, id, myersMaxD, nil)
 	if !ok {
 		// Too many edits to align: compare place by place.
 		del, ins = nil, nil

@@ -3,9 +3,10 @@ package nft
 import (
 	"encoding/binary"
 	"encoding/hex"
-	"os"
-	"path/filepath"
+	"maps"
+	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,16 +15,23 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/nft/encoding"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
-// table parses a table ip (or ip6) netspec holding body.
-func table(t *testing.T, fam, body string) *Table {
-	t.Helper()
-	rs, err := Parse([]byte("table " + fam + " netspec {}\ndelete table " + fam + " netspec\ntable " + fam + " netspec {\n" + body + "}\n"))
-	if err != nil {
-		t.Fatal(err)
+// encodedChain is a chain of a table of family f, encoded.
+func encodedChain(f nftmodel.Family, name string, rules ...nftmodel.Rule) *Chain {
+	var text []byte
+	return encodeChain(encoding.NewEncoder(f), f, &nftmodel.Chain{Name: name, Rules: rules}, &text)
+}
+
+// prefixes parses prefixes.
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
 	}
-	return rs.Tables[0]
+	return out
 }
 
 // oneElement is a comparison with an anonymous set of one element: nft
@@ -35,27 +43,16 @@ var oneElement = regexp.MustCompile(`(!= )\{ ([^,{}]+) \}`)
 // give it, reads as the rule's text. (The one form that differs is
 // equivalent: nft compiles `!= { 198.51.100.0/24 }` to a prefix match.)
 func TestRuleKeyTextGolden(t *testing.T) {
-	files, err := filepath.Glob("../../golden/*/*/*.nft")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden rulesets: %v", err)
-	}
 	n := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := Parse(b)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, tb := range rs.Tables {
+	models := goldenModels(t)
+	for _, name := range slices.Sorted(maps.Keys(models)) {
+		for _, tb := range Encode(models[name]).Tables {
 			for _, ch := range tb.Chains {
 				for _, r := range ch.Rules {
 					n++
 					want := oneElement.ReplaceAllString(r.Text, "$1$2")
 					if got := ruleKeyText(tb.Family, ruleKeyOf(r, tb.Family)); got != want {
-						t.Errorf("%s: chain %s:\n got  %s\n want %s", f, ch.Name, got, want)
+						t.Errorf("%s: chain %s:\n got  %s\n want %s", name, ch.Name, got, want)
 					}
 				}
 			}
@@ -71,23 +68,31 @@ func TestRuleKeyTextGolden(t *testing.T) {
 func TestRuleKeyText(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		fam  string
-		rule string // as netspec renders it; "" when exprs are given
+		fam  nftmodel.Family
+		rule nftmodel.Rule
 		want string
 	}{
-		{name: "anonymous set of several", fam: "ip", rule: "ip saddr != { 10.0.0.0/8, 192.168.1.0/24, 255.255.255.255 } drop",
+		{name: "anonymous set of several", fam: nftmodel.IPv4,
+			rule: nftmodel.Rule{nftmodel.AddrMatch{Field: nftmodel.SAddr, Neq: true, Prefixes: prefixes("10.0.0.0/8", "192.168.1.0/24", "255.255.255.255/32"), Braces: true}, nftmodel.Verdict{Kind: nftmodel.Drop}},
 			want: "ip saddr != { 10.0.0.0/8, 192.168.1.0/24, 255.255.255.255 } drop"},
-		{name: "prefix off a byte", fam: "ip", rule: "ip daddr 10.96.0.0/12 accept", want: "ip daddr 10.96.0.0/12 accept"},
-		{name: "ipv6 prefix", fam: "ip6", rule: "ip6 saddr fd00::/8 return", want: "ip6 saddr fd00::/8 return"},
-		{name: "dnat to an address and port", fam: "ip", rule: "meta l4proto tcp dnat to 10.244.1.5:8080", want: "meta l4proto tcp dnat to 10.244.1.5:8080"},
-		{name: "ipv6 dnat", fam: "ip6", rule: "meta l4proto udp dnat to [fd00::5]:53", want: "meta l4proto udp dnat to [fd00::5]:53"},
-		{name: "ct state several", fam: "ip", rule: "ct state established,related accept", want: "ct state established,related accept"},
-		{name: "jump", fam: "ip", rule: "jump services", want: "jump services"},
+		{name: "prefix off a byte", fam: nftmodel.IPv4,
+			rule: nftmodel.Rule{nftmodel.AddrMatch{Field: nftmodel.DAddr, Prefixes: prefixes("10.96.0.0/12")}, nftmodel.Verdict{Kind: nftmodel.Accept}},
+			want: "ip daddr 10.96.0.0/12 accept"},
+		{name: "ipv6 prefix", fam: nftmodel.IPv6,
+			rule: nftmodel.Rule{nftmodel.AddrMatch{Field: nftmodel.SAddr, Prefixes: prefixes("fd00::/8")}, nftmodel.Verdict{Kind: nftmodel.Return}},
+			want: "ip6 saddr fd00::/8 return"},
+		{name: "dnat to an address and port", fam: nftmodel.IPv4,
+			rule: nftmodel.Rule{nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNAT{To: netip.MustParseAddrPort("10.244.1.5:8080")}},
+			want: "meta l4proto tcp dnat to 10.244.1.5:8080"},
+		{name: "ipv6 dnat", fam: nftmodel.IPv6,
+			rule: nftmodel.Rule{nftmodel.ProtoMatch{Proto: nftmodel.UDP}, nftmodel.DNAT{To: netip.MustParseAddrPort("[fd00::5]:53")}},
+			want: "meta l4proto udp dnat to [fd00::5]:53"},
+		{name: "jump", fam: nftmodel.IPv4, rule: nftmodel.Rule{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "services"}}, want: "jump services"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tb := table(t, tc.fam, "\tchain services {\n\t}\n\tchain c {\n\t\t"+tc.rule+"\n\t}\n")
-			r := tb.Chains[1].Rules[0]
-			if got := ruleKeyText(tb.Family, ruleKeyOf(r, tb.Family)); got != tc.want {
+			r := encodedChain(tc.fam, "c", tc.rule).Rules[0]
+			fam := encoding.TableFamily(tc.fam)
+			if got := ruleKeyText(fam, ruleKeyOf(r, fam)); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
@@ -98,6 +103,12 @@ func TestRuleKeyText(t *testing.T) {
 		want  string
 	}{
 		{name: "counter drop", exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}, want: "counter drop"},
+		{name: "ct state several", exprs: []expr.Any{
+			&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binary.NativeEndian.AppendUint32(nil, 6), Xor: make([]byte, 4)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+			&expr.Verdict{Kind: expr.VerdictAccept},
+		}, want: "ct state established,related accept"},
 		{name: "tcp reset", exprs: []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}}, want: "reject with tcp reset"},
 		{name: "reject host unreachable", exprs: []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 1}}, want: "reject with icmp host-unreachable"},
 		{name: "port range", exprs: []expr.Any{
@@ -142,45 +153,37 @@ func kernelVerdict(t *testing.T, kind expr.VerdictKind, chain string) []byte {
 	return b
 }
 
-// TestElementText: elements read from the kernel, written as nft writes
-// them, for every kind of set netspec declares.
+// TestElementText: elements read from the kernel, decoded into the model
+// and written as it writes them, for every kind of set netspec declares;
+// and elements that do not decode, written from their bytes.
 func TestElementText(t *testing.T) {
-	tb := table(t, "ip", `	chain external-x {
+	ip := func(parts ...nftmodel.KeyPart) []nftmodel.KeyPart { return parts }
+	addr, proto, port := nftmodel.AddrPart, nftmodel.ProtoPart, nftmodel.ServicePart
+	sets := map[string]*nftmodel.Set{
+		"service-ips":       {Name: "service-ips", Key: ip(addr, proto, port), Verdicts: true},
+		"service-nodeports": {Name: "service-nodeports", Key: ip(proto, port), Verdicts: true},
+		"cluster-frontends": {Name: "cluster-frontends", Key: ip(addr, proto, port)},
+		"pod-cidrs":         {Name: "pod-cidrs", Key: ip(addr), Interval: true},
+		"endpoints-3f":      {Name: "endpoints-3f", EndpointMod: 2520, Interval: true},
+		"endpoints-0a":      {Name: "endpoints-0a", EndpointMod: 2520, Interval: true},
+		"hairpin":           {Name: "hairpin", Key: ip(addr, addr)},
 	}
-	map service-ips {
-		type ipv4_addr . inet_proto . inet_service : verdict
+	tb := &Table{Family: nftables.TableFamilyIPv4}
+	tb6 := &Table{Family: nftables.TableFamilyIPv6}
+	for _, name := range []string{"service-ips", "service-nodeports", "cluster-frontends", "pod-cidrs", "endpoints-3f"} {
+		tb.Sets = append(tb.Sets, encodeSet(nftmodel.IPv4, sets[name]))
 	}
-	map service-nodeports {
-		type inet_proto . inet_service : verdict
+	for _, name := range []string{"endpoints-0a", "hairpin"} {
+		tb6.Sets = append(tb6.Sets, encodeSet(nftmodel.IPv6, sets[name]))
 	}
-	set cluster-frontends {
-		type ipv4_addr . inet_proto . inet_service
-	}
-	set pod-cidrs {
-		type ipv4_addr
-		flags interval
-	}
-	map endpoints-3f {
-		typeof numgen random mod 2520 : ip daddr . th dport
-		flags interval
-	}
-`)
-	tb6 := table(t, "ip6", `	map endpoints-0a {
-		typeof numgen random mod 2520 : ip6 daddr . th dport
-		flags interval
-	}
-	set hairpin {
-		type ipv6_addr . ipv6_addr
-	}
-`)
-	set := func(tb *Table, name string) setFormat {
+	set := func(tb *Table, name string) *Set {
 		for _, s := range tb.Sets {
 			if s.Name == name {
-				return formatOf(s, tb.Family)
+				return s
 			}
 		}
 		t.Fatalf("no set %s", name)
-		return setFormat{}
+		return nil
 	}
 	hexKey := func(s string) []byte {
 		b, err := hexDecode(s)
@@ -191,7 +194,7 @@ func TestElementText(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		f    setFormat
+		f    *Set
 		unit []nftables.SetElement
 		want string
 	}{
@@ -236,7 +239,7 @@ func TestElementText(t *testing.T) {
 			want: "0x0a01"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.f.elementText(tc.unit); got != tc.want {
+			if got := tc.f.kernelText(tc.unit); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
@@ -247,22 +250,17 @@ func TestElementText(t *testing.T) {
 // rule changed in place, one missing, one extra, each named with its
 // text.
 func TestRuleChanges(t *testing.T) {
-	tb := table(t, "ip", `	chain a {
-	}
-	chain b {
-	}
-	chain c {
-		jump a
-		ip daddr 10.96.0.0/12 accept
-		meta l4proto tcp dnat to 10.244.1.5:8080
-		jump b
-	}
-`)
-	fam := tb.Family
-	ch := tb.Chains[2]
+	v4 := nftmodel.IPv4
+	fam := nftables.TableFamilyIPv4
+	ch := encodedChain(v4, "c",
+		nftmodel.Rule{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "a"}},
+		nftmodel.Rule{nftmodel.AddrMatch{Field: nftmodel.DAddr, Prefixes: prefixes("10.96.0.0/12")}, nftmodel.Verdict{Kind: nftmodel.Accept}},
+		nftmodel.Rule{nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNAT{To: netip.MustParseAddrPort("10.244.1.5:8080")}},
+		nftmodel.Rule{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "b"}},
+	)
 	key := func(i int) []byte { return ruleKeyOf(ch.Rules[i], fam) }
-	other := table(t, "ip", "\tchain a {\n\t}\n\tchain c {\n\t\tip daddr 10.96.0.0/16 accept\n\t\tcounter drop\n\t}\n").Chains[1]
-	changed, extra := ruleKeyOf(other.Rules[0], fam), ruleKeyOf(other.Rules[1], fam)
+	changed := ruleKeyOf(encodedChain(v4, "c", nftmodel.Rule{nftmodel.AddrMatch{Field: nftmodel.DAddr, Prefixes: prefixes("10.96.0.0/16")}, nftmodel.Verdict{Kind: nftmodel.Accept}}).Rules[0], fam)
+	extra := ruleKey(fam, []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}})
 	for _, tc := range []struct {
 		name string
 		have [][]byte

@@ -4,15 +4,16 @@ import (
 	"hash/maphash"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
 // encodeTable encodes one table of a model.
 func encodeTable(mt *nftmodel.Table) *Table {
 	f := mt.Family
-	enc := nftmodel.NewEncoder(f)
+	enc := encoding.NewEncoder(f)
 	var text []byte
-	t := &Table{Family: f.TableFamily(), Name: mt.Name}
+	t := &Table{Family: encoding.TableFamily(f), Name: mt.Name}
 	for _, it := range mt.Items {
 		switch {
 		case it.Chain != nil:
@@ -26,7 +27,7 @@ func encodeTable(mt *nftmodel.Table) *Table {
 }
 
 // encodeChain encodes a chain; text is scratch space.
-func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
+func encodeChain(enc *encoding.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
 	ch := &Chain{Name: mc.Name, Base: baseChain(mc.Hook)}
 	*text = (*text)[:0]
 	if len(mc.Rules) > 0 {
@@ -41,7 +42,7 @@ func encodeChain(enc *nftmodel.Encoder, f nftmodel.Family, mc *nftmodel.Chain, t
 			}
 			*text = mr.AppendText(*text, f)
 			r.Text = string((*text)[start:])
-			var anon *nftmodel.AnonSet
+			var anon *encoding.AnonSet
 			r.Exprs, anon = enc.Encode(mr)
 			r.anonAt = -1
 			if anon != nil {
@@ -79,9 +80,9 @@ func baseChain(h *nftmodel.Hook) *BaseChain {
 // setShell is a set of the model encoded without its elements: what a
 // batch needs to name it and to add or delete some of its elements.
 func setShell(f nftmodel.Family, ms *nftmodel.Set) *Set {
-	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: ms.Template(f)}
+	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: encoding.SetTemplate(f, ms), model: ms, fam: f}
 	if ms.EndpointMod > 0 {
-		s.udata = typeofUserdata(f.TableFamily(), ms.EndpointMod)
+		s.udata = typeofUserdata(encoding.TableFamily(f), ms.EndpointMod)
 	}
 	return s
 }
@@ -89,12 +90,13 @@ func setShell(f nftmodel.Family, ms *nftmodel.Set) *Set {
 // encodeSet encodes a set with all its elements.
 func encodeSet(f nftmodel.Family, ms *nftmodel.Set) *Set {
 	s := setShell(f, ms)
-	all := ms.EncodeAll(f)
+	all := encoding.SetElements(f, ms)
 	s.Elements = make([]Element, len(all))
 	var text []byte
 	for i := range all {
 		text = ms.AppendElementText(text[:0], i)
-		s.Elements[i] = Element{Text: string(text), Elems: all[i]}
+		s.Elements[i] = modelElement(ms, i)
+		s.Elements[i].Text, s.Elements[i].Elems = string(text), all[i]
 	}
 	return s
 }

@@ -137,12 +137,12 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 		tp.changes.Ops++
 		for _, e := range eAdded {
 			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
-			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
+			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, e.change(s.Name))
 			tp.changes.Bytes += elementBytes(e.Elems)
 		}
 		for _, e := range eRemoved {
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], e.Elems...)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: e.Text})
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, e.change(s.Name))
 			tp.changes.Bytes += elementBytes(e.Elems)
 		}
 	}
@@ -217,7 +217,7 @@ func Encode(m *nftmodel.Ruleset) *Ruleset {
 func elementChanges(set string, elems []Element) []ElementChange {
 	var out []ElementChange
 	for _, e := range elems {
-		out = append(out, ElementChange{Set: set, Text: e.Text})
+		out = append(out, e.change(set))
 	}
 	return out
 }

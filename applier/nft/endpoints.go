@@ -37,7 +37,7 @@ import (
 // typeof of the key, numgen (23) random with the modulus and offset 0;
 // the typeof of the data, a concatenation (13) of two payload expressions
 // (7): the destination address of IPv4 (12, 12) or IPv6 (13, 9), then th
-// (11) dport (2); and a data-interval flag of 0. TestRenderEqualsKernel
+// (11) dport (2); and a data-interval flag of 0. TestModelEqualsKernel
 // proves the bytes: with others, `nft list` prints the map differently.
 func typeofUserdata(fam nftables.TableFamily, mod uint32) []byte {
 	addr := "0c000000" + "0104" + "0c000000" // IPv4 daddr
@@ -115,7 +115,7 @@ func setUserdata(m netlink.Message) (netlink.Message, error) {
 // it is deleted whole and added anew, in one batch. textOf names have's
 // intervals for the report, by unit key; without it, they are written
 // from the kernel's elements.
-func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textOf map[string]string) {
+func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textOf map[string]ElementChange) {
 	left := map[string][]nftables.SetElement{}
 	for _, u := range intervalUnits(have) {
 		left[unitKey(u)] = u
@@ -133,7 +133,7 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 			missing = true
 		}
 		if missing {
-			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
+			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, e.change(s.Name))
 		}
 	}
 	if len(add)+len(left) == 0 {
@@ -148,11 +148,12 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 		u := left[k]
 		tp.delElems[s.Name] = append(tp.delElems[s.Name], u...)
 		tp.changes.Bytes += elementBytes(u)
-		text := textOf[k]
-		if text == "" {
-			text = formatOf(s, tp.family()).elementText(u)
+		c, ok := textOf[k]
+		if !ok {
+			c = s.kernelChange(u)
 		}
-		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: text})
+		c.Set = s.Name
+		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, c)
 	}
 }
 
@@ -194,12 +195,13 @@ func unitKey(u []nftables.SetElement) string {
 }
 
 // elementTexts maps the units of a set's elements (intervalUnits) to the
-// elements' text.
-func elementTexts(s *Set) map[string]string {
-	m := map[string]string{}
-	for _, e := range s.Elements {
+// elements' report.
+func elementTexts(s *Set) map[string]ElementChange {
+	m := map[string]ElementChange{}
+	for i := range s.Elements {
+		e := &s.Elements[i]
 		for _, u := range intervalUnits(e.Elems) {
-			m[unitKey(u)] = e.Text
+			m[unitKey(u)] = e.change(s.Name)
 		}
 	}
 	return m

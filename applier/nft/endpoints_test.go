@@ -2,24 +2,32 @@ package nft
 
 import (
 	"encoding/hex"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
+
+	"netspec.dev/netspec/render/nftmodel"
 )
 
-// endpointRuleset is a ruleset with one endpoint map, holding elems, and
-// a chain that picks through it.
+// endpointRuleset is a ruleset with one endpoint map, holding elems
+// ("LO-HI : ADDR . PORT," a line), and a chain that picks through it.
 func endpointRuleset(t *testing.T, elems string) *Ruleset {
 	t.Helper()
-	text := "table ip netspec {}\ndelete table ip netspec\ntable ip netspec {\n" +
-		"\tmap endpoints-00 {\n\t\ttypeof numgen random mod 2520 : ip daddr . th dport\n\t\tflags interval\n" +
-		"\t\telements = {\n" + elems + "\t\t}\n\t}\n" +
-		"\tchain pick {\n\t\tmeta l4proto tcp dnat ip to numgen random mod 2520 offset 10000 map @endpoints-00\n\t}\n" +
-		"}\ntable ip6 netspec {}\ndelete table ip6 netspec\ntable ip6 netspec {\n}\n"
-	rs, err := Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
+	set := &nftmodel.Set{Name: "endpoints-00", EndpointMod: 2520, Interval: true}
+	for _, line := range strings.Split(strings.TrimSpace(elems), "\n") {
+		var lo, hi uint32
+		var addr string
+		var port uint16
+		if _, err := fmt.Sscanf(line, "%d-%d : %s . %d,", &lo, &hi, &addr, &port); err != nil {
+			t.Fatalf("element %q: %v", line, err)
+		}
+		set.Endpoints = append(set.Endpoints, nftmodel.EndpointElement{Lo: lo, Hi: hi, To: netip.AddrPortFrom(netip.MustParseAddr(addr), port)})
 	}
-	return rs
+	t4 := &nftmodel.Table{Family: nftmodel.IPv4, Name: TableName}
+	t4.AddSet("", set)
+	t4.AddChain("", &nftmodel.Chain{Name: "pick", Rules: []nftmodel.Rule{{nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNATMap{Mod: 2520, Offset: 10000, Map: set.Name}}}})
+	return Encode(&nftmodel.Ruleset{Tables: []*nftmodel.Table{t4, {Family: nftmodel.IPv6, Name: TableName}}})
 }
 
 // TestEndpointMapChanges: changing the endpoints of a pick, in every way

@@ -3,7 +3,7 @@
 //
 // No text is read on the way: the model is encoded into the expressions
 // and set elements nft 1.0.6 itself sends for the model's text
-// (nftmodel's encoding), so that what reviewers read in a golden file is
+// (package encoding), so that what reviewers read in a golden file is
 // exactly what is installed, and `nft list table ip netspec` after Replace
 // equals what `nft -f` of the printed file gives (TestModelEqualsKernel).
 //
@@ -25,17 +25,20 @@
 // scripts are tested without root. Tests against the real kernel, as root
 // in namespaces of their own, prove the rest: what is installed equals
 // `nft -f`, and the Fake refuses and reads back as the kernel does
-// (TestFakeRefusesAsKernel, TestFakeReadsAsKernel). The tests keep a
-// parser of the printed text as an oracle (textparse_test.go), proven
-// against the kernel, that the model's encoding is compared with, and the
-// applier's path before the model as the oracle of its diff: a ruleset
-// encoded whole and diffed by text against the last one installed
+// (TestFakeRefusesAsKernel, TestFakeReadsAsKernel), and what the kernel
+// holds after `nft -f` of the printed text, and after Apply, decodes back
+// into the model (package encoding; TestModelEqualsKernel). No text is
+// parsed, in the applier or its tests: the tests build their rulesets as
+// models (the golden plans' through render, forms_test.go by hand). They
+// keep the applier's path before the model as the oracle of its diff: a
+// ruleset encoded whole and diffed against the last one installed
 // (encoded_test.go).
 package nft
 
 import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // Ruleset is an encoded ruleset: the tables it replaces, in the model's
@@ -67,6 +70,10 @@ type Set struct {
 	// udata is the set's user data when google/nftables cannot write it
 	// (an endpoint map's typeof, endpoints.go).
 	udata []byte
+	// model is the set in the model, of a table of family fam: the kernel's
+	// elements are decoded into it to be written (kernelText).
+	model *nftmodel.Set
+	fam   nftmodel.Family
 }
 
 // Element is one element of a named set or map.
@@ -81,6 +88,25 @@ type Element struct {
 	// the end element at zero that nft adds to an interval set (unless
 	// that interval starts at zero): the kernel keeps it like any other.
 	Elems []nftables.SetElement
+
+	// el or ep is the element in the model (nil for an element decoded
+	// from nothing but text).
+	el *nftmodel.Element
+	ep *nftmodel.EndpointElement
+}
+
+// change reports the element as added to or removed from set.
+func (e *Element) change(set string) ElementChange {
+	return ElementChange{Set: set, Text: e.Text, Element: e.el, Endpoint: e.ep}
+}
+
+// modelElement is the element at i of the model's set s, as an Element
+// without its encoding.
+func modelElement(s *nftmodel.Set, i int) Element {
+	if s.EndpointMod > 0 {
+		return Element{ep: &s.Endpoints[i]}
+	}
+	return Element{el: &s.Elements[i]}
 }
 
 // Chain is a chain with its rules.

@@ -1,9 +1,8 @@
 package nft
 
 import (
-	"bytes"
-
 	"github.com/google/nftables"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -16,7 +15,8 @@ import (
 // so the common head and tail of the table's items are skipped by
 // pointer and only the middle, where a change is, is compared: chains by
 // name, hook and rule text, sets by name and declaration, elements by
-// typed key and value. The work and the memory follow the size of the
+// typed key and value (nftmodel's comparison, which the tree diff uses
+// too). The work and the memory follow the size of the
 // change, not of the table; keeping the last model costs nothing beyond
 // what render's memo holds. A change that only a replace can make (a
 // set's declaration, a base chain) replaces the whole table from the
@@ -84,7 +84,7 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 			}
 			continue
 		}
-		eAdded, eRemoved := diffModelElems(old, ms)
+		eAdded, eRemoved := nftmodel.DiffElements(old, ms)
 		if len(eAdded)+len(eRemoved) == 0 {
 			continue
 		}
@@ -100,24 +100,27 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 		var text []byte
 		for _, j := range eAdded {
 			text = ms.AppendElementText(text[:0], j)
-			el := Element{Text: string(text), Elems: ms.Encode(f, j)}
+			el := modelElement(ms, j)
+			el.Text, el.Elems = string(text), encoding.SetElement(f, ms, j)
 			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], el)
-			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: el.Text})
+			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, el.change(s.Name))
 			tp.changes.Bytes += elementBytes(el.Elems)
 		}
 		for _, i := range eRemoved {
-			elems := old.Encode(f, i)
+			elems := encoding.SetElement(f, old, i)
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], elems...)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: old.ElementText(i)})
+			el := modelElement(old, i)
+			el.Text = old.ElementText(i)
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, el.change(s.Name))
 			tp.changes.Bytes += elementBytes(elems)
 		}
 	}
 
 	// Chains.
-	var ta, tb []byte
+	var cmp nftmodel.Comparer
 	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *nftmodel.Chain) string { return c.Name },
-		func(x, y *nftmodel.Chain) bool { return x == y || sameModelChain(x, y, f, &ta, &tb) })
-	enc := nftmodel.NewEncoder(f)
+		func(x, y *nftmodel.Chain) bool { return cmp.SameChain(x, y, f) })
+	enc := encoding.NewEncoder(f)
 	var text []byte
 	for _, mc := range cAdded {
 		if mc.Hook != nil {
@@ -127,7 +130,7 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 	}
 	for _, pair := range cCommon {
 		old, mc := pair[0], pair[1]
-		if !sameHook(old.Hook, mc.Hook) {
+		if !nftmodel.SameHook(old.Hook, mc.Hook) {
 			return replaced(want, fam, "chain "+mc.Name+": hook changed")
 		}
 		tp.changeChain(encodeChain(enc, f, mc, &text), fam)
@@ -146,109 +149,20 @@ func replaced(want *nftmodel.Table, fam nftables.TableFamily, why string) *table
 	return modelReplaced(want, fam, why)
 }
 
-// sameHook tells whether two chains of a model hang on the same hook
-// (nil: a regular chain).
-func sameHook(a, b *nftmodel.Hook) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-// sameModelChain tells whether two chains of a table of family f hook
-// and hold alike (their rules print alike); ta and tb are scratch space.
-func sameModelChain(a, b *nftmodel.Chain, f nftmodel.Family, ta, tb *[]byte) bool {
-	if !sameHook(a.Hook, b.Hook) || len(a.Rules) != len(b.Rules) {
-		return false
-	}
-	for i := range a.Rules {
-		*ta = a.Rules[i].AppendText((*ta)[:0], f)
-		*tb = b.Rules[i].AppendText((*tb)[:0], f)
-		if !bytes.Equal(*ta, *tb) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameEndpoint tells whether two elements of an endpoint map encode
-// alike (their notes are the file's only).
-func sameEndpoint(a, b *nftmodel.EndpointElement) bool {
-	return a.Lo == b.Lo && a.Hi == b.Hi && a.To == b.To
-}
-
-// sameRun is myersRun's run over two lists of model elements: how many
-// from a[x] and b[y] on are alike (equal: an Element is what the kernel
-// holds, its set's dropped duplicates being the file's only).
-func sameRun(a, b []nftmodel.Element) func(x, y int) int {
-	return func(x, y int) int {
-		k := 0
-		for x+k < len(a) && y+k < len(b) && a[x+k] == b[y+k] {
-			k++
-		}
-		return k
-	}
-}
-
-// diffModelElems compares two versions of a set's elements by typed key
-// and value: the indexes of those only b has (added, in b's order) and of
-// those only a has (removed, in a's order), an element whose value
-// changed being removed and added. The common head and tail are compared
-// in place and the middle with myers, or with maps for many edits.
-func diffModelElems(a, b *nftmodel.Set) (added, removed []int) {
-	ea, eb := a.Elements, b.Elements
-	head, tail := 0, 0
-	for head < len(ea) && head < len(eb) && ea[head] == eb[head] {
-		head++
-	}
-	for tail < len(ea)-head && tail < len(eb)-head && ea[len(ea)-1-tail] == eb[len(eb)-1-tail] {
-		tail++
-	}
-	n, m := len(ea)-head-tail, len(eb)-head-tail
-	if n+m == 0 {
-		return nil, nil
-	}
-	if del, ins, ok := myersRun(n, m, sameRun(ea[head:head+n], eb[head:head+m]), myersMaxD, nil); ok {
-		for _, i := range del {
-			removed = append(removed, head+i)
-		}
-		for _, j := range ins {
-			added = append(added, head+j)
-		}
-		return added, removed
-	}
-	inA := make(map[nftmodel.Element]bool, n)
-	for i := range n {
-		inA[ea[head+i]] = true
-	}
-	inB := make(map[nftmodel.Element]bool, m)
-	for j := range m {
-		k := eb[head+j]
-		inB[k] = true
-		if !inA[k] {
-			added = append(added, head+j)
-		}
-	}
-	for i := range n {
-		if !inB[ea[head+i]] {
-			removed = append(removed, head+i)
-		}
-	}
-	return added, removed
-}
-
 // modelElementChanges reports the elements of s at the indexes idx.
 func modelElementChanges(s *nftmodel.Set, idx []int) []ElementChange {
 	var out []ElementChange
 	for _, i := range idx {
-		out = append(out, ElementChange{Set: s.Name, Text: s.ElementText(i)})
+		el := modelElement(s, i)
+		el.Text = s.ElementText(i)
+		out = append(out, el.change(s.Name))
 	}
 	return out
 }
 
 // leadingEndAt is the index of the element of an endpoint map that carries
 // the end element at zero nft sends first (the one with the lowest start,
-// unless it starts at zero; see nftmodel's EncodeAll), or -1.
+// unless it starts at zero; see encoding.SetElements), or -1.
 func leadingEndAt(s *nftmodel.Set) int {
 	low := -1
 	for i := range s.Endpoints {
@@ -271,7 +185,7 @@ func leadingEndAt(s *nftmodel.Set) int {
 func endpointMiddles(f nftmodel.Family, a, b *nftmodel.Set) (mid, oldMid *Set) {
 	ea, eb := a.Endpoints, b.Endpoints
 	la, lb := leadingEndAt(a), leadingEndAt(b)
-	same := func(i, j int) bool { return sameEndpoint(&ea[i], &eb[j]) && (i == la) == (j == lb) }
+	same := func(i, j int) bool { return nftmodel.SameEndpoint(&ea[i], &eb[j]) && (i == la) == (j == lb) }
 	head, tail := 0, 0
 	for head < len(ea) && head < len(eb) && same(head, head) {
 		head++
@@ -283,12 +197,14 @@ func endpointMiddles(f nftmodel.Family, a, b *nftmodel.Set) (mid, oldMid *Set) {
 		out := make([]Element, 0, to-from)
 		var text []byte
 		for i := from; i < to; i++ {
-			elems := s.Encode(f, i)
+			elems := encoding.SetElement(f, s, i)
 			if i == lead {
 				elems = append([]nftables.SetElement{{Key: make([]byte, len(elems[0].Key)), IntervalEnd: true}}, elems...)
 			}
 			text = s.AppendElementText(text[:0], i)
-			out = append(out, Element{Text: string(text), Elems: elems})
+			el := modelElement(s, i)
+			el.Text, el.Elems = string(text), elems
+			out = append(out, el)
 		}
 		return out
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/nft/encoding"
 )
 
 // A table replaced whole is checked against what was sent, not read back.
@@ -375,7 +376,7 @@ func (m *modelSums) compute() {
 			// skips those sets.
 			if s := it.Set; s != nil {
 				var sum setSum
-				for _, elems := range s.EncodeAll(f) {
+				for _, elems := range encoding.SetElements(f, s) {
 					sum.add(elems)
 				}
 				sums[s.Name] = sum

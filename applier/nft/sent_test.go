@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/nftmodel"
@@ -29,7 +30,7 @@ func stageTables(t *testing.T, tables []*nftmodel.Table, wrap func(Batch) Batch)
 	}
 	sb := &stagingBatch{Conn: c, sender: s}
 	for _, mt := range tables {
-		fam := mt.Family.TableFamily()
+		fam := encoding.TableFamily(mt.Family)
 		if err := modelReplaced(mt, fam, "test").queueModel(wrap(sb), fam); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func stageTables(t *testing.T, tables []*nftmodel.Table, wrap func(Batch) Batch)
 func replacedSums(m *nftmodel.Ruleset) *modelSums {
 	plans := make([]*tablePlan, len(m.Tables))
 	for i, mt := range m.Tables {
-		plans[i] = modelReplaced(mt, mt.Family.TableFamily(), "test")
+		plans[i] = modelReplaced(mt, encoding.TableFamily(mt.Family), "test")
 	}
 	return newModelSums(plans)
 }
@@ -60,7 +61,7 @@ func TestDecodeSent(t *testing.T) {
 	}
 	sums := replacedSums(m)
 	for i, mt := range m.Tables {
-		fam := mt.Family.TableFamily()
+		fam := encoding.TableFamily(mt.Family)
 		sent := st[tableKey{fam, mt.Name}]
 		if sent == nil {
 			t.Fatalf("table %s: nothing decoded", mt.Name)
@@ -83,7 +84,7 @@ func TestDecodeSent(t *testing.T) {
 func TestDecodeSentCatchesLoss(t *testing.T) {
 	m := goldenModels(t)["golden/kitchen-sink/node-1/nftables"]
 	mt := m.Tables[0]
-	fam := mt.Family.TableFamily()
+	fam := encoding.TableFamily(mt.Family)
 	st, err := decodeSent(stageTables(t, m.Tables[:1], func(b Batch) Batch { return droppingBatch{b, "service-ips"} }))
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestSentMatchesAfterReplace(t *testing.T) {
 		}
 		sums := replacedSums(m)
 		for i, mt := range m.Tables {
-			ok, err := a.sentMatches(modelChecks(mt), sums.of(i), mt.Family.TableFamily())
+			ok, err := a.sentMatches(modelChecks(mt), sums.of(i), encoding.TableFamily(mt.Family))
 			if err != nil || !ok {
 				t.Fatalf("table %s after a replace: sentMatches = %t, %v; want true", mt.Name, ok, err)
 			}
@@ -129,7 +130,7 @@ func TestSentMatchesAfterReplace(t *testing.T) {
 			s := short["service-ips"]
 			s.n++
 			short["service-ips"] = s
-			if ok, err := a.sentMatches(modelChecks(mt), short, mt.Family.TableFamily()); err != nil || ok {
+			if ok, err := a.sentMatches(modelChecks(mt), short, encoding.TableFamily(mt.Family)); err != nil || ok {
 				t.Fatalf("table %s, one element more wanted than sent: sentMatches = %t, %v; want false", mt.Name, ok, err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -237,7 +238,7 @@ func segments(pieces []modelPiece, n int) [][]modelPiece {
 // returns their bytes as a replace counts them.
 func queuePieces(c Batch, tbl *nftables.Table, fam nftables.TableFamily, f nftmodel.Family, pieces []modelPiece) (int, error) {
 	n := 0
-	enc := nftmodel.NewEncoder(f)
+	enc := encoding.NewEncoder(f)
 	for _, p := range pieces {
 		if ch := p.chain; ch != nil {
 			ref := &nftables.Chain{Name: ch.Name, Table: tbl}
@@ -258,10 +259,10 @@ func queuePieces(c Batch, tbl *nftables.Table, fam nftables.TableFamily, f nftmo
 		}
 		var elems []nftables.SetElement
 		if p.lo == 0 && p.hi == p.set.Len() {
-			elems = p.shell.kernelOrder(flatElems(p.set.EncodeAll(f)))
+			elems = p.shell.kernelOrder(flatElems(encoding.SetElements(f, p.set)))
 		} else {
 			for i := p.lo; i < p.hi; i++ {
-				elems = append(elems, p.set.Encode(f, i)...)
+				elems = append(elems, encoding.SetElement(f, p.set, i)...)
 			}
 		}
 		n += elementBytes(elems)
@@ -328,7 +329,7 @@ func modelChecks(mt *nftmodel.Table) *tableChecks {
 			tc.chains = append(tc.chains, &Chain{Name: it.Chain.Name, Base: baseChain(it.Chain.Hook)})
 		}
 	}
-	tc.keys = func(i int) []string { return sortedElementKeys(flatElems(models[i].EncodeAll(f))) }
+	tc.keys = func(i int) []string { return sortedElementKeys(flatElems(encoding.SetElements(f, models[i]))) }
 	return tc
 }
 

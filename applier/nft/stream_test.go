@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/internal/gen/genplan"
 	"netspec.dev/netspec/render"
 )
@@ -25,7 +26,7 @@ func TestQueueModelEqualsReplace(t *testing.T) {
 		m := models[name]
 		t.Run(name, func(t *testing.T) {
 			for _, mt := range m.Tables {
-				fam := mt.Family.TableFamily()
+				fam := encoding.TableFamily(mt.Family)
 				enc, streamed := NewFake(), NewFake()
 				rs := &Ruleset{Tables: []*Table{encodeTable(mt)}}
 				if err := enc.Run(rs.Replace); err != nil {
@@ -108,7 +109,7 @@ func TestModelChecks(t *testing.T) {
 	matches := func() []bool {
 		var got []bool
 		for _, mt := range m.Tables {
-			ok, err := a.tableMatches(modelChecks(mt), mt.Family.TableFamily())
+			ok, err := a.tableMatches(modelChecks(mt), encoding.TableFamily(mt.Family))
 			if err != nil {
 				t.Fatal(err)
 			}

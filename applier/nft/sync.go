@@ -44,6 +44,12 @@ type TableChanges struct {
 type ElementChange struct {
 	Set  string
 	Text string // as rendered; for an element the plan does not have, as nft writes it
+	// Element is the element of a set or verdict map as the model holds
+	// it, Endpoint that of an endpoint map: what explain asks of an
+	// element. Both are nil for a kernel element that does not decode
+	// (made by hand). They are not part of the JSON form.
+	Element  *nftmodel.Element         `json:"-"`
+	Endpoint *nftmodel.EndpointElement `json:"-"`
 }
 
 // Empty tells whether nothing changes.
@@ -151,7 +157,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 			if missing {
 				tp.addElems[s.Name] = append(tp.addElems[s.Name], e.Elems...)
 				tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
-				tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, ElementChange{Set: s.Name, Text: e.Text})
+				tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, e.change(s.Name))
 				tp.changes.Bytes += elementBytes(e.Elems)
 			}
 		}
@@ -163,7 +169,7 @@ func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tableP
 		for _, k := range extra {
 			e := haveKeys[k]
 			tp.delElems[s.Name] = append(tp.delElems[s.Name], e)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, ElementChange{Set: s.Name, Text: formatOf(s, fam).elementText([]nftables.SetElement{e})})
+			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, s.kernelChange([]nftables.SetElement{e}))
 			tp.changes.Bytes += elementBytes([]nftables.SetElement{e})
 		}
 	}

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"netspec.dev/netspec/internal/testnet"
+	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // These tests change nftables only inside network namespaces they create
@@ -45,17 +48,30 @@ func nsNFT(t *testing.T, ns string, args ...string) string {
 	return string(out)
 }
 
+// goldenRuleset is the encoding of the model render builds from the
+// golden plan beside path (golden/<example>/<node>/nftables.nft, or
+// ipvs-nftables.nft for the IPVS data plane's), whose text the golden
+// test holds to that file.
 func goldenRuleset(t *testing.T, path string) *Ruleset {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join("..", "..", "golden", path))
+	return Encode(goldenModel(t, path))
+}
+
+// goldenModel is the model of goldenRuleset.
+func goldenModel(t *testing.T, path string) *nftmodel.Ruleset {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "golden", filepath.Dir(path), "plan.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := Parse(text)
+	p, err := render.ParsePlanJSON(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rs
+	if filepath.Base(path) == "ipvs-nftables.nft" {
+		return render.NFTablesIPVSModel(p)
+	}
+	return render.NFTablesModel(p)
 }
 
 func counts(c *Changes) string {
@@ -209,16 +225,24 @@ func TestApplyRejectedBatch(t *testing.T) {
 	if _, err := a.apply(good); err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(filepath.Join("..", "..", "golden", "kitchen-sink/node-1/nftables.nft"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// DNAT in a chain the filter hooks reach: the kernel refuses it (NAT
 	// only in nat chains), and with it the whole batch.
-	bad, err := Parse([]byte(strings.Replace(string(text), "\t\treject\n", "\t\tmeta l4proto tcp dnat to 10.0.0.1:80\n\t\treject\n", 1)))
-	if err != nil {
-		t.Fatal(err)
+	m := goldenModel(t, "kitchen-sink/node-1/nftables.nft")
+	inserted := false
+	for _, c := range m.Tables[0].Chains() {
+		for i, r := range c.Rules {
+			if len(r) == 1 && r[0] == (nftmodel.Reject{}) && !inserted {
+				dnat := nftmodel.Rule{nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNAT{To: netip.MustParseAddrPort("10.0.0.1:80")}}
+				c.Rules = append(c.Rules[:i:i], append([]nftmodel.Rule{dnat}, c.Rules[i:]...)...)
+				inserted = true
+				break
+			}
+		}
 	}
+	if !inserted {
+		t.Fatal("kitchen-sink has no rule that only rejects")
+	}
+	bad := Encode(m)
 	_, err = a.apply(bad)
 	if err == nil || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("apply of a refused batch: %v, want an error saying nothing was changed", err)

@@ -20,26 +20,30 @@ import (
 
 // kernelFrontend is a frontend whose kernel state explain --live checks:
 // what the kernel's difference with the plan (applier.Node.Plan) says of
-// it.
+// it. Which chains, sets and elements concern it is asked of the model
+// render builds from the plan (frontendOf): the chains its packets go
+// through, never a rule of how chains are named.
 type kernelFrontend struct {
 	Family   string // nftables family of the address: "ip" or "ip6"
 	Addr     netip.Addr
 	Port     uint16 // the packet's destination port (the node port for a node port)
 	Protocol string // tcp, udp or sctp
 	NodePort bool
-	// Kind is the frontend's kind as plan.Detail.Frontend names it
-	// ("cluster IP", "external IP", "LoadBalancer IP", "node port"): a
-	// cluster IP goes through the service chain only, external frontends
-	// through the external and local chains too, LoadBalancer IPs with
-	// source ranges through the firewall chain. "": any.
-	Kind string
 	// Service (namespace/name) and PortID (the Service port's name, or
-	// its number when unnamed) name the port's chains and sets; "" when
-	// the packet reaches no Service port: then only elements keyed by
-	// the frontend concern it.
+	// its number when unnamed) name the port, as the comments of the
+	// no-endpoint maps' elements do; "" when the packet reaches no
+	// Service port.
 	Service, PortID string
-	// Picks are the ranges of the endpoint maps' keys that the port's
-	// chains pick from (pickWindows).
+	// Names are the chains the frontend's packets go through from the
+	// elements keyed by it (service-ips, service-nodeports, …), and the
+	// sets those chains update (affinity): reachChains.
+	Names map[string]bool
+	// PortChains are the chains reached from any element of a verdict
+	// map: the Service ports' own. The others (services, nat-prerouting,
+	// …) every frontend's packets go through.
+	PortChains map[string]bool
+	// Picks are the ranges of the endpoint maps' keys that the chains of
+	// Names pick from (pickWindows).
 	Picks []pickWindow
 }
 
@@ -51,109 +55,50 @@ type pickWindow struct {
 	Lo, Hi uint64
 }
 
-// chainPrefixes are the prefixes of the chains and sets of a Service
-// port (render/nftables.go names them prefix HASH8-ns/name/proto/port).
-var chainPrefixes = []string{"service-", "external-", "local-", "firewall-", "affinity-"}
+// names tells whether a chain or set is one the frontend's packets go
+// through.
+func (f *kernelFrontend) names(name string) bool { return f.Names[name] }
 
-// names tells whether a chain or set name is one of the port's: its
-// readable part is the port's (for an affinity set, followed by
-// "__" and the endpoint).
-func (f *kernelFrontend) names(name string) bool {
-	if f.Service == "" || f.PortID == "" {
-		return false
+// keyed tells whether a key of a set or map is the frontend's: its
+// address, protocol and port; its protocol and node port for a node
+// port; or, for a node port, the node's address alone (nodeport-ips).
+func (f *kernelFrontend) keyed(k nftmodel.Key) bool {
+	proto, _ := nftmodel.ProtoOf(f.Protocol)
+	switch {
+	case f.NodePort && !k.Addr.IsValid():
+		return k.Proto == proto && k.Port == f.Port
+	case f.NodePort && k.Proto == 0 && k.Port == 0:
+		return k.Addr == f.Addr && (k.Bits == 0 || int(k.Bits) == k.Addr.BitLen())
 	}
-	readable := nftReadable(f.Service + "/" + f.Protocol + "/" + f.PortID)
-	for _, prefix := range chainPrefixes {
-		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok || len(rest) < 9 || rest[8] != '-' {
-			continue
-		}
-		switch {
-		case f.Kind == "cluster IP" && (prefix == "external-" || prefix == "local-" || prefix == "firewall-"),
-			f.Kind != "" && f.Kind != "LoadBalancer IP" && prefix == "firewall-":
-			return false
-		}
-		rest = rest[9:]
-		want := readable
-		if prefix == "affinity-" {
-			want += "__"
-			if strings.HasPrefix(rest, want) {
-				return true
-			}
-		} else if rest == want {
-			return true
-		}
-		// A name longer than nftables allows is cut, ending in "...".
-		if cut, ok := strings.CutSuffix(rest, "..."); ok && strings.HasPrefix(want, cut) {
-			return true
-		}
-		return false
-	}
-	return false
+	return !f.NodePort && k.Addr == f.Addr && k.Proto == proto && k.Port == f.Port
 }
 
-// nftReadable is the readable part of a chain name as the renderer writes
-// it: characters nftables names take kept, ':' as '.', others as '_'.
-func nftReadable(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '/', c == '-', c == '_', c == '.':
-		case c == ':':
-			b[i] = '.'
-		default:
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}
-
-// key is the frontend as the service maps key it: "10.96.0.10 . tcp . 80",
-// "tcp . 30080" for a node port.
-func (f *kernelFrontend) key() string {
-	if f.NodePort {
-		return fmt.Sprintf("%s . %d", f.Protocol, f.Port)
-	}
-	return fmt.Sprintf("%s . %s . %d", f.Addr, f.Protocol, f.Port)
-}
-
-// element tells whether an element of set concerns the frontend: it is
-// keyed by the frontend (service-ips, service-nodeports, no-endpoint-*,
+// element tells whether an element concerns the frontend: it is keyed by
+// the frontend (service-ips, service-nodeports, no-endpoint-*,
 // firewall-ips, cluster-frontends; nodeport-ips for a node port's
-// address), it names one of the port's chains (a verdict), its comment
-// names the port (the no-endpoint maps), or it is in a range one of the
-// port's chains picks from (the endpoint maps).
-func (f *kernelFrontend) element(set, text string) bool {
-	if k := f.key(); text == k || strings.HasPrefix(text, k+" ") {
-		return true
-	}
-	if f.NodePort && text == f.Addr.String() {
-		return true
-	}
-	for _, verdict := range []string{" goto ", " jump "} {
-		if _, chain, ok := strings.Cut(text, verdict); ok && f.names(strings.TrimSpace(chain)) {
-			return true
-		}
-	}
-	if f.Service != "" && f.PortID != "" && strings.Contains(text, `comment "`+f.Service+":"+f.PortID+`"`) {
-		return true
-	}
-	if len(f.Picks) > 0 {
-		start := text
-		if i := strings.IndexAny(start, "- "); i >= 0 {
-			start = start[:i]
-		}
-		n, err := strconv.ParseUint(start, 10, 64)
-		if err != nil {
-			return false
-		}
+// address), it names one of the chains of Names (a verdict), its comment
+// names the port (the no-endpoint maps), or it is in a range one of those
+// chains picks from (the endpoint maps). It asks the element as the
+// model holds it: one that does not decode (made by hand, of another
+// type) concerns no frontend.
+func (f *kernelFrontend) element(el nft.ElementChange) bool {
+	if e := el.Endpoint; e != nil {
 		for _, w := range f.Picks {
-			if w.Family == f.Family && w.Set == set && n >= w.Lo && n <= w.Hi {
+			if w.Family == f.Family && w.Set == el.Set && uint64(e.Lo) >= w.Lo && uint64(e.Lo) <= w.Hi {
 				return true
 			}
 		}
+		return false
 	}
-	return false
+	e := el.Element
+	if e == nil {
+		return false
+	}
+	if f.keyed(e.Key) || e.Verdict.Chain != "" && f.names(e.Verdict.Chain) {
+		return true
+	}
+	return f.Service != "" && f.PortID != "" && e.Comment != "" &&
+		nftmodel.CommentText(e.Comment) == nftmodel.CommentText(f.Service+":"+f.PortID)
 }
 
 // nftDifferences is what the kernel's nftables lack or hold beyond the
@@ -179,13 +124,17 @@ func nftDifferences(c *nft.Changes, f *kernelFrontend) []string {
 			out = append(out, fmt.Sprintf("table %s netspec is not in the plan", t.Family))
 			continue
 		}
+		// A chain the kernel's own elements keyed by the frontend jump to
+		// is the frontend's too, though the plan has it no more.
+		kn := kernelNames(t, f)
+		mine := func(name string) bool { return f.names(name) || kn[name] }
 		for _, name := range t.ChainsAdded {
-			if f.names(name) || shared(name) {
+			if f.names(name) || f.shared(name) {
 				out = append(out, fmt.Sprintf("chain %s %s is missing", t.Family, name))
 			}
 		}
 		for _, name := range t.ChainsChanged {
-			if !f.names(name) && !shared(name) {
+			if !f.names(name) && !f.shared(name) {
 				continue
 			}
 			out = append(out, fmt.Sprintf("chain %s %s differs from the plan", t.Family, name))
@@ -202,7 +151,7 @@ func nftDifferences(c *nft.Changes, f *kernelFrontend) []string {
 			}
 		}
 		for _, name := range t.ChainsRemoved {
-			if f.names(name) {
+			if mine(name) {
 				out = append(out, fmt.Sprintf("chain %s %s is not in the plan", t.Family, name))
 			}
 		}
@@ -212,19 +161,31 @@ func nftDifferences(c *nft.Changes, f *kernelFrontend) []string {
 			}
 		}
 		for _, name := range t.SetsRemoved {
-			if f.names(name) {
+			if mine(name) {
 				out = append(out, fmt.Sprintf("set %s %s is not in the plan", t.Family, name))
 			}
 		}
 		for _, el := range t.ElementsAdded {
-			if f.element(el.Set, el.Text) {
+			if f.element(el) {
 				out = append(out, fmt.Sprintf("%s %s element %s is missing", t.Family, el.Set, el.Text))
 			}
 		}
 		for _, el := range t.ElementsRemoved {
-			if f.element(el.Set, el.Text) {
+			if f.element(el) {
 				out = append(out, fmt.Sprintf("%s %s element %s is not in the plan", t.Family, el.Set, el.Text))
 			}
+		}
+	}
+	return out
+}
+
+// kernelNames are the chains that the elements keyed by the frontend
+// that the kernel holds beyond the plan (ElementsRemoved) jump to.
+func kernelNames(t nft.TableChanges, f *kernelFrontend) map[string]bool {
+	out := map[string]bool{}
+	for _, el := range t.ElementsRemoved {
+		if e := el.Element; e != nil && e.Verdict.Chain != "" && f.keyed(e.Key) {
+			out[e.Verdict.Chain] = true
 		}
 	}
 	return out
@@ -235,14 +196,7 @@ func nftDifferences(c *nft.Changes, f *kernelFrontend) []string {
 // one of a Service port's. One missing or differing concerns every
 // frontend; one the plan does not have (made by hand) is not jumped to
 // by the plan's chains, and concerns none.
-func shared(chain string) bool {
-	for _, prefix := range chainPrefixes {
-		if strings.HasPrefix(chain, prefix) {
-			return false
-		}
-	}
-	return true
-}
+func (f *kernelFrontend) shared(chain string) bool { return !f.PortChains[chain] }
 
 // ipvsDifferences is what the kernel's IPVS lacks or holds beyond the
 // plan for the frontend: its virtual server, its real servers, its
@@ -309,6 +263,52 @@ func pickWindows(rs *nftmodel.Ruleset) map[string][]pickWindow {
 	return out
 }
 
+// reachChains lists, in a table of the model, the chains reached from
+// the verdicts of the elements of its verdict maps for which from
+// returns true, and from those chains' rules: the chains they jump or go
+// to and the sets they update (a Service port's affinity sets).
+func reachChains(t *nftmodel.Table, from func(nftmodel.Key) bool) map[string]bool {
+	chains := map[string]*nftmodel.Chain{}
+	for _, c := range t.Chains() {
+		chains[c.Name] = c
+	}
+	out := map[string]bool{}
+	var queue []string
+	visit := func(name string) {
+		if !out[name] {
+			out[name] = true
+			queue = append(queue, name)
+		}
+	}
+	for _, s := range t.Sets() {
+		for _, e := range s.Elements {
+			if s.Verdicts && e.Verdict.Chain != "" && from(e.Key) {
+				visit(e.Verdict.Chain)
+			}
+		}
+	}
+	for len(queue) > 0 {
+		c := chains[queue[0]]
+		queue = queue[1:]
+		if c == nil {
+			continue
+		}
+		for _, r := range c.Rules {
+			for _, st := range r {
+				switch st := st.(type) {
+				case nftmodel.Verdict:
+					if st.Chain != "" {
+						visit(st.Chain)
+					}
+				case nftmodel.Update:
+					out[st.Set] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
 // kernelChecks reads what this node's kernel holds of p (as plan does,
 // through applier.Node.Plan, changing nothing) and says, for the frontend
 // of each packet, whether it holds what p says (explain --live).
@@ -331,14 +331,13 @@ func kernelChecks(e *env, f *explainFlags, dataplane string, p *plan.Plan, pks [
 	if err != nil {
 		return []explain.KernelCheck{{Dataplane: dataplane, NotChecked: notCheckedWhy(err, dataplane, e.nftables != nil)}}
 	}
-	// The IPVS mode's tables pick no endpoints: no windows.
-	var windows map[string][]pickWindow
-	if dp == render.DataplaneNFTables {
-		windows = pickWindows(render.NFTablesModel(p))
+	model := render.NFTablesModel(p)
+	if dp == render.DataplaneIPVS {
+		model = render.NFTablesIPVSModel(p) // its tables pick no endpoints: no windows
 	}
 	var out []explain.KernelCheck
 	for _, pk := range pks {
-		fe := frontendOf(p, pk, windows)
+		fe := frontendOf(p, pk, model)
 		diffs := nftDifferences(r.NFT, fe)
 		diffs = append(diffs, ipvsDifferences(r.IPVS, fe)...)
 		out = append(out, explain.KernelCheck{To: netip.AddrPortFrom(pk.Dst, pk.Port), Protocol: pk.Protocol, Dataplane: dataplane, Checked: true, Differences: diffs})
@@ -358,15 +357,16 @@ func notCheckedWhy(err error, dataplane string, fake bool) string {
 	return "reading " + what + ": " + err.Error()
 }
 
-// frontendOf is the frontend of pk in p, as its kernel state is checked.
-func frontendOf(p *plan.Plan, pk plan.Packet, windows map[string][]pickWindow) *kernelFrontend {
+// frontendOf is the frontend of pk in p, as its kernel state is checked,
+// with what the model of p's tables says of it.
+func frontendOf(p *plan.Plan, pk plan.Packet, model *nftmodel.Ruleset) *kernelFrontend {
 	dst := pk.Dst.Unmap()
 	fe := &kernelFrontend{Family: "ip", Addr: dst, Port: pk.Port, Protocol: strings.ToLower(pk.Protocol)}
 	if !dst.Is4() {
 		fe.Family = "ip6"
 	}
 	d := p.TraceDetail(pk)
-	fe.NodePort, fe.Kind = d.Frontend == "node port", d.Frontend
+	fe.NodePort = d.Frontend == "node port"
 	for i := range p.Services {
 		s := &p.Services[i]
 		if d.Service == "" || s.Key() != d.Service {
@@ -382,10 +382,15 @@ func frontendOf(p *plan.Plan, pk plan.Packet, windows map[string][]pickWindow) *
 			}
 		}
 	}
-	for name, ws := range windows {
-		fam, chain, _ := strings.Cut(name, " ")
-		if fam == fe.Family && fe.names(chain) {
-			fe.Picks = append(fe.Picks, ws...)
+	windows := pickWindows(model)
+	for _, t := range model.Tables {
+		if t.Family.Keyword() != fe.Family {
+			continue
+		}
+		fe.Names = reachChains(t, fe.keyed)
+		fe.PortChains = reachChains(t, func(nftmodel.Key) bool { return true })
+		for name := range fe.Names {
+			fe.Picks = append(fe.Picks, windows[fe.Family+" "+name]...)
 		}
 	}
 	slices.SortFunc(fe.Picks, func(a, b pickWindow) int { return cmp.Compare(a.Lo, b.Lo) })

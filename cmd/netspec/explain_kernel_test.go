@@ -1,40 +1,82 @@
 package main
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
 
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
+	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render/nftmodel"
 )
+
+const (
+	webChain   = "service-KHN6ECMT-shop/web/tcp/http"
+	cartChain  = "service-242WI43H-shop/cart/tcp/http"
+	webExt     = "external-KHN6ECMT-shop/web/tcp/http"
+	webAff     = "affinity-IK6J7D47-shop/web/tcp/http__10.244.1.70/8080"
+	webLBChain = "firewall-26HBLAP7-shop/web/tcp/http"
+)
+
+// portChains are the chains of the Service ports of the tests' model.
+var portChains = map[string]bool{webChain: true, cartChain: true, webExt: true, webLBChain: true,
+	"external-AAAAAAAA-shop/cart/tcp/http": true, "reject-chain": true}
 
 // web is shop/web port http, its cluster IP frontend, whose service chain
 // picks keys 975480000–975482519 of endpoints-62.
 func web() *kernelFrontend {
 	return &kernelFrontend{
-		Family: "ip", Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "tcp", Kind: "cluster IP",
+		Family: "ip", Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "tcp",
 		Service: "shop/web", PortID: "http",
-		Picks: []pickWindow{{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}},
+		Names:      map[string]bool{webChain: true, webAff: true},
+		PortChains: portChains,
+		Picks:      []pickWindow{{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}},
 	}
 }
+
+// change is an element of a set of the given key parts as the applier
+// reports it: typed, and written by the model.
+func change(set string, parts []nftmodel.KeyPart, e nftmodel.Element) nft.ElementChange {
+	s := &nftmodel.Set{Name: set, Key: parts, Verdicts: e.Verdict.Kind != 0, Elements: []nftmodel.Element{e}}
+	return nft.ElementChange{Set: set, Text: s.ElementText(0), Element: &s.Elements[0]}
+}
+
+// endpoint is an element of an endpoint map as the applier reports it.
+func endpoint(set string, lo, hi uint32, to string) nft.ElementChange {
+	s := &nftmodel.Set{Name: set, EndpointMod: 2520, Interval: true, Endpoints: []nftmodel.EndpointElement{{Lo: lo, Hi: hi, To: netip.MustParseAddrPort(to)}}}
+	return nft.ElementChange{Set: set, Text: s.ElementText(0), Endpoint: &s.Endpoints[0]}
+}
+
+var (
+	addrProtoPort = []nftmodel.KeyPart{nftmodel.AddrPart, nftmodel.ProtoPart, nftmodel.ServicePart}
+	protoPort     = []nftmodel.KeyPart{nftmodel.ProtoPart, nftmodel.ServicePart}
+	addrOnly      = []nftmodel.KeyPart{nftmodel.AddrPart}
+)
+
+// key is the key of a frontend: address (or none), protocol, port.
+func key(addr string, proto nftmodel.Proto, port uint16) nftmodel.Key {
+	k := nftmodel.Key{Proto: proto, Port: port}
+	if addr != "" {
+		k.Addr = netip.MustParseAddr(addr)
+	}
+	return k
+}
+
+func goTo(chain string) nftmodel.Verdict { return nftmodel.Verdict{Kind: nftmodel.Goto, Chain: chain} }
 
 // TestNFTDifferences: the kernel's difference with the plan kept to what
 // concerns one frontend.
 func TestNFTDifferences(t *testing.T) {
-	const (
-		webChain   = "service-KHN6ECMT-shop/web/tcp/http"
-		cartChain  = "service-242WI43H-shop/cart/tcp/http"
-		webExt     = "external-KHN6ECMT-shop/web/tcp/http"
-		webAff     = "affinity-IK6J7D47-shop/web/tcp/http__10.244.1.70/8080"
-		webLBChain = "firewall-26HBLAP7-shop/web/tcp/http"
-	)
 	nodePort := &kernelFrontend{
-		Family: "ip", Addr: netip.MustParseAddr("192.168.10.11"), Port: 30080, Protocol: "tcp", NodePort: true, Kind: "node port",
+		Family: "ip", Addr: netip.MustParseAddr("192.168.10.11"), Port: 30080, Protocol: "tcp", NodePort: true,
 		Service: "shop/web", PortID: "http",
+		Names:      map[string]bool{webExt: true, webChain: true},
+		PortChains: portChains,
 	}
-	noService := &kernelFrontend{Family: "ip", Addr: netip.MustParseAddr("10.96.0.99"), Port: 80, Protocol: "tcp"}
+	noService := &kernelFrontend{Family: "ip", Addr: netip.MustParseAddr("10.96.0.99"), Port: 80, Protocol: "tcp", PortChains: portChains}
+	tcp, drop := nftmodel.TCP, nftmodel.Verdict{Kind: nftmodel.Drop}
 	for _, tc := range []struct {
 		name    string
 		changes nft.TableChanges
@@ -114,18 +156,19 @@ func TestNFTDifferences(t *testing.T) {
 		name: "elements keyed by the frontend or naming its chains",
 		changes: nft.TableChanges{Family: "ip",
 			ElementsAdded: []nft.ElementChange{
-				{Set: "service-ips", Text: "10.96.0.10 . tcp . 80 : goto " + webChain},
-				{Set: "service-ips", Text: "10.96.0.100 . tcp . 80 : goto " + cartChain},
-				{Set: "service-ips", Text: "10.96.0.1 . tcp . 80 : goto " + cartChain},
-				{Set: "cluster-frontends", Text: "10.96.0.10 . tcp . 80"},
-				{Set: "cluster-frontends", Text: "10.96.0.10 . tcp . 8080"},
-				{Set: "cluster-ips", Text: "10.96.0.10"},
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.100", tcp, 80), Verdict: goTo(cartChain)}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.1", tcp, 80), Verdict: goTo(cartChain)}),
+				change("cluster-frontends", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80)}),
+				change("cluster-frontends", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 8080)}),
+				change("cluster-ips", addrOnly, nftmodel.Element{Key: key("10.96.0.10", 0, 0)}),
+				{Set: "service-ips", Text: "0x0a60 : goto " + webChain}, // made by hand, of another type: does not decode
 			},
 			ElementsRemoved: []nft.ElementChange{
-				{Set: "service-ips", Text: "10.96.0.77 . tcp . 80 : goto " + webChain},
-				{Set: "no-endpoint-services", Text: "10.96.0.10 . tcp . 80 : goto reject-chain"},
-				{Set: "no-endpoint-services", Text: `10.96.0.11 . tcp . 80 comment "shop/web:http" : goto reject-chain`},
-				{Set: "no-endpoint-services", Text: `10.96.0.12 . tcp . 80 comment "shop/web:https" : goto reject-chain`},
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.77", tcp, 80), Verdict: goTo(webChain)}),
+				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo("reject-chain")}),
+				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.11", tcp, 80), Comment: "shop/web:http", Verdict: goTo("reject-chain")}),
+				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.12", tcp, 80), Comment: "shop/web:https", Verdict: goTo("reject-chain")}),
 			},
 		},
 		fe: web(),
@@ -140,12 +183,12 @@ func TestNFTDifferences(t *testing.T) {
 		name: "endpoint maps: the picks of the port's chains",
 		changes: nft.TableChanges{Family: "ip",
 			ElementsAdded: []nft.ElementChange{
-				{Set: "endpoints-62", Text: "975480000-975481259 : 10.244.1.5 . 8080"},
-				{Set: "endpoints-62", Text: "975482520-975483779 : 10.244.9.9 . 8080"}, // the next chain's
-				{Set: "endpoints-63", Text: "975480000-975481259 : 10.244.1.5 . 8080"}, // another map
+				endpoint("endpoints-62", 975480000, 975481259, "10.244.1.5:8080"),
+				endpoint("endpoints-62", 975482520, 975483779, "10.244.9.9:8080"), // the next chain's
+				endpoint("endpoints-63", 975480000, 975481259, "10.244.1.5:8080"), // another map
 			},
 			ElementsRemoved: []nft.ElementChange{
-				{Set: "endpoints-62", Text: "975482519 : 10.244.2.5 . 8080"},
+				endpoint("endpoints-62", 975482519, 975482519, "10.244.2.5:8080"),
 			},
 		},
 		fe: web(),
@@ -157,13 +200,13 @@ func TestNFTDifferences(t *testing.T) {
 		name: "node ports: keyed by protocol and port, and the node's address",
 		changes: nft.TableChanges{Family: "ip",
 			ElementsAdded: []nft.ElementChange{
-				{Set: "service-nodeports", Text: "tcp . 30080 : goto " + webExt},
-				{Set: "service-nodeports", Text: "tcp . 30081 : goto external-AAAAAAAA-shop/cart/tcp/http"},
-				{Set: "nodeport-ips", Text: "192.168.10.11"},
-				{Set: "service-ips", Text: "10.96.0.10 . tcp . 80 : goto " + webChain}, // a cluster IP's element names the service chain
+				change("service-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30080), Verdict: goTo(webExt)}),
+				change("service-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30081), Verdict: goTo("external-AAAAAAAA-shop/cart/tcp/http")}),
+				change("nodeport-ips", addrOnly, nftmodel.Element{Key: key("192.168.10.11", 0, 0)}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)}), // a cluster IP's element names the service chain
 			},
 			ElementsRemoved: []nft.ElementChange{
-				{Set: "no-endpoint-nodeports", Text: "tcp . 30080 : drop"},
+				change("no-endpoint-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30080), Verdict: drop}),
 			},
 		},
 		fe: nodePort,
@@ -174,16 +217,19 @@ func TestNFTDifferences(t *testing.T) {
 			"ip no-endpoint-nodeports element tcp . 30080 : drop is not in the plan",
 		},
 	}, {
-		name: "not a service address: only elements keyed by it",
+		name: "not a service address: only elements keyed by it, and the chain they go to",
 		changes: nft.TableChanges{Family: "ip",
-			ChainsRemoved: []string{webChain},
+			ChainsRemoved: []string{webChain, "service-OLDOLDOL-shop/old/tcp/http"},
 			ElementsRemoved: []nft.ElementChange{
-				{Set: "service-ips", Text: "10.96.0.99 . tcp . 80 : goto service-OLDOLDOL-shop/old/tcp/http"},
-				{Set: "service-ips", Text: "10.96.0.10 . tcp . 80 : goto " + webChain},
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.99", tcp, 80), Verdict: goTo("service-OLDOLDOL-shop/old/tcp/http")}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)}),
 			},
 		},
-		fe:   noService,
-		want: []string{"ip service-ips element 10.96.0.99 . tcp . 80 : goto service-OLDOLDOL-shop/old/tcp/http is not in the plan"},
+		fe: noService,
+		want: []string{
+			"chain ip service-OLDOLDOL-shop/old/tcp/http is not in the plan",
+			"ip service-ips element 10.96.0.99 . tcp . 80 : goto service-OLDOLDOL-shop/old/tcp/http is not in the plan",
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := nftDifferences(&nft.Changes{Tables: []nft.TableChanges{tc.changes}}, tc.fe)
@@ -261,5 +307,45 @@ func TestPickWindows(t *testing.T) {
 		if !slices.Equal(got[k], w) {
 			t.Errorf("%s: got %v, want %v", k, got[k], w)
 		}
+	}
+}
+
+// TestReachChains: the chains a frontend's packets go through are read
+// from the model: from the verdict map elements keyed by it, through the
+// chains they jump or go to, with the sets those chains update; a
+// cluster IP does not reach the external chain a node port starts in.
+func TestReachChains(t *testing.T) {
+	tcp := nftmodel.TCP
+	tb := &nftmodel.Table{Family: nftmodel.IPv4, Name: "netspec"}
+	tb.AddSet("", &nftmodel.Set{Name: "service-ips", Key: addrProtoPort, Verdicts: true, Elements: []nftmodel.Element{
+		{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)},
+		{Key: key("10.96.0.20", tcp, 80), Verdict: goTo(cartChain)},
+	}})
+	tb.AddSet("", &nftmodel.Set{Name: "service-nodeports", Key: protoPort, Verdicts: true, Elements: []nftmodel.Element{
+		{Key: key("", tcp, 30080), Verdict: goTo(webExt)},
+	}})
+	tb.AddChain("", &nftmodel.Chain{Name: "services", Rules: []nftmodel.Rule{{nftmodel.VMap{Key: nftmodel.KeyDAddrProtoPort, Map: "service-ips"}}}})
+	tb.AddChain("", &nftmodel.Chain{Name: webExt, Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "mark-for-masquerade"}}, {goTo(webChain)}}})
+	tb.AddChain("", &nftmodel.Chain{Name: "mark-for-masquerade"})
+	tb.AddChain("", &nftmodel.Chain{Name: webChain, Rules: []nftmodel.Rule{{nftmodel.Update{Set: webAff, Key: nftmodel.KeySAddr}, nftmodel.ProtoMatch{Proto: tcp}, nftmodel.DNATMap{Mod: 2520, Offset: 975480000, Map: "endpoints-62"}}}})
+	tb.AddChain("", &nftmodel.Chain{Name: cartChain})
+	keys := func(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
+	cluster := &kernelFrontend{Family: "ip", Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "tcp"}
+	if got, want := keys(reachChains(tb, cluster.keyed)), []string{webAff, webChain}; !slices.Equal(got, want) {
+		t.Errorf("cluster IP: %q, want %q", got, want)
+	}
+	np := &kernelFrontend{Family: "ip", Addr: netip.MustParseAddr("192.168.10.11"), Port: 30080, Protocol: "tcp", NodePort: true}
+	if got, want := keys(reachChains(tb, np.keyed)), []string{webAff, webExt, "mark-for-masquerade", webChain}; !slices.Equal(got, want) {
+		t.Errorf("node port: %q, want %q", got, want)
+	}
+	all := reachChains(tb, func(nftmodel.Key) bool { return true })
+	if all["services"] || !all[cartChain] || !all[webExt] {
+		t.Errorf("port chains: %q: want every Service port's, not services", keys(all))
+	}
+	rs := &nftmodel.Ruleset{Tables: []*nftmodel.Table{tb}}
+	p := &plan.Plan{}
+	fe := frontendOf(p, plan.Packet{Dst: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "TCP"}, rs)
+	if want := []pickWindow{{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}}; !slices.Equal(fe.Picks, want) {
+		t.Errorf("frontendOf: picks %v, want %v", fe.Picks, want)
 	}
 }

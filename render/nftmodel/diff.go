@@ -1,14 +1,24 @@
 package nftmodel
 
 import (
+	"bytes"
 	"net/netip"
-	"slices"
+
+	"netspec.dev/netspec/internal/myers"
 )
 
+// The one comparison of two models. Chains are alike when they hang on
+// the same hook and their rules print alike; elements are compared by
+// value (an Element holds exactly what the kernel keeps of it; an
+// endpoint element's Note is the file's only), in any order, as the
+// kernel's sets hold them. The applier's sync (applier/nft), the tree
+// diff (treediff, through Diff) and the drift that plan and explain
+// --live report all compare with these.
+
 // Delta counts what changes from one ruleset to another: chains by
-// table and name (changed when their hook or rules differ), elements by
-// set and key (an element whose value changed is removed and added, as
-// the kernel replaces it).
+// table and name (changed when they are not SameChain), elements by set
+// (DiffElements, DiffEndpoints: an element whose value changed is
+// removed and added, as the kernel replaces it).
 type Delta struct {
 	ChainsAdded, ChainsRemoved, ChainsChanged int
 	ElementsAdded, ElementsRemoved            int
@@ -20,23 +30,10 @@ type itemID struct {
 	name string
 }
 
-// elemKey is the key of an element of a set or verdict map (key) or of
-// an endpoint map (lo, hi).
-type elemKey struct {
-	key    Key
-	lo, hi uint32
-}
-
-// elemValue is what an element maps its key to, with its comment.
-type elemValue struct {
-	verdict Verdict
-	to      netip.AddrPort
-	comment string
-}
-
 // Diff counts the changes from a to b; either may be nil (no tables).
 func Diff(a, b *Ruleset) Delta {
 	var d Delta
+	var cmp Comparer
 	ca, sa := index(a)
 	cb, sb := index(b)
 	for id, c := range cb {
@@ -44,7 +41,7 @@ func Diff(a, b *Ruleset) Delta {
 		switch {
 		case !ok:
 			d.ChainsAdded++
-		case !sameChain(old, c, id.fam):
+		case !cmp.SameChain(old, c, id.fam):
 			d.ChainsChanged++
 		}
 	}
@@ -54,19 +51,16 @@ func Diff(a, b *Ruleset) Delta {
 		}
 	}
 	for id, s := range sb {
-		old := elements(sa[id])
-		for k, v := range elements(s) {
-			if ov, ok := old[k]; !ok || ov != v {
-				d.ElementsAdded++
-			}
-		}
+		added, removed := DiffElements(sa[id], s)
+		d.ElementsAdded += len(added)
+		d.ElementsRemoved += len(removed)
+		added, removed = DiffEndpoints(sa[id], s)
+		d.ElementsAdded += len(added)
+		d.ElementsRemoved += len(removed)
 	}
 	for id, s := range sa {
-		now := elements(sb[id])
-		for k, v := range elements(s) {
-			if nv, ok := now[k]; !ok || nv != v {
-				d.ElementsRemoved++
-			}
+		if _, ok := sb[id]; !ok {
+			d.ElementsRemoved += s.Len()
 		}
 	}
 	return d
@@ -91,29 +85,157 @@ func index(rs *Ruleset) (map[itemID]*Chain, map[itemID]*Set) {
 	return chains, sets
 }
 
-// elements maps the keys of s's elements to their values; nil for a nil
-// set.
-func elements(s *Set) map[elemKey]elemValue {
+// Comparer compares chains; it keeps scratch space for their rules'
+// text, so that comparing many chains allocates little. The zero value
+// is ready to use; it is not safe for concurrent use.
+type Comparer struct{ ta, tb []byte }
+
+// SameChain tells whether two chains of a table of family f hang on the
+// same hook and hold alike: the same rules, which print alike.
+func (c *Comparer) SameChain(a, b *Chain, f Family) bool {
+	if a == b {
+		return true
+	}
+	if !SameHook(a.Hook, b.Hook) || len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		c.ta = a.Rules[i].AppendText(c.ta[:0], f)
+		c.tb = b.Rules[i].AppendText(c.tb[:0], f)
+		if !bytes.Equal(c.ta, c.tb) {
+			return false
+		}
+	}
+	return true
+}
+
+// SameHook tells whether two chains hang on the same hook (nil: a
+// regular chain).
+func SameHook(a, b *Hook) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// SameEndpoint tells whether two elements of an endpoint map are held
+// alike by the kernel: the same range, to the same endpoint.
+func SameEndpoint(a, b *EndpointElement) bool {
+	return a.Lo == b.Lo && a.Hi == b.Hi && a.To == b.To
+}
+
+// DiffElements compares the Elements of two versions of a set or verdict
+// map (nil: a set that is not there) by value: the indexes of those only
+// b has (added, in b's order) and of those only a has (removed, in a's
+// order); an element whose value changed is removed and added. The
+// common head and tail are skipped in place, so that the work follows the
+// size of the change.
+func DiffElements(a, b *Set) (added, removed []int) {
+	ea, eb := elementsOf(a), elementsOf(b)
+	return diffBy(ea, eb, func(e *Element) Element { return *e }, func(x, y int) int {
+		// A run of equal elements, compared in place: the common case
+		// of myers' passes, which a call per element would slow.
+		k := 0
+		for x+k < len(ea) && y+k < len(eb) && ea[x+k] == eb[y+k] {
+			k++
+		}
+		return k
+	})
+}
+
+// DiffEndpoints is DiffElements for the Endpoints of two versions of an
+// endpoint map.
+func DiffEndpoints(a, b *Set) (added, removed []int) {
+	type held struct {
+		lo, hi uint32
+		to     netip.AddrPort
+	}
+	ea, eb := endpointsOf(a), endpointsOf(b)
+	return diffBy(ea, eb, func(e *EndpointElement) held { return held{e.Lo, e.Hi, e.To} }, func(x, y int) int {
+		k := 0
+		for x+k < len(ea) && y+k < len(eb) && SameEndpoint(&ea[x+k], &eb[y+k]) {
+			k++
+		}
+		return k
+	})
+}
+
+func elementsOf(s *Set) []Element {
 	if s == nil {
 		return nil
 	}
-	m := make(map[elemKey]elemValue, s.Len())
-	for i := range s.Elements {
-		e := &s.Elements[i]
-		m[elemKey{key: e.Key}] = elemValue{verdict: e.Verdict, comment: e.Comment}
-	}
-	for i := range s.Endpoints {
-		e := &s.Endpoints[i]
-		m[elemKey{lo: e.Lo, hi: e.Hi}] = elemValue{to: e.To}
-	}
-	return m
+	return s.Elements
 }
 
-// sameChain tells whether two chains of a table of family f hook and hold
-// alike.
-func sameChain(a, b *Chain, f Family) bool {
-	if (a.Hook == nil) != (b.Hook == nil) || a.Hook != nil && *a.Hook != *b.Hook {
-		return false
+func endpointsOf(s *Set) []EndpointElement {
+	if s == nil {
+		return nil
 	}
-	return slices.EqualFunc(a.Rules, b.Rules, func(x, y Rule) bool { return x.Text(f) == y.Text(f) })
+	return s.Endpoints
+}
+
+// maxEdits bounds the edits diffBy aligns the middle of two lists with
+// (myers) before it compares them through maps: a change of a few
+// Services moves a few elements of each set.
+const maxEdits = 32
+
+// diffBy compares two lists of elements by the comparable value key
+// gives of each, as DiffElements (run(x, y) is how many from ea[x] and
+// eb[y] on are alike): the common head and tail in place, the
+// middle with myers (an element that moved far in a long sorted list,
+// say an endpoint's address in the hairpin set, costs a few passes, not
+// a map of the middle), or with maps when it holds many edits. An
+// element that moved (removed and added alike) is neither.
+func diffBy[E any, K comparable](ea, eb []E, key func(*E) K, run func(x, y int) int) (added, removed []int) {
+	head := run(0, 0)
+	tail := 0
+	for tail < len(ea)-head && tail < len(eb)-head && key(&ea[len(ea)-1-tail]) == key(&eb[len(eb)-1-tail]) {
+		tail++
+	}
+	n, m := len(ea)-head-tail, len(eb)-head-tail
+	if n+m == 0 {
+		return nil, nil
+	}
+	a, b := ea[head:head+n], eb[head:head+m]
+	if del, ins, ok := myers.Run(n, m, func(x, y int) int { return min(run(head+x, head+y), n-x, m-y) }, maxEdits, nil); ok {
+		// A set holds each value once: one deleted and inserted is a move.
+		// There are few edits: a scan finds them without a map.
+		in := func(k K, l []E, idx []int) bool {
+			for _, i := range idx {
+				if key(&l[i]) == k {
+					return true
+				}
+			}
+			return false
+		}
+		for _, j := range ins {
+			if len(del) == 0 || !in(key(&b[j]), a, del) {
+				added = append(added, head+j)
+			}
+		}
+		for _, i := range del {
+			if len(ins) == 0 || !in(key(&a[i]), b, ins) {
+				removed = append(removed, head+i)
+			}
+		}
+		return added, removed
+	}
+	inA := make(map[K]bool, n)
+	for i := range n {
+		inA[key(&a[i])] = true
+	}
+	inB := make(map[K]bool, m)
+	for j := range m {
+		k := key(&b[j])
+		inB[k] = true
+		if !inA[k] {
+			added = append(added, head+j)
+		}
+	}
+	for i := range n {
+		if !inB[key(&a[i])] {
+			removed = append(removed, head+i)
+		}
+	}
+	return added, removed
 }

@@ -2,6 +2,7 @@ package nftmodel
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -63,5 +64,92 @@ func TestDiff(t *testing.T) {
 	}
 	if got := Diff(new, new); got != (Delta{}) {
 		t.Errorf("Diff(new, new) = %+v", got)
+	}
+}
+
+// TestDiffElements: elements are compared by value in any order (the
+// kernel's sets have none); a changed value is removed and added; a
+// set that is not there has no elements; an endpoint element's note is
+// the file's only.
+func TestDiffElements(t *testing.T) {
+	el := func(addr, chain, comment string) Element {
+		return Element{Key: Key{Addr: netip.MustParseAddr(addr)}, Verdict: Verdict{Kind: Goto, Chain: chain}, Comment: comment}
+	}
+	a, b, c := el("10.0.0.1", "x", ""), el("10.0.0.2", "x", ""), el("10.0.0.3", "x", "")
+	tests := []struct {
+		name           string
+		old, new       []Element
+		added, removed []int
+		oldNil, newNil bool
+	}{
+		{name: "same", old: []Element{a, b}, new: []Element{a, b}},
+		{name: "reordered", old: []Element{a, b, c}, new: []Element{c, a, b}},
+		{name: "added in the middle", old: []Element{a, c}, new: []Element{a, b, c}, added: []int{1}},
+		{name: "removed", old: []Element{a, b, c}, new: []Element{a, c}, removed: []int{1}},
+		{name: "verdict changed", old: []Element{a, b}, new: []Element{a, el("10.0.0.2", "y", "")}, added: []int{1}, removed: []int{1}},
+		{name: "comment changed", old: []Element{a}, new: []Element{el("10.0.0.1", "x", "ns/web:http")}, added: []int{0}, removed: []int{0}},
+		{name: "set added", new: []Element{a, b}, oldNil: true, added: []int{0, 1}},
+		{name: "set removed", old: []Element{a}, newNil: true, removed: []int{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var oldSet, newSet *Set
+			if !tt.oldNil {
+				oldSet = &Set{Name: "m", Verdicts: true, Key: []KeyPart{AddrPart}, Elements: tt.old}
+			}
+			if !tt.newNil {
+				newSet = &Set{Name: "m", Verdicts: true, Key: []KeyPart{AddrPart}, Elements: tt.new}
+			}
+			added, removed := DiffElements(oldSet, newSet)
+			if !slices.Equal(added, tt.added) || !slices.Equal(removed, tt.removed) {
+				t.Errorf("DiffElements = %v, %v; want %v, %v", added, removed, tt.added, tt.removed)
+			}
+		})
+	}
+	// More edits than myers looks for: the maps align them, in order.
+	var many, other []Element
+	var all []int
+	for i := range 2 * maxEdits {
+		many = append(many, el(netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}).String(), "x", ""))
+		other = append(other, el(netip.AddrFrom4([4]byte{10, 2, 0, byte(i)}).String(), "x", ""))
+		all = append(all, i)
+	}
+	other[0] = many[0]
+	sm, so := &Set{Elements: many}, &Set{Elements: other}
+	if added, removed := DiffElements(sm, so); !slices.Equal(added, all[1:]) || !slices.Equal(removed, all[1:]) {
+		t.Errorf("many edits: DiffElements = %v, %v; want 1..%d twice", added, removed, len(all)-1)
+	}
+	ep := func(lo uint32, to, note string) EndpointElement {
+		return EndpointElement{Lo: lo, Hi: lo + 9, To: netip.MustParseAddrPort(to), Note: note}
+	}
+	old := &Set{EndpointMod: 30, Endpoints: []EndpointElement{ep(0, "10.244.0.1:80", ""), ep(10, "10.244.0.2:80", ""), ep(20, "10.244.0.3:80", "")}}
+	new := &Set{EndpointMod: 30, Endpoints: []EndpointElement{ep(0, "10.244.0.1:80", "a note"), ep(10, "10.244.0.9:80", ""), ep(20, "10.244.0.3:80", "")}}
+	if added, removed := DiffEndpoints(old, new); !slices.Equal(added, []int{1}) || !slices.Equal(removed, []int{1}) {
+		t.Errorf("DiffEndpoints = %v, %v; want [1], [1]", added, removed)
+	}
+}
+
+// TestSameChain: chains are alike when hook and rules' text are; a
+// chain is alike to itself.
+func TestSameChain(t *testing.T) {
+	nat := &Hook{Type: NAT, Hook: Prerouting, Priority: PriorityDstNAT}
+	rules := []Rule{{ProtoMatch{Proto: TCP}, Verdict{Kind: Jump, Chain: "x"}}}
+	tests := []struct {
+		name string
+		a, b *Chain
+		want bool
+	}{
+		{name: "same rules", a: &Chain{Name: "c", Rules: rules}, b: &Chain{Name: "c", Rules: []Rule{{ProtoMatch{Proto: TCP}, Verdict{Kind: Jump, Chain: "x"}}}}, want: true},
+		{name: "comment is the file's", a: &Chain{Name: "c", Rules: rules}, b: &Chain{Name: "c", Comment: "hi", Rules: rules}, want: true},
+		{name: "rule differs", a: &Chain{Name: "c", Rules: rules}, b: &Chain{Name: "c", Rules: []Rule{{ProtoMatch{Proto: UDP}, Verdict{Kind: Jump, Chain: "x"}}}}},
+		{name: "rule missing", a: &Chain{Name: "c", Rules: rules}, b: &Chain{Name: "c"}},
+		{name: "hook added", a: &Chain{Name: "c", Rules: rules}, b: &Chain{Name: "c", Hook: nat, Rules: rules}},
+		{name: "hook priority", a: &Chain{Name: "c", Hook: nat}, b: &Chain{Name: "c", Hook: &Hook{Type: NAT, Hook: Prerouting}}},
+	}
+	var cmp Comparer
+	for _, tt := range tests {
+		if got := cmp.SameChain(tt.a, tt.b, IPv4); got != tt.want {
+			t.Errorf("%s: SameChain = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -2,13 +2,13 @@
 // tables, chains with their rules, and sets and maps with typed elements
 // keyed by value. render builds a Ruleset from a Plan and prints
 // nftables.nft from it (Ruleset.AppendText); the nftables applier
-// (applier/nft) encodes the same Ruleset for netlink (Rule.Encode,
-// Set.Template, Set.Encode), so that no text is parsed between render
-// and the kernel. It is pure: no I/O.
+// encodes the same Ruleset for netlink (applier/nft/encoding), so that no
+// text is parsed between render and the kernel. It is pure: no I/O, and
+// no netlink library.
 //
 // A Rule is a list of statements from a small closed set (Stmt): the
-// forms render writes, each of which can print itself as nft reads it
-// and encode itself as the expressions nft 1.0.6 sends for that text
+// forms render writes, each of which prints itself as nft reads it and
+// has one encoding, the expressions nft 1.0.6 sends for that text
 // (checked against `nft --debug=netlink` and the kernel's read-back by
 // the applier's tests). Elements are keyed by value (a comparable Key,
 // or an endpoint map's range of keys), so that two versions of a set are
@@ -22,10 +22,6 @@
 // shows around it (comments, section headings, dropped duplicates), so
 // that the text is printed from the model alone.
 package nftmodel
-
-import (
-	"github.com/google/nftables"
-)
 
 // Family is the address family of a table.
 type Family uint8
@@ -55,22 +51,6 @@ func (f Family) AddrType() string {
 		return "ipv6_addr"
 	}
 	return "ipv4_addr"
-}
-
-// TableFamily is the family as google/nftables numbers it.
-func (f Family) TableFamily() nftables.TableFamily {
-	if f == IPv6 {
-		return nftables.TableFamilyIPv6
-	}
-	return nftables.TableFamilyIPv4
-}
-
-// addrLen is the length of an address of the family, in bytes.
-func (f Family) addrLen() uint32 {
-	if f == IPv6 {
-		return 16
-	}
-	return 4
 }
 
 // Ruleset is the tables a node holds, in the order they are written.

@@ -12,11 +12,10 @@ type Rule []Stmt
 // Stmt is a statement of a rule: one of the types of this package
 // (Lookup, VMap, AddrMatch, ProtoMatch, FibLocal, CtMatch, MarkMatch,
 // NumgenMatch, MarkSet, Update, DNAT, DNATMap, Masquerade, Reject,
-// Verdict). The set is closed: a statement prints itself and encodes
-// itself, and nothing else needs to know its form.
+// Verdict). The set is closed: a statement prints itself, and the
+// applier's encoding (applier/nft/encoding) has a case for each.
 type Stmt interface {
 	appendText(b []byte, f Family) []byte
-	encode(e *encoder)
 }
 
 // Field is a value a rule loads from a packet or its metadata.

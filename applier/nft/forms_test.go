@@ -3,16 +3,8 @@ package nft
 import (
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"reflect"
-	"strings"
-	"testing"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
-	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -147,189 +139,43 @@ func modelForms() *nftmodel.Ruleset {
 	return rs
 }
 
-// TestModelEncodesAsParse: for every rule and element form, what the
-// typed model encodes equals what Parse compiles from the text the model
-// prints.
-func TestModelEncodesAsParse(t *testing.T) {
-	checkModelEqualsParse(t, modelForms())
-}
-
-// checkModelEqualsParse compares the model's encoding of every chain, rule,
-// set and element with Parse of its text.
-func checkModelEqualsParse(t *testing.T, m *nftmodel.Ruleset) {
-	t.Helper()
-	text := m.Text()
-	rs, err := Parse(text)
-	if err != nil {
-		t.Fatalf("Parse: %v\n%s", err, text)
+// synthModel is a ruleset in render's layout with n service chains, a
+// verdict map and a set of n elements each, and an anonymous set of
+// ranges prefixes: big enough to be read in pieces and to need several
+// netlink messages per set.
+func synthModel(n, ranges int) *nftmodel.Ruleset {
+	t := &nftmodel.Table{Family: nftmodel.IPv4, Name: TableName}
+	t.AddChain("", &nftmodel.Chain{Name: "nat-prerouting",
+		Hook:  &nftmodel.Hook{Type: nftmodel.NAT, Hook: nftmodel.Prerouting, Priority: nftmodel.PriorityDstNAT},
+		Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "services"}}}})
+	t.AddChain("", &nftmodel.Chain{Name: "services", Rules: []nftmodel.Rule{{nftmodel.VMap{Key: nftmodel.KeyDAddrProtoPort, Map: "service-ips"}}}})
+	var fw []netip.Prefix
+	for i := range ranges {
+		fw = append(fw, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i / 256), byte(i % 256), 0}), 25))
 	}
-	checkEncodeEqualsParse(t, Encode(m), rs)
-	if len(rs.Tables) != len(m.Tables) {
-		t.Fatalf("Parse: %d tables, the model has %d", len(rs.Tables), len(m.Tables))
+	t.AddChain("", &nftmodel.Chain{Name: "firewall", Rules: []nftmodel.Rule{
+		{nftmodel.AddrMatch{Field: nftmodel.SAddr, Neq: true, Prefixes: fw, Braces: true}, nftmodel.Verdict{Kind: nftmodel.Drop}}}})
+	ips := &nftmodel.Set{Name: "service-ips", Key: []nftmodel.KeyPart{nftmodel.AddrPart, nftmodel.ProtoPart, nftmodel.ServicePart}, Verdicts: true}
+	hairpin := &nftmodel.Set{Name: "hairpin", Key: []nftmodel.KeyPart{nftmodel.AddrPart, nftmodel.AddrPart}}
+	for i := range n {
+		ips.Elements = append(ips.Elements, nftmodel.Element{
+			Key:     nftmodel.Key{Addr: netip.AddrFrom4([4]byte{10, 96, byte(i / 256), byte(i % 256)}), Proto: nftmodel.TCP, Port: 80},
+			Verdict: nftmodel.Verdict{Kind: nftmodel.Goto, Chain: fmt.Sprintf("service-%d", i)}})
+		hairpin.Elements = append(hairpin.Elements, nftmodel.Element{Key: nftmodel.Key{Addr: netip.AddrFrom4([4]byte{10, 244, byte(i / 256), byte(i % 256)})}})
 	}
-	for i, mt := range m.Tables {
-		pt := rs.Tables[i]
-		f := mt.Family
-		if pt.Family != f.TableFamily() || pt.Name != mt.Name {
-			t.Errorf("table %d: parsed %v %s, model %v %s", i, pt.Family, pt.Name, f, mt.Name)
-			continue
-		}
-		enc := nftmodel.NewEncoder(f)
-		chains := mt.Chains()
-		if len(chains) != len(pt.Chains) {
-			t.Errorf("table %s: %d chains parsed, %d in the model", f.Keyword(), len(pt.Chains), len(chains))
-			continue
-		}
-		for j, mc := range chains {
-			pc := pt.Chains[j]
-			if pc.Name != mc.Name || len(pc.Rules) != len(mc.Rules) {
-				t.Errorf("chain %d: parsed %s with %d rules, model %s with %d", j, pc.Name, len(pc.Rules), mc.Name, len(mc.Rules))
-				continue
-			}
-			if (pc.Base == nil) != (mc.Hook == nil) {
-				t.Errorf("chain %s: base chain parsed %v, model %v", mc.Name, pc.Base != nil, mc.Hook != nil)
-			}
-			for k, r := range mc.Rules {
-				ex, anon := enc.Encode(r)
-				pr := pc.Rules[k]
-				if !reflect.DeepEqual(ex, pr.Exprs) {
-					t.Errorf("%s chain %s rule %q:\nmodel %s\nparse %s", f.Keyword(), mc.Name, pr.Text, dumpExprs(ex), dumpExprs(pr.Exprs))
-				}
-				if (anon == nil) != (pr.Anon == nil) {
-					t.Errorf("%s chain %s rule %q: anonymous set in the model %v, parsed %v", f.Keyword(), mc.Name, pr.Text, anon != nil, pr.Anon != nil)
-				} else if anon != nil {
-					if !reflect.DeepEqual(anon.Template, pr.Anon.Template) || !reflect.DeepEqual(anon.Elements, pr.Anon.Elements) || anon.At != pr.anonAt {
-						t.Errorf("%s chain %s rule %q: anonymous set\nmodel %+v %+v at %d\nparse %+v %+v at %d", f.Keyword(), mc.Name, pr.Text,
-							anon.Template, anon.Elements, anon.At, pr.Anon.Template, pr.Anon.Elements, pr.anonAt)
-					}
-				}
-			}
-		}
-		sets := mt.Sets()
-		if len(sets) != len(pt.Sets) {
-			t.Errorf("table %s: %d sets parsed, %d in the model", f.Keyword(), len(pt.Sets), len(sets))
-			continue
-		}
-		for j, ms := range sets {
-			ps := pt.Sets[j]
-			if ps.Name != ms.Name {
-				t.Errorf("set %d: parsed %s, model %s", j, ps.Name, ms.Name)
-				continue
-			}
-			if d := ms.Decl(f); d != ps.Decl {
-				t.Errorf("set %s: declaration %q, parsed %q", ms.Name, d, ps.Decl)
-			}
-			if tmpl := ms.Template(f); !reflect.DeepEqual(tmpl, ps.Template) {
-				t.Errorf("set %s: template\nmodel %+v\nparse %+v", ms.Name, tmpl, ps.Template)
-			}
-			all := ms.EncodeAll(f)
-			if len(all) != len(ps.Elements) {
-				t.Errorf("set %s: %d elements parsed, %d in the model", ms.Name, len(ps.Elements), len(all))
-				continue
-			}
-			for k := range all {
-				pe := ps.Elements[k]
-				if txt := ms.ElementText(k); txt != pe.Text {
-					t.Errorf("set %s: element %q, parsed %q", ms.Name, txt, pe.Text)
-				}
-				if !reflect.DeepEqual(all[k], pe.Elems) {
-					t.Errorf("set %s element %q:\nmodel %s\nparse %s", ms.Name, pe.Text, dumpElems(all[k]), dumpElems(pe.Elems))
-				}
-			}
-		}
+	t.AddSet("", ips)
+	t.AddSet("", hairpin)
+	mark := nftmodel.MarkSet{Op: nftmodel.MarkOr, Value: 0x4000}
+	for i := range n {
+		hi, lo := byte(i/256), byte(i%256)
+		t.AddChain(fmt.Sprintf("service %d", i), &nftmodel.Chain{Name: fmt.Sprintf("service-%d", i), Rules: []nftmodel.Rule{
+			{nftmodel.AddrMatch{Field: nftmodel.DAddr, Prefixes: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, hi, lo}), 32)}},
+				nftmodel.AddrMatch{Field: nftmodel.SAddr, Neq: true, Prefixes: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}, mark},
+			{nftmodel.NumgenMatch{Mod: 2, Value: 0}, nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNAT{To: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, hi, lo}), 8080)}},
+			{nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNAT{To: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 245, hi, lo}), 8080)}},
+		}})
 	}
-}
-
-func dumpExprs(ex []expr.Any) string {
-	var parts []string
-	for _, e := range ex {
-		parts = append(parts, fmt.Sprintf("%T%+v", e, e))
-	}
-	return strings.Join(parts, " ")
-}
-
-func dumpElems(els []nftables.SetElement) string {
-	var parts []string
-	for _, e := range els {
-		s := fmt.Sprintf("{Key:%x IntervalEnd:%v Val:%x Comment:%q", e.Key, e.IntervalEnd, e.Val, e.Comment)
-		if e.VerdictData != nil {
-			s += fmt.Sprintf(" Verdict:%+v", *e.VerdictData)
-		}
-		parts = append(parts, s+"}")
-	}
-	return strings.Join(parts, " ")
-}
-
-// TestGoldenModelEncodesAsParse: for every golden plan, the model render
-// builds prints the golden file byte for byte, and encodes, rule by rule
-// and element by element, what Parse compiles from that file.
-func TestGoldenModelEncodesAsParse(t *testing.T) {
-	plans, err := filepath.Glob("../../golden/*/*/plan.json")
-	if err != nil || len(plans) < 4 {
-		t.Fatalf("found %d golden plans: %v", len(plans), err)
-	}
-	for _, path := range plans {
-		dir := filepath.Dir(path)
-		t.Run(nftcName(path), func(t *testing.T) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := render.ParsePlanJSON(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			models := map[string]*nftmodel.Ruleset{"nftables.nft": render.NFTablesModel(p), "ipvs-nftables.nft": render.NFTablesIPVSModel(p)}
-			for file, m := range models {
-				want, err := os.ReadFile(filepath.Join(dir, file))
-				if os.IsNotExist(err) {
-					continue
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := m.Text(); string(got) != string(want) {
-					t.Errorf("%s: the model's text differs from the golden file", file)
-				}
-				checkModelEqualsParse(t, m)
-			}
-		})
-	}
-}
-
-// checkEncodeEqualsParse compares what Encode made of a model with what
-// Parse made of its text, field by field (the texts and user data
-// included: the diff and the batch use them all).
-func checkEncodeEqualsParse(t *testing.T, got, want *Ruleset) {
-	t.Helper()
-	if len(got.Tables) != len(want.Tables) {
-		t.Fatalf("Encode: %d tables, Parse %d", len(got.Tables), len(want.Tables))
-	}
-	for i, gt := range got.Tables {
-		wt := want.Tables[i]
-		if gt.Family != wt.Family || gt.Name != wt.Name || len(gt.Chains) != len(wt.Chains) || len(gt.Sets) != len(wt.Sets) {
-			t.Errorf("table %d: Encode %v %s, %d chains, %d sets; Parse %v %s, %d chains, %d sets", i,
-				gt.Family, gt.Name, len(gt.Chains), len(gt.Sets), wt.Family, wt.Name, len(wt.Chains), len(wt.Sets))
-			continue
-		}
-		for j, gc := range gt.Chains {
-			wc := wt.Chains[j]
-			if gc.Name != wc.Name || gc.Text != wc.Text || !reflect.DeepEqual(gc.Base, wc.Base) || len(gc.Rules) != len(wc.Rules) {
-				t.Errorf("chain %s: Encode %+v, Parse %+v", gc.Name, *gc, *wc)
-				continue
-			}
-			for k, gr := range gc.Rules {
-				wr := wc.Rules[k]
-				if gr.Text != wr.Text || gr.anonAt != wr.anonAt || !reflect.DeepEqual(gr.Exprs, wr.Exprs) || !reflect.DeepEqual(gr.Anon, wr.Anon) {
-					t.Errorf("chain %s rule %q: Encode %+v, Parse %+v", gc.Name, wr.Text, *gr, *wr)
-				}
-			}
-		}
-		for j, gs := range gt.Sets {
-			ws := wt.Sets[j]
-			if gs.Name != ws.Name || gs.Decl != ws.Decl || !reflect.DeepEqual(gs.Template, ws.Template) || !reflect.DeepEqual(gs.udata, ws.udata) || !reflect.DeepEqual(gs.Elements, ws.Elements) {
-				t.Errorf("set %s: Encode and Parse differ:\nEncode %+v\nParse  %+v", gs.Name, *gs, *ws)
-			}
-		}
-	}
+	t6 := &nftmodel.Table{Family: nftmodel.IPv6, Name: TableName}
+	t6.AddChain("", &nftmodel.Chain{Name: "c", Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Drop}}}})
+	return &nftmodel.Ruleset{Tables: []*nftmodel.Table{t, t6}}
 }

@@ -1,12 +1,20 @@
-package nftmodel
+// Package encoding encodes render's nftables model (render/nftmodel) for
+// netlink: a rule into the expressions, a set into the declaration and
+// elements, that nft 1.0.6 sends for the model's text (checked against
+// `nft --debug=netlink` and the kernel's read-back by applier/nft's
+// tests). The model itself stays pure; this is the one place that knows
+// google/nftables' types.
+package encoding
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // The encoding of a rule is what nft 1.0.6 sends for its text (checked
@@ -15,7 +23,7 @@ import (
 // 1 and compares; an address prefix loads only its whole bytes, or the
 // whole address and a mask when it ends inside a byte; a concatenation
 // loads each part into the next 32-bit register (reg 1, 9, 10 for IPv4,
-// reg 1, 2, 13 for IPv6).
+// reg 1, 2, 13 for nftmodel.IPv6).
 
 // Register numbers (the 32-bit ones start at NFT_REG32_00 = 8).
 const (
@@ -45,13 +53,13 @@ type AnonSet struct {
 // rules have (a payload load, a verdict) are shared between the rules one
 // Encoder encodes: they are read-only.
 type Encoder struct {
-	fam   Family
+	fam   nftmodel.Family
 	cache map[string]expr.Any
 	sig   []byte
 }
 
 // NewEncoder returns an Encoder for rules of a table of family f.
-func NewEncoder(f Family) *Encoder { return &Encoder{fam: f} }
+func NewEncoder(f nftmodel.Family) *Encoder { return &Encoder{fam: f} }
 
 // encoder is the state of one rule's encoding.
 type encoder struct {
@@ -62,16 +70,54 @@ type encoder struct {
 
 // Encode returns the expressions of r, named sets referenced by name
 // (SetID 0), and its anonymous set, if any.
-func (e *Encoder) Encode(r Rule) ([]expr.Any, *AnonSet) {
+func (e *Encoder) Encode(r nftmodel.Rule) ([]expr.Any, *AnonSet) {
 	enc := encoder{Encoder: e, ex: make([]expr.Any, 0, 8)}
 	for _, s := range r {
-		s.encode(&enc)
+		enc.stmt(s)
 	}
 	return enc.ex, enc.anon
 }
 
-// Encode is NewEncoder(f).Encode(r).
-func (r Rule) Encode(f Family) ([]expr.Any, *AnonSet) { return NewEncoder(f).Encode(r) }
+// Rule is NewEncoder(f).Encode(r).
+func Rule(f nftmodel.Family, r nftmodel.Rule) ([]expr.Any, *AnonSet) { return NewEncoder(f).Encode(r) }
+
+// stmt appends the expressions of one statement.
+func (e *encoder) stmt(s nftmodel.Stmt) {
+	switch s := s.(type) {
+	case nftmodel.Lookup:
+		e.lookup(s)
+	case nftmodel.VMap:
+		e.vmap(s)
+	case nftmodel.AddrMatch:
+		e.addrMatch(s)
+	case nftmodel.ProtoMatch:
+		e.protoMatch(s)
+	case nftmodel.FibLocal:
+		e.fibLocal(s)
+	case nftmodel.CtMatch:
+		e.ctMatch(s)
+	case nftmodel.MarkMatch:
+		e.markMatch(s)
+	case nftmodel.NumgenMatch:
+		e.numgenMatch(s)
+	case nftmodel.MarkSet:
+		e.markSet(s)
+	case nftmodel.Update:
+		e.update(s)
+	case nftmodel.DNAT:
+		e.dnat(s)
+	case nftmodel.DNATMap:
+		e.dnatMap(s)
+	case nftmodel.Masquerade:
+		e.masquerade(s)
+	case nftmodel.Reject:
+		e.reject()
+	case nftmodel.Verdict:
+		e.verdict(s)
+	default:
+		panic(fmt.Sprintf("nft encoding: statement %T has no encoding", s)) // the set of statements is closed: a new one needs a case
+	}
+}
 
 // intern returns the shared expression of signature sig, which build
 // makes the first time.
@@ -97,37 +143,37 @@ func b2u(b bool) byte {
 }
 
 // fieldSize is the size of a field's value in bytes.
-func (e *encoder) fieldSize(fd Field) uint32 {
+func (e *encoder) fieldSize(fd nftmodel.Field) uint32 {
 	switch fd {
-	case SAddr, DAddr:
-		return e.fam.addrLen()
-	case L4Proto:
+	case nftmodel.SAddr, nftmodel.DAddr:
+		return addrLen(e.fam)
+	case nftmodel.L4Proto:
 		return 1
-	case THDport:
+	case nftmodel.THDport:
 		return 2
 	}
 	return 4
 }
 
 // load appends the expression that loads n bytes of fd into reg.
-func (e *encoder) load(fd Field, reg, n uint32) {
+func (e *encoder) load(fd nftmodel.Field, reg, n uint32) {
 	switch fd {
-	case SAddr, DAddr:
+	case nftmodel.SAddr, nftmodel.DAddr:
 		off := uint32(12)
 		switch {
-		case fd == DAddr && e.fam == IPv6:
+		case fd == nftmodel.DAddr && e.fam == nftmodel.IPv6:
 			off = 24
-		case fd == DAddr:
+		case fd == nftmodel.DAddr:
 			off = 16
-		case e.fam == IPv6:
+		case e.fam == nftmodel.IPv6:
 			off = 8
 		}
 		e.payload(expr.PayloadBaseNetworkHeader, off, reg, n)
-	case THDport:
+	case nftmodel.THDport:
 		e.payload(expr.PayloadBaseTransportHeader, 2, reg, n)
-	case L4Proto:
+	case nftmodel.L4Proto:
 		e.meta(expr.MetaKeyL4PROTO, reg, false)
-	case Mark:
+	case nftmodel.Mark:
 		e.meta(expr.MetaKeyMARK, reg, false)
 	}
 }
@@ -195,7 +241,7 @@ func concatReg(k uint32) uint32 {
 }
 
 // loadConcat loads the fields of a key into consecutive registers.
-func (e *encoder) loadConcat(c Concat) {
+func (e *encoder) loadConcat(c nftmodel.Concat) {
 	if len(c) == 1 {
 		e.load(c[0], reg1, e.fieldSize(c[0]))
 		return
@@ -217,17 +263,17 @@ func appendAddr(b []byte, a netip.Addr) []byte {
 	return append(b, a16[:]...)
 }
 
-func (s Lookup) encode(e *encoder) {
+func (e *encoder) lookup(s nftmodel.Lookup) {
 	e.loadConcat(s.Key)
 	e.add(&expr.Lookup{SourceRegister: reg1, SetName: s.Set, Invert: s.Invert})
 }
 
-func (s VMap) encode(e *encoder) {
+func (e *encoder) vmap(s nftmodel.VMap) {
 	e.loadConcat(s.Key)
 	e.add(&expr.Lookup{SourceRegister: reg1, IsDestRegSet: true, DestRegister: regVerdict, SetName: s.Map})
 }
 
-func (s AddrMatch) encode(e *encoder) {
+func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 	op := expr.CmpOpEq
 	if s.Neq {
 		op = expr.CmpOpNeq
@@ -243,7 +289,7 @@ func (s AddrMatch) encode(e *encoder) {
 		Constant:  true,
 		KeyType:   nftables.TypeIPAddr,
 	}}
-	if e.fam == IPv6 {
+	if e.fam == nftmodel.IPv6 {
 		anon.Template.KeyType = nftables.TypeIP6Addr
 	}
 	interval := false
@@ -269,7 +315,7 @@ func (s AddrMatch) encode(e *encoder) {
 // comparePrefix compares an address with a prefix: whole bytes of the
 // prefix are loaded and compared; a prefix ending inside a byte loads the
 // whole address and masks it.
-func (e *encoder) comparePrefix(fd Field, op expr.CmpOp, pfx netip.Prefix) {
+func (e *encoder) comparePrefix(fd nftmodel.Field, op expr.CmpOp, pfx netip.Prefix) {
 	addr := appendAddr(nil, pfx.Addr())
 	bits := pfx.Bits()
 	size := e.fieldSize(fd)
@@ -352,24 +398,24 @@ func intervalElements(rs []addrRange) (elems []nftables.SetElement, size uint32)
 	return elems, size
 }
 
-func (s ProtoMatch) encode(e *encoder) {
-	e.load(L4Proto, reg1, 1)
+func (e *encoder) protoMatch(s nftmodel.ProtoMatch) {
+	e.load(nftmodel.L4Proto, reg1, 1)
 	e.cmp(expr.CmpOpEq, []byte{byte(s.Proto)})
 }
 
 // fibTypeLocal is RTN_LOCAL, the address type `fib … type local` tests.
 const fibTypeLocal = 2
 
-func (s FibLocal) encode(e *encoder) {
+func (e *encoder) fibLocal(s nftmodel.FibLocal) {
 	e.add(e.intern(append(e.sig[:0], 'f', reg1, b2u(s.Daddr)), func() expr.Any {
 		return &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Daddr, FlagSADDR: !s.Daddr}
 	}))
 	e.cmp(expr.CmpOpEq, binary.NativeEndian.AppendUint32(nil, fibTypeLocal))
 }
 
-func (s CtMatch) encode(e *encoder) {
+func (e *encoder) ctMatch(s nftmodel.CtMatch) {
 	key := expr.CtKeySTATE
-	if s.Key == CtStatus {
+	if s.Key == nftmodel.CtStatus {
 		key = expr.CtKeySTATUS
 	}
 	e.add(e.intern(append(e.sig[:0], 't', reg1, byte(key)), func() expr.Any {
@@ -379,20 +425,20 @@ func (s CtMatch) encode(e *encoder) {
 	e.cmp(expr.CmpOpNeq, zeros[:4])
 }
 
-func (s MarkMatch) encode(e *encoder) {
+func (e *encoder) markMatch(s nftmodel.MarkMatch) {
 	e.meta(expr.MetaKeyMARK, reg1, false)
 	e.bitwise(4, binary.NativeEndian.AppendUint32(nil, s.Mask), zeros[:4])
 	e.cmp(expr.CmpOpEq, binary.NativeEndian.AppendUint32(nil, s.Value))
 }
 
-func (s NumgenMatch) encode(e *encoder) {
+func (e *encoder) numgenMatch(s nftmodel.NumgenMatch) {
 	e.numgen(reg1, s.Mod, 0)
 	e.cmp(expr.CmpOpEq, binary.NativeEndian.AppendUint32(nil, s.Value))
 }
 
-func (s MarkSet) encode(e *encoder) {
+func (e *encoder) markSet(s nftmodel.MarkSet) {
 	mask, xor := ^s.Value, s.Value
-	if s.Op == MarkXor {
+	if s.Op == nftmodel.MarkXor {
 		mask = 0xffffffff
 	}
 	e.meta(expr.MetaKeyMARK, reg1, false)
@@ -400,21 +446,21 @@ func (s MarkSet) encode(e *encoder) {
 	e.meta(expr.MetaKeyMARK, reg1, true)
 }
 
-func (s Update) encode(e *encoder) {
+func (e *encoder) update(s nftmodel.Update) {
 	e.loadConcat(s.Key)
 	e.add(&expr.Dynset{SrcRegKey: reg1, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE})
 }
 
 // natFamily is the NFPROTO of the family.
-func (f Family) natFamily() uint32 {
-	if f == IPv6 {
+func natFamily(f nftmodel.Family) uint32 {
+	if f == nftmodel.IPv6 {
 		return unix.NFPROTO_IPV6
 	}
 	return unix.NFPROTO_IPV4
 }
 
-func (s DNAT) encode(e *encoder) {
-	family := e.fam.natFamily()
+func (e *encoder) dnat(s nftmodel.DNAT) {
+	family := natFamily(e.fam)
 	e.immediate(reg1, appendAddr(nil, s.To.Addr()))
 	e.immediate(reg2, binary.BigEndian.AppendUint16(nil, s.To.Port()))
 	e.add(e.intern(append(e.sig[:0], 'n', byte(expr.NATTypeDestNAT), byte(family)), func() expr.Any {
@@ -425,14 +471,14 @@ func (s DNAT) encode(e *encoder) {
 // DNATMap: numgen into register 1, turned to network byte order for the
 // interval map, looked up in the map into registers 1 (the address) and
 // the next 32-bit word after it (the port), and DNAT to both.
-func (s DNATMap) encode(e *encoder) {
+func (e *encoder) dnatMap(s nftmodel.DNATMap) {
 	e.numgen(reg1, s.Mod, s.Offset)
 	e.add(e.intern(append(e.sig[:0], 'o'), func() expr.Any {
 		return &expr.Byteorder{SourceRegister: reg1, DestRegister: reg1, Op: expr.ByteorderHton, Len: 4, Size: 4}
 	}))
 	e.add(&expr.Lookup{SourceRegister: reg1, IsDestRegSet: true, DestRegister: reg1, SetName: s.Map})
-	family, portReg := e.fam.natFamily(), uint32(reg32Base+1)
-	if e.fam == IPv6 {
+	family, portReg := natFamily(e.fam), uint32(reg32Base+1)
+	if e.fam == nftmodel.IPv6 {
 		portReg = reg2
 	}
 	e.add(e.intern(append(e.sig[:0], 'N', byte(family)), func() expr.Any {
@@ -440,15 +486,15 @@ func (s DNATMap) encode(e *encoder) {
 	}))
 }
 
-func (s Masquerade) encode(e *encoder) {
+func (e *encoder) masquerade(s nftmodel.Masquerade) {
 	e.add(e.intern(append(e.sig[:0], 'q', b2u(s.FullyRandom)), func() expr.Any {
 		return &expr.Masq{FullyRandom: s.FullyRandom}
 	}))
 }
 
-func (Reject) encode(e *encoder) {
+func (e *encoder) reject() {
 	code := byte(3) // ICMP_PORT_UNREACH
-	if e.fam == IPv6 {
+	if e.fam == nftmodel.IPv6 {
 		code = 4 // ICMPV6_PORT_UNREACH
 	}
 	e.add(e.intern(append(e.sig[:0], 'r'), func() expr.Any {
@@ -456,28 +502,28 @@ func (Reject) encode(e *encoder) {
 	}))
 }
 
-func (v Verdict) encode(e *encoder) {
+func (e *encoder) verdict(v nftmodel.Verdict) {
 	if v.Chain == "" {
-		e.add(e.intern(append(e.sig[:0], 'v', byte(v.Kind)), func() expr.Any { return v.Expr() }))
+		e.add(e.intern(append(e.sig[:0], 'v', byte(v.Kind)), func() expr.Any { return Verdict(v) }))
 		return
 	}
-	e.add(v.Expr())
+	e.add(Verdict(v))
 }
 
-// Expr is the verdict's expression, also the data of a verdict map's
+// Verdict is the verdict's expression, also the data of a verdict map's
 // element.
-func (v Verdict) Expr() *expr.Verdict {
+func Verdict(v nftmodel.Verdict) *expr.Verdict {
 	x := &expr.Verdict{Chain: v.Chain}
 	switch v.Kind {
-	case Accept:
+	case nftmodel.Accept:
 		x.Kind = expr.VerdictAccept
-	case Drop:
+	case nftmodel.Drop:
 		x.Kind = expr.VerdictDrop
-	case Return:
+	case nftmodel.Return:
 		x.Kind = expr.VerdictReturn
-	case Jump:
+	case nftmodel.Jump:
 		x.Kind = expr.VerdictJump
-	case Goto:
+	case nftmodel.Goto:
 		x.Kind = expr.VerdictGoto
 	}
 	return x

@@ -1,0 +1,3 @@
+package x
+
+import _ "github.com/google/nftables"

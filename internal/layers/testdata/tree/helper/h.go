@@ -1,0 +1,3 @@
+package helper
+
+import _ "example.com/m/applier/x"

@@ -1,0 +1,7 @@
+package plan
+
+import (
+	_ "fmt"
+
+	_ "github.com/vishvananda/netns"
+)

@@ -1,0 +1,3 @@
+package render
+
+import _ "example.com/m/helper"

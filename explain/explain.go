@@ -355,6 +355,13 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr, o Options) ([]*Explanation, error) {
 	s := planService(p, key)
 	if s == nil {
+		keys := make([]string, len(p.Services))
+		for i := range p.Services {
+			keys[i] = p.Services[i].Key()
+		}
+		if best := schema.Closest(key, keys); best != "" {
+			return nil, fmt.Errorf("no Service %s in the tree; did you mean %s?", key, best)
+		}
 		return nil, fmt.Errorf("no Service %s in the tree", key)
 	}
 	var out []*Explanation
@@ -703,24 +710,19 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 	return fmt.Sprintf(": %s; none is named %s (an endpoint port serves the Service port of its name and protocol)", strings.Join(found, "; "), want)
 }
 
-// nearest names the pod of the namespace that carries the most of the
-// selector's labels, and the labels that differ.
+// nearest names the pod of the namespace whose labels are nearest the
+// selector's (labelScore), and the labels that differ.
 func nearest(objs []*schema.Object, so *schema.Service) string {
 	var best *schema.Pod
-	bestN := -1
+	bestScore := -1.0
 	for _, o := range objs {
 		pod := o.Pod
 		if pod == nil || pod.Metadata.Namespace != so.Metadata.Namespace {
 			continue
 		}
-		n := 0
-		for k, v := range so.Spec.Selector.All() {
-			if pod.Metadata.Labels.Get(k) == v {
-				n++
-			}
-		}
-		if n > bestN || n == bestN && pod.Metadata.Name < best.Metadata.Name {
-			best, bestN = pod, n
+		score := labelScore(so.Spec.Selector, pod.Metadata.Labels)
+		if score > bestScore || score == bestScore && pod.Metadata.Name < best.Metadata.Name {
+			best, bestScore = pod, score
 		}
 	}
 	if best == nil {
@@ -737,6 +739,42 @@ func nearest(objs []*schema.Object, so *schema.Service) string {
 		}
 	}
 	return fmt.Sprintf("; nearest pod %s (labels %s): %s", best.Metadata.Name, labels(best.Metadata.Labels), strings.Join(diff, "; "))
+}
+
+// labelScore says how near a pod's labels are to a selector, the typo
+// a person looks for first: per selector label, 2 when the pod has it, up
+// to 1 when it has the key with a value that is close (by edit distance),
+// up to 0.5 when it has a key close to the selector's with a close value.
+func labelScore(sel, labels schema.StringMap) float64 {
+	score := 0.0
+	for k, want := range sel.All() {
+		if has, ok := labels.Lookup(k); ok {
+			if has == want {
+				score += 2
+			} else {
+				score += similarity(want, has)
+			}
+			continue
+		}
+		near := 0.0
+		for lk, lv := range labels.All() {
+			if ks := similarity(k, lk); ks > 0.5 {
+				near = max(near, ks*similarity(want, lv)/2)
+			}
+		}
+		score += near
+	}
+	return score
+}
+
+// similarity is 1 for equal strings, falling to 0 as the edit distance
+// reaches the longer one's length.
+func similarity(a, b string) float64 {
+	n := max(len(a), len(b))
+	if n == 0 {
+		return 1
+	}
+	return 1 - float64(schema.EditDistance(a, b))/float64(n)
 }
 
 // notService finds why a packet matched no frontend.

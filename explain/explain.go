@@ -742,24 +742,25 @@ func nearest(objs []*schema.Object, so *schema.Service) string {
 }
 
 // labelScore says how near a pod's labels are to a selector, the typo
-// a person looks for first: per selector label, 2 when the pod has it, up
-// to 1 when it has the key with a value that is close (by edit distance),
-// up to 0.5 when it has a key close to the selector's with a close value.
+// a person looks for first. Per selector label: 3 when the pod has it;
+// 1 to 2 when it has the key, more the closer the value (edit distance),
+// so that the key with any value beats another key; below 1 when it has a
+// key close to the selector's, more the closer key and value.
 func labelScore(sel, labels schema.StringMap) float64 {
 	score := 0.0
 	for k, want := range sel.All() {
 		if has, ok := labels.Lookup(k); ok {
 			if has == want {
-				score += 2
+				score += 3
 			} else {
-				score += similarity(want, has)
+				score += 1 + similarity(want, has)
 			}
 			continue
 		}
 		near := 0.0
 		for lk, lv := range labels.All() {
 			if ks := similarity(k, lk); ks > 0.5 {
-				near = max(near, ks*similarity(want, lv)/2)
+				near = max(near, 0.9*ks*similarity(want, lv))
 			}
 		}
 		score += near

@@ -355,11 +355,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr, o Options) ([]*Explanation, error) {
 	s := planService(p, key)
 	if s == nil {
-		keys := make([]string, len(p.Services))
-		for i := range p.Services {
-			keys[i] = p.Services[i].Key()
-		}
-		if best := schema.Closest(key, keys); best != "" {
+		if best := nearestService(p, key); best != "" {
 			return nil, fmt.Errorf("no Service %s in the tree; did you mean %s?", key, best)
 		}
 		return nil, fmt.Errorf("no Service %s in the tree", key)
@@ -374,6 +370,29 @@ func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr
 		out = append(out, PacketWith(p, objs, pk, o))
 	}
 	return out, nil
+}
+
+// nearestService is the Service of p that key (namespace/name) is a
+// typo of: a name close to key's in its namespace, else key's name in a
+// namespace close to key's; "" for none.
+func nearestService(p *plan.Plan, key string) string {
+	ns, name, _ := strings.Cut(key, "/")
+	var names, namespaces []string
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.Namespace == ns {
+			names = append(names, s.Name)
+		} else if s.Name == name {
+			namespaces = append(namespaces, s.Namespace)
+		}
+	}
+	if best := schema.Closest(name, names); best != "" {
+		return ns + "/" + best
+	}
+	if best := schema.Closest(ns, namespaces); best != "" {
+		return best + "/" + name
+	}
+	return ""
 }
 
 // Frontends returns a packet to each frontend of s on the node of p, with

@@ -50,7 +50,7 @@ type checkMemo struct {
 	svcByKey map[string]*service
 
 	pods    *podIndex
-	podIPs  map[netip.Addr][]*objState // pods by their IPs (podAddrs), in rank order
+	podIPs  podIPIndex                 // pods by their IPs (podAddrs)
 	nodes   map[string]int             // the names of the Nodes, with how many have each
 	selReg  map[uint64][]*objState     // selecting Services by the labelHash of their selKey
 	linkReg map[string][]*objState     // Endpoints and EndpointSlices by the Service key they name
@@ -259,7 +259,7 @@ func (m *checkMemo) reset(cl *cluster, lt reflect.Type) {
 		groups:   map[uint64]*objState{},
 		svcByKey: map[string]*service{},
 		pods:     emptyPodIndex(),
-		podIPs:   map[netip.Addr][]*objState{},
+		podIPs:   podIPIndex{one: map[netip.Addr]*objState{}, more: map[netip.Addr][]*objState{}},
 		nodes:    map[string]int{},
 		selReg:   map[uint64][]*objState{},
 		linkReg:  map[string][]*objState{},
@@ -496,10 +496,7 @@ func (u *update) remove(removed []*objState) {
 		}
 		if o.Pod != nil {
 			for _, a := range podAddrs(u.addrs[:0], o) {
-				m.podIPs[a.addr] = deleteState(m.podIPs[a.addr], st)
-				if len(m.podIPs[a.addr]) == 0 {
-					delete(m.podIPs, a.addr)
-				}
+				m.podIPs.remove(a.addr, st)
 				u.ipsTouched = append(u.ipsTouched, a.addr)
 			}
 		}
@@ -555,7 +552,7 @@ func (u *update) add(added []*objState) bool {
 			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
 			st.hasAddrs = len(u.addrs) > 0
 			for _, a := range podAddrs(u.addrs[:0], o) {
-				m.podIPs[a.addr] = insertState(m.podIPs[a.addr], st)
+				m.podIPs.add(a.addr, st)
 				u.ipsTouched = append(u.ipsTouched, a.addr)
 			}
 		case o.Endpoints != nil || o.EndpointSlice != nil:
@@ -823,6 +820,61 @@ func samePlan(a, b *svcPlan) bool {
 		a.health == b.health && slices.Equal(a.ips, b.ips) && slices.Equal(a.ports, b.ports)
 }
 
+// podIPIndex holds the pods by their IPs: most addresses have one pod
+// (one), and only those of two or more a list in rank order (more), so
+// that the memo keeps a pointer per pod IP rather than a slice.
+type podIPIndex struct {
+	one  map[netip.Addr]*objState
+	more map[netip.Addr][]*objState
+}
+
+func (x podIPIndex) add(a netip.Addr, st *objState) {
+	if l, ok := x.more[a]; ok {
+		x.more[a] = insertState(l, st)
+	} else if o, ok := x.one[a]; ok {
+		delete(x.one, a)
+		x.more[a] = insertState([]*objState{o}, st)
+	} else {
+		x.one[a] = st
+	}
+}
+
+func (x podIPIndex) remove(a netip.Addr, st *objState) {
+	l, ok := x.more[a]
+	if !ok {
+		if x.one[a] == st {
+			delete(x.one, a)
+		}
+		return
+	}
+	switch l = deleteState(l, st); len(l) {
+	case 1:
+		delete(x.more, a)
+		x.one[a] = l[0]
+	default:
+		x.more[a] = l
+	}
+}
+
+// first is the pod of the least rank with address a, nil for none.
+func (x podIPIndex) first(a netip.Addr) *objState {
+	if l := x.more[a]; len(l) > 0 {
+		return l[0]
+	}
+	return x.one[a]
+}
+
+// all returns the pods with address a, in rank order.
+func (x podIPIndex) all(a netip.Addr) []*objState {
+	if l, ok := x.more[a]; ok {
+		return l
+	}
+	if o := x.one[a]; o != nil {
+		return []*objState{o}
+	}
+	return nil
+}
+
 // insertState puts st into l, kept in rank order.
 func insertState(l []*objState, st *objState) []*objState {
 	i, _ := slices.BinarySearchFunc(l, st.rank, func(o *objState, r uint64) int { return cmp.Compare(o.rank, r) })
@@ -890,8 +942,8 @@ func (u *update) checkPods(added []*objState) {
 		}
 	}
 	first := func(a netip.Addr) *schema.Object {
-		if l := m.podIPs[a]; len(l) > 0 {
-			return l[0].obj
+		if st := m.podIPs.first(a); st != nil {
+			return st.obj
 		}
 		return nil
 	}
@@ -905,7 +957,7 @@ func (u *update) checkPods(added []*objState) {
 		m.setDiags(st, checkPodIP, u.findings(func(r *reporter) { checkPodIPs(st.obj, u.addrs, first, r) }))
 	}
 	for _, a := range u.ipsTouched {
-		for _, st := range m.podIPs[a] {
+		for _, st := range m.podIPs.all(a) {
 			ip(st)
 		}
 	}

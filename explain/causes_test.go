@@ -148,21 +148,9 @@ spec:
 			continue
 		}
 		t.Run(r.cause+"/"+r.finding, func(t *testing.T) {
-			tr, err := schema.LoadStream(schema.StdinName, strings.NewReader(r.tree), schema.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checked := compiler.Validate(tr.Objects, nil, tr)
-			dl := append(slices.Clone(tr.Diags), checked.Diags...)
-			if dl.Errors() > 0 {
-				t.Fatalf("tree invalid: %v", dl)
-			}
+			tr, dl, p := compileStream(t, r.tree)
 			if !slices.ContainsFunc(dl, func(d diag.Diagnostic) bool { return strings.Contains(d.String(), r.finding) }) {
 				t.Errorf("validate does not report %q; it reports %v", r.finding, dl)
-			}
-			p, err := compiler.Compile(tr.Objects, checked, "n1")
-			if err != nil {
-				t.Fatal(err)
 			}
 			to := netip.MustParseAddrPort(r.to)
 			x := explain.Packet(p, tr.Objects, plan.Packet{Src: explain.DefaultSource(to.Addr()), Dst: to.Addr(), Port: to.Port(), Protocol: "TCP"})
@@ -171,6 +159,27 @@ spec:
 			}
 		})
 	}
+}
+
+// compileStream validates a tree of YAML documents, which must have no
+// error, and compiles it for node n1; it returns the tree, the findings
+// and the plan.
+func compileStream(t *testing.T, yaml string) (*schema.Tree, diag.List, *plan.Plan) {
+	t.Helper()
+	tr, err := schema.LoadStream(schema.StdinName, strings.NewReader(yaml), schema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := compiler.Validate(tr.Objects, nil, tr)
+	dl := append(slices.Clone(tr.Diags), checked.Diags...)
+	if dl.Errors() > 0 {
+		t.Fatalf("tree invalid: %v", dl)
+	}
+	p, err := compiler.Compile(tr.Objects, checked, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, dl, p
 }
 
 // causeConstants reads the values of the Cause* constants of explain.go.
@@ -225,15 +234,7 @@ func TestNearestPod(t *testing.T) {
 			svc := strings.NewReplacer("SELECT", tc.selector, "TARGET", "8080").Replace(causeService)
 			tree := causeNode + "---\n" + svc + pod("cart-5c4b-a", "{app: cart}") + pod("web-7d9f-a", "{app: web}") +
 				pod("api-1", "{ap: wbe}") + pod("zzz", "{tier: wbe}")
-			tr, err := schema.LoadStream(schema.StdinName, strings.NewReader(tree), schema.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checked := compiler.Validate(tr.Objects, nil, tr)
-			p, err := compiler.Compile(tr.Objects, checked, "n1")
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr, _, p := compileStream(t, tree)
 			x := explain.Packet(p, tr.Objects, plan.Packet{Src: explain.DefaultSource(netip.MustParseAddr("10.96.0.10")), Dst: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "TCP"})
 			if x.Cause == nil || !strings.Contains(x.Cause.Text, tc.want) {
 				t.Errorf("cause %+v, want it to say %q", x.Cause, tc.want)

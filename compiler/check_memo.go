@@ -50,11 +50,11 @@ type checkMemo struct {
 	svcByKey map[string]*service
 
 	pods    *podIndex
-	podIPs  podIPIndex                 // pods by their IPs (podAddrs)
-	nodes   map[string]int             // the names of the Nodes, with how many have each
-	selReg  map[uint64][]*objState     // selecting Services by the labelHash of their selKey
-	linkReg map[string][]*objState     // Endpoints and EndpointSlices by the Service key they name
-	diagged map[*objState]*objDiags    // the findings of the states that have any
+	podIPs  podIPIndex              // pods by their IPs (podAddrs)
+	nodes   map[string]int          // the names of the Nodes, with how many have each
+	selReg  map[uint64][]*objState  // selecting Services by the labelHash of their selKey
+	linkReg map[string][]*objState  // Endpoints and EndpointSlices by the Service key they name
+	diagged map[*objState]*objDiags // the findings of the states that have any
 
 	// The inputs and results of the last allocation.
 	plans      []*svcPlan // of svcs, in order

@@ -56,19 +56,19 @@ func checkSelected(o *schema.Object, pods []*schema.Pod, po *podObjects, r *repo
 	svc := o.Service
 	key := objKey(o)
 	for _, p := range pods {
-		po := po.get(p)
-		if po == nil || p.Metadata.DeletionTimestamp != "" {
+		obj := po.get(p)
+		if obj == nil || p.Metadata.DeletionTimestamp != "" {
 			continue // terminating: on its way out, as meant
 		}
 		switch {
 		case p.Terminal():
-			r.warnf(po, pPhase, "Pod %s/%s has finished (phase %s), so it is no endpoint of Service %s, as in Kubernetes; delete the Pod, or make it phase Running",
+			r.warnf(obj, pPhase, "Pod %s/%s has finished (phase %s), so it is no endpoint of Service %s, as in Kubernetes; delete the Pod, or make it phase Running",
 				p.Metadata.Namespace, p.Metadata.Name, p.Status.Phase, key)
 		case len(p.IPs()) == 0:
-			r.warnf(po, pPodIP, "Pod %s/%s has no status.podIP, so it is no endpoint of Service %s; a Pod written by hand needs status.podIP and a Ready condition (README: What a Pod needs)",
+			r.warnf(obj, pPodIP, "Pod %s/%s has no status.podIP, so it is no endpoint of Service %s; a Pod written by hand needs status.podIP and a Ready condition (README: What a Pod needs)",
 				p.Metadata.Namespace, p.Metadata.Name, key)
 		case !p.Ready() && !svc.Spec.PublishNotReadyAddresses:
-			r.warnf(po, diag.Path{"status", "conditions"}, "Pod %s/%s is not Ready (no condition type Ready with status \"True\"), so Service %s sends it no traffic; add that condition to status.conditions",
+			r.warnf(obj, diag.Path{"status", "conditions"}, "Pod %s/%s is not Ready (no condition type Ready with status \"True\"), so Service %s sends it no traffic; add that condition to status.conditions",
 				p.Metadata.Namespace, p.Metadata.Name, key)
 		}
 	}
@@ -221,15 +221,13 @@ func checkPodNode(o *schema.Object, nodes nodeLookup, addrs []endpointAddr, r *r
 	}
 	cidrs := n.Spec.CIDRs()
 	for _, a := range addrs {
-		fam := false
-		in := false
+		family, in := false, false // a CIDR of the address's family; one holds it
 		for _, c := range cidrs {
 			if c.Addr().Is4() == a.addr.Is4() {
-				fam = true
-				in = in || c.Contains(a.addr)
+				family, in = true, in || c.Contains(a.addr)
 			}
 		}
-		if fam && !in {
+		if family && !in {
 			r.warnf(o, a.path(), "%s is outside the podCIDRs of its Node %s (%s), which its pods' IPs come from; is the IP or the nodeName wrong?",
 				a.ip, name, prefixList(cidrs))
 		}

@@ -236,11 +236,11 @@ func checkPodNode(o *schema.Object, nodes nodeLookup, addrs []endpointAddr, r *r
 
 // podAddrs appends to out the IPs of a pod that the IP uniqueness check
 // holds to: none for a pod on the host's network (it has its node's
-// address) or one that has finished (its IP may be another pod's now).
-// Each address once.
+// address) or one that has finished or is terminating (its IP may be
+// another pod's already, as a cluster dump shows it). Each address once.
 func podAddrs(out []endpointAddr, o *schema.Object) []endpointAddr {
 	p := o.Pod
-	if p == nil || p.Spec.HostNetwork || p.Terminal() {
+	if p == nil || p.Spec.HostNetwork || p.Terminal() || p.Metadata.DeletionTimestamp != "" {
 		return out
 	}
 	n := len(out)

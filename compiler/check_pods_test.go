@@ -94,12 +94,18 @@ func TestCheckPods(t *testing.T) {
 			},
 		},
 		{
-			name: "one IP is fine for host-network pods and after a pod finished",
+			name: "one IP is fine for host-network pods, and after a pod finished or while it terminates",
 			objs: []*schema.Object{
 				hostNet(ready(podObj("a.yaml", "kube-system", "proxy", nil, "192.168.1.1"))),
 				hostNet(ready(podObj("b.yaml", "kube-system", "dns", nil, "192.168.1.1"))),
 				phase(podObj("c.yaml", "shop", "job", nil, "10.1.0.7"), "Failed"),
 				ready(podObj("d.yaml", "shop", "web", nil, "10.1.0.7")),
+				func() *schema.Object {
+					o := ready(podObj("e.yaml", "shop", "old", nil, "10.1.0.8"))
+					o.Pod.Metadata.DeletionTimestamp = "2026-01-01T00:00:00Z"
+					return o
+				}(),
+				ready(podObj("f.yaml", "shop", "new", nil, "10.1.0.8")),
 			},
 		},
 		{

@@ -125,6 +125,7 @@ func checkManualEndpoints(s *service, links []*schema.Object, r *reporter) {
 	if _, ok := svc.Metadata.Labels.Lookup(schema.ServiceProxyNameLabel); ok {
 		return // another proxy's, warned about itself
 	}
+	checkLocalNodeNames(svc, links, r)
 	var ports [][]schema.EndpointPort
 	for _, o := range links {
 		switch {
@@ -340,6 +341,50 @@ func checkOtherFamily(s *service, fams []string, r *reporter) {
 			if in.IP != "" && in.IPMode != "Proxy" {
 				check(in.IP, diag.Path{"status", "loadBalancer", "ingress", i, "ip"})
 			}
+		}
+	}
+}
+
+// checkLocalNodeNames warns about the addresses without nodeName of the
+// Endpoints objects and EndpointSlices (links) of a Service with a Local
+// traffic policy: such an endpoint is local to no node, so the policy
+// never uses it. One finding per object, at its first such address.
+func checkLocalNodeNames(svc *schema.Service, links []*schema.Object, r *reporter) {
+	external := (svc.Spec.Type == "NodePort" || svc.Spec.Type == "LoadBalancer") && svc.Spec.ExternalTrafficPolicy == "Local"
+	policy := ""
+	switch {
+	case svc.Spec.InternalTrafficPolicy == "Local":
+		policy = "internalTrafficPolicy"
+	case external:
+		policy = "externalTrafficPolicy"
+	default:
+		return
+	}
+	for _, o := range links {
+		n, first := 0, diag.Path(nil)
+		switch {
+		case o.Endpoints != nil:
+			for i, sub := range o.Endpoints.Subsets {
+				for j, a := range sub.Addresses {
+					if a.NodeName == "" {
+						if n++; first == nil {
+							first = diag.Path{"subsets", i}.Key("addresses").Index(j)
+						}
+					}
+				}
+			}
+		case o.EndpointSlice != nil:
+			for i, e := range o.EndpointSlice.Endpoints {
+				if e.NodeName == "" {
+					if n++; first == nil {
+						first = diag.Path{"endpoints", i}
+					}
+				}
+			}
+		}
+		if n > 0 {
+			r.warnf(o, first, "%d address(es) without nodeName: Service %s/%s has %s Local, under which an endpoint serves only its own node's traffic, and one without nodeName is local to no node; add each address's nodeName",
+				n, svc.Metadata.Namespace, svc.Metadata.Name, policy)
 		}
 	}
 }

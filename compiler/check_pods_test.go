@@ -138,6 +138,18 @@ func TestCheckPods(t *testing.T) {
 			want: []string{`svc.yaml:1:1: warning: spec.ports[1].name: no Endpoints object or EndpointSlice of Service shop/db has an address for a port named "metrics"/TCP`},
 		},
 		{
+			name: "endpoints without nodeName under a Local policy",
+			objs: []*schema.Object{
+				svcObj("svc.yaml", "shop", "db", func(s *schema.ServiceSpec) { s.InternalTrafficPolicy = "Local" }),
+				endpointsObj("ep.yaml", "shop", "db", "10.1.0.5", "10.1.0.6"),
+				sliceObj("slice.yaml", "shop", "db-1", map[string]string{schema.ServiceNameLabel: "db"}, "10.1.0.7"),
+			},
+			want: []string{
+				"ep.yaml:1:1: warning: subsets[0].addresses[0]: 2 address(es) without nodeName: Service shop/db has internalTrafficPolicy Local",
+				"slice.yaml:1:1: warning: endpoints[0]: 1 address(es) without nodeName: Service shop/db has internalTrafficPolicy Local",
+			},
+		},
+		{
 			name: "an external IP of a family the Service has no cluster IP of",
 			objs: []*schema.Object{
 				clusterObj("cluster.yaml", "c", func(c *schema.ClusterSpec) { c.ExternalIPCIDRs = []string{"203.0.113.0/24", "2001:db8::/64"} }),

@@ -116,7 +116,22 @@ spec:
   ports: [{port: 2049}]
 `, to: "10.96.0.13:2049", finding: `gives the Service to the proxy "other"`},
 
-		{cause: explain.CauseLocalNoEndpoint, notTree: "a Local traffic policy drops on a node without a local endpoint by design: the nodes with one serve"},
+		// (A Local policy that drops on a node whose endpoints are on
+		// other nodes is by design: those nodes serve.)
+		{cause: explain.CauseLocalNoEndpoint, tree: causeNode + `---
+apiVersion: v1
+kind: Service
+metadata: {name: cache, namespace: shop}
+spec:
+  clusterIP: 10.96.0.14
+  internalTrafficPolicy: Local
+  ports: [{name: redis, port: 6379}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: cache, namespace: shop}
+subsets: [{addresses: [{ip: 10.244.1.30}], ports: [{name: redis, port: 6379}]}]
+`, to: "10.96.0.14:6379", finding: "subsets[0].addresses[0]: 1 address(es) without nodeName: Service shop/cache has internalTrafficPolicy Local"},
 		{cause: explain.CauseSourceOutside, notTree: "the packet's source is outside loadBalancerSourceRanges, as the Service means"},
 		{cause: explain.CausePortNotServed, notTree: "the packet's port is one the Service does not serve"},
 		{cause: explain.CauseUnallocated, notTree: "the packet's destination is an address of the service CIDR no Service holds"},

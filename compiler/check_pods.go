@@ -15,8 +15,9 @@ import (
 // run time, each a cause netspec explain names for a refused packet: a
 // selected pod that is no endpoint (no IP, not Ready, finished), a named
 // targetPort no selected pod has, a port of a Service without selector
-// that its Endpoints and EndpointSlices leave out, two pods with one IP, a nodeName that names no Node, a
-// pod IP outside its Node's podCIDRs.
+// that its Endpoints and EndpointSlices leave out, endpoints without a
+// node under a Local policy, two pods with one IP, a nodeName that names
+// no Node, a pod IP outside its Node's podCIDRs.
 
 var (
 	pPodIP    = diag.Path{"status", "podIP"}
@@ -56,20 +57,28 @@ func checkSelected(o *schema.Object, pods []*schema.Pod, po *podObjects, r *repo
 	svc := o.Service
 	key := objKey(o)
 	for _, p := range pods {
-		obj := po.get(p)
-		if obj == nil || p.Metadata.DeletionTimestamp != "" {
+		if p.Metadata.DeletionTimestamp != "" {
 			continue // terminating: on its way out, as meant
 		}
+		var path diag.Path
+		var msg string
+		name := p.Metadata.Namespace + "/" + p.Metadata.Name
 		switch {
 		case p.Terminal():
-			r.warnf(obj, pPhase, "Pod %s/%s has finished (phase %s), so it is no endpoint of Service %s, as in Kubernetes; delete the Pod, or make it phase Running",
-				p.Metadata.Namespace, p.Metadata.Name, p.Status.Phase, key)
+			path, msg = pPhase, fmt.Sprintf("Pod %s has finished (phase %s), so it is no endpoint of Service %s, as in Kubernetes; delete the Pod, or make it phase Running",
+				name, p.Status.Phase, key)
 		case len(p.IPs()) == 0:
-			r.warnf(obj, pPodIP, "Pod %s/%s has no status.podIP, so it is no endpoint of Service %s; a Pod written by hand needs status.podIP and a Ready condition (README: What a Pod needs)",
-				p.Metadata.Namespace, p.Metadata.Name, key)
+			path, msg = pPodIP, fmt.Sprintf("Pod %s has no status.podIP, so it is no endpoint of Service %s; a Pod written by hand needs status.podIP and a Ready condition (README: What a Pod needs)",
+				name, key)
 		case !p.Ready() && !svc.Spec.PublishNotReadyAddresses:
-			r.warnf(obj, diag.Path{"status", "conditions"}, "Pod %s/%s is not Ready (no condition type Ready with status \"True\"), so Service %s sends it no traffic; add that condition to status.conditions",
-				p.Metadata.Namespace, p.Metadata.Name, key)
+			path, msg = diag.Path{"status", "conditions"}, fmt.Sprintf("Pod %s is not Ready (no condition type Ready with status \"True\"), so Service %s sends it no traffic; add that condition to status.conditions",
+				name, key)
+		default:
+			continue
+		}
+		// The pod's object is looked up only for a finding (podObjects).
+		if obj := po.get(p); obj != nil {
+			r.warnf(obj, path, "%s", msg)
 		}
 	}
 	for i, sp := range svc.Spec.Ports {

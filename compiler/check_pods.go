@@ -55,30 +55,26 @@ func (po *podObjects) get(p *schema.Pod) *schema.Object {
 // targetPorts that no selected pod has.
 func checkSelected(o *schema.Object, pods []*schema.Pod, po *podObjects, r *reporter) {
 	svc := o.Service
-	key := objKey(o)
 	for _, p := range pods {
 		if p.Metadata.DeletionTimestamp != "" {
 			continue // terminating: on its way out, as meant
 		}
 		var path diag.Path
-		var msg string
-		name := p.Metadata.Namespace + "/" + p.Metadata.Name
+		var format string
 		switch {
 		case p.Terminal():
-			path, msg = pPhase, fmt.Sprintf("Pod %s has finished (phase %s), so it is no endpoint of Service %s, as in Kubernetes; delete the Pod, or make it phase Running",
-				name, p.Status.Phase, key)
+			path, format = pPhase, "Pod %[1]s/%[2]s has finished (phase %[4]s), so it is no endpoint of Service %[3]s, as in Kubernetes; delete the Pod, or make it phase Running"
 		case len(p.IPs()) == 0:
-			path, msg = pPodIP, fmt.Sprintf("Pod %s has no status.podIP, so it is no endpoint of Service %s; a Pod written by hand needs status.podIP and a Ready condition (README: What a Pod needs)",
-				name, key)
+			path, format = pPodIP, "Pod %[1]s/%[2]s has no status.podIP, so it is no endpoint of Service %[3]s; a Pod written by hand needs status.podIP and a Ready condition (README: What a Pod needs)"
 		case !p.Ready() && !svc.Spec.PublishNotReadyAddresses:
-			path, msg = diag.Path{"status", "conditions"}, fmt.Sprintf("Pod %s is not Ready (no condition type Ready with status \"True\"), so Service %s sends it no traffic; add that condition to status.conditions",
-				name, key)
+			path, format = diag.Path{"status", "conditions"}, "Pod %[1]s/%[2]s is not Ready (no condition type Ready with status \"True\"), so Service %[3]s sends it no traffic; add that condition to status.conditions"
 		default:
 			continue
 		}
-		// The pod's object is looked up only for a finding (podObjects).
+		// The pod's object and the names are looked up only for a
+		// finding; each format uses the arguments it needs.
 		if obj := po.get(p); obj != nil {
-			r.warnf(obj, path, "%s", msg)
+			r.warnf(obj, path, format, p.Metadata.Namespace, p.Metadata.Name, objKey(o), p.Status.Phase)
 		}
 	}
 	for i, sp := range svc.Spec.Ports {
@@ -282,6 +278,7 @@ func checkPodIPs(o *schema.Object, addrs []endpointAddr, first func(netip.Addr) 
 func checkPods(objs []*schema.Object, r *reporter) {
 	nodes := newNodeIndex(objs)
 	firsts := map[netip.Addr]*schema.Object{}
+	first := func(a netip.Addr) *schema.Object { return firsts[a] }
 	var addrs []endpointAddr
 	for _, o := range objs {
 		if o.Pod == nil {
@@ -294,7 +291,7 @@ func checkPods(objs []*schema.Object, r *reporter) {
 			}
 		}
 		checkPodNode(o, nodes, addrs, r)
-		checkPodIPs(o, addrs, func(a netip.Addr) *schema.Object { return firsts[a] }, r)
+		checkPodIPs(o, addrs, first, r)
 	}
 }
 

@@ -200,7 +200,7 @@ services:
 				svcObj("s.yaml", "shop", "lb", nodePorts(0, 30001), typ("LoadBalancer"), noLBPorts),
 				svcObj("s.yaml", "shop", "lb2", nodePorts(0), typ("LoadBalancer")),
 				svcObj("s.yaml", "shop", "udp", nodePorts(0), udp),
-				podObj("p.yaml", "shop", "h-0", map[string]string{"app": "h"}, "10.1.0.1"),
+				ready(podObj("p.yaml", "shop", "h-0", map[string]string{"app": "h"}, "10.1.0.1")),
 			},
 			want: []ServiceAlloc{
 				{Namespace: "shop", Name: "lb", ClusterIPs: []ClusterIP{ip("IPv4", "10.0.0.1", Derived)}, NodePorts: []NodePort{np(1, "p1/TCP", 30001, Explicit)}},

@@ -51,23 +51,31 @@ func validateAll(objs []*schema.Object, lock *Lock, loc Locator) *Checked {
 	// The allocation and the checks that need it run beside the others,
 	// each with its own reporter; callers sort the diagnostics, so the
 	// result does not depend on which finishes first.
-	other, selectors := &reporter{loc: loc}, &reporter{loc: loc}
+	other, selectors, podR := &reporter{loc: loc}, &reporter{loc: loc}, &reporter{loc: loc}
 	var pods *podIndex
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		checkDuplicates(objs, other)
 		checkExternalIPs(objs, cl, other)
 		checkEndpointLinks(objs, svcs, other)
+		checkAllManualEndpoints(objs, svcs, other)
+		for _, o := range objs {
+			if o.Endpoints != nil {
+				checkMirrored(o, other)
+			}
+		}
 	})
 	wg.Go(func() {
 		pods = newPodIndex(objs)
-		checkSelectors(objs, pods, selectors)
+		checkSelectors(objs, pods, newPodObjects(objs), selectors)
 	})
+	wg.Go(func() { checkPods(objs, podR) })
 	alloc := allocate(svcs, cl, lock, r)
 	checkEndpointIPs(objs, svcs, alloc, r)
 	wg.Wait()
 	r.dl = append(r.dl, other.dl...)
 	r.dl = append(r.dl, selectors.dl...)
+	r.dl = append(r.dl, podR.dl...)
 	return &Checked{Cluster: cl.spec, Alloc: alloc, Diags: r.dl, pods: pods}
 }
 
@@ -273,6 +281,7 @@ func clusterIPSlots(s *service, cl *cluster, r *reporter) []ipSlot {
 		keep = keep[:1] // SingleStack with two families: the schema reported it
 	}
 
+	checkOtherFamily(s, keep, r)
 	slots := make([]ipSlot, len(keep))
 	for i, f := range keep {
 		slots[i] = ipSlot{family: f}
@@ -681,10 +690,10 @@ func checkEndpointLink(o *schema.Object, byKey map[string]*service, r *reporter)
 
 // checkSelectors warns about Services whose selector matches no Pod: they
 // have no endpoints, which is legal but usually a typo.
-func checkSelectors(objs []*schema.Object, idx *podIndex, r *reporter) {
+func checkSelectors(objs []*schema.Object, idx *podIndex, po *podObjects, r *reporter) {
 	for _, o := range objs {
 		if selects(o) {
-			checkSelector(o, idx, r)
+			checkSelector(o, idx, po, r)
 		}
 	}
 }
@@ -696,9 +705,13 @@ func selects(o *schema.Object) bool {
 }
 
 // checkSelector selects the pods of a Service that selects, remembers
-// them in idx and warns when there are none.
-func checkSelector(o *schema.Object, idx *podIndex, r *reporter) {
-	if len(idx.remember(o.Service)) == 0 {
+// them in idx and warns when there are none, or about those that cannot
+// serve it (checkSelected).
+func checkSelector(o *schema.Object, idx *podIndex, po *podObjects, r *reporter) {
+	pods := idx.remember(o.Service)
+	if len(pods) == 0 {
 		r.warnf(o, pSpec.Key("selector"), "matches no Pod in namespace %s, so the Service has no endpoints", o.Service.Metadata.Namespace)
+		return
 	}
+	checkSelected(o, pods, po, r)
 }

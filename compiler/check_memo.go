@@ -50,6 +50,8 @@ type checkMemo struct {
 	svcByKey map[string]*service
 
 	pods    *podIndex
+	podIPs  podIPIndex              // pods by their IPs (podAddrs)
+	nodes   map[string]int          // the names of the Nodes, with how many have each
 	selReg  map[uint64][]*objState  // selecting Services by the labelHash of their selKey
 	linkReg map[string][]*objState  // Endpoints and EndpointSlices by the Service key they name
 	diagged map[*objState]*objDiags // the findings of the states that have any
@@ -93,22 +95,32 @@ const (
 	checkLink              // checkEndpointLinks
 	checkEndpointIP        // checkEndpointIPs
 	checkSlots             // clusterIPSlots and nodePortSlots of a first Service
+	checkManual            // checkManualEndpoints of a first Service
+	checkMirror            // checkMirrored of an Endpoints object
+	checkNode              // checkPodNode of a pod
+	checkPodIP             // checkPodIPs of a pod
 	numChecks
 )
 
 // groupHash hashes an object's kind and namespace/name (objKey), the
 // key of checkDuplicates, for the memo's groups.
 func groupHash(o *schema.Object) uint64 {
+	m := o.Meta()
+	return kindHash(o.Kind, m.Namespace, m.Name)
+}
+
+// kindHash is groupHash of an object of kind with that namespace (left
+// out for cluster-scoped kinds) and name.
+func kindHash(kind, namespace, name string) uint64 {
 	var h maphash.Hash
 	h.SetSeed(hashSeed)
-	h.WriteString(o.Kind)
+	h.WriteString(kind)
 	h.WriteByte(0)
-	m := o.Meta()
-	if schema.Namespaced(o.Kind) {
-		h.WriteString(m.Namespace)
+	if schema.Namespaced(kind) {
+		h.WriteString(namespace)
 		h.WriteByte('/')
 	}
-	h.WriteString(m.Name)
+	h.WriteString(name)
 	return h.Sum64() & hashMask
 }
 
@@ -205,7 +217,9 @@ func (m *checkMemo) validate(objs []*schema.Object, lock *Lock, loc Locator) *Ch
 	u.settleGroups()
 	u.settleServices()
 	u.checkLinks(added)
+	u.checkManual()
 	u.checkSelectors()
+	u.checkPods(added)
 	alloc, allocated := m.allocate(lock, u.r)
 	if allocated || u.addrsChanged {
 		m.owner = serviceAddrs(m.owner, m.svcs, alloc)
@@ -245,6 +259,8 @@ func (m *checkMemo) reset(cl *cluster, lt reflect.Type) {
 		groups:   map[uint64]*objState{},
 		svcByKey: map[string]*service{},
 		pods:     emptyPodIndex(),
+		podIPs:   podIPIndex{one: map[netip.Addr]*objState{}, more: map[netip.Addr][]*objState{}},
+		nodes:    map[string]int{},
 		selReg:   map[uint64][]*objState{},
 		linkReg:  map[string][]*objState{},
 		diagged:  map[*objState]*objDiags{},
@@ -350,6 +366,10 @@ type update struct {
 	allNew       bool           // every object is added
 	addrsChanged bool           // a Service's external, load balancer or ingress IPs changed
 	addrs        []endpointAddr // scratch: an object's endpoint IPs
+	linked       []string       // Service keys whose Endpoints or EndpointSlices changed
+	nodesChanged bool           // a Node was added or removed
+	ipsTouched   []netip.Addr   // pod IPs whose pods changed
+	po           *podObjects    // the pods' objects, for checkSelectors
 	// keyWas tells, for each label key whose count in the pod index
 	// changed, whether the index had it before (settleKeys).
 	keyWas map[string]bool
@@ -466,6 +486,19 @@ func (u *update) remove(removed []*objState) {
 			if len(m.linkReg[link]) == 0 {
 				delete(m.linkReg, link)
 			}
+			u.linked = append(u.linked, link)
+		}
+		if n := o.Node; n != nil {
+			u.nodesChanged = true
+			if m.nodes[n.Metadata.Name]--; m.nodes[n.Metadata.Name] == 0 {
+				delete(m.nodes, n.Metadata.Name)
+			}
+		}
+		if o.Pod != nil {
+			for _, a := range podAddrs(u.addrs[:0], o) {
+				m.podIPs.remove(a.addr, st)
+				u.ipsTouched = append(u.ipsTouched, a.addr)
+			}
 		}
 	}
 	for _, st := range removed {
@@ -518,13 +551,24 @@ func (u *update) add(added []*objState) bool {
 		case o.Pod != nil:
 			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
 			st.hasAddrs = len(u.addrs) > 0
+			for _, a := range podAddrs(u.addrs[:0], o) {
+				m.podIPs.add(a.addr, st)
+				u.ipsTouched = append(u.ipsTouched, a.addr)
+			}
 		case o.Endpoints != nil || o.EndpointSlice != nil:
 			u.addrs = appendEndpointAddrs(u.addrs[:0], o)
 			st.hasAddrs = len(u.addrs) > 0
 			if link, ok := linkKey(o); ok {
 				st.linked = true
 				m.linkReg[link] = append(m.linkReg[link], st)
+				u.linked = append(u.linked, link)
 			}
+			if o.Endpoints != nil {
+				m.setDiags(st, checkMirror, u.findings(func(r *reporter) { checkMirrored(o, r) }))
+			}
+		case o.Node != nil:
+			u.nodesChanged = true
+			m.nodes[o.Node.Metadata.Name]++
 		}
 	}
 	if u.allNew {
@@ -580,6 +624,7 @@ func (u *update) settleGroups() {
 			}
 			if old != nil && old.obj == st.obj && st != now {
 				m.setDiags(st, checkSlots, nil) // no longer the first
+				m.setDiags(st, checkManual, nil)
 			}
 			if st.obj.Meta().Name == "" || first == nil {
 				if st.obj.Meta().Name != "" {
@@ -671,6 +716,13 @@ func (u *update) selectAll(added []*objState, loc Locator) (finish func()) {
 	}
 	var found []finding
 	idx := u.m.pods
+	po := &podObjects{each: func(yield func(*schema.Object) bool) {
+		for _, st := range added {
+			if !yield(st.obj) {
+				return
+			}
+		}
+	}}
 	for _, st := range added {
 		if selects(st.obj) {
 			idx.count(st.obj.Service, 1)
@@ -687,7 +739,7 @@ func (u *update) selectAll(added []*objState, loc Locator) (finish func()) {
 		for _, st := range added {
 			if selects(st.obj) {
 				r.dl = nil
-				checkSelector(st.obj, idx, r)
+				checkSelector(st.obj, idx, po, r)
 				if len(r.dl) > 0 {
 					found = append(found, finding{st, r.dl})
 				}
@@ -710,7 +762,16 @@ func (u *update) checkSelectors() {
 		if st.gone {
 			continue
 		}
-		m.setDiags(st, checkSelect, u.findings(func(r *reporter) { checkSelector(st.obj, m.pods, r) }))
+		if u.po == nil {
+			u.po = &podObjects{each: func(yield func(*schema.Object) bool) {
+				for _, st := range m.states {
+					if !yield(st.obj) {
+						return
+					}
+				}
+			}}
+		}
+		m.setDiags(st, checkSelect, u.findings(func(r *reporter) { checkSelector(st.obj, m.pods, u.po, r) }))
 	}
 	u.dirty = nil
 }
@@ -757,4 +818,170 @@ func samePlan(a, b *svcPlan) bool {
 	am, bm := a.svc.obj.Service.Metadata, b.svc.obj.Service.Metadata
 	return a.svc.key == b.svc.key && am.Namespace == bm.Namespace && am.Name == bm.Name &&
 		a.health == b.health && slices.Equal(a.ips, b.ips) && slices.Equal(a.ports, b.ports)
+}
+
+// podIPIndex holds the pods by their IPs: most addresses have one pod
+// (one), and only those of two or more a list in rank order (more), so
+// that the memo keeps a pointer per pod IP rather than a slice.
+type podIPIndex struct {
+	one  map[netip.Addr]*objState
+	more map[netip.Addr][]*objState
+}
+
+func (x podIPIndex) add(a netip.Addr, st *objState) {
+	if l, ok := x.more[a]; ok {
+		x.more[a] = insertState(l, st)
+	} else if o, ok := x.one[a]; ok {
+		delete(x.one, a)
+		x.more[a] = insertState([]*objState{o}, st)
+	} else {
+		x.one[a] = st
+	}
+}
+
+func (x podIPIndex) remove(a netip.Addr, st *objState) {
+	l, ok := x.more[a]
+	if !ok {
+		if x.one[a] == st {
+			delete(x.one, a)
+		}
+		return
+	}
+	switch l = deleteState(l, st); len(l) {
+	case 1:
+		delete(x.more, a)
+		x.one[a] = l[0]
+	default:
+		x.more[a] = l
+	}
+}
+
+// first is the pod of the least rank with address a, nil for none.
+func (x podIPIndex) first(a netip.Addr) *objState {
+	if l := x.more[a]; len(l) > 0 {
+		return l[0]
+	}
+	return x.one[a]
+}
+
+// all returns the pods with address a, in rank order.
+func (x podIPIndex) all(a netip.Addr) []*objState {
+	if l, ok := x.more[a]; ok {
+		return l
+	}
+	if o := x.one[a]; o != nil {
+		return []*objState{o}
+	}
+	return nil
+}
+
+// insertState puts st into l, kept in rank order.
+func insertState(l []*objState, st *objState) []*objState {
+	i, _ := slices.BinarySearchFunc(l, st.rank, func(o *objState, r uint64) int { return cmp.Compare(o.rank, r) })
+	return slices.Insert(l, i, st)
+}
+
+// checkManual redoes the manual endpoints findings of the Services whose
+// first Service or whose Endpoints and EndpointSlices changed.
+func (u *update) checkManual() {
+	m := u.m
+	done := map[string]bool{}
+	var links []*schema.Object
+	for _, key := range slices.Concat(u.links, u.linked) {
+		if done[key] {
+			continue
+		}
+		done[key] = true
+		s := m.svcByKey[key]
+		if s == nil {
+			continue
+		}
+		st := m.stateOf(s.obj)
+		links = links[:0]
+		for _, l := range m.linkReg[key] {
+			links = append(links, l.obj)
+		}
+		m.setDiags(st, checkManual, u.findings(func(r *reporter) { checkManualEndpoints(s, links, r) }))
+	}
+	u.linked = nil
+}
+
+// stateOf finds the state of an object of the tree in its group.
+func (m *checkMemo) stateOf(o *schema.Object) *objState {
+	for st := m.groups[groupHash(o)]; st != nil; st = st.next {
+		if st.obj == o {
+			return st
+		}
+	}
+	return nil
+}
+
+// checkPods redoes the pod findings that changed: the nodeName and
+// podCIDR findings of the added pods, or of every pod when a Node came
+// or went; the IP findings of the pods that have an IP of an added or
+// removed pod.
+func (u *update) checkPods(added []*objState) {
+	m := u.m
+	var names []string // sorted, when asked for
+	nodes := memoNodes{m: m, names: &names}
+	node := func(st *objState) {
+		u.addrs = podAddrs(u.addrs[:0], st.obj)
+		m.setDiags(st, checkNode, u.findings(func(r *reporter) { checkPodNode(st.obj, nodes, u.addrs, r) }))
+	}
+	if u.nodesChanged {
+		for _, st := range m.states {
+			if st.obj.Pod != nil {
+				node(st)
+			}
+		}
+	} else {
+		for _, st := range added {
+			if st.obj.Pod != nil {
+				node(st)
+			}
+		}
+	}
+	first := func(a netip.Addr) *schema.Object {
+		if st := m.podIPs.first(a); st != nil {
+			return st.obj
+		}
+		return nil
+	}
+	done := map[*objState]bool{}
+	ip := func(st *objState) {
+		if done[st] || st.gone {
+			return
+		}
+		done[st] = true
+		u.addrs = podAddrs(u.addrs[:0], st.obj)
+		m.setDiags(st, checkPodIP, u.findings(func(r *reporter) { checkPodIPs(st.obj, u.addrs, first, r) }))
+	}
+	for _, a := range u.ipsTouched {
+		for _, st := range m.podIPs.all(a) {
+			ip(st)
+		}
+	}
+	u.ipsTouched, u.nodesChanged = nil, false
+}
+
+// memoNodes is the nodeLookup of a memo's tree.
+type memoNodes struct {
+	m     *checkMemo
+	names *[]string
+}
+
+func (n memoNodes) node(name string) *schema.Node {
+	for st := n.m.groups[kindHash(schema.KindNode, "", name)]; st != nil; st = st.next {
+		if nd := st.obj.Node; nd != nil && nd.Metadata.Name == name {
+			return nd
+		}
+	}
+	return nil
+}
+
+func (n memoNodes) nodeNames() []string {
+	if *n.names == nil && len(n.m.nodes) > 0 {
+		*n.names = slices.Sorted(maps.Keys(n.m.nodes))
+	}
+	return *n.names
 }

@@ -226,6 +226,21 @@ func TestCheckMemoEdits(t *testing.T) {
 			tr.put("ns-1/pod2.yaml", podFile("p2", "ns-1", "svc-1", "10.244.9.9"))
 		}, ""},
 		{"pod removed", func() { tr.rm("ns-1/pod2.yaml") }, ""},
+		{"pod with another pod's IP", func() {
+			tr.put("ns-1/pod2.yaml", podFile("p2", "ns-1", "svc-1", "10.244.0.1"))
+		}, "10.244.0.1 is also the IP of Pod ns-1/p2"},
+		{"the first of the two removed", func() { tr.rm("ns-1/pod2.yaml") }, ""},
+		{"pod on a node the tree lacks", func() {
+			tr.put("ns-1/pod2.yaml", strings.Replace(podFile("p2", "ns-1", "svc-1", "10.244.9.9"), "node-1", "node-9", 1))
+		}, `no Node node-9 in the tree`},
+		{"that node added, its pod IP outside its podCIDRs", func() {
+			tr.put("node-9.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: node-9}\nspec: {podCIDRs: [10.250.0.0/24]}\n")
+		}, "10.244.9.9 is outside the podCIDRs of its Node node-9 (10.250.0.0/24)"},
+		{"the node's podCIDRs hold it", func() { tr.edit("node-9.yaml", "10.250.0.0/24", "10.244.9.0/24") }, ""},
+		{"selected pod not ready", func() { tr.edit("ns-1/pod2.yaml", `status: "True"`, `status: "False"`) }, "Pod ns-1/p2 is not Ready"},
+		{"selected pod has finished", func() { tr.edit("ns-1/pod2.yaml", "status:\n", "status:\n  phase: Succeeded\n") }, "Pod ns-1/p2 has finished"},
+		{"the node removed", func() { tr.rm("node-9.yaml") }, `no Node node-9 in the tree`},
+		{"the pod removed", func() { tr.rm("ns-1/pod2.yaml") }, ""},
 		{"cluster IP freed", func() { tr.edit(svc(8), "\n  clusterIP: 10.96.0.10", "") }, ""},
 		{"manual endpoints", func() { tr.put("ns-2/manual.yaml", manualYAML("ns-2", "manual", "10.1.0.1")) }, ""},
 		{"endpoints for a selecting service", func() { tr.put("ns-2/eps.yaml", endpointsYAML("ns-2", "svc-2", "10.1.0.2")) }, "Service ns-2/svc-2 has a selector"},

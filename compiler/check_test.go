@@ -124,9 +124,15 @@ func podObj(file, ns, name string, labels map[string]string, ips ...string) *sch
 	return &schema.Object{Src: src(file), APIVersion: "v1", Kind: schema.KindPod, Pod: p}
 }
 
+// ready makes a pod Ready.
+func ready(o *schema.Object) *schema.Object {
+	o.Pod.Status.Conditions = append(o.Pod.Status.Conditions, schema.PodCondition{Type: "Ready", Status: "True"})
+	return o
+}
+
 func endpointsObj(file, ns, name string, ips ...string) *schema.Object {
 	e := &schema.Endpoints{Metadata: schema.ObjectMeta{Namespace: ns, Name: name}}
-	ss := schema.EndpointSubset{Ports: []schema.EndpointPort{{Port: 8080, Protocol: "TCP"}}}
+	ss := schema.EndpointSubset{Ports: []schema.EndpointPort{{Name: "http", Port: 8080, Protocol: "TCP"}}}
 	for _, ip := range ips {
 		ss.Addresses = append(ss.Addresses, schema.EndpointAddress{IP: ip})
 	}
@@ -135,7 +141,8 @@ func endpointsObj(file, ns, name string, ips ...string) *schema.Object {
 }
 
 func sliceObj(file, ns, name string, labels map[string]string, ips ...string) *schema.Object {
-	s := &schema.EndpointSlice{Metadata: schema.ObjectMeta{Namespace: ns, Name: name, Labels: schema.NewStringMap(labels)}, AddressType: "IPv4"}
+	s := &schema.EndpointSlice{Metadata: schema.ObjectMeta{Namespace: ns, Name: name, Labels: schema.NewStringMap(labels)}, AddressType: "IPv4",
+		Ports: []schema.EndpointPort{{Name: "http", Port: 8080, Protocol: "TCP"}}}
 	for _, ip := range ips {
 		s.Endpoints = append(s.Endpoints, schema.SliceEndpoint{Addresses: []string{ip}, Conditions: schema.EndpointConditions{Ready: true, Serving: true}})
 	}
@@ -420,7 +427,9 @@ func TestValidate(t *testing.T) {
 				}),
 				withIngress(svcObj("a.yaml", "shop", "a", lb("198.51.100.7")), "198.51.100.7", "2001:db8::7", "::ffff:198.51.100.8"),
 			},
-			want: []string{},
+			want: []string{
+				"a.yaml:1:1: warning: status.loadBalancer.ingress[1].ip: 2001:db8::7 is an IPv6 address, but the Service has no IPv6 cluster IP (ipFamilies: IPv4), so no node captures it, as kube-proxy installs a Service's rules per family; add IPv6 to ipFamilies with ipFamilyPolicy PreferDualStack",
+			},
 		},
 		{
 			name: "ingress IP with no loadBalancerIPCIDRs",
@@ -545,6 +554,7 @@ func TestValidate(t *testing.T) {
 			want: []string{
 				"ep.yaml:1:1: warning: metadata.name: Service shop/web has a selector, so Kubernetes ignores these manual endpoints and takes them from the selected Pods",
 				"ep2.yaml:1:1: warning: metadata.name: no Service shop/gone exists, so these endpoints are unused",
+				`pod.yaml:1:1: warning: status.conditions: Pod shop/web-0 is not Ready (no condition type Ready with status "True"), so Service shop/web sends it no traffic; add that condition to status.conditions`,
 				"s1.yaml:1:1: warning: metadata.name: has no label kubernetes.io/service-name, so the slice belongs to no Service and is unused",
 				"s2.yaml:1:1: warning: metadata.labels: has no label kubernetes.io/service-name, so the slice belongs to no Service and is unused",
 				`s3.yaml:1:1: warning: metadata.labels["kubernetes.io/service-name"]: no Service shop/gone exists, so this slice is unused`,
@@ -556,7 +566,7 @@ func TestValidate(t *testing.T) {
 			name: "selector matching a Pod",
 			objs: []*schema.Object{
 				svcObj("svc.yaml", "shop", "web", selector("app", "web")),
-				podObj("pod.yaml", "shop", "web-0", map[string]string{"app": "web", "tier": "front"}, "10.1.0.7"),
+				ready(podObj("pod.yaml", "shop", "web-0", map[string]string{"app": "web", "tier": "front"}, "10.1.0.7")),
 			},
 			want: []string{},
 		},

@@ -219,10 +219,46 @@ func (c *compilation) manualEndpoints(e *schema.Endpoints, port schema.ServicePo
 				out = append(out, pe)
 			}
 		}
-		add(s.Addresses, true)
-		add(s.NotReadyAddresses, false)
+		ready, notReady, _ := mirrored(s)
+		add(ready, true)
+		add(notReady, false)
 	}
 	return out
+}
+
+// MaxMirrored is how many addresses of one subset of an Endpoints object
+// Kubernetes' EndpointSlice mirroring controller copies into
+// EndpointSlices (its maxEndpointsPerSubset); kube-proxy reads only the
+// slices, so it never sees the others.
+const MaxMirrored = 1000
+
+// mirrored returns the addresses of an Endpoints subset that Kubernetes
+// mirrors, as its mirroring controller takes them: the ready addresses
+// in order, then the not-ready ones, up to MaxMirrored valid IPs (one
+// that does not parse is skipped, not counted); left is how many valid
+// IPs were left out.
+func mirrored(s schema.EndpointSubset) (ready, notReady []schema.EndpointAddress, left int) {
+	n := 0
+	take := func(addrs []schema.EndpointAddress) []schema.EndpointAddress {
+		for i, a := range addrs {
+			if _, err := netip.ParseAddr(a.IP); err != nil {
+				continue
+			}
+			if n == MaxMirrored {
+				for _, b := range addrs[i:] {
+					if _, err := netip.ParseAddr(b.IP); err == nil {
+						left++
+					}
+				}
+				return addrs[:i]
+			}
+			n++
+		}
+		return addrs
+	}
+	ready = take(s.Addresses)
+	notReady = take(s.NotReadyAddresses)
+	return ready, notReady, left
 }
 
 func (c *compilation) sliceEndpoints(s *schema.EndpointSlice, port schema.ServicePort, fams map[string]bool) []plan.Endpoint {
@@ -324,11 +360,12 @@ func (c *compilation) refPods(e *schema.Endpoints, ss []*schema.EndpointSlice) [
 	}
 	if e != nil {
 		for _, s := range e.Subsets {
-			for i := range s.Addresses {
-				add(s.Addresses[i].TargetRef, e.Metadata.Namespace)
+			ready, notReady, _ := mirrored(s)
+			for i := range ready {
+				add(ready[i].TargetRef, e.Metadata.Namespace)
 			}
-			for i := range s.NotReadyAddresses {
-				add(s.NotReadyAddresses[i].TargetRef, e.Metadata.Namespace)
+			for i := range notReady {
+				add(notReady[i].TargetRef, e.Metadata.Namespace)
 			}
 		}
 	}

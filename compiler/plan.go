@@ -231,6 +231,9 @@ func (c *compilation) node(name string) (plan.Node, error) {
 		if len(names) == 0 {
 			return plan.Node{}, fmt.Errorf("node %s: the tree has no Node objects; add one for every node that runs netspec", name)
 		}
+		if best := schema.Closest(name, names); best != "" {
+			return plan.Node{}, fmt.Errorf("node %s is not in the tree; did you mean %s? (its nodes: %s)", name, best, strings.Join(names, ", "))
+		}
 		return plan.Node{}, fmt.Errorf("node %s is not in the tree (its nodes: %s)", name, strings.Join(names, ", "))
 	}
 	pn := plan.Node{Name: name, Zone: n.Metadata.Labels.Get(schema.ZoneLabel)}

@@ -35,7 +35,7 @@ metadata: {name: api-1, namespace: probed, labels: {app: api}}
 spec:
   nodeName: node-1
   containers: [{name: app, readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1, failureThreshold: 2}}]
-status: {podIP: 10.244.1.11, conditions: [{type: Ready, status: "True"}]}
+status: {podIP: 10.244.1.111, conditions: [{type: Ready, status: "True"}]}
 ---
 apiVersion: v1
 kind: Pod
@@ -59,7 +59,7 @@ metadata: {name: db-0, namespace: probed, labels: {app: db}}
 spec:
   nodeName: node-1
   containers: [{name: pg, readinessProbe: {tcpSocket: {port: 5432}}}]
-status: {podIP: 10.244.1.20, conditions: [{type: Ready, status: "True"}]}
+status: {podIP: 10.244.1.120, conditions: [{type: Ready, status: "True"}]}
 ---
 apiVersion: v1
 kind: Pod
@@ -67,7 +67,7 @@ metadata: {name: db-1, namespace: probed, labels: {app: db}}
 spec:
   nodeName: node-2
   containers: [{name: pg, readinessProbe: {tcpSocket: {port: 5432}}}]
-status: {podIP: 10.244.2.20, conditions: [{type: Ready, status: "True"}]}
+status: {podIP: 10.244.2.120, conditions: [{type: Ready, status: "True"}]}
 ---
 apiVersion: v1
 kind: Service
@@ -256,8 +256,8 @@ func TestProbeFlips(t *testing.T) {
 	f.mu.Unlock()
 	slices.Sort(got)
 	want := []string{
-		"10.244.1.11 tcpSocket :8080", "10.244.1.20 tcpSocket :5432", "10.244.2.11 tcpSocket :8080",
-		"10.244.2.20 tcpSocket :5432", "10.50.0.1 httpGet http://:8443/ready", "10.50.0.2 httpGet http://:8443/ready",
+		"10.244.1.111 tcpSocket :8080", "10.244.1.120 tcpSocket :5432", "10.244.2.11 tcpSocket :8080",
+		"10.244.2.120 tcpSocket :5432", "10.50.0.1 httpGet http://:8443/ready", "10.50.0.2 httpGet http://:8443/ready",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("targets set:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -275,18 +275,18 @@ func TestProbeFlips(t *testing.T) {
 		})
 	}
 	metricsAre("all ready", "netspec_probe_endpoints{state=failing: 0", "netspec_probe_endpoints{state=ready: 6", "netspec_probe_fail_open_services{: 0")
-	if p := r.probedPlan(t); clusterOf(p, "probed/api") != "10.244.1.11:8080,10.244.2.11:8080" {
+	if p := r.probedPlan(t); clusterOf(p, "probed/api") != "10.244.1.111:8080,10.244.2.11:8080" {
 		t.Fatalf("api's endpoints before any failure: %s", clusterOf(p, "probed/api"))
 	}
 
 	// api-1 fails: out of api's endpoints, by a partial sync "probe".
-	f.set("dial tcp 10.244.1.11:8080: connect: connection refused", "10.244.1.11")
+	f.set("dial tcp 10.244.1.111:8080: connect: connection refused", "10.244.1.111")
 	st := r.statusUntil(t, "api-1 out", func(s *Status) bool { return s.Probes != nil && len(s.Probes.Out) == 1 })
 	if st.LastSync.Reason != "probe" || st.LastSync.Kind != "partial" {
 		t.Errorf("last sync: %+v, want reason probe, kind partial", st.LastSync)
 	}
-	wantOut := ProbeOut{Service: "probed/api", Endpoint: "10.244.1.11:8080", Probe: "tcpSocket :8080",
-		Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), LastError: "dial tcp 10.244.1.11:8080: connect: connection refused"}
+	wantOut := ProbeOut{Service: "probed/api", Endpoint: "10.244.1.111:8080", Probe: "tcpSocket :8080",
+		Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), LastError: "dial tcp 10.244.1.111:8080: connect: connection refused"}
 	if st.Probes.Out[0] != wantOut || st.Probes.Checks != 6 || st.Probes.Failing != 1 || len(st.Probes.FailOpen) != 0 {
 		t.Errorf("status probes: %+v, want out %+v", st.Probes, wantOut)
 	}
@@ -298,10 +298,10 @@ func TestProbeFlips(t *testing.T) {
 		"netspec_probe_fail_open_services{: 0", "netspec_probe_service_failing_endpoints{namespace=probed,service=api: 1")
 
 	// db-0 fails: the headless Service's name answers with db-1 only.
-	f.set("i/o timeout", "10.244.1.20")
-	r.fileHas(t, "dns/cluster.local.zone", "db.probed.svc\t5\tIN\tA\t10.244.2.20")
+	f.set("i/o timeout", "10.244.1.120")
+	r.fileHas(t, "dns/cluster.local.zone", "db.probed.svc\t5\tIN\tA\t10.244.2.120")
 	r.idle(t)
-	if z := r.file(t, "dns/cluster.local.zone"); strings.Contains(z, "10.244.1.20") {
+	if z := r.file(t, "dns/cluster.local.zone"); strings.Contains(z, "10.244.1.120") {
 		t.Errorf("db-0 failing, the zone still has its address:\n%s", z)
 	}
 
@@ -320,11 +320,11 @@ func TestProbeFlips(t *testing.T) {
 		"netspec_probe_service_failing_endpoints{namespace=probed,service=db: 1", "netspec_probe_service_failing_endpoints{namespace=probed,service=legacy: 2")
 
 	// Everything passes again: back as the tree has it, series gone.
-	f.set("", "10.244.1.11", "10.244.1.20", "10.50.0.1", "10.50.0.2")
+	f.set("", "10.244.1.111", "10.244.1.120", "10.50.0.1", "10.50.0.2")
 	r.statusUntil(t, "all back", func(s *Status) bool { return len(s.Probes.Out) == 0 && len(s.Probes.FailOpen) == 0 })
 	r.idle(t)
 	metricsAre("all ready again", "netspec_probe_endpoints{state=failing: 0", "netspec_probe_endpoints{state=ready: 6", "netspec_probe_fail_open_services{: 0")
-	if p := r.probedPlan(t); clusterOf(p, "probed/api") != "10.244.1.11:8080,10.244.2.11:8080" {
+	if p := r.probedPlan(t); clusterOf(p, "probed/api") != "10.244.1.111:8080,10.244.2.11:8080" {
 		t.Errorf("api's endpoints after recovery: %s", clusterOf(p, "probed/api"))
 	}
 	// Each flip logged once.
@@ -404,7 +404,7 @@ metadata: {name: batch-1, namespace: probed, labels: {app: batch}}
 spec:
   nodeName: node-1
   containers: [{name: app, readinessProbe: {exec: {command: [check]}}}]
-status: {podIP: 10.244.1.30, conditions: [{type: Ready, status: "True"}]}
+status: {podIP: 10.244.1.130, conditions: [{type: Ready, status: "True"}]}
 `)
 	recs := newRecords(t)
 	r, f := startProbed(t, tree, Options{Dataplane: DataplaneNone}, recs)
@@ -417,7 +417,7 @@ status: {podIP: 10.244.1.30, conditions: [{type: Ready, status: "True"}]}
 	r.idle(t)
 	before := r.probedPlan(t)
 
-	f.set("dial tcp 10.244.1.11:8080: connect: connection refused", "10.244.1.11")
+	f.set("dial tcp 10.244.1.111:8080: connect: connection refused", "10.244.1.111")
 	st := r.statusUntil(t, "api-1 out", func(s *Status) bool { return len(s.Probes.Out) == 1 })
 	if st.TreeState.Valid || st.LastSync.Reason != "probe" || st.LastSync.Result != ResultApplied || st.LastSync.Kind != "partial" {
 		t.Errorf("tree %+v, last sync %+v: want the tree still invalid, a partial probe sync applied", st.TreeState, st.LastSync)
@@ -427,7 +427,7 @@ status: {podIP: 10.244.1.30, conditions: [{type: Ready, status: "True"}]}
 		t.Errorf("api's endpoints with api-1 failing, tree invalid: %s", got)
 	}
 	// The state dir records it, for status without a daemon.
-	if rec, err := ReadProbeRecord(r.stateDir); err != nil || rec == nil || len(rec.Out) != 1 || rec.Out[0].Endpoint != "10.244.1.11:8080" || rec.Node != "node-1" {
+	if rec, err := ReadProbeRecord(r.stateDir); err != nil || rec == nil || len(rec.Out) != 1 || rec.Out[0].Endpoint != "10.244.1.111:8080" || rec.Node != "node-1" {
 		t.Errorf("probe record %+v, %v: want api-1 out", rec, err)
 	}
 	// The last good plan, not the invalid tree's: web's port stays.
@@ -450,7 +450,7 @@ status: {podIP: 10.244.1.30, conditions: [{type: Ready, status: "True"}]}
 	// Later probes fail otherwise: the status says the latest, with its
 	// time, although no sync ran.
 	at := time.Date(2026, 1, 2, 3, 9, 0, 0, time.UTC)
-	f.probeAgain("10.244.1.11", "HTTP probe failed with statuscode: 503", at)
+	f.probeAgain("10.244.1.111", "HTTP probe failed with statuscode: 503", at)
 	st = r.query(t)
 	if o := st.Probes.Out[0]; o.LastError != "HTTP probe failed with statuscode: 503" || !o.LastProbe.Equal(at) {
 		t.Errorf("endpoint out: %+v, want the latest error and probe time", o)

@@ -355,6 +355,9 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr, o Options) ([]*Explanation, error) {
 	s := planService(p, key)
 	if s == nil {
+		if best := nearestService(p, key); best != "" {
+			return nil, fmt.Errorf("no Service %s in the tree; did you mean %s?", key, best)
+		}
 		return nil, fmt.Errorf("no Service %s in the tree", key)
 	}
 	var out []*Explanation
@@ -367,6 +370,29 @@ func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr
 		out = append(out, PacketWith(p, objs, pk, o))
 	}
 	return out, nil
+}
+
+// nearestService is the Service of p that key (namespace/name) is a
+// typo of: a name close to key's in its namespace, else key's name in a
+// namespace close to key's; "" for none.
+func nearestService(p *plan.Plan, key string) string {
+	ns, name, _ := strings.Cut(key, "/")
+	var names, namespaces []string
+	for i := range p.Services {
+		s := &p.Services[i]
+		if s.Namespace == ns {
+			names = append(names, s.Name)
+		} else if s.Name == name {
+			namespaces = append(namespaces, s.Namespace)
+		}
+	}
+	if best := schema.Closest(name, names); best != "" {
+		return ns + "/" + best
+	}
+	if best := schema.Closest(ns, namespaces); best != "" {
+		return best + "/" + name
+	}
+	return ""
 }
 
 // Frontends returns a packet to each frontend of s on the node of p, with
@@ -703,24 +729,19 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 	return fmt.Sprintf(": %s; none is named %s (an endpoint port serves the Service port of its name and protocol)", strings.Join(found, "; "), want)
 }
 
-// nearest names the pod of the namespace that carries the most of the
-// selector's labels, and the labels that differ.
+// nearest names the pod of the namespace whose labels are nearest the
+// selector's (labelScore), and the labels that differ.
 func nearest(objs []*schema.Object, so *schema.Service) string {
 	var best *schema.Pod
-	bestN := -1
+	bestScore := -1.0
 	for _, o := range objs {
 		pod := o.Pod
 		if pod == nil || pod.Metadata.Namespace != so.Metadata.Namespace {
 			continue
 		}
-		n := 0
-		for k, v := range so.Spec.Selector.All() {
-			if pod.Metadata.Labels.Get(k) == v {
-				n++
-			}
-		}
-		if n > bestN || n == bestN && pod.Metadata.Name < best.Metadata.Name {
-			best, bestN = pod, n
+		score := labelScore(so.Spec.Selector, pod.Metadata.Labels)
+		if score > bestScore || score == bestScore && pod.Metadata.Name < best.Metadata.Name {
+			best, bestScore = pod, score
 		}
 	}
 	if best == nil {
@@ -737,6 +758,43 @@ func nearest(objs []*schema.Object, so *schema.Service) string {
 		}
 	}
 	return fmt.Sprintf("; nearest pod %s (labels %s): %s", best.Metadata.Name, labels(best.Metadata.Labels), strings.Join(diff, "; "))
+}
+
+// labelScore says how near a pod's labels are to a selector, the typo
+// a person looks for first. Per selector label: 3 when the pod has it;
+// 1 to 2 when it has the key, more the closer the value (edit distance),
+// so that the key with any value beats another key; below 1 when it has a
+// key close to the selector's, more the closer key and value.
+func labelScore(sel, labels schema.StringMap) float64 {
+	score := 0.0
+	for k, want := range sel.All() {
+		if has, ok := labels.Lookup(k); ok {
+			if has == want {
+				score += 3
+			} else {
+				score += 1 + similarity(want, has)
+			}
+			continue
+		}
+		near := 0.0
+		for lk, lv := range labels.All() {
+			if ks := similarity(k, lk); ks > 0.5 {
+				near = max(near, 0.9*ks*similarity(want, lv))
+			}
+		}
+		score += near
+	}
+	return score
+}
+
+// similarity is 1 for equal strings, falling to 0 as the edit distance
+// reaches the longer one's length.
+func similarity(a, b string) float64 {
+	n := max(len(a), len(b))
+	if n == 0 {
+		return 1
+	}
+	return 1 - float64(schema.EditDistance(a, b))/float64(n)
 }
 
 // notService finds why a packet matched no frontend.

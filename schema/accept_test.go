@@ -285,9 +285,10 @@ func TestSkippedFiles(t *testing.T) {
 	})
 	wantDiags(t, tr,
 		"config.yaml:2:1: this file holds no Kubernetes object (object has no apiVersion or kind (string)); if netspec should not read it, list it in a .netspecignore file",
+		"empty.yaml:1:1: this file holds no Kubernetes object (it holds only comments), as kubectl apply would refuse it; delete it, or list it in a .netspecignore file",
 		"mixed.yaml:7:1: object has no apiVersion or kind (string)",
 	)
-	if len(tr.Diags) != 2 {
+	if len(tr.Diags) != 3 {
 		t.Errorf("want one error per file, got:\n%s", strings.Join(diagStrings(tr.Diags), "\n"))
 	}
 }

@@ -98,7 +98,7 @@ func unknownField(u cue.Value, p diag.Path) string {
 		}
 	}
 	msg := fmt.Sprintf("unknown field %q", name)
-	if best := closest(name, known); best != "" {
+	if best := Closest(name, known); best != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return msg

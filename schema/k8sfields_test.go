@@ -251,7 +251,7 @@ func misspelling(names []string) (field, typo string) {
 			c := n[:i] + n[i+1:]
 			unique := true
 			for _, o := range names {
-				if o != n && (o == c || editDistance(strings.ToLower(c), strings.ToLower(o)) <= 1) {
+				if o != n && (o == c || EditDistance(strings.ToLower(c), strings.ToLower(o)) <= 1) {
 					unique = false
 				}
 			}

@@ -431,8 +431,11 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 		pos diag.Pos
 		msg string
 	}
-	anyObject := false
+	anyObject, failed, tookOther := false, false, false
 	defer func() {
+		if !anyObject && !failed && len(strays) == 0 && len(ignored) == 0 && !tookOther {
+			noObject(file, data, other != nil, dl)
+		}
 		for i, s := range strays {
 			if anyObject {
 				dl.Errorf(s.pos, nil, "%s", s.msg)
@@ -468,12 +471,15 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 				return
 			}
 			if err != nil {
-				dl.Errorf(yamlErrPos(file, err), nil, "%s", yamlErrMsg(err))
+				failed = true
+				pos, msg := yamlErrAt(file, data, err)
+				dl.Errorf(pos, nil, "%s", msg)
 				return
 			}
 			conv := newConverter(file, n)
 			v = conv.value(n, 0)
 			if conv.err != nil {
+				failed = true
 				dl.Errorf(conv.errPos, nil, "%v", conv.err)
 				continue
 			}
@@ -494,6 +500,7 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 		kind, _ := m["kind"].(string)
 		if apiVersion == "" && kind == "" {
 			if other != nil && other(rootOf(), m) {
+				tookOther = true
 				continue
 			}
 			strays = append(strays, struct {
@@ -559,6 +566,38 @@ func splitDocs(file string, data []byte, dl *diag.List, other func(root *yaml.No
 			ignored = append(ignored, *ig)
 		}
 	}
+}
+
+// noObject reports a file (or stream, when stream) that holds no
+// document at all: empty, only comments, or only document separators. As
+// kubectl apply refuses such input ("no objects passed to apply"), it is
+// an error, at the file's first line.
+func noObject(file string, data []byte, stream bool, dl *diag.List) {
+	what := "it is empty"
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+	case onlyComments(data):
+		what = "it holds only comments"
+	default:
+		what = "only empty documents: --- separators, comments, null"
+	}
+	pos := diag.Pos{File: file, Line: 1, Col: 1}
+	if stream {
+		dl.Errorf(pos, nil, "the input holds no Kubernetes object (%s), as kubectl apply would refuse it: no objects passed to apply", what)
+		return
+	}
+	dl.Errorf(pos, nil, "this file holds no Kubernetes object (%s), as kubectl apply would refuse it; delete it, or list it in a %s file", what, IgnoreFile)
+}
+
+// onlyComments tells whether every line of data that is not blank is a
+// YAML comment.
+func onlyComments(data []byte) bool {
+	for line := range bytes.Lines(data) {
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // lazyDocs parses a file's documents with yaml.v3 when a position in it is

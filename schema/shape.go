@@ -352,7 +352,7 @@ func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, s
 		default:
 			p := at.Key(k)
 			msg := fmt.Sprintf("unknown field %q", k)
-			if best := closest(k, sh.names()); best != "" {
+			if best := Closest(k, sh.names()); best != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", best)
 			}
 			loc := r.locateKey

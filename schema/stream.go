@@ -88,9 +88,6 @@ func loadStream(name string, data []byte) *Tree {
 		return true
 	}, nil)
 	t.Ignored = ignored
-	if len(raws) == 0 && len(ignored) == 0 && t.StreamLock == nil && len(t.Diags) == 0 {
-		t.Diags.Warnf(diag.Pos{File: name}, nil, "the input holds no documents")
-	}
 	v := newValidator()
 	for _, raw := range raws {
 		if o := v.check(raw, &t.Diags); o != nil {

@@ -27,7 +27,8 @@ func TestLoadStream(t *testing.T) {
 			diags: []string{"<stdin>:9:1: a second lock document (a version, and neither apiVersion nor kind): a stream holds one lock, and the first is at line 1"}},
 		{name: "not a lock", in: "services: {}\n---\n" + svc, objects: 1,
 			diags: []string{"<stdin>:1:1: object has no apiVersion or kind (string)"}},
-		{name: "empty", in: "", diags: []string{"<stdin>: warning: the input holds no documents"}},
+		{name: "empty", in: "", diags: []string{"<stdin>:1:1: the input holds no Kubernetes object (it is empty), as kubectl apply would refuse it: no objects passed to apply"}},
+		{name: "separators only", in: "# nothing\n---\n---\n", diags: []string{"<stdin>:1:1: the input holds no Kubernetes object (only empty documents: --- separators, comments, null), as kubectl apply would refuse it: no objects passed to apply"}},
 		{name: "JSON list", in: `[{"kind": "Service"}]`,
 			diags: []string{"<stdin>:1:1: this input holds no Kubernetes object (a document must be a mapping with apiVersion and kind, not a list)"}},
 	}

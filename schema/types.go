@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"net/netip"
 	"strconv"
 )
 
@@ -294,10 +295,13 @@ type Pod struct {
 
 // PodSpec holds placement, DNS identity and container ports.
 type PodSpec struct {
-	NodeName   string      `json:"nodeName,omitempty"`
-	Hostname   string      `json:"hostname,omitempty"`
-	Subdomain  string      `json:"subdomain,omitempty"`
-	Containers []Container `json:"containers,omitempty"`
+	NodeName string `json:"nodeName,omitempty"`
+	// HostNetwork pods have their node's IP: they share it with the node
+	// and with each other, and lie outside the node's podCIDRs.
+	HostNetwork bool        `json:"hostNetwork,omitempty"`
+	Hostname    string      `json:"hostname,omitempty"`
+	Subdomain   string      `json:"subdomain,omitempty"`
+	Containers  []Container `json:"containers,omitempty"`
 	// InitContainers matter only when they are native sidecars
 	// (Container.Sidecar): those run beside the containers, and their
 	// ports and readiness probes count as the pod's.
@@ -503,7 +507,30 @@ func (p *Pod) IPs() []string {
 // policies need.
 type Node struct {
 	Metadata ObjectMeta `json:"metadata"`
+	Spec     NodeSpec   `json:"spec,omitempty"`
 	Status   NodeStatus `json:"status,omitempty"`
+}
+
+// NodeSpec holds the node's pod CIDRs, which its pods' IPs come from.
+type NodeSpec struct {
+	PodCIDR  string   `json:"podCIDR,omitempty"`
+	PodCIDRs []string `json:"podCIDRs,omitempty"`
+}
+
+// CIDRs returns the node's pod CIDRs that parse: spec.podCIDRs, or
+// spec.podCIDR when podCIDRs is empty, as the API server keeps them.
+func (s *NodeSpec) CIDRs() []netip.Prefix {
+	list := s.PodCIDRs
+	if len(list) == 0 && s.PodCIDR != "" {
+		list = []string{s.PodCIDR}
+	}
+	var out []netip.Prefix
+	for _, c := range list {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // NodeStatus lists the node's addresses.

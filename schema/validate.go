@@ -219,12 +219,13 @@ func decode(r rawObject, in *interner) (*Object, error) {
 	return o, nil
 }
 
-// closest returns the known name nearest to name, if it is near enough to
-// be a typo.
-func closest(name string, known []string) string {
+// Closest returns the known name nearest to name, if it is near enough to
+// be a typo (case aside, at most 2 edits or a third of the name): the
+// "did you mean" of a finding. Ties go to the name that sorts first.
+func Closest(name string, known []string) string {
 	best, bestD := "", 1<<30
 	for _, k := range known {
-		d := editDistance(strings.ToLower(name), strings.ToLower(k))
+		d := EditDistance(strings.ToLower(name), strings.ToLower(k))
 		if d < bestD || d == bestD && k < best {
 			best, bestD = k, d
 		}
@@ -235,7 +236,9 @@ func closest(name string, known []string) string {
 	return ""
 }
 
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b, in bytes: how
+// many insertions, deletions and substitutions make one the other.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

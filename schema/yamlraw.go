@@ -117,6 +117,11 @@ func (c *converter) mapping(m map[string]any, n *yaml.Node, depth int) {
 			return
 		}
 		if seen[k.Value] {
+			if depth == 0 && (k.Value == "apiVersion" || k.Value == "kind") {
+				// cat a.yaml b.yaml: two objects run together.
+				c.fail(k, fmt.Errorf("key %q is repeated in this mapping: is this a second object? separate documents with a line \"---\"", k.Value))
+				return
+			}
 			c.fail(k, fmt.Errorf("key %q is repeated in this mapping", k.Value))
 			return
 		}

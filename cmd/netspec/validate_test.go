@@ -68,8 +68,8 @@ func TestStdinNeverPanics(t *testing.T) {
 		want     int
 		stderr   string
 	}{
-		{name: "empty", in: "", want: exitOK, stderr: "<stdin>: warning: the input holds no documents"},
-		{name: "only separators", in: "---\n---\n", want: exitOK, stderr: "<stdin>: warning: the input holds no documents"},
+		{name: "empty", in: "", want: exitError, stderr: "<stdin>:1:1: the input holds no Kubernetes object (it is empty)"},
+		{name: "only separators", in: "---\n---\n", want: exitError, stderr: "<stdin>:1:1: the input holds no Kubernetes object (only empty documents"},
 		{name: "invalid YAML", in: "kind: [\n", want: exitError, stderr: "<stdin>:"},
 		{name: "tab indentation", in: "apiVersion: v1\n\tkind: Service\n", want: exitError, stderr: "<stdin>:"},
 		{name: "JSON list", in: `[{"apiVersion":"v1","kind":"Service"}]`, want: exitError, stderr: "<stdin>:1:1: this input holds no Kubernetes object"},

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"netspec.dev/netspec/internal/suggest"
+
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/schema"
 )
@@ -111,7 +113,7 @@ func checkNamedTarget(o *schema.Object, i int, pods []*schema.Pod, r *reporter) 
 		return
 	}
 	hint := "name a container port so, or give the port number"
-	if best := schema.Closest(sp.TargetPort.Str, names); best != "" {
+	if best, ok := suggest.Closest(sp.TargetPort.Str, names); ok {
 		hint = fmt.Sprintf("did you mean %q?", best)
 	}
 	r.warnf(o, pSpec.Key("ports").Index(i).Key("targetPort"), "no selected Pod has a container port named %s/%s (%s), so port %s has no endpoints; %s",
@@ -216,7 +218,7 @@ func checkPodNode(o *schema.Object, nodes nodeLookup, addrs []endpointAddr, r *r
 		if len(names) > 5 {
 			hint += ", ..."
 		}
-		if best := schema.Closest(name, names); best != "" {
+		if best, ok := suggest.Closest(name, names); ok {
 			hint = fmt.Sprintf("did you mean %q?", best)
 		}
 		r.warnf(o, pNodeName, "no Node %s in the tree, so the Pod's endpoints are local to no node and have no zone (Local traffic policies, topology); %s", name, hint)

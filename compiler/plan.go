@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"netspec.dev/netspec/internal/suggest"
+
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
 )
@@ -231,7 +233,7 @@ func (c *compilation) node(name string) (plan.Node, error) {
 		if len(names) == 0 {
 			return plan.Node{}, fmt.Errorf("node %s: the tree has no Node objects; add one for every node that runs netspec", name)
 		}
-		if best := schema.Closest(name, names); best != "" {
+		if best, ok := suggest.Closest(name, names); ok {
 			return plan.Node{}, fmt.Errorf("node %s is not in the tree; did you mean %s? (its nodes: %s)", name, best, strings.Join(names, ", "))
 		}
 		return plan.Node{}, fmt.Errorf("node %s is not in the tree (its nodes: %s)", name, strings.Join(names, ", "))

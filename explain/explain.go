@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"netspec.dev/netspec/internal/suggest"
+
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
@@ -386,10 +388,10 @@ func nearestService(p *plan.Plan, key string) string {
 			namespaces = append(namespaces, s.Namespace)
 		}
 	}
-	if best := schema.Closest(name, names); best != "" {
+	if best, ok := suggest.Closest(name, names); ok {
 		return ns + "/" + best
 	}
-	if best := schema.Closest(ns, namespaces); best != "" {
+	if best, ok := suggest.Closest(ns, namespaces); ok {
 		return best + "/" + name
 	}
 	return ""
@@ -794,7 +796,7 @@ func similarity(a, b string) float64 {
 	if n == 0 {
 		return 1
 	}
-	return 1 - float64(schema.EditDistance(a, b))/float64(n)
+	return 1 - float64(suggest.Distance(a, b))/float64(n)
 }
 
 // notService finds why a packet matched no frontend.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"netspec.dev/netspec/internal/suggest"
+
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
 
@@ -98,7 +100,7 @@ func unknownField(u cue.Value, p diag.Path) string {
 		}
 	}
 	msg := fmt.Sprintf("unknown field %q", name)
-	if best := Closest(name, known); best != "" {
+	if best, ok := suggest.Closest(name, known); ok {
 		msg += fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return msg

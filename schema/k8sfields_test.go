@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"netspec.dev/netspec/internal/suggest"
+
 	"cuelang.org/go/cue/cuecontext"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -251,7 +253,7 @@ func misspelling(names []string) (field, typo string) {
 			c := n[:i] + n[i+1:]
 			unique := true
 			for _, o := range names {
-				if o != n && (o == c || EditDistance(strings.ToLower(c), strings.ToLower(o)) <= 1) {
+				if o != n && (o == c || suggest.Distance(strings.ToLower(c), strings.ToLower(o)) <= 1) {
 					unique = false
 				}
 			}

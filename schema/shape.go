@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"netspec.dev/netspec/internal/suggest"
+
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
 
@@ -352,7 +354,7 @@ func (val *validator) walkStruct(dl *diag.List, r rawObject, m map[string]any, s
 		default:
 			p := at.Key(k)
 			msg := fmt.Sprintf("unknown field %q", k)
-			if best := Closest(k, sh.names()); best != "" {
+			if best, ok := suggest.Closest(k, sh.names()); ok {
 				msg += fmt.Sprintf(" (did you mean %q?)", best)
 			}
 			loc := r.locateKey

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -217,46 +216,6 @@ func decode(r rawObject, in *interner) (*Object, error) {
 		in.shareSlices(o)
 	}
 	return o, nil
-}
-
-// Closest returns the known name nearest to name, if it is near enough to
-// be a typo (case aside, at most 2 edits or a third of the name): the
-// "did you mean" of a finding. Ties go to the name that sorts first.
-func Closest(name string, known []string) string {
-	best, bestD := "", 1<<30
-	for _, k := range known {
-		d := EditDistance(strings.ToLower(name), strings.ToLower(k))
-		if d < bestD || d == bestD && k < best {
-			best, bestD = k, d
-		}
-	}
-	if bestD <= 2 || bestD <= len(name)/3 {
-		return best
-	}
-	return ""
-}
-
-// EditDistance is the Levenshtein distance of a and b, in bytes: how
-// many insertions, deletions and substitutions make one the other.
-func EditDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			c = min(c, prev[j]+1, cur[j-1]+1)
-			cur[j] = c
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func lookupRaw(v any, p diag.Path) (any, bool) {

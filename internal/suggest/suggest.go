@@ -8,20 +8,20 @@ import "strings"
 
 // Closest returns the candidate nearest to word, and true, when one is
 // near enough to be a typo of it: at most one edit for words of up to
-// five letters, two for longer ones (an edit is a letter inserted,
-// deleted, replaced, or two neighbours swapped), compared without case.
-// Of equally near candidates the first in candidates wins, so that the
-// answer does not depend on map order when candidates are sorted. A word
-// equal to a candidate is no typo: ok is false then, as it is for an
-// empty word.
+// five letters, else two or a third of the word, whichever is more (an
+// edit is a letter inserted, deleted, replaced, or two neighbours
+// swapped), compared without case. Of equally near candidates the one
+// that sorts first wins, so that the answer does not depend on their
+// order. A word equal to a candidate is no typo: ok is false then, as it
+// is for an empty word.
 func Closest(word string, candidates []string) (string, bool) {
 	w := strings.ToLower(word)
 	if w == "" {
 		return "", false
 	}
 	limit := 1
-	if len([]rune(w)) > 5 {
-		limit = 2
+	if n := len([]rune(w)); n > 5 {
+		limit = max(2, n/3)
 	}
 	best, bestDist := "", limit+1
 	for _, c := range candidates {
@@ -29,17 +29,17 @@ func Closest(word string, candidates []string) (string, bool) {
 		if lc == w {
 			return "", false
 		}
-		if d := distance(w, lc); d < bestDist {
+		if d := Distance(w, lc); d < bestDist || d == bestDist && c < best {
 			best, bestDist = c, d
 		}
 	}
 	return best, best != ""
 }
 
-// distance is the optimal string alignment distance of a and b (in
+// Distance is the optimal string alignment distance of a and b (in
 // runes): Levenshtein's, with a swap of two neighbours counting as one
 // edit, the commonest typo.
-func distance(a, b string) int {
+func Distance(a, b string) int {
 	s, t := []rune(a), []rune(b)
 	// Three rows of the matrix: two back (for swaps), one back, this one.
 	prev2 := make([]int, len(t)+1)

@@ -26,7 +26,9 @@ func TestClosest(t *testing.T) {
 		{name: "exact is no typo", word: "plan", candidates: commands, wantOK: false},
 		{name: "empty word", word: "", candidates: commands, wantOK: false},
 		{name: "no candidates", word: "plan", candidates: nil, wantOK: false},
-		{name: "first of a tie", word: "lan", candidates: []string{"plan", "lane"}, want: "plan", wantOK: true},
+		{name: "a tie goes to the one that sorts first, whatever the order", word: "lan", candidates: []string{"plan", "lane"}, want: "lane", wantOK: true},
+		{name: "a third of a long word", word: "sessionaffinityconfg", candidates: []string{"sessionAffinityConfig"}, want: "sessionAffinityConfig", wantOK: true},
+		{name: "three edits in a word of nine is too far", word: "dataplxyz", candidates: []string{"dataplane"}, wantOK: false},
 		{name: "runes, not bytes", word: "dïff", candidates: commands, want: "diff", wantOK: true},
 	} {
 		got, ok := Closest(tc.word, tc.candidates)
@@ -49,11 +51,11 @@ func TestDistance(t *testing.T) {
 		{a: "ca", b: "abc", want: 3}, // optimal string alignment: no edit of a swapped pair
 		{a: "validate", b: "valdate", want: 1},
 	} {
-		if got := distance(tc.a, tc.b); got != tc.want {
-			t.Errorf("distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		if got := Distance(tc.a, tc.b); got != tc.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
-		if got := distance(tc.b, tc.a); got != tc.want {
-			t.Errorf("distance(%q, %q) = %d, want %d (symmetric)", tc.b, tc.a, got, tc.want)
+		if got := Distance(tc.b, tc.a); got != tc.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d (symmetric)", tc.b, tc.a, got, tc.want)
 		}
 	}
 }

@@ -28,7 +28,7 @@ func TestClosest(t *testing.T) {
 		{name: "no candidates", word: "plan", candidates: nil, wantOK: false},
 		{name: "a tie goes to the one that sorts first, whatever the order", word: "lan", candidates: []string{"plan", "lane"}, want: "lane", wantOK: true},
 		{name: "a third of a long word", word: "sessionaffinityconfg", candidates: []string{"sessionAffinityConfig"}, want: "sessionAffinityConfig", wantOK: true},
-		{name: "three edits in a word of nine is too far", word: "dataplxyz", candidates: []string{"dataplane"}, wantOK: false},
+		{name: "three edits in a word of eight is too far", word: "dataplxy", candidates: []string{"dataplane"}, wantOK: false},
 		{name: "runes, not bytes", word: "dïff", candidates: commands, want: "diff", wantOK: true},
 	} {
 		got, ok := Closest(tc.word, tc.candidates)

@@ -384,44 +384,26 @@ func runApply(e *env, opts any, args []string) int {
 	}
 	ao := f.applierOptions(e)
 	ao.OneShot = true
-	// The diff that is printed is worked out while the kernel takes the
-	// batch, when a core is otherwise idle (at 50,000 Services it takes
-	// about 0.7 s, and beside the rendering it slowed that as much): from
-	// the state dir's last plan, which lastOrNil returns unless the
-	// kernel has lost netspec's tables. start says whether to.
-	start := make(chan bool, 1)
-	tell := func(diff bool) {
-		select {
-		case start <- diff:
-		default: // told already
-		}
-	}
-	ao.KernelBusy = func() { tell(true) }
 	n, err := applier.Open(ao)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
 		return exitError
 	}
 	defer n.Close()
+	// The diff that is printed is worked out while the kernel takes the
+	// batch (at 50,000 Services it takes about 0.7 s, and after the
+	// rendering it slowed that as much): from the state dir's last plan,
+	// which lastOrNil returns unless the kernel has lost netspec's tables.
 	last, nw := n.Last(), map[string]*plan.Plan{f.node: p}
-	diffed := make(chan *treediff.PlanDiff, 1)
-	go func() {
-		if !<-start {
-			return
-		}
+	var d *treediff.PlanDiff
+	r, err := n.ApplyBeside(p, func() {
 		old := last
 		if old == nil {
 			old = emptyPlan(p)
 		}
 		defer stages.Start("diff (beside)")()
-		diffed <- treediff.DiffWithoutDataPlane(map[string]*plan.Plan{f.node: old}, nw)
-	}()
-	r, err := n.Apply(p)
-	if err != nil || r.Empty() {
-		tell(false)
-	} else {
-		tell(true) // now, if no batch was sent (the files alone changed)
-	}
+		d = treediff.DiffWithoutDataPlane(map[string]*plan.Plan{f.node: old}, nw)
+	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
 		return exitError
@@ -435,7 +417,6 @@ func runApply(e *env, opts any, args []string) int {
 	// they are computed only when the rest of it is.
 	defer stages.Start("output")()
 	old := map[string]*plan.Plan{f.node: lastOrNil(r, p)}
-	d := <-diffed
 	if last != nil && old[f.node] != last {
 		d = treediff.DiffWithoutDataPlane(old, nw)
 	}

@@ -287,7 +287,7 @@ func TestApplyBeside(t *testing.T) {
 		{name: "files only, no change", noDataplane: true, plans: []*plan.Plan{plans[0], plans[0]}, wantRun: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			started := make(chan struct{}) // closed by the work
+			started := make(chan struct{})  // closed by the work
 			inBatch, beside := false, false // beside: in ApplyBeside
 			opts := applier.Options{StateDir: t.TempDir(), NoDataplane: tc.noDataplane}
 			if !tc.noDataplane {

@@ -262,7 +262,7 @@ func runPlan(e *env, opts any, args []string) int {
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: warning: the daemon's record of its probes is not read (%v); readiness is the tree's\n", err)
 	}
-	view, held := probeView(n.Last(), rec, f.node)
+	view, held := daemon.ProbeView(n.Last(), rec, f.node)
 	p, code := compileLoaded(e, "plan", l, f.node, view)
 	if p == nil {
 		return code

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"netspec.dev/netspec/daemon"
+	"netspec.dev/netspec/daemon/status"
 	"netspec.dev/netspec/plan"
 )
 
@@ -28,7 +30,7 @@ func TestStatusHeldOut(t *testing.T) {
 	now := since.Add(time.Minute)
 
 	var b bytes.Buffer
-	writeRecordView(&b, "state", &recordView{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: heldOut(p, rec)}, now)
+	writeRecordView(&b, "state", &status.Record{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: daemon.HeldOut(p, rec)}, now)
 	got := b.String()
 	for _, want := range []string{
 		"readiness probes: the kernel holds the probe view the daemon last applied (recorded 2026-01-02T03:04:05Z (1m0s ago)), with 1 endpoint held out for failing probes, though no daemon probes them now:\n",
@@ -45,7 +47,7 @@ func TestStatusHeldOut(t *testing.T) {
 
 	// No record: what the plan tells, and no more.
 	b.Reset()
-	writeRecordView(&b, "state", &recordView{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: heldOut(p, nil)}, now)
+	writeRecordView(&b, "state", &status.Record{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: daemon.HeldOut(p, nil)}, now)
 	got = b.String()
 	for _, want := range []string{
 		"readiness probes: no record of the daemon's probes; 2 endpoints of the applied plan not ready although probed (out for a failing probe, or not Ready in the tree: the record does not tell which):\n",
@@ -113,4 +115,9 @@ func TestStatusRemovalAndGitLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probedEndpoint is a port's endpoint at ip with readiness probes.
+func probedEndpoint(ip string, ready bool, probes ...plan.Probe) plan.Endpoint {
+	return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: ready, Serving: ready, Probes: probes}
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"net/netip"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/plan"
 )
 
@@ -24,8 +23,8 @@ func TestProbeView(t *testing.T) {
 			ep("10.244.1.12", true, http),
 			ep("fd00:244::11", false, tcp),
 		}}}}}}
-	out := func(endpoint, probe string) daemon.ProbeOut {
-		return daemon.ProbeOut{Service: "shop/cart", Endpoint: endpoint, Probe: probe}
+	out := func(endpoint, probe string) ProbeOut {
+		return ProbeOut{Service: "shop/cart", Endpoint: endpoint, Probe: probe}
 	}
 	held4 := out("10.244.1.11:8080", "httpGet http://10.244.1.11:8080/ready")
 	held6 := out("[fd00:244::11]:8080", "tcpSocket :8080")
@@ -33,8 +32,8 @@ func TestProbeView(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		last     *plan.Plan
-		rec      *daemon.ProbeRecord
-		wantHeld []daemon.ProbeOut
+		rec      *ProbeRecord
+		wantHeld []ProbeOut
 		// notReady: what the view says of each address with probes.
 		notReady map[string][]plan.Probe
 		ready    map[string][]plan.Probe
@@ -42,8 +41,8 @@ func TestProbeView(t *testing.T) {
 		{
 			name:     "held out",
 			last:     last,
-			rec:      &daemon.ProbeRecord{Node: "node-1", Out: []daemon.ProbeOut{held4, back, held6}},
-			wantHeld: []daemon.ProbeOut{held4, held6},
+			rec:      &ProbeRecord{Node: "node-1", Out: []ProbeOut{held4, back, held6}},
+			wantHeld: []ProbeOut{held4, held6},
 			notReady: map[string][]plan.Probe{"10.244.1.11": {http}, "fd00:244::11": {tcp}},
 			// Another probe of the same address does not fail, nor an
 			// endpoint the record has back in.
@@ -52,7 +51,7 @@ func TestProbeView(t *testing.T) {
 		{
 			name: "another node's record",
 			last: last,
-			rec:  &daemon.ProbeRecord{Node: "node-2", Out: []daemon.ProbeOut{held4}},
+			rec:  &ProbeRecord{Node: "node-2", Out: []ProbeOut{held4}},
 		},
 		{
 			name: "no record",
@@ -60,16 +59,16 @@ func TestProbeView(t *testing.T) {
 		},
 		{
 			name: "nothing applied",
-			rec:  &daemon.ProbeRecord{Node: "node-1", Out: []daemon.ProbeOut{held4}},
+			rec:  &ProbeRecord{Node: "node-1", Out: []ProbeOut{held4}},
 		},
 		{
 			name: "the record's endpoints all back in",
 			last: last,
-			rec:  &daemon.ProbeRecord{Node: "node-1", Out: []daemon.ProbeOut{back, out("not an address", "tcpSocket :8080")}},
+			rec:  &ProbeRecord{Node: "node-1", Out: []ProbeOut{back, out("not an address", "tcpSocket :8080")}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, held := probeView(tc.last, tc.rec, "node-1")
+			o, held := ProbeView(tc.last, tc.rec, "node-1")
 			if diff := cmp.Diff(tc.wantHeld, held); diff != "" {
 				t.Errorf("held (-want +got):\n%s", diff)
 			}

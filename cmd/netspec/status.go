@@ -83,7 +83,8 @@ started, revision{id, source, dirty, since}, lastSync{reason, kind, ended,
 durationSeconds, applySeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, unprobed, out[{service, endpoint,
-probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
+probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false; until the first sync ends, while
+lastSync is null, healthChecks and probes tell nothing), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
 interface, virtualServers, realServers}} and "record"{noDir, present, node,
 services, endpoints, recorded, probes{recorded, written, out[], failOpen[]}}.
@@ -230,6 +231,13 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 			what = "STALE (older than a minute; left by a git that died?), no longer waited for: remove it once no git runs"
 		}
 		fmt.Fprintf(w, "git lock: %s since %s: %s\n", l.Path, ago(l.Since, now), what)
+	}
+	if st.LastSync == nil {
+		// Neither is set up before the first sync: nil says nothing of
+		// the daemon's flags yet.
+		fmt.Fprintln(w, "health check node ports: not known yet (the first sync is under way)")
+		fmt.Fprintln(w, "readiness probes: not known yet (the first sync is under way)")
+		return
 	}
 	switch {
 	case st.HealthChecks == nil:

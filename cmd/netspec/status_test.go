@@ -121,3 +121,67 @@ func TestStatusRemovalAndGitLock(t *testing.T) {
 func probedEndpoint(ip string, ready bool, probes ...plan.Probe) plan.Endpoint {
 	return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: ready, Serving: ready, Probes: probes}
 }
+
+// TestStatusFirstSync: while the daemon's first sync is under way its
+// health check node ports and probes are not set up, which says nothing
+// of its flags: status says the first sync is under way, not that they
+// are off. After a sync, nil means off.
+func TestStatusFirstSync(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	synced := &daemon.SyncStatus{Reason: "start", Kind: "full", Ended: now, Result: daemon.ResultApplied}
+	for _, tc := range []struct {
+		name  string
+		st    daemon.Status
+		want  []string
+		wantN []string // must not appear
+	}{{
+		name: "first sync, nftables",
+		st:   daemon.Status{Dataplane: "nftables"},
+		want: []string{
+			"health check node ports: not known yet (the first sync is under way)\n",
+			"readiness probes: not known yet (the first sync is under way)\n",
+		},
+		wantN: []string{"not served", "--probes=false", "none in the plan"},
+	}, {
+		name: "first sync, probing",
+		st:   daemon.Status{Dataplane: "nftables", Probes: &daemon.ProbeStatus{Out: []daemon.ProbeOut{}, FailOpen: []string{}}},
+		want: []string{
+			"readiness probes: not known yet (the first sync is under way)\n",
+		},
+		wantN: []string{"none in the plan"},
+	}, {
+		name: "synced, off",
+		st:   daemon.Status{Dataplane: "none", LastSync: synced},
+		want: []string{
+			"health check node ports: not served (dataplane none)\n",
+			"readiness probes: off (--probes=false): readiness is the tree's\n",
+		},
+		wantN: []string{"under way"},
+	}, {
+		name: "synced, on",
+		st: daemon.Status{Dataplane: "nftables", LastSync: synced, HealthChecks: []daemon.HealthCheckStatus{},
+			Probes: &daemon.ProbeStatus{Out: []daemon.ProbeOut{}, FailOpen: []string{}}},
+		want: []string{
+			"health check node ports: none\n",
+			"readiness probes: none in the plan\n",
+		},
+		wantN: []string{"under way"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.st.Node, tc.st.Tree, tc.st.StateDir, tc.st.Started = "node-1", "/srv/tree", "state", now.Add(-time.Second)
+			var b bytes.Buffer
+			writeDaemonStatus(&b, "state/netspec.sock", &tc.st, now)
+			got := b.String()
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("status lacks %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.wantN {
+				if strings.Contains(got, w) {
+					t.Errorf("status has %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}

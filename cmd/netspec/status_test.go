@@ -102,17 +102,7 @@ func TestStatusRemovalAndGitLock(t *testing.T) {
 			tt.set(&st)
 			var b bytes.Buffer
 			writeDaemonStatus(&b, "state/netspec.sock", &st, now)
-			got := b.String()
-			for _, w := range tt.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("status lacks %q:\n%s", w, got)
-				}
-			}
-			for _, w := range tt.wantN {
-				if strings.Contains(got, w) {
-					t.Errorf("status has %q:\n%s", w, got)
-				}
-			}
+			checkLines(t, b.String(), tt.want, tt.wantN)
 		})
 	}
 }
@@ -171,17 +161,23 @@ func TestStatusFirstSync(t *testing.T) {
 			tc.st.Node, tc.st.Tree, tc.st.StateDir, tc.st.Started = "node-1", "/srv/tree", "state", now.Add(-time.Second)
 			var b bytes.Buffer
 			writeDaemonStatus(&b, "state/netspec.sock", &tc.st, now)
-			got := b.String()
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("status lacks %q:\n%s", w, got)
-				}
-			}
-			for _, w := range tc.wantN {
-				if strings.Contains(got, w) {
-					t.Errorf("status has %q:\n%s", w, got)
-				}
-			}
+			checkLines(t, b.String(), tc.want, tc.wantN)
 		})
+	}
+}
+
+// checkLines fails t unless status output got has every line of want and
+// none of the strings of wantN.
+func checkLines(t *testing.T, got string, want, wantN []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("status lacks %q:\n%s", w, got)
+		}
+	}
+	for _, w := range wantN {
+		if strings.Contains(got, w) {
+			t.Errorf("status has %q:\n%s", w, got)
+		}
 	}
 }

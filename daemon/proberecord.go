@@ -57,3 +57,14 @@ func writeProbeRecord(stateDir string, r *ProbeRecord) error {
 	}
 	return atomicfile.WriteFile(filepath.Join(stateDir, ProbeRecordFile), append(b, '\n'), 0o644)
 }
+
+// RemoveProbeRecord removes the state dir's ProbeRecordFile, as netspec
+// cleanup does with the rules that held its endpoints out; removed tells
+// whether there was one.
+func RemoveProbeRecord(stateDir string) (removed bool, err error) {
+	err = os.Remove(filepath.Join(stateDir, ProbeRecordFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -100,4 +101,68 @@ func TestProbeView(t *testing.T) {
 // or not.
 func probedEndpoint(ip string, ready bool, probes ...plan.Probe) plan.Endpoint {
 	return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: ready, Serving: ready, Probes: probes}
+}
+
+// TestHeldOut: without a daemon, what the kernel holds out for probes is
+// the record's endpoints the applied plan still has not ready (not those
+// of a Service failing open); without a record, or with one of another
+// node, the plan's probed endpoints that are not ready; nothing when the
+// plan has no probe.
+func TestHeldOut(t *testing.T) {
+	pr := plan.Probe{Action: plan.ProbeHTTPGet, Scheme: "HTTP", Port: 8080, Path: "/ready"}
+	ep := func(ip string, ready bool) plan.Endpoint { return probedEndpoint(ip, ready, pr) }
+	p := &plan.Plan{Node: plan.Node{Name: "node-1"}, Services: []plan.Service{{Namespace: "shop", Name: "cart",
+		Ports: []plan.Port{{Port: 80, Endpoints: []plan.Endpoint{ep("10.244.1.11", false), ep("10.244.1.12", true), ep("10.244.1.13", false)}}}}}}
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	out := func(ip string, failOpen bool) ProbeOut {
+		return ProbeOut{Service: "shop/cart", Endpoint: ip + ":8080", Probe: "httpGet http://" + ip + ":8080/ready", FailOpen: failOpen}
+	}
+	rec := &ProbeRecord{Node: "node-1", Written: since, FailOpen: []string{"shop/other"},
+		Out: []ProbeOut{out("10.244.1.11", false), out("10.244.1.12", false), out("10.244.1.13", true)}}
+	unready := []ProbeOut{out("10.244.1.11", false), out("10.244.1.13", false)}
+	for _, tc := range []struct {
+		name string
+		p    *plan.Plan
+		rec  *ProbeRecord
+		want *Held
+	}{
+		{name: "record", p: p, rec: rec, want: &Held{Recorded: true, Written: since, Out: []ProbeOut{out("10.244.1.11", false)}, FailOpen: []string{"shop/other"}}},
+		{name: "no record", p: p, rec: nil, want: &Held{Out: unready}},
+		{name: "record of another node", p: p, rec: &ProbeRecord{Node: "node-2", Out: rec.Out}, want: &Held{Out: unready}},
+		{name: "no probe", p: &plan.Plan{Node: plan.Node{Name: "node-1"}}, rec: rec, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, HeldOut(tc.p, tc.rec)); diff != "" {
+				t.Errorf("HeldOut (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRemoveProbeRecord: cleanup's removal of the probe record says
+// whether there was one, and a missing one is no error.
+func TestRemoveProbeRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		present bool
+	}{
+		{name: "present", present: true},
+		{name: "absent", present: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.present {
+				if err := writeProbeRecord(dir, &ProbeRecord{Node: "node-1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			removed, err := RemoveProbeRecord(dir)
+			if err != nil || removed != tc.present {
+				t.Fatalf("RemoveProbeRecord = %v, %v; want %v, nil", removed, err, tc.present)
+			}
+			if rec, err := ReadProbeRecord(dir); rec != nil || err != nil {
+				t.Errorf("after RemoveProbeRecord the record reads %+v, %v; want none", rec, err)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -261,6 +262,75 @@ func TestStateDirKernelRefuses(t *testing.T) {
 			}
 			if _, ok := rest["plan.json"]; !ok {
 				t.Error("no plan.json after the accepted apply")
+			}
+		})
+	}
+}
+
+// TestApplyBeside: the work given to ApplyBeside runs once, while the
+// kernel takes the batch when one is sent, after the apply when only the
+// files change (a node without data plane), and not at all when nothing
+// changes; ApplyBeside returns after it.
+func TestApplyBeside(t *testing.T) {
+	plans := besidePlans(t)
+	for _, tc := range []struct {
+		name        string
+		noDataplane bool
+		plans       []*plan.Plan // applied in turn; the work is looked at on the last
+		wantRun     bool
+		wantInBatch bool // the work had started when the batch was sent
+	}{
+		{name: "first install", plans: plans[:1], wantRun: true, wantInBatch: true},
+		{name: "change", plans: plans[:2], wantRun: true, wantInBatch: true},
+		{name: "no change", plans: []*plan.Plan{plans[0], plans[0]}, wantRun: false},
+		{name: "files only", noDataplane: true, plans: plans[:2], wantRun: true, wantInBatch: false},
+		{name: "files only, no change", noDataplane: true, plans: []*plan.Plan{plans[0], plans[0]}, wantRun: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := make(chan struct{})  // closed by the work
+			inBatch, beside := false, false // beside: in ApplyBeside
+			opts := applier.Options{StateDir: t.TempDir(), NoDataplane: tc.noDataplane}
+			if !tc.noDataplane {
+				opts.NFTables = nft.NewFake()
+				// Called during the batch: the work, started in
+				// a goroutine of its own, must start while the
+				// kernel is busy.
+				opts.KernelBusy = func() {
+					if !beside {
+						return
+					}
+					select {
+					case <-started:
+						inBatch = true
+					case <-time.After(10 * time.Second):
+					}
+				}
+			}
+			n, err := applier.Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			for i, p := range tc.plans[:len(tc.plans)-1] {
+				if _, err := n.Apply(p); err != nil {
+					t.Fatalf("plan %d: %v", i, err)
+				}
+			}
+			runs := 0
+			beside = true
+			r, err := n.ApplyBeside(tc.plans[len(tc.plans)-1], func() {
+				if runs++; runs == 1 {
+					close(started)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.wantRun]; runs != want {
+				t.Errorf("the work ran %d times, want %d (changes: %v)", runs, want, !r.Empty())
+			}
+			if inBatch != tc.wantInBatch {
+				t.Errorf("the work had started when the batch was sent: %v, want %v", inBatch, tc.wantInBatch)
 			}
 		})
 	}

@@ -3,9 +3,10 @@
 // a tree. Node applies a Plan: the kernel's nftables tables (package nft)
 // or IPVS virtual servers (package ipvs), conntrack cleanup for UDP
 // endpoints that left (package conntrack) and the state dir's zone, env and
-// plan files (package state); packages dnsserver and healthcheck serve a
-// plan's zones and health check node ports, and package dnslink makes the
-// dummy link that holds the DNS server's address. A Node programs the
+// plan files (package state), and package dnslink makes the dummy link
+// that holds the DNS server's address. The long-running servers of a
+// plan's zones and health check node ports are the daemon's (packages
+// daemon/dnsserver and daemon/healthcheck). A Node programs the
 // kernel first: the state dir's files change, and its record names the
 // plan, only once the kernel holds it. Apply and Update of a complete plan
 // prepare the files (render, write to temporary files, sync) while the

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"netspec.dev/netspec/applier/dnsserver"
+	"netspec.dev/netspec/daemon/dnsserver"
 )
 
 // metrics are the watcher's Prometheus metrics, in a registry of its own.

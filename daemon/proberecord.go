@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"netspec.dev/netspec/internal/atomicfile"
 )
 
 // ProbeRecordFile is the name, in the state dir, of the record of the
@@ -47,31 +49,22 @@ func ReadProbeRecord(stateDir string) (*ProbeRecord, error) {
 }
 
 // writeProbeRecord writes r as the state dir's ProbeRecordFile: to a
-// temporary file, renamed into place.
+// temporary file, synced and renamed into place (atomicfile).
 func writeProbeRecord(stateDir string, r *ProbeRecord) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(stateDir, "."+ProbeRecordFile+".tmp-*")
-	if err != nil {
-		return err
+	return atomicfile.WriteFile(filepath.Join(stateDir, ProbeRecordFile), append(b, '\n'), 0o644)
+}
+
+// RemoveProbeRecord removes the state dir's ProbeRecordFile, as netspec
+// cleanup does with the rules that held its endpoints out; removed tells
+// whether there was one.
+func RemoveProbeRecord(stateDir string) (removed bool, err error) {
+	err = os.Remove(filepath.Join(stateDir, ProbeRecordFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
 	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync() // durable before it replaces the last record
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(stateDir, ProbeRecordFile))
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return err == nil, err
 }

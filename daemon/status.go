@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"netspec.dev/netspec/applier/healthcheck"
+	"netspec.dev/netspec/daemon/healthcheck"
 )
 
 // SocketName is the name of the status socket in the state dir.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"netspec.dev/netspec/applier"
-	"netspec.dev/netspec/applier/dnsserver"
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon/dnsserver"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"

@@ -47,10 +47,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"netspec.dev/netspec/applier"
-	"netspec.dev/netspec/applier/dnsserver"
-	"netspec.dev/netspec/applier/healthcheck"
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon/dnsserver"
+	"netspec.dev/netspec/daemon/healthcheck"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"netspec.dev/netspec/applier/dnsserver"
-	"netspec.dev/netspec/applier/dnsserver/dnstest"
+	"netspec.dev/netspec/daemon/dnsserver"
+	"netspec.dev/netspec/daemon/dnsserver/dnstest"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
 	"netspec.dev/netspec/plan"

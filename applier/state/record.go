@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"netspec.dev/netspec/internal/atomicfile"
 )
 
 // The applied plan's record.
@@ -372,7 +374,7 @@ func (w *pending) commitRecord(done *Changes, rw *recordWrite) error {
 		if err := d.remove(LogFile); err != nil {
 			return err
 		}
-		if err := syncDir(d.path); err != nil {
+		if err := atomicfile.SyncDir(d.path); err != nil {
 			return d.errorf("sync %s: %w", d.path, err)
 		}
 	}

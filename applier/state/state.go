@@ -90,6 +90,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"netspec.dev/netspec/internal/atomicfile"
 )
 
 // PlanFile is the path of the last applied plan in the dir: the whole
@@ -314,7 +316,7 @@ func (d *Dir) Apply(files map[string][]byte) (_ Changes, err error) {
 		if err := d.remove(PlanFile); err != nil {
 			return done, err
 		}
-		if err := syncDir(d.path); err != nil {
+		if err := atomicfile.SyncDir(d.path); err != nil {
 			return done, d.errorf("sync %s: %w", d.path, err)
 		}
 		done.Removed = append(done.Removed, PlanFile)
@@ -323,7 +325,7 @@ func (d *Dir) Apply(files map[string][]byte) (_ Changes, err error) {
 		if err := d.remove(LogFile); err != nil {
 			return done, err
 		}
-		if err := syncDir(d.path); err != nil {
+		if err := atomicfile.SyncDir(d.path); err != nil {
 			return done, d.errorf("sync %s: %w", d.path, err)
 		}
 		done.Removed = append(done.Removed, LogFile)
@@ -439,7 +441,7 @@ func (w *pending) commitFiles(plan Changes) (Changes, error) {
 		done.Removed = append(done.Removed, p)
 	}
 	for _, dir := range slices.Sorted(maps.Keys(removedDirs)) {
-		if err := syncDir(dir); err != nil {
+		if err := atomicfile.SyncDir(dir); err != nil {
 			return done, d.errorf("sync %s: %w", dir, err)
 		}
 	}
@@ -503,13 +505,13 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 	}
 	for _, sub := range []string{dnsDir, envDir, resolvDir} {
 		dir := filepath.Join(d.path, sub)
-		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		if err := atomicfile.SyncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			return sorted(removed), d.errorf("sync %s: %w", dir, err)
 		}
 		// Fails when not empty (or not there, or a file): then it stays.
 		_ = syscall.Rmdir(dir)
 	}
-	if err := syncDir(d.path); err != nil {
+	if err := atomicfile.SyncDir(d.path); err != nil {
 		return sorted(removed), d.errorf("sync %s: %w", d.path, err)
 	}
 	return sorted(removed), nil
@@ -695,13 +697,13 @@ func (d *Dir) write(rel string, data []byte) error {
 // tempFile is the temporary file of a write of rel: commit (finish, then
 // place) renames it over rel, abort removes it.
 type tempFile struct {
-	d        *Dir
-	rel, dir string
-	f        *os.File
-	n        int64 // bytes written
-	err      error // the first error of Write
-	closed   bool  // by finish
-	madeDir  bool  // createTemp created dir
+	d       *Dir
+	rel     string
+	dir     string
+	f       *atomicfile.File
+	n       int64 // bytes written
+	err     error // the first error of Write
+	madeDir bool  // createTemp created dir
 }
 
 // createTemp starts a write of rel, creating its directory if needed.
@@ -711,7 +713,7 @@ func (d *Dir) createTemp(rel string) (*tempFile, error) {
 	if dir != d.path {
 		if err := os.Mkdir(dir, dirMode); err == nil {
 			made = true
-			if err := syncDir(d.path); err != nil {
+			if err := atomicfile.SyncDir(d.path); err != nil {
 				syscall.Rmdir(dir)
 				return nil, d.errorf("sync %s: %w", d.path, err)
 			}
@@ -719,7 +721,7 @@ func (d *Dir) createTemp(rel string) (*tempFile, error) {
 			return nil, d.errorf("create %s/: %w", filepath.Base(dir), err)
 		}
 	}
-	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(rel)+"-*")
+	f, err := atomicfile.Create(d.abs(rel), tmpPrefix+filepath.Base(rel)+"-", fileMode)
 	if err != nil {
 		if made {
 			syscall.Rmdir(dir)
@@ -739,12 +741,7 @@ func (t *tempFile) Write(p []byte) (int, error) {
 }
 
 // abort removes the temporary file.
-func (t *tempFile) abort() {
-	if !t.closed {
-		t.f.Close()
-	}
-	os.Remove(t.f.Name())
-}
+func (t *tempFile) abort() { t.f.Abort() }
 
 // commit syncs the temporary file, renames it over rel and syncs the
 // directory.
@@ -759,21 +756,8 @@ func (t *tempFile) commit() error {
 // content is durable, and rel still holds what it held. On an error it is
 // removed.
 func (t *tempFile) finish() error {
-	d, rel, tmp := t.d, t.rel, t.f.Name()
-	fail := func(err error) error {
-		t.abort()
-		return d.errorf("write %s: %w", rel, err)
-	}
-	if err := t.f.Chmod(fileMode); err != nil {
-		return fail(err)
-	}
-	if err := t.f.Sync(); err != nil {
-		return fail(err)
-	}
-	t.closed = true
-	if err := t.f.Close(); err != nil {
-		os.Remove(tmp)
-		return d.errorf("write %s: %w", rel, err)
+	if err := t.f.Finish(); err != nil {
+		return t.d.errorf("write %s: %w", t.rel, err)
 	}
 	return nil
 }
@@ -781,16 +765,12 @@ func (t *tempFile) finish() error {
 // place renames the finished temporary file over rel and syncs the
 // directory.
 func (t *tempFile) place() error {
-	d, rel, tmp := t.d, t.rel, t.f.Name()
+	d, rel := t.d, t.rel
 	if d.crash != nil && d.crash("write "+rel) {
 		return errCrash
 	}
-	if err := os.Rename(tmp, d.abs(rel)); err != nil {
-		os.Remove(tmp)
+	if err := t.f.Place(); err != nil {
 		return d.errorf("write %s: %w", rel, err)
-	}
-	if err := syncDir(t.dir); err != nil {
-		return d.errorf("write %s: sync %s: %w", rel, t.dir, err)
 	}
 	d.written.Files++
 	d.written.Bytes += t.n
@@ -884,18 +864,6 @@ func hint(err error) string {
 		return " (the file system is read-only: choose a writable --state-dir)"
 	}
 	return ""
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func sorted(s []string) []string {

@@ -3,13 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -262,7 +259,7 @@ func runPlan(e *env, opts any, args []string) int {
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: warning: the daemon's record of its probes is not read (%v); readiness is the tree's\n", err)
 	}
-	view, held := probeView(n.Last(), rec, f.node)
+	view, held := daemon.ProbeView(n.Last(), rec, f.node)
 	p, code := compileLoaded(e, "plan", l, f.node, view)
 	if p == nil {
 		return code
@@ -272,7 +269,7 @@ func runPlan(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
 		return exitError
 	}
-	old := lastOrNil(r, p)
+	old := r.Installed(p)
 	d := treediff.Diff(map[string]*plan.Plan{f.node: old}, map[string]*plan.Plan{f.node: p})
 	drift, err := planDrift(n, r, old, d)
 	if err != nil {
@@ -297,7 +294,7 @@ func runPlan(e *env, opts any, args []string) int {
 
 // planDrift is the kernel's changes against the last applied plan, r.Last,
 // given r, what n.Plan found for the new plan, which differs from old (the
-// plan the kernel is believed to hold, lastOrNil) by d: r's own changes
+// plan the kernel is believed to hold, Result.Installed) by d: r's own changes
 // when the plan is the last one, else the kernel read against the last
 // one again. nil when nothing is installed.
 func planDrift(n *applier.Node, r *applier.Result, old *plan.Plan, d *treediff.PlanDiff) (*nft.Changes, error) {
@@ -384,44 +381,26 @@ func runApply(e *env, opts any, args []string) int {
 	}
 	ao := f.applierOptions(e)
 	ao.OneShot = true
-	// The diff that is printed is worked out while the kernel takes the
-	// batch, when a core is otherwise idle (at 50,000 Services it takes
-	// about 0.7 s, and beside the rendering it slowed that as much): from
-	// the state dir's last plan, which lastOrNil returns unless the
-	// kernel has lost netspec's tables. start says whether to.
-	start := make(chan bool, 1)
-	tell := func(diff bool) {
-		select {
-		case start <- diff:
-		default: // told already
-		}
-	}
-	ao.KernelBusy = func() { tell(true) }
 	n, err := applier.Open(ao)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
 		return exitError
 	}
 	defer n.Close()
+	// The diff that is printed is worked out while the kernel takes the
+	// batch (at 50,000 Services it takes about 0.7 s, and after the
+	// rendering it slowed that as much): from the state dir's last plan,
+	// which Result.Installed returns unless the kernel has lost netspec's tables.
 	last, nw := n.Last(), map[string]*plan.Plan{f.node: p}
-	diffed := make(chan *treediff.PlanDiff, 1)
-	go func() {
-		if !<-start {
-			return
-		}
+	var d *treediff.PlanDiff
+	r, err := n.ApplyBeside(p, func() {
 		old := last
 		if old == nil {
-			old = emptyPlan(p)
+			old = applier.EmptyPlan(p)
 		}
 		defer stages.Start("diff (beside)")()
-		diffed <- treediff.DiffWithoutDataPlane(map[string]*plan.Plan{f.node: old}, nw)
-	}()
-	r, err := n.Apply(p)
-	if err != nil || r.Empty() {
-		tell(false)
-	} else {
-		tell(true) // now, if no batch was sent (the files alone changed)
-	}
+		d = treediff.DiffWithoutDataPlane(map[string]*plan.Plan{f.node: old}, nw)
+	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
 		return exitError
@@ -434,8 +413,7 @@ func runApply(e *env, opts any, args []string) int {
 	// whether the diff is empty (then writeNodeChanges shows drift), so
 	// they are computed only when the rest of it is.
 	defer stages.Start("output")()
-	old := map[string]*plan.Plan{f.node: lastOrNil(r, p)}
-	d := <-diffed
+	old := map[string]*plan.Plan{f.node: r.Installed(p)}
 	if last != nil && old[f.node] != last {
 		d = treediff.DiffWithoutDataPlane(old, nw)
 	}
@@ -479,11 +457,11 @@ func runCleanup(e *env, opts any, args []string) int {
 	}
 	// The daemon's record of the endpoints it held out, which the
 	// removed rules no longer hold out.
-	if err := os.Remove(filepath.Join(f.stateDir, daemon.ProbeRecordFile)); err == nil {
-		files = append(files, daemon.ProbeRecordFile)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if removed, err := daemon.RemoveProbeRecord(f.stateDir); err != nil {
 		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
 		return exitError
+	} else if removed {
+		files = append(files, daemon.ProbeRecordFile)
 	}
 	for _, t := range tables {
 		if strings.HasPrefix(t, "IPVS ") {
@@ -499,27 +477,6 @@ func runCleanup(e *env, opts any, args []string) int {
 		fmt.Fprintln(e.stdout, "nothing to remove")
 	}
 	return exitOK
-}
-
-// lastOrNil is the plan the kernel is believed to hold: the state dir's
-// last plan, unless the kernel has no netspec table (then nothing is
-// installed, whatever the state dir says).
-func lastOrNil(r *applier.Result, p *plan.Plan) *plan.Plan {
-	for _, t := range r.NFT.Tables {
-		if t.Replace && t.Reason == nft.ReasonMissing {
-			return emptyPlan(p)
-		}
-	}
-	if r.Last == nil {
-		return emptyPlan(p)
-	}
-	return r.Last
-}
-
-// emptyPlan is p without services, DNS or variables: what a node with
-// nothing installed is compared as, so that only what apply adds shows.
-func emptyPlan(p *plan.Plan) *plan.Plan {
-	return &plan.Plan{Node: p.Node, Cluster: p.Cluster}
 }
 
 // writeNodeChanges prints the +/~/- lines of a plan or apply (one per

@@ -14,8 +14,8 @@ import (
 
 	"github.com/miekg/dns"
 
-	"netspec.dev/netspec/applier/dnsserver"
-	"netspec.dev/netspec/applier/dnsserver/dnstest"
+	"netspec.dev/netspec/daemon/dnsserver"
+	"netspec.dev/netspec/daemon/dnsserver/dnstest"
 	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
 	"netspec.dev/netspec/plan"

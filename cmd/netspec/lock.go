@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/atomicfile"
 )
 
 type lockFlags struct {
@@ -72,7 +73,7 @@ func runLock(e *env, opts any, args []string) int {
 		return exitOK
 	}
 	changes := compiler.LockDiff(l.lock, want)
-	if err := writeFileAtomic(name, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(name, data, 0o644); err != nil {
 		fmt.Fprintf(e.stderr, "netspec lock: %v\n", err)
 		return exitError
 	}
@@ -91,39 +92,4 @@ func lockChange(line string) string {
 		}
 	}
 	return line
-}
-
-// writeFileAtomic writes data to name through a temporary file in the same
-// directory, synced and renamed, so that readers see the old or the new
-// content and never a part.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/atomicfile"
 	"netspec.dev/netspec/render"
 )
 
@@ -158,7 +159,7 @@ func writeRendered(dir string, files map[string][]byte) (written, removed []stri
 		if old, err := os.ReadFile(full); err == nil && string(old) == string(files[name]) {
 			continue
 		}
-		if err := writeFileAtomic(full, files[name], 0o644); err != nil {
+		if err := atomicfile.WriteFile(full, files[name], 0o644); err != nil {
 			return nil, nil, err
 		}
 	}

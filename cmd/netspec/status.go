@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +13,10 @@ import (
 	"time"
 
 	"netspec.dev/netspec/applier"
-	"netspec.dev/netspec/applier/state"
+	"netspec.dev/netspec/applier/ipvs"
+	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/daemon"
-	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/daemon/status"
 )
 
 type statusFlags struct {
@@ -84,7 +83,8 @@ started, revision{id, source, dirty, since}, lastSync{reason, kind, ended,
 durationSeconds, applySeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, unprobed, out[{service, endpoint,
-probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
+probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false; until the first sync ends, while
+lastSync is null, healthChecks and probes tell nothing), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
 interface, virtualServers, realServers}} and "record"{noDir, present, node,
 services, endpoints, recorded, probes{recorded, written, out[], failOpen[]}}.
@@ -113,47 +113,6 @@ Examples:
 	})
 }
 
-// statusOut is the JSON of netspec status.
-type statusOut struct {
-	Running bool           `json:"running"`
-	Daemon  *daemon.Status `json:"daemon,omitempty"`
-	Reason  string         `json:"reason,omitempty"` // why no daemon answered
-	Kernel  *kernelView    `json:"kernel,omitempty"`
-	Record  *recordView    `json:"record,omitempty"`
-}
-
-// recordView is the state dir's record of the last applied plan.
-type recordView struct {
-	// NoDir tells that the state dir does not exist (a mistyped
-	// --state-dir, or nothing ever applied).
-	NoDir     bool      `json:"noDir,omitempty"`
-	Present   bool      `json:"present"`
-	Node      string    `json:"node,omitempty"`
-	Services  int       `json:"services"`
-	Endpoints int       `json:"endpoints"`
-	Recorded  time.Time `json:"recorded,omitzero"` // the record's last write
-	// Probes is what the record tells of the endpoints held out for
-	// failing readiness probes; nil when the plan has no probe.
-	Probes *heldView `json:"probes,omitempty"`
-}
-
-// heldView is what status without a daemon tells of the endpoints the
-// kernel holds out for failing readiness probes: the daemon's record of
-// them (daemon.ProbeRecordFile), those still not ready in the applied
-// plan; without that record, the applied plan's probed endpoints that
-// are not ready, for a probe or for the tree (the plan does not tell).
-type heldView struct {
-	// Recorded tells that the daemon's record was read (Written is when
-	// it wrote it); false: only the applied plan tells.
-	Recorded bool      `json:"recorded"`
-	Written  time.Time `json:"written,omitzero"`
-	// Out are the endpoints held out by the daemon's probes (Recorded),
-	// or not ready in the applied plan although probed (not Recorded);
-	// FailOpen the Services the daemon kept whole (Recorded).
-	Out      []daemon.ProbeOut `json:"out"`
-	FailOpen []string          `json:"failOpen,omitempty"`
-}
-
 func runStatus(e *env, opts any, args []string) int {
 	f := opts.(*statusFlags)
 	if len(args) > 0 {
@@ -168,28 +127,9 @@ func runStatus(e *env, opts any, args []string) int {
 	if sock == "" {
 		sock = filepath.Join(f.stateDir, daemon.SocketName)
 	}
-	st, err := askDaemon(sock, f.wait)
-	out := statusOut{}
-	switch {
-	case err == nil:
-		out.Running, out.Daemon = true, st
-	case errors.Is(err, daemon.ErrNoDaemon), errors.Is(err, daemon.ErrStaleSocket):
-		out.Reason = sock + " does not exist"
-		if errors.Is(err, daemon.ErrStaleSocket) {
-			out.Reason = "nothing listens on " + sock + " (left by a daemon that stopped)"
-		}
-		out.Kernel = readKernel()
-		rec, err := readRecord(f.stateDir)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
-			return exitError
-		}
-		out.Record = rec
-	case errors.Is(err, os.ErrPermission):
-		fmt.Fprintf(e.stderr, "netspec status: %s: permission denied: the socket is for the daemon's user (root) only\n", sock)
-		return exitError
-	default:
-		fmt.Fprintf(e.stderr, "netspec status: asking the daemon on %s: %v\n", sock, err)
+	out, err := status.Gather(status.Options{Socket: sock, StateDir: f.stateDir, Wait: f.wait})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
 		return exitError
 	}
 	if f.json {
@@ -209,22 +149,6 @@ func runStatus(e *env, opts any, args []string) int {
 		writeRecordView(e.stdout, f.stateDir, out.Record, time.Now())
 	}
 	return exitOK
-}
-
-// askDaemon queries the daemon; with wait, it asks again until the
-// daemon answers with a sync done or wait has passed.
-func askDaemon(sock string, wait time.Duration) (*daemon.Status, error) {
-	end := time.Now().Add(wait)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		st, err := daemon.QueryStatus(ctx, sock)
-		cancel()
-		retry := (err == nil && st.LastSync == nil) || errors.Is(err, daemon.ErrNoDaemon) || errors.Is(err, daemon.ErrStaleSocket)
-		if !retry || time.Now().After(end) {
-			return st, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // ago formats a time as RFC 3339 with its age.
@@ -308,6 +232,13 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 		}
 		fmt.Fprintf(w, "git lock: %s since %s: %s\n", l.Path, ago(l.Since, now), what)
 	}
+	if st.LastSync == nil {
+		// Neither is set up before the first sync: nil says nothing of
+		// the daemon's flags yet.
+		fmt.Fprintln(w, "health check node ports: not known yet (the first sync is under way)")
+		fmt.Fprintln(w, "readiness probes: not known yet (the first sync is under way)")
+		return
+	}
 	switch {
 	case st.HealthChecks == nil:
 		fmt.Fprintf(w, "health check node ports: not served (dataplane %s)\n", st.Dataplane)
@@ -381,73 +312,9 @@ func orDash(s string) string {
 	return s
 }
 
-// readRecord reads the state dir's record of the last applied plan and
-// the daemon's record of the endpoints held out for failing probes,
-// creating nothing.
-func readRecord(dir string) (*recordView, error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return &recordView{NoDir: true}, nil
-	}
-	n, err := applier.Open(applier.Options{StateDir: dir, NoCreateStateDir: true, NoDataplane: true})
-	if err != nil {
-		return nil, err
-	}
-	defer n.Close()
-	p := n.Last()
-	if p == nil {
-		return &recordView{}, nil
-	}
-	r := &recordView{Present: true, Node: p.Node.Name}
-	r.Services, r.Endpoints = p.Counts()
-	for _, name := range []string{state.PlanFile, state.LogFile} {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.ModTime().After(r.Recorded) {
-			r.Recorded = fi.ModTime().UTC().Truncate(time.Second)
-		}
-	}
-	rec, err := daemon.ReadProbeRecord(dir)
-	if err != nil {
-		return nil, err
-	}
-	r.Probes = heldOut(p, rec)
-	return r, nil
-}
-
-// heldOut works out what the kernel holds out for failing probes from
-// the applied plan p and the daemon's record rec (nil: none): the
-// record's endpoints that p still has not ready (an apply since puts the
-// tree's readiness back); without a record (or one of another node),
-// p's probed endpoints that are not ready. nil when p has no probe.
-func heldOut(p *plan.Plan, rec *daemon.ProbeRecord) *heldView {
-	notReady := map[string]bool{} // service endpoint → p has it probed and not ready
-	probed := false
-	var unready []daemon.ProbeOut
-	eachProbedEndpoint(p, func(s *plan.Service, e *plan.Endpoint) {
-		probed = true
-		key := s.Key() + " " + e.AddrPort().String()
-		if e.Ready || notReady[key] {
-			return
-		}
-		notReady[key] = true
-		for _, pr := range e.Probes {
-			unready = append(unready, daemon.ProbeOut{Service: s.Key(), Endpoint: e.AddrPort().String(), Probe: daemon.ProbeString(pr, e.IP)})
-		}
-	})
-	if !probed {
-		return nil
-	}
-	if rec == nil || rec.Node != p.Node.Name {
-		return &heldView{Out: unready}
-	}
-	h := &heldView{Recorded: true, Written: rec.Written, Out: []daemon.ProbeOut{}, FailOpen: rec.FailOpen}
-	for _, o := range rec.Out {
-		if !o.FailOpen && notReady[o.Service+" "+o.Endpoint] {
-			h.Out = append(h.Out, o)
-		}
-	}
-	return h
-}
-
-func writeRecordView(w io.Writer, dir string, r *recordView, now time.Time) {
+// writeRecordView prints the state dir's record of the last applied plan,
+// as status shows it without a daemon.
+func writeRecordView(w io.Writer, dir string, r *status.Record, now time.Time) {
 	switch {
 	case r.NoDir:
 		fmt.Fprintf(w, "state dir %s: does not exist (a mistyped --state-dir? the daemon's is its --state-dir, %s by default)\n", dir, applier.DefaultStateDir)
@@ -506,4 +373,30 @@ func writeProbeOut(w io.Writer, o daemon.ProbeOut, now time.Time) {
 		last = "; last probe " + ago(o.LastProbe, now)
 	}
 	fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError), last)
+}
+
+// writeKernelView prints what the kernel holds of netspec, as status
+// shows it without a daemon.
+func writeKernelView(w io.Writer, k *status.Kernel) {
+	if !k.Read {
+		fmt.Fprintf(w, "kernel: not read: %s\n", k.Error)
+		return
+	}
+	fmt.Fprintln(w, "kernel:")
+	for _, t := range k.NFTables {
+		if !t.Present {
+			fmt.Fprintf(w, "  nftables: no table %s %s\n", t.Family, nft.TableName)
+			continue
+		}
+		fmt.Fprintf(w, "  nftables: table %s %s: %s, %s, %s\n", t.Family, nft.TableName,
+			plural(t.Chains, "chain"), plural(t.Sets, "set"), plural(t.Elements, "element"))
+	}
+	switch v := k.IPVS; {
+	case !v.Available:
+		fmt.Fprintln(w, "  ipvs: not in the kernel")
+	case !v.Interface:
+		fmt.Fprintf(w, "  ipvs: no interface %s, no virtual server of netspec\n", ipvs.LinkName)
+	default:
+		fmt.Fprintf(w, "  ipvs: %s, %s (on %s)\n", plural(v.VirtualServers, "virtual server"), plural(v.RealServers, "real server"), ipvs.LinkName)
+	}
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"netspec.dev/netspec/daemon"
+	"netspec.dev/netspec/daemon/status"
 	"netspec.dev/netspec/plan"
 )
 
@@ -28,7 +30,7 @@ func TestStatusHeldOut(t *testing.T) {
 	now := since.Add(time.Minute)
 
 	var b bytes.Buffer
-	writeRecordView(&b, "state", &recordView{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: heldOut(p, rec)}, now)
+	writeRecordView(&b, "state", &status.Record{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: daemon.HeldOut(p, rec)}, now)
 	got := b.String()
 	for _, want := range []string{
 		"readiness probes: the kernel holds the probe view the daemon last applied (recorded 2026-01-02T03:04:05Z (1m0s ago)), with 1 endpoint held out for failing probes, though no daemon probes them now:\n",
@@ -45,7 +47,7 @@ func TestStatusHeldOut(t *testing.T) {
 
 	// No record: what the plan tells, and no more.
 	b.Reset()
-	writeRecordView(&b, "state", &recordView{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: heldOut(p, nil)}, now)
+	writeRecordView(&b, "state", &status.Record{Present: true, Node: "node-1", Services: 1, Endpoints: 3, Recorded: since, Probes: daemon.HeldOut(p, nil)}, now)
 	got = b.String()
 	for _, want := range []string{
 		"readiness probes: no record of the daemon's probes; 2 endpoints of the applied plan not ready although probed (out for a failing probe, or not Ready in the tree: the record does not tell which):\n",
@@ -100,17 +102,82 @@ func TestStatusRemovalAndGitLock(t *testing.T) {
 			tt.set(&st)
 			var b bytes.Buffer
 			writeDaemonStatus(&b, "state/netspec.sock", &st, now)
-			got := b.String()
-			for _, w := range tt.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("status lacks %q:\n%s", w, got)
-				}
-			}
-			for _, w := range tt.wantN {
-				if strings.Contains(got, w) {
-					t.Errorf("status has %q:\n%s", w, got)
-				}
-			}
+			checkLines(t, b.String(), tt.want, tt.wantN)
 		})
+	}
+}
+
+// probedEndpoint is a port's endpoint at ip with readiness probes.
+func probedEndpoint(ip string, ready bool, probes ...plan.Probe) plan.Endpoint {
+	return plan.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: ready, Serving: ready, Probes: probes}
+}
+
+// TestStatusFirstSync: while the daemon's first sync is under way its
+// health check node ports and probes are not set up, which says nothing
+// of its flags: status says the first sync is under way, not that they
+// are off. After a sync, nil means off.
+func TestStatusFirstSync(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	synced := &daemon.SyncStatus{Reason: "start", Kind: "full", Ended: now, Result: daemon.ResultApplied}
+	for _, tc := range []struct {
+		name  string
+		st    daemon.Status
+		want  []string
+		wantN []string // must not appear
+	}{{
+		name: "first sync, nftables",
+		st:   daemon.Status{Dataplane: "nftables"},
+		want: []string{
+			"health check node ports: not known yet (the first sync is under way)\n",
+			"readiness probes: not known yet (the first sync is under way)\n",
+		},
+		wantN: []string{"not served", "--probes=false", "none in the plan"},
+	}, {
+		name: "first sync, probing",
+		st:   daemon.Status{Dataplane: "nftables", Probes: &daemon.ProbeStatus{Out: []daemon.ProbeOut{}, FailOpen: []string{}}},
+		want: []string{
+			"readiness probes: not known yet (the first sync is under way)\n",
+		},
+		wantN: []string{"none in the plan"},
+	}, {
+		name: "synced, off",
+		st:   daemon.Status{Dataplane: "none", LastSync: synced},
+		want: []string{
+			"health check node ports: not served (dataplane none)\n",
+			"readiness probes: off (--probes=false): readiness is the tree's\n",
+		},
+		wantN: []string{"under way"},
+	}, {
+		name: "synced, on",
+		st: daemon.Status{Dataplane: "nftables", LastSync: synced, HealthChecks: []daemon.HealthCheckStatus{},
+			Probes: &daemon.ProbeStatus{Out: []daemon.ProbeOut{}, FailOpen: []string{}}},
+		want: []string{
+			"health check node ports: none\n",
+			"readiness probes: none in the plan\n",
+		},
+		wantN: []string{"under way"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.st.Node, tc.st.Tree, tc.st.StateDir, tc.st.Started = "node-1", "/srv/tree", "state", now.Add(-time.Second)
+			var b bytes.Buffer
+			writeDaemonStatus(&b, "state/netspec.sock", &tc.st, now)
+			checkLines(t, b.String(), tc.want, tc.wantN)
+		})
+	}
+}
+
+// checkLines fails t unless status output got has every line of want and
+// none of the strings of wantN.
+func checkLines(t *testing.T, got string, want, wantN []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("status lacks %q:\n%s", w, got)
+		}
+	}
+	for _, w := range wantN {
+		if strings.Contains(got, w) {
+			t.Errorf("status has %q:\n%s", w, got)
+		}
 	}
 }

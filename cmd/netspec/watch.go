@@ -16,8 +16,8 @@ import (
 
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/dnslink"
-	"netspec.dev/netspec/applier/dnsserver"
 	"netspec.dev/netspec/daemon"
+	"netspec.dev/netspec/daemon/dnsserver"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"

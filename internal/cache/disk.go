@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"netspec.dev/netspec/internal/atomicfile"
 	"netspec.dev/netspec/schema"
 )
 
@@ -369,43 +370,13 @@ func (d *Disk) Save() error {
 	return nil
 }
 
-// writeAtomic writes data to name through a temporary file in the same
-// directory, synced before the rename, with mode 0600 in a 0700 directory.
-func writeAtomic(name string, data []byte) (err error) {
-	dir := filepath.Dir(name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// writeAtomic writes data to name atomically (atomicfile.WriteFile), with
+// mode 0600 in a 0700 directory.
+func writeAtomic(name string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), name); err != nil {
-		return err
-	}
-	if df, err := os.Open(dir); err == nil {
-		df.Sync() // make the rename durable; not all systems support it
-		df.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(name, data, 0o600)
 }
 
 var _ schema.Cache = (*Disk)(nil)

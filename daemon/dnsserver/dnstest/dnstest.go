@@ -6,7 +6,7 @@ import (
 	"context"
 	"testing"
 
-	"netspec.dev/netspec/applier/dnsserver"
+	"netspec.dev/netspec/daemon/dnsserver"
 )
 
 // Serve answers from rs on addr until the test ends. in runs a function

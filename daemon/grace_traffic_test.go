@@ -86,9 +86,16 @@ func graceRig(t *testing.T, tree string, grace time.Duration) (*running, *testne
 		pod.Route("default", gw)
 		pod.Serve(t, name, ip+":8080")
 	}
-	waitFor(t, "the client reaching the Service", func() (bool, string) {
+	// Both pods must have answered through the Service before a probe
+	// loop starts, so that its first connection to either does not wait
+	// for the node to resolve the pod's address.
+	seen := map[string]bool{}
+	waitFor(t, "the client reaching both pods through the Service", func() (bool, string) {
 		got := client.DialTCP("10.96.0.20:80", time.Second)
-		return strings.HasPrefix(got, "p"), got
+		if name, _, ok := strings.Cut(got, " "); ok && strings.HasPrefix(name, "p") {
+			seen[name] = true
+		}
+		return seen["p1"] && seen["p2"], got
 	})
 	return r, client
 }

@@ -155,3 +155,9 @@ func outOn(f *Fleet, key, reason string) bool {
 	w, ok := f.View().Out[key]
 	return ok && (reason == "" || w.Reason == reason)
 }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newTestQueue() *memberlist.TransmitLimitedQueue {
+	return &memberlist.TransmitLimitedQueue{NumNodes: func() int { return 3 }, RetransmitMult: 4}
+}

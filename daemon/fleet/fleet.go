@@ -176,7 +176,7 @@ func New(cfg Config) (*Fleet, error) {
 	f.publish()
 	f.wg.Add(2)
 	go f.loop()
-	go f.joinLoop(5 * mc.ProbeInterval)
+	go f.joinLoop(5*mc.ProbeInterval, mc.PushPullInterval)
 	f.signal()
 	return f, nil
 }
@@ -262,11 +262,10 @@ func (f *Fleet) loop() {
 		case <-f.changed:
 			f.remake()
 		case <-f.metaCh:
-			// Blocks until the update went out to a member (or a
-			// timeout): only the loop waits.
-			if err := f.ml.UpdateNode(10 * time.Second); err != nil {
-				f.log.Debug("gossip: metadata update not sent yet", "err", err)
-			}
+			// UpdateNode queues the update, then waits for its first
+			// sending, which nothing here needs: the shortest wait. An
+			// error only says it is not sent yet.
+			f.ml.UpdateNode(time.Nanosecond)
 		}
 	}
 }
@@ -312,19 +311,22 @@ func viewEqual(a, b *View) bool {
 	}()
 }
 
-// joinLoop joins through cfg.Join until a member answers, and again
-// whenever this node sees fewer members alive than it saw in the fleet
-// (a healed partition: memberlist gives up on dead members).
-func (f *Fleet) joinLoop(every time.Duration) {
+// joinLoop joins through cfg.Join, every retry until a member answers,
+// then every rejoin while members seen earlier are dead (a healed
+// partition: memberlist stops gossiping to dead members after
+// GossipToTheDeadTime).
+func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 	defer f.wg.Done()
 	if len(f.cfg.Join) == 0 {
 		return
 	}
 	joined := false
-	t := time.NewTicker(every)
+	t := time.NewTicker(retry)
 	defer t.Stop()
+	var last time.Time
 	for {
-		if !joined || f.missing() {
+		if !joined || f.missing() && time.Since(last) >= rejoin {
+			last = time.Now()
 			n, err := f.ml.Join(f.cfg.Join)
 			switch {
 			case err != nil && n == 0:
@@ -502,12 +504,7 @@ func (d *delegate) LocalState(join bool) []byte {
 	sort.Strings(owners)
 	for _, o := range owners {
 		t := f.st.tables[o]
-		ids := make([]ID, 0, len(t.ids))
-		for id := range t.ids {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		tables = append(tables, storedTable{owner: o, v: t.v, ids: ids})
+		tables = append(tables, storedTable{owner: o, v: t.v, ids: sortedIDs(t.ids)})
 	}
 	return encodeState(tables)
 }

@@ -2,7 +2,10 @@ package fleet
 
 import (
 	"bytes"
+	"log/slog"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The tree of the cluster tests: nodes a to e, one check on each, and one
@@ -292,5 +295,86 @@ func TestAgentlessProbedByTwo(t *testing.T) {
 	probers[1].SetLocal([]string{keyX})
 	for _, f := range fs {
 		waitFor(t, f.cfg.Name+" to take the agentless endpoint out", func() bool { return outOn(f, keyX, ReasonProbe) })
+	}
+}
+
+func TestMetadataAndMetrics(t *testing.T) {
+	c := newCluster(t, treeNodes, treeChecks)
+	fs := c.startAll("a", "b")
+	converged(t, fs)
+	fs[0].SetRevision("0123abc", 3)
+	fs[1].SetRevision("0123abc", 2)
+	waitFor(t, "b to see a's revision", func() bool {
+		for _, m := range fs[1].Members() {
+			if m.Name == "a" && m.Revision == "0123abc" && m.Checks == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(fs[1])
+	waitFor(t, "b's metrics to count both members at the revision", func() bool {
+		got := gathered(t, reg)
+		return got[`netspec_fleet_members{state="alive"}`] == 2 && got[`netspec_fleet_nodes_per_revision{revision="0123abc"}`] == 2
+	})
+	got := gathered(t, reg)
+	for _, name := range []string{`netspec_fleet_gossip_bytes_total{direction="in"}`, `netspec_fleet_gossip_messages_total{direction="out"}`} {
+		if got[name] == 0 {
+			t.Errorf("%s is 0 after gossip", name)
+		}
+	}
+	if _, ok := got[`netspec_fleet_fail_static`]; !ok {
+		t.Errorf("no netspec_fleet_fail_static in %v", got)
+	}
+}
+
+// gathered is the registry's samples by name{labels}.
+func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			if len(m.GetLabel()) > 0 {
+				name += "{"
+				for i, l := range m.GetLabel() {
+					if i > 0 {
+						name += ","
+					}
+					name += l.GetName() + `="` + l.GetValue() + `"`
+				}
+				name += "}"
+			}
+			switch {
+			case m.GetGauge() != nil:
+				out[name] = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				out[name] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func TestLogLevels(t *testing.T) {
+	var buf bytes.Buffer
+	l := newLogLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})))
+	l.Printf("[ERR] memberlist: a")
+	l.Printf("[WARN] memberlist: b")
+	l.Printf("[INFO] memberlist: c")
+	l.Printf("plain")
+	want := "level=ERROR msg=\"memberlist: a\"\nlevel=WARN msg=\"memberlist: b\"\nlevel=DEBUG msg=\"memberlist: c\"\nlevel=DEBUG msg=plain\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
 	}
 }

@@ -218,7 +218,7 @@ func (s *state) offer(p part) (result string, dropped int) {
 		}
 		return offerSelf, 0
 	case !s.nodes[p.owner]:
-		return offerStranger, len(p.ids)
+		return offerStranger, 0
 	}
 	if t := s.tables[p.owner]; t != nil && !t.v.Less(p.v) {
 		if t.v == p.v {
@@ -303,9 +303,12 @@ func (s *state) setLocal(failing []string) bool {
 }
 
 // ownIDs lists this node's failing checks, sorted.
-func (s *state) ownIDs() []ID {
-	ids := make([]ID, 0, len(s.own.ids))
-	for id := range s.own.ids {
+func (s *state) ownIDs() []ID { return sortedIDs(s.own.ids) }
+
+// sortedIDs lists a table's IDs, sorted: what goes on the wire.
+func sortedIDs(set map[ID]bool) []ID {
+	ids := make([]ID, 0, len(set))
+	for id := range set {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)

@@ -75,7 +75,6 @@ func TestOffer(t *testing.T) {
 		name:    "stranger",
 		parts:   []part{{owner: "x", v: v1, parts: 1, ids: ids(keyB)}},
 		results: []string{offerStranger},
-		dropped: 1,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

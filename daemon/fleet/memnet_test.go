@@ -34,7 +34,7 @@ func (n *memNetwork) transport() *memTransport {
 	defer n.mu.Unlock()
 	n.next++
 	t := &memTransport{net: n, addr: fmt.Sprintf("10.%d.%d.%d:7946", n.next>>16&255, n.next>>8&255, n.next&255),
-		packets: make(chan *memberlist.Packet, 4096), streams: make(chan net.Conn, 64), stop: make(chan struct{})}
+		packets: make(chan *memberlist.Packet, 4096), streams: make(chan net.Conn), stop: make(chan struct{})}
 	n.byAddr[t.addr] = t
 	return t
 }
@@ -48,7 +48,10 @@ func (n *memNetwork) peer(addr string) *memTransport {
 	return n.byAddr[addr]
 }
 
-// memTransport is a member's end of a memNetwork.
+// memTransport is a member's end of a memNetwork. Streams are net.Pipes,
+// handed over unbuffered: a pipe's write blocks until the other end
+// reads, and memberlist writes before it sets a deadline, so a stream
+// must never wait in a queue nobody reads.
 type memTransport struct {
 	net     *memNetwork
 	addr    string

@@ -127,12 +127,18 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 		}
 	})
 	deadline := time.Now().Add(5*time.Minute + time.Duration(p.members)*time.Second)
-	for !s.converged() {
+	progress := time.Now()
+	for n := s.converged(); n < p.members; n = s.converged() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d members did not converge", p.members)
+			t.Fatalf("%d members did not converge: %d see all", p.members, n)
+		}
+		if time.Since(progress) > 10*time.Second {
+			fmt.Fprintf(os.Stderr, "bench-fleet: %s: %d of %d members see all\n", time.Since(start).Round(time.Second), n, p.members)
+			progress = time.Now()
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	fmt.Fprintf(os.Stderr, "bench-fleet: converged in %s; running %s\n", time.Since(start).Round(time.Second), p.duration)
 	converge := time.Since(start)
 	s.net.setLoss(p.loss)
 	s.mu.Lock()
@@ -294,13 +300,15 @@ func (s *sim) seen(i int, v *View) {
 	}
 }
 
-func (s *sim) converged() bool {
+// converged counts the members that see all alive.
+func (s *sim) converged() int {
+	n := 0
 	for _, f := range s.members {
-		if f.ml.NumMembers() != len(s.members) {
-			return false
+		if f.ml.NumMembers() == len(s.members) {
+			n++
 		}
 	}
-	return true
+	return n
 }
 
 func (s *sim) traffic() uint64 {

@@ -98,6 +98,12 @@ type Fleet struct {
 	alive     []nameHash // of the last membership change
 	probe     []string   // what this node probes, of the last membership or tree change
 	needProbe bool       // probe must be worked out again
+	probedAt  time.Time  // when probe was worked out last
+	// probeEvery bounds how often probe is worked out (it costs the
+	// agentless checks times the members): membership changes come in
+	// bursts when a fleet starts.
+	probeEvery time.Duration
+	probeLater bool // a remake is set for when probeEvery has passed
 
 	view    atomic.Pointer[View]
 	changed chan struct{} // a new view is to be made (cap 1)
@@ -173,6 +179,17 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
 	f.ml = ml
+	f.probeEvery = mc.ProbeInterval
+	settle := time.AfterFunc(mc.PushPullInterval, func() {
+		f.mu.Lock()
+		f.st.settled, f.needProbe = true, true
+		f.mu.Unlock()
+		f.signal()
+	})
+	go func() {
+		<-f.done
+		settle.Stop()
+	}()
 	f.publish()
 	f.wg.Add(2)
 	go f.loop()
@@ -274,9 +291,21 @@ func (f *Fleet) loop() {
 func (f *Fleet) remake() {
 	f.mu.Lock()
 	if f.needProbe {
-		f.alive = f.st.aliveList()
-		f.probe = f.st.probed(f.alive)
-		f.needProbe = false
+		if wait := f.probeEvery - time.Since(f.probedAt); wait > 0 {
+			if !f.probeLater {
+				f.probeLater = true
+				time.AfterFunc(wait, func() {
+					f.mu.Lock()
+					f.probeLater = false
+					f.mu.Unlock()
+					f.signal()
+				})
+			}
+		} else {
+			f.alive = f.st.aliveList()
+			f.probe = f.st.probed(f.alive)
+			f.needProbe, f.probedAt = false, time.Now()
+		}
 	}
 	v := f.st.view(f.alive)
 	v.Probe = f.probe

@@ -111,6 +111,11 @@ type state struct {
 	pending map[string]*assembly
 	// own is this node's table.
 	own table
+	// settled tells that the fleet had time to gather (a push/pull
+	// round since the start): until then a node of the tree not seen as
+	// a member may be one still joining, and its endpoints follow the
+	// tree rather than be probed by others.
+	settled bool
 }
 
 func newState(self string, gen uint64) *state {
@@ -375,14 +380,18 @@ func (s *state) aliveList() []nameHash {
 }
 
 // home tells the state of a check's home node: StateAlive, StateDead or
-// StateLeft for a node of the tree known as a member, "" for none (no
-// agent there, or no node at all): probed by others.
+// StateLeft for a node of the tree known as a member (or not seen yet,
+// before the fleet settled), "" for none (no agent there, or no node at
+// all): probed by others.
 func (s *state) home(h string) MemberState {
 	if s.alive(h) {
 		return StateAlive
 	}
 	if m := s.members[h]; m != nil && s.nodes[h] {
 		return m.state
+	}
+	if !s.settled && s.nodes[h] {
+		return StateLeft // not seen yet: maybe still joining
 	}
 	return ""
 }
@@ -452,12 +461,16 @@ func (s *state) view(alive []nameHash) *View {
 
 // probed lists the check keys this node probes, sorted: those of the
 // endpoints on it, and the agentless ones assigned to it.
+// It costs the node's own checks and the agentless ones, not the tree's:
+// it runs on every change of the membership.
 func (s *state) probed(alive []nameHash) []string {
 	var keys []string
 	for h, ids := range s.byHome {
-		st := s.home(h)
+		if h != s.self && s.home(h) != "" {
+			continue // a member's, alive or not: not probed here
+		}
 		for _, id := range ids {
-			if h == s.self || st == "" && slices.Contains(probers(id, alive), s.self) {
+			if h == s.self || slices.Contains(probers(id, alive), s.self) {
 				keys = append(keys, s.checks[id].Key)
 			}
 		}

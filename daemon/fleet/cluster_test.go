@@ -26,11 +26,10 @@ func fastTimers(c *memberlist.Config) {
 
 // cluster is a fleet of members in one process, on a memNetwork.
 type cluster struct {
-	t      *testing.T
-	net    *memNetwork
-	nodes  []string
-	checks []Check
-	keys   [][]byte
+	t    *testing.T
+	net  *memNetwork
+	tree *Tree
+	keys [][]byte
 
 	mu      sync.Mutex
 	members []*Fleet
@@ -38,7 +37,7 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T, nodes []string, checks []Check) *cluster {
-	c := &cluster{t: t, net: newMemNetwork(), nodes: nodes, checks: checks, keys: [][]byte{bytes.Repeat([]byte{1}, 32)}}
+	c := &cluster{t: t, net: newMemNetwork(), tree: NewTree(nodes, checks), keys: [][]byte{bytes.Repeat([]byte{1}, 32)}}
 	t.Cleanup(func() {
 		for _, m := range c.members {
 			m.Shutdown()
@@ -69,7 +68,7 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 // change, when not nil, changes its Config first.
 func (c *cluster) start(name string, join []*Fleet, change func(*Config)) *Fleet {
 	c.t.Helper()
-	cfg := Config{Name: name, Keys: c.keys, Nodes: c.nodes, Checks: c.checks, Transport: c.net.transport(), Tune: fastTimers,
+	cfg := Config{Name: name, Keys: c.keys, Tree: c.tree, Transport: c.net.transport(), Tune: fastTimers,
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{c}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)}
 	for _, j := range join {
 		cfg.Join = append(cfg.Join, j.Addr())

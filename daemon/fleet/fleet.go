@@ -46,10 +46,10 @@ type Config struct {
 	// Label separates fleets sharing a network: a packet with another
 	// label is dropped. Empty: "netspec".
 	Label string
-	// Nodes are the names of the tree's Node objects and Checks its
-	// checks, as of the sync before New (SetTree follows).
-	Nodes  []string
-	Checks []Check
+	// Tree is the tree's Node names and checks as of the sync before New
+	// (SetTree follows); nil is none yet: every other member is refused
+	// until SetTree.
+	Tree *Tree
 	// Generation orders this run's tables after an earlier run's of the
 	// same node: 0 is the start time in nanoseconds.
 	Generation uint64
@@ -133,8 +133,9 @@ func New(cfg Config) (*Fleet, error) {
 		f.log = slog.New(slog.DiscardHandler)
 	}
 	f.st = newState(cfg.Name, cfg.Generation)
-	f.st.setNodes(cfg.Nodes)
-	f.st.setChecks(cfg.Checks)
+	if cfg.Tree != nil {
+		f.st.setTree(cfg.Tree)
+	}
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
@@ -208,10 +209,9 @@ func (f *Fleet) numMembers() int {
 
 // SetTree sets the tree's Node names (who may be a member) and checks,
 // after each sync of the watcher.
-func (f *Fleet) SetTree(nodes []string, checks []Check) {
+func (f *Fleet) SetTree(t *Tree) {
 	f.mu.Lock()
-	f.st.setNodes(nodes)
-	f.st.setChecks(checks)
+	f.st.setTree(t)
 	f.needProbe = true
 	f.mu.Unlock()
 	f.signal()
@@ -643,7 +643,7 @@ func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
 // counted.
 func (f *Fleet) allow(name, addr string) error {
 	f.mu.Lock()
-	ok := f.st.nodes[name]
+	ok := f.st.isNode(name)
 	f.mu.Unlock()
 	if ok {
 		return nil

@@ -27,7 +27,7 @@ func TestJoinRefusesStranger(t *testing.T) {
 	c := newCluster(t, []string{"a", "b", "c"}, treeChecks)
 	fs := c.startAll("a", "b", "c")
 	converged(t, fs)
-	x := c.start("x", fs[:1], func(cfg *Config) { cfg.Nodes = append(cfg.Nodes, "x") })
+	x := c.start("x", fs[:1], func(cfg *Config) { cfg.Tree = NewTree([]string{"a", "b", "c", "x"}, treeChecks) })
 	waitFor(t, "a to refuse x", func() bool { return fs[0].Stats().Refused > 0 })
 	// x's own table, published at its start, must not count either.
 	x.SetLocal([]string{keyA})

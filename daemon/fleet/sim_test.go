@@ -101,6 +101,7 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 		s.checks = append(s.checks, Check{Key: k, Node: s.names[i%p.members]})
 		s.owner[k] = i % p.members
 	}
+	tree := NewTree(s.names, s.checks) // one for all: each agent has its own, in its own process
 	key := [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
 	tune := func(c *memberlist.Config) {
 		for _, d := range []*time.Duration{&c.ProbeInterval, &c.ProbeTimeout, &c.GossipInterval, &c.PushPullInterval,
@@ -110,7 +111,7 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 	}
 	start := time.Now()
 	for i, name := range s.names {
-		cfg := Config{Name: name, Keys: key, Nodes: s.names, Checks: s.checks, Transport: s.net.transport(), Tune: tune,
+		cfg := Config{Name: name, Keys: key, Tree: tree, Transport: s.net.transport(), Tune: tune,
 			Logger: slog.New(&deathCounter{s: s}), OnChange: func(v *View) { s.seen(i, v) }}
 		for j := range min(i, 3) {
 			cfg.Join = append(cfg.Join, s.members[j].Addr())

@@ -119,43 +119,56 @@ type state struct {
 }
 
 func newState(self string, gen uint64) *state {
-	return &state{self: self, nodes: map[string]bool{self: true}, checks: map[ID]Check{}, byHome: map[string][]ID{},
+	return &state{self: self, nodes: map[string]bool{}, checks: map[ID]Check{}, byHome: map[string][]ID{},
 		members: map[string]*member{}, ever: map[string]bool{}, tables: map[string]*table{},
 		pending: map[string]*assembly{}, own: table{v: Version{Gen: gen}, ids: map[ID]bool{}}}
 }
 
-// setNodes sets the tree's nodes (the node itself is always one).
-func (s *state) setNodes(names []string) {
-	s.nodes = map[string]bool{s.self: true}
-	for _, n := range names {
-		s.nodes[n] = true
+// Tree is what the fleet reads of the tree: its Node names (who may be a
+// member) and its checks with their home nodes. Built once per sync
+// (NewTree), never changed after: members in one process may share one.
+type Tree struct {
+	nodes  map[string]bool
+	checks map[ID]Check
+	byHome map[string][]ID // IDs by home node, sorted
+}
+
+// NewTree reads the tree's Node names and checks. A key given twice keeps
+// the smallest non-empty node name, so that every node reads the tree
+// alike.
+func NewTree(nodes []string, checks []Check) *Tree {
+	t := &Tree{nodes: make(map[string]bool, len(nodes)), checks: make(map[ID]Check, len(checks)), byHome: map[string][]ID{}}
+	for _, n := range nodes {
+		t.nodes[n] = true
 	}
+	for _, c := range checks {
+		id := KeyID(c.Key)
+		if o, ok := t.checks[id]; ok && o.Node != "" && (c.Node == "" || o.Node < c.Node) {
+			continue
+		}
+		t.checks[id] = c
+	}
+	for id, c := range t.checks {
+		t.byHome[c.Node] = append(t.byHome[c.Node], id)
+	}
+	for _, ids := range t.byHome {
+		slices.Sort(ids)
+	}
+	return t
+}
+
+// setTree sets the tree.
+func (s *state) setTree(t *Tree) {
+	s.nodes, s.checks, s.byHome = t.nodes, t.checks, t.byHome
 	for n := range s.ever {
-		if !s.nodes[n] {
+		if !s.isNode(n) {
 			delete(s.ever, n)
 		}
 	}
 }
 
-// setChecks sets the tree's checks. A key given twice keeps the smallest
-// non-empty node name, so that every node reads the tree alike.
-func (s *state) setChecks(checks []Check) {
-	s.checks = make(map[ID]Check, len(checks))
-	for _, c := range checks {
-		id := KeyID(c.Key)
-		if o, ok := s.checks[id]; ok && o.Node != "" && (c.Node == "" || o.Node < c.Node) {
-			continue
-		}
-		s.checks[id] = c
-	}
-	s.byHome = map[string][]ID{}
-	for id, c := range s.checks {
-		s.byHome[c.Node] = append(s.byHome[c.Node], id)
-	}
-	for _, ids := range s.byHome {
-		slices.Sort(ids)
-	}
-}
+// isNode tells whether name is a node of the tree; this node always is.
+func (s *state) isNode(name string) bool { return name == s.self || s.nodes[name] }
 
 // setMember records a member's state.
 func (s *state) setMember(name, addr string, st MemberState, now time.Time, meta Meta) {
@@ -168,7 +181,7 @@ func (s *state) setMember(name, addr string, st MemberState, now time.Time, meta
 		m.since = now
 	}
 	m.state, m.addr, m.meta = st, addr, meta
-	if s.nodes[name] {
+	if s.isNode(name) {
 		s.ever[name] = true
 	}
 }
@@ -179,7 +192,7 @@ func (s *state) alive(name string) bool {
 		return true
 	}
 	m := s.members[name]
-	return m != nil && m.state == StateAlive && s.nodes[name]
+	return m != nil && m.state == StateAlive && s.isNode(name)
 }
 
 // failStatic tells whether more than half of the tree's nodes ever seen as
@@ -222,7 +235,7 @@ func (s *state) offer(p part) (result string, dropped int) {
 			s.own.v = Version{Gen: p.v.Gen, Seq: p.v.Seq + 1}
 		}
 		return offerSelf, 0
-	case !s.nodes[p.owner]:
+	case !s.isNode(p.owner):
 		return offerStranger, 0
 	}
 	if t := s.tables[p.owner]; t != nil && !t.v.Less(p.v) {
@@ -369,9 +382,9 @@ func mix(x uint64) uint64 {
 // aliveList lists the alive members of the tree (the node itself
 // included), sorted, with their hashes.
 func (s *state) aliveList() []nameHash {
-	var out []nameHash
+	out := []nameHash{{name: s.self, h: uint64(KeyID(s.self))}}
 	for n := range s.nodes {
-		if s.alive(n) {
+		if n != s.self && s.alive(n) {
 			out = append(out, nameHash{name: n, h: uint64(KeyID(n))})
 		}
 	}
@@ -387,10 +400,10 @@ func (s *state) home(h string) MemberState {
 	if s.alive(h) {
 		return StateAlive
 	}
-	if m := s.members[h]; m != nil && s.nodes[h] {
+	if m := s.members[h]; m != nil && s.isNode(h) {
 		return m.state
 	}
-	if !s.settled && s.nodes[h] {
+	if !s.settled && s.isNode(h) {
 		return StateLeft // not seen yet: maybe still joining
 	}
 	return ""
@@ -442,13 +455,13 @@ func (s *state) view(alive []nameHash) *View {
 	}
 	visit(s.self, s.own.ids)
 	for owner, t := range s.tables {
-		if s.nodes[owner] {
+		if s.isNode(owner) {
 			visit(owner, t.ids)
 		}
 	}
 	if !static {
 		for h, m := range s.members {
-			if m.state != StateDead || !s.nodes[h] {
+			if m.state != StateDead || !s.isNode(h) {
 				continue
 			}
 			for _, id := range s.byHome[h] {

@@ -13,8 +13,7 @@ import (
 // members given alive.
 func newTestState(alive ...string) *state {
 	s := newState("a", 100)
-	s.setNodes(treeNodes)
-	s.setChecks(treeChecks)
+	s.setTree(NewTree(treeNodes, treeChecks))
 	for _, n := range alive {
 		s.setMember(n, n+":7946", StateAlive, time.Unix(0, 0), Meta{})
 	}
@@ -162,7 +161,7 @@ func TestView(t *testing.T) {
 		name: "a check no longer in the tree is nowhere",
 		change: func(s *state) {
 			s.merge("b", Version{Gen: 1}, ids(keyB))
-			s.setChecks(treeChecks[2:])
+			s.setTree(NewTree(treeNodes, treeChecks[2:]))
 		},
 		out: map[string]Why{},
 	}}
@@ -273,9 +272,7 @@ func TestSetChecksSameKeyTwice(t *testing.T) {
 		{{Key: "k", Node: "a"}, {Key: "k", Node: "b"}, {Key: "k", Node: ""}},
 		{{Key: "k", Node: ""}, {Key: "k", Node: "b"}, {Key: "k", Node: "a"}},
 	} {
-		s := newState("a", 1)
-		s.setChecks(order)
-		if got := s.checks[KeyID("k")].Node; got != "a" {
+		if got := NewTree(nil, order).checks[KeyID("k")].Node; got != "a" {
 			t.Errorf("%v: home %q, want a", order, got)
 		}
 	}

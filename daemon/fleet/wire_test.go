@@ -86,7 +86,7 @@ func FuzzNotifyMsg(f *testing.F) {
 	f.Add(encodeState([]storedTable{{owner: "b", v: Version{Gen: 1}, ids: []ID{1}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fl := &Fleet{cfg: Config{Name: "a"}, st: newState("a", 1), log: discard(), changed: make(chan struct{}, 1)}
-		fl.st.setNodes(treeNodes)
+		fl.st.setTree(NewTree(treeNodes, nil))
 		fl.queue = newTestQueue()
 		d := &delegate{f: fl}
 		d.NotifyMsg(b)

@@ -492,7 +492,7 @@ func TestProbeOutOfOtherProxy(t *testing.T) {
 // probe still fails): the log says it left the plan.
 func TestProbeOutLeavesTree(t *testing.T) {
 	apiSvc := "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: probed}\nspec:\n  selector: {app: api}\n  ports: [{name: http, port: 80, targetPort: 8080}]\n---\n"
-	api1 := "apiVersion: v1\nkind: Pod\nmetadata: {name: api-1, namespace: probed, labels: {app: api}}\nspec:\n  nodeName: node-1\n  containers: [{name: app, readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1, failureThreshold: 2}}]\nstatus: {podIP: 10.244.1.11, conditions: [{type: Ready, status: \"True\"}]}\n---\n"
+	api1 := "apiVersion: v1\nkind: Pod\nmetadata: {name: api-1, namespace: probed, labels: {app: api}}\nspec:\n  nodeName: node-1\n  containers: [{name: app, readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1, failureThreshold: 2}}]\nstatus: {podIP: 10.244.1.111, conditions: [{type: Ready, status: \"True\"}]}\n---\n"
 	tests := []struct {
 		name   string
 		remove string // the document of probedTree removed
@@ -510,11 +510,11 @@ func TestProbeOutLeavesTree(t *testing.T) {
 			writeFile(t, file, probedTree)
 			recs := newRecords(t)
 			r, f := startProbed(t, tree, Options{Dataplane: DataplaneNone, RemovalGrace: -1}, recs)
-			f.set("dial tcp 10.244.1.11:8080: connect: connection refused", "10.244.1.11")
+			f.set("dial tcp 10.244.1.111:8080: connect: connection refused", "10.244.1.111")
 			r.statusUntil(t, "api-1 out", func(s *Status) bool { return s.Probes != nil && len(s.Probes.Out) == 1 })
 			atomicWrite(t, file, strings.Replace(probedTree, tt.remove, "", 1))
 			recs.waitRec(t, 0, "endpoint out for its readiness probe left the plan (its Service or the endpoint left the tree)",
-				"service", "probed/api", "endpoint", "10.244.1.11:8080")
+				"service", "probed/api", "endpoint", "10.244.1.111:8080")
 			r.idle(t)
 			if got := recs.with("endpoint back in: its readiness probe passes"); len(got) != 0 {
 				t.Errorf("an endpoint that left the tree logged as back in: %v", got)

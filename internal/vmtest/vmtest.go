@@ -61,6 +61,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -470,11 +471,26 @@ func (e *Env) boot(initrd string, o Options, runID string) (console string, cpu 
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
+	// qemu dies with the test process: a test binary killed by go test's
+	// timeout would otherwise leave it emulating, a CPU's worth, until its
+	// own timeout or for good. The kernel sends the signal when the thread
+	// that started qemu ends, so that thread stays locked to the goroutine
+	// that waits for qemu.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			done <- cmd.Wait()
+		}
+	}()
+	if err := <-started; err != nil {
 		return "", 0, fmt.Errorf("starting %s: %v", e.qemu, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
 	case err = <-done:
 	case <-out.seen:

@@ -13,9 +13,10 @@ import (
 )
 
 // kubeProxyShards is how many VMs share TestKubeProxyFlows' IPVS replay,
-// the longest suite: two, one for each core of the small machines that
-// the test command must fit.
-const kubeProxyShards = 2
+// the longest suite (some 160 s of a CPU under emulation). With the
+// traffic VM (some 65 s) and two VMs at a time, as on the 2-core machines
+// the test command must fit, three shards end close together.
+const kubeProxyShards = 3
 
 // TestIPVS builds package applier's tests once and runs its IPVS suites in
 // VMs side by side (as many at a time as go test's -parallel allows, the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/internal/vmtest"
 )
 
@@ -28,6 +29,7 @@ func TestIPVS(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("in the VM already")
 	}
+	testnet.Require(t, "nft") // ip and nft go into the VMs
 	env := vmtest.Require(t)
 	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/applier")
 	inVM := func(t *testing.T, pattern string, vars ...string) string {

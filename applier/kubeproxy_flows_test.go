@@ -34,8 +34,8 @@ import (
 // EndpointSlices, translated, plus common/ (kube-proxy's test cluster and
 // the Node under test, "test-node"). The tree is compiled for test-node
 // and installed by each of the installers (the applier, nft -f of the
-// rendered file; the applier with IPVS only in the VM, see
-// TestKubeProxyFlowsIPVS), in a topology of its own:
+// rendered file; the applier with IPVS only in the VM, see package
+// applier/vmsuite), in a topology of its own:
 //
 //	external client ── router ── test-node ── upstream
 //	203.0.113.2, .130             │    │
@@ -78,16 +78,30 @@ import (
 // they are reported with t.Skip and their reason, never left out. When
 // the tree itself is what a case needs from netspec (a Cluster field),
 // the case fails at compiling it.
+//
+// With NETSPEC_KPFLOWS_SHARD=I/N set, only every N-th case from the I-th
+// on (counted from 0 over all tables) runs: applier/vmsuite runs the IPVS
+// replay as N such shards, each in a VM of its own, side by side.
 func TestKubeProxyFlows(t *testing.T) {
 	testnet.Require(t, "nft")
+	shard, shards, err := parseShard(os.Getenv(kpShardEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", kpShardEnv, err)
+	}
 	for _, in := range installers {
 		t.Run(in.name, func(t *testing.T) {
 			if in.name == "ipvs" && !vmtest.InVM() {
-				t.Skip("SKIPPED: the IPVS data plane is replayed in the VM of internal/vmtest (TestKubeProxyFlowsIPVS); the host kernel has no IPVS")
+				t.Skip("SKIPPED: the IPVS data plane is replayed in the VM of internal/vmtest (package applier/vmsuite); the host kernel has no IPVS")
 			}
+			index, picked := 0, 0 // cases over all tables, and those of the shard
 			for _, table := range kubeProxyTables {
 				t.Run(table.test, func(t *testing.T) {
 					for _, c := range table.cases {
+						index++
+						if (index-1)%shards != shard {
+							continue
+						}
+						picked++
 						run := func(t *testing.T) {
 							if c.skip != "" {
 								t.Skipf("SKIPPED: %s", c.skip)
@@ -103,19 +117,30 @@ func TestKubeProxyFlows(t *testing.T) {
 					}
 				})
 			}
+			if shards > 1 {
+				// applier/vmsuite adds these up over the shards.
+				t.Logf("%s=%d/%d: %d of the %d cases", kpShardEnv, shard, shards, picked, index)
+			}
 		})
 	}
 }
 
-// TestKubeProxyFlowsIPVS runs TestKubeProxyFlows for the IPVS data plane
-// in the VM of internal/vmtest, whose kernel has IPVS (the host's has not).
-// Under qemu without KVM the replay takes one to a few minutes.
-func TestKubeProxyFlowsIPVS(t *testing.T) {
-	if vmtest.InVM() {
-		t.Skip("in the VM already")
+// kpShardEnv names the environment variable that picks a shard of
+// TestKubeProxyFlows' cases, "I/N".
+const kpShardEnv = "NETSPEC_KPFLOWS_SHARD"
+
+// parseShard reads "I/N" (0 <= I < N); "" is the one shard 0/1.
+func parseShard(s string) (shard, shards int, err error) {
+	if s == "" {
+		return 0, 1, nil
 	}
-	testnet.Require(t, "nft")
-	runInVM(t, "^TestKubeProxyFlows$/^ipvs$")
+	is, ns, ok := strings.Cut(s, "/")
+	shard, err1 := strconv.Atoi(is)
+	shards, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || shards < 1 || shard < 0 || shard >= shards {
+		return 0, 0, fmt.Errorf("shard %q: want I/N with 0 <= I < N", s)
+	}
+	return shard, shards, nil
 }
 
 // skipIPVSLocal is why the flows of ipvsLocalOnly are not replayed for the
@@ -793,4 +818,29 @@ func (topo *kpTopology) masqWrong(f kpFlow, client string) string {
 		return f.sourceIP + " (kube-proxy: not masqueraded)"
 	}
 	return ""
+}
+
+// TestParseShard: NETSPEC_KPFLOWS_SHARD takes I/N with 0 <= I < N, and
+// nothing else, so that a mistyped shard fails rather than running no
+// case or every case.
+func TestParseShard(t *testing.T) {
+	for _, tc := range []struct {
+		in            string
+		shard, shards int
+		wantErr       bool
+	}{
+		{in: "", shard: 0, shards: 1},
+		{in: "0/2", shard: 0, shards: 2},
+		{in: "1/2", shard: 1, shards: 2},
+		{in: "2/2", wantErr: true},
+		{in: "-1/2", wantErr: true},
+		{in: "0/0", wantErr: true},
+		{in: "1", wantErr: true},
+		{in: "a/b", wantErr: true},
+	} {
+		shard, shards, err := parseShard(tc.in)
+		if (err != nil) != tc.wantErr || err == nil && (shard != tc.shard || shards != tc.shards) {
+			t.Errorf("parseShard(%q) = %d, %d, %v; want %d, %d, error %v", tc.in, shard, shards, err, tc.shard, tc.shards, tc.wantErr)
+		}
+	}
 }

@@ -15,7 +15,7 @@ import (
 
 // TestInVMSwitchDataplane: switching a node between nftables and ipvs with
 // Apply leaves nothing of the other mode, and Cleanup leaves nothing at
-// all. It runs in the VM of internal/vmtest (TestTrafficIPVS).
+// all. It runs in the VM of internal/vmtest (package applier/vmsuite).
 func TestInVMSwitchDataplane(t *testing.T) {
 	tree := clusterIPTreeInVM(t)
 	_, p := compileTree(t, tree)
@@ -79,7 +79,7 @@ func TestInVMSwitchDataplane(t *testing.T) {
 // TestInVMRemovalAfterPublish: when a Service leaves the plan, its IPVS
 // virtual server is deleted only after the node's files (and a daemon's
 // DNS, at Options.Published) no longer name it. It runs in the VM of
-// internal/vmtest (TestTrafficIPVS).
+// internal/vmtest (package applier/vmsuite).
 func TestInVMRemovalAfterPublish(t *testing.T) {
 	tree := clusterIPTreeInVM(t)
 	_, with := compileTree(t, tree)
@@ -154,7 +154,7 @@ func TestInVMRemovalAfterPublish(t *testing.T) {
 func clusterIPTreeInVM(t *testing.T) string {
 	t.Helper()
 	if !vmtest.InVM() {
-		t.Skip("SKIPPED: runs in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
+		t.Skip("SKIPPED: runs in the VM of internal/vmtest (package applier/vmsuite); the host kernel has no IPVS")
 	}
 	testnet.Require(t, "nft")
 	tree := t.TempDir()

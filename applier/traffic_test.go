@@ -72,7 +72,7 @@ var installers = []struct {
 func nodeInstaller(withIPVS bool) installer {
 	return func(t *testing.T, ns *testnet.NS) func(*testing.T, *plan.Plan) {
 		if withIPVS && !vmtest.InVM() {
-			t.Skip("SKIPPED: the IPVS data plane is proven in the VM of internal/vmtest (TestTrafficIPVS); the host kernel has no IPVS")
+			t.Skip("SKIPPED: the IPVS data plane is proven in the VM of internal/vmtest (package applier/vmsuite); the host kernel has no IPVS")
 		}
 		n, err := applier.Open(applier.Options{StateDir: t.TempDir(), NetNSFd: ns.Fd(), IPVS: withIPVS})
 		if err != nil {
@@ -320,29 +320,6 @@ func allSeen(t *testing.T, what string, count map[string]int, min int, pods ...s
 			t.Errorf("%s: %s answered %d times, want at least %d (answers per pod: %v)", what, p, count[p], min, count)
 		}
 	}
-}
-
-// TestTrafficIPVS runs TestTraffic's rows for the IPVS data plane in the
-// VM of internal/vmtest, whose kernel has IPVS (the host's has not).
-func TestTrafficIPVS(t *testing.T) {
-	if vmtest.InVM() {
-		t.Skip("in the VM already")
-	}
-	testnet.Require(t, "nft")
-	runInVM(t, "^(TestTraffic|TestInVMSwitchDataplane|TestInVMRemovalAfterPublish)$/^ipvs/")
-}
-
-// runInVM runs this package's tests that match run in the VM of
-// internal/vmtest, with ip, nft and the testdata they use.
-func runInVM(t *testing.T, run string) {
-	t.Helper()
-	vmtest.RunPackage(t, "netspec.dev/netspec/applier", vmtest.Options{
-		Args:         []string{"-test.run", run, "-test.v"},
-		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
-		Files:        map[string]string{"/vmtest/testdata": "testdata"},
-		Dir:          "/vmtest",
-		Timeout:      10 * time.Minute,
-	})
 }
 
 // TestTraffic proves each Service feature with packets, in a topology of

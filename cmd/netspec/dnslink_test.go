@@ -21,17 +21,15 @@ import (
 	"netspec.dev/netspec/plan"
 )
 
-// TestWatchDNSLinkInVM runs TestWatchDNSLink and TestWatchDNSUpstream in
-// the VM of internal/vmtest when the host kernel has no dummy links.
-func TestWatchDNSLinkInVM(t *testing.T) {
-	if vmtest.InVM() {
-		t.Skip("in the VM already")
-	}
+// watchDNSLinkInVM runs TestWatchDNSLink and TestWatchDNSUpstream in the
+// VM, with the test binary bin, when the host kernel has no dummy links.
+func watchDNSLinkInVM(t *testing.T, env *vmtest.Env, bin string) {
 	testnet.Require(t)
 	if hasDummy(t) {
 		t.Skip("the host kernel has dummy links: TestWatchDNSLink ran here")
 	}
-	vmtest.RunPackage(t, "netspec.dev/netspec/cmd/netspec", vmtest.Options{
+	env.Run(t, vmtest.Options{
+		Binary:       bin,
 		Args:         []string{"-test.run", "^(TestWatchDNSLink|TestWatchDNSUpstream)$", "-test.v"},
 		HostBinaries: []string{"/usr/sbin/ip", "/usr/bin/getent", "/usr/bin/unshare", "/usr/bin/mount"},
 		Files:        map[string]string{"/vmtest/examples": "../../examples"},
@@ -59,7 +57,7 @@ func TestWatchDNSLink(t *testing.T) {
 		if vmtest.InVM() {
 			t.Fatal("the VM's kernel has no dummy links")
 		}
-		t.Skip("SKIPPED: the kernel has no dummy links; TestWatchDNSLinkInVM runs this test in a VM")
+		t.Skip("SKIPPED: the kernel has no dummy links; TestInVM/watch-dns-link runs this test in a VM")
 	}
 	ns := testnet.New(t, "watchdns").NS("node")
 	bin, state, tree := watchFiles(t)
@@ -128,7 +126,7 @@ func TestWatchDNSUpstream(t *testing.T) {
 		if vmtest.InVM() {
 			t.Fatal("the VM's kernel has no dummy links")
 		}
-		t.Skip("SKIPPED: the kernel has no dummy links; TestWatchDNSLinkInVM runs this test in a VM")
+		t.Skip("SKIPPED: the kernel has no dummy links; TestInVM/watch-dns-link runs this test in a VM")
 	}
 	ns := testnet.New(t, "watchfwd").NS("node")
 	upstream(t, ns, "127.0.0.1:53")

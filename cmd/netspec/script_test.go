@@ -36,13 +36,31 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestScriptsIPVS runs the scripts that need a kernel with IPVS
-// (ipvs.txtar) in the VM of internal/vmtest.
-func TestScriptsIPVS(t *testing.T) {
+// TestInVM builds this package's tests once and runs, in VMs of
+// internal/vmtest side by side, the tests that need a kernel the host may
+// lack: the scripts that need IPVS (scripts-ipvs) and the DNS link tests
+// (watch-dns-link, when the host kernel has no dummy links).
+func TestInVM(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("in the VM already")
 	}
-	vmtest.RunPackage(t, "netspec.dev/netspec/cmd/netspec", vmtest.Options{
+	env := vmtest.Require(t)
+	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/cmd/netspec")
+	t.Run("scripts-ipvs", func(t *testing.T) {
+		t.Parallel()
+		scriptsIPVS(t, env, bin)
+	})
+	t.Run("watch-dns-link", func(t *testing.T) {
+		t.Parallel()
+		watchDNSLinkInVM(t, env, bin)
+	})
+}
+
+// scriptsIPVS runs the scripts that need a kernel with IPVS (ipvs.txtar)
+// in the VM, with the test binary bin.
+func scriptsIPVS(t *testing.T, env *vmtest.Env, bin string) {
+	env.Run(t, vmtest.Options{
+		Binary:       bin,
 		Args:         []string{"-test.run", "^TestScripts$/^ipvs$", "-test.v"},
 		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
 		Files: map[string]string{

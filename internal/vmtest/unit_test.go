@@ -10,7 +10,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // cpioEntry is one entry read back from a newc archive.
@@ -365,4 +367,63 @@ func TestDecompressModules(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("after decompressModules: %q, want %q", got, want)
 	}
+}
+
+// TestQEMUDiesWithTestProcess: when the process that runs a VM is killed
+// (as go test's timeout kills a test binary), qemu is killed too rather
+// than left emulating. A child copy of this test binary boots a fake qemu
+// (a shell script that writes its pid and sleeps) and is killed; the fake
+// must then end.
+func TestQEMUDiesWithTestProcess(t *testing.T) {
+	if dir := os.Getenv("VMTEST_ORPHAN_DIR"); dir != "" { // the child
+		e := &Env{qemu: filepath.Join(dir, "qemu"), Kernel: "/nonexistent"}
+		e.boot("/nonexistent", Options{Timeout: time.Minute}, "x")
+		return
+	}
+	if InVM() {
+		t.Skip("host only")
+	}
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	fake := "#!/bin/sh\necho $$ > " + pidFile + ".tmp && mv " + pidFile + ".tmp " + pidFile + "\nexec sleep 60\n"
+	if err := os.WriteFile(filepath.Join(dir, "qemu"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run", "^TestQEMUDiesWithTestProcess$")
+	child.Env = append(os.Environ(), "VMTEST_ORPHAN_DIR="+dir)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fake qemu did not start within 30s")
+		}
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	child.Process.Kill()
+	child.Wait()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if !running(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fake qemu (pid %d) still runs 30s after its test process was killed", pid)
+		}
+	}
+}
+
+// running reports whether process pid exists and is not a zombie (an
+// orphan is reaped by init, maybe late).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return rest != "" && rest[0] != 'Z' && rest[0] != 'X'
 }

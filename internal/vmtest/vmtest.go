@@ -61,6 +61,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -430,12 +431,12 @@ func (e *Env) Run(t testing.TB, o Options) string {
 		size = fi.Size()
 	}
 
-	console, err := e.boot(initrd, o, runID)
+	console, cpu, err := e.boot(initrd, o, runID)
 	text := cleanConsole(console)
 	pass, verdict := verdict(text, runID)
 	if pass && err == nil {
-		t.Logf("vmtest: kernel %s, initramfs of %.1f MB built in %v, VM ran %v; console:\n%s",
-			e.KernelVersion, float64(size)/1e6, built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), text)
+		t.Logf("vmtest: kernel %s, initramfs of %.1f MB built in %v, VM ran %v using %v of host CPU; console:\n%s",
+			e.KernelVersion, float64(size)/1e6, built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), cpu.Round(time.Millisecond), text)
 		return text
 	}
 	why := verdict
@@ -447,8 +448,10 @@ func (e *Env) Run(t testing.TB, o Options) string {
 }
 
 // boot runs qemu until it ends, the timeout passes, or a little after the
-// verdict appeared, and returns the console.
-func (e *Env) boot(initrd string, o Options, runID string) (string, error) {
+// verdict appeared, and returns the console and the CPU time qemu used
+// (user and system): under emulation that, not the wall time, is what a
+// suite costs on a busy machine.
+func (e *Env) boot(initrd string, o Options, runID string) (console string, cpu time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	args := []string{
@@ -468,12 +471,26 @@ func (e *Env) boot(initrd string, o Options, runID string) (string, error) {
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("starting %s: %v", e.qemu, err)
-	}
+	// qemu dies with the test process: a test binary killed by go test's
+	// timeout would otherwise leave it emulating, a CPU's worth, until its
+	// own timeout or for good. The kernel sends the signal when the thread
+	// that started qemu ends, so that thread stays locked to the goroutine
+	// that waits for qemu.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			done <- cmd.Wait()
+		}
+	}()
+	if err := <-started; err != nil {
+		return "", 0, fmt.Errorf("starting %s: %v", e.qemu, err)
+	}
 	select {
 	case err = <-done:
 	case <-out.seen:
@@ -486,15 +503,18 @@ func (e *Env) boot(initrd string, o Options, runID string) (string, error) {
 			err = nil
 		}
 	}
+	if ps := cmd.ProcessState; ps != nil { // qemu has been waited for
+		cpu = ps.UserTime() + ps.SystemTime()
+	}
 	switch {
 	case out.sawVerdict():
-		return out.String(), nil
+		return out.String(), cpu, nil
 	case ctx.Err() == context.DeadlineExceeded:
-		return out.String(), fmt.Errorf("timed out after %v (qemu killed)", o.Timeout)
+		return out.String(), cpu, fmt.Errorf("timed out after %v (qemu killed)", o.Timeout)
 	case err != nil:
-		return out.String(), fmt.Errorf("qemu: %v", err)
+		return out.String(), cpu, fmt.Errorf("qemu: %v", err)
 	}
-	return out.String(), errors.New("qemu exited without a verdict")
+	return out.String(), cpu, errors.New("qemu exited without a verdict")
 }
 
 // consoleBuffer collects the console and signals seen once a complete

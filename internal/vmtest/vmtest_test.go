@@ -23,6 +23,7 @@ func TestVMSmoke(t *testing.T) {
 	if InVM() {
 		t.Skip("host side of the smoke test")
 	}
+	t.Parallel() // its boot beside TestRunReportsFailure's
 	env := Require(t)
 	for _, p := range hostTools {
 		if _, err := os.Stat(p); err != nil {
@@ -240,6 +241,7 @@ func TestRunReportsFailure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a second VM boot; skipped with -short")
 	}
+	t.Parallel() // its boot beside TestVMSmoke's
 	env := Require(t)
 	msg := failure(t, func(tb testing.TB) {
 		// busybox false, run as the test binary, exits 1. No modules:

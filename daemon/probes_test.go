@@ -372,7 +372,7 @@ func TestProbeTargetsOnce(t *testing.T) {
 		{Namespace: "a", Name: "z", Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.4", pr), ep("10.0.0.5", pr)}}}},
 		{Namespace: "a", Name: "hl", Headless: true, Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.6", pr)}}}},
 	}}
-	targets, keys := targetsOf(p, map[netip.Addr]bool{netip.MustParseAddr("10.0.0.5"): true})
+	targets, keys := targetsOf(p, map[netip.Addr]bool{netip.MustParseAddr("10.0.0.5"): true}, nil)
 	var got []string
 	for _, tg := range targets {
 		got = append(got, tg.Addr.String()+" "+tg.Probe.String())

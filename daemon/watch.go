@@ -391,7 +391,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.opts.Probes {
 		p := w.newProber(probe.Options{
 			MaxConcurrent: w.opts.ProbeConcurrency,
-			OnChange: w.kickProbe,
+			OnChange:      w.kickProbe,
 			Observe: func(_ probe.Target, action plan.ProbeAction, d time.Duration, err error) {
 				w.metrics.probeObserved(string(action), d, err)
 			},

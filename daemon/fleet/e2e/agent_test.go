@@ -225,7 +225,10 @@ func (a *agent) synced() (bool, string) {
 	case st.LastSync == nil:
 		return false, "no sync yet"
 	}
-	return st.LastSync.Result == daemon.ResultApplied, fmt.Sprintf("last sync %+v", *st.LastSync)
+	// A sync after the one that applied the tree may change nothing: a
+	// probe sync for a change of the fleet's view, with gossip.
+	r := st.LastSync.Result
+	return st.Revision != nil && (r == daemon.ResultApplied || r == daemon.ResultUnchanged), fmt.Sprintf("last sync %+v", *st.LastSync)
 }
 
 // fleetStatus is what this test assumes `netspec status --fleet --json`

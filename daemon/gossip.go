@@ -41,7 +41,8 @@ func (g *GossipOptions) check(probes bool) error {
 	if !probes {
 		return fmt.Errorf("watch: gossip shares readiness probes: it needs the probes on")
 	}
-	if _, err := netip.ParseAddrPort(g.Listen); err != nil {
+	// Port 0 would listen on a port the other members cannot know.
+	if ap, err := netip.ParseAddrPort(g.Listen); err != nil || ap.Port() == 0 {
 		return fmt.Errorf("watch: gossip listen address %q: want IP:PORT", g.Listen)
 	}
 	for _, j := range g.Join {

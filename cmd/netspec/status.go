@@ -31,7 +31,7 @@ type statusFlags struct {
 func init() {
 	register(&command{
 		name:    "status",
-		args:    "[--state-dir DIR] [--socket PATH] [--fleet] [--json] [--wait DURATION]",
+		args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION] [--fleet]",
 		summary: "show what the daemon on this node applied, and how its syncs go",
 		help: `Status asks the netspec watch daemon of this node, over its unix socket
 DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:

@@ -390,7 +390,8 @@ func gossipOptions(f *watchFlags) (*daemon.GossipOptions, string) {
 		}
 		return nil, ""
 	}
-	if _, err := netip.ParseAddrPort(f.gossipListen); err != nil {
+	// Port 0 would listen on a port the other members cannot know.
+	if ap, err := netip.ParseAddrPort(f.gossipListen); err != nil || ap.Port() == 0 {
 		return nil, fmt.Sprintf("--gossip-listen %q: want IP:PORT, such as 192.0.2.1:7946", f.gossipListen)
 	}
 	if !f.probes {

@@ -298,30 +298,17 @@ func (ps *probes) fleetOut(p *plan.Plan) []FleetOut {
 	if ps.fleet == nil || len(ps.fleet.Out) == 0 {
 		return out
 	}
-	for i := range p.Services {
-		s := &p.Services[i]
-		if s.ProxyName != "" && !s.Headless {
-			continue
+	seen := map[outKey]bool{}
+	endpointChecks(p, ps.fleetAddrs, func(s *plan.Service, e plan.Endpoint, pr plan.Probe, k string) {
+		why, ok := ps.fleet.Out[k]
+		key := outKey{s.Key(), e.AddrPort(), k}
+		if !ok || ps.failing[k] || seen[key] {
+			return
 		}
-		seen := map[string]bool{}
-		for j := range s.Ports {
-			for _, e := range s.Ports[j].Endpoints {
-				if !ps.fleetAddrs[e.IP] {
-					continue
-				}
-				for _, pr := range e.Probes {
-					k := probe.Target{Addr: e.IP, Probe: pr}.Key()
-					why, ok := ps.fleet.Out[k]
-					if !ok || ps.failing[k] || seen[e.AddrPort().String()+k] {
-						continue
-					}
-					seen[e.AddrPort().String()+k] = true
-					out = append(out, FleetOut{Service: s.Key(), Endpoint: e.AddrPort().String(),
-						Probe: ProbeString(pr, e.IP), Reason: why.Reason, By: slices.Clone(why.By)})
-				}
-			}
-		}
-	}
+		seen[key] = true
+		out = append(out, FleetOut{Service: s.Key(), Endpoint: e.AddrPort().String(),
+			Probe: ProbeString(pr, e.IP), Reason: why.Reason, By: slices.Clone(why.By)})
+	})
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Service != b.Service {

@@ -353,31 +353,44 @@ func (ps *probes) outOf(p *plan.Plan) (out map[outKey]plan.Probe, perService map
 	if len(ps.failing) == 0 {
 		return out, perService
 	}
+	addrs := map[string]map[netip.Addr]bool{}
+	endpointChecks(p, ps.failingAddrs, func(s *plan.Service, e plan.Endpoint, pr plan.Probe, k string) {
+		if !ps.failing[k] {
+			return
+		}
+		out[outKey{s.Key(), e.AddrPort(), k}] = pr
+		if addrs[s.Key()] == nil {
+			addrs[s.Key()] = map[netip.Addr]bool{}
+		}
+		addrs[s.Key()][e.IP] = true
+	})
+	for svc, a := range addrs {
+		perService[svc] = len(a)
+	}
+	return out, perService
+}
+
+// endpointChecks calls f with each check (and its key) of each endpoint of
+// p at an address of addrs, Service by Service, but for the Services of
+// another proxy that are not headless: nothing of this node's goes to
+// their endpoints.
+func endpointChecks(p *plan.Plan, addrs map[netip.Addr]bool, f func(s *plan.Service, e plan.Endpoint, pr plan.Probe, key string)) {
 	for i := range p.Services {
 		s := &p.Services[i]
 		if s.ProxyName != "" && !s.Headless {
-			continue // another proxy's: nothing of this node's goes to its endpoints
+			continue
 		}
-		addrs := map[netip.Addr]bool{}
 		for j := range s.Ports {
 			for _, e := range s.Ports[j].Endpoints {
-				if !ps.failingAddrs[e.IP] {
+				if !addrs[e.IP] {
 					continue
 				}
 				for _, pr := range e.Probes {
-					k := probe.Target{Addr: e.IP, Probe: pr}.Key()
-					if ps.failing[k] {
-						out[outKey{s.Key(), e.AddrPort(), k}] = pr
-						addrs[e.IP] = true
-					}
+					f(s, e, pr, probe.Target{Addr: e.IP, Probe: pr}.Key())
 				}
 			}
 		}
-		if len(addrs) > 0 {
-			perService[s.Key()] = len(addrs)
-		}
 	}
-	return out, perService
 }
 
 // ProbeStatus is the readiness probes' state in Status.

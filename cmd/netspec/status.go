@@ -85,7 +85,8 @@ started, revision{id, source, dirty, since}, lastSync{reason, kind, ended,
 durationSeconds, applySeconds, result, error}, treeState{valid, errors, firstError},
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, unprobed, out[{service, endpoint,
-probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false), and without a daemon "reason", "kernel"{read, error,
+probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false),
+fleet (with watch --gossip-listen: as --fleet --json prints it, without node), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
 interface, virtualServers, realServers}} and "record"{noDir, present, node,
 services, endpoints, recorded, probes{recorded, written, out[], failOpen[]}}.
@@ -351,6 +352,14 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 		}
 	}
 	writeProbeStatus(w, st.Probes, now)
+	if fs := st.Fleet; fs != nil {
+		static := "no"
+		if fs.FailStatic {
+			static = "YES"
+		}
+		fmt.Fprintf(w, "fleet: %d members, %d alive; %s out for the fleet; fail static: %s (netspec status --fleet)\n",
+			len(fs.Members), aliveMembers(fs), plural(len(fs.Out), "endpoint"), static)
+	}
 }
 
 // writeProbeStatus prints the readiness probes' section.

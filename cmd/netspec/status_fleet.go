@@ -47,13 +47,7 @@ func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err 
 
 // writeFleetStatus prints the fleet as node sees it.
 func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time.Time) {
-	alive := 0
-	for _, m := range fs.Members {
-		if m.State == "alive" {
-			alive++
-		}
-	}
-	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), alive)
+	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), aliveMembers(fs))
 	for _, m := range fs.Members {
 		rev := m.Revision
 		if rev == "" {
@@ -94,4 +88,15 @@ func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time
 	} else {
 		fmt.Fprintf(w, "fail static: no (%d of %d nodes seen are dead)\n", fs.Dead, fs.Ever)
 	}
+}
+
+// aliveMembers counts the alive members of fs.
+func aliveMembers(fs *daemon.FleetStatus) int {
+	n := 0
+	for _, m := range fs.Members {
+		if m.State == "alive" {
+			n++
+		}
+	}
+	return n
 }

@@ -24,6 +24,12 @@
 // garbage collection the next reload would otherwise start and wait for
 // (idlegc.go), so that a flip or a change is not slowed by one.
 //
+// With Options.Gossip the watcher is a member of a fleet (package fleet,
+// gossip.go): it probes only what the fleet assigns it, takes readiness
+// from the fleet's view merged with its own probes (a change of the view
+// is a sync "probe"), tells the fleet its failing checks and revision
+// after each sync, and leaves the fleet when Run returns.
+//
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
 package daemon

@@ -327,8 +327,8 @@ func (w *Watcher) apply(why syncReason, since time.Time, rd reading, st *compile
 	if st != nil {
 		w.appliedRevision(rev)
 		w.committed(rd)
+		w.gossip(rd, p) // not for a resync of the last good plan: its reading is invalid
 	}
-	w.gossip(rd, p)
 	if w.probes != nil {
 		var failOpen []string
 		if st != nil {

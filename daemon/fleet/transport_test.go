@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -33,14 +34,14 @@ func TestCountingTransportShutdown(t *testing.T) {
 	inner := &handingTransport{packets: make(chan *memberlist.Packet), streams: make(chan net.Conn)}
 	var tr traffic
 	c := newCountingTransport(inner, &tr)
-	// memberlist's side: reads packets until the transport is shut down.
-	read := make(chan string, 1)
+	// memberlist's side: reads packets until the transport is shut down
+	// (a packet taken while it shuts down may be dropped: nobody needs it).
 	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
 		for {
 			select {
-			case p := <-c.PacketCh():
-				read <- string(p.Buf)
+			case <-c.PacketCh():
 			case <-stop:
 				return
 			}
@@ -56,11 +57,48 @@ func TestCountingTransportShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Shutdown did not return within 10s: the inner transport's last packet was never taken")
 	}
-	close(stop)
-	if got := <-read; got != "late" {
-		t.Errorf("memberlist read %q, want the late packet", got)
+}
+
+// TestMemberStateChangeSignals: a member that dies, leaves or comes back
+// makes a new view (the dead node's checks go out) and moves the
+// rendezvous assignment; a member's update in the same state does not.
+// The state was compared after setMember changed it in place, so that
+// only a member's first appearance did.
+func TestMemberStateChangeSignals(t *testing.T) {
+	f := &Fleet{log: slog.New(slog.DiscardHandler), changed: make(chan struct{}, 1)}
+	f.st = newState("node-1", 1)
+	f.st.setNodes([]string{"node-1", "node-2"})
+	d := &delegate{f: f}
+	node := func(meta Meta) *memberlist.Node {
+		return &memberlist.Node{Name: "node-2", Addr: net.ParseIP("192.0.2.2"), Port: 7946, Meta: meta.encode()}
 	}
-	if n := tr.msgsIn.Load(); n != 1 {
-		t.Errorf("%d packets counted in, want 1", n)
+	signalled := func() bool {
+		select {
+		case <-f.changed:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, step := range []struct {
+		what   string
+		notify func()
+		want   MemberState
+		signal bool
+	}{
+		{what: "joins", notify: func() { d.NotifyJoin(node(Meta{})) }, want: StateAlive, signal: true},
+		{what: "updates its metadata", notify: func() { d.NotifyUpdate(node(Meta{Revision: "abc"})) }, want: StateAlive, signal: false},
+		{what: "dies", notify: func() { d.NotifyLeave(node(Meta{Revision: "abc"})) }, want: StateDead, signal: true},
+		{what: "comes back", notify: func() { d.NotifyJoin(node(Meta{Revision: "abc"})) }, want: StateAlive, signal: true},
+		{what: "leaves", notify: func() { d.NotifyLeave(node(Meta{Revision: "abc", Leaving: true})) }, want: StateLeft, signal: true},
+	} {
+		f.needProbe = false
+		step.notify()
+		if got := f.st.members["node-2"].state; got != step.want {
+			t.Errorf("node-2 %s: state %s, want %s", step.what, got, step.want)
+		}
+		if got := signalled(); got != step.signal || f.needProbe != step.signal {
+			t.Errorf("node-2 %s: a new view asked %v, assignment again %v; want %v", step.what, got, f.needProbe, step.signal)
+		}
 	}
 }

@@ -445,7 +445,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		return r, err
 	}
 	r.KernelAt = time.Now()
-	if flows := staleUDPFlows(n.last, p); len(flows) > 0 && n.nft != nil && n.opts.NFTables == nil {
+	if flows := staleFlows(n.last, p); len(flows) > 0 && n.nft != nil && n.opts.NFTables == nil {
 		c, err := conntrack.New(n.opts.NetNSFd)
 		if err != nil {
 			return r, fmt.Errorf("conntrack: %w", err)
@@ -615,12 +615,14 @@ func (n *Node) Cleanup() (tables, files []string, err error) {
 	return tables, files, nil
 }
 
-// staleUDPFlows lists the UDP frontend→endpoint pairs the old
-// plan forwarded and the new one no longer does: their conntrack entries
-// would keep sending datagrams to an endpoint that left. Only the
+// staleFlows lists the UDP and TCP frontend→endpoint pairs the old plan
+// forwarded and the new one no longer does: their conntrack entries would
+// keep sending datagrams, and new connections from a reused source port,
+// to an endpoint that left (for TCP, only the connections it never
+// answered: conntrack.Flow.Unanswered). Only the
 // Services that may have changed are looked at (udpChanged), so that a
 // reload's cost follows its change.
-func staleUDPFlows(old, new *plan.Plan) []conntrack.Flow {
+func staleFlows(old, new *plan.Plan) []conntrack.Flow {
 	if old == nil {
 		return nil
 	}
@@ -674,19 +676,23 @@ func udpChanged(old, new *plan.Plan) (olds, news []*plan.Service) {
 	return olds, news
 }
 
-// flowsOf lists the UDP frontend→endpoint pairs of services on a node
-// of addresses nodeIPs.
+// flowsOf lists the UDP and TCP frontend→endpoint pairs of services on a
+// node of addresses nodeIPs.
 func flowsOf(services []*plan.Service, nodeIPs []netip.Addr) []conntrack.Flow {
 	var flows []conntrack.Flow
 	for _, s := range services {
 		for j := range s.Ports {
 			port := &s.Ports[j]
-			// Only UDP: the conntrack library cannot tell SCTP entries
+			// Not SCTP: the conntrack library cannot tell its entries
 			// apart by port (see conntrack.Flow).
-			if port.Protocol != "UDP" {
+			proto := uint8(conntrack.ProtoUDP)
+			switch port.Protocol {
+			case "UDP":
+			case "TCP":
+				proto = conntrack.ProtoTCP
+			default:
 				continue
 			}
-			proto := uint8(conntrack.ProtoUDP)
 			add := func(addrs []netip.Addr, num uint16, idx []int) {
 				for _, a := range addrs {
 					for _, k := range idx {
@@ -694,10 +700,14 @@ func flowsOf(services []*plan.Service, nodeIPs []netip.Addr) []conntrack.Flow {
 							continue
 						}
 						ep := &port.Endpoints[k]
+						if a.Unmap().Is4() != ep.IP.Unmap().Is4() {
+							continue // a node address of the other family
+						}
 						flows = append(flows, conntrack.Flow{
-							Endpoint: netip.AddrPortFrom(ep.IP, ep.Port),
-							Frontend: netip.AddrPortFrom(a, num),
-							Protocol: proto,
+							Endpoint:   netip.AddrPortFrom(ep.IP, ep.Port),
+							Frontend:   netip.AddrPortFrom(a, num),
+							Protocol:   proto,
+							Unanswered: proto == conntrack.ProtoTCP,
 						})
 					}
 				}

@@ -71,7 +71,7 @@ func TestStaleUDPFlowsRandomEdits(t *testing.T) {
 		}
 		return out
 	}
-	// want is staleUDPFlows over every Service.
+	// want is staleFlows over every Service.
 	want := func(old, new *plan.Plan) []conntrack.Flow {
 		keep := map[conntrack.Flow]bool{}
 		for _, f := range flowsOf(all(new), new.Node.IPs) {
@@ -131,7 +131,7 @@ func TestStaleUDPFlowsRandomEdits(t *testing.T) {
 			rng.Shuffle(len(nxt.Services), func(i, j int) { nxt.Services[i], nxt.Services[j] = nxt.Services[j], nxt.Services[i] })
 		}
 		edits[edit]++
-		if diff := cmp.Diff(want(cur, nxt), staleUDPFlows(cur, nxt), cmpopts.EquateComparable(netip.AddrPort{})); diff != "" {
+		if diff := cmp.Diff(want(cur, nxt), staleFlows(cur, nxt), cmpopts.EquateComparable(netip.AddrPort{})); diff != "" {
 			t.Fatalf("step %d (%s): stale flows (-every Service +changed ones):\n%s", step, edit, diff)
 		}
 		cur = nxt

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	yaml "go.yaml.in/yaml/v3"
+
+	"netspec.dev/netspec/daemon/fleet"
 )
 
 // The Grafana dashboard and the Prometheus alerting rules in deploy/ query
@@ -58,7 +60,13 @@ func registryMetrics(t *testing.T) exported {
 	m.dnsQuery(0)
 	m.applied("0123abcd")
 	descs := make(chan *prometheus.Desc)
-	go func() { m.reg.Describe(descs); close(descs) }()
+	go func() {
+		m.reg.Describe(descs)
+		// A member of a fleet (watch --gossip-listen) is registered
+		// once it starts; its descriptors need no member.
+		(*fleet.Fleet)(nil).Describe(descs)
+		close(descs)
+	}()
 	re := regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*variableLabels: \{([^}]*)\}\}$`)
 	out := exported{}
 	for d := range descs {

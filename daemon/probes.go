@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/daemon/fleet"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/plan"
 )
@@ -43,6 +45,19 @@ type probes struct {
 	// execPods are the Pods (namespace/name) of the last reading with an
 	// exec readinessProbe, which a node cannot run.
 	execPods map[string]bool
+
+	// gossip tells that the node is a member of a fleet: it probes only
+	// the checks fleet says it owns (nothing before the fleet's first
+	// view), and takes readiness from the fleet's view merged with its
+	// own probes.
+	gossip bool
+	// fleet is the fleet's view the last sync used (nil: none yet), and
+	// fleetAddrs the addresses of its checks out.
+	fleet      *fleet.View
+	fleetAddrs map[netip.Addr]bool
+	// probed are the checks the fleet's view said this node probes when
+	// the prober was last Set.
+	probed []string
 }
 
 // unprobed counts the endpoint addresses of p that carry this node's
@@ -93,8 +108,10 @@ func newProbes(p prober) *probes {
 // External or ShortCircuit set), of every endpoint of a headless Service (this node
 // serves their DNS answers), and of the addresses in keep (failing now:
 // out of their sets for that reason). An endpoint only other nodes use (a
-// Local traffic policy, topology) is not probed here.
-func targetsOf(p *plan.Plan, keep map[netip.Addr]bool) (targets []probe.Target, keys map[netip.Addr][]string) {
+// Local traffic policy, topology) is not probed here. With owns (a member
+// of a fleet), the checks are those owns says this node probes, whichever
+// nodes use them: the fleet tells the others.
+func targetsOf(p *plan.Plan, keep map[netip.Addr]bool, owns func(key string) bool) (targets []probe.Target, keys map[netip.Addr][]string) {
 	keys = map[netip.Addr][]string{}
 	seen := map[string]bool{}
 	for i := range p.Services {
@@ -102,13 +119,13 @@ func targetsOf(p *plan.Plan, keep map[netip.Addr]bool) (targets []probe.Target, 
 		for j := range s.Ports {
 			port := &s.Ports[j]
 			for k, e := range port.Endpoints {
-				if len(e.Probes) == 0 || !s.Headless && !keep[e.IP] && !carries(port, k) {
+				if len(e.Probes) == 0 || owns == nil && !s.Headless && !keep[e.IP] && !carries(port, k) {
 					continue
 				}
 				for _, pr := range e.Probes {
 					t := probe.Target{Addr: e.IP, Probe: pr}
 					k := t.Key()
-					if seen[k] {
+					if seen[k] || owns != nil && !owns(k) {
 						continue
 					}
 					seen[k] = true
@@ -124,7 +141,15 @@ func targetsOf(p *plan.Plan, keep map[netip.Addr]bool) (targets []probe.Target, 
 // set gives the prober the checks of p: those kept keep their state.
 // Failing checks p no longer has are forgotten.
 func (ps *probes) set(p *plan.Plan) {
-	targets, keys := targetsOf(p, ps.failingAddrs)
+	var owns func(string) bool
+	if ps.gossip {
+		owns = func(string) bool { return false } // no view yet: the fleet assigns
+		ps.probed = nil
+		if ps.fleet != nil {
+			owns, ps.probed = ps.fleet.Probes, ps.fleet.Probe
+		}
+	}
+	targets, keys := targetsOf(p, ps.failingAddrs, owns)
 	ps.p.Set(targets)
 	ps.keys, ps.targets = keys, len(targets)
 	for k := range ps.failing {
@@ -152,7 +177,7 @@ func (ps *probes) set(p *plan.Plan) {
 // and updates the metrics and the status.
 func (w *Watcher) probeReport(p *plan.Plan, setTargets, compiled bool, failOpen []string) {
 	ps := w.probes
-	if setTargets {
+	if setTargets || ps.assigned() {
 		ps.set(p)
 	}
 	if compiled {
@@ -257,26 +282,62 @@ func (ps *probes) refresh() bool {
 	return changed
 }
 
+// assigned tells whether the fleet's view assigns this node other checks
+// than those the prober was Set last.
+func (ps *probes) assigned() bool {
+	return ps.gossip && ps.fleet != nil && !slices.Equal(ps.probed, ps.fleet.Probe)
+}
+
+// setFleet takes the fleet's view v for the next sync and tells whether
+// it is another than the one used last.
+func (ps *probes) setFleet(v *fleet.View) bool {
+	if v == ps.fleet {
+		return false
+	}
+	ps.fleet = v
+	ps.fleetAddrs = map[netip.Addr]bool{}
+	for k := range v.Out {
+		t, _, _ := strings.Cut(k, "\x00")
+		if a, err := netip.ParseAddr(t); err == nil {
+			ps.fleetAddrs[a] = true
+		}
+	}
+	return true
+}
+
 // view is the compiler's view of the node's probes: an endpoint is not
-// ready while one of its checks fails. Addresses without a failing check
-// are answered without working out a key; Failing lists them, so that a
-// Restage works out again only the Services at addresses that failed
-// then or fail now.
+// ready while one of its checks fails here, or the fleet's view says it
+// is out. Addresses without a failing check are answered without working
+// out a key; Failing lists them, so that a Restage works out again only
+// the Services at addresses that failed then or fail now.
 func (ps *probes) view() compiler.Options {
-	o := compiler.Options{Failing: ps.failingAddrs}
+	addrs := ps.failingAddrs
+	if len(ps.fleetAddrs) > 0 {
+		addrs = maps.Clone(ps.failingAddrs)
+		if addrs == nil {
+			addrs = map[netip.Addr]bool{}
+		}
+		maps.Copy(addrs, ps.fleetAddrs)
+	}
+	o := compiler.Options{Failing: addrs}
 	if o.Failing == nil {
 		o.Failing = map[netip.Addr]bool{}
 	}
-	if len(ps.failing) == 0 {
+	if len(addrs) == 0 {
 		return o
 	}
-	failing, addrs := ps.failing, ps.failingAddrs
+	failing := ps.failing
+	var out map[string]fleet.Why
+	if ps.fleet != nil {
+		out = ps.fleet.Out
+	}
 	o.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
 		if !addrs[ip] {
 			return false
 		}
 		for _, pr := range probes {
-			if failing[probe.Target{Addr: ip, Probe: pr}.Key()] {
+			k := probe.Target{Addr: ip, Probe: pr}.Key()
+			if _, ok := out[k]; ok || failing[k] {
 				return true
 			}
 		}
@@ -292,31 +353,44 @@ func (ps *probes) outOf(p *plan.Plan) (out map[outKey]plan.Probe, perService map
 	if len(ps.failing) == 0 {
 		return out, perService
 	}
+	addrs := map[string]map[netip.Addr]bool{}
+	endpointChecks(p, ps.failingAddrs, func(s *plan.Service, e plan.Endpoint, pr plan.Probe, k string) {
+		if !ps.failing[k] {
+			return
+		}
+		out[outKey{s.Key(), e.AddrPort(), k}] = pr
+		if addrs[s.Key()] == nil {
+			addrs[s.Key()] = map[netip.Addr]bool{}
+		}
+		addrs[s.Key()][e.IP] = true
+	})
+	for svc, a := range addrs {
+		perService[svc] = len(a)
+	}
+	return out, perService
+}
+
+// endpointChecks calls f with each check (and its key) of each endpoint of
+// p at an address of addrs, Service by Service, but for the Services of
+// another proxy that are not headless: nothing of this node's goes to
+// their endpoints.
+func endpointChecks(p *plan.Plan, addrs map[netip.Addr]bool, f func(s *plan.Service, e plan.Endpoint, pr plan.Probe, key string)) {
 	for i := range p.Services {
 		s := &p.Services[i]
 		if s.ProxyName != "" && !s.Headless {
-			continue // another proxy's: nothing of this node's goes to its endpoints
+			continue
 		}
-		addrs := map[netip.Addr]bool{}
 		for j := range s.Ports {
 			for _, e := range s.Ports[j].Endpoints {
-				if !ps.failingAddrs[e.IP] {
+				if !addrs[e.IP] {
 					continue
 				}
 				for _, pr := range e.Probes {
-					k := probe.Target{Addr: e.IP, Probe: pr}.Key()
-					if ps.failing[k] {
-						out[outKey{s.Key(), e.AddrPort(), k}] = pr
-						addrs[e.IP] = true
-					}
+					f(s, e, pr, probe.Target{Addr: e.IP, Probe: pr}.Key())
 				}
 			}
 		}
-		if len(addrs) > 0 {
-			perService[s.Key()] = len(addrs)
-		}
 	}
-	return out, perService
 }
 
 // ProbeStatus is the readiness probes' state in Status.

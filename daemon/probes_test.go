@@ -155,6 +155,15 @@ func (f *fakeProber) probeAgain(addr, err string, at time.Time) {
 // recs (and the test's log).
 func startProbed(t *testing.T, tree string, opts Options, recs *records) (*running, *fakeProber) {
 	t.Helper()
+	r, f := newProbed(t, tree, opts, recs)
+	runSynced(t, r.Watcher, deadline)
+	r.idle(t)
+	return r, f
+}
+
+// newProbed is startProbed's watcher, not yet run.
+func newProbed(t *testing.T, tree string, opts Options, recs *records) (*running, *fakeProber) {
+	t.Helper()
 	r := &running{stateDir: filepath.Join(t.TempDir(), "state")}
 	opts.Tree, opts.Node, opts.StateDir = tree, "node-1", r.stateDir
 	opts.Debounce, opts.Resync, opts.Probes = 50*time.Millisecond, -1, true
@@ -174,8 +183,6 @@ func startProbed(t *testing.T, tree string, opts Options, recs *records) (*runni
 		return f
 	}
 	r.Watcher = w
-	runSynced(t, w, deadline)
-	r.idle(t)
 	return r, f
 }
 
@@ -372,7 +379,7 @@ func TestProbeTargetsOnce(t *testing.T) {
 		{Namespace: "a", Name: "z", Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.4", pr), ep("10.0.0.5", pr)}}}},
 		{Namespace: "a", Name: "hl", Headless: true, Ports: []plan.Port{{Endpoints: []plan.Endpoint{ep("10.0.0.6", pr)}}}},
 	}}
-	targets, keys := targetsOf(p, map[netip.Addr]bool{netip.MustParseAddr("10.0.0.5"): true})
+	targets, keys := targetsOf(p, map[netip.Addr]bool{netip.MustParseAddr("10.0.0.5"): true}, nil)
 	var got []string
 	for _, tg := range targets {
 		got = append(got, tg.Addr.String()+" "+tg.Probe.String())

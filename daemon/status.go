@@ -57,6 +57,10 @@ type Status struct {
 	// exists: reloads wait for it unless it is stale; nil when there is
 	// none.
 	GitLock *GitLockStatus `json:"gitLock,omitempty"`
+	// Fleet is the fleet this node gossips with: its members (as of the
+	// request), the endpoints out for it and fail static; nil without
+	// gossip, or before the member started.
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
 // RevisionStatus is the revision applied and since when.
@@ -121,6 +125,7 @@ func (w *Watcher) statusHandler() http.Handler {
 	mux.HandleFunc("GET /status", func(rw http.ResponseWriter, r *http.Request) {
 		st := *w.status.Load()
 		st.Probes = st.Probes.live(w.prober)
+		st.Fleet = st.Fleet.live(w.fleetRef.Load())
 		b, err := json.Marshal(&st)
 		if err != nil {
 			http.Error(rw, err.Error(), http.StatusInternalServerError)

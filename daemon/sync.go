@@ -76,8 +76,9 @@ func (w *Watcher) probeSync(why syncReason) bool {
 		return true
 	}
 	flipped := w.probes.refresh()
+	viewed := w.fleet != nil && w.probes.setFleet(w.fleet.View())
 	if why == syncProbe {
-		if !flipped {
+		if !flipped && !viewed {
 			return false // flipped and back before this sync
 		}
 		if w.good == nil {
@@ -281,11 +282,13 @@ func (w *Watcher) apply(why syncReason, since time.Time, rd reading, st *compile
 		out.Result = ResultUnchanged
 		w.appliedRevision(rev)
 		w.committed(rd)
+		w.gossip(rd, w.good)
 		if w.probes != nil {
 			// A check flipped without changing the plan (a Service that
 			// fails open, an endpoint no traffic of this node uses).
 			w.probeReport(w.good, false, true, st.FailOpen)
 		}
+		w.fleetReport(w.good)
 		return
 	}
 
@@ -324,6 +327,7 @@ func (w *Watcher) apply(why syncReason, since time.Time, rd reading, st *compile
 	if st != nil {
 		w.appliedRevision(rev)
 		w.committed(rd)
+		w.gossip(rd, p) // not for a resync of the last good plan: its reading is invalid
 	}
 	if w.probes != nil {
 		var failOpen []string
@@ -332,6 +336,7 @@ func (w *Watcher) apply(why syncReason, since time.Time, rd reading, st *compile
 		}
 		w.probeReport(p, why != syncProbe, st != nil, failOpen)
 	}
+	w.fleetReport(p)
 	if w.health != nil {
 		w.health.Sync(p)
 		w.metrics.healthChecks(w.health.Stats())

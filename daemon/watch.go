@@ -24,6 +24,12 @@
 // garbage collection the next reload would otherwise start and wait for
 // (idlegc.go), so that a flip or a change is not slowed by one.
 //
+// With Options.Gossip the watcher is a member of a fleet (package fleet,
+// gossip.go): it probes only what the fleet assigns it, takes readiness
+// from the fleet's view merged with its own probes (a change of the view
+// is a sync "probe"), tells the fleet its failing checks and revision
+// after each sync, and leaves the fleet when Run returns.
+//
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
 // command line around it.
 package daemon
@@ -51,6 +57,7 @@ import (
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/daemon/dnsserver"
 	"netspec.dev/netspec/daemon/healthcheck"
+	"netspec.dev/netspec/daemon/fleet"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
@@ -126,6 +133,11 @@ type Options struct {
 	// ProbeConcurrency bounds the probes in flight at once; 0 is
 	// probe.DefaultMaxConcurrent.
 	ProbeConcurrency int
+
+	// Gossip, when set, makes the watcher a member of a fleet that
+	// shares readiness (GossipOptions); it needs Probes. Nil: the node
+	// probes what it forwards to, alone.
+	Gossip *GossipOptions
 
 	Logger *slog.Logger // slog.Default() when nil
 }
@@ -206,6 +218,18 @@ type Watcher struct {
 	// heldLogged are the objects held at the last reading, so that a
 	// removal held is logged once.
 	heldLogged map[objectKey]bool
+
+	// fleet is the member of the fleet, with Options.Gossip, once the
+	// first good tree started it (gossip.go); fleetRef holds it for the
+	// status server. fleetOut are the endpoints out for the fleet after
+	// the last sync, for logging changes once. newMember starts it
+	// (fleet.New; a fake in tests). fatal gets the error that stops Run
+	// from a sync (the member cannot start).
+	fleet     member
+	fleetRef  atomic.Pointer[memberRef]
+	fleetOut  map[string]FleetOut
+	newMember func(cfg fleet.Config, nodes []string, checks []fleet.Check) (member, error)
+	fatal     chan error
 }
 
 // New checks opts and binds the metrics listener (so that a busy port is
@@ -242,6 +266,11 @@ func New(opts Options) (*Watcher, error) {
 	if opts.StatusSocket == "" {
 		opts.StatusSocket = filepath.Join(opts.StateDir, SocketName)
 	}
+	if opts.Gossip != nil {
+		if err := opts.Gossip.check(opts.Probes); err != nil {
+			return nil, err
+		}
+	}
 	w := &Watcher{
 		opts: opts,
 		log:  opts.Logger,
@@ -259,6 +288,8 @@ func New(opts Options) (*Watcher, error) {
 
 		probeKick: make(chan struct{}, 1),
 		newProber: func(o probe.Options) prober { return probe.New(o) },
+		newMember: newMember,
+		fatal:     make(chan error, 1),
 	}
 	w.cur = Status{Node: opts.Node, Tree: opts.Tree, Dataplane: opts.Dataplane, StateDir: opts.StateDir,
 		PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Millisecond)}
@@ -366,19 +397,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.opts.Probes {
 		p := w.newProber(probe.Options{
 			MaxConcurrent: w.opts.ProbeConcurrency,
-			OnChange: func() {
-				w.probeKicked.CompareAndSwap(0, time.Now().UnixNano())
-				select {
-				case w.probeKick <- struct{}{}:
-				default: // one is pending already
-				}
-			},
+			OnChange:      w.kickProbe,
 			Observe: func(_ probe.Target, action plan.ProbeAction, d time.Duration, err error) {
 				w.metrics.probeObserved(string(action), d, err)
 			},
 		})
 		defer p.Close()
 		w.probes, w.prober = newProbes(p), p
+		w.probes.gossip = w.opts.Gossip != nil
+		defer w.leaveFleet() // before the prober closes: the view stays until the fleet hears
 		w.cur.Probes = &ProbeStatus{Out: []ProbeOut{}, FailOpen: []string{}}
 	}
 	if w.opts.Dataplane != DataplaneNone {
@@ -526,6 +553,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-w.reload:
 			w.log.Info("reload requested: reading the whole tree and the kernel back")
 			w.treeSync(fw, syncReload, time.Time{})
+		case err := <-w.fatal:
+			return err
 		case <-w.idle:
 		case <-w.probeKick:
 			var since time.Time

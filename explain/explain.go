@@ -77,6 +77,12 @@ type ProbeFailure struct {
 	Probe     string // the probe, described
 	Since     time.Time
 	LastError string
+	// By are the nodes whose say took the endpoint out when the fleet
+	// did (watch --gossip-listen): the node whose probe fails, or the
+	// dead node the endpoint runs on (NodeDead); nil when this node's
+	// own probe fails.
+	By       []string
+	NodeDead bool
 }
 
 // Options are the optional inputs of an explanation.
@@ -1054,8 +1060,14 @@ func topologyWhy(e plan.Endpoint, n plan.Node) string {
 
 // probeText says why an endpoint is out for its probe.
 func probeText(f ProbeFailure) string {
+	if f.NodeDead {
+		return "out: the node it runs on, " + strings.Join(f.By, ",") + ", is dead (the fleet's gossip says so)"
+	}
 	s := "out for its readiness probe " + f.Probe
 	var parts []string
+	if len(f.By) > 0 {
+		parts = append(parts, "failing on "+strings.Join(f.By, " and ")+", as the fleet's gossip says")
+	}
 	if !f.Since.IsZero() {
 		parts = append(parts, "since "+f.Since.UTC().Format(time.RFC3339))
 	}

@@ -5,9 +5,17 @@
 // conntrack entry, and so the backend the entry was DNATed to when it was
 // created, for as long as datagrams keep the entry alive — even after the
 // nftables rule now sends new flows elsewhere and the old backend is gone.
-// TCP needs no such cleanup: a dead backend resets the connection, and the
-// client's next connection is a new entry. Deleting the entry makes the next
-// datagram a new flow, which the current ruleset DNATs to a live backend.
+// Deleting the entry makes the next datagram a new flow, which the current
+// ruleset DNATs to a live backend.
+//
+// TCP has the same trap for connections a backend never answered (a dead
+// node's pod): their entries stay in SYN_SENT for two minutes, and a new
+// connection from a source port the client used for one of them (a busy
+// client wraps its ports to one destination every 1,500 connections or
+// so) is that entry's retransmission to conntrack, DNATed to the dead
+// backend again (kubernetes/kubernetes#101607). Only those entries are
+// deleted (Flow.Unanswered): an established connection is left to end on
+// its own, as a graceful termination wants.
 //
 // The package talks netfilter netlink (github.com/vishvananda/netlink)
 // directly; it never runs the conntrack tool.
@@ -21,6 +29,7 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 )
 
@@ -50,6 +59,9 @@ type Flow struct {
 	Endpoint netip.AddrPort
 	Frontend netip.AddrPort // zero: any
 	Protocol uint8
+	// Unanswered limits a TCP flow to the entries of connections the
+	// endpoint never answered (state SYN_SENT).
+	Unanswered bool
 }
 
 func (f Flow) String() string {
@@ -75,6 +87,9 @@ func (f Flow) check() error {
 		return fmt.Errorf("conntrack flow %v: SCTP is not supported yet: github.com/vishvananda/netlink v1.3.1 does not parse SCTP ports", f)
 	default:
 		return fmt.Errorf("conntrack flow %v: protocol %d is not supported (want %d, UDP, or %d, TCP)", f, f.Protocol, ProtoUDP, ProtoTCP)
+	}
+	if f.Unanswered && f.proto() != ProtoTCP {
+		return fmt.Errorf("conntrack flow %v: only a TCP connection can be unanswered", f)
 	}
 	ep := f.Endpoint.Addr().Unmap()
 	if !ep.IsValid() || ep.IsUnspecified() || f.Endpoint.Port() == 0 {
@@ -149,7 +164,7 @@ func (c *Cleaner) Delete(flows []Flow) (deleted int, err error) {
 		family netlink.InetFamily
 		name   string
 	}{{v4, netlink.FAMILY_V4, "IPv4"}, {v6, netlink.FAMILY_V6, "IPv6"}} {
-		if len(fam.f.m) == 0 {
+		if len(fam.f.m)+len(fam.f.syn) == 0 {
 			continue
 		}
 		for attempt := 1; ; attempt++ {
@@ -178,17 +193,23 @@ type key struct {
 // netlink.CustomConntrackFilter.
 type filter struct {
 	// m: the frontends per endpoint; an invalid AddrPort among them is
-	// "any frontend".
-	m map[key][]netip.AddrPort
+	// "any frontend". syn: the same for unanswered flows (Flow.Unanswered).
+	m, syn map[key][]netip.AddrPort
 }
 
-func newFilter() *filter { return &filter{m: map[key][]netip.AddrPort{}} }
+func newFilter() *filter {
+	return &filter{m: map[key][]netip.AddrPort{}, syn: map[key][]netip.AddrPort{}}
+}
 
 func (f *filter) add(fl Flow) {
 	k := key{fl.proto(), netip.AddrPortFrom(fl.Endpoint.Addr().Unmap(), fl.Endpoint.Port())}
 	fe := fl.Frontend
 	if fe.Addr().IsValid() {
 		fe = netip.AddrPortFrom(fe.Addr().Unmap(), fe.Port())
+	}
+	if fl.Unanswered {
+		f.syn[k] = append(f.syn[k], fe)
+		return
 	}
 	f.m[k] = append(f.m[k], fe)
 }
@@ -199,8 +220,12 @@ func (f *filter) MatchConntrackFlow(ct *netlink.ConntrackFlow) bool {
 	if !ok {
 		return false
 	}
-	fes, ok := f.m[key{ct.Forward.Protocol, netip.AddrPortFrom(rs, ct.Reverse.SrcPort)}]
-	if !ok {
+	k := key{ct.Forward.Protocol, netip.AddrPortFrom(rs, ct.Reverse.SrcPort)}
+	fes := f.m[k]
+	if tcp, ok := ct.ProtoInfo.(*netlink.ProtoInfoTCP); ok && tcp.State == nl.TCP_CONNTRACK_SYN_SENT {
+		fes = append(fes[:len(fes):len(fes)], f.syn[k]...)
+	}
+	if len(fes) == 0 {
 		return false
 	}
 	od, ok := addr(ct.Forward.DstIP)

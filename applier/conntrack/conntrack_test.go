@@ -26,6 +26,8 @@ func TestFlowCheck(t *testing.T) {
 		{name: "udp", flow: Flow{Endpoint: epA, Frontend: feA, Protocol: ProtoUDP}},
 		{name: "protocol 0 is udp", flow: Flow{Endpoint: epA}},
 		{name: "tcp", flow: Flow{Endpoint: epA, Protocol: ProtoTCP}},
+		{name: "tcp unanswered", flow: Flow{Endpoint: epA, Protocol: ProtoTCP, Unanswered: true}},
+		{name: "udp unanswered", flow: Flow{Endpoint: epA, Unanswered: true}, wantErr: "only a TCP connection can be unanswered"},
 		{name: "ipv6", flow: Flow{Endpoint: epA6, Frontend: feA6}},
 		{name: "mapped endpoint, v4 frontend", flow: Flow{Endpoint: mapdA, Frontend: feA}},
 		{name: "frontend any port", flow: Flow{Endpoint: epA, Frontend: netip.AddrPortFrom(feA.Addr(), 0)}},
@@ -62,6 +64,12 @@ func ct(proto uint8, client, origDst, replySrc string) *netlink.ConntrackFlow {
 	}
 }
 
+// state is entry in TCP state st (1 SYN_SENT, 3 ESTABLISHED).
+func state(entry *netlink.ConntrackFlow, st uint8) *netlink.ConntrackFlow {
+	entry.ProtoInfo = &netlink.ProtoInfoTCP{State: st}
+	return entry
+}
+
 func TestFilterMatch(t *testing.T) {
 	const client = "192.168.100.2:40053"
 	tests := []struct {
@@ -80,6 +88,10 @@ func TestFilterMatch(t *testing.T) {
 		{name: "other endpoint port", flows: []Flow{{Endpoint: epA, Frontend: feA}}, entry: ct(17, client, "10.96.0.10:53", "10.244.1.10:5353")},
 		{name: "tcp entry, udp flow", flows: []Flow{{Endpoint: epA, Frontend: feA}}, entry: ct(6, client, "10.96.0.10:53", "10.244.1.10:53")},
 		{name: "tcp entry, tcp flow", flows: []Flow{{Endpoint: epA, Frontend: feA, Protocol: ProtoTCP}}, entry: ct(6, client, "10.96.0.10:53", "10.244.1.10:53"), want: true},
+		{name: "unanswered tcp flow, SYN_SENT entry", flows: []Flow{{Endpoint: epA, Frontend: feA, Protocol: ProtoTCP, Unanswered: true}}, entry: state(ct(6, client, "10.96.0.10:53", "10.244.1.10:53"), 1), want: true},
+		{name: "unanswered tcp flow, established entry", flows: []Flow{{Endpoint: epA, Frontend: feA, Protocol: ProtoTCP, Unanswered: true}}, entry: state(ct(6, client, "10.96.0.10:53", "10.244.1.10:53"), 3)},
+		{name: "unanswered tcp flow, entry without state", flows: []Flow{{Endpoint: epA, Frontend: feA, Protocol: ProtoTCP, Unanswered: true}}, entry: ct(6, client, "10.96.0.10:53", "10.244.1.10:53")},
+		{name: "unanswered tcp flow, other frontend", flows: []Flow{{Endpoint: epA, Frontend: feA, Protocol: ProtoTCP, Unanswered: true}}, entry: state(ct(6, client, "10.96.0.12:53", "10.244.1.10:53"), 1)},
 		{name: "endpoint as reply destination only", flows: []Flow{{Endpoint: epA}}, entry: ct(17, "10.244.1.10:53", "10.96.0.10:53", "10.96.0.10:53")},
 		{name: "mapped endpoint", flows: []Flow{{Endpoint: mapdA, Frontend: feA}}, entry: ct(17, client, "10.96.0.10:53", "10.244.1.10:53"), want: true},
 		{name: "ipv6", flows: []Flow{{Endpoint: epA6, Frontend: feA6}}, entry: ct(17, "[fd00:100::2]:40053", "[fd00:96::10]:53", "[fd00:244:1::10]:53"), want: true},

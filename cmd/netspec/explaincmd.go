@@ -16,6 +16,7 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/daemon"
+	"netspec.dev/netspec/daemon/fleet"
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
@@ -352,6 +353,19 @@ func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplan
 		}
 		o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe, Since: out.Since, LastError: out.LastError})
 		failing[ap.Addr().String()+" "+out.Probe] = true
+	}
+	if st.Fleet != nil {
+		// Out because the fleet says so: a probe failing on another
+		// node, or the node the endpoint runs on dead.
+		for _, out := range st.Fleet.Out {
+			ap, err := netip.ParseAddrPort(out.Endpoint)
+			if err != nil {
+				return o, view, "", "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
+			}
+			o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe,
+				By: out.By, NodeDead: out.Reason == fleet.ReasonDead})
+			failing[ap.Addr().String()+" "+out.Probe] = true
+		}
 	}
 	o.FailOpen = st.Probes.FailOpen
 	if len(failing) > 0 {

@@ -23,13 +23,14 @@ type statusFlags struct {
 	stateDir string
 	socket   string
 	json     bool
+	fleet    bool
 	wait     time.Duration
 }
 
 func init() {
 	register(&command{
 		name:    "status",
-		args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION]",
+		args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION] [--fleet]",
 		summary: "show what the daemon on this node applied, and how its syncs go",
 		help: `Status asks the netspec watch daemon of this node, over its unix socket
 DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
@@ -84,11 +85,27 @@ durationSeconds, applySeconds, result, error}, treeState{valid, errors, firstErr
 driftRepairs{count, last}, healthChecks[{service, port, localEndpoints,
 listening, failing}], probes{checks, failing, unprobed, out[{service, endpoint,
 probe, since, lastError, lastProbe, failOpen}], failOpen[]}: null with --probes=false; until the first sync ends, while
-lastSync is null, healthChecks and probes tell nothing), and without a daemon "reason", "kernel"{read, error,
+lastSync is null, healthChecks and probes tell nothing), fleet (with watch --gossip-listen: as --fleet --json prints it,
+without node), and without a daemon "reason", "kernel"{read, error,
 nftables[{family, present, chains, sets, elements}], ipvs{available,
 interface, virtualServers, realServers}} and "record"{noDir, present, node,
 services, endpoints, recorded, probes{recorded, written, out[], failOpen[]}}.
 Times are RFC 3339.
+
+--fleet shows the fleet the daemon gossips with (watch --gossip-listen)
+instead: each member (this node first) with its state (alive, dead, left:
+memberlist does not tell suspicion, a suspect member is alive until
+declared dead), address, the revision it applied last and since when it is
+in its state as this node saw; how many alive nodes run each revision (a
+fleet split across revisions is a rollout under way, or a node stuck); the
+endpoints out on this node for the fleet (a probe failing on the node the
+endpoint runs on, or on both probers of an endpoint without an agent, or
+the node dead), with the nodes that say so; and whether this node fails
+static (more than half of the fleet's nodes dead: it keeps their
+endpoints). With --json: {"node", "members"[{name, state, address,
+revision, checks, failing, since}], "revisions"[{revision, nodes}],
+"out"[{service, endpoint, probe, reason, by[]}], "failStatic", "dead",
+"ever"}. Without a daemon, or a daemon without gossip, it fails (exit 1).
 
 --wait waits up to DURATION for a daemon to answer and finish its first
 sync (after starting one), then reports.
@@ -100,12 +117,14 @@ a usage error.
 Examples:
   netspec status
   netspec status --json | jq -r .daemon.revision.id
-  ip netns exec blue netspec status --state-dir /var/lib/netspec-blue`,
+  ip netns exec blue netspec status --state-dir /var/lib/netspec-blue
+  netspec status --fleet --json | jq -r '.members[] | select(.state != "alive") | .name'`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &statusFlags{}
 			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the daemon's state `DIR` (its socket is DIR/netspec.sock)")
 			fs.StringVar(&f.socket, "socket", "", "ask the daemon on `PATH` instead of DIR/netspec.sock")
 			fs.BoolVar(&f.json, "json", false, "print the status as JSON")
+			fs.BoolVar(&f.fleet, "fleet", false, "show the fleet the daemon gossips with: members, revisions, endpoints out, fail static")
 			fs.DurationVar(&f.wait, "wait", 0, "wait up to `DURATION` for a daemon to answer after its first sync")
 			return f
 		},
@@ -126,6 +145,10 @@ func runStatus(e *env, opts any, args []string) int {
 	sock := f.socket
 	if sock == "" {
 		sock = filepath.Join(f.stateDir, daemon.SocketName)
+	}
+	if f.fleet {
+		st, err := status.Ask(sock, f.wait)
+		return runStatusFleet(e, f, sock, st, err)
 	}
 	out, err := status.Gather(status.Options{Socket: sock, StateDir: f.stateDir, Wait: f.wait})
 	if err != nil {
@@ -261,6 +284,14 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 		}
 	}
 	writeProbeStatus(w, st.Probes, now)
+	if fs := st.Fleet; fs != nil {
+		static := "no"
+		if fs.FailStatic {
+			static = "YES"
+		}
+		fmt.Fprintf(w, "fleet: %d members, %d alive; %s out for the fleet; fail static: %s (netspec status --fleet)\n",
+			len(fs.Members), aliveMembers(fs), plural(len(fs.Out), "endpoint"), static)
+	}
 }
 
 // writeProbeStatus prints the readiness probes' section.

@@ -18,6 +18,7 @@ import (
 	"netspec.dev/netspec/applier/dnslink"
 	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/daemon/dnsserver"
+	"netspec.dev/netspec/daemon/fleet"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
@@ -41,12 +42,16 @@ type watchFlags struct {
 	logLevel      string
 	probes        bool
 	probeConc     int
+	gossipListen  string
+	join          string
+	gossipKey     string
+	gossipClear   bool
 }
 
 func init() {
 	register(&command{
 		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--removal-grace 2s] [--probes=false] [--probe-concurrency 64] [--log-format text|json]",
+		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--removal-grace 2s] [--probes=false] [--probe-concurrency 64] [--gossip-listen IP:PORT --join IP:PORT,... --gossip-key-file FILE] [--log-format text|json]",
 		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
 		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
@@ -135,6 +140,31 @@ passes again; when every endpoint a Service port uses here fails, they
 are all kept (fail open) and the Service is logged and counted.
 --probes=false leaves readiness to the tree.
 
+A fleet: with --gossip-listen IP:PORT the node's agents share readiness
+by gossip (SWIM, hashicorp/memberlist) instead of every node probing
+every endpoint it forwards to. The member's name is --node; only nodes
+named by a Node object of the tree may join. Each node probes the
+endpoints whose Pod runs on it, and the endpoints without an agent on
+their node (a node that never joined, an endpoint without a Pod) are
+probed by two alive members picked by rendezvous hashing (out when both
+say so). Every node takes out what the fleet says is out, merged with its
+own probes, with fail open as above: an endpoint whose probe fails where
+it runs is out everywhere within a second or two, and the endpoints of a
+node whose agent dies (no answer to memberlist's probes, then the
+suspicion timeout: about 10 s) are out on every other node until it is
+back. SIGTERM leaves the fleet: a node that leaves (a restart, an
+upgrade) keeps its endpoints in everywhere. A node that sees more than
+half of the fleet's nodes dead fails static: it keeps their endpoints,
+being more likely cut off itself. --join IP:PORT,... are members to join
+through (any one that answers will do; tried again until one does, and
+after a partition heals). The gossip is encrypted with the keys of
+--gossip-key-file (one base64 key of 16, 24 or 32 bytes a line, the first
+encrypts, all decrypt: 'head -c 32 /dev/urandom | base64'); without a key
+file gossip is refused unless --gossip-insecure. One port, UDP and TCP,
+must be open between every two nodes. 'netspec status --fleet' shows the
+members; docs/fleet.md is the design, docs/operations.md the rollout and
+key rotation.
+
 --metrics-listen serves Prometheus metrics on /metrics
 (netspec_sync_duration_seconds{kind}, netspec_sync_last_timestamp_seconds,
 netspec_sync_failures_total, netspec_network_programming_duration_seconds,
@@ -146,7 +176,10 @@ netspec_probe_endpoints{state}, netspec_probe_service_failing_endpoints{namespac
 netspec_probe_fail_open_services, netspec_probe_duration_seconds{action,result},
 netspec_removal_pending_objects, netspec_removal_pending_since_timestamp_seconds,
 netspec_removal_due_timestamp_seconds, netspec_git_lock_held,
-netspec_git_lock_since_timestamp_seconds, netspec_git_lock_stale), /healthz (200 while the last
+netspec_git_lock_since_timestamp_seconds, netspec_git_lock_stale; with
+gossip netspec_fleet_members{state}, netspec_fleet_nodes_per_revision{revision},
+netspec_fleet_fail_static, netspec_fleet_checks_out{reason},
+netspec_fleet_broadcast_queue and the counters of docs/fleet.md), /healthz (200 while the last
 successful sync is younger than twice --resync) and /readyz (200 after the
 first successful sync).
 
@@ -164,6 +197,7 @@ Examples:
   netspec watch /srv/git/current --node node-1 --dns-link netspec0 --dns-listen 169.254.20.10:53 --metrics-listen 127.0.0.1:9253
   netspec watch /srv/cluster --node node-1 --dns-link netspec0 --dns-upstream resolv.conf
   netspec watch . --node node-1 --dataplane none --state-dir /tmp/netspec --log-format json
+  netspec watch /srv/cluster --node node-3 --gossip-listen 192.0.2.3:7946 --join 192.0.2.1:7946,192.0.2.2:7946 --gossip-key-file /etc/netspec/gossip.key
   kill -HUP $(pidof netspec)   # reload now`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &watchFlags{maxFileSize: schema.DefaultMaxFileSize}
@@ -183,6 +217,10 @@ Examples:
 			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 			fs.BoolVar(&f.probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
 			fs.IntVar(&f.probeConc, "probe-concurrency", probe.DefaultMaxConcurrent, "at most `N` readiness probes in flight at once")
+			fs.StringVar(&f.gossipListen, "gossip-listen", "", "share readiness with the fleet by gossip on `IP:PORT` (UDP and TCP; memberlist's usual port is 7946); off when empty")
+			fs.StringVar(&f.join, "join", "", "join the fleet through the members at `IP:PORT,...` (any one answering will do; retried)")
+			fs.StringVar(&f.gossipKey, "gossip-key-file", "", "encrypt the gossip with the keys of `FILE` (base64, one a line; the first encrypts, all decrypt)")
+			fs.BoolVar(&f.gossipClear, "gossip-insecure", false, "allow gossip without a key, in the clear (a test bed, a trusted network)")
 			fs.Var(&f.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
 			return f
 		},
@@ -223,6 +261,10 @@ func runWatch(e *env, opts any, args []string) int {
 	}
 	if f.probeConc < 1 {
 		return usage("--probe-concurrency %d: want at least 1", f.probeConc)
+	}
+	gossip, msg := gossipOptions(f)
+	if msg != "" {
+		return usage("%s", msg)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -307,6 +349,7 @@ func runWatch(e *env, opts any, args []string) int {
 		RemovalGrace:     removalGrace,
 		Probes:           f.probes,
 		ProbeConcurrency: f.probeConc,
+		Gossip:           gossip,
 		Logger:           logger,
 	})
 	if err != nil {
@@ -333,4 +376,48 @@ func runWatch(e *env, opts any, args []string) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// gossipOptions are the watcher's gossip options of the flags (nil: no
+// gossip), or what is wrong with them.
+func gossipOptions(f *watchFlags) (*daemon.GossipOptions, string) {
+	if f.gossipListen == "" {
+		switch {
+		case f.join != "":
+			return nil, "--join needs --gossip-listen IP:PORT: the address this node gossips on"
+		case f.gossipKey != "" || f.gossipClear:
+			return nil, "--gossip-key-file and --gossip-insecure need --gossip-listen IP:PORT"
+		}
+		return nil, ""
+	}
+	// Port 0 would listen on a port the other members cannot know.
+	if ap, err := netip.ParseAddrPort(f.gossipListen); err != nil || ap.Port() == 0 {
+		return nil, fmt.Sprintf("--gossip-listen %q: want IP:PORT, such as 192.0.2.1:7946", f.gossipListen)
+	}
+	if !f.probes {
+		return nil, "--gossip-listen shares readiness probes: it needs --probes"
+	}
+	g := &daemon.GossipOptions{Listen: f.gossipListen, Insecure: f.gossipClear}
+	if f.join != "" {
+		for _, j := range strings.Split(f.join, ",") {
+			j = strings.TrimSpace(j)
+			if _, err := netip.ParseAddrPort(j); err != nil {
+				return nil, fmt.Sprintf("--join %q: want IP:PORT,...", j)
+			}
+			g.Join = append(g.Join, j)
+		}
+	}
+	switch {
+	case f.gossipKey != "" && f.gossipClear:
+		return nil, "--gossip-key-file and --gossip-insecure: give one"
+	case f.gossipKey != "":
+		keys, err := fleet.ReadKeyFile(f.gossipKey)
+		if err != nil {
+			return nil, err.Error()
+		}
+		g.Keys = keys
+	case !f.gossipClear:
+		return nil, "gossip without a key: give --gossip-key-file FILE (head -c 32 /dev/urandom | base64 > FILE), or --gossip-insecure for gossip in the clear"
+	}
+	return g, ""
 }

@@ -589,19 +589,23 @@ func (d *delegate) member(n *memberlist.Node, st MemberState) {
 		f.c.drop(dropMalformed)
 	}
 	f.mu.Lock()
-	old := f.st.members[n.Name]
+	// The state before: setMember changes the member in place.
+	var was MemberState
+	if old := f.st.members[n.Name]; old != nil {
+		was = old.state
+	}
 	if st == StateAlive && meta.Leaving {
 		// Alive and leaving: still alive until its leave arrives.
 		st = StateAlive
 	}
 	f.st.setMember(n.Name, n.Address(), st, time.Now(), meta)
-	changed := old == nil || old.state != st
+	changed := was != st
 	if changed {
 		f.needProbe = true
-		if st == StateAlive && old != nil {
+		if st == StateAlive && was != "" {
 			// Back: its table is the one it publishes now, not the last
 			// run's (a restart starts a new generation anyway).
-			f.log.Info("gossip: member back", "node", n.Name, "address", n.Address(), "was", old.state)
+			f.log.Info("gossip: member back", "node", n.Name, "address", n.Address(), "was", was)
 		}
 	}
 	f.mu.Unlock()

@@ -89,9 +89,14 @@ func (c *countingTransport) DialAddressTimeout(a memberlist.Address, timeout tim
 	return &countingConn{Conn: conn, t: c.t}, nil
 }
 
+// Shutdown shuts the inner transport down first, while relay still hands
+// its packets and streams on (memberlist reads them until the transport's
+// Shutdown returns): a listener of the inner transport blocked handing one
+// over would otherwise never end, nor would its Shutdown.
 func (c *countingTransport) Shutdown() error {
+	err := c.NodeAwareTransport.Shutdown()
 	c.once.Do(func() { close(c.stop) })
-	return c.NodeAwareTransport.Shutdown()
+	return err
 }
 
 // countingConn counts a stream's bytes.

@@ -14,6 +14,6 @@
 // still receive traffic.
 //
 // The tests need root, ip(8) and nft; without them they skip, saying so.
-// The scenarios that need gossip among the agents (watch --gossip-listen)
-// skip, saying so, while the binary has no gossip.
+// Most scenarios run the agents with gossip (watch --gossip-listen); a pod
+// server that stops is tested with and without.
 package e2e

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"netspec.dev/netspec/daemon"
+)
+
+// fleetOut is the JSON of netspec status --fleet: the daemon's
+// FleetStatus at the top level, with the node it is of.
+type fleetOut struct {
+	Node string `json:"node"`
+	*daemon.FleetStatus
+}
+
+// runStatusFleet prints the fleet part of the daemon's status st (err:
+// asking it failed).
+func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err error) int {
+	switch {
+	case errors.Is(err, daemon.ErrNoDaemon), errors.Is(err, daemon.ErrStaleSocket):
+		fmt.Fprintf(e.stderr, "netspec status: --fleet: no daemon answers on %s\n", sock)
+		return exitError
+	case err != nil:
+		fmt.Fprintf(e.stderr, "netspec status: asking the daemon on %s: %v\n", sock, err)
+		return exitError
+	case st.Fleet == nil:
+		fmt.Fprintf(e.stderr, "netspec status: --fleet: the daemon of %s does not gossip (netspec watch --gossip-listen), or has not applied a tree yet\n", st.Node)
+		return exitError
+	}
+	if f.json {
+		b, err := json.MarshalIndent(fleetOut{Node: st.Node, FleetStatus: st.Fleet}, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
+			return exitError
+		}
+		e.stdout.Write(append(b, '\n'))
+		return exitOK
+	}
+	writeFleetStatus(e.stdout, st.Node, st.Fleet, time.Now())
+	return exitOK
+}
+
+// writeFleetStatus prints the fleet as node sees it.
+func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time.Time) {
+	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), aliveMembers(fs))
+	for _, m := range fs.Members {
+		rev := m.Revision
+		if rev == "" {
+			rev = "-"
+		}
+		since := "-"
+		if !m.Since.IsZero() {
+			since = ago(m.Since, now)
+		}
+		fmt.Fprintf(w, "  %-20s %-6s %-22s revision %s, %d checks (%d failing), since %s\n",
+			m.Name, m.State, m.Address, rev, m.Checks, m.Failing, since)
+	}
+	fmt.Fprintln(w, "revisions (alive nodes):")
+	for _, r := range fs.Revisions {
+		rev := r.Revision
+		if rev == "" {
+			rev = "(none applied yet)"
+		}
+		fmt.Fprintf(w, "  %s: %s\n", rev, plural(r.Nodes, "node"))
+	}
+	if len(fs.Revisions) > 1 {
+		fmt.Fprintln(w, "  the fleet is split across revisions: a rollout under way, or nodes that do not follow")
+	}
+	if len(fs.Out) == 0 {
+		fmt.Fprintln(w, "endpoints out for the fleet: none")
+	} else {
+		fmt.Fprintln(w, "endpoints out for the fleet:")
+		for _, o := range fs.Out {
+			why := "probe fails on " + strings.Join(o.By, " and ")
+			if o.Reason == "nodeDead" {
+				why = "node " + strings.Join(o.By, ",") + " is dead"
+			}
+			fmt.Fprintf(w, "  %s %s (%s): %s\n", o.Service, o.Endpoint, o.Probe, why)
+		}
+	}
+	if fs.FailStatic {
+		fmt.Fprintf(w, "FAIL STATIC: %d of %d nodes seen are dead; their endpoints are kept (this node is more likely cut off)\n", fs.Dead, fs.Ever)
+	} else {
+		fmt.Fprintf(w, "fail static: no (%d of %d nodes seen are dead)\n", fs.Dead, fs.Ever)
+	}
+}
+
+// aliveMembers counts the alive members of fs.
+func aliveMembers(fs *daemon.FleetStatus) int {
+	n := 0
+	for _, m := range fs.Members {
+		if m.State == "alive" {
+			n++
+		}
+	}
+	return n
+}

@@ -67,7 +67,7 @@ func TestCountingTransportShutdown(t *testing.T) {
 func TestMemberStateChangeSignals(t *testing.T) {
 	f := &Fleet{log: slog.New(slog.DiscardHandler), changed: make(chan struct{}, 1)}
 	f.st = newState("node-1", 1)
-	f.st.setNodes([]string{"node-1", "node-2"})
+	f.st.setTree(NewTree([]string{"node-1", "node-2"}, nil))
 	d := &delegate{f: f}
 	node := func(meta Meta) *memberlist.Node {
 		return &memberlist.Node{Name: "node-2", Addr: net.ParseIP("192.0.2.2"), Port: 7946, Meta: meta.encode()}

@@ -42,6 +42,24 @@ func TestPodServerStops(t *testing.T) {
 func podServerStops(t *testing.T, gossip bool) {
 	f := runningFleet(t, gossip)
 
+	// The probe load: alone, every node probes every pod it forwards
+	// to (all of them); in a fleet, each node probes its own pods only.
+	all := len(f.podsOf(apps))
+	want := func(n *node) int {
+		if gossip {
+			return len(n.pods)
+		}
+		return all
+	}
+	f.waitAgents("each node runs its share of the checks", f.nodes, deadline, func(n *node) (bool, string) {
+		st, err := n.agent.status()
+		if err != nil || st.Probes == nil {
+			return false, fmt.Sprint(err)
+		}
+		return st.Probes.Checks == want(n), fmt.Sprintf("%d checks, want %d", st.Probes.Checks, want(n))
+	})
+	t.Logf("probe load: %d nodes, %d pods: %d checks a period fleet-wide", len(f.nodes), all, len(f.nodes)*want(f.node(1)))
+
 	gone := []*pod{f.node(3).pods["echo"], f.node(5).pods["web"]}
 	t0 := time.Now()
 	for _, p := range gone {

@@ -423,10 +423,45 @@ func (f *Fleet) Leave(timeout time.Duration) error {
 	f.meta.Leaving = true
 	f.mu.Unlock()
 	err := f.ml.UpdateNode(timeout)
+	f.pushLeaving(timeout)
 	if e := f.ml.Leave(timeout); e != nil {
 		err = errors.Join(err, e)
 	}
 	return errors.Join(err, f.Shutdown())
+}
+
+// pushLeaving hands this node's state, leaving set, to every member over
+// TCP (a push/pull, as a join makes) before the leave goes out by gossip:
+// memberlist tells a delegate nothing that tells a leave from a death, so
+// a member that heard the leave before the metadata saying leaving would
+// take this node for dead. At most 16 at once; it waits no longer than
+// timeout, and a member it misses hears the metadata by gossip.
+func (f *Fleet) pushLeaving(timeout time.Duration) {
+	self := f.ml.LocalNode().Name
+	var addrs []string
+	for _, n := range f.ml.Members() {
+		if n.Name != self {
+			addrs = append(addrs, n.Address())
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for _, a := range addrs {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				f.ml.Join([]string{a}) // a member it cannot reach hears it by gossip
+			})
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
 }
 
 // Shutdown stops gossiping at once, without telling the fleet: the others

@@ -57,14 +57,18 @@ func (ns *NS) Serve(t testing.TB, name string, addrs ...string) {
 		}
 	}
 	for _, l := range tcp {
-		wg.Go(func() { serveTCP(l, name) })
+		wg.Go(func() { ServeLines(l, name) })
 	}
 	for _, p := range udp {
 		wg.Go(func() { serveUDP(p, name) })
 	}
 }
 
-func serveTCP(l net.Listener, name string) {
+// ServeLines answers each connection on l with "NAME CLIENT-IP\n" and
+// returns once l is closed and every answer is written: the TCP server of
+// Serve, for a test that closes its listener itself (a pod whose server
+// stops).
+func ServeLines(l net.Listener, name string) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {

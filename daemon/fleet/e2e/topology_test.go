@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -199,7 +198,7 @@ func servePod(t *testing.T, ns *testnet.NS, name, ip string) *podServer {
 	}
 	hs := &http.Server{Handler: http.HandlerFunc(s.healthz), ReadHeaderTimeout: 5 * time.Second}
 	var wg sync.WaitGroup
-	wg.Go(func() { serveLines(data, name) })
+	wg.Go(func() { testnet.ServeLines(data, name) })
 	wg.Go(func() { hs.Serve(health) })
 	s.stop = func() {
 		data.Close()
@@ -236,26 +235,4 @@ func (s *podServer) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fmt.Fprintln(w, "ok", s.name)
-}
-
-// serveLines answers each connection on l with "NAME CLIENT-IP\n".
-func serveLines(l net.Listener, name string) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // EMFILE and the like
-			continue
-		}
-		wg.Go(func() {
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(5 * time.Second))
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			fmt.Fprintf(c, "%s %s\n", name, host)
-		})
-	}
 }

@@ -341,27 +341,32 @@ func viewEqual(a, b *View) bool {
 }
 
 // joinLoop joins through cfg.Join, every retry until a member answers,
-// then every rejoin while members seen earlier are dead (a healed
-// partition: memberlist stops gossiping to dead members after
-// GossipToTheDeadTime).
+// and again every retry for the first rejoin after that (members starting
+// together may join through a member before it knows the others, and the
+// alive messages of those may have stopped spreading: a push/pull with
+// the join members hands over what they learned since); then every
+// rejoin while members seen earlier are dead (a healed partition:
+// memberlist stops gossiping to dead members after GossipToTheDeadTime).
 func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 	defer f.wg.Done()
 	if len(f.cfg.Join) == 0 {
 		return
 	}
 	joined := false
+	var joinedAt time.Time
 	t := time.NewTicker(retry)
 	defer t.Stop()
 	var last time.Time
 	for {
-		if !joined || f.missing() && time.Since(last) >= rejoin {
+		settling := joined && time.Since(joinedAt) < rejoin
+		if !joined || settling || f.missing() && time.Since(last) >= rejoin {
 			last = time.Now()
 			n, err := f.ml.Join(f.cfg.Join)
 			switch {
 			case err != nil && n == 0:
 				f.log.Warn("gossip: cannot join yet", "join", f.cfg.Join, "err", err)
 			case !joined:
-				joined = true
+				joined, joinedAt = true, time.Now()
 				f.log.Info("gossip: joined", "through", n, "members", f.ml.NumMembers())
 			}
 		}

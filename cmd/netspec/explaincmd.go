@@ -216,7 +216,7 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 		pk.FromLocal = slices.Contains(p.Node.IPs, pk.Src)
 		if f.live {
-			live.Kernel = kernelChecks(e, f, dataplane, p, []plan.Packet{pk})
+			live.Kernel = applier.CheckKernel(f.kernelOptions(e, dataplane), p, []plan.Packet{pk})
 		}
 		xs = append(xs, explain.PacketWith(p, l.tree.Objects, pk, live))
 	} else {
@@ -228,7 +228,7 @@ func runExplain(e *env, opts any, args []string) int {
 				}
 			}
 			if len(pks) > 0 {
-				live.Kernel = kernelChecks(e, f, dataplane, p, pks)
+				live.Kernel = applier.CheckKernel(f.kernelOptions(e, dataplane), p, pks)
 			}
 		}
 		xs, err = explain.ServiceWith(p, l.tree.Objects, args[1], from, live)
@@ -271,6 +271,13 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 	}
 	return exitOK
+}
+
+// kernelOptions are the applier.Options of the node's data plane, whose
+// kernel --live checks (on e's nftables).
+func (f *explainFlags) kernelOptions(e *env, dataplane string) applier.Options {
+	return applier.Options{StateDir: f.stateDir, NoDataplane: dataplane == daemon.DataplaneNone, IPVS: dataplane == daemon.DataplaneIPVS,
+		IPVSScheduler: f.ipvsScheduler, NFTables: e.nftables}
 }
 
 // noFrontends says why Service key has no frontends on p's node: it is

@@ -281,4 +281,3 @@ func TestIPVSDifferences(t *testing.T) {
 		})
 	}
 }
-

@@ -271,7 +271,7 @@ func runPlan(e *env, opts any, args []string) int {
 	}
 	old := r.Installed(p)
 	d := treediff.Diff(map[string]*plan.Plan{f.node: old}, map[string]*plan.Plan{f.node: p})
-	drift, err := planDrift(n, r, old, d)
+	drift, err := n.Drift(r, p, d.Empty())
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: drift from the last applied plan: %v\n", err)
 		return exitError
@@ -290,25 +290,6 @@ func runPlan(e *env, opts any, args []string) int {
 		return exitChanges
 	}
 	return exitOK
-}
-
-// planDrift is the kernel's changes against the last applied plan, r.Last,
-// given r, what n.Plan found for the new plan, which differs from old (the
-// plan the kernel is believed to hold, Result.Installed) by d: r's own changes
-// when the plan is the last one, else the kernel read against the last
-// one again. nil when nothing is installed.
-func planDrift(n *applier.Node, r *applier.Result, old *plan.Plan, d *treediff.PlanDiff) (*nft.Changes, error) {
-	switch {
-	case old != r.Last:
-		return nil, nil
-	case d.Empty():
-		return r.NFT, nil
-	}
-	rd, err := n.Plan(r.Last)
-	if err != nil {
-		return nil, err
-	}
-	return rd.NFT, nil
 }
 
 // writePlanJSON writes plan --json: the changes, drift (nil: nothing

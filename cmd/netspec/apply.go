@@ -19,6 +19,7 @@ import (
 	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/ipvsmodel"
 	"netspec.dev/netspec/treediff"
 )
 
@@ -50,17 +51,13 @@ func (f *nodeFlags) checkDataplane(e *env, cmd string) bool {
 	switch {
 	case f.dataplane != "nftables" && f.dataplane != "ipvs":
 		fmt.Fprintf(e.stderr, "netspec %s: --dataplane must be nftables or ipvs, not %q\n", cmd, f.dataplane)
-	case !slices.Contains(ipvsSchedulers, f.ipvsScheduler):
-		fmt.Fprintf(e.stderr, "netspec %s: --ipvs-scheduler must be one of %s, not %q\n", cmd, strings.Join(ipvsSchedulers, ", "), f.ipvsScheduler)
+	case !slices.Contains(ipvsmodel.Schedulers, f.ipvsScheduler):
+		fmt.Fprintf(e.stderr, "netspec %s: --ipvs-scheduler must be one of %s, not %q\n", cmd, strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
 	default:
 		return true
 	}
 	return false
 }
-
-// ipvsSchedulers are the IPVS schedulers netspec knows (as the schema's
-// annotation netspec.dev/ipvs-scheduler).
-var ipvsSchedulers = []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"}
 
 type planFlags struct {
 	nodeFlags

@@ -20,6 +20,7 @@ import (
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 type explainFlags struct {
@@ -166,8 +167,8 @@ func runExplain(e *env, opts any, args []string) int {
 	if f.dataplane != "nftables" && f.dataplane != "ipvs" {
 		return usageErr("--dataplane must be nftables or ipvs, not %q", f.dataplane)
 	}
-	if f.ipvsScheduler != "" && !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
-		return usageErr("--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsSchedulers, ", "), f.ipvsScheduler)
+	if f.ipvsScheduler != "" && !slices.Contains(ipvsmodel.Schedulers, f.ipvsScheduler) {
+		return usageErr("--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {

@@ -287,7 +287,7 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 			static = "YES"
 		}
 		fmt.Fprintf(w, "fleet: %d members, %d alive; %s out for the fleet; fail static: %s (netspec status --fleet)\n",
-			len(fs.Members), aliveMembers(fs), plural(len(fs.Out), "endpoint"), static)
+			len(fs.Members), fs.Alive(), plural(len(fs.Out), "endpoint"), static)
 	}
 }
 

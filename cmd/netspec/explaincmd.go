@@ -16,7 +16,6 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/daemon"
-	"netspec.dev/netspec/daemon/fleet"
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
@@ -320,24 +319,12 @@ func parseTo(s string) (plan.Packet, error) {
 	return plan.Packet{Dst: ap.Addr().Unmap(), Port: ap.Port(), Protocol: proto}, nil
 }
 
-// daemonDrift is the cause of a kernel that differs from the plan while
-// the daemon runs: a change made since its last sync (drift, which its
-// next resync repairs), or a daemon that applies another tree.
-func daemonDrift(st *daemon.Status) string {
-	b := "the node's kernel does not hold the plan for this frontend, yet netspec watch runs: changed by hand or by another program"
-	if st.LastSync != nil && !st.LastSync.Ended.IsZero() {
-		b += " since its last sync at " + st.LastSync.Ended.UTC().Format(time.RFC3339)
-	}
-	b += " (drift: its next resync repairs it, or run netspec apply), or the daemon applies another tree or revision than this one (netspec status)"
-	return b
-}
-
 // liveProbes asks the daemon on sock for its readiness probes: the
 // endpoints out for failing probes (for the explanation) and the view the
-// daemon compiled its plan with (each endpoint address and probe it
-// reports failing), and its data plane and IPVS scheduler. A daemon that
-// does not answer, or does not probe, is a note: readiness is then the
-// tree's, and the data plane "" (the kernel is still checked).
+// daemon compiled its plan with (daemon.ExplainView), and its data plane
+// and IPVS scheduler. A daemon that does not answer, or does not probe,
+// is a note: readiness is then the tree's, and the data plane "" (the
+// kernel is still checked).
 func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplane, sched, note string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -348,45 +335,11 @@ func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplan
 	case err != nil:
 		return o, view, "", "", fmt.Sprintf("%v; readiness is the tree's", err), nil
 	}
-	o.KernelDiffers = daemonDrift(st)
+	if o, view, err = daemon.ExplainView(st); err != nil {
+		return o, view, "", "", "", err
+	}
 	if st.Probes == nil {
-		return o, view, st.Dataplane, st.IPVSScheduler, "the daemon runs with --probes=false: readiness is the tree's", nil
+		note = "the daemon runs with --probes=false: readiness is the tree's"
 	}
-	o.Probing = true
-	failing := map[string]bool{}
-	for _, out := range st.Probes.Out {
-		ap, err := netip.ParseAddrPort(out.Endpoint)
-		if err != nil {
-			return o, view, "", "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
-		}
-		o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe, Since: out.Since, LastError: out.LastError})
-		failing[ap.Addr().String()+" "+out.Probe] = true
-	}
-	if st.Fleet != nil {
-		// Out because the fleet says so: a probe failing on another
-		// node, or the node the endpoint runs on dead.
-		for _, out := range st.Fleet.Out {
-			ap, err := netip.ParseAddrPort(out.Endpoint)
-			if err != nil {
-				return o, view, "", "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
-			}
-			o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe,
-				By: out.By, NodeDead: out.Reason == fleet.ReasonDead})
-			failing[ap.Addr().String()+" "+out.Probe] = true
-		}
-	}
-	o.FailOpen = st.Probes.FailOpen
-	if len(failing) > 0 {
-		view.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
-			for _, p := range probes {
-				// The daemon names an httpGet's URL with the address it
-				// asks; one before did not.
-				if failing[ip.String()+" "+daemon.ProbeString(p, ip)] || failing[ip.String()+" "+p.String()] {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return o, view, st.Dataplane, st.IPVSScheduler, "", nil
+	return o, view, st.Dataplane, st.IPVSScheduler, note, nil
 }

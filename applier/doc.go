@@ -11,6 +11,9 @@
 // plan, only once the kernel holds it. Apply and Update of a complete plan
 // prepare the files (render, write to temporary files, sync) while the
 // kernel takes their nftables batch, and only rename them into place
-// after. Pure packages (schema, compiler, render) never import it; the CLI
-// and the node daemon (package daemon) drive it.
+// after. Node.Plan, Node.Drift and CheckKernel read the kernel and change
+// nothing: what apply would change, what was changed behind netspec's
+// back, and, for explain --live, the difference kept to each frontend
+// (explain.Frontend). Pure packages (schema, compiler, render, explain)
+// never import it; the CLI and the node daemon (package daemon) drive it.
 package applier

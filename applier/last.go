@@ -31,3 +31,23 @@ func (r *Result) Installed(p *plan.Plan) *plan.Plan {
 func EmptyPlan(p *plan.Plan) *plan.Plan {
 	return &plan.Plan{Node: p.Node, Cluster: p.Cluster}
 }
+
+// Drift is what the kernel lacks or holds beyond the last applied plan
+// (r.Last): changes made behind netspec's back, which Apply repairs. r is
+// what Plan found for p. same tells that p differs from r.Last in nothing
+// the kernel holds (their tree diff is empty): r's own changes are then
+// the drift; otherwise the kernel is read against r.Last again. nil when
+// the kernel is believed to hold no plan (r.Installed(p) is not r.Last).
+func (n *Node) Drift(r *Result, p *plan.Plan, same bool) (*nft.Changes, error) {
+	switch {
+	case r.Installed(p) != r.Last:
+		return nil, nil
+	case same:
+		return r.NFT, nil
+	}
+	rd, err := n.Plan(r.Last)
+	if err != nil {
+		return nil, err
+	}
+	return rd.NFT, nil
+}

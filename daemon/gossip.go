@@ -217,6 +217,18 @@ type FleetStatus struct {
 	Ever       int  `json:"ever"`
 }
 
+// Alive counts the members alive, as status prints beside the members
+// known.
+func (fs *FleetStatus) Alive() int {
+	n := 0
+	for _, m := range fs.Members {
+		if m.State == fleet.StateAlive {
+			n++
+		}
+	}
+	return n
+}
+
 // RevisionNodes is how many alive members run a revision.
 type RevisionNodes struct {
 	Revision string `json:"revision"`

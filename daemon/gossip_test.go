@@ -320,3 +320,27 @@ func TestGossipOptionsChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetStatusAlive: only the members alive count; dead and left ones
+// are known but not alive.
+func TestFleetStatusAlive(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		states []fleet.MemberState
+		want   int
+	}{
+		{name: "no member"},
+		{name: "all alive", states: []fleet.MemberState{fleet.StateAlive, fleet.StateAlive}, want: 2},
+		{name: "dead and left", states: []fleet.MemberState{fleet.StateAlive, fleet.StateDead, fleet.StateLeft, fleet.StateAlive}, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &FleetStatus{}
+			for i, s := range tc.states {
+				fs.Members = append(fs.Members, fleet.Member{Name: "node-" + string(rune('a'+i)), State: s})
+			}
+			if got := fs.Alive(); got != tc.want {
+				t.Errorf("Alive = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

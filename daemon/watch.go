@@ -31,7 +31,9 @@
 // after each sync, and leaves the fleet when Run returns.
 //
 // The watcher runs in-process (Watcher.Run); `netspec watch` is a thin
-// command line around it.
+// command line around it: Settings checks its flags and makes the
+// Options. ExplainView and ProbeView give the daemon's readiness to
+// explain --live and netspec plan.
 package daemon
 
 import (

@@ -8,8 +8,12 @@
 // The verdict is the Plan's own (plan.Plan.TraceDetail, which the
 // renderers implement); the reasons about pods use the compiler's own
 // selection rules (compiler.Selects, compiler.PodTarget), so an
-// explanation cannot disagree with the rules installed. The package is
-// pure: it reads a Plan and the tree's objects, and touches nothing.
+// explanation cannot disagree with the rules installed. For explain
+// --live, Frontend says what of the nftables model render builds a
+// frontend's packets go through, so that the applier can keep the
+// kernel's difference with the plan to what concerns it
+// (applier.CheckKernel). The package is pure: it reads a Plan, the
+// tree's objects and the model, and touches nothing.
 package explain
 
 import (

@@ -19,6 +19,7 @@ import (
 	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/ipvsmodel"
 	"netspec.dev/netspec/treediff"
 )
 
@@ -50,17 +51,13 @@ func (f *nodeFlags) checkDataplane(e *env, cmd string) bool {
 	switch {
 	case f.dataplane != "nftables" && f.dataplane != "ipvs":
 		fmt.Fprintf(e.stderr, "netspec %s: --dataplane must be nftables or ipvs, not %q\n", cmd, f.dataplane)
-	case !slices.Contains(ipvsSchedulers, f.ipvsScheduler):
-		fmt.Fprintf(e.stderr, "netspec %s: --ipvs-scheduler must be one of %s, not %q\n", cmd, strings.Join(ipvsSchedulers, ", "), f.ipvsScheduler)
+	case !slices.Contains(ipvsmodel.Schedulers, f.ipvsScheduler):
+		fmt.Fprintf(e.stderr, "netspec %s: --ipvs-scheduler must be one of %s, not %q\n", cmd, strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
 	default:
 		return true
 	}
 	return false
 }
-
-// ipvsSchedulers are the IPVS schedulers netspec knows (as the schema's
-// annotation netspec.dev/ipvs-scheduler).
-var ipvsSchedulers = []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"}
 
 type planFlags struct {
 	nodeFlags
@@ -271,7 +268,7 @@ func runPlan(e *env, opts any, args []string) int {
 	}
 	old := r.Installed(p)
 	d := treediff.Diff(map[string]*plan.Plan{f.node: old}, map[string]*plan.Plan{f.node: p})
-	drift, err := planDrift(n, r, old, d)
+	drift, err := n.Drift(r, p, d.Empty())
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: drift from the last applied plan: %v\n", err)
 		return exitError
@@ -290,25 +287,6 @@ func runPlan(e *env, opts any, args []string) int {
 		return exitChanges
 	}
 	return exitOK
-}
-
-// planDrift is the kernel's changes against the last applied plan, r.Last,
-// given r, what n.Plan found for the new plan, which differs from old (the
-// plan the kernel is believed to hold, Result.Installed) by d: r's own changes
-// when the plan is the last one, else the kernel read against the last
-// one again. nil when nothing is installed.
-func planDrift(n *applier.Node, r *applier.Result, old *plan.Plan, d *treediff.PlanDiff) (*nft.Changes, error) {
-	switch {
-	case old != r.Last:
-		return nil, nil
-	case d.Empty():
-		return r.NFT, nil
-	}
-	rd, err := n.Plan(r.Last)
-	if err != nil {
-		return nil, err
-	}
-	return rd.NFT, nil
 }
 
 // writePlanJSON writes plan --json: the changes, drift (nil: nothing

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 func init() {
@@ -95,7 +97,7 @@ type compCommand struct {
 // flagWords are the values of flags whose usage line does not list them
 // as a|b|c (those are read from the command's args).
 var flagWords = map[string][]string{
-	"ipvs-scheduler": ipvsSchedulers,
+	"ipvs-scheduler": ipvsmodel.Schedulers,
 	"log-level":      {"debug", "info", "warn", "error"},
 }
 

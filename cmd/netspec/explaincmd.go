@@ -16,10 +16,10 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/daemon"
-	"netspec.dev/netspec/daemon/fleet"
 	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
+	"netspec.dev/netspec/render/ipvsmodel"
 )
 
 type explainFlags struct {
@@ -166,8 +166,8 @@ func runExplain(e *env, opts any, args []string) int {
 	if f.dataplane != "nftables" && f.dataplane != "ipvs" {
 		return usageErr("--dataplane must be nftables or ipvs, not %q", f.dataplane)
 	}
-	if f.ipvsScheduler != "" && !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
-		return usageErr("--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsSchedulers, ", "), f.ipvsScheduler)
+	if f.ipvsScheduler != "" && !slices.Contains(ipvsmodel.Schedulers, f.ipvsScheduler) {
+		return usageErr("--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
@@ -216,7 +216,7 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 		pk.FromLocal = slices.Contains(p.Node.IPs, pk.Src)
 		if f.live {
-			live.Kernel = kernelChecks(e, f, dataplane, p, []plan.Packet{pk})
+			live.Kernel = applier.CheckKernel(f.kernelOptions(e, dataplane), p, []plan.Packet{pk})
 		}
 		xs = append(xs, explain.PacketWith(p, l.tree.Objects, pk, live))
 	} else {
@@ -228,7 +228,7 @@ func runExplain(e *env, opts any, args []string) int {
 				}
 			}
 			if len(pks) > 0 {
-				live.Kernel = kernelChecks(e, f, dataplane, p, pks)
+				live.Kernel = applier.CheckKernel(f.kernelOptions(e, dataplane), p, pks)
 			}
 		}
 		xs, err = explain.ServiceWith(p, l.tree.Objects, args[1], from, live)
@@ -273,6 +273,13 @@ func runExplain(e *env, opts any, args []string) int {
 	return exitOK
 }
 
+// kernelOptions are the applier.Options of the node's data plane, whose
+// kernel --live checks (on e's nftables).
+func (f *explainFlags) kernelOptions(e *env, dataplane string) applier.Options {
+	return applier.Options{StateDir: f.stateDir, NoDataplane: dataplane == daemon.DataplaneNone, IPVS: dataplane == daemon.DataplaneIPVS,
+		IPVSScheduler: f.ipvsScheduler, NFTables: e.nftables}
+}
+
 // noFrontends says why Service key has no frontends on p's node: it is
 // headless, or of type ExternalName.
 func noFrontends(p *plan.Plan, key string) string {
@@ -312,24 +319,12 @@ func parseTo(s string) (plan.Packet, error) {
 	return plan.Packet{Dst: ap.Addr().Unmap(), Port: ap.Port(), Protocol: proto}, nil
 }
 
-// daemonDrift is the cause of a kernel that differs from the plan while
-// the daemon runs: a change made since its last sync (drift, which its
-// next resync repairs), or a daemon that applies another tree.
-func daemonDrift(st *daemon.Status) string {
-	b := "the node's kernel does not hold the plan for this frontend, yet netspec watch runs: changed by hand or by another program"
-	if st.LastSync != nil && !st.LastSync.Ended.IsZero() {
-		b += " since its last sync at " + st.LastSync.Ended.UTC().Format(time.RFC3339)
-	}
-	b += " (drift: its next resync repairs it, or run netspec apply), or the daemon applies another tree or revision than this one (netspec status)"
-	return b
-}
-
 // liveProbes asks the daemon on sock for its readiness probes: the
 // endpoints out for failing probes (for the explanation) and the view the
-// daemon compiled its plan with (each endpoint address and probe it
-// reports failing), and its data plane and IPVS scheduler. A daemon that
-// does not answer, or does not probe, is a note: readiness is then the
-// tree's, and the data plane "" (the kernel is still checked).
+// daemon compiled its plan with (daemon.ExplainView), and its data plane
+// and IPVS scheduler. A daemon that does not answer, or does not probe,
+// is a note: readiness is then the tree's, and the data plane "" (the
+// kernel is still checked).
 func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplane, sched, note string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -340,45 +335,11 @@ func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplan
 	case err != nil:
 		return o, view, "", "", fmt.Sprintf("%v; readiness is the tree's", err), nil
 	}
-	o.KernelDiffers = daemonDrift(st)
+	if o, view, err = daemon.ExplainView(st); err != nil {
+		return o, view, "", "", "", err
+	}
 	if st.Probes == nil {
-		return o, view, st.Dataplane, st.IPVSScheduler, "the daemon runs with --probes=false: readiness is the tree's", nil
+		note = "the daemon runs with --probes=false: readiness is the tree's"
 	}
-	o.Probing = true
-	failing := map[string]bool{}
-	for _, out := range st.Probes.Out {
-		ap, err := netip.ParseAddrPort(out.Endpoint)
-		if err != nil {
-			return o, view, "", "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
-		}
-		o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe, Since: out.Since, LastError: out.LastError})
-		failing[ap.Addr().String()+" "+out.Probe] = true
-	}
-	if st.Fleet != nil {
-		// Out because the fleet says so: a probe failing on another
-		// node, or the node the endpoint runs on dead.
-		for _, out := range st.Fleet.Out {
-			ap, err := netip.ParseAddrPort(out.Endpoint)
-			if err != nil {
-				return o, view, "", "", "", fmt.Errorf("the daemon's status: endpoint %q: %v", out.Endpoint, err)
-			}
-			o.Probes = append(o.Probes, explain.ProbeFailure{Service: out.Service, Endpoint: ap, Probe: out.Probe,
-				By: out.By, NodeDead: out.Reason == fleet.ReasonDead})
-			failing[ap.Addr().String()+" "+out.Probe] = true
-		}
-	}
-	o.FailOpen = st.Probes.FailOpen
-	if len(failing) > 0 {
-		view.NotReady = func(ip netip.Addr, probes []plan.Probe) bool {
-			for _, p := range probes {
-				// The daemon names an httpGet's URL with the address it
-				// asks; one before did not.
-				if failing[ip.String()+" "+daemon.ProbeString(p, ip)] || failing[ip.String()+" "+p.String()] {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return o, view, st.Dataplane, st.IPVSScheduler, "", nil
+	return o, view, st.Dataplane, st.IPVSScheduler, note, nil
 }

@@ -2,14 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"netspec.dev/netspec/applier"
@@ -290,7 +287,7 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 			static = "YES"
 		}
 		fmt.Fprintf(w, "fleet: %d members, %d alive; %s out for the fleet; fail static: %s (netspec status --fleet)\n",
-			len(fs.Members), aliveMembers(fs), plural(len(fs.Out), "endpoint"), static)
+			len(fs.Members), fs.Alive(), plural(len(fs.Out), "endpoint"), static)
 	}
 }
 
@@ -385,11 +382,6 @@ func writeRecordView(w io.Writer, dir string, r *status.Record, now time.Time) {
 	if len(h.FailOpen) > 0 {
 		fmt.Fprintf(w, "fail open when the daemon stopped (all kept): %s\n", strings.Join(h.FailOpen, ", "))
 	}
-}
-
-// isPermission tells an error of a missing privilege.
-func isPermission(err error) bool {
-	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
 }
 
 // writeProbeOut writes the line of an endpoint out for a failing probe:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/daemon"
+	"netspec.dev/netspec/daemon/fleet"
 )
 
 // fleetOut is the JSON of netspec status --fleet: the daemon's
@@ -47,7 +48,7 @@ func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err 
 
 // writeFleetStatus prints the fleet as node sees it.
 func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time.Time) {
-	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), aliveMembers(fs))
+	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), fs.Alive())
 	for _, m := range fs.Members {
 		rev := m.Revision
 		if rev == "" {
@@ -77,7 +78,7 @@ func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time
 		fmt.Fprintln(w, "endpoints out for the fleet:")
 		for _, o := range fs.Out {
 			why := "probe fails on " + strings.Join(o.By, " and ")
-			if o.Reason == "nodeDead" {
+			if o.Reason == fleet.ReasonDead {
 				why = "node " + strings.Join(o.By, ",") + " is dead"
 			}
 			fmt.Fprintf(w, "  %s %s (%s): %s\n", o.Service, o.Endpoint, o.Probe, why)
@@ -88,15 +89,4 @@ func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time
 	} else {
 		fmt.Fprintf(w, "fail static: no (%d of %d nodes seen are dead)\n", fs.Dead, fs.Ever)
 	}
-}
-
-// aliveMembers counts the alive members of fs.
-func aliveMembers(fs *daemon.FleetStatus) int {
-	n := 0
-	for _, m := range fs.Members {
-		if m.State == "alive" {
-			n++
-		}
-	}
-	return n
 }

@@ -5,47 +5,26 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"slices"
-	"strings"
 	"syscall"
-	"time"
 
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/dnslink"
 	"netspec.dev/netspec/daemon"
-	"netspec.dev/netspec/daemon/dnsserver"
-	"netspec.dev/netspec/daemon/fleet"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/schema"
 )
 
+// watchFlags are watch's flags: the daemon's settings, which
+// daemon.Settings.Options checks, and the log's.
 type watchFlags struct {
-	maxFileSize   byteSize
-	node          string
-	dataplane     string
-	ipvsScheduler string
-	stateDir      string
-	dnsListen     string
-	dnsLink       string
-	dnsTransferTo string
-	dnsUpstream   string
-	metricsListen string
-	resync        time.Duration
-	debounce      time.Duration
-	removalGrace  time.Duration
-	logFormat     string
-	logLevel      string
-	probes        bool
-	probeConc     int
-	gossipListen  string
-	join          string
-	gossipKey     string
-	gossipClear   bool
+	daemon.Settings
+	maxFileSize byteSize
+	logFormat   string
+	logLevel    string
 }
 
 func init() {
@@ -201,26 +180,26 @@ Examples:
   kill -HUP $(pidof netspec)   # reload now`,
 		flags: func(fs *flag.FlagSet) any {
 			f := &watchFlags{maxFileSize: schema.DefaultMaxFileSize}
-			fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
-			fs.StringVar(&f.dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane (`nftables|ipvs|none`; ipvs: IPVS virtual servers, see 'netspec apply --help'; none: write the state dir, and serve DNS, only)")
-			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
-			fs.StringVar(&f.dnsListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
-			fs.StringVar(&f.dnsLink, "dns-link", "", "create (if missing) the dummy link `NAME` holding --dns-listen's address, 169.254.20.10:53 by default; off when empty")
-			fs.StringVar(&f.dnsUpstream, "dns-upstream", "", "forward DNS queries outside the zones, and ExternalName targets, to `ADDRS` (IP or IP:PORT, comma-separated; resolv.conf: the nameservers of /etc/resolv.conf); REFUSED when empty")
-			fs.StringVar(&f.dnsTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
-			fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
-			fs.DurationVar(&f.resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
-			fs.DurationVar(&f.debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
-			fs.DurationVar(&f.removalGrace, "removal-grace", daemon.DefaultRemovalGrace, "keep an object that left the tree applied for `DURATION`, unless it comes back (a save or checkout in two steps); additions and edits are applied at once; 0 applies removals at once")
+			fs.StringVar(&f.Node, "node", "", "the `NODE` this machine is (a Node object's name)")
+			fs.StringVar(&f.Dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane (`nftables|ipvs|none`; ipvs: IPVS virtual servers, see 'netspec apply --help'; none: write the state dir, and serve DNS, only)")
+			fs.StringVar(&f.IPVSScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
+			fs.StringVar(&f.StateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
+			fs.StringVar(&f.DNSListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
+			fs.StringVar(&f.DNSLink, "dns-link", "", "create (if missing) the dummy link `NAME` holding --dns-listen's address, 169.254.20.10:53 by default; off when empty")
+			fs.StringVar(&f.DNSUpstream, "dns-upstream", "", "forward DNS queries outside the zones, and ExternalName targets, to `ADDRS` (IP or IP:PORT, comma-separated; resolv.conf: the nameservers of /etc/resolv.conf); REFUSED when empty")
+			fs.StringVar(&f.DNSTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
+			fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
+			fs.DurationVar(&f.Resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
+			fs.DurationVar(&f.Debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
+			fs.DurationVar(&f.RemovalGrace, "removal-grace", daemon.DefaultRemovalGrace, "keep an object that left the tree applied for `DURATION`, unless it comes back (a save or checkout in two steps); additions and edits are applied at once; 0 applies removals at once")
 			fs.StringVar(&f.logFormat, "log-format", "text", "the log's format (`text|json`; log/slog, on stderr)")
 			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
-			fs.BoolVar(&f.probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
-			fs.IntVar(&f.probeConc, "probe-concurrency", probe.DefaultMaxConcurrent, "at most `N` readiness probes in flight at once")
-			fs.StringVar(&f.gossipListen, "gossip-listen", "", "share readiness with the fleet by gossip on `IP:PORT` (UDP and TCP; memberlist's usual port is 7946); off when empty")
-			fs.StringVar(&f.join, "join", "", "join the fleet through the members at `IP:PORT,...` (any one answering will do; retried)")
-			fs.StringVar(&f.gossipKey, "gossip-key-file", "", "encrypt the gossip with the keys of `FILE` (base64, one a line; the first encrypts, all decrypt)")
-			fs.BoolVar(&f.gossipClear, "gossip-insecure", false, "allow gossip without a key, in the clear (a test bed, a trusted network)")
+			fs.BoolVar(&f.Probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
+			fs.IntVar(&f.ProbeConcurrency, "probe-concurrency", probe.DefaultMaxConcurrent, "at most `N` readiness probes in flight at once")
+			fs.StringVar(&f.GossipListen, "gossip-listen", "", "share readiness with the fleet by gossip on `IP:PORT` (UDP and TCP; memberlist's usual port is 7946); off when empty")
+			fs.StringVar(&f.Join, "join", "", "join the fleet through the members at `IP:PORT,...` (any one answering will do; retried)")
+			fs.StringVar(&f.GossipKeyFile, "gossip-key-file", "", "encrypt the gossip with the keys of `FILE` (base64, one a line; the first encrypts, all decrypt)")
+			fs.BoolVar(&f.GossipInsecure, "gossip-insecure", false, "allow gossip without a key, in the clear (a test bed, a trusted network)")
 			fs.Var(&f.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
 			return f
 		},
@@ -250,108 +229,40 @@ func runWatch(e *env, opts any, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec watch: "+format+"\nRun 'netspec watch --help' for usage.\n", a...)
 		return exitError
 	}
-	if f.node == "" {
+	if f.Node == "" {
 		return usage("--node is required")
 	}
-	if f.dataplane != daemon.DataplaneNFTables && f.dataplane != daemon.DataplaneIPVS && f.dataplane != daemon.DataplaneNone {
-		return usage("--dataplane %q: want nftables, ipvs or none", f.dataplane)
-	}
-	if !slices.Contains(ipvsSchedulers, f.ipvsScheduler) {
-		return usage("--ipvs-scheduler %q: want one of %s", f.ipvsScheduler, strings.Join(ipvsSchedulers, ", "))
-	}
-	if f.probeConc < 1 {
-		return usage("--probe-concurrency %d: want at least 1", f.probeConc)
-	}
-	gossip, msg := gossipOptions(f)
-	if msg != "" {
-		return usage("%s", msg)
+	f.Tree, f.MaxFileSize = args[0], int64(f.maxFileSize)
+	o, err := f.Options()
+	if err != nil {
+		return usage("%v", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return usage("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	var logger *slog.Logger
 	switch f.logFormat {
 	case "text":
-		logger = slog.New(slog.NewTextHandler(e.stderr, hopts))
+		o.Logger = slog.New(slog.NewTextHandler(e.stderr, hopts))
 	case "json":
-		logger = slog.New(slog.NewJSONHandler(e.stderr, hopts))
+		o.Logger = slog.New(slog.NewJSONHandler(e.stderr, hopts))
 	default:
 		return usage("--log-format %q: want text or json", f.logFormat)
 	}
-	if f.resync < 0 {
-		return usage("--resync %s: want a positive interval, or 0 for none", f.resync)
-	}
-	resync := f.resync
-	if resync == 0 {
-		resync = -1 // daemon.Options: negative is off
-	}
-	debounce := f.debounce
-	if debounce == 0 {
-		debounce = -1
-	}
-	if f.removalGrace < 0 {
-		return usage("--removal-grace %s: want a duration, or 0 to apply removals at once", f.removalGrace)
-	}
-	removalGrace := f.removalGrace
-	if removalGrace == 0 {
-		removalGrace = -1 // daemon.Options: negative is off
-	}
-	var transfer []netip.Prefix
-	if f.dnsTransferTo != "" {
-		for _, s := range strings.Split(f.dnsTransferTo, ",") {
-			p, err := netip.ParsePrefix(strings.TrimSpace(s))
-			if err != nil {
-				return usage("--dns-transfer-to: %v", err)
-			}
-			transfer = append(transfer, p)
+	if f.DNSLink != "" {
+		addr, err := f.LinkAddr()
+		if err != nil {
+			return usage("%v", err)
 		}
-	}
-	var upstreams []string
-	if f.dnsUpstream != "" {
-		var err error
-		if upstreams, err = dnsserver.ParseUpstreams(f.dnsUpstream, ""); err != nil {
-			return usage("--dns-upstream: %v", err)
-		}
-		if f.dnsListen == "" && f.dnsLink == "" {
-			return usage("--dns-upstream needs --dns-listen (or --dns-link)")
-		}
-	}
-	if f.dnsLink != "" {
-		if f.dnsListen == "" {
-			f.dnsListen = netip.AddrPortFrom(dnslink.DefaultAddr, 53).String()
-		}
-		ap, err := netip.ParseAddrPort(f.dnsListen)
-		if err != nil || ap.Addr().IsUnspecified() {
-			return usage("--dns-link needs --dns-listen to be IP:PORT with the link's address (such as %s:53), not %q", dnslink.DefaultAddr, f.dnsListen)
-		}
-		res, err := dnslink.Ensure(f.dnsLink, ap.Addr())
+		res, err := dnslink.Ensure(f.DNSLink, addr)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "netspec watch: %v\n", err)
 			return exitError
 		}
-		logger.Info("dns link ready", "link", f.dnsLink, "addr", ap.Addr(), "created", res.CreatedLink, "addr_added", res.AddedAddr)
+		o.Logger.Info("dns link ready", "link", f.DNSLink, "addr", addr, "created", res.CreatedLink, "addr_added", res.AddedAddr)
 	}
-	w, err := daemon.New(daemon.Options{
-		Tree:             args[0],
-		Node:             f.node,
-		Dataplane:        f.dataplane,
-		IPVSScheduler:    f.ipvsScheduler,
-		StateDir:         f.stateDir,
-		MaxFileSize:      int64(f.maxFileSize),
-		DNSListen:        f.dnsListen,
-		DNSTransferTo:    transfer,
-		DNSUpstreams:     upstreams,
-		MetricsListen:    f.metricsListen,
-		Resync:           resync,
-		Debounce:         debounce,
-		RemovalGrace:     removalGrace,
-		Probes:           f.probes,
-		ProbeConcurrency: f.probeConc,
-		Gossip:           gossip,
-		Logger:           logger,
-	})
+	w, err := daemon.New(o)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec watch: %v\n", err)
 		return exitError
@@ -372,52 +283,8 @@ func runWatch(e *env, opts any, args []string) int {
 		}
 	}()
 	if err := w.Run(ctx); err != nil {
-		logger.Error("stopped", "err", err)
+		o.Logger.Error("stopped", "err", err)
 		return exitError
 	}
 	return exitOK
-}
-
-// gossipOptions are the watcher's gossip options of the flags (nil: no
-// gossip), or what is wrong with them.
-func gossipOptions(f *watchFlags) (*daemon.GossipOptions, string) {
-	if f.gossipListen == "" {
-		switch {
-		case f.join != "":
-			return nil, "--join needs --gossip-listen IP:PORT: the address this node gossips on"
-		case f.gossipKey != "" || f.gossipClear:
-			return nil, "--gossip-key-file and --gossip-insecure need --gossip-listen IP:PORT"
-		}
-		return nil, ""
-	}
-	// Port 0 would listen on a port the other members cannot know.
-	if ap, err := netip.ParseAddrPort(f.gossipListen); err != nil || ap.Port() == 0 {
-		return nil, fmt.Sprintf("--gossip-listen %q: want IP:PORT, such as 192.0.2.1:7946", f.gossipListen)
-	}
-	if !f.probes {
-		return nil, "--gossip-listen shares readiness probes: it needs --probes"
-	}
-	g := &daemon.GossipOptions{Listen: f.gossipListen, Insecure: f.gossipClear}
-	if f.join != "" {
-		for _, j := range strings.Split(f.join, ",") {
-			j = strings.TrimSpace(j)
-			if _, err := netip.ParseAddrPort(j); err != nil {
-				return nil, fmt.Sprintf("--join %q: want IP:PORT,...", j)
-			}
-			g.Join = append(g.Join, j)
-		}
-	}
-	switch {
-	case f.gossipKey != "" && f.gossipClear:
-		return nil, "--gossip-key-file and --gossip-insecure: give one"
-	case f.gossipKey != "":
-		keys, err := fleet.ReadKeyFile(f.gossipKey)
-		if err != nil {
-			return nil, err.Error()
-		}
-		g.Keys = keys
-	case !f.gossipClear:
-		return nil, "gossip without a key: give --gossip-key-file FILE (head -c 32 /dev/urandom | base64 > FILE), or --gossip-insecure for gossip in the clear"
-	}
-	return g, ""
 }

@@ -1,14 +1,13 @@
-package main
+package applier
 
 import (
-	"maps"
 	"net/netip"
 	"slices"
 	"testing"
 
 	"netspec.dev/netspec/applier/ipvs"
 	"netspec.dev/netspec/applier/nft"
-	"netspec.dev/netspec/plan"
+	"netspec.dev/netspec/explain"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -26,13 +25,13 @@ var portChains = map[string]bool{webChain: true, cartChain: true, webExt: true, 
 
 // web is shop/web port http, its cluster IP frontend, whose service chain
 // picks keys 975480000–975482519 of endpoints-62.
-func web() *kernelFrontend {
-	return &kernelFrontend{
+func web() *explain.Frontend {
+	return &explain.Frontend{
 		Family: "ip", Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "tcp",
 		Service: "shop/web", PortID: "http",
 		Names:      map[string]bool{webChain: true, webAff: true},
 		PortChains: portChains,
-		Picks:      []pickWindow{{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}},
+		Picks:      []explain.PickWindow{{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}},
 	}
 }
 
@@ -69,18 +68,18 @@ func goTo(chain string) nftmodel.Verdict { return nftmodel.Verdict{Kind: nftmode
 // TestNFTDifferences: the kernel's difference with the plan kept to what
 // concerns one frontend.
 func TestNFTDifferences(t *testing.T) {
-	nodePort := &kernelFrontend{
+	nodePort := &explain.Frontend{
 		Family: "ip", Addr: netip.MustParseAddr("192.168.10.11"), Port: 30080, Protocol: "tcp", NodePort: true,
 		Service: "shop/web", PortID: "http",
 		Names:      map[string]bool{webExt: true, webChain: true},
 		PortChains: portChains,
 	}
-	noService := &kernelFrontend{Family: "ip", Addr: netip.MustParseAddr("10.96.0.99"), Port: 80, Protocol: "tcp", PortChains: portChains}
+	noService := &explain.Frontend{Family: "ip", Addr: netip.MustParseAddr("10.96.0.99"), Port: 80, Protocol: "tcp", PortChains: portChains}
 	tcp, drop := nftmodel.TCP, nftmodel.Verdict{Kind: nftmodel.Drop}
 	for _, tc := range []struct {
 		name    string
 		changes nft.TableChanges
-		fe      *kernelFrontend
+		fe      *explain.Frontend
 		want    []string
 	}{{
 		name:    "nothing differs",
@@ -280,72 +279,5 @@ func TestIPVSDifferences(t *testing.T) {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestPickWindows: the ranges each chain picks from, read from the
-// nftables model, by family.
-func TestPickWindows(t *testing.T) {
-	const web = "service-KHN6ECMT-shop/web/tcp/http"
-	pick := func(mod, off uint32, m string) nftmodel.Rule {
-		return nftmodel.Rule{nftmodel.ProtoMatch{Proto: nftmodel.TCP}, nftmodel.DNATMap{Mod: mod, Offset: off, Map: m}}
-	}
-	v4 := &nftmodel.Table{Family: nftmodel.IPv4, Name: "netspec"}
-	v4.AddChain("", &nftmodel.Chain{Name: web, Rules: []nftmodel.Rule{pick(2520, 975480000, "endpoints-62")}})
-	v4.AddChain("", &nftmodel.Chain{Name: "services", Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Goto, Chain: web}}}})
-	v6 := &nftmodel.Table{Family: nftmodel.IPv6, Name: "netspec"}
-	v6.AddChain("", &nftmodel.Chain{Name: web, Rules: []nftmodel.Rule{pick(12, 100, "endpoints-01")}})
-	got := pickWindows(&nftmodel.Ruleset{Tables: []*nftmodel.Table{v4, v6}})
-	want := map[string][]pickWindow{
-		"ip service-KHN6ECMT-shop/web/tcp/http":  {{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}},
-		"ip6 service-KHN6ECMT-shop/web/tcp/http": {{Family: "ip6", Set: "endpoints-01", Lo: 100, Hi: 111}},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for k, w := range want {
-		if !slices.Equal(got[k], w) {
-			t.Errorf("%s: got %v, want %v", k, got[k], w)
-		}
-	}
-}
-
-// TestReachChains: the chains a frontend's packets go through are read
-// from the model: from the verdict map elements keyed by it, through the
-// chains they jump or go to, with the sets those chains update; a
-// cluster IP does not reach the external chain a node port starts in.
-func TestReachChains(t *testing.T) {
-	tcp := nftmodel.TCP
-	tb := &nftmodel.Table{Family: nftmodel.IPv4, Name: "netspec"}
-	tb.AddSet("", &nftmodel.Set{Name: "service-ips", Key: addrProtoPort, Verdicts: true, Elements: []nftmodel.Element{
-		{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)},
-		{Key: key("10.96.0.20", tcp, 80), Verdict: goTo(cartChain)},
-	}})
-	tb.AddSet("", &nftmodel.Set{Name: "service-nodeports", Key: protoPort, Verdicts: true, Elements: []nftmodel.Element{
-		{Key: key("", tcp, 30080), Verdict: goTo(webExt)},
-	}})
-	tb.AddChain("", &nftmodel.Chain{Name: "services", Rules: []nftmodel.Rule{{nftmodel.VMap{Key: nftmodel.KeyDAddrProtoPort, Map: "service-ips"}}}})
-	tb.AddChain("", &nftmodel.Chain{Name: webExt, Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "mark-for-masquerade"}}, {goTo(webChain)}}})
-	tb.AddChain("", &nftmodel.Chain{Name: "mark-for-masquerade"})
-	tb.AddChain("", &nftmodel.Chain{Name: webChain, Rules: []nftmodel.Rule{{nftmodel.Update{Set: webAff, Key: nftmodel.KeySAddr}, nftmodel.ProtoMatch{Proto: tcp}, nftmodel.DNATMap{Mod: 2520, Offset: 975480000, Map: "endpoints-62"}}}})
-	tb.AddChain("", &nftmodel.Chain{Name: cartChain})
-	keys := func(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
-	cluster := &kernelFrontend{Family: "ip", Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "tcp"}
-	if got, want := keys(reachChains(tb, cluster.keyed)), []string{webAff, webChain}; !slices.Equal(got, want) {
-		t.Errorf("cluster IP: %q, want %q", got, want)
-	}
-	np := &kernelFrontend{Family: "ip", Addr: netip.MustParseAddr("192.168.10.11"), Port: 30080, Protocol: "tcp", NodePort: true}
-	if got, want := keys(reachChains(tb, np.keyed)), []string{webAff, webExt, "mark-for-masquerade", webChain}; !slices.Equal(got, want) {
-		t.Errorf("node port: %q, want %q", got, want)
-	}
-	all := reachChains(tb, func(nftmodel.Key) bool { return true })
-	if all["services"] || !all[cartChain] || !all[webExt] {
-		t.Errorf("port chains: %q: want every Service port's, not services", keys(all))
-	}
-	rs := &nftmodel.Ruleset{Tables: []*nftmodel.Table{tb}}
-	p := &plan.Plan{}
-	fe := frontendOf(p, plan.Packet{Dst: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "TCP"}, rs)
-	if want := []pickWindow{{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}}; !slices.Equal(fe.Picks, want) {
-		t.Errorf("frontendOf: picks %v, want %v", fe.Picks, want)
 	}
 }

@@ -16,10 +16,11 @@ import (
 // The checks of this file find what makes a tree that validates fail at
 // run time, each a cause netspec explain names for a refused packet: a
 // selected pod that is no endpoint (no IP, not Ready, finished), a named
-// targetPort no selected pod has, a port of a Service without selector
-// that its Endpoints and EndpointSlices leave out, endpoints without a
-// node under a Local policy, two pods with one IP, a nodeName that names
-// no Node, a pod IP outside its Node's podCIDRs.
+// targetPort no selected pod has, a Service without selector whose
+// Endpoints and EndpointSlices give it no address at all, or none for one
+// of its ports, endpoints without a node under a Local policy, two pods
+// with one IP, a nodeName that names no Node, a pod IP outside its Node's
+// podCIDRs.
 
 var (
 	pPodIP    = diag.Path{"status", "podIP"}
@@ -149,8 +150,7 @@ func checkManualEndpoints(s *service, links []*schema.Object, r *reporter) {
 		}
 	}
 	if len(ports) == 0 {
-		// No endpoints at all: the shape of a Service whose endpoints are
-		// yet to be written, and of many small trees; explain names it.
+		checkNoEndpoints(s, r)
 		return
 	}
 	for i, sp := range svc.Spec.Ports {
@@ -167,6 +167,31 @@ func checkManualEndpoints(s *service, links []*schema.Object, r *reporter) {
 		}
 	}
 }
+
+// checkNoEndpoints warns about a Service without selector that no
+// Endpoints object or EndpointSlice gives an address at all (its ports
+// have no endpoints): every port of it refuses connections, as explain
+// names it (no-endpoints).
+//
+// Kubernetes accepts such a Service, as a controller may write its
+// endpoints later; in netspec the tree is the only writer, so the
+// warning is right, but it stays a warning: the tree compiles, and the
+// Service is then what a cluster would have before that controller ran.
+//
+// A headless Service is left out, as explain leaves it out: it has no
+// frontend for a packet to be refused at, and its DNS name, which then
+// does not exist, is no cause explain names.
+func checkNoEndpoints(s *service, r *reporter) {
+	name := s.obj.Service.Metadata.Name
+	if isHeadless(&s.obj.Service.Spec) || name == "" {
+		return // (no name: the schema's error, and no Endpoints can match it)
+	}
+	r.warnf(s.obj, pName, msgNoEndpoints+", so every port of it refuses connections; write an Endpoints object named %s or an EndpointSlice labelled %s: %s with the addresses, or give the Service a selector",
+		name, schema.ServiceNameLabel, name)
+}
+
+// msgNoEndpoints begins the finding of checkNoEndpoints.
+const msgNoEndpoints = "the Service has no selector and no Endpoints object or EndpointSlice with an address"
 
 // nodeLookup is what checkPodNode knows of the tree's Nodes.
 type nodeLookup interface {

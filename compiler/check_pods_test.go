@@ -138,6 +138,40 @@ func TestCheckPods(t *testing.T) {
 			want: []string{`svc.yaml:1:1: warning: spec.ports[1].name: no Endpoints object or EndpointSlice of Service shop/db has an address for a port named "metrics"/TCP`},
 		},
 		{
+			name: "a Service without selector that no endpoints give an address",
+			objs: []*schema.Object{
+				svcObj("a.yaml", "shop", "db", nodePorts(0)),
+				svcObj("b.yaml", "shop", "cache"),
+				endpointsObj("b-ep.yaml", "shop", "cache"),
+				svcObj("c.yaml", "shop", "queue"),
+				sliceObj("c-slice.yaml", "shop", "queue-1", map[string]string{schema.ServiceNameLabel: "queue"}),
+			},
+			want: []string{
+				"a.yaml:1:1: warning: metadata.name: the Service has no selector and no Endpoints object or EndpointSlice with an address, so every port of it refuses connections; write an Endpoints object named db or an EndpointSlice labelled kubernetes.io/service-name: db with the addresses, or give the Service a selector",
+				"b.yaml:1:1: warning: metadata.name: the Service has no selector and no Endpoints object or EndpointSlice with an address, so every port of it refuses connections; write an Endpoints object named cache",
+				"c.yaml:1:1: warning: metadata.name: the Service has no selector and no Endpoints object or EndpointSlice with an address, so every port of it refuses connections; write an Endpoints object named queue",
+			},
+		},
+		{
+			name: "no endpoints as meant: headless, ExternalName, another proxy's, not-ready addresses only",
+			objs: []*schema.Object{
+				svcObj("a.yaml", "shop", "peers", clusterIP("None")),
+				svcObj("b.yaml", "shop", "ext", func(s *schema.ServiceSpec) { s.Type, s.ExternalName, s.Ports = "ExternalName", "db.example.com", nil }),
+				func() *schema.Object {
+					o := svcObj("c.yaml", "shop", "nfs")
+					o.Service.Metadata.Labels = schema.NewStringMap(map[string]string{schema.ServiceProxyNameLabel: "other"})
+					return o
+				}(),
+				svcObj("d.yaml", "shop", "db"),
+				func() *schema.Object {
+					o := endpointsObj("d-ep.yaml", "shop", "db")
+					o.Endpoints.Subsets[0].NotReadyAddresses = []schema.EndpointAddress{{IP: "10.1.0.5"}}
+					return o
+				}(),
+			},
+			// (The schema warns about the label of c.yaml itself.)
+		},
+		{
 			name: "endpoints without nodeName under a Local policy",
 			objs: []*schema.Object{
 				svcObj("svc.yaml", "shop", "db", func(s *schema.ServiceSpec) { s.InternalTrafficPolicy = "Local" }),
@@ -155,7 +189,10 @@ func TestCheckPods(t *testing.T) {
 				clusterObj("cluster.yaml", "c", func(c *schema.ClusterSpec) { c.ExternalIPCIDRs = []string{"203.0.113.0/24", "2001:db8::/64"} }),
 				svcObj("svc.yaml", "shop", "web", externalIPs("203.0.113.1", "2001:db8::1")),
 			},
-			want: []string{"svc.yaml:1:1: warning: spec.externalIPs[1]: 2001:db8::1 is an IPv6 address, but the Service has no IPv6 cluster IP (ipFamilies: IPv4), so no node captures it"},
+			want: []string{
+				"svc.yaml:1:1: warning: metadata.name: the Service has no selector and no Endpoints object or EndpointSlice with an address",
+				"svc.yaml:1:1: warning: spec.externalIPs[1]: 2001:db8::1 is an IPv6 address, but the Service has no IPv6 cluster IP (ipFamilies: IPv4), so no node captures it",
+			},
 		},
 		{
 			name: "an Endpoints subset beyond what Kubernetes mirrors",

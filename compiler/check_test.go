@@ -172,6 +172,14 @@ func diagStrings(dl diag.List) []string {
 	return out
 }
 
+// noEndpoints is the finding at pos of the name of a Service without
+// selector that no Endpoints object or EndpointSlice gives an address:
+// the trees of TestValidate, made for other findings, have many.
+func noEndpoints(pos, name string) string {
+	return pos + ": warning: metadata.name: the Service has no selector and no Endpoints object or EndpointSlice with an address, so every port of it refuses connections; write an Endpoints object named " +
+		name + " or an EndpointSlice labelled kubernetes.io/service-name: " + name + " with the addresses, or give the Service a selector"
+}
+
 func TestValidate(t *testing.T) {
 	app := map[string]string{"app": "web"}
 	tests := []struct {
@@ -190,7 +198,9 @@ func TestValidate(t *testing.T) {
 				nodeObj("nodes.yaml", "n1"),
 				nodeObj("nodes.yaml", "n2"),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("svc.yaml:1:1", "web"),
+			},
 		},
 		{
 			name: "duplicate Service and Node",
@@ -201,6 +211,7 @@ func TestValidate(t *testing.T) {
 				atDoc(nodeObj("nodes.yaml", "n1"), 1),
 			},
 			want: []string{
+				noEndpoints("a.yaml:3:1", "web"),
 				"b.yaml:1:1: metadata.name: Service shop/web is already defined at a.yaml:3",
 				"nodes.yaml:2:1: metadata.name: Node n1 is already defined at nodes.yaml:1",
 			},
@@ -227,7 +238,11 @@ func TestValidate(t *testing.T) {
 				svcObj("svc.yaml", "shop", "b", clusterIP("10.111.255.254", "fd00:10:96::ffff")),
 				svcObj("svc.yaml", "shop", "c", clusterIP("fd00:10:96::1")),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("svc.yaml:1:1", "a"),
+				noEndpoints("svc.yaml:1:1", "b"),
+				noEndpoints("svc.yaml:1:1", "c"),
+			},
 		},
 		{
 			name: "explicit cluster IPs outside, network, broadcast, unknown family",
@@ -238,9 +253,13 @@ func TestValidate(t *testing.T) {
 				svcObj("d.yaml", "shop", "d", clusterIP("fd00::1")),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: spec.clusterIPs[0]: 10.0.0.5 is outside the IPv4 service CIDR 10.96.0.0/12",
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.clusterIPs[0]: 10.96.0.0 is the network address of the IPv4 service CIDR 10.96.0.0/12 and cannot be a cluster IP",
+				noEndpoints("c.yaml:1:1", "c"),
 				"c.yaml:1:1: spec.clusterIPs[0]: 10.111.255.255 is the broadcast address of the IPv4 service CIDR 10.96.0.0/12 and cannot be a cluster IP",
+				noEndpoints("d.yaml:1:1", "d"),
 				"d.yaml:1:1: spec.clusterIPs[0]: fd00::1 is an IPv6 address, but the cluster has no IPv6 service CIDR (serviceCIDRs: 10.96.0.0/12)",
 			},
 		},
@@ -252,7 +271,9 @@ func TestValidate(t *testing.T) {
 				svcObj("b.yaml", "shop", "b", clusterIP("fd00:10:96::")),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: spec.clusterIP: 10.95.0.1 is outside the IPv4 service CIDR 10.96.0.0/12",
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.clusterIPs[0]: fd00:10:96:: is the network address of the IPv6 service CIDR fd00:10:96::/108 and cannot be a cluster IP",
 			},
 		},
@@ -263,7 +284,11 @@ func TestValidate(t *testing.T) {
 				svcObj("b.yaml", "shop", "b", families("PreferDualStack")),
 				svcObj("c.yaml", "shop", "c", families("PreferDualStack", "IPv4", "IPv6")),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+				noEndpoints("b.yaml:1:1", "b"),
+				noEndpoints("c.yaml:1:1", "c"),
+			},
 		},
 		{
 			name: "families the cluster lacks",
@@ -274,9 +299,13 @@ func TestValidate(t *testing.T) {
 				svcObj("d.yaml", "shop", "d", families("PreferDualStack", "IPv6", "IPv4")),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: spec.ipFamilies[0]: the cluster has no IPv6 service CIDR (serviceCIDRs: 10.96.0.0/12)",
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.ipFamilyPolicy: RequireDualStack needs an IPv4 and an IPv6 service CIDR, but the cluster has only 10.96.0.0/12; use PreferDualStack or SingleStack",
+				noEndpoints("c.yaml:1:1", "c"),
 				"c.yaml:1:1: spec.ipFamilyPolicy: RequireDualStack needs an IPv4 and an IPv6 service CIDR, but the cluster has only 10.96.0.0/12; use PreferDualStack or SingleStack",
+				noEndpoints("d.yaml:1:1", "d"),
 				"d.yaml:1:1: spec.ipFamilies[0]: the cluster has no IPv6 service CIDR (serviceCIDRs: 10.96.0.0/12)",
 			},
 		},
@@ -308,7 +337,9 @@ func TestValidate(t *testing.T) {
 				clusterObj("cluster.yaml", "prod", dualStack),
 				svcObj("a.yaml", "shop", "a", families("RequireDualStack", "IPv6")),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+			},
 		},
 
 		// ---- one IP, two Services ----
@@ -318,7 +349,10 @@ func TestValidate(t *testing.T) {
 				svcObj("a.yaml", "shop", "a", clusterIP("10.96.0.10")),
 				svcObj("b.yaml", "shop", "b", clusterIP("10.96.0.11")),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+				noEndpoints("b.yaml:1:1", "b"),
+			},
 		},
 		{
 			name: "one explicit cluster IP, two Services",
@@ -327,6 +361,8 @@ func TestValidate(t *testing.T) {
 				svcObj("a.yaml", "shop", "a", clusterIP("10.96.0.10")),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.clusterIPs[0]: 10.96.0.10 is already the cluster IP of shop/a",
 			},
 		},
@@ -338,6 +374,8 @@ func TestValidate(t *testing.T) {
 			},
 			lock: lockOf(map[string]lockEntry{"shop/a": {clusterIPs: ips("10.96.0.10")}}),
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.clusterIPs[0]: 10.96.0.10 is the cluster IP of shop/a in netspec.lock; locked allocations never move, so choose another address",
 			},
 		},
@@ -349,7 +387,10 @@ func TestValidate(t *testing.T) {
 				svcObj("a.yaml", "shop", "a", nodePorts(30000, 0)),
 				svcObj("b.yaml", "shop", "b", nodePorts(32767), func(s *schema.ServiceSpec) { s.Ports[0].Protocol = "UDP"; s.Ports[0].NodePort = 30000 }),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+				noEndpoints("b.yaml:1:1", "b"),
+			},
 		},
 		{
 			name: "node port out of range and used twice",
@@ -359,8 +400,11 @@ func TestValidate(t *testing.T) {
 				svcObj("c.yaml", "shop", "c", nodePorts(32768), typ("LoadBalancer")),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: spec.ports[1].nodePort: 29999 is outside the cluster's node port range 30000-32767",
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.ports[1].nodePort: 30080/TCP is already a node port of shop/a",
+				noEndpoints("c.yaml:1:1", "c"),
 				"c.yaml:1:1: spec.ports[0].nodePort: 32768 is outside the cluster's node port range 30000-32767",
 			},
 		},
@@ -372,6 +416,8 @@ func TestValidate(t *testing.T) {
 				svcObj("b.yaml", "shop", "b", nodePorts(30000)),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.ports[0].nodePort: 30000 is outside the cluster's node port range 20000-20099",
 			},
 		},
@@ -383,6 +429,8 @@ func TestValidate(t *testing.T) {
 			},
 			lock: lockOf(map[string]lockEntry{"shop/a": {nodePorts: map[string]int{"p0/TCP": 30500}}}),
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: spec.ports[0].nodePort: 30500/TCP is a node port of shop/a in netspec.lock; locked allocations never move, so choose another port",
 			},
 		},
@@ -396,7 +444,9 @@ func TestValidate(t *testing.T) {
 				}),
 				svcObj("a.yaml", "shop", "a", externalIPs("203.0.113.7", "198.51.100.1")),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+			},
 		},
 		{
 			name: "external IP with no externalIPCIDRs",
@@ -404,6 +454,7 @@ func TestValidate(t *testing.T) {
 				svcObj("a.yaml", "shop", "a", externalIPs("203.0.113.7")),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: spec.externalIPs[0]: 203.0.113.7 is not inside any externalIPCIDRs of the Cluster object; add a CIDR that contains it to spec.externalIPCIDRs to allow it (none are allowed by default, which closes CVE-2020-8554)",
 			},
 		},
@@ -414,6 +465,7 @@ func TestValidate(t *testing.T) {
 				svcObj("a.yaml", "shop", "a", externalIPs("198.51.100.1", "203.0.113.7")),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: spec.externalIPs[1]: 203.0.113.7 is not inside any externalIPCIDRs of the Cluster object (198.51.100.0/24); add a CIDR that contains it to spec.externalIPCIDRs to allow it",
 			},
 		},
@@ -428,6 +480,7 @@ func TestValidate(t *testing.T) {
 				withIngress(svcObj("a.yaml", "shop", "a", lb("198.51.100.7")), "198.51.100.7", "2001:db8::7", "::ffff:198.51.100.8"),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: warning: status.loadBalancer.ingress[1].ip: 2001:db8::7 is an IPv6 address, but the Service has no IPv6 cluster IP (ipFamilies: IPv4), so no node captures it, as kube-proxy installs a Service's rules per family; add IPv6 to ipFamilies with ipFamilyPolicy PreferDualStack",
 			},
 		},
@@ -437,6 +490,7 @@ func TestValidate(t *testing.T) {
 				withIngress(svcObj("dns.yaml", "kube-system", "dns", lb("")), "1.1.1.1"),
 			},
 			want: []string{
+				noEndpoints("dns.yaml:1:1", "dns"),
 				"dns.yaml:1:1: status.loadBalancer.ingress[0].ip: 1.1.1.1 is not inside any loadBalancerIPCIDRs of the Cluster object; add a CIDR that contains it to spec.loadBalancerIPCIDRs to allow it (none are allowed by default: every node captures the traffic to a LoadBalancer IP, as it does to an external IP, CVE-2020-8554)",
 			},
 		},
@@ -449,6 +503,7 @@ func TestValidate(t *testing.T) {
 				withIngress(svcObj("a.yaml", "shop", "a", lb("")), "203.0.113.100", "203.0.113.7"),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: status.loadBalancer.ingress[1].ip: 203.0.113.7 is not inside any loadBalancerIPCIDRs of the Cluster object (198.51.100.0/24, 203.0.113.96/28); add a CIDR that contains it to spec.loadBalancerIPCIDRs to allow it",
 			},
 		},
@@ -457,14 +512,18 @@ func TestValidate(t *testing.T) {
 			objs: []*schema.Object{
 				withIngress(svcObj("a.yaml", "shop", "a", lb("")), "Proxy:8.8.8.8", ""),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+			},
 		},
 		{
 			name: "ingress of a Service that is not a LoadBalancer is not captured, not checked",
 			objs: []*schema.Object{
 				withIngress(svcObj("a.yaml", "shop", "a", typ("NodePort")), "8.8.8.8"),
 			},
-			want: []string{},
+			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
+			},
 		},
 		{
 			name: "loadBalancerIP that no ingress IP matches",
@@ -475,8 +534,11 @@ func TestValidate(t *testing.T) {
 				withIngress(svcObj("c.yaml", "shop", "c", lb("8.8.4.4")), "Proxy:8.8.4.4"),
 			},
 			want: []string{
+				noEndpoints("a.yaml:1:1", "a"),
 				"a.yaml:1:1: warning: spec.loadBalancerIP: 8.8.8.8 is not programmed: as kube-proxy, netspec captures only the addresses of status.loadBalancer.ingress, and none of them is 8.8.8.8; add it there once the load balancer answers on it",
+				noEndpoints("b.yaml:1:1", "b"),
 				"b.yaml:1:1: warning: spec.loadBalancerIP: 198.51.100.9 is not programmed: as kube-proxy, netspec captures only the addresses of status.loadBalancer.ingress, and none of them is 198.51.100.9; add it there once the load balancer answers on it",
+				noEndpoints("c.yaml:1:1", "c"),
 			},
 		},
 
@@ -511,6 +573,7 @@ func TestValidate(t *testing.T) {
 			},
 			want: []string{
 				"ep.yaml:1:1: subsets[0].addresses[1].ip: 10.96.0.10 is the cluster IP of shop/web and cannot be an endpoint",
+				noEndpoints("lb.yaml:1:1", "lb"),
 				"lb.yaml:1:1: warning: spec.loadBalancerIP: 192.0.2.1 is not programmed: as kube-proxy, netspec captures only the addresses of status.loadBalancer.ingress, and none of them is 192.0.2.1; add it there once the load balancer answers on it",
 				"pod.yaml:1:1: status.podIP: 192.0.2.1 is the load balancer IP of shop/lb and cannot be an endpoint",
 				"pod2.yaml:1:1: status.podIPs[1].ip: 192.0.2.2 is a load balancer ingress IP of shop/lb and cannot be an endpoint",
@@ -527,6 +590,7 @@ func TestValidate(t *testing.T) {
 			lock: lockOf(map[string]lockEntry{"shop/web": {clusterIPs: ips("10.96.0.20")}}),
 			want: []string{
 				"pod.yaml:1:1: status.podIP: 10.96.0.20 is the cluster IP of shop/web and cannot be an endpoint",
+				noEndpoints("svc.yaml:1:1", "web"),
 			},
 		},
 
@@ -625,7 +689,7 @@ func TestValidateCluster(t *testing.T) {
 func TestValidateNilLocator(t *testing.T) {
 	objs := []*schema.Object{svcObj("a.yaml", "shop", "a", clusterIP("10.0.0.1"))}
 	got := diagStrings(Validate(objs, nil, nil).Diags)
-	want := []string{"a.yaml: spec.clusterIPs[0]: 10.0.0.1 is outside the IPv4 service CIDR 10.96.0.0/12"}
+	want := []string{noEndpoints("a.yaml", "a"), "a.yaml: spec.clusterIPs[0]: 10.0.0.1 is outside the IPv4 service CIDR 10.96.0.0/12"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}

@@ -35,6 +35,16 @@ spec:
   ports: [{name: http, port: 80, targetPort: TARGET}]
 `
 
+// causeManual is a Service db without selector with cluster IP
+// 10.96.0.11 and one port sql 5432, whose endpoints a tree writes or not.
+const causeManual = `apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: shop}
+spec:
+  clusterIP: 10.96.0.11
+  ports: [{name: sql, port: 5432}]
+`
+
 // causePod is a pod of node n1 labelled app: web with a container port
 // http 8080 and the STATUS given.
 const causePod = `apiVersion: v1
@@ -80,19 +90,14 @@ func TestCausesFoundByValidate(t *testing.T) {
 			finding: "Pod shop/web-0 has no status.podIP"},
 		{cause: explain.CauseNoReadyEndpoint, tree: causeTree("web", "http", "http", `{phase: Succeeded, podIP: 10.244.1.10, conditions: [{type: Ready, status: "True"}]}`), to: "10.96.0.10:80",
 			finding: "Pod shop/web-0 has finished (phase Succeeded)"},
-		{cause: explain.CauseNoEndpointObjects, tree: causeNode + `---
-apiVersion: v1
-kind: Service
-metadata: {name: db, namespace: shop}
-spec:
-  clusterIP: 10.96.0.11
-  ports: [{name: sql, port: 5432}]
----
+		{cause: explain.CauseNoEndpointObjects, tree: causeNode + "---\n" + causeManual + `---
 apiVersion: v1
 kind: Endpoints
 metadata: {name: db, namespace: shop}
 subsets: [{addresses: [{ip: 10.244.1.20}], ports: [{name: postgres, port: 5432}]}]
 `, to: "10.96.0.11:5432", finding: `no Endpoints object or EndpointSlice of Service shop/db has an address for a port named "sql"/TCP`},
+		{cause: explain.CauseNoEndpointObjects, tree: causeNode + "---\n" + causeManual, to: "10.96.0.11:5432",
+			finding: "metadata.name: the Service has no selector and no Endpoints object or EndpointSlice with an address, so every port of it refuses connections"},
 		{cause: explain.CauseOtherFamily, tree: causeNode + `---
 apiVersion: netspec.dev/v1alpha1
 kind: Cluster

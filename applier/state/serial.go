@@ -62,15 +62,11 @@ func renderedSerial(data []byte, origin string) (soaSerial, error) {
 		return soaSerial{}, errors.New("no SOA record first")
 	}
 	start, line := firstRecordLine(data)
-	if bytes.ContainsAny(line, "();\"\\") {
-		return soaSerial{}, fmt.Errorf("SOA record at byte %d is not alone on its line", start)
-	}
 	f := fieldsAt(line)
-	if len(f) < 8 || !bytes.EqualFold(line[f[len(f)-8][0]:f[len(f)-8][1]], []byte("SOA")) {
+	if bytes.ContainsAny(line, "();\"\\") || len(f) < 8 || !bytes.EqualFold(line[f[len(f)-8][0]:f[len(f)-8][1]], []byte("SOA")) {
 		return soaSerial{}, fmt.Errorf("SOA record at byte %d is not alone on its line", start)
 	}
-	at := f[len(f)-5]
-	s := soaSerial{value: soa.Serial, start: start + at[0], end: start + at[1]}
+	s := soaSerial{value: soa.Serial, start: start + f[len(f)-5][0], end: start + f[len(f)-5][1]}
 	if string(data[s.start:s.end]) != strconv.FormatUint(uint64(s.value), 10) {
 		return soaSerial{}, fmt.Errorf("SOA serial at byte %d is not written as a plain decimal", s.start)
 	}
@@ -91,20 +87,18 @@ func firstRecordLine(data []byte) (int, []byte) {
 	return len(data), nil
 }
 
-// fieldsAt is where the space-separated fields of line are: [start, end).
+// fieldsAt is where the blank-separated fields of line are: [start, end).
 func fieldsAt(line []byte) [][2]int {
 	var f [][2]int
-	for i := 0; i < len(line); {
-		if line[i] == ' ' || line[i] == '\t' || line[i] == '\r' {
-			i++
-			continue
+	start := -1
+	for i := 0; i <= len(line); i++ {
+		blank := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
+		switch {
+		case blank && start >= 0:
+			f, start = append(f, [2]int{start, i}), -1
+		case !blank && start < 0:
+			start = i
 		}
-		j := i
-		for j < len(line) && line[j] != ' ' && line[j] != '\t' && line[j] != '\r' {
-			j++
-		}
-		f = append(f, [2]int{i, j})
-		i = j
 	}
 	return f
 }

@@ -145,7 +145,7 @@ func withoutRecord(m map[string]string) map[string]string {
 	delete(m, LogFile)
 	for p, c := range m {
 		if strings.HasPrefix(p, "dns/") {
-			if s, err := findSerial([]byte(c)); err == nil {
+			if s, err := renderedSerial([]byte(c), ""); err == nil {
 				m[p] = string(withSerial([]byte(c), s, 0))
 			}
 		}

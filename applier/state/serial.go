@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/miekg/dns"
 )
 
 // Zone serials.
@@ -18,11 +19,16 @@ import (
 // writing it, by this rule (nextSerial):
 //
 //   - no file of the zone in the dir: the rendered serial is kept;
-//   - the zone with the serial of the file in the dir is byte for byte that
-//     file (only the serial differs, or nothing): the file's serial is kept,
-//     and the zone is unchanged;
+//   - the file in the dir has the zone's records, the SOA serial aside:
+//     the file stays as it is, serial included, and the zone is unchanged;
 //   - otherwise: the file's serial + 1, modulo 2^32, skipping 0 (so
 //     4294967295 is followed by 1, an increment of 2).
+//
+// Records are compared as data, as miekg/dns's zone parser reads them:
+// owner name (in any case), class, type, TTL and data, in the file's
+// order. Comments, spacing, directives and how a name or a number is
+// spelled are not records. A file the parser cannot read, or with other
+// than one SOA, is an error that names it: the dir cannot know its serial.
 //
 // Each step adds 1 or 2, far below the 2^31-1 RFC 1982 allows, so every new
 // serial is greater than the previous one in serial arithmetic, including
@@ -33,57 +39,68 @@ import (
 // The serial is not remembered anywhere else: after Cleanup, or if the
 // state dir is lost, a zone starts again at its rendered serial.
 
-// soaSerial is where a zone's SOA serial is: data[start:end].
+// soaSerial is where a rendered zone's SOA serial is: data[start:end].
 type soaSerial struct {
 	value      uint32
 	start, end int
 }
 
-// findSerial parses a zone master file well enough to find the one SOA
-// record and its serial. It understands the renderer's format and the
-// RFC 1035 syntax around it: comments, $ directives, quoted strings,
-// escapes, owner-less lines, optional TTL and class in either order, and
-// records spread over lines with parentheses. Anything it cannot read with
-// certainty — no SOA, two SOAs, a serial that is not a 32-bit decimal — is
-// an error.
-func findSerial(data []byte) (soaSerial, error) {
-	var found []soaSerial
-	err := eachRecord(data, func(owner bool, toks []token) error {
-		i := 0
-		if owner {
-			if t := toks[0]; t.quoted && strings.HasPrefix(t.q, "$") || !t.quoted && data[t.start] == '$' {
-				return nil // $ORIGIN, $TTL, $INCLUDE, $GENERATE
-			}
-			i = 1
-		}
-		for i < len(toks) && (isTTL(toks[i].text(data)) || isClass(toks[i].text(data))) {
-			i++
-		}
-		if i >= len(toks) || !strings.EqualFold(toks[i].text(data), "SOA") {
-			return nil
-		}
-		if len(toks) < i+4 {
-			return fmt.Errorf("SOA record at byte %d has no serial", toks[0].start)
-		}
-		t := toks[i+3]
-		v, err := strconv.ParseUint(t.text(data), 10, 32)
-		if err != nil || t.quoted || t.escaped {
-			return fmt.Errorf("SOA serial %q at byte %d is not a number from 0 to 4294967295", t.text(data), t.start)
-		}
-		found = append(found, soaSerial{value: uint32(v), start: t.start, end: t.end})
-		return nil
-	})
-	if err != nil {
+// renderedSerial finds the SOA serial of a zone as render.ZoneFile writes
+// it: the SOA is its first record, alone on one line, after comments,
+// blank lines, $ORIGIN and $TTL. The parser reads the record; the line
+// only tells where its serial is written, which the SOA's seven fields of
+// data, last on the line, say: the fifth from the end. The other records
+// are not read here (see sameRecords).
+func renderedSerial(data []byte, origin string) (soaSerial, error) {
+	zp := newZoneParser(data, origin)
+	rr, ok := zp.Next()
+	if err := zp.Err(); err != nil {
 		return soaSerial{}, err
 	}
-	switch len(found) {
-	case 0:
-		return soaSerial{}, errors.New("no SOA record")
-	case 1:
-		return found[0], nil
-	default:
-		return soaSerial{}, fmt.Errorf("%d SOA records", len(found))
+	soa, isSOA := rr.(*dns.SOA)
+	if !ok || !isSOA {
+		return soaSerial{}, errors.New("no SOA record first")
 	}
+	start, line := firstRecordLine(data)
+	f := fieldsAt(line)
+	if bytes.ContainsAny(line, "();\"\\") || len(f) < 8 || !bytes.EqualFold(line[f[len(f)-8][0]:f[len(f)-8][1]], []byte("SOA")) {
+		return soaSerial{}, fmt.Errorf("SOA record at byte %d is not alone on its line", start)
+	}
+	s := soaSerial{value: soa.Serial, start: start + f[len(f)-5][0], end: start + f[len(f)-5][1]}
+	if string(data[s.start:s.end]) != strconv.FormatUint(uint64(s.value), 10) {
+		return soaSerial{}, fmt.Errorf("SOA serial at byte %d is not written as a plain decimal", s.start)
+	}
+	return s, nil
+}
+
+// firstRecordLine is the first line of data that is not blank, a comment
+// or a directive, without its newline, and where it starts.
+func firstRecordLine(data []byte) (int, []byte) {
+	for at := 0; at < len(data); {
+		line, _, _ := bytes.Cut(data[at:], []byte("\n"))
+		t := bytes.TrimSpace(line)
+		if len(t) > 0 && t[0] != ';' && t[0] != '$' {
+			return at, line
+		}
+		at += len(line) + 1
+	}
+	return len(data), nil
+}
+
+// fieldsAt is where the blank-separated fields of line are: [start, end).
+func fieldsAt(line []byte) [][2]int {
+	var f [][2]int
+	start := -1
+	for i := 0; i <= len(line); i++ {
+		blank := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
+		switch {
+		case blank && start >= 0:
+			f, start = append(f, [2]int{start, i}), -1
+		case !blank && start < 0:
+			start = i
+		}
+	}
+	return f
 }
 
 // withSerial returns data with its SOA serial (at s) replaced by v.
@@ -103,11 +120,11 @@ func nextSerial(old uint32) uint32 {
 	return n
 }
 
-// rewriteZone applies the serial rule to a rendered zone, given the file
-// the dir holds (nil when none). It returns the content to write, which is
-// old itself when the zone has not changed.
-func rewriteZone(old, rendered []byte) ([]byte, error) {
-	ns, err := findSerial(rendered)
+// rewriteZone applies the serial rule to a rendered zone of origin, given
+// the file the dir holds (nil when none). It returns the content to write,
+// which is old itself when the zone has not changed.
+func rewriteZone(old, rendered []byte, origin string) ([]byte, error) {
+	ns, err := renderedSerial(rendered, origin)
 	if err != nil {
 		return nil, fmt.Errorf("rendered zone: %w", err)
 	}
@@ -117,23 +134,22 @@ func rewriteZone(old, rendered []byte) ([]byte, error) {
 	if sameButSerial(old, rendered, ns) {
 		return old, nil
 	}
-	prev, err := findSerial(old)
+	same, prev, err := sameRecords(old, rendered, origin)
 	if err != nil {
-		return nil, fmt.Errorf("zone file in the state dir: %w (fix or remove it to start its serial over)", err)
+		return nil, err
 	}
-	if same := withSerial(rendered, ns, prev.value); bytes.Equal(same, old) {
+	if same {
 		return old, nil
 	}
-	return withSerial(rendered, ns, nextSerial(prev.value)), nil
+	return withSerial(rendered, ns, nextSerial(prev)), nil
 }
 
 // sameButSerial reports whether old is rendered with another serial
 // written in place of its SOA serial at ns: the same bytes before and
 // after it, and between them a serial as withSerial writes one (decimal,
-// no leading zero, at most 2^32-1). Then old's one SOA serial is that
-// number (its records are rendered's, token for token), so old is
-// withSerial(rendered, ns, that serial): the zone has not changed. This
-// spares the common case, an unchanged zone, reading old's records.
+// no leading zero, at most 2^32-1). Then old's records are rendered's but
+// for the SOA serial: the zone has not changed. This spares the common
+// case, an unchanged zone, parsing either zone.
 func sameButSerial(old, rendered []byte, ns soaSerial) bool {
 	head, tail := rendered[:ns.start], rendered[ns.end:]
 	if len(old) < len(head)+len(tail)+1 || !bytes.HasPrefix(old, head) || !bytes.HasSuffix(old, tail) {
@@ -144,148 +160,111 @@ func sameButSerial(old, rendered []byte, ns soaSerial) bool {
 	return err == nil && strconv.FormatUint(v, 10) == string(digits)
 }
 
-// token is one field of a zone file: data[start:end] is where it is,
-// quotes included; q is a quoted token's text without its quotes, with
-// escapes left as written (text returns either).
-type token struct {
-	q          string
-	start, end int
-	quoted     bool
-	escaped    bool
+// sameRecords reads the records of old, the zone file in the dir, and of
+// rendered, both of origin, side by side, and reports whether they are
+// the same records in the same order but for the SOA serial, and old's
+// serial. It reads all of old (it must have one SOA) and rendered until
+// they differ.
+func sameRecords(old, rendered []byte, origin string) (same bool, serial uint32, err error) {
+	oz := newZoneReader(old, origin)
+	rz := newZoneParser(rendered, origin)
+	same = true
+	for o, ok := oz.next(); ok; o, ok = oz.next() {
+		if same {
+			r, ok := rz.Next()
+			same = ok && sameRecord(o, r)
+		}
+	}
+	if serial, err = oz.serial(); err != nil {
+		return false, 0, fmt.Errorf("zone file in the state dir: %w (fix or remove it to start its serial over)", err)
+	}
+	if same {
+		_, more := rz.Next()
+		same = !more
+	}
+	if err := rz.Err(); err != nil {
+		return false, 0, fmt.Errorf("rendered zone: %w", err)
+	}
+	return same, serial, nil
 }
 
-// text is the token's text: without quotes, escapes left as written.
-func (t token) text(data []byte) string {
-	if t.quoted {
-		return t.q
+// sameRecord reports whether a and b are the same record, a SOA's serial
+// aside: owner name (in any case), class, type, TTL and data.
+func sameRecord(a, b dns.RR) bool {
+	if sa, ok := a.(*dns.SOA); ok {
+		if sb, ok := b.(*dns.SOA); ok && sa.Serial != sb.Serial {
+			c := *sb
+			c.Serial = sa.Serial
+			b = &c
+		}
 	}
-	return string(data[t.start:t.end])
+	return a.Header().Ttl == b.Header().Ttl && dns.IsDuplicate(a, b)
 }
 
-// eachRecord splits a master file into logical records (RFC 1035 §5.1)
-// and calls f with each in order: owner tells whether its first token is in
-// column 0 (an owner name or a directive), toks are its fields, valid only
-// during the call (the next record reuses them). An error of f stops it.
-func eachRecord(data []byte, f func(owner bool, toks []token) error) error {
-	var (
-		toks  []token
-		owner bool
-		depth int // parentheses
-	)
-	flush := func() error {
-		if len(toks) == 0 {
-			return nil
-		}
-		err := f(owner, toks)
-		toks = toks[:0]
-		return err
+// newZoneParser reads the master file data of origin as an authoritative
+// server loads it; $INCLUDE is refused (it would read other files).
+func newZoneParser(data []byte, origin string) *dns.ZoneParser {
+	if _, ok := dns.IsDomainName(origin); !ok {
+		origin = "" // then the file's own $ORIGIN, or fully qualified names
 	}
-	lineStart := true
-	for i := 0; i < len(data); {
-		c := data[i]
-		if lineStart && depth == 0 {
-			if err := flush(); err != nil {
-				return err
-			}
-			owner = c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != ';'
-		}
-		lineStart = false
-		switch {
-		case c == '\n':
-			lineStart = true
-			i++
-		case c == ' ' || c == '\t' || c == '\r':
-			i++
-		case c == ';':
-			for i < len(data) && data[i] != '\n' {
-				i++
-			}
-		case c == '(':
-			depth++
-			i++
-		case c == ')':
-			if depth == 0 {
-				return fmt.Errorf("unbalanced ) at byte %d", i)
-			}
-			depth--
-			i++
-		case c == '"':
-			start := i
-			i++
-			var b strings.Builder
-			esc := false
-			for {
-				if i >= len(data) {
-					return fmt.Errorf("unterminated quoted string at byte %d", start)
-				}
-				if data[i] == '\\' && i+1 < len(data) {
-					b.WriteByte(data[i])
-					b.WriteByte(data[i+1])
-					esc = true
-					i += 2
-					continue
-				}
-				if data[i] == '"' {
-					i++
-					break
-				}
-				b.WriteByte(data[i])
-				i++
-			}
-			toks = append(toks, token{q: b.String(), start: start, end: i, quoted: true, escaped: esc})
-		default:
-			start := i
-			esc := false
-			for i < len(data) {
-				d := data[i]
-				if d == '\\' && i+1 < len(data) {
-					esc = true
-					i += 2
-					continue
-				}
-				if d == ' ' || d == '\t' || d == '\r' || d == '\n' || d == ';' || d == '(' || d == ')' || d == '"' {
-					break
-				}
-				i++
-			}
-			toks = append(toks, token{start: start, end: i, escaped: esc})
-		}
-	}
-	if depth != 0 {
-		return errors.New("unbalanced ( at end of file")
-	}
-	return flush()
+	return dns.NewZoneParser(bytes.NewReader(data), dns.Fqdn(origin), "")
 }
 
-// isTTL reports whether s is a TTL: decimal seconds or BIND units (1h30m).
-func isTTL(s string) bool {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i] | 0x20 // lower case letters; digits unchanged
-		if !(s[i] >= '0' && s[i] <= '9') && !strings.ContainsRune("smhdw", rune(c)) {
-			return false
-		}
-	}
-	return true
+// zoneReader reads a zone file of the dir's, which may have been edited
+// by hand, and keeps its SOA serial. It reads at most one record per byte
+// of the file and one $GENERATE's worth (65,536) more, so that a file of
+// $GENERATE lines cannot make it read billions of records.
+type zoneReader struct {
+	zp          *dns.ZoneParser
+	left        int // records it may still read
+	soas        int
+	value       uint32 // of the last SOA
+	tooManyRecs bool
 }
 
-// isClass reports whether s is a DNS class mnemonic.
-func isClass(s string) bool {
-	for _, c := range [...]string{"IN", "CH", "CS", "HS"} {
-		if strings.EqualFold(s, c) {
-			return true
-		}
-	}
-	return len(s) > 5 && strings.EqualFold(s[:5], "CLASS") && isDigits(s[5:])
+func newZoneReader(data []byte, origin string) *zoneReader {
+	return &zoneReader{zp: newZoneParser(data, origin), left: len(data) + 1<<16}
 }
 
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
+// next returns the file's next record; false at its end or on an error
+// (serial tells).
+func (z *zoneReader) next() (dns.RR, bool) {
+	if z.left == 0 {
+		z.tooManyRecs = true
+		return nil, false
 	}
-	return s != ""
+	rr, ok := z.zp.Next()
+	if !ok {
+		return nil, false
+	}
+	z.left--
+	if soa, isSOA := rr.(*dns.SOA); isSOA {
+		z.soas++
+		z.value = soa.Serial
+	}
+	return rr, true
+}
+
+// serial is the serial of the file's one SOA, once next has returned
+// false: an error when the file cannot be read or has other than one SOA.
+func (z *zoneReader) serial() (uint32, error) {
+	switch {
+	case z.zp.Err() != nil:
+		return 0, z.zp.Err()
+	case z.tooManyRecs:
+		return 0, errors.New("more records than bytes ($GENERATE?)")
+	case z.soas == 0:
+		return 0, errors.New("no SOA record")
+	case z.soas > 1:
+		return 0, fmt.Errorf("%d SOA records", z.soas)
+	}
+	return z.value, nil
+}
+
+// zoneSerial is the serial of the one SOA of a zone file of the dir.
+func zoneSerial(data []byte, origin string) (uint32, error) {
+	z := newZoneReader(data, origin)
+	for _, ok := z.next(); ok; _, ok = z.next() {
+	}
+	return z.serial()
 }

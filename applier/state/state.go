@@ -73,8 +73,9 @@
 //
 // # Zone serials
 //
-// See nextSerial in serial.go: a changed zone's serial is the previous
-// serial + 1 (skipping 0), an unchanged zone keeps its serial, so serials
+// See serial.go: a zone whose records changed gets the previous serial + 1
+// (skipping 0); a zone whose records are the same, compared as data with
+// the SOA serial aside, is not rewritten and keeps its serial. So serials
 // never go backwards on a node in RFC 1982 serial arithmetic.
 package state
 
@@ -252,8 +253,8 @@ func IsManaged(rel string) bool {
 // Plan compares the files a plan should have — rendered, as render.Files
 // gives them: relative slash paths to content — with what the dir holds,
 // and reports which files Apply would write (new or changed) and remove.
-// It writes nothing. Zones are compared after their serials are rewritten
-// (see the package doc). RulesetFile is ignored; any other path that is not
+// It writes nothing. A zone is compared by its records, its SOA serial
+// aside, and written with its serial rewritten (see serial.go). RulesetFile is ignored; any other path that is not
 // of netspec's kinds is an error.
 func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
 	ok, err := d.exists()
@@ -529,11 +530,11 @@ func (d *Dir) Serial(zone string) (uint32, bool) {
 	if err != nil || b == nil {
 		return 0, false
 	}
-	s, err := findSerial(b)
+	s, err := zoneSerial(b, zone)
 	if err != nil {
 		return 0, false
 	}
-	return s.value, true
+	return s, true
 }
 
 // File is what a file of the dir is to hold, as PlanFiles and ApplyRecord
@@ -596,8 +597,8 @@ func (d *Dir) diff(files map[string]File, record bool, put func(rel string, data
 				return Changes{}, err
 			}
 		}
-		if strings.HasPrefix(p, dnsDir+"/") {
-			nb, err := rewriteZone(old, in)
+		if zone, ok := zoneOf(p); ok {
+			nb, err := rewriteZone(old, in, zone)
 			if err != nil {
 				return Changes{}, d.errorf("%s: %w", p, err)
 			}
@@ -632,6 +633,15 @@ func (d *Dir) diff(files map[string]File, record bool, put func(rel string, data
 		}
 	}
 	return ch, nil
+}
+
+// zoneOf is the zone a path of the dir holds: <zone> of dns/<zone>.zone.
+func zoneOf(rel string) (string, bool) {
+	name, ok := strings.CutPrefix(rel, dnsDir+"/")
+	if !ok {
+		return "", false
+	}
+	return strings.TrimSuffix(name, ".zone"), true
 }
 
 // held returns the files of netspec's kinds in the dir: regular files

@@ -171,9 +171,15 @@ func TestApply(t *testing.T) {
 		{name: "rendered zone without SOA", files: map[string]string{"dns/x.zone": "@ 5 IN NS ns.\n"}, wantErr: "dns/x.zone: rendered zone: no SOA record"},
 		{
 			name:    "zone in the dir without SOA",
-			before:  map[string]string{"dns/x.zone": "hand edited\n"},
+			before:  map[string]string{"dns/x.zone": "web 5 IN A 10.0.0.1\n"},
 			files:   map[string]string{"dns/x.zone": z1},
 			wantErr: "dns/x.zone: zone file in the state dir: no SOA record",
+		},
+		{
+			name:    "zone in the dir that is no zone",
+			before:  map[string]string{"dns/x.zone": "hand edited\n"},
+			files:   map[string]string{"dns/x.zone": z1},
+			wantErr: `dns/x.zone: zone file in the state dir: dns: not a TTL: "edited" at line: 1:11 (fix or remove it`,
 		},
 	}
 	for _, tt := range tests {

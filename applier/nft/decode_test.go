@@ -6,7 +6,6 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
-	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -22,7 +21,7 @@ import (
 // every rule form (goldenModels), each rule and each set's elements,
 // encoded and decoded again, are the model's: decode(encode(m)) = m, in
 // the model's one comparison (rules print alike, elements are equal by
-// value), up to what the encoding does not keep (canonicalRule).
+// value), up to what the kernel does not keep (nftmodel.Rule.Canonical).
 func TestDecodeEncoded(t *testing.T) {
 	models := goldenModels(t)
 	for _, name := range slices.Sorted(maps.Keys(models)) {
@@ -85,7 +84,7 @@ func checkDecodeTable(t *testing.T, mt *nftmodel.Table, rb readBack) {
 				t.Errorf("%s chain %s rule %d %q: %v", f.Keyword(), c.Name, i+1, r.Text(f), err)
 				continue
 			}
-			if want, got := canonicalRule(r).Text(f), dr.Text(f); got != want {
+			if want, got := r.Canonical().Text(f), dr.Text(f); got != want {
 				t.Errorf("%s chain %s rule %d decodes to\n\t%s\nwant\n\t%s", f.Keyword(), c.Name, i+1, got, want)
 			}
 		}
@@ -115,74 +114,6 @@ func withCommentText(s *nftmodel.Set) *nftmodel.Set {
 		c.Elements[i].Comment = nftmodel.CommentText(c.Elements[i].Comment)
 	}
 	return &c
-}
-
-// canonicalRule is r as its encoding keeps it: an address match's
-// prefixes as the kernel's set holds them (single addresses sorted;
-// prefixes merged into the fewest that cover them), in braces when there
-// are more than one.
-func canonicalRule(r nftmodel.Rule) nftmodel.Rule {
-	out := slices.Clone(r)
-	for i, s := range out {
-		m, ok := s.(nftmodel.AddrMatch)
-		if !ok {
-			continue
-		}
-		ps := slices.Clone(m.Prefixes)
-		interval := slices.ContainsFunc(ps, func(p netip.Prefix) bool { return !p.IsSingleIP() })
-		slices.SortFunc(ps, func(a, b netip.Prefix) int {
-			if c := a.Addr().Compare(b.Addr()); c != 0 {
-				return c
-			}
-			return a.Bits() - b.Bits()
-		})
-		if interval {
-			ps = mergePrefixes(ps)
-		}
-		m.Prefixes, m.Braces = ps, len(ps) > 1
-		out[i] = m
-	}
-	return out
-}
-
-// mergePrefixes merges sorted prefixes that overlap or touch and covers
-// each merged range with the fewest prefixes.
-func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
-	type span struct{ lo, hi netip.Addr }
-	var spans []span
-	for _, p := range ps {
-		lo, hi := p.Masked().Addr(), lastAddr(p)
-		if n := len(spans); n > 0 {
-			if next := spans[n-1].hi.Next(); !next.IsValid() || !next.Less(lo) {
-				if spans[n-1].hi.Less(hi) {
-					spans[n-1].hi = hi
-				}
-				continue
-			}
-		}
-		spans = append(spans, span{lo, hi})
-	}
-	var out []netip.Prefix
-	for _, s := range spans {
-		for lo := s.lo; ; {
-			n := lo.BitLen()
-			for n > 0 {
-				p := netip.PrefixFrom(lo, n-1)
-				if p.Masked().Addr() != lo || s.hi.Less(lastAddr(p)) {
-					break
-				}
-				n--
-			}
-			p := netip.PrefixFrom(lo, n)
-			out = append(out, p)
-			next := lastAddr(p).Next()
-			if !next.IsValid() || s.hi.Less(next) {
-				break
-			}
-			lo = next
-		}
-	}
-	return out
 }
 
 // kernelReadBack reads mt's table back from k: every chain's rules with
@@ -236,16 +167,6 @@ func TestDecodeForeign(t *testing.T) {
 			t.Errorf("%s: DecodeRule = %q, %v; want ErrForeign", tt.name, r.Text(nftmodel.IPv4), err)
 		}
 	}
-}
-
-// lastAddr is the last address of a prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 // TestFormsHaveEveryStatement: modelForms, which the encoding and the

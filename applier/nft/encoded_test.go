@@ -71,6 +71,8 @@ func (a *Applier) update(want *Ruleset) (*Changes, error) {
 // installed keeps want, encoded, as what the kernel holds.
 func (a *Applier) installed(want *Ruleset) { a.last, a.model = want, nil }
 
+// diff compares an encoded ruleset with the kernel's tables, as Apply
+// does: through the model it was encoded from.
 func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 	var plans []*tablePlan
 	for _, fam := range families {
@@ -78,7 +80,11 @@ func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		plans = append(plans, a.diffOne(want.table(fam), have, fam))
+		var mt *nftmodel.Table
+		if t := want.table(fam); t != nil {
+			mt = t.model
+		}
+		plans = append(plans, a.diffOne(mt, have, fam))
 	}
 	return plans, nil
 }

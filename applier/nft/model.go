@@ -53,6 +53,8 @@ type Table struct {
 	Name   string               // "netspec"
 	Sets   []*Set               // named sets and maps, in file order
 	Chains []*Chain             // in file order
+
+	model *nftmodel.Table // the table encoded, when it is encoded whole
 }
 
 // Set is a named set or map with its elements.
@@ -70,10 +72,6 @@ type Set struct {
 	// udata is the set's user data when google/nftables cannot write it
 	// (an endpoint map's typeof, endpoints.go).
 	udata []byte
-	// model is the set in the model, of a table of family fam: the kernel's
-	// elements are decoded into it to be written (kernelText).
-	model *nftmodel.Set
-	fam   nftmodel.Family
 }
 
 // Element is one element of a named set or map.
@@ -117,6 +115,8 @@ type Chain struct {
 	// Text is the chain's rule lines joined by "\n": a cheap way to tell
 	// that a chain did not change.
 	Text string
+
+	model *nftmodel.Chain // the chain encoded
 }
 
 // BaseChain is the hook of a base chain.

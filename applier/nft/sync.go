@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -97,117 +96,6 @@ type tablePlan struct {
 func newTablePlan(want *Table, fam nftables.TableFamily) *tablePlan {
 	tp := &tablePlan{want: want, addElems: map[string][]nftables.SetElement{}, delElems: map[string][]nftables.SetElement{}, addElemsText: map[string][]Element{}}
 	tp.changes.Family = familyName(fam)
-	return tp
-}
-
-// diffTable compares the desired table with what the kernel holds.
-func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tablePlan {
-	tp := newTablePlan(want, fam)
-	tp.have = have
-	if want == nil {
-		tp.changes.Delete = have != nil
-		return tp
-	}
-	if have == nil {
-		tp.replace(ReasonMissing)
-		return tp
-	}
-
-	// Sets and maps: a declaration cannot change in place.
-	wantSets := map[string]bool{}
-	for _, s := range want.Sets {
-		wantSets[s.Name] = true
-		ks, ok := have.sets[s.Name]
-		if !ok {
-			tp.addSet(s)
-			continue
-		}
-		if why := declDiffers(&s.Template, ks.set); why != "" {
-			tp.replace(fmt.Sprintf("set %s: %s", s.Name, why))
-			return tp
-		}
-		if ks.set.Dynamic {
-			continue // filled by the packet path: its elements are not ours
-		}
-		if s.udata != nil {
-			tp.diffEndpointElems(s, ks.elems, nil)
-			continue
-		}
-		if s.Template.Interval {
-			if anonKey(ks.elems) != anonKey(allElems(s)) {
-				added, removed := intervalDrift(s, ks.elems, fam)
-				tp.flushSet(s, added, removed)
-			}
-			continue
-		}
-		haveKeys := map[string]nftables.SetElement{}
-		for _, e := range ks.elems {
-			haveKeys[ElementKey(e)] = e
-		}
-		for _, e := range s.Elements {
-			missing := false
-			for _, x := range e.Elems {
-				k := ElementKey(x)
-				if _, ok := haveKeys[k]; ok {
-					delete(haveKeys, k)
-				} else {
-					missing = true
-				}
-			}
-			if missing {
-				tp.addElems[s.Name] = append(tp.addElems[s.Name], e.Elems...)
-				tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
-				tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, e.change(s.Name))
-				tp.changes.Bytes += elementBytes(e.Elems)
-			}
-		}
-		extra := make([]string, 0, len(haveKeys))
-		for k := range haveKeys {
-			extra = append(extra, k)
-		}
-		sort.Strings(extra)
-		for _, k := range extra {
-			e := haveKeys[k]
-			tp.delElems[s.Name] = append(tp.delElems[s.Name], e)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, s.kernelChange([]nftables.SetElement{e}))
-			tp.changes.Bytes += elementBytes([]nftables.SetElement{e})
-		}
-	}
-	for _, name := range sortedKeys(have.sets) {
-		if !wantSets[name] {
-			tp.removeSet(name)
-		}
-	}
-	if n := len(tp.addElems) + len(tp.delElems); n > 0 {
-		tp.changes.Ops += n
-	}
-
-	// Chains.
-	wantChains := map[string]bool{}
-	for _, ch := range want.Chains {
-		wantChains[ch.Name] = true
-		kc, ok := have.chains[ch.Name]
-		if !ok {
-			if ch.Base != nil {
-				tp.replace("base chain " + ch.Name + " is missing")
-				return tp
-			}
-			tp.addChain(ch, fam)
-			continue
-		}
-		if why := hookDiffers(ch.Base, kc.chain); why != "" {
-			tp.replace("chain " + ch.Name + ": " + why)
-			return tp
-		}
-		if !sameRules(ch, kc.keys, withAnon(fam)) {
-			tp.changeChain(ch, fam)
-		}
-	}
-	for _, name := range sortedKeys(have.chains) {
-		if !wantChains[name] {
-			tp.removeChain(name)
-		}
-	}
 	return tp
 }
 
@@ -374,31 +262,6 @@ func hookDiffers(want *BaseChain, have *nftables.Chain) string {
 		return "policy"
 	}
 	return ""
-}
-
-// sameRules tells whether the kernel's rules of a chain (have: their
-// keys) are the wanted ones, in order, as key computes a wanted rule's.
-func sameRules(want *Chain, have [][]byte, key func(*Rule) []byte) bool {
-	if len(want.Rules) != len(have) {
-		return false
-	}
-	for i, r := range want.Rules {
-		if !bytes.Equal(key(r), have[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// withAnon is the key of a rule with its anonymous set's elements, as a
-// table-wide read gives them (ruleKeyOf); exprsOnly without them, as a
-// read of one chain's rules gives them.
-func withAnon(fam nftables.TableFamily) func(*Rule) []byte {
-	return func(r *Rule) []byte { return ruleKeyOf(r, fam) }
-}
-
-func exprsOnly(fam nftables.TableFamily) func(*Rule) []byte {
-	return func(r *Rule) []byte { return r.Key(fam) }
 }
 
 func rulesBytes(ch *Chain, fam nftables.TableFamily) int {

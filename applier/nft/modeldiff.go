@@ -126,7 +126,9 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 	// Chains.
 	var cmp nftmodel.Comparer
 	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *nftmodel.Chain) string { return c.Name },
-		func(x, y *nftmodel.Chain) bool { return (km == nil || !km.foreignChains[x.Name]) && cmp.SameChain(x, y, f) })
+		func(x, y *nftmodel.Chain) bool {
+			return (km == nil || !km.foreignChains[x.Name]) && cmp.SameChain(x, y, f)
+		})
 	enc := encoding.NewEncoder(f)
 	var text []byte
 	missing, extra := " added", " removed"

@@ -212,3 +212,33 @@ func TestFormsHaveEveryStatement(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeCanonical: address matches of the shapes the golden rulesets
+// lack, encoded and decoded, read back as nftmodel's Canonical says the
+// kernel keeps them, which is what the sync compares them by.
+func TestDecodeCanonical(t *testing.T) {
+	match := func(braces bool, ps ...string) nftmodel.Rule {
+		return nftmodel.Rule{nftmodel.AddrMatch{Field: nftmodel.SAddr, Neq: true, Prefixes: prefixes(ps...), Braces: braces}, nftmodel.Verdict{Kind: nftmodel.Drop}}
+	}
+	for _, r := range []nftmodel.Rule{
+		match(true, "10.0.0.0/8"),
+		match(true, "10.0.0.3/32", "10.0.0.1/32"),
+		match(false, "10.0.1.0/24", "10.0.0.0/24", "10.0.0.7/32", "192.168.0.0/16"),
+		match(false, "10.0.0.128/25", "10.0.0.0/25"),
+		match(false, "10.0.0.1/32", "10.0.0.2/31"),
+	} {
+		ex, anon := encoding.NewEncoder(nftmodel.IPv4).Encode(r)
+		var elems []nftables.SetElement
+		if anon != nil {
+			elems = anon.Elements
+		}
+		got, err := encoding.DecodeRule(nftmodel.IPv4, ex, elems)
+		if err != nil {
+			t.Errorf("%s: %v", r.Text(nftmodel.IPv4), err)
+			continue
+		}
+		if want := r.Canonical().Text(nftmodel.IPv4); got.Text(nftmodel.IPv4) != want {
+			t.Errorf("%s decodes to %s, want %s", r.Text(nftmodel.IPv4), got.Text(nftmodel.IPv4), want)
+		}
+	}
+}

@@ -124,8 +124,6 @@ func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) {
 // commitVerified commits plans and verifies what they wrote
 // (verifyWritten).
 func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
-	// While the batch is encoded and the kernel takes it:
-	keys := startWantKeys(plans)
 	// While the kernel takes it (or when the check needs them):
 	sums := newModelSums(plans)
 	a.sending = sums.start
@@ -135,7 +133,7 @@ func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
 		return ch, err
 	}
 	defer stages.Start("verify")()
-	if err := a.verifyWritten(plans, keys, sums); err != nil {
+	if err := a.verifyWritten(plans, sums); err != nil {
 		a.last = nil
 		return ch, err
 	}
@@ -303,36 +301,32 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 // as decoded from the bytes the kernel acknowledged, and the kernel's
 // list of its sets. Any other table is read back: every set's elements
 // and the chains' names, compared with its model a set at a time
-// (modelChecks) or with the element keys keys holds (startWantKeys,
-// started before the commit). Rules are compared for the chains an
+// (modelChecks). Rules are compared for the chains an
 // incremental change wrote; after a replace, the rules of all chains are
 // not read again (a dump of 30,000 rules takes about a second), as the
 // kernel acknowledged each rule of the all-or-nothing batch. When a check
 // says no, the table is read back whole and diffKernelTable says what
 // differs.
-func (a *Applier) verifyWritten(plans []*tablePlan, keys *wantKeys, sums *modelSums) error {
+func (a *Applier) verifyWritten(plans []*tablePlan, sums *modelSums) error {
 	for i, tp := range plans {
 		fam := families[i]
-		if tp.changes.Delete || (tp.want == nil && tp.model == nil) || tp.changes.Empty() {
+		if tp.changes.Delete || tp.changes.Empty() {
 			continue
+		}
+		w := tp.model
+		if w == nil {
+			return fmt.Errorf("verify: no model of table %s %s", familyName(fam), TableName)
 		}
 		// The quick answer first (verify.go); diffKernelTable says what
 		// differs.
-		matches := func() (bool, error) { return a.tableMatches(encodedChecks(tp.want, keys.of(i)), fam) }
-		switch {
-		case sentChecked(tp):
-			matches = func() (bool, error) { return a.sentMatches(modelChecks(tp.model), sums.of(i), fam) }
-		case tp.model != nil:
-			matches = func() (bool, error) { return a.tableMatches(modelChecks(tp.model), fam) }
+		matches := func() (bool, error) { return a.tableMatches(modelChecks(w), fam) }
+		if sentChecked(tp) {
+			matches = func() (bool, error) { return a.sentMatches(modelChecks(w), sums.of(i), fam) }
 		}
 		if ok, err := matches(); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		} else if ok {
 			continue
-		}
-		w := tp.model
-		if w == nil {
-			w = tp.want.model
 		}
 		have, err := readTable(a.k, fam, TableName, true)
 		if err != nil {

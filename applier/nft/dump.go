@@ -277,18 +277,6 @@ func parseRule(fam byte, data []byte) (chain string, r KernelRule, err error) {
 	return chain, r, ad.Err()
 }
 
-// ruleKeyOf is the key of a compiled rule, computed once.
-func ruleKeyOf(r *Rule, fam nftables.TableFamily) []byte {
-	if r.key == nil {
-		r.key = r.Key(fam)
-		if r.Anon != nil {
-			r.key = append(r.key, anonMark...)
-			r.key = append(r.key, anonKey(r.Anon.Elements)...)
-		}
-	}
-	return r.key
-}
-
 // parseExpr reads one NFTA_LIST_ELEM as google/nftables does; a nil
 // expression names a type it does not know.
 func parseExpr(fam byte, b []byte) (expr.Any, string, error) {

@@ -8,24 +8,6 @@ import (
 	"netspec.dev/netspec/render/nftmodel"
 )
 
-// encodeTable encodes one table of a model.
-func encodeTable(mt *nftmodel.Table) *Table {
-	f := mt.Family
-	enc := encoding.NewEncoder(f)
-	var text []byte
-	t := &Table{Family: encoding.TableFamily(f), Name: mt.Name, model: mt}
-	for _, it := range mt.Items {
-		switch {
-		case it.Chain != nil:
-			ch := encodeChain(enc, f, it.Chain, &text)
-			t.Chains = append(t.Chains, ch)
-		case it.Set != nil:
-			t.Sets = append(t.Sets, encodeSet(f, it.Set))
-		}
-	}
-	return t
-}
-
 // encodeChain encodes a chain; text is scratch space.
 func encodeChain(enc *encoding.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
 	ch := &Chain{Name: mc.Name, Base: baseChain(mc.Hook), model: mc}

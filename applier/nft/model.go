@@ -10,10 +10,11 @@
 // The kernel is behind one interface, Kernel: the applier reads tables,
 // sets, chains, rule and element dumps through it, and sends each change
 // as one transaction with Kernel.Run, which fills a Batch (the methods of
-// google/nftables' Conn that netspec queues). Encoding, the diff
-// (diffTable against the kernel, diffModel against the model installed
-// last, encoding only what it sends), the order of a batch (tablePlan.queue) and the read-back check
-// are the same for every Kernel. A table replaced whole (a first install)
+// google/nftables' Conn that netspec queues). Encoding, the diff (of
+// models: against the kernel's tables read back and decoded into the
+// model, kernelmodel.go, or against the model installed last; encoding
+// only what it sends), the order of a batch (tablePlan.queue) and the
+// read-back check are the same for every Kernel. A table replaced whole (a first install)
 // is queued straight from the model, a piece encoded at a time, and
 // checked against what was sent of it, decoded from the bytes the kernel
 // acknowledged, rather than read back (stream.go, sent.go). System is the real one over netlink

@@ -99,34 +99,6 @@ func newTablePlan(want *Table, fam nftables.TableFamily) *tablePlan {
 	return tp
 }
 
-func (tp *tablePlan) replace(why string) {
-	tp.changes.Replace, tp.changes.Reason = true, why
-	tp.addSets, tp.delSetNames, tp.addChains, tp.changedChains, tp.delChains, tp.flushSets = nil, nil, nil, nil, nil, nil
-	clear(tp.addElems)
-	clear(tp.delElems)
-	t := tp.want
-	tp.changes.ChainsAdded, tp.changes.SetsAdded = nil, nil
-	tp.changes.ChainsChanged, tp.changes.ChainsRemoved, tp.changes.SetsRemoved = nil, nil, nil
-	tp.changes.ElementsAdded, tp.changes.ElementsRemoved, tp.changes.Rules = nil, nil, nil
-	tp.changes.Ops, tp.changes.Bytes = 3, 0
-	for _, s := range t.Sets {
-		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
-		tp.changes.Ops++
-		for _, e := range s.Elements {
-			tp.changes.Bytes += elementBytes(e.Elems)
-		}
-	}
-	fam := nftables.TableFamilyIPv4
-	if tp.changes.Family == "ip6" {
-		fam = nftables.TableFamilyIPv6
-	}
-	for _, ch := range t.Chains {
-		tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
-		tp.changes.Ops += 1 + len(ch.Rules)
-		tp.changes.Bytes += rulesBytes(ch, fam)
-	}
-}
-
 // queue adds the operations of the plan to the connection's batch, in an
 // order the kernel accepts within one transaction: new sets and chains
 // first, then rules and elements that refer to them, and removals after
@@ -140,10 +112,6 @@ func (tp *tablePlan) queue(c Batch, fam nftables.TableFamily) error {
 		return tp.queueModel(c, fam)
 	}
 	t := tp.want
-	if tp.changes.Replace {
-		rs := &Ruleset{Tables: []*Table{t}}
-		return rs.Replace(c)
-	}
 	table := &nftables.Table{Family: fam, Name: t.Name}
 	chainRef := func(name string) *nftables.Chain { return &nftables.Chain{Name: name, Table: table} }
 
@@ -262,6 +230,20 @@ func hookDiffers(want *BaseChain, have *nftables.Chain) string {
 		return "policy"
 	}
 	return ""
+}
+
+// ruleKeyOf is the key of a compiled rule (Rule.Key, then its anonymous
+// set's elements), computed once: its bytes are what Changes.Bytes
+// counts of the rule.
+func ruleKeyOf(r *Rule, fam nftables.TableFamily) []byte {
+	if r.key == nil {
+		r.key = r.Key(fam)
+		if r.Anon != nil {
+			r.key = append(r.key, anonMark...)
+			r.key = append(r.key, anonKey(r.Anon.Elements)...)
+		}
+	}
+	return r.key
 }
 
 func rulesBytes(ch *Chain, fam nftables.TableFamily) int {

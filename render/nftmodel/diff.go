@@ -11,9 +11,9 @@ import (
 // the same hook and their rules print alike, in the form the kernel
 // keeps them (Rule.Canonical); sets are declared alike when their
 // declarations print alike (Set.Decl); elements are compared by
-// value (an Element holds exactly what the kernel keeps of it; an
-// endpoint element's Note is the file's only), in any order, as the
-// kernel's sets hold them. The applier's sync (applier/nft), the tree
+// value (an Element holds what the kernel keeps of it, its comment as
+// the file writes it; an endpoint element's Note is the file's only), in
+// any order, as the kernel's sets hold them. The applier's sync (applier/nft), the tree
 // diff (treediff, through Diff) and the drift that plan and explain
 // --live report all compare with these.
 
@@ -163,15 +163,23 @@ func SameEndpoint(a, b *EndpointElement) bool {
 // size of the change.
 func DiffElements(a, b *Set) (added, removed []int) {
 	ea, eb := elementsOf(a), elementsOf(b)
-	return diffBy(ea, eb, func(e *Element) Element { return *e }, func(x, y int) int {
+	return diffBy(ea, eb, held, func(x, y int) int {
 		// A run of equal elements, compared in place: the common case
 		// of myers' passes, which a call per element would slow.
 		k := 0
-		for x+k < len(ea) && y+k < len(eb) && ea[x+k] == eb[y+k] {
+		for x+k < len(ea) && y+k < len(eb) && (ea[x+k] == eb[y+k] || held(&ea[x+k]) == held(&eb[y+k])) {
 			k++
 		}
 		return k
 	})
+}
+
+// held is the element as the kernel holds it: its comment as the file
+// writes it (CommentText), which is what the kernel is sent and keeps.
+func held(e *Element) Element {
+	h := *e
+	h.Comment = CommentText(e.Comment)
+	return h
 }
 
 // DiffEndpoints is DiffElements for the Endpoints of two versions of an

@@ -102,6 +102,7 @@ func TestDiffElements(t *testing.T) {
 		{name: "removed", old: []Element{a, b, c}, new: []Element{a, c}, removed: []int{1}},
 		{name: "verdict changed", old: []Element{a, b}, new: []Element{a, el("10.0.0.2", "y", "")}, added: []int{1}, removed: []int{1}},
 		{name: "comment changed", old: []Element{a}, new: []Element{el("10.0.0.1", "x", "ns/web:http")}, added: []int{0}, removed: []int{0}},
+		{name: "comment as the kernel keeps it", old: []Element{el("10.0.0.1", "x", "a \"b\"")}, new: []Element{el("10.0.0.1", "x", "a _b_")}},
 		{name: "set added", new: []Element{a, b}, oldNil: true, added: []int{0, 1}},
 		{name: "set removed", old: []Element{a}, newNil: true, removed: []int{0}},
 	}

@@ -361,12 +361,17 @@ func BenchmarkAddOneService(b *testing.B) {
 func BenchmarkChangeEndpoints(b *testing.B) {
 	for _, size := range benchSizes[:2] {
 		b.Run(size.name, func(b *testing.B) {
-			requireRoot(b)
-			base := benchRuleset(b, size.n)
-			moved := renderPlan(b, genplan.WithMovedEndpoint(b, compilePlan(b, size.n)))
+			base, moved := movedRulesets(b, size.n)
 			benchUpdate(b, base, moved)
 		})
 	}
+}
+
+// movedRulesets are, for root, the ruleset of N services and one in
+// which one endpoint of one service moved to another IP.
+func movedRulesets(b *testing.B, n int) (base, moved *rendered) {
+	requireRoot(b)
+	return benchRuleset(b, n), renderPlan(b, genplan.WithMovedEndpoint(b, compilePlan(b, n)))
 }
 
 // BenchmarkResync: with N services installed, Apply (which reads the
@@ -377,9 +382,7 @@ func BenchmarkChangeEndpoints(b *testing.B) {
 func BenchmarkResync(b *testing.B) {
 	for _, size := range benchSizes[:2] {
 		b.Run(size.name, func(b *testing.B) {
-			requireRoot(b)
-			base := benchRuleset(b, size.n)
-			moved := renderPlan(b, genplan.WithMovedEndpoint(b, compilePlan(b, size.n)))
+			base, moved := movedRulesets(b, size.n)
 			_, fd := benchNetns(b)
 			a := openApplier(b, fd)
 			if _, err := a.Apply(base.rs); err != nil {

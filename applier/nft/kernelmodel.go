@@ -140,14 +140,14 @@ func decodeKernelRule(f nftmodel.Family, kr KernelRule, anon map[string][]nftabl
 
 // decodeHook decodes the hook of a kernel chain: nil for a regular
 // chain, and for a hook the model cannot hold (another hook, type or
-// policy) one that is no chain's of the plan.
+// policy) the zero Hook, which is no chain's of the plan.
 func decodeHook(c *nftables.Chain) *nftmodel.Hook {
 	if c.Hooknum == nil {
 		return nil
 	}
 	h := &nftmodel.Hook{}
 	if c.Policy != nil && *c.Policy != nftables.ChainPolicyAccept {
-		return h
+		return &nftmodel.Hook{}
 	}
 	switch c.Type {
 	case nftables.ChainTypeFilter:
@@ -155,7 +155,7 @@ func decodeHook(c *nftables.Chain) *nftmodel.Hook {
 	case nftables.ChainTypeNAT:
 		h.Type = nftmodel.NAT
 	default:
-		return h
+		return &nftmodel.Hook{}
 	}
 	switch *c.Hooknum {
 	case *nftables.ChainHookPrerouting:
@@ -387,8 +387,9 @@ func ruleChanges(want *nftmodel.Chain, have []KernelRule, f nftmodel.Family, ano
 	return out
 }
 
-// exprNames names the expressions of a kernel rule, as nft calls their
-// types ("counter immediate"), a verdict by its text ("accept").
+// exprNames names the expressions of a kernel rule as the kernel calls
+// their types ("counter"), a verdict by its text ("accept"), then those
+// of types no parser here knows (KernelRule.Opaque).
 func exprNames(kr KernelRule) string {
 	var names []string
 	for _, x := range kr.Exprs {

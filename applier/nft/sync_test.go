@@ -159,6 +159,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 		{name: "rule added", drift: [][]string{{"add", "rule", "ip", "netspec", "services", "counter", "accept"}}, want: "~1"},
 		{name: "chain added", drift: [][]string{{"add", "chain", "ip", "netspec", "by-hand"}}, want: "-1"},
 		{name: "base chain deleted", drift: [][]string{{"delete", "chain", "ip", "netspec", "filter-output-pre-dnat"}}, want: "replace=true"},
+		{name: "base chain added", drift: [][]string{{"add", "chain", "ip", "netspec", "by-hand", "{ type filter hook input priority 0; }"}}, want: "replace=true"},
 		{name: "element added", drift: [][]string{{"add", "element", "ip", "netspec", "service-ips", "{ 192.0.2.99 . tcp . 1 : goto reject-chain }"}}, want: "elements +0 -1", removed: "192.0.2.99 . tcp . 1 : goto reject-chain"},
 		{name: "element deleted", drift: [][]string{{"flush", "map", "ip", "netspec", "service-ips"}}, want: "elements +"},
 		// A range that is no prefix does not decode: it is removed.

@@ -77,7 +77,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 	}
 	for _, pair := range common {
 		old, ms := pair[0], pair[1]
-		if old.Decl(f) != ms.Decl(f) {
+		if !nftmodel.SameDecl(old, ms, f) {
 			return replaced(want, fam, "set "+ms.Name+": declaration changed")
 		}
 		if ms.Dynamic {

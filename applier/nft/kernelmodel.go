@@ -3,6 +3,7 @@ package nft
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -274,11 +275,24 @@ func rawText(u []nftables.SetElement) string {
 		v = decodeVerdict(u[0].Val)
 	}
 	if v != nil {
-		if mv, err := encoding.DecodeVerdict(v); err == nil {
-			text += " : " + mv.String()
-		}
+		text += " : " + verdictName(v)
 	}
 	return text
+}
+
+// verdictName writes a verdict as nft does, also one the model does not
+// hold.
+func verdictName(v *expr.Verdict) string {
+	if mv, err := encoding.DecodeVerdict(v); err == nil {
+		return mv.String()
+	}
+	switch v.Kind {
+	case expr.VerdictContinue:
+		return "continue"
+	case expr.VerdictBreak:
+		return "break"
+	}
+	return fmt.Sprintf("verdict %d", v.Kind)
 }
 
 // rawValue writes a key of an element that does not decode: an address
@@ -394,10 +408,8 @@ func exprNames(kr KernelRule) string {
 	var names []string
 	for _, x := range kr.Exprs {
 		if v, ok := x.(*expr.Verdict); ok {
-			if mv, err := encoding.DecodeVerdict(v); err == nil {
-				names = append(names, mv.String())
-				continue
-			}
+			names = append(names, verdictName(v))
+			continue
 		}
 		names = append(names, exprName(x))
 	}

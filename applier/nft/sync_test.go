@@ -161,6 +161,8 @@ func TestApplyRepairsDrift(t *testing.T) {
 		{name: "base chain deleted", drift: [][]string{{"delete", "chain", "ip", "netspec", "filter-output-pre-dnat"}}, want: "replace=true"},
 		{name: "base chain added", drift: [][]string{{"add", "chain", "ip", "netspec", "by-hand", "{ type filter hook input priority 0; }"}}, want: "replace=true"},
 		{name: "element added", drift: [][]string{{"add", "element", "ip", "netspec", "service-ips", "{ 192.0.2.99 . tcp . 1 : goto reject-chain }"}}, want: "elements +0 -1", removed: "192.0.2.99 . tcp . 1 : goto reject-chain"},
+		// A verdict the model does not hold: the element is removed.
+		{name: "element of another verdict", drift: [][]string{{"add", "element", "ip", "netspec", "service-ips", "{ 192.0.2.99 . tcp . 1 : continue }"}}, want: "elements +0 -1", removed: "0xc00002630600000000010000 : continue"},
 		{name: "element deleted", drift: [][]string{{"flush", "map", "ip", "netspec", "service-ips"}}, want: "elements +"},
 		// A range that is no prefix does not decode: it is removed.
 		{name: "range in an interval set", drift: [][]string{{"add", "element", "ip", "netspec", "nodeport-ips", "{ 192.0.2.1-192.0.2.5 }"}}, want: "elements +0 -1", removed: "192.0.2.1-192.0.2.5"},

@@ -58,12 +58,14 @@ type NodeDiff struct {
 // DataPlaneChanges counts, in nftables terms, what applying the new Plan
 // on a node changes: the diff of the nftables models render builds for
 // the two plans (nftmodel.Diff). Chains are compared by name (changed when
-// a rule or the hook differs), set and map elements by key (one whose
-// value changed counts as removed and added).
+// a rule or the hook differs), sets by declaration (SetsChanged: created
+// anew, as when a ClientIP affinity's timeout changes), set and map
+// elements by key (one whose value changed counts as removed and added).
 type DataPlaneChanges struct {
 	ChainsAdded     int `json:"chainsAdded"`
 	ChainsRemoved   int `json:"chainsRemoved"`
 	ChainsChanged   int `json:"chainsChanged"`
+	SetsChanged     int `json:"setsChanged,omitempty"`
 	ElementsAdded   int `json:"elementsAdded"`
 	ElementsRemoved int `json:"elementsRemoved"`
 }
@@ -989,6 +991,7 @@ func dataPlaneDiff(old, new *plan.Plan) DataPlaneChanges {
 	d := nftmodel.Diff(model(old), model(new))
 	return DataPlaneChanges{
 		ChainsAdded: d.ChainsAdded, ChainsRemoved: d.ChainsRemoved, ChainsChanged: d.ChainsChanged,
+		SetsChanged:   d.SetsChanged,
 		ElementsAdded: d.ElementsAdded, ElementsRemoved: d.ElementsRemoved,
 	}
 }

@@ -429,6 +429,25 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// TestDiffAffinityTimeout: a ClientIP affinity's timeout is the
+// declaration of its sets, which are created anew: the data plane
+// changes though no chain or element does.
+func TestDiffAffinityTimeout(t *testing.T) {
+	web := func(seconds int32) plan.Service {
+		s := dfSvc("web", "10.96.0.10", dfEP("10.244.1.5", "node-1"))
+		s.AffinitySeconds = seconds
+		return s
+	}
+	d := Diff(dfPlans([]plan.Node{dfNode1}, web(10800)), dfPlans([]plan.Node{dfNode1}, web(60)))
+	want := []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{SetsChanged: 1}}}
+	if diff := cmp.Diff(want, d.Nodes, dfCmpOpts); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+	if got, want := dataPlanePhrase(d.Nodes[0].DataPlane), "1 set declared anew"; got != want {
+		t.Errorf("dataPlanePhrase = %q, want %q", got, want)
+	}
+}
+
 // TestDiffCluster: cluster-wide settings are reported once; a TTL change
 // does not list every record again.
 func TestDiffCluster(t *testing.T) {

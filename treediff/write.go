@@ -392,7 +392,8 @@ func envLines(v EnvDiff) []string {
 	return out
 }
 
-// dataPlanePhrase: 3 map elements and 2 chains added, 1 chain changed.
+// dataPlanePhrase: 3 map elements and 2 chains added, 1 chain changed, 1
+// set declared anew.
 func dataPlanePhrase(c DataPlaneChanges) string {
 	if c.Zero() {
 		return "no data-plane changes"
@@ -413,6 +414,9 @@ func dataPlanePhrase(c DataPlaneChanges) string {
 	group(c.ElementsAdded, c.ChainsAdded, "added")
 	group(c.ElementsRemoved, c.ChainsRemoved, "removed")
 	group(0, c.ChainsChanged, "changed")
+	if c.SetsChanged > 0 {
+		out = append(out, plural(c.SetsChanged, "set")+" declared anew")
+	}
 	return strings.Join(out, ", ")
 }
 

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/internal/stages"
 	"netspec.dev/netspec/render/nftmodel"
@@ -123,8 +124,6 @@ func (a *Applier) Apply(m *nftmodel.Ruleset) (*Changes, error) {
 // commitVerified commits plans and verifies what they wrote
 // (verifyWritten).
 func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
-	// While the batch is encoded and the kernel takes it:
-	keys := startWantKeys(plans)
 	// While the kernel takes it (or when the check needs them):
 	sums := newModelSums(plans)
 	a.sending = sums.start
@@ -134,7 +133,7 @@ func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
 		return ch, err
 	}
 	defer stages.Start("verify")()
-	if err := a.verifyWritten(plans, keys, sums); err != nil {
+	if err := a.verifyWritten(plans, sums); err != nil {
 		a.last = nil
 		return ch, err
 	}
@@ -235,41 +234,29 @@ func (a *Applier) Cleanup() (deleted []string, err error) {
 	return deleted, nil
 }
 
-// diffKernel compares the model m with the kernel's tables. A table the
-// kernel lacks, or that only a replace can change, is replaced from the
-// model (modelReplaced); any other is encoded and diffed (diffTable).
+// diffKernel compares the model m with the kernel's tables, read back
+// and decoded into the model (diffKernelTable). A table the kernel lacks,
+// or that only a replace can change, is replaced from the model
+// (modelReplaced).
 func (a *Applier) diffKernel(m *nftmodel.Ruleset) ([]*tablePlan, error) {
 	var plans []*tablePlan
 	for _, fam := range families {
-		mt := modelTable(m, fam)
 		have, err := readTable(a.k, fam, TableName, true)
 		if err != nil {
 			return nil, err
 		}
-		if mt != nil && have == nil {
-			plans = append(plans, modelReplaced(mt, fam, ReasonMissing))
-			continue
-		}
-		var want *Table
-		if mt != nil {
-			want = encodeTable(mt)
-		}
-		tp := a.diffOne(want, have, fam)
-		if tp.changes.Replace && mt != nil {
-			tp = modelReplaced(mt, fam, tp.changes.Reason)
-		}
-		plans = append(plans, tp)
+		plans = append(plans, a.diffOne(modelTable(m, fam), have, fam))
 	}
 	return plans, nil
 }
 
-// diffOne compares the desired table of family fam with the kernel's
-// (have), and replaces it whole after the kernel refused a batch.
-func (a *Applier) diffOne(want *Table, have *kernelTable, fam nftables.TableFamily) *tablePlan {
-	tp := diffTable(want, have, fam)
-	tp.describeRules(have, fam)
-	if a.refused && tp.want != nil && !tp.changes.Replace {
-		tp.replace("the kernel refused the last change")
+// diffOne compares the model of the table of family fam (nil: none) with
+// the kernel's (have), and replaces it whole after the kernel refused a
+// batch.
+func (a *Applier) diffOne(want *nftmodel.Table, have *kernelTable, fam nftables.TableFamily) *tablePlan {
+	tp := diffKernelTable(want, have, fam)
+	if a.refused && want != nil && !tp.changes.Replace {
+		tp = modelReplaced(want, fam, "the kernel refused the last change")
 	}
 	return tp
 }
@@ -314,43 +301,41 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 // as decoded from the bytes the kernel acknowledged, and the kernel's
 // list of its sets. Any other table is read back: every set's elements
 // and the chains' names, compared with its model a set at a time
-// (modelChecks) or with the element keys keys holds (startWantKeys,
-// started before the commit). Rules are compared for the chains an
+// (modelChecks). Rules are compared for the chains an
 // incremental change wrote; after a replace, the rules of all chains are
 // not read again (a dump of 30,000 rules takes about a second), as the
 // kernel acknowledged each rule of the all-or-nothing batch. When a check
-// says no, the table is read back whole and diffTable says what differs.
-func (a *Applier) verifyWritten(plans []*tablePlan, keys *wantKeys, sums *modelSums) error {
+// says no, the table is read back whole and diffKernelTable says what
+// differs.
+func (a *Applier) verifyWritten(plans []*tablePlan, sums *modelSums) error {
 	for i, tp := range plans {
 		fam := families[i]
-		if tp.changes.Delete || (tp.want == nil && tp.model == nil) || tp.changes.Empty() {
+		if tp.changes.Delete || tp.changes.Empty() {
 			continue
 		}
-		// The quick answer first (verify.go); diffTable says what differs.
-		matches := func() (bool, error) { return a.tableMatches(encodedChecks(tp.want, keys.of(i)), fam) }
-		switch {
-		case sentChecked(tp):
-			matches = func() (bool, error) { return a.sentMatches(modelChecks(tp.model), sums.of(i), fam) }
-		case tp.model != nil:
-			matches = func() (bool, error) { return a.tableMatches(modelChecks(tp.model), fam) }
+		w := tp.model
+		if w == nil {
+			return fmt.Errorf("verify: no model of table %s %s", familyName(fam), TableName)
+		}
+		// The quick answer first (verify.go); diffKernelTable says what
+		// differs.
+		matches := func() (bool, error) { return a.tableMatches(modelChecks(w), fam) }
+		if sentChecked(tp) {
+			matches = func() (bool, error) { return a.sentMatches(modelChecks(w), sums.of(i), fam) }
 		}
 		if ok, err := matches(); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		} else if ok {
 			continue
 		}
-		w := tp.want
-		if tp.model != nil {
-			w = encodeTable(tp.model)
-		}
-		have, err := readTable(a.k, fam, TableName, false)
+		have, err := readTable(a.k, fam, TableName, true)
 		if err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
 		if have == nil {
 			return fmt.Errorf("verify: table %s %s is missing after the change", familyName(fam), TableName)
 		}
-		check := diffTable(w, have, fam)
+		check := diffKernelTable(w, have, fam)
 		c := check.changes
 		if c.Replace || len(c.ChainsAdded)+len(c.ChainsRemoved)+len(c.SetsAdded)+len(c.SetsRemoved)+len(c.ElementsAdded)+len(c.ElementsRemoved) > 0 {
 			return fmt.Errorf("verify: the kernel does not hold what was sent: %s", changesOf([]*tablePlan{check}).Summary())
@@ -360,8 +345,11 @@ func (a *Applier) verifyWritten(plans []*tablePlan, keys *wantKeys, sums *modelS
 }
 
 // verifyChanged reads back the rules of the chains an incremental change
-// wrote.
+// wrote, decodes them into the model (with the elements of the anonymous
+// sets they look up, which a read of one chain does not give) and
+// compares them with the model's (nftmodel.Comparer.SameRule).
 func (a *Applier) verifyChanged(plans []*tablePlan) error {
+	var cmp nftmodel.Comparer
 	for i, tp := range plans {
 		if tp.changes.Replace || tp.changes.Delete {
 			continue
@@ -372,18 +360,46 @@ func (a *Applier) verifyChanged(plans []*tablePlan) error {
 			if err != nil {
 				return fmt.Errorf("verify chain %s: %w", ch.Name, err)
 			}
-			keys := make([][]byte, len(rules[ch.Name]))
-			for i, r := range rules[ch.Name] {
-				keys[i] = kernelRuleKey(fam, r.Exprs, nil)
-			}
-			// Read per chain, an anonymous set's elements do not show:
-			// compare the expressions only.
-			if !sameRules(ch, keys, exprsOnly(fam)) {
+			if !a.sameRules(&cmp, ch.model, rules[ch.Name], fam) {
 				return fmt.Errorf("verify: chain %s in the kernel is not what was sent", ch.Name)
 			}
 		}
 	}
 	return nil
+}
+
+// sameRules tells whether the kernel's rules of a chain (have) decode to
+// the rules of want, in order.
+func (a *Applier) sameRules(cmp *nftmodel.Comparer, want *nftmodel.Chain, have []KernelRule, fam nftables.TableFamily) bool {
+	if len(have) != len(want.Rules) {
+		return false
+	}
+	f := modelFamily(fam)
+	for i, kr := range have {
+		anon := map[string][]nftables.SetElement{}
+		for _, x := range kr.Exprs {
+			if l, ok := x.(*expr.Lookup); ok && strings.HasPrefix(l.SetName, "__set") {
+				elems, err := a.k.Elements(fam, TableName, l.SetName)
+				if err != nil {
+					return false
+				}
+				anon[l.SetName] = elems
+			}
+		}
+		r, err := decodeKernelRule(f, kr, anon)
+		if err != nil || !cmp.SameRule(r, want.Rules[i], f) {
+			return false
+		}
+	}
+	return true
+}
+
+// modelFamily is the model's family of a table family.
+func modelFamily(fam nftables.TableFamily) nftmodel.Family {
+	if fam == nftables.TableFamilyIPv6 {
+		return nftmodel.IPv6
+	}
+	return nftmodel.IPv4
 }
 
 func changesOf(plans []*tablePlan) *Changes {

@@ -361,10 +361,57 @@ func BenchmarkAddOneService(b *testing.B) {
 func BenchmarkChangeEndpoints(b *testing.B) {
 	for _, size := range benchSizes[:2] {
 		b.Run(size.name, func(b *testing.B) {
-			requireRoot(b)
-			base := benchRuleset(b, size.n)
-			moved := renderPlan(b, genplan.WithMovedEndpoint(b, compilePlan(b, size.n)))
+			base, moved := movedRulesets(b, size.n)
 			benchUpdate(b, base, moved)
+		})
+	}
+}
+
+// movedRulesets are, for root, the ruleset of N services and one in
+// which one endpoint of one service moved to another IP.
+func movedRulesets(b *testing.B, n int) (base, moved *rendered) {
+	requireRoot(b)
+	return benchRuleset(b, n), renderPlan(b, genplan.WithMovedEndpoint(b, compilePlan(b, n)))
+}
+
+// BenchmarkResync: with N services installed, Apply (which reads the
+// kernel's tables back, decodes and diffs them with the model, sends the
+// difference and verifies it, as a periodic resync does) alternately of
+// a ruleset in which one endpoint of one service moved and of the
+// installed one. It reports the process's user and system CPU time too.
+func BenchmarkResync(b *testing.B) {
+	for _, size := range benchSizes[:2] {
+		b.Run(size.name, func(b *testing.B) {
+			base, moved := movedRulesets(b, size.n)
+			_, fd := benchNetns(b)
+			a := openApplier(b, fd)
+			if _, err := a.Apply(base.rs); err != nil {
+				b.Fatal(err)
+			}
+			want := []*nftmodel.Ruleset{moved.rs, base.rs}
+			var cpu cpuTime
+			i := 0
+			runtime.GC() // not the garbage of compiling and installing
+			for b.Loop() {
+				before := processCPU(b)
+				ch, err := a.Apply(want[i%2])
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				cpu = cpu.add(processCPU(b).sub(before))
+				for _, t := range ch.Tables {
+					if t.Replace || t.Delete {
+						b.Fatalf("Apply replaced or deleted table %s (%s): not an incremental change", t.Family, t.Reason)
+					}
+				}
+				if ch.Empty() {
+					b.Fatalf("Apply found nothing to change")
+				}
+				i++
+				b.StartTimer()
+			}
+			cpu.report(b)
 		})
 	}
 }

@@ -47,25 +47,6 @@ func dialNetfilter(nsFd int) (*netlink.Conn, error) {
 
 func (d *ruleDumper) Close() error { return d.conn.Close() }
 
-// ruleKeys are the keys (kernelRuleKey) of the rules of a table, by
-// chain, in order; anon gives the elements of its anonymous sets.
-func ruleKeys(fam nftables.TableFamily, rules map[string][]KernelRule, anon map[string]string) map[string][][]byte {
-	out := make(map[string][][]byte, len(rules))
-	for chain, rs := range rules {
-		keys := make([][]byte, len(rs))
-		for i, r := range rs {
-			if r.Opaque != "" {
-				// An expression netspec never writes: the rule is not ours.
-				keys[i] = []byte("opaque: " + r.Opaque)
-				continue
-			}
-			keys[i] = kernelRuleKey(fam, r.Exprs, anon)
-		}
-		out[chain] = keys
-	}
-	return out
-}
-
 // KernelRule is a rule read from the kernel: its expressions, and the
 // names of those no parser here knows (then the rule is not netspec's).
 type KernelRule struct {
@@ -294,34 +275,6 @@ func parseRule(fam byte, data []byte) (chain string, r KernelRule, err error) {
 		}
 	}
 	return chain, r, ad.Err()
-}
-
-// kernelRuleKey is the key of a rule read from the kernel: its
-// expressions, and the elements of an anonymous set it looks up (anon:
-// by set name), so that it equals ruleKeyOf of the same compiled rule.
-func kernelRuleKey(fam nftables.TableFamily, exprs []expr.Any, anon map[string]string) []byte {
-	key := ruleKey(fam, exprs)
-	for _, e := range exprs {
-		if l, ok := e.(*expr.Lookup); ok {
-			if elems, ok := anon[l.SetName]; ok {
-				key = append(key, anonMark...)
-				key = append(key, elems...)
-			}
-		}
-	}
-	return key
-}
-
-// ruleKeyOf is the key of a compiled rule, computed once.
-func ruleKeyOf(r *Rule, fam nftables.TableFamily) []byte {
-	if r.key == nil {
-		r.key = r.Key(fam)
-		if r.Anon != nil {
-			r.key = append(r.key, anonMark...)
-			r.key = append(r.key, anonKey(r.Anon.Elements)...)
-		}
-	}
-	return r.key
 }
 
 // parseExpr reads one NFTA_LIST_ELEM as google/nftables does; a nil

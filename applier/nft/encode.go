@@ -8,27 +8,9 @@ import (
 	"netspec.dev/netspec/render/nftmodel"
 )
 
-// encodeTable encodes one table of a model.
-func encodeTable(mt *nftmodel.Table) *Table {
-	f := mt.Family
-	enc := encoding.NewEncoder(f)
-	var text []byte
-	t := &Table{Family: encoding.TableFamily(f), Name: mt.Name}
-	for _, it := range mt.Items {
-		switch {
-		case it.Chain != nil:
-			ch := encodeChain(enc, f, it.Chain, &text)
-			t.Chains = append(t.Chains, ch)
-		case it.Set != nil:
-			t.Sets = append(t.Sets, encodeSet(f, it.Set))
-		}
-	}
-	return t
-}
-
 // encodeChain encodes a chain; text is scratch space.
 func encodeChain(enc *encoding.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
-	ch := &Chain{Name: mc.Name, Base: baseChain(mc.Hook)}
+	ch := &Chain{Name: mc.Name, Base: baseChain(mc.Hook), model: mc}
 	*text = (*text)[:0]
 	if len(mc.Rules) > 0 {
 		ch.Rules = make([]*Rule, len(mc.Rules))
@@ -80,7 +62,7 @@ func baseChain(h *nftmodel.Hook) *BaseChain {
 // setShell is a set of the model encoded without its elements: what a
 // batch needs to name it and to add or delete some of its elements.
 func setShell(f nftmodel.Family, ms *nftmodel.Set) *Set {
-	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: encoding.SetTemplate(f, ms), model: ms, fam: f}
+	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: encoding.SetTemplate(f, ms)}
 	if ms.EndpointMod > 0 {
 		s.udata = typeofUserdata(encoding.TableFamily(f), ms.EndpointMod)
 	}

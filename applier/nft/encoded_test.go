@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/google/nftables"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -71,6 +72,8 @@ func (a *Applier) update(want *Ruleset) (*Changes, error) {
 // installed keeps want, encoded, as what the kernel holds.
 func (a *Applier) installed(want *Ruleset) { a.last, a.model = want, nil }
 
+// diff compares an encoded ruleset with the kernel's tables, as Apply
+// does: through the model it was encoded from.
 func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 	var plans []*tablePlan
 	for _, fam := range families {
@@ -78,7 +81,11 @@ func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		plans = append(plans, a.diffOne(want.table(fam), have, fam))
+		var mt *nftmodel.Table
+		if t := want.table(fam); t != nil {
+			mt = t.model
+		}
+		plans = append(plans, a.diffOne(mt, have, fam))
 	}
 	return plans, nil
 }
@@ -99,8 +106,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 		tp.changes.Delete = true
 		return tp
 	case last == nil:
-		tp.replace(ReasonMissing)
-		return tp
+		return modelReplaced(want.model, fam, ReasonMissing)
 	}
 
 	// Sets.
@@ -116,8 +122,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	for _, pair := range common {
 		old, s := pair[0], pair[1]
 		if old.Decl != s.Decl {
-			tp.replace("set " + s.Name + ": declaration changed")
-			return tp
+			return modelReplaced(want.model, fam, "set "+s.Name+": declaration changed")
 		}
 		if s.Template.Dynamic {
 			continue
@@ -156,16 +161,14 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 		func(x, y *Chain) bool { return x == y || x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
 	for _, ch := range cAdded {
 		if ch.Base != nil {
-			tp.replace("base chain " + ch.Name + " added")
-			return tp
+			return modelReplaced(want.model, fam, "base chain "+ch.Name+" added")
 		}
 		tp.addChain(ch, fam)
 	}
 	for _, pair := range cCommon {
 		old, ch := pair[0], pair[1]
 		if baseDiffers(old.Base, ch.Base) {
-			tp.replace("chain " + ch.Name + ": hook changed")
-			return tp
+			return modelReplaced(want.model, fam, "chain "+ch.Name+": hook changed")
 		}
 		if old.Text != ch.Text {
 			tp.changeChain(ch, fam)
@@ -173,8 +176,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	}
 	for _, ch := range cRemoved {
 		if ch.Base != nil {
-			tp.replace("base chain " + ch.Name + " removed")
-			return tp
+			return modelReplaced(want.model, fam, "base chain "+ch.Name+" removed")
 		}
 		tp.removeChain(ch.Name)
 	}
@@ -265,4 +267,94 @@ func chainHash(ch *Chain, text string) uint64 {
 	}
 	h.WriteString(text)
 	return h.Sum64()
+}
+
+// encodeTable encodes one table of a model.
+func encodeTable(mt *nftmodel.Table) *Table {
+	f := mt.Family
+	enc := encoding.NewEncoder(f)
+	var text []byte
+	t := &Table{Family: encoding.TableFamily(f), Name: mt.Name, model: mt}
+	for _, it := range mt.Items {
+		switch {
+		case it.Chain != nil:
+			ch := encodeChain(enc, f, it.Chain, &text)
+			t.Chains = append(t.Chains, ch)
+		case it.Set != nil:
+			t.Sets = append(t.Sets, encodeSet(f, it.Set))
+		}
+	}
+	return t
+}
+
+// replace makes the plan replace its encoded table whole (Ruleset.Replace),
+// as the applier did before the model: the oracle of modelReplaced's
+// counts (TestQueueModelEqualsReplace).
+func (tp *tablePlan) replace(why string) {
+	tp.changes.Replace, tp.changes.Reason = true, why
+	tp.addSets, tp.delSetNames, tp.addChains, tp.changedChains, tp.delChains, tp.flushSets = nil, nil, nil, nil, nil, nil
+	clear(tp.addElems)
+	clear(tp.delElems)
+	t := tp.want
+	tp.changes.ChainsAdded, tp.changes.SetsAdded = nil, nil
+	tp.changes.ChainsChanged, tp.changes.ChainsRemoved, tp.changes.SetsRemoved = nil, nil, nil
+	tp.changes.ElementsAdded, tp.changes.ElementsRemoved, tp.changes.Rules = nil, nil, nil
+	tp.changes.Ops, tp.changes.Bytes = 3, 0
+	for _, s := range t.Sets {
+		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
+		tp.changes.Ops++
+		for _, e := range s.Elements {
+			tp.changes.Bytes += elementBytes(e.Elems)
+		}
+	}
+	fam := nftables.TableFamilyIPv4
+	if tp.changes.Family == "ip6" {
+		fam = nftables.TableFamilyIPv6
+	}
+	for _, ch := range t.Chains {
+		tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
+		tp.changes.Ops += 1 + len(ch.Rules)
+		tp.changes.Bytes += rulesBytes(ch, fam)
+	}
+}
+
+// Replace queues, without flushing, a batch that replaces the tables of rs
+// in one transaction, as `nft -f` of the rendered file does: for each
+// table, add it (a no-op when it exists), delete it and add it again, then
+// its chains, its sets and maps (empty), its rules, then the elements of
+// the sets and maps (see AddTo). Other tables are not touched.
+func (rs *Ruleset) Replace(c Batch) error {
+	for _, t := range rs.Tables {
+		tbl := &nftables.Table{Family: t.Family, Name: t.Name}
+		c.AddTable(tbl)
+		c.DelTable(tbl)
+		c.AddTable(tbl)
+		chains := make([]*nftables.Chain, len(t.Chains))
+		for i, ch := range t.Chains {
+			nc := &nftables.Chain{Name: ch.Name, Table: tbl}
+			if b := ch.Base; b != nil {
+				pol := b.Policy
+				nc.Type, nc.Hooknum, nc.Priority, nc.Policy = b.Type, b.Hooknum, b.Priority, &pol
+			}
+			chains[i] = c.AddChain(nc)
+		}
+		for _, s := range t.Sets {
+			if err := s.AddTo(c, tbl); err != nil {
+				return fmt.Errorf("table %s: %w", t.Name, err)
+			}
+		}
+		for i, ch := range t.Chains {
+			for _, r := range ch.Rules {
+				if err := r.AddTo(c, tbl, chains[i]); err != nil {
+					return fmt.Errorf("table %s: chain %s: %w", t.Name, ch.Name, err)
+				}
+			}
+		}
+		for _, s := range t.Sets {
+			if err := s.AddElements(c, tbl, s.Elements); err != nil {
+				return fmt.Errorf("table %s: %w", t.Name, err)
+			}
+		}
+	}
+	return nil
 }

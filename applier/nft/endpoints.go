@@ -113,8 +113,8 @@ func setUserdata(m netlink.Message) (netlink.Message, error) {
 // sends only that pick's intervals that changed. An interval is never
 // edited in place (the kernel refuses a bound inside a live interval):
 // it is deleted whole and added anew, in one batch. textOf names have's
-// intervals for the report, by unit key; without it, they are written
-// from the kernel's elements.
+// intervals for the report, by unit key (one it lacks is written from
+// its bytes).
 func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textOf map[string]ElementChange) {
 	left := map[string][]nftables.SetElement{}
 	for _, u := range intervalUnits(have) {
@@ -150,7 +150,7 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 		tp.changes.Bytes += elementBytes(u)
 		c, ok := textOf[k]
 		if !ok {
-			c = s.kernelChange(u)
+			c = ElementChange{Text: rawText(u)}
 		}
 		c.Set = s.Name
 		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, c)

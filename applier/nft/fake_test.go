@@ -645,7 +645,7 @@ func TestFakeReadsAsKernel(t *testing.T) {
 				}
 				for name, kc := range kt.chains {
 					fc := ft.chains[name]
-					if fc == nil || !slices.EqualFunc(fc.keys, kc.keys, func(a, b []byte) bool { return string(a) == string(b) }) {
+					if fc == nil || !slices.Equal(readRules(fam, fc, ft.anon), readRules(fam, kc, kt.anon)) {
 						t.Errorf("%s: chain %s: the Fake's rules differ from the kernel's", familyName(fam), name)
 					}
 				}
@@ -667,6 +667,21 @@ func TestFakeReadsAsKernel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readRules is what the applier reads of a chain's rules: each rule's
+// expressions as netlink encodes them, and the rule decoded into the
+// model (with its anonymous set's elements, anon) and printed.
+func readRules(fam nftables.TableFamily, kc *kernelChain, anon map[string][]nftables.SetElement) []string {
+	var out []string
+	for _, kr := range kc.rules {
+		text := "(not a form netspec writes: " + exprNames(kr) + ")"
+		if r, err := decodeKernelRule(modelFamily(fam), kr, anon); err == nil {
+			text = r.Text(modelFamily(fam))
+		}
+		out = append(out, string(ruleKey(fam, kr.Exprs))+"\n"+text)
+	}
+	return out
 }
 
 // TestOnSend: the function given to OnSend is called once per batch sent,

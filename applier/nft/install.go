@@ -221,47 +221,6 @@ var anonSetID = func() *atomic.Uint32 {
 	return &id
 }()
 
-// Replace queues, without flushing, a batch that replaces the tables of rs
-// in one transaction, as `nft -f` of the rendered file does: for each
-// table, add it (a no-op when it exists), delete it and add it again, then
-// its chains, its sets and maps (empty), its rules, then the elements of
-// the sets and maps (see AddTo). Other tables are not touched.
-func (rs *Ruleset) Replace(c Batch) error {
-	for _, t := range rs.Tables {
-		tbl := &nftables.Table{Family: t.Family, Name: t.Name}
-		c.AddTable(tbl)
-		c.DelTable(tbl)
-		c.AddTable(tbl)
-		chains := make([]*nftables.Chain, len(t.Chains))
-		for i, ch := range t.Chains {
-			nc := &nftables.Chain{Name: ch.Name, Table: tbl}
-			if b := ch.Base; b != nil {
-				pol := b.Policy
-				nc.Type, nc.Hooknum, nc.Priority, nc.Policy = b.Type, b.Hooknum, b.Priority, &pol
-			}
-			chains[i] = c.AddChain(nc)
-		}
-		for _, s := range t.Sets {
-			if err := s.AddTo(c, tbl); err != nil {
-				return fmt.Errorf("table %s: %w", t.Name, err)
-			}
-		}
-		for i, ch := range t.Chains {
-			for _, r := range ch.Rules {
-				if err := r.AddTo(c, tbl, chains[i]); err != nil {
-					return fmt.Errorf("table %s: chain %s: %w", t.Name, ch.Name, err)
-				}
-			}
-		}
-		for _, s := range t.Sets {
-			if err := s.AddElements(c, tbl, s.Elements); err != nil {
-				return fmt.Errorf("table %s: %w", t.Name, err)
-			}
-		}
-	}
-	return nil
-}
-
 // Key returns bytes identifying what the rule does: equal for a compiled
 // Rule and for the same rule read back from the kernel with c.GetRules
 // (ruleKey). Handles, counter values, set IDs and other fields the

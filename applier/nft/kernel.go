@@ -11,16 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// kernelTable is what the kernel holds of one of netspec's tables.
+// kernelTable is what the kernel holds of one of netspec's tables, as
+// read back: decodeKernel turns it into the model.
 type kernelTable struct {
 	table  *nftables.Table
 	chains map[string]*kernelChain
 	sets   map[string]*kernelSet
+	// anon are the elements of the table's anonymous sets, by name.
+	anon map[string][]nftables.SetElement
 }
 
 type kernelChain struct {
 	chain *nftables.Chain
-	keys  [][]byte // of its rules, in order (see kernelRuleKey)
+	rules []KernelRule // in order; nil when the rules were not read
 }
 
 type kernelSet struct {
@@ -94,26 +97,25 @@ func explain(err error) error {
 
 // readTable reads one table back from the kernel, or returns nil when it
 // does not exist. Rules come in one dump for the whole table, unless
-// withRules is false (then the chains' keys stay nil); each set's elements
-// in one dump.
+// withRules is false (then the chains' rules stay nil); each set's
+// elements in one dump.
 func readTable(k Kernel, fam nftables.TableFamily, name string, withRules bool) (*kernelTable, error) {
 	t, err := findTable(k, fam, name)
 	if t == nil || err != nil {
 		return nil, err
 	}
-	kt := &kernelTable{table: t, chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
+	kt := &kernelTable{table: t, chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}, anon: map[string][]nftables.SetElement{}}
 	sets, err := k.Sets(t)
 	if err != nil {
 		return nil, fmt.Errorf("list sets: %w", explain(err))
 	}
-	anon := map[string]string{} // anonymous set name -> anonKey of its elements
 	for _, s := range sets {
 		if s.Anonymous {
 			elems, err := k.Elements(fam, name, s.Name)
 			if err != nil {
 				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
 			}
-			anon[s.Name] = anonKey(elems)
+			kt.anon[s.Name] = elems
 			continue
 		}
 		ks := &kernelSet{set: s}
@@ -128,19 +130,17 @@ func readTable(k Kernel, fam nftables.TableFamily, name string, withRules bool) 
 	if err != nil {
 		return nil, fmt.Errorf("list chains: %w", explain(err))
 	}
-	var rules map[string][][]byte
+	var rules map[string][]KernelRule
 	if withRules {
-		all, err := k.Rules(fam, name, "")
-		if err != nil {
+		if rules, err = k.Rules(fam, name, ""); err != nil {
 			return nil, err
 		}
-		rules = ruleKeys(fam, all, anon)
 	}
 	for _, ch := range chains {
 		if ch.Table == nil || ch.Table.Name != name {
 			continue
 		}
-		kt.chains[ch.Name] = &kernelChain{chain: ch, keys: rules[ch.Name]}
+		kt.chains[ch.Name] = &kernelChain{chain: ch, rules: rules[ch.Name]}
 	}
 	return kt, nil
 }

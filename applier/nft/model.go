@@ -10,10 +10,11 @@
 // The kernel is behind one interface, Kernel: the applier reads tables,
 // sets, chains, rule and element dumps through it, and sends each change
 // as one transaction with Kernel.Run, which fills a Batch (the methods of
-// google/nftables' Conn that netspec queues). Encoding, the diff
-// (diffTable against the kernel, diffModel against the model installed
-// last, encoding only what it sends), the order of a batch (tablePlan.queue) and the read-back check
-// are the same for every Kernel. A table replaced whole (a first install)
+// google/nftables' Conn that netspec queues). Encoding, the diff (of
+// models: against the kernel's tables read back and decoded into the
+// model, kernelmodel.go, or against the model installed last; encoding
+// only what it sends), the order of a batch (tablePlan.queue) and the
+// read-back check are the same for every Kernel. A table replaced whole (a first install)
 // is queued straight from the model, a piece encoded at a time, and
 // checked against what was sent of it, decoded from the bytes the kernel
 // acknowledged, rather than read back (stream.go, sent.go). System is the real one over netlink
@@ -53,6 +54,8 @@ type Table struct {
 	Name   string               // "netspec"
 	Sets   []*Set               // named sets and maps, in file order
 	Chains []*Chain             // in file order
+
+	model *nftmodel.Table // the table encoded, when it is encoded whole
 }
 
 // Set is a named set or map with its elements.
@@ -70,10 +73,6 @@ type Set struct {
 	// udata is the set's user data when google/nftables cannot write it
 	// (an endpoint map's typeof, endpoints.go).
 	udata []byte
-	// model is the set in the model, of a table of family fam: the kernel's
-	// elements are decoded into it to be written (kernelText).
-	model *nftmodel.Set
-	fam   nftmodel.Family
 }
 
 // Element is one element of a named set or map.
@@ -117,6 +116,8 @@ type Chain struct {
 	// Text is the chain's rule lines joined by "\n": a cheap way to tell
 	// that a chain did not change.
 	Text string
+
+	model *nftmodel.Chain // the chain encoded
 }
 
 // BaseChain is the hook of a base chain.

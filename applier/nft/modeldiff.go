@@ -22,6 +22,13 @@ import (
 // set's declaration, a base chain) replaces the whole table from the
 // model (modelReplaced).
 func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan {
+	return diffModels(want, last, fam, nil)
+}
+
+// diffModels is diffModel, of last as installed (km == nil) or as the
+// kernel holds it (km.table, decoded: decodeKernel; its chains that hold
+// a rule that does not decode differ from any).
+func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernelModel) *tablePlan {
 	switch {
 	case want == nil && last == nil:
 		return newTablePlan(nil, fam)
@@ -70,7 +77,7 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 	}
 	for _, pair := range common {
 		old, ms := pair[0], pair[1]
-		if old.Decl(f) != ms.Decl(f) {
+		if !nftmodel.SameDecl(old, ms, f) {
 			return replaced(want, fam, "set "+ms.Name+": declaration changed")
 		}
 		if ms.Dynamic {
@@ -119,12 +126,18 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 	// Chains.
 	var cmp nftmodel.Comparer
 	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *nftmodel.Chain) string { return c.Name },
-		func(x, y *nftmodel.Chain) bool { return cmp.SameChain(x, y, f) })
+		func(x, y *nftmodel.Chain) bool {
+			return (km == nil || !km.foreignChains[x.Name]) && cmp.SameChain(x, y, f)
+		})
 	enc := encoding.NewEncoder(f)
 	var text []byte
+	missing, extra := " added", " removed"
+	if km != nil {
+		missing, extra = " is missing", " is not in the plan"
+	}
 	for _, mc := range cAdded {
 		if mc.Hook != nil {
-			return replaced(want, fam, "base chain "+mc.Name+" added")
+			return replaced(want, fam, "base chain "+mc.Name+missing)
 		}
 		tp.addChain(encodeChain(enc, f, mc, &text), fam)
 	}
@@ -137,7 +150,7 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 	}
 	for _, mc := range cRemoved {
 		if mc.Hook != nil {
-			return replaced(want, fam, "base chain "+mc.Name+" removed")
+			return replaced(want, fam, "base chain "+mc.Name+extra)
 		}
 		tp.removeChain(mc.Name)
 	}
@@ -147,6 +160,36 @@ func diffModel(want, last *nftmodel.Table, fam nftables.TableFamily) *tablePlan 
 // replaced is the plan that replaces a table whole, from its model.
 func replaced(want *nftmodel.Table, fam nftables.TableFamily, why string) *tablePlan {
 	return modelReplaced(want, fam, why)
+}
+
+// diffKernelTable compares the model of a table the applier wants (nil:
+// none) with what the kernel holds of it (have; nil: no table): have is
+// decoded into the model (decodeKernel) and the two are diffed
+// (diffModels). The plan names the rules that differ in the chains it
+// rewrites (describeRules) and removes the kernel's elements that do not
+// decode. A plan that keeps the table is verified against want.
+func diffKernelTable(want *nftmodel.Table, have *kernelTable, fam nftables.TableFamily) *tablePlan {
+	switch {
+	case want == nil:
+		tp := newTablePlan(nil, fam)
+		tp.have = have
+		tp.changes.Delete = have != nil
+		return tp
+	case have == nil:
+		return modelReplaced(want, fam, ReasonMissing)
+	}
+	km, why := decodeKernel(have, want)
+	if why != "" {
+		return modelReplaced(want, fam, why)
+	}
+	tp := diffModels(want, km.table, fam, km)
+	if tp.changes.Replace {
+		return tp
+	}
+	tp.have, tp.model = have, want
+	km.addForeign(tp, want)
+	tp.describeRules(have, want)
+	return tp
 }
 
 // modelElementChanges reports the elements of s at the indexes idx.

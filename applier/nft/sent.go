@@ -405,7 +405,7 @@ func sentChecked(tp *tablePlan) bool {
 // exactly what want describes, from what the transaction sent of it (its
 // chains with their hooks, its sets' element digests, sums) and the
 // kernel's list of the table's sets (their declarations). false says
-// nothing of what differs: diffTable does.
+// nothing of what differs: diffKernelTable does.
 func (a *Applier) sentMatches(want *tableChecks, sums map[string]setSum, fam nftables.TableFamily) (bool, error) {
 	sent, err := a.k.Sent(fam, want.name)
 	if err != nil {

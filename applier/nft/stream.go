@@ -279,8 +279,8 @@ func (tp *tablePlan) countModel(fam nftables.TableFamily) error {
 	return tp.queueModel(discardBatch{}, fam)
 }
 
-// anonMark separates a rule's key from its anonymous set's elements
-// (ruleKeyOf, kernelRuleKey).
+// anonMark separates a rule's key from its anonymous set's elements, as
+// a rule's bytes are counted (ruleKeyOf).
 const anonMark = "|anon:"
 
 // flatElems lists the netlink elements of a set's elements (EncodeAll)
@@ -331,11 +331,4 @@ func modelChecks(mt *nftmodel.Table) *tableChecks {
 	}
 	tc.keys = func(i int) []string { return sortedElementKeys(flatElems(encoding.SetElements(f, models[i]))) }
 	return tc
-}
-
-// encodedChecks is tableChecks of an encoded table, with its element keys
-// as wantKeys computed them.
-func encodedChecks(t *Table, keys map[string][]string) *tableChecks {
-	return &tableChecks{name: t.Name, sets: t.Sets, chains: t.Chains,
-		keys: func(i int) []string { return keys[t.Sets[i].Name] }}
 }

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -100,145 +99,6 @@ func newTablePlan(want *Table, fam nftables.TableFamily) *tablePlan {
 	return tp
 }
 
-// diffTable compares the desired table with what the kernel holds.
-func diffTable(want *Table, have *kernelTable, fam nftables.TableFamily) *tablePlan {
-	tp := newTablePlan(want, fam)
-	tp.have = have
-	if want == nil {
-		tp.changes.Delete = have != nil
-		return tp
-	}
-	if have == nil {
-		tp.replace(ReasonMissing)
-		return tp
-	}
-
-	// Sets and maps: a declaration cannot change in place.
-	wantSets := map[string]bool{}
-	for _, s := range want.Sets {
-		wantSets[s.Name] = true
-		ks, ok := have.sets[s.Name]
-		if !ok {
-			tp.addSet(s)
-			continue
-		}
-		if why := declDiffers(&s.Template, ks.set); why != "" {
-			tp.replace(fmt.Sprintf("set %s: %s", s.Name, why))
-			return tp
-		}
-		if ks.set.Dynamic {
-			continue // filled by the packet path: its elements are not ours
-		}
-		if s.udata != nil {
-			tp.diffEndpointElems(s, ks.elems, nil)
-			continue
-		}
-		if s.Template.Interval {
-			if anonKey(ks.elems) != anonKey(allElems(s)) {
-				added, removed := intervalDrift(s, ks.elems, fam)
-				tp.flushSet(s, added, removed)
-			}
-			continue
-		}
-		haveKeys := map[string]nftables.SetElement{}
-		for _, e := range ks.elems {
-			haveKeys[ElementKey(e)] = e
-		}
-		for _, e := range s.Elements {
-			missing := false
-			for _, x := range e.Elems {
-				k := ElementKey(x)
-				if _, ok := haveKeys[k]; ok {
-					delete(haveKeys, k)
-				} else {
-					missing = true
-				}
-			}
-			if missing {
-				tp.addElems[s.Name] = append(tp.addElems[s.Name], e.Elems...)
-				tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
-				tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, e.change(s.Name))
-				tp.changes.Bytes += elementBytes(e.Elems)
-			}
-		}
-		extra := make([]string, 0, len(haveKeys))
-		for k := range haveKeys {
-			extra = append(extra, k)
-		}
-		sort.Strings(extra)
-		for _, k := range extra {
-			e := haveKeys[k]
-			tp.delElems[s.Name] = append(tp.delElems[s.Name], e)
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, s.kernelChange([]nftables.SetElement{e}))
-			tp.changes.Bytes += elementBytes([]nftables.SetElement{e})
-		}
-	}
-	for _, name := range sortedKeys(have.sets) {
-		if !wantSets[name] {
-			tp.removeSet(name)
-		}
-	}
-	if n := len(tp.addElems) + len(tp.delElems); n > 0 {
-		tp.changes.Ops += n
-	}
-
-	// Chains.
-	wantChains := map[string]bool{}
-	for _, ch := range want.Chains {
-		wantChains[ch.Name] = true
-		kc, ok := have.chains[ch.Name]
-		if !ok {
-			if ch.Base != nil {
-				tp.replace("base chain " + ch.Name + " is missing")
-				return tp
-			}
-			tp.addChain(ch, fam)
-			continue
-		}
-		if why := hookDiffers(ch.Base, kc.chain); why != "" {
-			tp.replace("chain " + ch.Name + ": " + why)
-			return tp
-		}
-		if !sameRules(ch, kc.keys, withAnon(fam)) {
-			tp.changeChain(ch, fam)
-		}
-	}
-	for _, name := range sortedKeys(have.chains) {
-		if !wantChains[name] {
-			tp.removeChain(name)
-		}
-	}
-	return tp
-}
-
-func (tp *tablePlan) replace(why string) {
-	tp.changes.Replace, tp.changes.Reason = true, why
-	tp.addSets, tp.delSetNames, tp.addChains, tp.changedChains, tp.delChains, tp.flushSets = nil, nil, nil, nil, nil, nil
-	clear(tp.addElems)
-	clear(tp.delElems)
-	t := tp.want
-	tp.changes.ChainsAdded, tp.changes.SetsAdded = nil, nil
-	tp.changes.ChainsChanged, tp.changes.ChainsRemoved, tp.changes.SetsRemoved = nil, nil, nil
-	tp.changes.ElementsAdded, tp.changes.ElementsRemoved, tp.changes.Rules = nil, nil, nil
-	tp.changes.Ops, tp.changes.Bytes = 3, 0
-	for _, s := range t.Sets {
-		tp.changes.SetsAdded = append(tp.changes.SetsAdded, s.Name)
-		tp.changes.Ops++
-		for _, e := range s.Elements {
-			tp.changes.Bytes += elementBytes(e.Elems)
-		}
-	}
-	fam := nftables.TableFamilyIPv4
-	if tp.changes.Family == "ip6" {
-		fam = nftables.TableFamilyIPv6
-	}
-	for _, ch := range t.Chains {
-		tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
-		tp.changes.Ops += 1 + len(ch.Rules)
-		tp.changes.Bytes += rulesBytes(ch, fam)
-	}
-}
-
 // queue adds the operations of the plan to the connection's batch, in an
 // order the kernel accepts within one transaction: new sets and chains
 // first, then rules and elements that refer to them, and removals after
@@ -252,10 +112,6 @@ func (tp *tablePlan) queue(c Batch, fam nftables.TableFamily) error {
 		return tp.queueModel(c, fam)
 	}
 	t := tp.want
-	if tp.changes.Replace {
-		rs := &Ruleset{Tables: []*Table{t}}
-		return rs.Replace(c)
-	}
 	table := &nftables.Table{Family: fam, Name: t.Name}
 	chainRef := func(name string) *nftables.Chain { return &nftables.Chain{Name: name, Table: table} }
 
@@ -376,29 +232,18 @@ func hookDiffers(want *BaseChain, have *nftables.Chain) string {
 	return ""
 }
 
-// sameRules tells whether the kernel's rules of a chain (have: their
-// keys) are the wanted ones, in order, as key computes a wanted rule's.
-func sameRules(want *Chain, have [][]byte, key func(*Rule) []byte) bool {
-	if len(want.Rules) != len(have) {
-		return false
-	}
-	for i, r := range want.Rules {
-		if !bytes.Equal(key(r), have[i]) {
-			return false
+// ruleKeyOf is the key of a compiled rule (Rule.Key, then its anonymous
+// set's elements), computed once: its bytes are what Changes.Bytes
+// counts of the rule.
+func ruleKeyOf(r *Rule, fam nftables.TableFamily) []byte {
+	if r.key == nil {
+		r.key = r.Key(fam)
+		if r.Anon != nil {
+			r.key = append(r.key, anonMark...)
+			r.key = append(r.key, anonKey(r.Anon.Elements)...)
 		}
 	}
-	return true
-}
-
-// withAnon is the key of a rule with its anonymous set's elements, as a
-// table-wide read gives them (ruleKeyOf); exprsOnly without them, as a
-// read of one chain's rules gives them.
-func withAnon(fam nftables.TableFamily) func(*Rule) []byte {
-	return func(r *Rule) []byte { return ruleKeyOf(r, fam) }
-}
-
-func exprsOnly(fam nftables.TableFamily) func(*Rule) []byte {
-	return func(r *Rule) []byte { return r.Key(fam) }
+	return r.key
 }
 
 func rulesBytes(ch *Chain, fam nftables.TableFamily) int {

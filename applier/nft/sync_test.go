@@ -150,17 +150,23 @@ func TestApplyRepairsDrift(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name  string
-		drift [][]string
-		want  string
+		name    string
+		drift   [][]string
+		want    string
+		removed string // the text of the element removed, if one is
 	}{
-		{"rule deleted", [][]string{{"flush", "chain", "ip", "netspec", svcChain}}, "~1"},
-		{"rule added", [][]string{{"add", "rule", "ip", "netspec", "services", "counter", "accept"}}, "~1"},
-		{"chain added", [][]string{{"add", "chain", "ip", "netspec", "by-hand"}}, "-1"},
-		{"base chain deleted", [][]string{{"delete", "chain", "ip", "netspec", "filter-output-pre-dnat"}}, "replace=true"},
-		{"element added", [][]string{{"add", "element", "ip", "netspec", "service-ips", "{ 192.0.2.99 . tcp . 1 : goto reject-chain }"}}, "elements +0 -1"},
-		{"element deleted", [][]string{{"flush", "map", "ip", "netspec", "service-ips"}}, "elements +"},
-		{"table deleted", [][]string{{"delete", "table", "ip", "netspec"}}, "replace=true"},
+		{name: "rule deleted", drift: [][]string{{"flush", "chain", "ip", "netspec", svcChain}}, want: "~1"},
+		{name: "rule added", drift: [][]string{{"add", "rule", "ip", "netspec", "services", "counter", "accept"}}, want: "~1"},
+		{name: "chain added", drift: [][]string{{"add", "chain", "ip", "netspec", "by-hand"}}, want: "-1"},
+		{name: "base chain deleted", drift: [][]string{{"delete", "chain", "ip", "netspec", "filter-output-pre-dnat"}}, want: "replace=true"},
+		{name: "base chain added", drift: [][]string{{"add", "chain", "ip", "netspec", "by-hand", "{ type filter hook input priority 0; }"}}, want: "replace=true"},
+		{name: "element added", drift: [][]string{{"add", "element", "ip", "netspec", "service-ips", "{ 192.0.2.99 . tcp . 1 : goto reject-chain }"}}, want: "elements +0 -1", removed: "192.0.2.99 . tcp . 1 : goto reject-chain"},
+		// A verdict the model does not hold: the element is removed.
+		{name: "element of another verdict", drift: [][]string{{"add", "element", "ip", "netspec", "service-ips", "{ 192.0.2.99 . tcp . 1 : continue }"}}, want: "elements +0 -1", removed: "0xc00002630600000000010000 : continue"},
+		{name: "element deleted", drift: [][]string{{"flush", "map", "ip", "netspec", "service-ips"}}, want: "elements +"},
+		// A range that is no prefix does not decode: it is removed.
+		{name: "range in an interval set", drift: [][]string{{"add", "element", "ip", "netspec", "nodeport-ips", "{ 192.0.2.1-192.0.2.5 }"}}, want: "elements +0 -1", removed: "192.0.2.1-192.0.2.5"},
+		{name: "table deleted", drift: [][]string{{"delete", "table", "ip", "netspec"}}, want: "replace=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, args := range tc.drift {
@@ -172,6 +178,11 @@ func TestApplyRepairsDrift(t *testing.T) {
 			}
 			if ch.Empty() || !strings.Contains(counts(ch), tc.want) {
 				t.Errorf("plan after drift: %s, want it to contain %q", counts(ch), tc.want)
+			}
+			if tc.removed != "" {
+				if got := ch.Tables[0].ElementsRemoved; len(got) != 1 || got[0].Text != tc.removed {
+					t.Errorf("elements removed: %+v, want one: %s", got, tc.removed)
+				}
 			}
 			if _, err := a.apply(rs); err != nil {
 				t.Fatal(err)

@@ -12,55 +12,12 @@ import (
 // for a table changed in place (a table replaced whole from its model is
 // checked against what was sent instead, sent.go), because
 // google/nftables v0.3.0 can drop elements silently. At 10,000 services
-// that is about 80,000 elements, and comparing them through diffTable
-// took as long as reading them. So the check is done in two steps:
-// tableMatches answers only "exactly what was sent?", reading the sets on
-// one socket while it compares on another goroutine, against element
-// keys that wantKeys computed while the kernel was busy with the batch
-// (or, for a table with a model, that modelChecks encodes a set at a
-// time); only when it says no does diffTable work out what differs, for
-// the error message.
-
-// wantKeys computes, in the background, the sorted element keys
-// (ElementKey) of every static set of the tables a commit writes.
-type wantKeys struct {
-	done  chan struct{}
-	bySet []map[string][]string // by family index, then set name
-}
-
-// startWantKeys starts computing the element keys of the encoded tables
-// plans write (not those they delete or leave alone, nor those verified
-// against their model, see modelChecks).
-func startWantKeys(plans []*tablePlan) *wantKeys {
-	k := &wantKeys{done: make(chan struct{}), bySet: make([]map[string][]string, len(plans))}
-	go func() {
-		defer close(k.done)
-		for i, tp := range plans {
-			if tp.changes.Delete || tp.want == nil || tp.model != nil || tp.changes.Empty() {
-				continue
-			}
-			k.bySet[i] = elementKeys(tp.want)
-		}
-	}()
-	return k
-}
-
-// elementKeys are the sorted element keys of t's static sets, by set name.
-func elementKeys(t *Table) map[string][]string {
-	m := make(map[string][]string, len(t.Sets))
-	for _, s := range t.Sets {
-		if !s.Template.Dynamic {
-			m[s.Name] = sortedElementKeys(allElems(s))
-		}
-	}
-	return m
-}
-
-// of waits for the keys and returns those of family index i.
-func (k *wantKeys) of(i int) map[string][]string {
-	<-k.done
-	return k.bySet[i]
-}
+// that is about 80,000 elements, and working out what differs took as
+// long as reading them. So the check is done in two steps: tableMatches
+// answers only "exactly what was sent?", reading the sets on one socket
+// while it compares on another goroutine, against the element keys that
+// modelChecks encodes from the model a set at a time; only when it says
+// no does diffKernelTable work out what differs, for the error message.
 
 // sortedElementKeys are the ElementKeys of elems, sorted: two sets hold the
 // same elements when these are equal.
@@ -86,7 +43,7 @@ type tableChecks struct {
 // tableMatches reports whether the kernel's table of family fam has
 // exactly want's sets (declarations and, for static sets, elements) and
 // chains (names and hooks). Rules are not compared. false says nothing of
-// what differs: diffTable does. The sets are read one ahead of the
+// what differs: diffKernelTable does. The sets are read one ahead of the
 // comparison, so that at most two sets' elements are held at a time.
 func (a *Applier) tableMatches(want *tableChecks, fam nftables.TableFamily) (bool, error) {
 	ok, err := a.setsMatch(want, fam)

@@ -17,7 +17,7 @@ func TestTableMatches(t *testing.T) {
 		t.Helper()
 		var got []bool
 		for _, w := range rs.Tables {
-			ok, err := a.tableMatches(encodedChecks(w, elementKeys(w)), w.Family)
+			ok, err := a.tableMatches(modelChecks(w.model), w.Family)
 			if err != nil {
 				t.Fatal(err)
 			}

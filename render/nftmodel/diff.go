@@ -8,19 +8,23 @@ import (
 )
 
 // The one comparison of two models. Chains are alike when they hang on
-// the same hook and their rules print alike; elements are compared by
-// value (an Element holds exactly what the kernel keeps of it; an
-// endpoint element's Note is the file's only), in any order, as the
-// kernel's sets hold them. The applier's sync (applier/nft), the tree
+// the same hook and their rules print alike, in the form the kernel
+// keeps them (Rule.Canonical); sets are declared alike when their
+// declarations print alike (Set.Decl); elements are compared by
+// value (an Element holds what the kernel keeps of it, its comment as
+// the file writes it; an endpoint element's Note is the file's only), in
+// any order, as the kernel's sets hold them. The applier's sync (applier/nft), the tree
 // diff (treediff, through Diff) and the drift that plan and explain
 // --live report all compare with these.
 
 // Delta counts what changes from one ruleset to another: chains by
-// table and name (changed when they are not SameChain), elements by set
-// (DiffElements, DiffEndpoints: an element whose value changed is
-// removed and added, as the kernel replaces it).
+// table and name (changed when they are not SameChain), sets present in
+// both whose declaration changed (not SameDecl: the set is created
+// anew), elements by set (DiffElements, DiffEndpoints: an element whose
+// value changed is removed and added, as the kernel replaces it).
 type Delta struct {
 	ChainsAdded, ChainsRemoved, ChainsChanged int
+	SetsChanged                               int
 	ElementsAdded, ElementsRemoved            int
 }
 
@@ -51,6 +55,9 @@ func Diff(a, b *Ruleset) Delta {
 		}
 	}
 	for id, s := range sb {
+		if old, ok := sa[id]; ok && !SameDecl(old, s, id.fam) {
+			d.SetsChanged++
+		}
 		added, removed := DiffElements(sa[id], s)
 		d.ElementsAdded += len(added)
 		d.ElementsRemoved += len(removed)
@@ -85,13 +92,22 @@ func index(rs *Ruleset) (map[itemID]*Chain, map[itemID]*Set) {
 	return chains, sets
 }
 
+// SameDecl tells whether two sets of a table of family f are declared
+// alike: the same type, flags and timeout (their elements aside).
+func SameDecl(a, b *Set, f Family) bool {
+	if a == b {
+		return true
+	}
+	return a.Decl(f) == b.Decl(f)
+}
+
 // Comparer compares chains; it keeps scratch space for their rules'
 // text, so that comparing many chains allocates little. The zero value
 // is ready to use; it is not safe for concurrent use.
 type Comparer struct{ ta, tb []byte }
 
 // SameChain tells whether two chains of a table of family f hang on the
-// same hook and hold alike: the same rules, which print alike.
+// same hook and hold alike: the same rules (SameRule).
 func (c *Comparer) SameChain(a, b *Chain, f Family) bool {
 	if a == b {
 		return true
@@ -100,13 +116,28 @@ func (c *Comparer) SameChain(a, b *Chain, f Family) bool {
 		return false
 	}
 	for i := range a.Rules {
-		c.ta = a.Rules[i].AppendText(c.ta[:0], f)
-		c.tb = b.Rules[i].AppendText(c.tb[:0], f)
-		if !bytes.Equal(c.ta, c.tb) {
+		if !c.SameRule(a.Rules[i], b.Rules[i], f) {
 			return false
 		}
 	}
 	return true
+}
+
+// SameRule tells whether two rules of a table of family f are held
+// alike by the kernel: they print alike, or, when one has an address
+// match, their canonical forms do (Rule.Canonical).
+func (c *Comparer) SameRule(a, b Rule, f Family) bool {
+	c.ta = a.AppendText(c.ta[:0], f)
+	c.tb = b.AppendText(c.tb[:0], f)
+	if bytes.Equal(c.ta, c.tb) {
+		return true
+	}
+	if !a.hasAddrMatch() && !b.hasAddrMatch() {
+		return false
+	}
+	c.ta = a.Canonical().AppendText(c.ta[:0], f)
+	c.tb = b.Canonical().AppendText(c.tb[:0], f)
+	return bytes.Equal(c.ta, c.tb)
 }
 
 // SameHook tells whether two chains hang on the same hook (nil: a
@@ -132,15 +163,23 @@ func SameEndpoint(a, b *EndpointElement) bool {
 // size of the change.
 func DiffElements(a, b *Set) (added, removed []int) {
 	ea, eb := elementsOf(a), elementsOf(b)
-	return diffBy(ea, eb, func(e *Element) Element { return *e }, func(x, y int) int {
+	return diffBy(ea, eb, held, func(x, y int) int {
 		// A run of equal elements, compared in place: the common case
 		// of myers' passes, which a call per element would slow.
 		k := 0
-		for x+k < len(ea) && y+k < len(eb) && ea[x+k] == eb[y+k] {
+		for x+k < len(ea) && y+k < len(eb) && (ea[x+k] == eb[y+k] || held(&ea[x+k]) == held(&eb[y+k])) {
 			k++
 		}
 		return k
 	})
+}
+
+// held is the element as the kernel holds it: its comment as the file
+// writes it (CommentText), which is what the kernel is sent and keeps.
+func held(e *Element) Element {
+	h := *e
+	h.Comment = CommentText(e.Comment)
+	return h
 }
 
 // DiffEndpoints is DiffElements for the Endpoints of two versions of an

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestDiff: chains are counted by table and name, changed when a rule or
@@ -59,6 +60,19 @@ func TestDiff(t *testing.T) {
 	if got := Diff(old, new); got != want {
 		t.Errorf("after a rule changed: Diff = %+v, want %+v", got, want)
 	}
+	// A set declared otherwise (a session affinity's timeout) is created
+	// anew: it counts though it has no element.
+	affinity := func(timeout time.Duration) *Ruleset {
+		tb := &Table{Family: IPv4, Name: "netspec"}
+		tb.AddSet("", &Set{Name: "affinity-x", Key: []KeyPart{AddrPart}, Dynamic: true, Timeout: timeout})
+		return &Ruleset{Tables: []*Table{tb}}
+	}
+	if got, want := Diff(affinity(3*time.Hour), affinity(time.Minute)), (Delta{SetsChanged: 1}); got != want {
+		t.Errorf("timeout changed: Diff = %+v, want %+v", got, want)
+	}
+	if got := Diff(affinity(time.Minute), affinity(time.Minute)); got != (Delta{}) {
+		t.Errorf("same timeout: Diff = %+v", got)
+	}
 	if got := Diff(nil, nil); got != (Delta{}) {
 		t.Errorf("Diff(nil, nil) = %+v", got)
 	}
@@ -88,6 +102,7 @@ func TestDiffElements(t *testing.T) {
 		{name: "removed", old: []Element{a, b, c}, new: []Element{a, c}, removed: []int{1}},
 		{name: "verdict changed", old: []Element{a, b}, new: []Element{a, el("10.0.0.2", "y", "")}, added: []int{1}, removed: []int{1}},
 		{name: "comment changed", old: []Element{a}, new: []Element{el("10.0.0.1", "x", "ns/web:http")}, added: []int{0}, removed: []int{0}},
+		{name: "comment as the kernel keeps it", old: []Element{el("10.0.0.1", "x", "a \"b\"")}, new: []Element{el("10.0.0.1", "x", "a _b_")}},
 		{name: "set added", new: []Element{a, b}, oldNil: true, added: []int{0, 1}},
 		{name: "set removed", old: []Element{a}, newNil: true, removed: []int{0}},
 	}
@@ -145,11 +160,51 @@ func TestSameChain(t *testing.T) {
 		{name: "rule missing", a: &Chain{Name: "c", Rules: rules}, b: &Chain{Name: "c"}},
 		{name: "hook added", a: &Chain{Name: "c", Rules: rules}, b: &Chain{Name: "c", Hook: nat, Rules: rules}},
 		{name: "hook priority", a: &Chain{Name: "c", Hook: nat}, b: &Chain{Name: "c", Hook: &Hook{Type: NAT, Hook: Prerouting}}},
+		{name: "addresses in another order", want: true,
+			a: &Chain{Name: "c", Rules: []Rule{{AddrMatch{Field: SAddr, Prefixes: prefixes("10.0.0.2/32", "10.0.0.1/32"), Braces: true}}}},
+			b: &Chain{Name: "c", Rules: []Rule{{AddrMatch{Field: SAddr, Prefixes: prefixes("10.0.0.1/32", "10.0.0.2/32"), Braces: true}}}}},
+		{name: "other addresses",
+			a: &Chain{Name: "c", Rules: []Rule{{AddrMatch{Field: SAddr, Prefixes: prefixes("10.0.0.2/32", "10.0.0.1/32"), Braces: true}}}},
+			b: &Chain{Name: "c", Rules: []Rule{{AddrMatch{Field: SAddr, Prefixes: prefixes("10.0.0.1/32", "10.0.0.3/32"), Braces: true}}}}},
 	}
 	var cmp Comparer
 	for _, tt := range tests {
 		if got := cmp.SameChain(tt.a, tt.b, IPv4); got != tt.want {
 			t.Errorf("%s: SameChain = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// prefixes parses prefixes.
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+// TestCanonical: an address match as the kernel's anonymous set keeps
+// it; other statements as they are.
+func TestCanonical(t *testing.T) {
+	match := func(braces bool, ps ...string) Rule {
+		return Rule{AddrMatch{Field: DAddr, Neq: true, Prefixes: prefixes(ps...), Braces: braces}, Verdict{Kind: Drop}}
+	}
+	tests := []struct {
+		name string
+		rule Rule
+		want string
+	}{
+		{name: "no address match", rule: Rule{ProtoMatch{Proto: TCP}, Verdict{Kind: Accept}}, want: "meta l4proto tcp accept"},
+		{name: "one prefix in braces is bare", rule: match(true, "10.0.0.0/8"), want: "ip daddr != 10.0.0.0/8 drop"},
+		{name: "addresses sorted, once each", rule: match(true, "10.0.0.3/32", "10.0.0.1/32", "10.0.0.3/32"), want: "ip daddr != { 10.0.0.1, 10.0.0.3 } drop"},
+		{name: "prefixes merged", rule: match(false, "10.0.1.0/24", "10.0.0.0/24", "10.0.0.7/32", "192.168.0.0/16"), want: "ip daddr != { 10.0.0.0/23, 192.168.0.0/16 } drop"},
+		{name: "merged into one, still a set", rule: match(false, "10.0.0.128/25", "10.0.0.0/25"), want: "ip daddr != { 10.0.0.0/24 } drop"},
+		{name: "touching ranges not a prefix", rule: match(false, "10.0.0.1/32", "10.0.0.2/31"), want: "ip daddr != { 10.0.0.1, 10.0.0.2/31 } drop"},
+	}
+	for _, tt := range tests {
+		if got := tt.rule.Canonical().Text(IPv4); got != tt.want {
+			t.Errorf("%s: Canonical = %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package nftmodel
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 )
 
@@ -396,3 +397,107 @@ func (r Rule) AppendText(b []byte, f Family) []byte {
 
 // Text is the rule's line.
 func (r Rule) Text(f Family) string { return string(r.AppendText(nil, f)) }
+
+// Canonical is the rule as the kernel keeps it, which is how it reads
+// back: an address match of several prefixes is an anonymous set, which
+// holds single addresses sorted and once each, and prefixes (with any
+// single addresses among them) merged into the fewest prefixes that
+// cover them, in order; it is written in braces, even when the merge
+// leaves one prefix. A match of one prefix is compared with it, bare.
+// Other statements are kept as they are. A rule without an address
+// match is returned as it is.
+func (r Rule) Canonical() Rule {
+	if !r.hasAddrMatch() {
+		return r
+	}
+	out := make(Rule, len(r))
+	copy(out, r)
+	for i, s := range out {
+		if m, ok := s.(AddrMatch); ok {
+			out[i] = m.canonical()
+		}
+	}
+	return out
+}
+
+// hasAddrMatch tells whether the rule has an address match.
+func (r Rule) hasAddrMatch() bool {
+	for _, s := range r {
+		if _, ok := s.(AddrMatch); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// canonical is the match as the kernel keeps it (Rule.Canonical).
+func (s AddrMatch) canonical() AddrMatch {
+	s.Braces = len(s.Prefixes) > 1
+	if !s.Braces {
+		return s
+	}
+	ps := slices.Clone(s.Prefixes)
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	if slices.ContainsFunc(ps, func(p netip.Prefix) bool { return !p.IsSingleIP() }) {
+		s.Prefixes = mergePrefixes(ps)
+	} else {
+		s.Prefixes = slices.Compact(ps)
+	}
+	return s
+}
+
+// mergePrefixes merges sorted prefixes that overlap or touch into
+// ranges and covers each with the fewest prefixes, in order.
+func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
+	type span struct{ lo, hi netip.Addr }
+	var spans []span
+	for _, p := range ps {
+		lo, hi := p.Masked().Addr(), lastAddr(p)
+		if n := len(spans); n > 0 {
+			if next := spans[n-1].hi.Next(); !next.IsValid() || !next.Less(lo) {
+				if spans[n-1].hi.Less(hi) {
+					spans[n-1].hi = hi
+				}
+				continue
+			}
+		}
+		spans = append(spans, span{lo, hi})
+	}
+	var out []netip.Prefix
+	for _, sp := range spans {
+		for lo := sp.lo; ; {
+			n := lo.BitLen()
+			// The shortest prefix at lo that stays inside the span.
+			for n > 0 {
+				p := netip.PrefixFrom(lo, n-1)
+				if p.Masked().Addr() != lo || sp.hi.Less(lastAddr(p)) {
+					break
+				}
+				n--
+			}
+			p := netip.PrefixFrom(lo, n)
+			out = append(out, p)
+			next := lastAddr(p).Next()
+			if !next.IsValid() || sp.hi.Less(next) {
+				break
+			}
+			lo = next
+		}
+	}
+	return out
+}
+
+// lastAddr is the last address of a prefix.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

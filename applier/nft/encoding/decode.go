@@ -352,6 +352,10 @@ func (d *decoder) dnat() (nftmodel.Stmt, error) {
 	return nftmodel.DNAT{To: netip.AddrPortFrom(addr, binary.BigEndian.Uint16(p.Data))}, nil
 }
 
+// DecodeVerdict is the model's verdict of an expression's: ErrForeign
+// for one the model does not hold (continue, break).
+func DecodeVerdict(v *expr.Verdict) (nftmodel.Verdict, error) { return verdictOf(v) }
+
 // verdictOf is the model's verdict of an expression's.
 func verdictOf(v *expr.Verdict) (nftmodel.Verdict, error) {
 	switch v.Kind {

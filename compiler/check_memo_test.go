@@ -384,7 +384,10 @@ func TestCheckMemoRandom(t *testing.T) {
 		steps = 40
 	}
 	for seed := range uint64(4) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { checkMemoRandom(t, seed, steps) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			checkMemoRandom(t, seed, steps)
+		})
 	}
 }
 
@@ -400,8 +403,13 @@ func TestCheckMemoCollisions(t *testing.T) {
 	if testing.Short() {
 		steps = 30
 	}
+	// The seeds run side by side, and all of them before the cleanup
+	// restores hashMask (TestCheckMemoCollisions is not parallel itself).
 	for seed := range uint64(2) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { checkMemoRandom(t, seed, steps) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			checkMemoRandom(t, seed, steps)
+		})
 	}
 }
 

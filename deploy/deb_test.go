@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -50,23 +52,19 @@ func TestDebianPackage(t *testing.T) {
 	}()
 
 	tmp := t.TempDir()
-	env := append(os.Environ(), "GOARCH="+runtime.GOARCH)
-	build := func(out string) string {
-		cmd := exec.Command("../scripts/build-deb", "-o", out)
-		cmd.Env = env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdout, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("scripts/build-deb: %v\n%s", err, stderr.Bytes())
-		}
-		deb := strings.TrimSpace(string(stdout))
-		if filepath.Dir(deb) != out {
-			t.Fatalf("scripts/build-deb printed %q, want a file in %s", deb, out)
-		}
-		return deb
+	// The second build, for the reproducibility check at the end, runs
+	// beside the first one and the checks (each build is mostly a link
+	// and an xz compression, on one CPU); the cleanup waits for it before
+	// tmp goes.
+	var again buildResult
+	var wg sync.WaitGroup
+	wg.Go(func() { again = buildDeb(filepath.Join(tmp, "again")) })
+	t.Cleanup(wg.Wait)
+	first := buildDeb(filepath.Join(tmp, "dist"))
+	if first.err != nil {
+		t.Fatal(first.err)
 	}
-	deb := build(filepath.Join(tmp, "dist"))
+	deb := first.deb
 
 	// The control fields.
 	fields := map[string]string{}
@@ -257,10 +255,37 @@ func TestDebianPackage(t *testing.T) {
 	}
 
 	// Reproducible: a second build gives the same bytes.
-	again := build(filepath.Join(tmp, "again"))
-	if a, b := fileHash(t, deb), fileHash(t, again); a != b {
-		t.Errorf("two builds differ: %s %s, %s %s", deb, a, again, b)
+	wg.Wait()
+	if again.err != nil {
+		t.Fatal(again.err)
 	}
+	if a, b := fileHash(t, deb), fileHash(t, again.deb); a != b {
+		t.Errorf("two builds differ: %s %s, %s %s", deb, a, again.deb, b)
+	}
+}
+
+// buildResult is what buildDeb made: the package's path, or why not.
+type buildResult struct {
+	deb string
+	err error
+}
+
+// buildDeb runs scripts/build-deb -o out for GOARCH and checks that it
+// printed the path of a package in out. It may run on any goroutine.
+func buildDeb(out string) buildResult {
+	cmd := exec.Command("../scripts/build-deb", "-o", out)
+	cmd.Env = append(os.Environ(), "GOARCH="+runtime.GOARCH)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		return buildResult{err: fmt.Errorf("scripts/build-deb -o %s: %v\n%s", out, err, stderr.Bytes())}
+	}
+	deb := strings.TrimSpace(string(stdout))
+	if filepath.Dir(deb) != out {
+		return buildResult{err: fmt.Errorf("scripts/build-deb printed %q, want a file in %s", deb, out)}
+	}
+	return buildResult{deb: deb}
 }
 
 // hostDpkg sums up the host's dpkg database: its status file's hash and

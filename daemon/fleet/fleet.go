@@ -539,6 +539,7 @@ func (d *delegate) NotifyMsg(b []byte) {
 	case offerApplied, offerPart:
 		// The first receipt: gossip it on, as memberlist does not.
 		f.queue.QueueBroadcast(&broadcast{name: p.owner + "/" + strconv.Itoa(p.index), msg: slices.Clone(b)})
+		f.c.relayed.Add(1)
 		if result == offerApplied {
 			f.c.applied.Add(1)
 			f.signal()
@@ -556,13 +557,21 @@ func (d *delegate) NotifyMsg(b []byte) {
 }
 
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
-	return d.f.queue.GetBroadcasts(overhead, limit)
+	msgs := d.f.queue.GetBroadcasts(overhead, limit)
+	n := 0
+	for _, m := range msgs {
+		n += len(m)
+	}
+	d.f.c.sent.Add(uint64(len(msgs)))
+	d.f.c.sentBytes.Add(uint64(n))
+	return msgs
 }
 
 // LocalState is every complete table known, this node's own included:
 // what a joining node or a push/pull partner gets.
 func (d *delegate) LocalState(join bool) []byte {
 	f := d.f
+	f.c.pushPulls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tables := []storedTable{{owner: f.cfg.Name, v: f.st.own.v, ids: f.st.ownIDs()}}
@@ -600,6 +609,7 @@ func (d *delegate) MergeRemoteState(b []byte, join bool) {
 	f.mu.Unlock()
 	f.c.claims.Add(uint64(dropped))
 	f.c.applied.Add(uint64(applied))
+	f.c.merged.Add(uint64(applied))
 	if applied > 0 {
 		f.signal()
 	}

@@ -229,9 +229,11 @@ const (
 func (s *state) offer(p part) (result string, dropped int) {
 	switch {
 	case p.owner == s.self:
-		if !p.v.Less(s.own.v) {
+		if s.own.v.Less(p.v) {
 			// A table of ours newer than ours: we restarted with a clock
-			// behind the last run's. Publish above it.
+			// behind the last run's. Publish above it. Our own version
+			// coming back (every member gossips it on) is no news:
+			// moving on from it would publish a version each round trip.
 			s.own.v = Version{Gen: p.v.Gen, Seq: p.v.Seq + 1}
 		}
 		return offerSelf, 0

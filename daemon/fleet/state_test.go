@@ -109,12 +109,31 @@ func TestOffer(t *testing.T) {
 }
 
 // A table of this node newer than its own (a restart with the clock
-// behind) moves its own version past it.
-func TestOfferOwnNewer(t *testing.T) {
-	s := newTestState()
-	s.offer(part{owner: "a", v: Version{Gen: 200, Seq: 3}, parts: 1})
-	if want := (Version{Gen: 200, Seq: 4}); s.own.v != want {
-		t.Errorf("own version %v, want %v", s.own.v, want)
+// behind) moves its own version past it; its own version or an older one
+// coming back (gossiped on by others, or in a push/pull) leaves it.
+func TestOfferOwn(t *testing.T) {
+	tests := []struct {
+		name    string
+		offered Version
+		want    Version
+	}{
+		{name: "newer generation", offered: Version{Gen: 200, Seq: 3}, want: Version{Gen: 200, Seq: 4}},
+		{name: "same generation, newer", offered: Version{Gen: 100, Seq: 9}, want: Version{Gen: 100, Seq: 10}},
+		{name: "its own version back", offered: Version{Gen: 100, Seq: 5}, want: Version{Gen: 100, Seq: 5}},
+		{name: "older", offered: Version{Gen: 100, Seq: 4}, want: Version{Gen: 100, Seq: 5}},
+		{name: "older generation", offered: Version{Gen: 99, Seq: 50}, want: Version{Gen: 100, Seq: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestState()
+			s.own.v = Version{Gen: 100, Seq: 5}
+			if r, _ := s.offer(part{owner: "a", v: tt.offered, parts: 1}); r != offerSelf {
+				t.Errorf("offer: %s, want %s", r, offerSelf)
+			}
+			if s.own.v != tt.want {
+				t.Errorf("own version %v, want %v", s.own.v, tt.want)
+			}
+		})
 	}
 }
 

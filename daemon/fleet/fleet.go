@@ -104,6 +104,10 @@ type Fleet struct {
 	// bursts when a fleet starts.
 	probeEvery time.Duration
 	probeLater bool // a remake is set for when probeEvery has passed
+	// viewEvery bounds how often a view is made: tables come in bursts
+	// (a gossip packet carries many), each view costs what is out, and
+	// OnChange's work follows each.
+	viewEvery time.Duration
 
 	view    atomic.Pointer[View]
 	changed chan struct{} // a new view is to be made (cap 1)
@@ -181,6 +185,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	f.ml = ml
 	f.probeEvery = mc.ProbeInterval
+	f.viewEvery = mc.GossipInterval / 2
 	settle := time.AfterFunc(mc.PushPullInterval, func() {
 		f.mu.Lock()
 		f.st.settled, f.needProbe = true, true
@@ -269,15 +274,24 @@ func (f *Fleet) signal() {
 	}
 }
 
-// loop makes views and updates the metadata, one at a time.
+// loop makes views and updates the metadata, one at a time; a view at
+// most every viewEvery (the changes meanwhile make one view: a flip's
+// latency grows by half a gossip interval at most).
 func (f *Fleet) loop() {
 	defer f.wg.Done()
+	// After a view, changed is nil until wait fires: the signals
+	// meanwhile merge into one.
+	var wait <-chan time.Time
+	changed := f.changed
 	for {
 		select {
 		case <-f.done:
 			return
-		case <-f.changed:
+		case <-changed:
 			f.remake()
+			changed, wait = nil, time.After(f.viewEvery)
+		case <-wait:
+			changed, wait = f.changed, nil
 		case <-f.metaCh:
 			// UpdateNode queues the update, then waits for its first
 			// sending, which nothing here needs: the shortest wait. An
@@ -307,7 +321,7 @@ func (f *Fleet) remake() {
 			f.needProbe, f.probedAt = false, time.Now()
 		}
 	}
-	v := f.st.view(f.alive)
+	v := f.st.view(f.alive, len(f.view.Load().Out))
 	v.Probe = f.probe
 	f.mu.Unlock()
 	old := f.view.Load()

@@ -413,9 +413,11 @@ func (s *state) home(h string) MemberState {
 
 // view works out which of the tree's checks are out. It costs what fails
 // and what runs on dead nodes, not what the tree checks: it runs on every
-// table received.
-func (s *state) view(alive []nameHash) *View {
-	v := &View{Out: map[string]Why{}}
+// table received. size is a guess of how many are out (the last view's):
+// the map is made that big at once. The checks of one owner share their
+// By.
+func (s *state) view(alive []nameHash, size int) *View {
+	v := &View{Out: make(map[string]Why, size)}
 	dead, ever, static := s.failStatic()
 	v.FailStatic, v.Dead, v.Ever = static, dead, ever
 	has := func(owner string, id ID) bool {
@@ -426,6 +428,13 @@ func (s *state) view(alive []nameHash) *View {
 		return t != nil && t.ids[id]
 	}
 	visit := func(owner string, ids map[ID]bool) {
+		var self []string // By of the owner's own checks, made once
+		owned := func() []string {
+			if self == nil {
+				self = []string{owner}
+			}
+			return self
+		}
 		for id := range ids {
 			c, ok := s.checks[id]
 			if !ok {
@@ -434,11 +443,11 @@ func (s *state) view(alive []nameHash) *View {
 			switch s.home(c.Node) {
 			case StateAlive:
 				if c.Node == owner {
-					v.Out[c.Key] = Why{Reason: ReasonProbe, By: []string{owner}}
+					v.Out[c.Key] = Why{Reason: ReasonProbe, By: owned()}
 				}
 			case StateDead:
 				if static && c.Node == owner {
-					v.Out[c.Key] = Why{Reason: ReasonProbe, By: []string{owner}}
+					v.Out[c.Key] = Why{Reason: ReasonProbe, By: owned()}
 				}
 			case StateLeft:
 				// A member that left on purpose (a restart, a drain): its
@@ -466,8 +475,9 @@ func (s *state) view(alive []nameHash) *View {
 			if m.state != StateDead || !s.isNode(h) {
 				continue
 			}
+			by := []string{h}
 			for _, id := range s.byHome[h] {
-				v.Out[s.checks[id].Key] = Why{Reason: ReasonDead, By: []string{h}}
+				v.Out[s.checks[id].Key] = Why{Reason: ReasonDead, By: by}
 			}
 		}
 	}

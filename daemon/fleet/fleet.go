@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sort"
@@ -358,23 +359,19 @@ func viewEqual(a, b *View) bool {
 // and again every retry for the first rejoin after that (members starting
 // together may join through a member before it knows the others, and the
 // alive messages of those may have stopped spreading: a push/pull with
-// the join members hands over what they learned since); then every
-// rejoin while members seen earlier are dead (a healed partition:
-// memberlist stops gossiping to dead members after GossipToTheDeadTime).
+// the join members hands over what they learned since). Then, every
+// rejoin while members seen earlier are dead, it joins one of them
+// (reconnect): memberlist stops gossiping to dead members after
+// GossipToTheDeadTime, so a healed partition stays split without it.
 func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 	defer f.wg.Done()
-	if len(f.cfg.Join) == 0 {
-		return
-	}
-	joined := false
-	var joinedAt time.Time
+	joined := len(f.cfg.Join) == 0 // nothing to join through: the first member
+	var joinedAt, last time.Time
 	t := time.NewTicker(retry)
 	defer t.Stop()
-	var last time.Time
 	for {
-		settling := joined && time.Since(joinedAt) < rejoin
-		if !joined || settling || f.missing() && time.Since(last) >= rejoin {
-			last = time.Now()
+		switch {
+		case !joined || !joinedAt.IsZero() && time.Since(joinedAt) < rejoin:
 			n, err := f.ml.Join(f.cfg.Join)
 			switch {
 			case err != nil && n == 0:
@@ -382,6 +379,11 @@ func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 			case !joined:
 				joined, joinedAt = true, time.Now()
 				f.log.Info("gossip: joined", "through", n, "members", f.ml.NumMembers())
+			}
+		case time.Since(last) >= rejoin:
+			last = time.Now()
+			if addr := f.reconnectTo(rand.Float64(), rand.Float64()); addr != "" {
+				f.ml.Join([]string{addr}) // a dead member that does not answer is still dead
 			}
 		}
 		select {
@@ -392,12 +394,23 @@ func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 	}
 }
 
-// missing tells whether members seen earlier are dead now.
-func (f *Fleet) missing() bool {
+// reconnectTo picks the address of a dead member to join, or "" for none
+// this time, as serf's reconnect does: with the probability dead / alive,
+// so that the fleet as a whole tries about one join per dead member and
+// rejoin, and a member cut off from most (many dead, few alive) tries
+// every time. A join to each join member from every member whenever one
+// member was dead made three push/pulls per member and rejoin, all on the
+// join members. chance and pick are uniform in [0, 1): the first decides
+// whether to join, the second which dead member.
+func (f *Fleet) reconnectTo(chance, pick float64) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	dead, _, _ := f.st.failStatic()
-	return dead > 0
+	dead := f.st.deadMembers()
+	alive := len(f.st.aliveList())
+	if len(dead) == 0 || chance*float64(alive) >= float64(len(dead)) {
+		return ""
+	}
+	return f.st.members[dead[min(len(dead)-1, int(pick*float64(len(dead))))]].addr
 }
 
 // Member is a member as status --fleet shows it.

@@ -212,6 +212,18 @@ func (s *state) failStatic() (dead, ever int, on bool) {
 	return dead, ever, 2*dead > ever
 }
 
+// deadMembers lists the tree's nodes known as dead members, sorted.
+func (s *state) deadMembers() []string {
+	var out []string
+	for n, m := range s.members {
+		if m.state == StateDead && n != s.self && s.isNode(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Offer results: what became of a received table part.
 const (
 	offerApplied   = "applied"   // a new version is complete and applied

@@ -142,12 +142,15 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 		time.Sleep(200 * time.Millisecond)
 	}
 	converge := time.Since(start)
-	// The members' first tables (empty) are still being gossiped: let
-	// the queues drain, so that the run measures the updates only.
-	for drain := time.Now().Add(time.Minute); time.Now().Before(drain) && s.queued().total > 0; {
+	// The members' first tables (empty) are still being gossiped, and
+	// each member joins again through its join members for a push/pull
+	// interval after joining: let the queues drain and the joins end,
+	// so that the run measures a fleet at work, not one starting.
+	settled := time.Now().Add(time.Duration(float64(30*time.Second)*p.scale) + time.Second)
+	for drain := time.Now().Add(time.Minute); time.Now().Before(drain) && s.queued().total > 0 || time.Now().Before(settled); {
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "bench-fleet: converged in %s, queues drained in %s; running %s\n",
+	fmt.Fprintf(os.Stderr, "bench-fleet: converged in %s, queues drained and joins done in %s; running %s\n",
 		converge.Round(time.Second), (time.Since(start) - converge).Round(time.Second), p.duration)
 	s.net.setLoss(p.loss)
 	s.mu.Lock()
@@ -507,7 +510,7 @@ func (r *simResult) markdown(p simParams) string {
 		{"flip seen by 99 % of members: p50 / p99 / max", fmt.Sprintf("%s / %s / %s", pct(r.p99, .5), pct(r.p99, .99), pct(r.p99, 1))},
 		{"flip seen by all: p50 / p99 / max", fmt.Sprintf("%s / %s / %s", pct(r.all, .5), pct(r.all, .99), pct(r.all, 1))},
 		{"flips measured; superseded before all saw them; never seen by all; seen by all after 5 s", fmt.Sprintf("%d; %d; %d; %d", r.flips, r.superseded, r.unseen, r.slow(5*time.Second))},
-		{"tables applied by gossip; by push/pull (gossip missed them)", fmt.Sprintf("%d; %d", d.Applied-d.Merged, d.Merged)},
+		{"tables applied by gossip; by push/pull or join (before gossip brought them)", fmt.Sprintf("%d; %d", d.Applied-d.Merged, d.Merged)},
 		{"parts sent per part queued (own and relayed); receipts per part applied", fmt.Sprintf("%.1f (limit %d); %.1f", ratio(d.Sent, d.Published+d.Relayed), retransmits(p.members), ratio(d.Received, d.Applied-d.Merged))},
 		{"crashed member's endpoints out on all: each", fmt.Sprintf("%v (suspicion bound %s to %s; %d not on all)", roundAll(r.deathAll), suspicion.Round(time.Millisecond), (6 * suspicion).Round(time.Second), r.deathMissing)},
 		{"false deaths over the run", strconv.Itoa(r.falseDead)},

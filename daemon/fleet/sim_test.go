@@ -157,15 +157,8 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 	s.falseDead = 0
 	s.mu.Unlock()
 
-	before := s.stats()
-	lost0, over0 := s.net.lost.Load(), s.net.overflow.Load()
-	cpu0 := cpuTime()
 	r := s.run(t)
 	r.converge = converge
-	r.cpu = cpuTime() - cpu0
-	r.delta = s.stats().minus(before)
-	r.bytesOut = r.delta.BytesOut
-	r.lost, r.overflow = s.net.lost.Load()-lost0, s.net.overflow.Load()-over0
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	r.heap = ms.HeapInuse
@@ -232,6 +225,11 @@ func (s *sim) run(t *testing.T) *simResult {
 		events = append(events, event{at: p.duration / 2 * time.Duration(i+1) / time.Duration(p.kill+1), kill: p.members - 1 - i})
 	}
 	slices.SortFunc(events, func(a, b event) int { return int(a.at - b.at) })
+	// The counts, the CPU and the bytes are those of the events' time;
+	// the latencies of the flips are followed after it too.
+	before := s.stats()
+	lost0, over0 := s.net.lost.Load(), s.net.overflow.Load()
+	cpu0 := cpuTime()
 	start := time.Now()
 	stop := make(chan struct{})
 	sampled := make(chan []queueSample)
@@ -251,6 +249,10 @@ func (s *sim) run(t *testing.T) *simResult {
 	}
 	close(stop)
 	samples := <-sampled
+	measured := time.Since(start)
+	cpu := cpuTime() - cpu0
+	delta := s.stats().minus(before)
+	lost, overflow := s.net.lost.Load()-lost0, s.net.overflow.Load()-over0
 	// Let the last flips land (or not: they count as unseen).
 	deadline := time.Now().Add(30 * time.Second * time.Duration(max(1, int(p.scale))))
 	for time.Now().Before(deadline) {
@@ -262,8 +264,8 @@ func (s *sim) run(t *testing.T) *simResult {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r := s.result(time.Since(start), len(events))
-	r.queue = samples
+	r := s.result(measured, len(events))
+	r.queue, r.cpu, r.delta, r.bytesOut, r.lost, r.overflow = samples, cpu, delta, delta.BytesOut, lost, overflow
 	return r
 }
 
@@ -505,7 +507,7 @@ func (r *simResult) markdown(p simParams) string {
 		{"members (one process, in-memory network)", fmt.Sprintf("%d, timers ×%g", p.members, p.scale)},
 		{"endpoints; flipping per minute; rolling restart", fmt.Sprintf("%d; %g %%; %g %% of pods over %s, each out 5 s", p.endpoints, p.flips*100, p.restart*100, p.over)},
 		{"packet loss", fmt.Sprintf("%.1f %% (%d packets lost); %d more lost to full receive queues", p.loss*100, r.lost, r.overflow)},
-		{"run", fmt.Sprintf("%s after convergence in %s; %d events", r.elapsed.Round(time.Second), r.converge.Round(time.Second), r.events)},
+		{"run (rates, bytes and CPU are of it)", fmt.Sprintf("%s after convergence in %s; %d events", r.elapsed.Round(time.Second), r.converge.Round(time.Second), r.events)},
 		{"update rate", fmt.Sprintf("%.1f flips/s, %.1f table versions/s fleet-wide", float64(r.flips+r.superseded)/secs, float64(d.Published)/secs)},
 		{"flip seen by 99 % of members: p50 / p99 / max", fmt.Sprintf("%s / %s / %s", pct(r.p99, .5), pct(r.p99, .99), pct(r.p99, 1))},
 		{"flip seen by all: p50 / p99 / max", fmt.Sprintf("%s / %s / %s", pct(r.all, .5), pct(r.all, .99), pct(r.all, 1))},

@@ -563,21 +563,26 @@ func (r *simResult) queueSeries() string {
 	return strings.Join(out, ", ")
 }
 
-// growing tells whether the queues grew over the run: the mean queue per
-// member over its last third is more than a quarter (and more than one
-// entry) above the middle third's; or the queues are full, one entry
-// per owner (a newer version replaces a queued one: they can grow no
-// further, and updates wait instead).
+// growing tells whether the queues grew over the run: full when the
+// mean queue per member over a tenth of the run came near one entry per
+// owner (a newer version replaces a queued one: the queues can grow no
+// further, and updates wait instead); yes when the mean over the last
+// third is more than a quarter (and more than one entry) above the
+// middle third's.
 func (r *simResult) growing() string {
 	n := len(r.queue)
-	if n < 3 {
+	if n < 10 {
 		return "– (run too short)"
 	}
 	mid, last := queueSamples(r.queue[n/3:2*n/3]).mean(), queueSamples(r.queue[2*n/3:]).mean()
 	members := r.queue[n-1].members
+	top := 0.0
+	for i := range 10 {
+		top = max(top, queueSamples(r.queue[i*n/10:(i+1)*n/10]).mean())
+	}
 	switch {
-	case last > 0.8*float64(members):
-		return fmt.Sprintf("full (%.0f per member: one per owner)", last)
+	case top > 0.8*float64(members):
+		return fmt.Sprintf("full (%.0f per member in a tenth of the run: about one per owner)", top)
 	case last > 1.25*mid+1:
 		return fmt.Sprintf("yes (%.1f → %.1f per member)", mid, last)
 	}

@@ -398,10 +398,10 @@ func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 // this time, as serf's reconnect does: with the probability dead / alive,
 // so that the fleet as a whole tries about one join per dead member and
 // rejoin, and a member cut off from most (many dead, few alive) tries
-// every time. A join to each join member from every member whenever one
-// member was dead made three push/pulls per member and rejoin, all on the
-// join members. chance and pick are uniform in [0, 1): the first decides
-// whether to join, the second which dead member.
+// every time. A dead member rather than the join members: those may be
+// on this side of the partition, and every member joining them would put
+// all the push/pulls on them. chance and pick are uniform in [0, 1): the
+// first decides whether to join, the second which dead member.
 func (f *Fleet) reconnectTo(chance, pick float64) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -35,20 +35,22 @@ import (
 //	NETSPEC_FLEET_LOSS        share of packets lost (0.01)
 //	NETSPEC_FLEET_SCALE       memberlist's timers multiplied by this (1)
 //	NETSPEC_FLEET_KILL        members crashed during the run (2)
+//	NETSPEC_FLEET_RETRANSMIT  memberlist's RetransmitMult (0: its default, 4)
 func TestSimulation(t *testing.T) {
 	if os.Getenv("NETSPEC_FLEET_SIM") == "" {
 		t.Skip("a measurement: set NETSPEC_FLEET_SIM=1 (scripts/bench-fleet)")
 	}
 	p := simParams{
-		members:   envInt("NETSPEC_FLEET_MEMBERS", 200),
-		endpoints: envInt("NETSPEC_FLEET_ENDPOINTS", 20000),
-		duration:  envDuration("NETSPEC_FLEET_DURATION", time.Minute),
-		flips:     envFloat("NETSPEC_FLEET_FLIPS", 0.01),
-		restart:   envFloat("NETSPEC_FLEET_RESTART", 0.10),
-		over:      envDuration("NETSPEC_FLEET_RESTART_OVER", 10*time.Minute),
-		loss:      envFloat("NETSPEC_FLEET_LOSS", 0.01),
-		scale:     envFloat("NETSPEC_FLEET_SCALE", 1),
-		kill:      envInt("NETSPEC_FLEET_KILL", 2),
+		members:    envInt("NETSPEC_FLEET_MEMBERS", 200),
+		endpoints:  envInt("NETSPEC_FLEET_ENDPOINTS", 20000),
+		duration:   envDuration("NETSPEC_FLEET_DURATION", time.Minute),
+		flips:      envFloat("NETSPEC_FLEET_FLIPS", 0.01),
+		restart:    envFloat("NETSPEC_FLEET_RESTART", 0.10),
+		over:       envDuration("NETSPEC_FLEET_RESTART_OVER", 10*time.Minute),
+		loss:       envFloat("NETSPEC_FLEET_LOSS", 0.01),
+		scale:      envFloat("NETSPEC_FLEET_SCALE", 1),
+		kill:       envInt("NETSPEC_FLEET_KILL", 2),
+		retransmit: envInt("NETSPEC_FLEET_RETRANSMIT", 0),
 	}
 	r := runSimulation(t, p)
 	fmt.Println(r.markdown(p))
@@ -57,6 +59,7 @@ func TestSimulation(t *testing.T) {
 
 type simParams struct {
 	members, endpoints, kill int
+	retransmit               int
 	duration, over           time.Duration
 	flips, restart, loss     float64
 	scale                    float64
@@ -109,6 +112,9 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 		for _, d := range []*time.Duration{&c.ProbeInterval, &c.ProbeTimeout, &c.GossipInterval, &c.PushPullInterval,
 			&c.TCPTimeout, &c.GossipToTheDeadTime} {
 			*d = time.Duration(float64(*d) * p.scale)
+		}
+		if p.retransmit > 0 {
+			c.RetransmitMult = p.retransmit
 		}
 	}
 	start := time.Now()
@@ -513,7 +519,7 @@ func (r *simResult) markdown(p simParams) string {
 		{"flip seen by all: p50 / p99 / max", fmt.Sprintf("%s / %s / %s", pct(r.all, .5), pct(r.all, .99), pct(r.all, 1))},
 		{"flips measured; superseded before all saw them; never seen by all; seen by all after 5 s", fmt.Sprintf("%d; %d; %d; %d", r.flips, r.superseded, r.unseen, r.slow(5*time.Second))},
 		{"tables applied by gossip; by push/pull or join (before gossip brought them)", fmt.Sprintf("%d; %d", d.Applied-d.Merged, d.Merged)},
-		{"parts sent per part queued (own and relayed); receipts per part applied", fmt.Sprintf("%.1f (limit %d); %.1f", ratio(d.Sent, d.Published+d.Relayed), retransmits(p.members), ratio(d.Received, d.Applied-d.Merged))},
+		{"parts sent per part queued (own and relayed); receipts per part applied", fmt.Sprintf("%.1f (limit %d); %.1f", ratio(d.Sent, d.Published+d.Relayed), retransmits(p.members, p.retransmit), ratio(d.Received, d.Applied-d.Merged))},
 		{"crashed member's endpoints out on all: each", fmt.Sprintf("%v (suspicion bound %s to %s; %d not on all)", roundAll(r.deathAll), suspicion.Round(time.Millisecond), (6 * suspicion).Round(time.Second), r.deathMissing)},
 		{"false deaths over the run", strconv.Itoa(r.falseDead)},
 		{"bytes sent per member per second (all gossip, encrypted)", fmt.Sprintf("%.0f B/s", float64(r.bytesOut)/n/secs)},
@@ -603,9 +609,13 @@ func (qs queueSamples) mean() float64 {
 
 func ratio(a, b uint64) float64 { return float64(a) / float64(max(1, b)) }
 
-// retransmits is memberlist's RetransmitMult · ceil(log10(n+1)) at the
-// defaults.
-func retransmits(n int) int { return 4 * int(math.Ceil(math.Log10(float64(n+1)))) }
+// retransmits is memberlist's RetransmitMult · ceil(log10(n+1)).
+func retransmits(n, mult int) int {
+	if mult == 0 {
+		mult = memberlist.DefaultLANConfig().RetransmitMult
+	}
+	return mult * int(math.Ceil(math.Log10(float64(n+1))))
+}
 
 func roundAll(ds []time.Duration) []string {
 	var out []string

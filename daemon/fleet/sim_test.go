@@ -257,7 +257,7 @@ func (s *sim) run(t *testing.T) *simResult {
 	samples := <-sampled
 	measured := time.Since(start)
 	cpu := cpuTime() - cpu0
-	delta := s.stats().minus(before)
+	delta := s.stats().combine(before, sub)
 	lost, overflow := s.net.lost.Load()-lost0, s.net.overflow.Load()-over0
 	// Let the last flips land (or not: they count as unseen).
 	deadline := time.Now().Add(30 * time.Second * time.Duration(max(1, int(p.scale))))
@@ -277,9 +277,7 @@ func (s *sim) run(t *testing.T) *simResult {
 
 // queueSample is the members' broadcast queues at one moment.
 type queueSample struct {
-	at         time.Duration
-	total, max int
-	members    int
+	total, max, members int
 }
 
 // queued sums the alive members' broadcast queues.
@@ -303,7 +301,6 @@ func (s *sim) queued() queueSample {
 // sampleQueues samples the queues every period until stop, then hands
 // the samples over.
 func (s *sim) sampleQueues(period time.Duration, stop <-chan struct{}, out chan<- []queueSample) {
-	start := time.Now()
 	var samples []queueSample
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -313,9 +310,7 @@ func (s *sim) sampleQueues(period time.Duration, stop <-chan struct{}, out chan<
 			out <- samples
 			return
 		case <-t.C:
-			q := s.queued()
-			q.at = time.Since(start)
-			samples = append(samples, q)
+			samples = append(samples, s.queued())
 		}
 	}
 }
@@ -325,26 +320,21 @@ func (s *sim) sampleQueues(period time.Duration, stop <-chan struct{}, out chan<
 func (s *sim) stats() Stats {
 	var sum Stats
 	for _, f := range s.members {
-		sum = sum.plus(f.Stats())
+		sum = sum.combine(f.Stats(), add)
 	}
 	return sum
 }
 
-func (a Stats) plus(b Stats) Stats {
-	return Stats{BytesIn: a.BytesIn + b.BytesIn, BytesOut: a.BytesOut + b.BytesOut, MsgsIn: a.MsgsIn + b.MsgsIn, MsgsOut: a.MsgsOut + b.MsgsOut,
-		StreamBytesIn: a.StreamBytesIn + b.StreamBytesIn, StreamBytesOut: a.StreamBytesOut + b.StreamBytesOut,
-		Received: a.Received + b.Received, Duplicates: a.Duplicates + b.Duplicates, Applied: a.Applied + b.Applied, Published: a.Published + b.Published,
-		Merged: a.Merged + b.Merged, Relayed: a.Relayed + b.Relayed, Sent: a.Sent + b.Sent, SentBytes: a.SentBytes + b.SentBytes, PushPulls: a.PushPulls + b.PushPulls,
-		Old: a.Old + b.Old}
+// combine applies op to the counts the simulation reads, field by field.
+func (a Stats) combine(b Stats, op func(x, y uint64) uint64) Stats {
+	return Stats{BytesOut: op(a.BytesOut, b.BytesOut), StreamBytesOut: op(a.StreamBytesOut, b.StreamBytesOut),
+		Received: op(a.Received, b.Received), Applied: op(a.Applied, b.Applied), Published: op(a.Published, b.Published),
+		Merged: op(a.Merged, b.Merged), Relayed: op(a.Relayed, b.Relayed), Sent: op(a.Sent, b.Sent),
+		SentBytes: op(a.SentBytes, b.SentBytes), PushPulls: op(a.PushPulls, b.PushPulls)}
 }
 
-func (a Stats) minus(b Stats) Stats {
-	return Stats{BytesIn: a.BytesIn - b.BytesIn, BytesOut: a.BytesOut - b.BytesOut, MsgsIn: a.MsgsIn - b.MsgsIn, MsgsOut: a.MsgsOut - b.MsgsOut,
-		StreamBytesIn: a.StreamBytesIn - b.StreamBytesIn, StreamBytesOut: a.StreamBytesOut - b.StreamBytesOut,
-		Received: a.Received - b.Received, Duplicates: a.Duplicates - b.Duplicates, Applied: a.Applied - b.Applied, Published: a.Published - b.Published,
-		Merged: a.Merged - b.Merged, Relayed: a.Relayed - b.Relayed, Sent: a.Sent - b.Sent, SentBytes: a.SentBytes - b.SentBytes, PushPulls: a.PushPulls - b.PushPulls,
-		Old: a.Old - b.Old}
-}
+func add(x, y uint64) uint64 { return x + y }
+func sub(x, y uint64) uint64 { return x - y }
 
 // crash stops member i without a leave, as a crashed node.
 func (s *sim) crash(i int) {

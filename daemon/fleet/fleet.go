@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sort"
@@ -104,6 +105,10 @@ type Fleet struct {
 	// bursts when a fleet starts.
 	probeEvery time.Duration
 	probeLater bool // a remake is set for when probeEvery has passed
+	// viewEvery bounds how often a view is made: tables come in bursts
+	// (a gossip packet carries many), each view costs what is out, and
+	// OnChange's work follows each.
+	viewEvery time.Duration
 
 	view    atomic.Pointer[View]
 	changed chan struct{} // a new view is to be made (cap 1)
@@ -181,6 +186,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	f.ml = ml
 	f.probeEvery = mc.ProbeInterval
+	f.viewEvery = mc.GossipInterval / 2
 	settle := time.AfterFunc(mc.PushPullInterval, func() {
 		f.mu.Lock()
 		f.st.settled, f.needProbe = true, true
@@ -269,15 +275,24 @@ func (f *Fleet) signal() {
 	}
 }
 
-// loop makes views and updates the metadata, one at a time.
+// loop makes views and updates the metadata, one at a time; a view at
+// most every viewEvery (the changes meanwhile make one view: a flip's
+// latency grows by half a gossip interval at most).
 func (f *Fleet) loop() {
 	defer f.wg.Done()
+	// After a view, changed is nil until wait fires: the signals
+	// meanwhile merge into one.
+	var wait <-chan time.Time
+	changed := f.changed
 	for {
 		select {
 		case <-f.done:
 			return
-		case <-f.changed:
+		case <-changed:
 			f.remake()
+			changed, wait = nil, time.After(f.viewEvery)
+		case <-wait:
+			changed, wait = f.changed, nil
 		case <-f.metaCh:
 			// UpdateNode queues the update, then waits for its first
 			// sending, which nothing here needs: the shortest wait. An
@@ -307,7 +322,7 @@ func (f *Fleet) remake() {
 			f.needProbe, f.probedAt = false, time.Now()
 		}
 	}
-	v := f.st.view(f.alive)
+	v := f.st.view(f.alive, len(f.view.Load().Out))
 	v.Probe = f.probe
 	f.mu.Unlock()
 	old := f.view.Load()
@@ -344,23 +359,19 @@ func viewEqual(a, b *View) bool {
 // and again every retry for the first rejoin after that (members starting
 // together may join through a member before it knows the others, and the
 // alive messages of those may have stopped spreading: a push/pull with
-// the join members hands over what they learned since); then every
-// rejoin while members seen earlier are dead (a healed partition:
-// memberlist stops gossiping to dead members after GossipToTheDeadTime).
+// the join members hands over what they learned since). Then, every
+// rejoin while members seen earlier are dead, it joins one of them
+// (reconnect): memberlist stops gossiping to dead members after
+// GossipToTheDeadTime, so a healed partition stays split without it.
 func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 	defer f.wg.Done()
-	if len(f.cfg.Join) == 0 {
-		return
-	}
-	joined := false
-	var joinedAt time.Time
+	joined := len(f.cfg.Join) == 0 // nothing to join through: the first member
+	var joinedAt, last time.Time
 	t := time.NewTicker(retry)
 	defer t.Stop()
-	var last time.Time
 	for {
-		settling := joined && time.Since(joinedAt) < rejoin
-		if !joined || settling || f.missing() && time.Since(last) >= rejoin {
-			last = time.Now()
+		switch {
+		case !joined || !joinedAt.IsZero() && time.Since(joinedAt) < rejoin:
 			n, err := f.ml.Join(f.cfg.Join)
 			switch {
 			case err != nil && n == 0:
@@ -368,6 +379,11 @@ func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 			case !joined:
 				joined, joinedAt = true, time.Now()
 				f.log.Info("gossip: joined", "through", n, "members", f.ml.NumMembers())
+			}
+		case time.Since(last) >= rejoin:
+			last = time.Now()
+			if addr := f.reconnectTo(rand.Float64(), rand.Float64()); addr != "" {
+				f.ml.Join([]string{addr}) // a dead member that does not answer is still dead
 			}
 		}
 		select {
@@ -378,12 +394,23 @@ func (f *Fleet) joinLoop(retry, rejoin time.Duration) {
 	}
 }
 
-// missing tells whether members seen earlier are dead now.
-func (f *Fleet) missing() bool {
+// reconnectTo picks the address of a dead member to join, or "" for none
+// this time, as serf's reconnect does: with the probability dead / alive,
+// so that the fleet as a whole tries about one join per dead member and
+// rejoin, and a member cut off from most (many dead, few alive) tries
+// every time. A dead member rather than the join members: those may be
+// on this side of the partition, and every member joining them would put
+// all the push/pulls on them. chance and pick are uniform in [0, 1): the
+// first decides whether to join, the second which dead member.
+func (f *Fleet) reconnectTo(chance, pick float64) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	dead, _, _ := f.st.failStatic()
-	return dead > 0
+	dead := f.st.deadMembers()
+	alive := len(f.st.aliveList())
+	if len(dead) == 0 || chance*float64(alive) >= float64(len(dead)) {
+		return ""
+	}
+	return f.st.members[dead[min(len(dead)-1, int(pick*float64(len(dead))))]].addr
 }
 
 // Member is a member as status --fleet shows it.
@@ -539,6 +566,7 @@ func (d *delegate) NotifyMsg(b []byte) {
 	case offerApplied, offerPart:
 		// The first receipt: gossip it on, as memberlist does not.
 		f.queue.QueueBroadcast(&broadcast{name: p.owner + "/" + strconv.Itoa(p.index), msg: slices.Clone(b)})
+		f.c.relayed.Add(1)
 		if result == offerApplied {
 			f.c.applied.Add(1)
 			f.signal()
@@ -556,13 +584,21 @@ func (d *delegate) NotifyMsg(b []byte) {
 }
 
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
-	return d.f.queue.GetBroadcasts(overhead, limit)
+	msgs := d.f.queue.GetBroadcasts(overhead, limit)
+	n := 0
+	for _, m := range msgs {
+		n += len(m)
+	}
+	d.f.c.sent.Add(uint64(len(msgs)))
+	d.f.c.sentBytes.Add(uint64(n))
+	return msgs
 }
 
 // LocalState is every complete table known, this node's own included:
 // what a joining node or a push/pull partner gets.
 func (d *delegate) LocalState(join bool) []byte {
 	f := d.f
+	f.c.pushPulls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tables := []storedTable{{owner: f.cfg.Name, v: f.st.own.v, ids: f.st.ownIDs()}}
@@ -600,6 +636,7 @@ func (d *delegate) MergeRemoteState(b []byte, join bool) {
 	f.mu.Unlock()
 	f.c.claims.Add(uint64(dropped))
 	f.c.applied.Add(uint64(applied))
+	f.c.merged.Add(uint64(applied))
 	if applied > 0 {
 		f.signal()
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -191,6 +192,36 @@ func TestDeadMemberEndpointsOut(t *testing.T) {
 		if outOn(f, keyA, "") || outOn(f, keyC, "") {
 			t.Errorf("%s: alive members' endpoints out: %v", f.cfg.Name, f.View().Out)
 		}
+	}
+}
+
+// A member joins a dead member now and then, to heal a partition: as
+// often as dead / alive (one in four here, or every time when cut off
+// from most), a dead member picked at random.
+func TestReconnectTo(t *testing.T) {
+	tests := []struct {
+		name         string
+		alive, dead  []string // besides a
+		chance, pick float64
+		want         string
+	}{
+		{name: "none dead", alive: []string{"b", "c", "d", "e"}, chance: 0, want: ""},
+		{name: "one dead of four: joins", alive: []string{"b", "c", "d"}, dead: []string{"e"}, chance: 0.2, pick: 0.9, want: "e:7946"},
+		{name: "one dead of four: not this time", alive: []string{"b", "c", "d"}, dead: []string{"e"}, chance: 0.3, want: ""},
+		{name: "cut off: first", dead: []string{"b", "c", "d", "e"}, chance: 0.99, pick: 0, want: "b:7946"},
+		{name: "cut off: third", dead: []string{"b", "c", "d", "e"}, chance: 0.99, pick: 0.6, want: "d:7946"},
+		{name: "cut off: last", dead: []string{"b", "c", "d", "e"}, chance: 0.99, pick: 0.99, want: "e:7946"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &Fleet{st: newTestState(tt.alive...)}
+			for _, n := range tt.dead {
+				f.st.setMember(n, n+":7946", StateDead, time.Unix(0, 0), Meta{})
+			}
+			if got := f.reconnectTo(tt.chance, tt.pick); got != tt.want {
+				t.Errorf("reconnectTo(%g, %g) = %q, want %q", tt.chance, tt.pick, got, tt.want)
+			}
+		})
 	}
 }
 

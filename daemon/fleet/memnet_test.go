@@ -23,7 +23,10 @@ type memNetwork struct {
 	next   int
 	// loss is the share of packets lost, in millionths.
 	loss atomic.Int64
-	lost atomic.Uint64
+	lost atomic.Uint64 // on purpose (loss)
+	// overflow counts packets lost to a full queue: a receiver that
+	// cannot keep up.
+	overflow atomic.Uint64
 }
 
 func newMemNetwork() *memNetwork { return &memNetwork{byAddr: map[string]*memTransport{}} }
@@ -92,7 +95,7 @@ func (t *memTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time
 	select {
 	case dest.packets <- &memberlist.Packet{Buf: append([]byte(nil), b...), From: memAddr(t.addr), Timestamp: now}:
 	default:
-		t.net.lost.Add(1)
+		t.net.overflow.Add(1)
 	}
 	return now, nil
 }

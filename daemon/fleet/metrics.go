@@ -23,6 +23,11 @@ type counters struct {
 	received   atomic.Uint64 // table parts received
 	duplicates atomic.Uint64 // parts received again (gossip's redundancy)
 	applied    atomic.Uint64 // tables applied: a newer version of an owner's
+	merged     atomic.Uint64 // of applied, those from a push/pull: gossip missed them
+	relayed    atomic.Uint64 // parts queued again on first receipt
+	sent       atomic.Uint64 // parts handed to memberlist (each transmission)
+	sentBytes  atomic.Uint64 // their bytes
+	pushPulls  atomic.Uint64 // states sent (LocalState: push/pull and join)
 	published  atomic.Uint64 // versions of this node's table published
 	views      atomic.Uint64 // views made that differ from the one before
 	claims     atomic.Uint64 // claims dropped: a check of another, alive node
@@ -112,7 +117,9 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 // Stats are the fleet's counts, for tests and the simulation.
 type Stats struct {
 	BytesIn, BytesOut, MsgsIn, MsgsOut          uint64
+	StreamBytesIn, StreamBytesOut               uint64 // of the bytes: TCP (push/pull, join)
 	Received, Duplicates, Applied, Published    uint64
+	Merged, Relayed, Sent, SentBytes, PushPulls uint64
 	Claims, Refused                             uint64
 	Malformed, Oversized, Old, Stranger, Queued uint64
 }
@@ -120,7 +127,9 @@ type Stats struct {
 // Stats returns the fleet's counts now.
 func (f *Fleet) Stats() Stats {
 	return Stats{BytesIn: f.t.bytesIn.Load(), BytesOut: f.t.bytesOut.Load(), MsgsIn: f.t.msgsIn.Load(), MsgsOut: f.t.msgsOut.Load(),
+		StreamBytesIn: f.t.streamIn.Load(), StreamBytesOut: f.t.streamOut.Load(),
 		Received: f.c.received.Load(), Duplicates: f.c.duplicates.Load(), Applied: f.c.applied.Load(), Published: f.c.published.Load(),
+		Merged: f.c.merged.Load(), Relayed: f.c.relayed.Load(), Sent: f.c.sent.Load(), SentBytes: f.c.sentBytes.Load(), PushPulls: f.c.pushPulls.Load(),
 		Claims: f.c.claims.Load(), Refused: f.c.refused.Load(),
 		Malformed: f.c.dropped[dropMalformed].Load(), Oversized: f.c.dropped[dropOversized].Load(),
 		Old: f.c.dropped[dropOld].Load(), Stranger: f.c.dropped[dropStranger].Load(), Queued: uint64(f.queue.NumQueued())}

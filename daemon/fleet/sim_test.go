@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,27 +35,31 @@ import (
 //	NETSPEC_FLEET_LOSS        share of packets lost (0.01)
 //	NETSPEC_FLEET_SCALE       memberlist's timers multiplied by this (1)
 //	NETSPEC_FLEET_KILL        members crashed during the run (2)
+//	NETSPEC_FLEET_RETRANSMIT  memberlist's RetransmitMult (0: its default, 4)
 func TestSimulation(t *testing.T) {
 	if os.Getenv("NETSPEC_FLEET_SIM") == "" {
 		t.Skip("a measurement: set NETSPEC_FLEET_SIM=1 (scripts/bench-fleet)")
 	}
 	p := simParams{
-		members:   envInt("NETSPEC_FLEET_MEMBERS", 200),
-		endpoints: envInt("NETSPEC_FLEET_ENDPOINTS", 20000),
-		duration:  envDuration("NETSPEC_FLEET_DURATION", time.Minute),
-		flips:     envFloat("NETSPEC_FLEET_FLIPS", 0.01),
-		restart:   envFloat("NETSPEC_FLEET_RESTART", 0.10),
-		over:      envDuration("NETSPEC_FLEET_RESTART_OVER", 10*time.Minute),
-		loss:      envFloat("NETSPEC_FLEET_LOSS", 0.01),
-		scale:     envFloat("NETSPEC_FLEET_SCALE", 1),
-		kill:      envInt("NETSPEC_FLEET_KILL", 2),
+		members:    envInt("NETSPEC_FLEET_MEMBERS", 200),
+		endpoints:  envInt("NETSPEC_FLEET_ENDPOINTS", 20000),
+		duration:   envDuration("NETSPEC_FLEET_DURATION", time.Minute),
+		flips:      envFloat("NETSPEC_FLEET_FLIPS", 0.01),
+		restart:    envFloat("NETSPEC_FLEET_RESTART", 0.10),
+		over:       envDuration("NETSPEC_FLEET_RESTART_OVER", 10*time.Minute),
+		loss:       envFloat("NETSPEC_FLEET_LOSS", 0.01),
+		scale:      envFloat("NETSPEC_FLEET_SCALE", 1),
+		kill:       envInt("NETSPEC_FLEET_KILL", 2),
+		retransmit: envInt("NETSPEC_FLEET_RETRANSMIT", 0),
 	}
 	r := runSimulation(t, p)
 	fmt.Println(r.markdown(p))
+	fmt.Println(r.summary(p))
 }
 
 type simParams struct {
 	members, endpoints, kill int
+	retransmit               int
 	duration, over           time.Duration
 	flips, restart, loss     float64
 	scale                    float64
@@ -108,6 +113,9 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 			&c.TCPTimeout, &c.GossipToTheDeadTime} {
 			*d = time.Duration(float64(*d) * p.scale)
 		}
+		if p.retransmit > 0 {
+			c.RetransmitMult = p.retransmit
+		}
 	}
 	start := time.Now()
 	for i, name := range s.names {
@@ -139,20 +147,24 @@ func runSimulation(t *testing.T, p simParams) *simResult {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "bench-fleet: converged in %s; running %s\n", time.Since(start).Round(time.Second), p.duration)
 	converge := time.Since(start)
+	// The members' first tables (empty) are still being gossiped, and
+	// each member joins again through its join members for a push/pull
+	// interval after joining: let the queues drain and the joins end,
+	// so that the run measures a fleet at work, not one starting.
+	settled := time.Now().Add(time.Duration(float64(30*time.Second)*p.scale) + time.Second)
+	for drain := time.Now().Add(time.Minute); time.Now().Before(drain) && s.queued().total > 0 || time.Now().Before(settled); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Fprintf(os.Stderr, "bench-fleet: converged in %s, queues drained and joins done in %s; running %s\n",
+		converge.Round(time.Second), (time.Since(start) - converge).Round(time.Second), p.duration)
 	s.net.setLoss(p.loss)
 	s.mu.Lock()
 	s.falseDead = 0
 	s.mu.Unlock()
 
-	before := s.traffic()
-	cpu0 := cpuTime()
 	r := s.run(t)
 	r.converge = converge
-	r.cpu = cpuTime() - cpu0
-	after := s.traffic()
-	r.bytesOut = after - before
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	r.heap = ms.HeapInuse
@@ -219,8 +231,15 @@ func (s *sim) run(t *testing.T) *simResult {
 		events = append(events, event{at: p.duration / 2 * time.Duration(i+1) / time.Duration(p.kill+1), kill: p.members - 1 - i})
 	}
 	slices.SortFunc(events, func(a, b event) int { return int(a.at - b.at) })
+	// The counts, the CPU and the bytes are those of the events' time;
+	// the latencies of the flips are followed after it too.
+	before := s.stats()
+	lost0, over0 := s.net.lost.Load(), s.net.overflow.Load()
+	cpu0 := cpuTime()
 	start := time.Now()
-	maxQueue := 0
+	stop := make(chan struct{})
+	sampled := make(chan []queueSample)
+	go s.sampleQueues(time.Second, stop, sampled)
 	for _, e := range events {
 		if d := time.Until(start.Add(e.at)); d > 0 {
 			time.Sleep(d)
@@ -233,10 +252,13 @@ func (s *sim) run(t *testing.T) *simResult {
 		case failing[e.key] != e.out:
 			set(e.key, e.out)
 		}
-		for _, f := range s.members[:3] {
-			maxQueue = max(maxQueue, int(f.Stats().Queued))
-		}
 	}
+	close(stop)
+	samples := <-sampled
+	measured := time.Since(start)
+	cpu := cpuTime() - cpu0
+	delta := s.stats().combine(before, sub)
+	lost, overflow := s.net.lost.Load()-lost0, s.net.overflow.Load()-over0
 	// Let the last flips land (or not: they count as unseen).
 	deadline := time.Now().Add(30 * time.Second * time.Duration(max(1, int(p.scale))))
 	for time.Now().Before(deadline) {
@@ -248,8 +270,71 @@ func (s *sim) run(t *testing.T) *simResult {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return s.result(time.Since(start), len(events), maxQueue)
+	r := s.result(measured, len(events))
+	r.queue, r.cpu, r.delta, r.bytesOut, r.lost, r.overflow = samples, cpu, delta, delta.BytesOut, lost, overflow
+	return r
 }
+
+// queueSample is the members' broadcast queues at one moment.
+type queueSample struct {
+	total, max, members int
+}
+
+// queued sums the alive members' broadcast queues.
+func (s *sim) queued() queueSample {
+	var q queueSample
+	for i, f := range s.members {
+		s.mu.Lock()
+		dead := s.dead[i]
+		s.mu.Unlock()
+		if dead {
+			continue
+		}
+		n := f.queue.NumQueued()
+		q.total += n
+		q.max = max(q.max, n)
+		q.members++
+	}
+	return q
+}
+
+// sampleQueues samples the queues every period until stop, then hands
+// the samples over.
+func (s *sim) sampleQueues(period time.Duration, stop <-chan struct{}, out chan<- []queueSample) {
+	var samples []queueSample
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			out <- samples
+			return
+		case <-t.C:
+			samples = append(samples, s.queued())
+		}
+	}
+}
+
+// stats sums the members' counts, the crashed ones' included (their
+// counts stop).
+func (s *sim) stats() Stats {
+	var sum Stats
+	for _, f := range s.members {
+		sum = sum.combine(f.Stats(), add)
+	}
+	return sum
+}
+
+// combine applies op to the counts the simulation reads, field by field.
+func (a Stats) combine(b Stats, op func(x, y uint64) uint64) Stats {
+	return Stats{BytesOut: op(a.BytesOut, b.BytesOut), StreamBytesOut: op(a.StreamBytesOut, b.StreamBytesOut),
+		Received: op(a.Received, b.Received), Applied: op(a.Applied, b.Applied), Published: op(a.Published, b.Published),
+		Merged: op(a.Merged, b.Merged), Relayed: op(a.Relayed, b.Relayed), Sent: op(a.Sent, b.Sent),
+		SentBytes: op(a.SentBytes, b.SentBytes), PushPulls: op(a.PushPulls, b.PushPulls)}
+}
+
+func add(x, y uint64) uint64 { return x + y }
+func sub(x, y uint64) uint64 { return x - y }
 
 // crash stops member i without a leave, as a crashed node.
 func (s *sim) crash(i int) {
@@ -312,14 +397,6 @@ func (s *sim) converged() int {
 	return n
 }
 
-func (s *sim) traffic() uint64 {
-	var n uint64
-	for _, f := range s.members {
-		n += f.t.bytesOut.Load()
-	}
-	return n
-}
-
 // deathCounter is a slog handler that counts members declared dead that
 // were not crashed: false deaths.
 type deathCounter struct{ s *sim }
@@ -346,7 +423,7 @@ func (h *deathCounter) WithGroup(string) slog.Handler      { return h }
 
 type simResult struct {
 	elapsed, converge, cpu time.Duration
-	events, maxQueue       int
+	events                 int
 	flips, superseded      int
 	unseen                 int
 	p99, all               []time.Duration // per flip: seen by 99 %, by all
@@ -355,13 +432,15 @@ type simResult struct {
 	falseDead              int
 	bytesOut               uint64
 	heap, rss              uint64
-	lost                   uint64
+	lost, overflow         uint64
+	queue                  queueSamples
+	delta                  Stats // the members' counts over the run
 }
 
-func (s *sim) result(elapsed time.Duration, events, maxQueue int) *simResult {
+func (s *sim) result(elapsed time.Duration, events int) *simResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := &simResult{elapsed: elapsed, events: events, maxQueue: maxQueue, falseDead: s.falseDead, lost: s.net.lost.Load()}
+	r := &simResult{elapsed: elapsed, events: events, falseDead: s.falseDead}
 	alive := len(s.members) - len(s.dead)
 	all := append(slices.Clone(s.done), func() []*flip {
 		var out []*flip
@@ -417,29 +496,115 @@ func pct(ds []time.Duration, q float64) string {
 
 func (r *simResult) markdown(p simParams) string {
 	n := float64(p.members)
+	d := r.delta
 	secs := r.elapsed.Seconds()
 	suspicion := time.Duration(float64(4*time.Second) * p.scale * math.Max(1, math.Log10(n)))
 	rows := [][2]string{
 		{"members (one process, in-memory network)", fmt.Sprintf("%d, timers ×%g", p.members, p.scale)},
 		{"endpoints; flipping per minute; rolling restart", fmt.Sprintf("%d; %g %%; %g %% of pods over %s, each out 5 s", p.endpoints, p.flips*100, p.restart*100, p.over)},
-		{"packet loss", fmt.Sprintf("%.1f %% (%d packets lost, queue overflow included)", p.loss*100, r.lost)},
-		{"run", fmt.Sprintf("%s after convergence in %s; %d events", r.elapsed.Round(time.Second), r.converge.Round(time.Second), r.events)},
-		{"update rate", fmt.Sprintf("%.1f table versions/s fleet-wide", float64(r.flips+r.superseded)/secs)},
+		{"packet loss", fmt.Sprintf("%.1f %% (%d packets lost); %d more lost to full receive queues", p.loss*100, r.lost, r.overflow)},
+		{"run (rates, bytes and CPU are of it)", fmt.Sprintf("%s after convergence in %s; %d events", r.elapsed.Round(time.Second), r.converge.Round(time.Second), r.events)},
+		{"update rate", fmt.Sprintf("%.1f flips/s, %.1f table versions/s fleet-wide", float64(r.flips+r.superseded)/secs, float64(d.Published)/secs)},
 		{"flip seen by 99 % of members: p50 / p99 / max", fmt.Sprintf("%s / %s / %s", pct(r.p99, .5), pct(r.p99, .99), pct(r.p99, 1))},
 		{"flip seen by all: p50 / p99 / max", fmt.Sprintf("%s / %s / %s", pct(r.all, .5), pct(r.all, .99), pct(r.all, 1))},
-		{"flips measured; superseded before all saw them; never seen by all", fmt.Sprintf("%d; %d; %d", r.flips, r.superseded, r.unseen)},
+		{"flips measured; superseded before all saw them; never seen by all; seen by all after 5 s", fmt.Sprintf("%d; %d; %d; %d", r.flips, r.superseded, r.unseen, r.slow(5*time.Second))},
+		{"tables applied by gossip; by push/pull or join (before gossip brought them)", fmt.Sprintf("%d; %d", d.Applied-d.Merged, d.Merged)},
+		{"parts sent per part queued (own and relayed); receipts per part applied", fmt.Sprintf("%.1f (limit %d); %.1f", ratio(d.Sent, d.Published+d.Relayed), retransmits(p.members, p.retransmit), ratio(d.Received, d.Applied-d.Merged))},
 		{"crashed member's endpoints out on all: each", fmt.Sprintf("%v (suspicion bound %s to %s; %d not on all)", roundAll(r.deathAll), suspicion.Round(time.Millisecond), (6 * suspicion).Round(time.Second), r.deathMissing)},
 		{"false deaths over the run", strconv.Itoa(r.falseDead)},
 		{"bytes sent per member per second (all gossip, encrypted)", fmt.Sprintf("%.0f B/s", float64(r.bytesOut)/n/secs)},
+		{"of which: table parts (unencrypted); push/pull and joins (TCP); push/pulls per member per minute", fmt.Sprintf("%.0f B/s; %.0f B/s; %.1f", float64(d.SentBytes)/n/secs, float64(d.StreamBytesOut)/n/secs, float64(d.PushPulls)/n/secs*60)},
 		{"CPU per member", fmt.Sprintf("%.1f ms/s (%.0f %% of a core for the process)", float64(r.cpu.Milliseconds())/n/secs, r.cpu.Seconds()/secs*100)},
 		{"memory per member", fmt.Sprintf("heap %.1f MB, RSS %.1f MB (process / members)", float64(r.heap)/n/1e6, float64(r.rss)/n/1e6)},
-		{"largest broadcast queue seen (3 members sampled)", strconv.Itoa(r.maxQueue)},
+		{"broadcast queue per member, mean (max), each tenth of the run", r.queueSeries()},
+		{"queue growing", r.growing()},
 	}
 	out := "| fleet simulation | |\n|---|---|\n"
 	for _, row := range rows {
 		out += "| " + row[0] + " | " + row[1] + " |\n"
 	}
 	return out
+}
+
+// summary is one line of the summary over flip rates (bench-fleet
+// FLIPS=a,b,c): the rate, the latencies, the queues, the bytes.
+func (r *simResult) summary(p simParams) string {
+	secs := r.elapsed.Seconds()
+	return fmt.Sprintf("summary| %g %% | %.1f | %.1f | %s / %s | %s / %s | %d | %s | %.0f B/s |", p.flips*100,
+		float64(r.flips+r.superseded)/secs, float64(r.delta.Published)/secs, pct(r.p99, .5), pct(r.p99, .99),
+		pct(r.all, .5), pct(r.all, .99), r.delta.Merged, r.growing(), float64(r.bytesOut)/float64(p.members)/secs)
+}
+
+// slow counts the flips seen by all later than d, or never.
+func (r *simResult) slow(d time.Duration) int {
+	i, _ := slices.BinarySearch(r.all, d)
+	return len(r.all) - i + r.unseen
+}
+
+// queueSeries is the mean and largest queue per member for each tenth
+// of the run.
+func (r *simResult) queueSeries() string {
+	var out []string
+	for i := range 10 {
+		part := queueSamples(r.queue[i*len(r.queue)/10 : (i+1)*len(r.queue)/10])
+		if len(part) == 0 {
+			continue
+		}
+		mean, mx := part.mean(), 0
+		for _, q := range part {
+			mx = max(mx, q.max)
+		}
+		out = append(out, fmt.Sprintf("%.0f (%d)", mean, mx))
+	}
+	return strings.Join(out, ", ")
+}
+
+// growing tells whether the queues grew over the run: full when the
+// mean queue per member over a tenth of the run came near one entry per
+// owner (a newer version replaces a queued one: the queues can grow no
+// further, and updates wait instead); yes when the mean over the last
+// third is more than a quarter (and more than one entry) above the
+// middle third's.
+func (r *simResult) growing() string {
+	n := len(r.queue)
+	if n < 10 {
+		return "– (run too short)"
+	}
+	mid, last := queueSamples(r.queue[n/3:2*n/3]).mean(), queueSamples(r.queue[2*n/3:]).mean()
+	members := r.queue[n-1].members
+	top := 0.0
+	for i := range 10 {
+		top = max(top, queueSamples(r.queue[i*n/10:(i+1)*n/10]).mean())
+	}
+	switch {
+	case top > 0.8*float64(members):
+		return fmt.Sprintf("full (%.0f per member in a tenth of the run: about one per owner)", top)
+	case last > 1.25*mid+1:
+		return fmt.Sprintf("yes (%.1f → %.1f per member)", mid, last)
+	}
+	return fmt.Sprintf("no (%.1f → %.1f per member)", mid, last)
+}
+
+type queueSamples []queueSample
+
+// mean is the mean queue per member.
+func (qs queueSamples) mean() float64 {
+	var total, members int
+	for _, q := range qs {
+		total += q.total
+		members += q.members
+	}
+	return float64(total) / float64(max(1, members))
+}
+
+func ratio(a, b uint64) float64 { return float64(a) / float64(max(1, b)) }
+
+// retransmits is memberlist's RetransmitMult · ceil(log10(n+1)).
+func retransmits(n, mult int) int {
+	if mult == 0 {
+		mult = memberlist.DefaultLANConfig().RetransmitMult
+	}
+	return mult * int(math.Ceil(math.Log10(float64(n+1))))
 }
 
 func roundAll(ds []time.Duration) []string {

@@ -212,6 +212,18 @@ func (s *state) failStatic() (dead, ever int, on bool) {
 	return dead, ever, 2*dead > ever
 }
 
+// deadMembers lists the tree's nodes known as dead members, sorted.
+func (s *state) deadMembers() []string {
+	var out []string
+	for n, m := range s.members {
+		if m.state == StateDead && n != s.self && s.isNode(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Offer results: what became of a received table part.
 const (
 	offerApplied   = "applied"   // a new version is complete and applied
@@ -229,9 +241,11 @@ const (
 func (s *state) offer(p part) (result string, dropped int) {
 	switch {
 	case p.owner == s.self:
-		if !p.v.Less(s.own.v) {
+		if s.own.v.Less(p.v) {
 			// A table of ours newer than ours: we restarted with a clock
-			// behind the last run's. Publish above it.
+			// behind the last run's. Publish above it. Our own version
+			// coming back (every member gossips it on) is no news:
+			// moving on from it would publish a version each round trip.
 			s.own.v = Version{Gen: p.v.Gen, Seq: p.v.Seq + 1}
 		}
 		return offerSelf, 0
@@ -411,9 +425,11 @@ func (s *state) home(h string) MemberState {
 
 // view works out which of the tree's checks are out. It costs what fails
 // and what runs on dead nodes, not what the tree checks: it runs on every
-// table received.
-func (s *state) view(alive []nameHash) *View {
-	v := &View{Out: map[string]Why{}}
+// table received. size is a guess of how many are out (the last view's):
+// the map is made that big at once. The checks of one owner share their
+// By.
+func (s *state) view(alive []nameHash, size int) *View {
+	v := &View{Out: make(map[string]Why, size)}
 	dead, ever, static := s.failStatic()
 	v.FailStatic, v.Dead, v.Ever = static, dead, ever
 	has := func(owner string, id ID) bool {
@@ -424,6 +440,13 @@ func (s *state) view(alive []nameHash) *View {
 		return t != nil && t.ids[id]
 	}
 	visit := func(owner string, ids map[ID]bool) {
+		var self []string // By of the owner's own checks, made once
+		owned := func() []string {
+			if self == nil {
+				self = []string{owner}
+			}
+			return self
+		}
 		for id := range ids {
 			c, ok := s.checks[id]
 			if !ok {
@@ -432,11 +455,11 @@ func (s *state) view(alive []nameHash) *View {
 			switch s.home(c.Node) {
 			case StateAlive:
 				if c.Node == owner {
-					v.Out[c.Key] = Why{Reason: ReasonProbe, By: []string{owner}}
+					v.Out[c.Key] = Why{Reason: ReasonProbe, By: owned()}
 				}
 			case StateDead:
 				if static && c.Node == owner {
-					v.Out[c.Key] = Why{Reason: ReasonProbe, By: []string{owner}}
+					v.Out[c.Key] = Why{Reason: ReasonProbe, By: owned()}
 				}
 			case StateLeft:
 				// A member that left on purpose (a restart, a drain): its
@@ -464,8 +487,9 @@ func (s *state) view(alive []nameHash) *View {
 			if m.state != StateDead || !s.isNode(h) {
 				continue
 			}
+			by := []string{h}
 			for _, id := range s.byHome[h] {
-				v.Out[s.checks[id].Key] = Why{Reason: ReasonDead, By: []string{h}}
+				v.Out[s.checks[id].Key] = Why{Reason: ReasonDead, By: by}
 			}
 		}
 	}

@@ -109,12 +109,31 @@ func TestOffer(t *testing.T) {
 }
 
 // A table of this node newer than its own (a restart with the clock
-// behind) moves its own version past it.
-func TestOfferOwnNewer(t *testing.T) {
-	s := newTestState()
-	s.offer(part{owner: "a", v: Version{Gen: 200, Seq: 3}, parts: 1})
-	if want := (Version{Gen: 200, Seq: 4}); s.own.v != want {
-		t.Errorf("own version %v, want %v", s.own.v, want)
+// behind) moves its own version past it; its own version or an older one
+// coming back (gossiped on by others, or in a push/pull) leaves it.
+func TestOfferOwn(t *testing.T) {
+	tests := []struct {
+		name    string
+		offered Version
+		want    Version
+	}{
+		{name: "newer generation", offered: Version{Gen: 200, Seq: 3}, want: Version{Gen: 200, Seq: 4}},
+		{name: "same generation, newer", offered: Version{Gen: 100, Seq: 9}, want: Version{Gen: 100, Seq: 10}},
+		{name: "its own version back", offered: Version{Gen: 100, Seq: 5}, want: Version{Gen: 100, Seq: 5}},
+		{name: "older", offered: Version{Gen: 100, Seq: 4}, want: Version{Gen: 100, Seq: 5}},
+		{name: "older generation", offered: Version{Gen: 99, Seq: 50}, want: Version{Gen: 100, Seq: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestState()
+			s.own.v = Version{Gen: 100, Seq: 5}
+			if r, _ := s.offer(part{owner: "a", v: tt.offered, parts: 1}); r != offerSelf {
+				t.Errorf("offer: %s, want %s", r, offerSelf)
+			}
+			if s.own.v != tt.want {
+				t.Errorf("own version %v, want %v", s.own.v, tt.want)
+			}
+		})
 	}
 }
 
@@ -169,7 +188,7 @@ func TestView(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newTestState("b", "c", "d", "e")
 			tt.change(s)
-			v := s.view(s.aliveList())
+			v := s.view(s.aliveList(), 0)
 			if diff := cmp.Diff(tt.out, v.Out); diff != "" {
 				t.Errorf("out (-want +got):\n%s", diff)
 			}
@@ -201,12 +220,12 @@ func TestViewAgentless(t *testing.T) {
 		}
 	}
 	say(by[0])
-	if _, ok := s.view(alive).Out[keyX]; ok {
+	if _, ok := s.view(alive, 0).Out[keyX]; ok {
 		t.Fatalf("out on the word of %s alone", by[0])
 	}
 	say(by[1])
 	want := map[string]Why{keyX: {Reason: ReasonProbe, By: by}}
-	if diff := cmp.Diff(want, s.view(alive).Out); diff != "" {
+	if diff := cmp.Diff(want, s.view(alive, 0).Out); diff != "" {
 		t.Errorf("out (-want +got):\n%s", diff)
 	}
 	if got, probes := s.probed(alive), slices.Contains(by, "a"); slices.Contains(got, keyX) != probes {
@@ -275,5 +294,42 @@ func TestSetChecksSameKeyTwice(t *testing.T) {
 		if got := NewTree(nil, order).checks[KeyID("k")].Node; got != "a" {
 			t.Errorf("%v: home %q, want a", order, got)
 		}
+	}
+}
+
+// BenchmarkView is the work each member does on every table it applies:
+// 200 members, 20,000 checks, 400 failing (1 % flipping plus a rolling
+// restart), 2 members dead.
+func BenchmarkView(b *testing.B) {
+	const members, checks, failing = 200, 20000, 400
+	var names []string
+	for i := range members {
+		names = append(names, fmt.Sprintf("node-%04d", i))
+	}
+	var cs []Check
+	for i := range checks {
+		cs = append(cs, Check{Key: fmt.Sprintf("10.%d.%d.%d\x00tcp:8080", i>>16&255, i>>8&255, i&255), Node: names[i%members]})
+	}
+	s := newState(names[0], 1)
+	s.setTree(NewTree(names, cs))
+	for i, n := range names[1:] {
+		st := StateAlive
+		if i >= members-3 {
+			st = StateDead
+		}
+		s.setMember(n, n+":7946", st, time.Unix(0, 0), Meta{})
+	}
+	byOwner := map[string][]ID{}
+	for i := 0; i < checks; i += checks / failing {
+		byOwner[cs[i].Node] = append(byOwner[cs[i].Node], KeyID(cs[i].Key))
+	}
+	for o, ids := range byOwner {
+		s.merge(o, Version{Gen: 1, Seq: 1}, ids)
+	}
+	alive := s.aliveList()
+	size := len(s.view(alive, 0).Out)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.view(alive, size)
 	}
 }

@@ -12,8 +12,9 @@ import (
 // traffic counts what a transport carries, all of memberlist's traffic
 // (membership, probes, our tables, push/pull), after encryption.
 type traffic struct {
-	bytesIn, bytesOut atomic.Uint64
-	msgsIn, msgsOut   atomic.Uint64
+	bytesIn, bytesOut   atomic.Uint64
+	msgsIn, msgsOut     atomic.Uint64
+	streamIn, streamOut atomic.Uint64 // of the bytes, those of streams
 }
 
 // countingTransport is a memberlist transport that counts the traffic of
@@ -108,11 +109,13 @@ type countingConn struct {
 func (c *countingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.t.bytesIn.Add(uint64(n))
+	c.t.streamIn.Add(uint64(n))
 	return n, err
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.t.bytesOut.Add(uint64(n))
+	c.t.streamOut.Add(uint64(n))
 	return n, err
 }

@@ -13,7 +13,7 @@
 // prove with real connections through every node's kernel which pods
 // still receive traffic.
 //
-// The scenarios run side by side (t.Parallel, at most go test's -parallel at
+// The tests run side by side (t.Parallel, at most go test's -parallel at
 // once), each fleet in namespaces of its own: every fleet uses the same
 // addresses and device names, which never meet, as no two fleets share a
 // namespace, and testnet gives every namespace a name of its own.

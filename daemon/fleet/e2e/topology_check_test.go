@@ -16,12 +16,8 @@ import (
 // the pod link's address, the others by their lan address); a pod's
 // health server can fail for one node only; a stopped pod refuses; a node
 // whose bridge port is down is cut off, and back when it is up.
-//
-// It runs alone, before the scenarios (no t.Parallel): a process that a
-// test beside it forks (ip, netspec) holds a copy of a listener closed
-// meanwhile until it execs, so that a stopped pod would not refuse at
-// once.
 func TestFleetTopology(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t, fleetSize)
 	for _, n := range f.nodes {
 		for _, o := range f.nodes {

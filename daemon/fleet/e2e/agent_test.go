@@ -42,8 +42,7 @@ func TestMain(m *testing.M) {
 // netspecBin builds the netspec command once per test run (go test puts
 // its toolchain's go first in PATH) and returns the binary's path. It
 // skips the test first, loudly, unless it can run the agents (root, ip
-// and nft). Every test calls it before t.Parallel, so that the build runs
-// before any fleet, and alone.
+// and nft).
 func netspecBin(t *testing.T) string {
 	t.Helper()
 	testnet.Require(t, "nft")

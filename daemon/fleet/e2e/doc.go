@@ -13,11 +13,6 @@
 // prove with real connections through every node's kernel which pods
 // still receive traffic.
 //
-// The tests run side by side (t.Parallel, at most go test's -parallel at
-// once), each fleet in namespaces of its own: every fleet uses the same
-// addresses and device names, which never meet, as no two fleets share a
-// namespace, and testnet gives every namespace a name of its own.
-//
 // The tests need root, ip(8) and nft; without them they skip, saying so.
 // Most scenarios run the agents with gossip (watch --gossip-listen); a pod
 // server that stops is tested with and without.

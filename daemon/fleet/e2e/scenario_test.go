@@ -20,83 +20,6 @@ const (
 	quietWindow = 3 * time.Second
 )
 
-// The scenarios run side by side (t.Parallel), each with a fleet of its
-// own, at most -parallel (GOMAXPROCS by default) at once. The longest,
-// TestCutOffNodeFailsStatic, comes first: go test starts parallel tests
-// about in the order they paused, so that the others run beside it rather
-// than before it.
-
-// TestCutOffNodeFailsStatic (scenario c): a node cut off the lan (its
-// agent running) sees every other node dead, more than half of the
-// tree's: it fails static, and keeps every other node's pods in its data
-// plane, so that connections from it still go to them (and time out, the
-// link being down) rather than all to its own pod. The other nodes, a
-// majority, take the cut-off node's pods out and do not fail static.
-// With the link back, the fleet is whole again: every member alive on
-// every node, no fail static, every pod in.
-func TestCutOffNodeFailsStatic(t *testing.T) {
-	netspecBin(t)
-	t.Parallel()
-	f := runningFleet(t, true)
-
-	cut := f.node(6)
-	others := f.others(cut)
-	t0 := time.Now()
-	f.setLink(cut, false)
-
-	// The majority: node-6's pods out, no fail static.
-	rest := f.podsOf(apps, cut.pods["web"], cut.pods["echo"])
-	f.waitRounds("no connection from the majority goes to node-6's pods", others, apps, t0, deadline,
-		func(c map[string]int) bool { return every(c, rest) })
-	f.waitDead(others, cut)
-
-	// The cut-off node: every other node dead (the first five make it
-	// fail static), every pod kept. It takes longer than the majority:
-	// nobody confirms its suspicions, and memberlist's Lifeguard slows
-	// the probes of a node that misses acks (its probe interval grows up
-	// to ninefold), so that it reaches the last of its seven peers after
-	// up to a minute, then waits out the suspicion.
-	waitFor(t, "node-6 sees every other node dead and fails static", 3*deadline, func() (bool, string) {
-		s, err := cut.agent.fleet()
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, o := range others {
-			if m := s.member(o.name); m == nil || m.State == "alive" {
-				return false, fmt.Sprintf("%s %+v, failStatic %v", o.name, m, s.FailStatic)
-			}
-		}
-		return s.FailStatic, fmt.Sprintf("%+v", *s)
-	})
-	t.Logf("node-6 failed static %s after its link went down", time.Since(t0).Round(time.Millisecond))
-	ruleset := cut.ns.MustRun("nft", "list", "ruleset")
-	for _, n := range f.nodes {
-		for _, p := range n.pods {
-			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(p.ip) + `\b`).MatchString(ruleset) {
-				t.Errorf("node-6 fails static, but its ruleset lacks %s (%s):\n%s", p.ip, p.name, ruleset)
-			}
-		}
-	}
-	// Connections from it go to its own web-6 and to the pods it cannot
-	// reach (timeout, or no route to host once ARP gave up), not all to
-	// web-6 as they would with the others' pods out.
-	c := round(cut.ns, []app{apps[0]})
-	if own := c["web-6"]; own == 0 || own == perRound {
-		t.Errorf("connections from node-6 to web, failing static: %s; want some to its own web-6, the rest to the pods it cannot reach", showCounts(c))
-	}
-
-	f.setLink(cut, true)
-	f.waitMembers(f.nodes, 2*deadline)
-	f.waitAgents("no fail static once the link is back", f.nodes, deadline, func(n *node) (bool, string) {
-		s, err := n.agent.fleet()
-		if err != nil {
-			return false, err.Error()
-		}
-		return !s.FailStatic, "fails static"
-	})
-	f.waitEveryPod("node-6 back")
-}
-
 // TestPodServerStops (scenario a): when a pod's server stops, no new
 // connection from any node reaches it within failureThreshold ×
 // periodSeconds + 2 s, for an httpGet and a tcpSocket readiness probe,
@@ -104,7 +27,6 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 // the others learn it from gossip; without, every node probes it.
 func TestPodServerStops(t *testing.T) {
 	netspecBin(t)
-	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		gossip bool
@@ -112,10 +34,7 @@ func TestPodServerStops(t *testing.T) {
 		{name: "alone", gossip: false},
 		{name: "gossip", gossip: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			podServerStops(t, tc.gossip)
-		})
+		t.Run(tc.name, func(t *testing.T) { podServerStops(t, tc.gossip) })
 	}
 }
 
@@ -198,7 +117,6 @@ const nodeDeathBound = 10 * time.Second
 // node, and its pods are in again.
 func TestNodeDies(t *testing.T) {
 	netspecBin(t)
-	t.Parallel()
 	f := runningFleet(t, true)
 
 	dead := f.node(4)
@@ -218,6 +136,75 @@ func TestNodeDies(t *testing.T) {
 	f.waitEveryPod("node-4 back")
 }
 
+// TestCutOffNodeFailsStatic (scenario c): a node cut off the lan (its
+// agent running) sees every other node dead, more than half of the
+// tree's: it fails static, and keeps every other node's pods in its data
+// plane, so that connections from it still go to them (and time out, the
+// link being down) rather than all to its own pod. The other nodes, a
+// majority, take the cut-off node's pods out and do not fail static.
+// With the link back, the fleet is whole again: every member alive on
+// every node, no fail static, every pod in.
+func TestCutOffNodeFailsStatic(t *testing.T) {
+	netspecBin(t)
+	f := runningFleet(t, true)
+
+	cut := f.node(6)
+	others := f.others(cut)
+	t0 := time.Now()
+	f.setLink(cut, false)
+
+	// The majority: node-6's pods out, no fail static.
+	rest := f.podsOf(apps, cut.pods["web"], cut.pods["echo"])
+	f.waitRounds("no connection from the majority goes to node-6's pods", others, apps, t0, deadline,
+		func(c map[string]int) bool { return every(c, rest) })
+	f.waitDead(others, cut)
+
+	// The cut-off node: every other node dead (the first five make it
+	// fail static), every pod kept. It takes longer than the majority:
+	// nobody confirms its suspicions, and memberlist's Lifeguard slows
+	// the probes of a node that misses acks (its probe interval grows up
+	// to ninefold), so that it reaches the last of its seven peers after
+	// up to a minute, then waits out the suspicion.
+	waitFor(t, "node-6 sees every other node dead and fails static", 3*deadline, func() (bool, string) {
+		s, err := cut.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, o := range others {
+			if m := s.member(o.name); m == nil || m.State == "alive" {
+				return false, fmt.Sprintf("%s %+v, failStatic %v", o.name, m, s.FailStatic)
+			}
+		}
+		return s.FailStatic, fmt.Sprintf("%+v", *s)
+	})
+	ruleset := cut.ns.MustRun("nft", "list", "ruleset")
+	for _, n := range f.nodes {
+		for _, p := range n.pods {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(p.ip) + `\b`).MatchString(ruleset) {
+				t.Errorf("node-6 fails static, but its ruleset lacks %s (%s):\n%s", p.ip, p.name, ruleset)
+			}
+		}
+	}
+	// Connections from it go to its own web-6 and to the pods it cannot
+	// reach (timeout, or no route to host once ARP gave up), not all to
+	// web-6 as they would with the others' pods out.
+	c := round(cut.ns, []app{apps[0]})
+	if own := c["web-6"]; own == 0 || own == perRound {
+		t.Errorf("connections from node-6 to web, failing static: %s; want some to its own web-6, the rest to the pods it cannot reach", showCounts(c))
+	}
+
+	f.setLink(cut, true)
+	f.waitMembers(f.nodes, 2*deadline)
+	f.waitAgents("no fail static once the link is back", f.nodes, deadline, func(n *node) (bool, string) {
+		s, err := n.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		return !s.FailStatic, "fails static"
+	})
+	f.waitEveryPod("node-6 back")
+}
+
 // TestIntrudersChangeNothing (scenario d): a node no Node of the tree
 // names, with the fleet's key, and a node claiming node-3's name with
 // another key, both joining through node-1 and both seeing the pods they
@@ -226,7 +213,6 @@ func TestNodeDies(t *testing.T) {
 // its own address and node-9 not alive.
 func TestIntrudersChangeNothing(t *testing.T) {
 	netspecBin(t)
-	t.Parallel()
 	f := runningFleet(t, true)
 	all := f.podsOf(apps)
 
@@ -307,7 +293,6 @@ func outOn(st *daemon.Status, service, endpoint string) bool {
 // them.
 func TestRestartedAgentGetsView(t *testing.T) {
 	netspecBin(t)
-	t.Parallel()
 	f := runningFleet(t, true)
 	web := []app{apps[0]}
 
@@ -339,7 +324,6 @@ func TestRestartedAgentGetsView(t *testing.T) {
 // says, where a dead node's would go out.
 func TestAgentLeaves(t *testing.T) {
 	netspecBin(t)
-	t.Parallel()
 	f := runningFleet(t, true)
 
 	gone := f.node(4)

@@ -17,7 +17,6 @@ import (
 // health server can fail for one node only; a stopped pod refuses; a node
 // whose bridge port is down is cut off, and back when it is up.
 func TestFleetTopology(t *testing.T) {
-	t.Parallel()
 	f := newFleet(t, fleetSize)
 	for _, n := range f.nodes {
 		for _, o := range f.nodes {

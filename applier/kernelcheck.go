@@ -70,14 +70,15 @@ func notCheckedWhy(err error, withIPVS, fake bool) string {
 	if withIPVS {
 		what = "the node's IPVS and nftables"
 	}
-	if isPermission(err) || !fake && os.Geteuid() != 0 {
+	if IsPermission(err) || !fake && os.Geteuid() != 0 {
 		return "needs root (CAP_NET_ADMIN) to read " + what
 	}
 	return "reading " + what + ": " + err.Error()
 }
 
-// isPermission tells an error of a missing privilege.
-func isPermission(err error) bool {
+// IsPermission tells an error of a missing privilege (not root, no
+// CAP_NET_ADMIN), which the kernel reports in several ways.
+func IsPermission(err error) bool {
 	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
 }
 

@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"netspec.dev/netspec/applier"
@@ -131,7 +130,7 @@ func ReadKernel() *Kernel {
 	k := &Kernel{}
 	tables, err := readNFTables()
 	if err != nil {
-		if isPermission(err) || os.Geteuid() != 0 {
+		if applier.IsPermission(err) || os.Geteuid() != 0 {
 			k.Error = "needs root (or CAP_NET_ADMIN) to read the kernel: " + err.Error()
 		} else {
 			k.Error = err.Error()
@@ -212,9 +211,4 @@ func ReadRecord(dir string) (*Record, error) {
 	}
 	r.Probes = daemon.HeldOut(p, rec)
 	return r, nil
-}
-
-// isPermission tells an error of a missing privilege.
-func isPermission(err error) bool {
-	return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)
 }

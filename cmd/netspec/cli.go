@@ -133,8 +133,7 @@ func run(args []string, e *env) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec %s: %v\n%sRun 'netspec %s --help' for usage.\n", c.name, err, flagHint(fs, err), c.name)
-		return exitError
+		return e.fail(c.name, "%v\n%sRun 'netspec %s --help' for usage.", err, flagHint(fs, err), c.name)
 	}
 	return c.run(e, opts, pos)
 }
@@ -243,8 +242,20 @@ func flagPlaceholder(f *flag.Flag) (name, usage string) {
 // needArgs checks the count of positional arguments.
 func needArgs(e *env, c string, args []string, n int, what string) bool {
 	if len(args) != n {
-		fmt.Fprintf(e.stderr, "netspec %s: want %s, got %d argument(s)\nRun 'netspec %s --help' for usage.\n", c, what, len(args), c)
+		e.usageError(c, "want %s, got %d argument(s)", what, len(args))
 		return false
 	}
 	return true
+}
+
+// fail reports an error of command cmd on stderr, as "netspec CMD: " and
+// the message, and returns exitError: every command's errors read alike.
+func (e *env) fail(cmd, format string, a ...any) int {
+	fmt.Fprintf(e.stderr, "netspec "+cmd+": "+format+"\n", a...)
+	return exitError
+}
+
+// usageError is fail for a usage error: it tells where the usage is.
+func (e *env) usageError(cmd, format string, a ...any) int {
+	return e.fail(cmd, format+"\nRun 'netspec %s --help' for usage.", append(a, cmd)...)
 }

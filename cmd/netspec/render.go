@@ -83,39 +83,29 @@ func runRender(e *env, opts any, args []string) int {
 		return exitError
 	}
 	if f.node == "" || f.out == "" {
-		fmt.Fprintf(e.stderr, "netspec render: --node and --out are required\nRun 'netspec render --help' for usage.\n")
-		return exitError
+		return e.usageError("render", "--node and --out are required")
 	}
 	if !(&nodeFlags{dataplane: f.dataplane, ipvsScheduler: f.ipvsScheduler}).checkDataplane(e, "render") {
 		return exitError
 	}
-	l, err := loadTree(e, args[0], &f.loadFlags)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
-	}
-	printDiags(e, l.diags)
-	if n := l.diags.Errors(); n > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s; nothing written\n", plural(l.diags.Files(), "file"), plural(n, "error"))
+	l := loadValid(e, "render", args[0], &f.loadFlags, "nothing written")
+	if l == nil {
 		return exitError
 	}
 	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
+		return e.fail("render", "%v", err)
 	}
 	files, err := render.Files(p, render.DataplaneNFTables)
 	if f.dataplane == "ipvs" {
 		files, err = render.FilesIPVS(p, f.ipvsScheduler)
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
+		return e.fail("render", "%v", err)
 	}
 	written, removed, err := writeRendered(f.out, files)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
+		return e.fail("render", "%v", err)
 	}
 	fmt.Fprintf(e.stdout, "rendered node %s into %s: %s\n", f.node, f.out, strings.Join(written, ", "))
 	if len(removed) > 0 {

@@ -132,12 +132,10 @@ Examples:
 func runStatus(e *env, opts any, args []string) int {
 	f := opts.(*statusFlags)
 	if len(args) > 0 {
-		fmt.Fprintf(e.stderr, "netspec status: takes no arguments, got %q\nRun 'netspec status --help' for usage.\n", args)
-		return exitError
+		return e.usageError("status", "takes no arguments, got %q", args)
 	}
 	if f.wait < 0 {
-		fmt.Fprintf(e.stderr, "netspec status: --wait %s: want a positive duration\n", f.wait)
-		return exitError
+		return e.fail("status", "--wait %s: want a positive duration", f.wait)
 	}
 	sock := f.socket
 	if sock == "" {
@@ -149,14 +147,12 @@ func runStatus(e *env, opts any, args []string) int {
 	}
 	out, err := status.Gather(status.Options{Socket: sock, StateDir: f.stateDir, Wait: f.wait})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
-		return exitError
+		return e.fail("status", "%v", err)
 	}
 	if f.json {
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
-			return exitError
+			return e.fail("status", "%v", err)
 		}
 		e.stdout.Write(append(b, '\n'))
 		return exitOK

@@ -24,20 +24,16 @@ type fleetOut struct {
 func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err error) int {
 	switch {
 	case errors.Is(err, daemon.ErrNoDaemon), errors.Is(err, daemon.ErrStaleSocket):
-		fmt.Fprintf(e.stderr, "netspec status: --fleet: no daemon answers on %s\n", sock)
-		return exitError
+		return e.fail("status", "--fleet: no daemon answers on %s", sock)
 	case err != nil:
-		fmt.Fprintf(e.stderr, "netspec status: asking the daemon on %s: %v\n", sock, err)
-		return exitError
+		return e.fail("status", "asking the daemon on %s: %v", sock, err)
 	case st.Fleet == nil:
-		fmt.Fprintf(e.stderr, "netspec status: --fleet: the daemon of %s does not gossip (netspec watch --gossip-listen), or has not applied a tree yet\n", st.Node)
-		return exitError
+		return e.fail("status", "--fleet: the daemon of %s does not gossip (netspec watch --gossip-listen), or has not applied a tree yet", st.Node)
 	}
 	if f.json {
 		b, err := json.MarshalIndent(fleetOut{Node: st.Node, FleetStatus: st.Fleet}, "", "  ")
 		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
-			return exitError
+			return e.fail("status", "%v", err)
 		}
 		e.stdout.Write(append(b, '\n'))
 		return exitOK

@@ -82,8 +82,7 @@ Examples:
 func runValidate(e *env, opts any, args []string) int {
 	f := opts.(*validateFlags)
 	if f.output != "text" && f.output != "json" {
-		fmt.Fprintf(e.stderr, "netspec validate: --output must be text or json, not %q\n", f.output)
-		return exitError
+		return e.fail("validate", "--output must be text or json, not %q", f.output)
 	}
 	if !needArgs(e, "validate", args, 1, "one TREE") {
 		return exitError
@@ -93,8 +92,7 @@ func runValidate(e *env, opts any, args []string) int {
 		if f.output == "json" {
 			return printValidateJSON(e, &validateReport{Errors: 1, Findings: []finding{{File: args[0], Severity: "error", Message: err.Error()}}})
 		}
-		fmt.Fprintf(e.stderr, "netspec validate: %v\n", err)
-		return exitError
+		return e.fail("validate", "%v", err)
 	}
 	dl := l.diags
 	// With --locked, the lock's differences from what the tree needs, and
@@ -237,8 +235,7 @@ func printValidateJSON(e *env, r *validateReport) int {
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec validate: %v\n", err)
-		return exitError
+		return e.fail("validate", "%v", err)
 	}
 	fmt.Fprintf(e.stdout, "%s\n", b)
 	if !r.Valid {

@@ -49,8 +49,7 @@ Examples:
 			if opts.(*versionFlags).json {
 				b, err := json.MarshalIndent(v, "", "  ")
 				if err != nil {
-					fmt.Fprintf(e.stderr, "netspec version: %v\n", err)
-					return exitError
+					return e.fail("version", "%v", err)
 				}
 				fmt.Fprintf(e.stdout, "%s\n", b)
 				return exitOK

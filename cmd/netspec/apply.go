@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -291,12 +290,7 @@ func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *
 	if out.HeldOut == nil {
 		out.HeldOut = []daemon.ProbeOut{}
 	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return writeJSON(w, out)
 }
 
 // writeHeldOut tells which endpoints plan compared as held out by the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -253,6 +254,22 @@ func needArgs(e *env, c string, args []string, n int, what string) bool {
 func (e *env) fail(cmd, format string, a ...any) int {
 	fmt.Fprintf(e.stderr, "netspec "+cmd+": "+format+"\n", a...)
 	return exitError
+}
+
+// printJSON writes v to stdout as every --json does (writeJSON); an error
+// is command cmd's.
+func (e *env) printJSON(cmd string, v any) int {
+	if err := writeJSON(e.stdout, v); err != nil {
+		return e.fail(cmd, "%v", err)
+	}
+	return exitOK
+}
+
+// writeJSON writes v as JSON indented by two spaces, and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // usageError is fail for a usage error: it tells where the usage is.

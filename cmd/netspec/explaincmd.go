@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -241,12 +240,7 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 	}
 	if f.json {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(xs); err != nil {
-			return e.fail("explain", "%v", err)
-		}
-		return exitOK
+		return e.printJSON("explain", xs)
 	}
 	for i, x := range xs {
 		if i > 0 {

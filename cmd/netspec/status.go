@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -150,12 +149,7 @@ func runStatus(e *env, opts any, args []string) int {
 		return e.fail("status", "%v", err)
 	}
 	if f.json {
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			return e.fail("status", "%v", err)
-		}
-		e.stdout.Write(append(b, '\n'))
-		return exitOK
+		return e.printJSON("status", out)
 	}
 	if out.Running {
 		writeDaemonStatus(e.stdout, sock, out.Daemon, time.Now())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,12 +30,7 @@ func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err 
 		return e.fail("status", "--fleet: the daemon of %s does not gossip (netspec watch --gossip-listen), or has not applied a tree yet", st.Node)
 	}
 	if f.json {
-		b, err := json.MarshalIndent(fleetOut{Node: st.Node, FleetStatus: st.Fleet}, "", "  ")
-		if err != nil {
-			return e.fail("status", "%v", err)
-		}
-		e.stdout.Write(append(b, '\n'))
-		return exitOK
+		return e.printJSON("status", fleetOut{Node: st.Node, FleetStatus: st.Fleet})
 	}
 	writeFleetStatus(e.stdout, st.Node, st.Fleet, time.Now())
 	return exitOK

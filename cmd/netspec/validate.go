@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -233,12 +232,7 @@ func printValidateJSON(e *env, r *validateReport) int {
 			r.Valid = false
 		}
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return e.fail("validate", "%v", err)
-	}
-	fmt.Fprintf(e.stdout, "%s\n", b)
-	if !r.Valid {
+	if code := e.printJSON("validate", r); code != exitOK || !r.Valid {
 		return exitError
 	}
 	return exitOK

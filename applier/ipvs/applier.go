@@ -157,20 +157,14 @@ func (a *Applier) Cleanup() error {
 	if link.Kind != "dummy" {
 		return wrongKind(link.Kind)
 	}
-	owned := map[netip.Addr]bool{}
-	for _, p := range link.Addrs {
-		owned[p.Addr()] = true
-	}
-	svcs, err := a.k.Services()
+	svcs, err := ownedServices(a.k, link)
 	if err != nil {
 		return err
 	}
 	slices.SortFunc(svcs, func(a, b KernelService) int { return a.Compare(b.Key) })
 	for _, s := range svcs {
-		if s.Addr.IsValid() && owned[s.Addr] {
-			if err := a.k.DeleteService(s.Key); err != nil {
-				return fmt.Errorf("delete virtual server %s: %w", s.Key, err)
-			}
+		if err := a.k.DeleteService(s.Key); err != nil {
+			return fmt.Errorf("delete virtual server %s: %w", s.Key, err)
 		}
 	}
 	if err := a.k.DeleteLink(); err != nil {

@@ -247,10 +247,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 			}
 		}
 	}
-	name := port.Name
-	if name == "" {
-		name = "(unnamed)"
-	}
+	name := cmp.Or(port.Name, "(unnamed)")
 	target := ""
 	if sp != nil {
 		target = ", targetPort " + sp.TargetPort.String()
@@ -507,10 +504,7 @@ func (x *Explanation) kernel(checks []KernelCheck, differs string) {
 			}
 			x.step("  %s", d)
 		}
-		if differs == "" {
-			differs = "the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)"
-		}
-		kc.Cause = &Cause{CauseKernelDiffers, differs}
+		kc.Cause = &Cause{CauseKernelDiffers, cmp.Or(differs, "the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)")}
 		x.step("cause: %s", kc.Cause.Text)
 	}
 }
@@ -685,11 +679,7 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 	ports := func(ps []schema.EndpointPort) string {
 		var out []string
 		for _, p := range ps {
-			name := p.Name
-			if name == "" {
-				name = "(unnamed)"
-			}
-			out = append(out, fmt.Sprintf("%s %d/%s", name, p.Port, cmp.Or(p.Protocol, "TCP")))
+			out = append(out, fmt.Sprintf("%s %d/%s", cmp.Or(p.Name, "(unnamed)"), p.Port, cmp.Or(p.Protocol, "TCP")))
 		}
 		return orNone(out)
 	}

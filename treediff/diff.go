@@ -1,6 +1,7 @@
 package treediff
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -719,20 +720,10 @@ func clusterIPWords(s *ServiceInfo) string {
 
 // proxyWords names the proxy that serves a Service: netspec, or the
 // other proxy its service-proxy-name label names.
-func proxyWords(s string) string {
-	if s == "" {
-		return "netspec"
-	}
-	return s
-}
+func proxyWords(s string) string { return cmp.Or(s, "netspec") }
 
 // schedulerWords names an IPVS scheduler, or the node's default.
-func schedulerWords(s string) string {
-	if s == "" {
-		return "the node's default"
-	}
-	return s
-}
+func schedulerWords(s string) string { return cmp.Or(s, "the node's default") }
 
 func affinityWords(sec int32) string {
 	if sec > 0 {

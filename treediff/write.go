@@ -1,6 +1,7 @@
 package treediff
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -124,12 +125,7 @@ func onNode(n string) string {
 	return " on " + nodeName(n)
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
+func orNone(s string) string { return cmp.Or(s, "(none)") }
 
 func fieldPhrase(f FieldChange) string {
 	return fmt.Sprintf("%s %s -> %s", f.Field, orNone(f.Old), orNone(f.New))

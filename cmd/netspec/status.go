@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -323,13 +324,6 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 	}
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // writeRecordView prints the state dir's record of the last applied plan,
 // as status shows it without a daemon.
 func writeRecordView(w io.Writer, dir string, r *status.Record, now time.Time) {
@@ -385,7 +379,7 @@ func writeProbeOut(w io.Writer, o daemon.ProbeOut, now time.Time) {
 	if !o.LastProbe.IsZero() {
 		last = "; last probe " + ago(o.LastProbe, now)
 	}
-	fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError), last)
+	fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), cmp.Or(o.LastError, "-"), last)
 }
 
 // writeKernelView prints what the kernel holds of netspec, as status

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -40,24 +41,16 @@ func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err 
 func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time.Time) {
 	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), fs.Alive())
 	for _, m := range fs.Members {
-		rev := m.Revision
-		if rev == "" {
-			rev = "-"
-		}
 		since := "-"
 		if !m.Since.IsZero() {
 			since = ago(m.Since, now)
 		}
 		fmt.Fprintf(w, "  %-20s %-6s %-22s revision %s, %d checks (%d failing), since %s\n",
-			m.Name, m.State, m.Address, rev, m.Checks, m.Failing, since)
+			m.Name, m.State, m.Address, cmp.Or(m.Revision, "-"), m.Checks, m.Failing, since)
 	}
 	fmt.Fprintln(w, "revisions (alive nodes):")
 	for _, r := range fs.Revisions {
-		rev := r.Revision
-		if rev == "" {
-			rev = "(none applied yet)"
-		}
-		fmt.Fprintf(w, "  %s: %s\n", rev, plural(r.Nodes, "node"))
+		fmt.Fprintf(w, "  %s: %s\n", cmp.Or(r.Revision, "(none applied yet)"), plural(r.Nodes, "node"))
 	}
 	if len(fs.Revisions) > 1 {
 		fmt.Fprintln(w, "  the fleet is split across revisions: a rollout under way, or nodes that do not follow")

@@ -274,11 +274,7 @@ const shownKinds = 4
 func ignoredByKind(ig []schema.Ignored) string {
 	counts := map[string]int{}
 	for _, i := range ig {
-		k := i.Kind
-		if k == "" {
-			k = "(no kind)"
-		}
-		counts[k]++
+		counts[cmp.Or(i.Kind, "(no kind)")]++
 	}
 	kinds := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
 		if c := cmp.Compare(counts[b], counts[a]); c != 0 {

@@ -244,20 +244,6 @@ func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
 	}
 }
 
-// desired renders p: the ruleset for the kernel (nil with NoDataplane),
-// the IPVS table (with Options.IPVS) and the files for the state dir.
-func (n *Node) desired(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, map[string]state.File, error) {
-	rs, table, err := n.desiredKernel(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	files, err := n.stateFiles(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return rs, table, files, nil
-}
-
 // stateFiles renders p's zone, env and resolv.conf files for the state
 // dir, each when the dir asks for its bytes.
 func (n *Node) stateFiles(p *plan.Plan) (map[string]state.File, error) {
@@ -308,7 +294,11 @@ func (n *Node) desiredIPVS(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, e
 // Plan tells what Apply would change, changing nothing.
 func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	start := time.Now()
-	rs, table, files, err := n.desired(p)
+	rs, table, err := n.desiredKernel(p)
+	if err != nil {
+		return nil, err
+	}
+	files, err := n.stateFiles(p)
 	if err != nil {
 		return nil, err
 	}
@@ -362,18 +352,7 @@ func (n *Node) ApplyStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Re
 // prints there.
 func (n *Node) ApplyBeside(p *plan.Plan, work func()) (*Result, error) {
 	var wg sync.WaitGroup
-	started := false
-	start := func() {
-		if started {
-			return
-		}
-		started = true
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
+	start := sync.OnceFunc(func() { wg.Go(work) })
 	n.sent = start
 	r, err := n.apply(p, false, nil)
 	n.sent = nil

@@ -89,7 +89,10 @@ func runValidate(e *env, opts any, args []string) int {
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
 		if f.output == "json" {
-			return printValidateJSON(e, &validateReport{Errors: 1, Findings: []finding{{File: args[0], Severity: "error", Message: err.Error()}}})
+			r := newValidateReport(&schema.Tree{}, nil)
+			r.Findings = append(r.Findings, finding{File: args[0], Severity: "error", Message: err.Error()})
+			r.Errors, r.Valid = 1, false
+			return printValidateJSON(e, r)
 		}
 		return e.fail("validate", "%v", err)
 	}
@@ -214,24 +217,9 @@ func newValidateReport(t *schema.Tree, dl diag.List) *validateReport {
 	return r
 }
 
+// printValidateJSON prints r; the exit status says whether the tree is
+// valid.
 func printValidateJSON(e *env, r *validateReport) int {
-	if r.Findings == nil {
-		r.Findings = []finding{}
-	}
-	if r.Objects == nil {
-		r.Objects = map[string]int{}
-	}
-	if r.Ignored.Kinds == nil {
-		r.Ignored = ignoredReport{Kinds: map[string]int{}, Objects: []ignoredObject{}}
-	}
-	if r.Skipped == nil {
-		r.Skipped = []skippedFile{}
-	}
-	for _, f := range r.Findings {
-		if f.Severity == "error" {
-			r.Valid = false
-		}
-	}
 	if code := e.printJSON("validate", r); code != exitOK || !r.Valid {
 		return exitError
 	}

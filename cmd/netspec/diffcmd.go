@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,15 +158,10 @@ func treeNodes(t *schema.Tree) []string {
 }
 
 func nodeList(names map[string]bool) string {
-	var s []string
-	for n := range names {
-		s = append(s, n)
-	}
-	if len(s) == 0 {
+	if len(names) == 0 {
 		return "none"
 	}
-	sort.Strings(s)
-	return strings.Join(s, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(names)), ", ")
 }
 
 // compileNodes compiles a tree for each of the nodes it has. When neither

@@ -4,10 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"netspec.dev/netspec/compiler"
@@ -137,10 +138,7 @@ func renderedKind(rel string) bool {
 // that are not in files. It returns the written paths (all of files, in
 // order) and the removed ones.
 func writeRendered(dir string, files map[string][]byte) (written, removed []string, err error) {
-	for name := range files {
-		written = append(written, name)
-	}
-	sort.Strings(written)
+	written = slices.Sorted(maps.Keys(files))
 	for _, name := range written {
 		full := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {

@@ -70,7 +70,7 @@ type Options struct {
 	// KernelBusy, when set, is called as each nftables batch is sent
 	// (nft.Applier.OnSend): the kernel applies it within the call. It is
 	// called once the Node has started preparing the state dir's files
-	// beside the batch (see Node.Apply). Node.ApplyBeside is the way to
+	// beside the batch (see Node.ApplyStaged). Node.ApplyBeside is the way to
 	// use that time.
 	KernelBusy func()
 }
@@ -244,20 +244,6 @@ func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
 	}
 }
 
-// desired renders p: the ruleset for the kernel (nil with NoDataplane),
-// the IPVS table (with Options.IPVS) and the files for the state dir.
-func (n *Node) desired(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, map[string]state.File, error) {
-	rs, table, err := n.desiredKernel(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	files, err := n.stateFiles(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return rs, table, files, nil
-}
-
 // stateFiles renders p's zone, env and resolv.conf files for the state
 // dir, each when the dir asks for its bytes.
 func (n *Node) stateFiles(p *plan.Plan) (map[string]state.File, error) {
@@ -308,7 +294,11 @@ func (n *Node) desiredIPVS(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, e
 // Plan tells what Apply would change, changing nothing.
 func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	start := time.Now()
-	rs, table, files, err := n.desired(p)
+	rs, table, err := n.desiredKernel(p)
+	if err != nil {
+		return nil, err
+	}
+	files, err := n.stateFiles(p)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +321,7 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	return r, nil
 }
 
-// Apply makes the node's kernel and state dir hold p: the kernel's
+// ApplyStaged makes the node's kernel and state dir hold p: the kernel's
 // tables are read back and changed where they differ (drift included),
 // conntrack entries of UDP endpoints that left a frontend are deleted,
 // then the state dir's files are written. The kernel comes first: the
@@ -340,11 +330,19 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 // 50,000 Services, in one system call), the files are rendered into
 // temporary files beside it (state.Dir.PrepareRecord), which are renamed
 // into place once the kernel holds p, or removed if it does not.
-func (n *Node) Apply(p *plan.Plan) (*Result, error) {
-	return n.apply(p, false, nil)
+//
+// finish, when not nil, is the second step of a plan compiled in two
+// (compiler.Staged): p holds the Services, and the kernel is programmed
+// from them first; then finish returns the complete plan (the same
+// Services, with DNS records and env files), whose files go to the state
+// dir. An error of finish leaves the kernel updated and the state dir as
+// it was. The files are then prepared after the kernel step, not beside
+// it.
+func (n *Node) ApplyStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Result, error) {
+	return n.apply(p, false, finish)
 }
 
-// ApplyBeside is Apply with the caller's work done beside the kernel: work
+// ApplyBeside is ApplyStaged of a complete plan with the caller's work done beside the kernel: work
 // runs in a goroutine of its own as the first nftables batch is sent, while
 // the kernel takes it (at 50,000 Services, seconds in one system call, with
 // a core otherwise idle). When no batch is sent (only files changed, or no
@@ -354,18 +352,7 @@ func (n *Node) Apply(p *plan.Plan) (*Result, error) {
 // prints there.
 func (n *Node) ApplyBeside(p *plan.Plan, work func()) (*Result, error) {
 	var wg sync.WaitGroup
-	started := false
-	start := func() {
-		if started {
-			return
-		}
-		started = true
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
+	start := sync.OnceFunc(func() { wg.Go(work) })
 	n.sent = start
 	r, err := n.apply(p, false, nil)
 	n.sent = nil
@@ -376,25 +363,9 @@ func (n *Node) ApplyBeside(p *plan.Plan, work func()) (*Result, error) {
 	return r, err
 }
 
-// Update is Apply for a daemon that is the only writer of netspec's
-// tables: the kernel is diffed against what this Node installed last
-// rather than read back whole (see nft.Applier.Update).
-func (n *Node) Update(p *plan.Plan) (*Result, error) {
-	return n.apply(p, true, nil)
-}
-
-// ApplyStaged and UpdateStaged are Apply and Update of a plan compiled in
-// two steps (compiler.Staged): p holds the Services, and the kernel is
-// programmed from them first; then finish returns the complete plan (the
-// same Services, with DNS records and env files), whose files go to the
-// state dir. An error of finish leaves the kernel updated and the state
-// dir as it was. The files are then prepared after the kernel step, not
-// beside it.
-func (n *Node) ApplyStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Result, error) {
-	return n.apply(p, false, finish)
-}
-
-// UpdateStaged is ApplyStaged by difference, as Update.
+// UpdateStaged is ApplyStaged for a daemon that is the only writer of
+// netspec's tables: the kernel is diffed against what this Node installed
+// last rather than read back whole (see nft.Applier.Update).
 func (n *Node) UpdateStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Result, error) {
 	return n.apply(p, true, finish)
 }

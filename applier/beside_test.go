@@ -150,15 +150,15 @@ func TestStateDirBesideBatch(t *testing.T) {
 			}
 			for i, p := range plans {
 				before, inBatch = dirState(t, dir), nil
-				apply := n.Apply
+				apply := n.ApplyStaged
 				if update {
-					apply = n.Update
+					apply = n.UpdateStaged
 				}
-				r, err := apply(p)
+				r, err := apply(p, nil)
 				if err != nil {
 					t.Fatalf("plan %d: %v", i, err)
 				}
-				if _, err := ref.Apply(p); err != nil {
+				if _, err := ref.ApplyStaged(p, nil); err != nil {
 					t.Fatalf("plan %d, reference: %v", i, err)
 				}
 				if inBatch == nil {
@@ -228,7 +228,7 @@ func TestStateDirKernelRefuses(t *testing.T) {
 			fake, dir, n, during := fakeNode(t)
 			p := plans[0]
 			if !first {
-				if _, err := n.Apply(plans[0]); err != nil {
+				if _, err := n.ApplyStaged(plans[0], nil); err != nil {
 					t.Fatal(err)
 				}
 				p = plans[1]
@@ -241,7 +241,7 @@ func TestStateDirKernelRefuses(t *testing.T) {
 				temps, _ = splitTemps(t, waitPrepared(t, n, ready, dir))
 			}
 			fake.FailNext()
-			if _, err := n.Apply(p); !errors.Is(err, nft.ErrFakeFailure) {
+			if _, err := n.ApplyStaged(p, nil); !errors.Is(err, nft.ErrFakeFailure) {
 				t.Fatalf("Apply = %v, want the kernel's refusal", err)
 			}
 			if len(temps) == 0 {
@@ -253,7 +253,7 @@ func TestStateDirKernelRefuses(t *testing.T) {
 			// The next apply, accepted, writes the plan.
 			*during = nil
 			applier.SetPrepared(n, nil)
-			if _, err := n.Apply(p); err != nil {
+			if _, err := n.ApplyStaged(p, nil); err != nil {
 				t.Fatal(err)
 			}
 			temps, rest := splitTemps(t, dirState(t, dir))
@@ -312,7 +312,7 @@ func TestApplyBeside(t *testing.T) {
 			}
 			defer n.Close()
 			for i, p := range tc.plans[:len(tc.plans)-1] {
-				if _, err := n.Apply(p); err != nil {
+				if _, err := n.ApplyStaged(p, nil); err != nil {
 					t.Fatalf("plan %d: %v", i, err)
 				}
 			}

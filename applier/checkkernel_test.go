@@ -37,7 +37,7 @@ func TestCheckKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Apply(p1); err != nil {
+	if _, err := n.ApplyStaged(p1, nil); err != nil {
 		t.Fatal(err)
 	}
 	n.Close()

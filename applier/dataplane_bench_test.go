@@ -67,7 +67,7 @@ func BenchmarkDataplaneFullApply(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, err := n.Apply(p); err != nil {
+				if _, err := n.ApplyStaged(p, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -84,13 +84,13 @@ func BenchmarkDataplaneChangeEndpoint(b *testing.B) {
 	for _, dp := range dataplanes {
 		b.Run(dp.name, func(b *testing.B) {
 			n := benchNode(b, dp.ipvs)
-			if _, err := n.Apply(base); err != nil {
+			if _, err := n.ApplyStaged(base, nil); err != nil {
 				b.Fatal(err)
 			}
 			want := []*plan.Plan{moved, base}
 			i := 0
 			for b.Loop() {
-				r, err := n.Update(want[i%2])
+				r, err := n.UpdateStaged(want[i%2], nil)
 				if err != nil {
 					b.Fatal(err)
 				}

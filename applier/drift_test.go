@@ -27,7 +27,7 @@ func TestDrift(t *testing.T) {
 		t.Fatalf("nothing applied: drift %+v, %v; want none", d, err)
 	}
 
-	if _, err := n.Apply(p1); err != nil {
+	if _, err := n.ApplyStaged(p1, nil); err != nil {
 		t.Fatal(err)
 	}
 	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: nft.TableName}

@@ -164,13 +164,13 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 				continue
 			}
 			pk.Src = explain.DefaultSource(pk.Dst)
-			x := explain.Packet(p, tree.Objects, pk)
+			x := explain.PacketWith(p, tree.Objects, pk, explain.Options{})
 			kinds[x.Frontend]++
 			verdicts[x.Verdict]++
 			checkExplained(t, client, s, x, "")
 			if x.Frontend == "LoadBalancer IP" && len(s.SourceRanges) > 0 && pk.Dst.Is4() {
 				pk.Src = netip.MustParseAddr(explainDenied)
-				x := explain.Packet(p, tree.Objects, pk)
+				x := explain.PacketWith(p, tree.Objects, pk, explain.Options{})
 				if x.Verdict != plan.ActionDrop {
 					t.Errorf("%s from %s: explain says %s, want drop (outside loadBalancerSourceRanges %v)", x.To, explainDenied, x.Verdict, s.SourceRanges)
 				}
@@ -180,7 +180,7 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 				// From the node itself: the source ranges apply to its
 				// own connections too (kube-proxy checks in output).
 				pk.Src, pk.FromLocal = nodeIP4(t, p), true
-				x := explain.Packet(p, tree.Objects, pk)
+				x := explain.PacketWith(p, tree.Objects, pk, explain.Options{})
 				fromNode++
 				checkExplained(t, node, s, x, pk.Src.String())
 				pk.FromLocal = false
@@ -188,7 +188,7 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 			if x.Frontend != "cluster IP" && s.ExternalLocal && pk.Dst.Is4() {
 				// From a pod: externalTrafficPolicy Local's short-circuit.
 				pk.Src = netip.MustParseAddr(explainPod)
-				x := explain.Packet(p, tree.Objects, pk)
+				x := explain.PacketWith(p, tree.Objects, pk, explain.Options{})
 				shortCircuits++
 				checkExplained(t, client, s, x, explainPod)
 			}
@@ -206,11 +206,11 @@ func runExplainPackets(t *testing.T, dir, nodeName string) {
 				continue
 			}
 			pk.Src = explain.DefaultSource(pk.Dst)
-			if x := explain.Packet(p, tree.Objects, pk); x.Frontend != "cluster IP" || x.Verdict != plan.ActionDNAT || len(x.Targets) < 2 {
+			if x := explain.PacketWith(p, tree.Objects, pk, explain.Options{}); x.Frontend != "cluster IP" || x.Verdict != plan.ActionDNAT || len(x.Targets) < 2 {
 				continue
 			}
-			pk.Src = explain.Packet(p, tree.Objects, pk).Targets[0].Addr()
-			x := explain.Packet(p, tree.Objects, pk)
+			pk.Src = explain.PacketWith(p, tree.Objects, pk, explain.Options{}).Targets[0].Addr()
+			x := explain.PacketWith(p, tree.Objects, pk, explain.Options{})
 			if x.Masquerade || len(x.Hairpin) == 0 {
 				t.Errorf("%s/%s from its endpoint %s: masquerade=%v hairpin=%v, want hairpin only", x.To, x.Protocol, pk.Src, x.Masquerade, x.Hairpin)
 				continue

@@ -24,7 +24,7 @@ func TestHandEditRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, err := n.Apply(p); err != nil {
+	if _, err := n.ApplyStaged(p, nil); err != nil {
 		t.Fatal(err)
 	}
 	zone := filepath.Join(dir, "dns", "cluster.local.zone")
@@ -36,8 +36,8 @@ func TestHandEditRepaired(t *testing.T) {
 		name  string
 		apply func() (*applier.Result, error)
 	}{
-		{"update", func() (*applier.Result, error) { return n.Update(p) }},
-		{"apply", func() (*applier.Result, error) { return n.Apply(p) }},
+		{"update", func() (*applier.Result, error) { return n.UpdateStaged(p, nil) }},
+		{"apply", func() (*applier.Result, error) { return n.ApplyStaged(p, nil) }},
 	} {
 		if err := os.WriteFile(zone, append(slices.Clone(want), "by-hand 5 IN A 10.0.0.1\n"...), 0o644); err != nil {
 			t.Fatal(err)

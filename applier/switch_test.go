@@ -54,7 +54,7 @@ func TestInVMSwitchDataplane(t *testing.T) {
 		ipvs bool
 		mark string // a chain only this mode's tables have
 	}{{true, "ipvs-mark"}, {false, "chain services"}, {true, "ipvs-mark"}} {
-		if _, err := open(step.ipvs).Apply(p); err != nil {
+		if _, err := open(step.ipvs).ApplyStaged(p, nil); err != nil {
 			t.Fatalf("step %d (ipvs %t): %v", i, step.ipvs, err)
 		}
 		ruleset, virtual, link := state()
@@ -118,7 +118,7 @@ func TestInVMRemovalAfterPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, err := n.Apply(with); err != nil {
+	if _, err := n.ApplyStaged(with, nil); err != nil {
 		t.Fatal(err)
 	}
 	const web = "tcp 10.96.0.10:80"
@@ -126,14 +126,14 @@ func TestInVMRemovalAfterPublish(t *testing.T) {
 		t.Fatalf("adding: at Published the kernel has %v, want %s already there", atPublish, web)
 	}
 	for _, update := range []bool{false, true} {
-		apply := n.Apply
+		apply := n.ApplyStaged
 		if update {
-			if _, err := n.Apply(with); err != nil {
+			if _, err := n.ApplyStaged(with, nil); err != nil {
 				t.Fatal(err)
 			}
-			apply = n.Update
+			apply = n.UpdateStaged
 		}
-		if _, err := apply(without); err != nil {
+		if _, err := apply(without, nil); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Contains(atPublish, web) {

@@ -81,7 +81,7 @@ func nodeInstaller(withIPVS bool) installer {
 		t.Cleanup(func() { n.Close() })
 		return func(t *testing.T, p *plan.Plan) {
 			t.Helper()
-			if _, err := n.Apply(p); err != nil {
+			if _, err := n.ApplyStaged(p, nil); err != nil {
 				t.Fatalf("apply: %v", err)
 			}
 		}

@@ -173,7 +173,7 @@ subsets: [{addresses: [{ip: 10.244.1.30}], ports: [{name: redis, port: 6379}]}]
 				t.Errorf("validate does not report %q; it reports %v", r.finding, dl)
 			}
 			to := netip.MustParseAddrPort(r.to)
-			x := explain.Packet(p, tr.Objects, plan.Packet{Src: explain.DefaultSource(to.Addr()), Dst: to.Addr(), Port: to.Port(), Protocol: "TCP"})
+			x := explain.PacketWith(p, tr.Objects, plan.Packet{Src: explain.DefaultSource(to.Addr()), Dst: to.Addr(), Port: to.Port(), Protocol: "TCP"}, explain.Options{})
 			if x.Cause == nil || x.Cause.Kind != r.cause {
 				t.Errorf("explain names cause %+v, want %s; steps:\n%s", x.Cause, r.cause, strings.Join(x.Steps, "\n"))
 			}
@@ -255,7 +255,7 @@ func TestNearestPod(t *testing.T) {
 			tree := causeNode + "---\n" + svc + pod("cart-5c4b-a", "{app: cart}") + pod("web-7d9f-a", "{app: web}") +
 				pod("api-1", "{ap: wbe}") + pod("zzz", "{tier: wbe}")
 			tr, _, p := compileStream(t, tree)
-			x := explain.Packet(p, tr.Objects, plan.Packet{Src: explain.DefaultSource(netip.MustParseAddr("10.96.0.10")), Dst: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "TCP"})
+			x := explain.PacketWith(p, tr.Objects, plan.Packet{Src: explain.DefaultSource(netip.MustParseAddr("10.96.0.10")), Dst: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "TCP"}, explain.Options{})
 			if x.Cause == nil || !strings.Contains(x.Cause.Text, tc.want) {
 				t.Errorf("cause %+v, want it to say %q", x.Cause, tc.want)
 			}

@@ -191,13 +191,9 @@ type Cause struct {
 	Text string `json:"text"`
 }
 
-// Packet explains what the node of p does with pk. objs are the tree's
-// objects p was compiled from.
-func Packet(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Explanation {
-	return PacketWith(p, objs, pk, Options{})
-}
-
-// PacketWith is Packet with the node's live state (Options).
+// PacketWith explains what the node of p does with pk, given the node's
+// live state (Options; zero for none). objs are the tree's objects p was
+// compiled from.
 func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) *Explanation {
 	d := p.TraceDetail(pk)
 	x := &Explanation{
@@ -238,7 +234,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	if port == nil {
 		x.step("%s is a %s of Service %s, which has no port %d/%s", pk.Dst, d.Frontend, d.Service, pk.Port, pk.Protocol)
 		x.Cause = &Cause{CausePortNotServed, fmt.Sprintf("Service %s does not serve %d/%s on its cluster IP; it serves %s",
-			d.Service, pk.Port, pk.Protocol, servedPorts(s, false))}
+			d.Service, pk.Port, pk.Protocol, servedPorts(s))}
 		x.verdict()
 		return x
 	}
@@ -251,10 +247,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 			}
 		}
 	}
-	name := port.Name
-	if name == "" {
-		name = "(unnamed)"
-	}
+	name := cmp.Or(port.Name, "(unnamed)")
 	target := ""
 	if sp != nil {
 		target = ", targetPort " + sp.TargetPort.String()
@@ -262,11 +255,11 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	x.step("Service port %s: %d/%s%s", name, port.Port, port.Protocol, target)
 	if d.Frontend == "LoadBalancer IP" && len(s.SourceRanges) > 0 {
 		if d.OutsideSourceRanges {
-			text := fmt.Sprintf("source %s is outside loadBalancerSourceRanges %s", pk.Src, prefixes(s.SourceRanges))
+			text := fmt.Sprintf("source %s is outside loadBalancerSourceRanges %s", pk.Src, list(s.SourceRanges))
 			if !slices.ContainsFunc(s.SourceRanges, func(r netip.Prefix) bool { return r.Addr().Unmap().Is4() == pk.Src.Unmap().Is4() }) {
 				fam := family(pk.Src)
 				text = fmt.Sprintf("loadBalancerSourceRanges %s has no %s range, so no %s client is allowed (netspec fails closed here, unlike kube-proxy, which ignores the ranges of the other family and lets every %s client in)",
-					prefixes(s.SourceRanges), fam, fam, fam)
+					list(s.SourceRanges), fam, fam, fam)
 			} else if x.defaultSource(pk) {
 				text += defaultSourceHint
 			}
@@ -274,7 +267,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 			x.verdict()
 			return x
 		}
-		x.step("source %s is inside loadBalancerSourceRanges %s", pk.Src, prefixes(s.SourceRanges))
+		x.step("source %s is inside loadBalancerSourceRanges %s", pk.Src, list(s.SourceRanges))
 	}
 	x.step("traffic policy: internal %s, external %s%s", policy(s.InternalLocal), policy(s.ExternalLocal), topologyOf(so, port, p.Node))
 	if s.AffinitySeconds > 0 {
@@ -363,7 +356,9 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	return x
 }
 
-// ServiceWith is Service with the node's live state (Options).
+// ServiceWith explains a packet to each frontend of the Service key
+// (namespace/name), from src (DefaultSource when src is not given or is
+// of the other family), with the node's live state (Options).
 func ServiceWith(p *plan.Plan, objs []*schema.Object, key string, src netip.Addr, o Options) ([]*Explanation, error) {
 	s := planService(p, key)
 	if s == nil {
@@ -466,9 +461,9 @@ func (x *Explanation) verdict() {
 		case x.Masquerade:
 			m = "masqueraded (source rewritten to the node's address)"
 		case len(x.Hairpin) > 0:
-			m = fmt.Sprintf("not masqueraded (the endpoint sees the client's address), except to %s, the source itself: hairpin, masqueraded so that the reply comes back through the node", addrPorts(x.Hairpin))
+			m = fmt.Sprintf("not masqueraded (the endpoint sees the client's address), except to %s, the source itself: hairpin, masqueraded so that the reply comes back through the node", list(x.Hairpin))
 		}
-		x.step("verdict: dnat to one of %s; %s", addrPorts(x.Targets), m)
+		x.step("verdict: dnat to one of %s; %s", list(x.Targets), m)
 	case plan.ActionReject:
 		x.step("verdict: reject (the client gets a refusal at once)")
 	case plan.ActionDrop:
@@ -509,10 +504,7 @@ func (x *Explanation) kernel(checks []KernelCheck, differs string) {
 			}
 			x.step("  %s", d)
 		}
-		if differs == "" {
-			differs = "the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)"
-		}
-		kc.Cause = &Cause{CauseKernelDiffers, differs}
+		kc.Cause = &Cause{CauseKernelDiffers, cmp.Or(differs, "the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)")}
 		x.step("cause: %s", kc.Cause.Text)
 	}
 }
@@ -602,10 +594,7 @@ func podWhy(pod *schema.Pod, sp *schema.ServicePort) string {
 	if pod.Terminal() || len(pod.IPs()) > 0 {
 		return why
 	}
-	phase := pod.Status.Phase
-	if phase == "" {
-		phase = "none"
-	}
+	phase := cmp.Or(pod.Status.Phase, "none")
 	if why != "" {
 		return fmt.Sprintf("no IP yet (phase %s); %s", phase, why)
 	}
@@ -690,11 +679,7 @@ func endpointObjects(objs []*schema.Object, so *schema.Service, sp *schema.Servi
 	ports := func(ps []schema.EndpointPort) string {
 		var out []string
 		for _, p := range ps {
-			name := p.Name
-			if name == "" {
-				name = "(unnamed)"
-			}
-			out = append(out, fmt.Sprintf("%s %d/%s", name, p.Port, cmp.Or(p.Protocol, "TCP")))
+			out = append(out, fmt.Sprintf("%s %d/%s", cmp.Or(p.Name, "(unnamed)"), p.Port, cmp.Or(p.Protocol, "TCP")))
 		}
 		return orNone(out)
 	}
@@ -850,7 +835,7 @@ func notService(p *plan.Plan, objs []*schema.Object, pk plan.Packet) *Cause {
 				dst, kind, s.Key(), fam, families(s), fam, dst)}
 		}
 		return &Cause{CausePortNotServed, fmt.Sprintf("%s is an address of Service %s, which does not serve %d/%s on it; it serves %s",
-			dst, s.Key(), pk.Port, pk.Protocol, servedPorts(s, false))}
+			dst, s.Key(), pk.Port, pk.Protocol, servedPorts(s))}
 	}
 	for _, o := range objs {
 		so := o.Service
@@ -1022,23 +1007,17 @@ func portOf(s *plan.Service, frontend string, pk plan.Packet) *plan.Port {
 	return nil
 }
 
-func servedPorts(s *plan.Service, nodePorts bool) string {
+// servedPorts lists the ports of s, port/protocol.
+func servedPorts(s *plan.Service) string {
 	var out []string
 	for _, pt := range s.Ports {
-		n := pt.Port
-		if nodePorts {
-			n = pt.NodePort
-		}
-		out = append(out, fmt.Sprintf("%d/%s", n, pt.Protocol))
+		out = append(out, fmt.Sprintf("%d/%s", pt.Port, pt.Protocol))
 	}
 	return orNone(out)
 }
 
 func topologyOf(so *schema.Service, port *plan.Port, n plan.Node) string {
-	zone := n.Zone
-	if zone == "" {
-		zone = "none"
-	}
+	zone := cmp.Or(n.Zone, "none")
 	if so != nil && so.Spec.TrafficDistribution != "" {
 		return fmt.Sprintf("; topology: trafficDistribution %s (node %s, zone %s)", so.Spec.TrafficDistribution, n.Name, zone)
 	}
@@ -1127,18 +1106,11 @@ func labels(m schema.StringMap) string {
 	return "{" + strings.Join(out, ",") + "}"
 }
 
-func prefixes(ps []netip.Prefix) string {
+// list writes xs comma-separated.
+func list[T fmt.Stringer](xs []T) string {
 	var out []string
-	for _, p := range ps {
-		out = append(out, p.String())
-	}
-	return strings.Join(out, ", ")
-}
-
-func addrPorts(as []netip.AddrPort) string {
-	var out []string
-	for _, a := range as {
-		out = append(out, a.String())
+	for _, x := range xs {
+		out = append(out, x.String())
 	}
 	return strings.Join(out, ", ")
 }

@@ -62,7 +62,7 @@ func TestExamplesAgreeWithTrace(t *testing.T) {
 
 func checkAgrees(t *testing.T, where string, p *plan.Plan, objs []*schema.Object, pk plan.Packet) {
 	t.Helper()
-	x := explain.Packet(p, objs, pk)
+	x := explain.PacketWith(p, objs, pk, explain.Options{})
 	v := p.Trace(pk)
 	what := where + " " + x.To.String() + "/" + x.Protocol
 	d := p.TraceDetail(pk)

@@ -61,19 +61,9 @@ func FrontendOf(p *plan.Plan, pk plan.Packet, model *nftmodel.Ruleset) *Frontend
 	}
 	d := p.TraceDetail(pk)
 	fe.NodePort = d.Frontend == "node port"
-	for i := range p.Services {
-		s := &p.Services[i]
-		if d.Service == "" || s.Key() != d.Service {
-			continue
-		}
-		for _, pt := range s.Ports {
-			if pt.Protocol != pk.Protocol || fe.NodePort && pt.NodePort != pk.Port || !fe.NodePort && pt.Port != pk.Port {
-				continue
-			}
-			fe.Service, fe.PortID = d.Service, pt.Name
-			if fe.PortID == "" {
-				fe.PortID = strconv.Itoa(int(pt.Port))
-			}
+	if s := planService(p, d.Service); s != nil {
+		if pt := portOf(s, d.Frontend, pk); pt != nil {
+			fe.Service, fe.PortID = d.Service, cmp.Or(pt.Name, strconv.Itoa(int(pt.Port)))
 		}
 	}
 	windows := pickWindows(model)

@@ -37,7 +37,7 @@ func TestPacketWithKernel(t *testing.T) {
 		many = append(many, fmt.Sprintf("difference %d", i))
 	}
 	const cause = "cause: the node's kernel does not hold the plan for this frontend: is netspec watch running and applying this tree? (netspec status)"
-	plain := explain.Packet(p, tree.Objects, pk)
+	plain := explain.PacketWith(p, tree.Objects, pk, explain.Options{})
 	for _, tc := range []struct {
 		name   string
 		checks []explain.KernelCheck

@@ -67,7 +67,7 @@ func TestPacketWithProbes(t *testing.T) {
 	}
 
 	// Without Options, the same plan explains as before: no probe named.
-	x = explain.Packet(p, tree.Objects, plan.Packet{Src: explain.DefaultSource(web.ClusterIPs[0]), Dst: web.ClusterIPs[0], Port: 80, Protocol: "TCP"})
+	x = explain.PacketWith(p, tree.Objects, plan.Packet{Src: explain.DefaultSource(web.ClusterIPs[0]), Dst: web.ClusterIPs[0], Port: 80, Protocol: "TCP"}, explain.Options{})
 	if x.Cause != nil || strings.Contains(strings.Join(x.Steps, "\n"), "readiness probe") {
 		t.Errorf("without probe states: cause %+v, steps:\n%s", x.Cause, strings.Join(x.Steps, "\n"))
 	}

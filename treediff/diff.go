@@ -1,7 +1,9 @@
 package treediff
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -253,12 +255,8 @@ func diff(old, new map[string]*plan.Plan, dataPlane bool) *PlanDiff {
 			names[n] = true
 		}
 	}
-	var sorted, common []string
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	for _, n := range sorted {
+	var common []string
+	for _, n := range slices.Sorted(maps.Keys(names)) {
 		o, nw := old[n], new[n]
 		nd := NodeDiff{Name: n}
 		if dataPlane {
@@ -340,13 +338,8 @@ func mergeServices(old, new map[string]*plan.Plan, nodes []string) []ServiceDiff
 	// Port infos and order, from the first node (Services do not depend on the node).
 	ref := serviceIndex(old[nodes[0]], new[nodes[0]])
 
-	var sortedKeys []string
-	for k := range keys {
-		sortedKeys = append(sortedKeys, k)
-	}
-	sort.Strings(sortedKeys)
 	var out []ServiceDiff
-	for _, k := range sortedKeys {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		first, ok := bases[0][k]
 		shared := ok
 		for i := 1; i < len(nodes) && shared; i++ {
@@ -503,17 +496,13 @@ func diffServices(old, new *plan.Plan) (map[string]ServiceDiff, []fwdItem) {
 func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 	sd := ServiceDiff{Namespace: n.Namespace, Name: n.Name, Change: DiffChanged}
 	oi, ni := serviceInfo(o), serviceInfo(n)
-	field := func(name, a, b string) {
-		if a != b {
-			sd.Fields = append(sd.Fields, FieldChange{Field: name, Old: a, New: b})
-		}
-	}
+	field := func(name, a, b string) { addField(&sd.Fields, name, a, b) }
 	field("type", oi.Type, ni.Type)
 	field("clusterIPs", clusterIPWords(oi), clusterIPWords(ni))
 	field("externalName", oi.ExternalName, ni.ExternalName)
-	field("externalIPs", joinAddrs(oi.ExternalIPs), joinAddrs(ni.ExternalIPs))
-	field("loadBalancerIPs", joinAddrs(oi.LoadBalancerIPs), joinAddrs(ni.LoadBalancerIPs))
-	field("loadBalancerSourceRanges", joinPrefixes(oi.SourceRanges), joinPrefixes(ni.SourceRanges))
+	field("externalIPs", joinStrings(oi.ExternalIPs), joinStrings(ni.ExternalIPs))
+	field("loadBalancerIPs", joinStrings(oi.LoadBalancerIPs), joinStrings(ni.LoadBalancerIPs))
+	field("loadBalancerSourceRanges", joinStrings(oi.SourceRanges), joinStrings(ni.SourceRanges))
 	field("sessionAffinity", affinityWords(oi.AffinitySeconds), affinityWords(ni.AffinitySeconds))
 	field("internalTrafficPolicy", oi.InternalTrafficPolicy, ni.InternalTrafficPolicy)
 	field("externalTrafficPolicy", oi.ExternalTrafficPolicy, ni.ExternalTrafficPolicy)
@@ -533,11 +522,7 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 		}
 		pd := PortDiff{PortInfo: portInfo(np), Change: DiffChanged}
 		opi := portInfo(op)
-		pf := func(name, a, b string) {
-			if a != b {
-				pd.Fields = append(pd.Fields, FieldChange{Field: name, Old: a, New: b})
-			}
-		}
+		pf := func(name, a, b string) { addField(&pd.Fields, name, a, b) }
 		pf("protocol", op.Protocol, np.Protocol)
 		pf("port", fmt.Sprint(op.Port), fmt.Sprint(np.Port))
 		pf("nodePort", portWords(op.NodePort), portWords(np.NodePort))
@@ -635,11 +620,7 @@ func diffEndpoints(old, new []plan.Endpoint) []EndpointDiff {
 			continue
 		}
 		var fields []FieldChange
-		f := func(name, a, b string) {
-			if a != b {
-				fields = append(fields, FieldChange{Field: name, Old: a, New: b})
-			}
-		}
+		f := func(name, a, b string) { addField(&fields, name, a, b) }
 		f("state", endpointState(o), endpointState(e))
 		f("nodeName", o.NodeName, e.NodeName)
 		f("zone", o.Zone, e.Zone)
@@ -734,25 +715,15 @@ func clusterIPWords(s *ServiceInfo) string {
 	if s.Headless {
 		return "None"
 	}
-	return joinAddrs(s.ClusterIPs)
+	return joinStrings(s.ClusterIPs)
 }
 
 // proxyWords names the proxy that serves a Service: netspec, or the
 // other proxy its service-proxy-name label names.
-func proxyWords(s string) string {
-	if s == "" {
-		return "netspec"
-	}
-	return s
-}
+func proxyWords(s string) string { return cmp.Or(s, "netspec") }
 
 // schedulerWords names an IPVS scheduler, or the node's default.
-func schedulerWords(s string) string {
-	if s == "" {
-		return "the node's default"
-	}
-	return s
-}
+func schedulerWords(s string) string { return cmp.Or(s, "the node's default") }
 
 func affinityWords(sec int32) string {
 	if sec > 0 {
@@ -768,17 +739,10 @@ func portWords(p uint16) string {
 	return fmt.Sprint(p)
 }
 
-func joinAddrs(a []netip.Addr) string {
-	s := make([]string, len(a))
-	for i, x := range a {
-		s[i] = x.String()
-	}
-	return strings.Join(s, ",")
-}
-
-func joinPrefixes(a []netip.Prefix) string {
-	s := make([]string, len(a))
-	for i, x := range a {
+// joinStrings writes xs comma-separated.
+func joinStrings[T fmt.Stringer](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
 		s[i] = x.String()
 	}
 	return strings.Join(s, ",")
@@ -794,28 +758,28 @@ func joinPorts(a []uint16) string {
 
 // ---- node and cluster ----
 
+// addField adds to fields the setting name when its old and new words
+// differ.
+func addField(fields *[]FieldChange, name, old, new string) {
+	if old != new {
+		*fields = append(*fields, FieldChange{Field: name, Old: old, New: new})
+	}
+}
+
 func nodeFields(o, n plan.Node) []FieldChange {
 	var out []FieldChange
-	if o.Zone != n.Zone {
-		out = append(out, FieldChange{Field: "zone", Old: o.Zone, New: n.Zone})
-	}
-	if a, b := joinAddrs(o.IPs), joinAddrs(n.IPs); a != b {
-		out = append(out, FieldChange{Field: "addresses", Old: a, New: b})
-	}
+	addField(&out, "zone", o.Zone, n.Zone)
+	addField(&out, "addresses", joinStrings(o.IPs), joinStrings(n.IPs))
 	return out
 }
 
 func clusterFields(o, n plan.Cluster) []FieldChange {
 	var out []FieldChange
-	f := func(name, a, b string) {
-		if a != b {
-			out = append(out, FieldChange{Field: name, Old: a, New: b})
-		}
-	}
+	f := func(name, a, b string) { addField(&out, name, a, b) }
 	f("clusterDomain", o.Domain, n.Domain)
-	f("serviceCIDRs", joinPrefixes(o.ServiceCIDRs), joinPrefixes(n.ServiceCIDRs))
-	f("podCIDRs", joinPrefixes(o.PodCIDRs), joinPrefixes(n.PodCIDRs))
-	f("nodePortAddresses", joinPrefixes(o.NodePortAddresses), joinPrefixes(n.NodePortAddresses))
+	f("serviceCIDRs", joinStrings(o.ServiceCIDRs), joinStrings(n.ServiceCIDRs))
+	f("podCIDRs", joinStrings(o.PodCIDRs), joinStrings(n.PodCIDRs))
+	f("nodePortAddresses", joinStrings(o.NodePortAddresses), joinStrings(n.NodePortAddresses))
 	f("dnsTTL", fmt.Sprint(o.DNSTTL), fmt.Sprint(n.DNSTTL))
 	f("dnsAddress", addrOrNone(o.DNSAddress), addrOrNone(n.DNSAddress))
 	return out
@@ -840,31 +804,15 @@ func diffDNS(old, new plan.DNS) []ZoneDiff {
 	for i := range new.Zones {
 		nz[new.Zones[i].Name] = &new.Zones[i]
 	}
-	var names []string
-	for n := range oz {
-		names = append(names, n)
-	}
-	for n := range nz {
-		if oz[n] == nil {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
 	var out []ZoneDiff
-	for _, name := range names {
+	for _, name := range unionKeys(oz, nz) {
 		zd := ZoneDiff{Zone: name, Change: DiffChanged}
-		switch {
-		case oz[name] == nil:
-			zd.Change = DiffAdded
-		case nz[name] == nil:
-			zd.Change = DiffRemoved
-		}
 		// A zone on one side only is all added or all removed: no sets.
 		switch {
 		case oz[name] == nil:
-			zd.Added = recordList(nz[name])
+			zd.Change, zd.Added = DiffAdded, recordList(nz[name])
 		case nz[name] == nil:
-			zd.Removed = recordList(oz[name])
+			zd.Change, zd.Removed = DiffRemoved, recordList(oz[name])
 		default:
 			was, is := recordSet(oz[name]), recordSet(nz[name])
 			for _, r := range recordList(nz[name]) {
@@ -883,6 +831,18 @@ func diffDNS(old, new plan.DNS) []ZoneDiff {
 		}
 	}
 	return out
+}
+
+// unionKeys is the keys of a and b, sorted.
+func unionKeys[V any](a, b map[string]V) []string {
+	keys := slices.Collect(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func recordKey(r DNSRecord) string { return r.Name + "\x00" + r.Type + "\x00" + r.Data }
@@ -918,16 +878,6 @@ func diffEnv(old, new []plan.EnvFile) []EnvDiff {
 	for i := range new {
 		nf[new[i].Namespace] = &new[i]
 	}
-	var names []string
-	for n := range of {
-		names = append(names, n)
-	}
-	for n := range nf {
-		if of[n] == nil {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
 	vars := func(f *plan.EnvFile) map[string]string {
 		m := map[string]string{}
 		if f != nil {
@@ -937,16 +887,8 @@ func diffEnv(old, new []plan.EnvFile) []EnvDiff {
 		}
 		return m
 	}
-	sortedNames := func(m map[string]string) []string {
-		var out []string
-		for k := range m {
-			out = append(out, k)
-		}
-		sort.Strings(out)
-		return out
-	}
 	var out []EnvDiff
-	for _, ns := range names {
+	for _, ns := range unionKeys(of, nf) {
 		ed := EnvDiff{Namespace: ns, Change: DiffChanged}
 		switch {
 		case of[ns] == nil:
@@ -955,7 +897,7 @@ func diffEnv(old, new []plan.EnvFile) []EnvDiff {
 			ed.Change = DiffRemoved
 		}
 		was, is := vars(of[ns]), vars(nf[ns])
-		for _, k := range sortedNames(is) {
+		for _, k := range slices.Sorted(maps.Keys(is)) {
 			v, ok := was[k]
 			switch {
 			case !ok:
@@ -964,7 +906,7 @@ func diffEnv(old, new []plan.EnvFile) []EnvDiff {
 				ed.Changed = append(ed.Changed, EnvChange{Name: k, Old: v, New: is[k]})
 			}
 		}
-		for _, k := range sortedNames(was) {
+		for _, k := range slices.Sorted(maps.Keys(was)) {
 			if _, ok := is[k]; !ok {
 				ed.Removed = append(ed.Removed, EnvVar{Name: k, Value: was[k]})
 			}

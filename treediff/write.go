@@ -1,6 +1,7 @@
 package treediff
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -124,12 +125,7 @@ func onNode(n string) string {
 	return " on " + nodeName(n)
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
+func orNone(s string) string { return cmp.Or(s, "(none)") }
 
 func fieldPhrase(f FieldChange) string {
 	return fmt.Sprintf("%s %s -> %s", f.Field, orNone(f.Old), orNone(f.New))
@@ -191,14 +187,6 @@ func serviceSentence(si *ServiceInfo) string {
 		parts = append(parts, "ports "+strings.Join(ports, ", "))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func joinStrings[T fmt.Stringer](xs []T) string {
-	var s []string
-	for _, x := range xs {
-		s = append(s, x.String())
-	}
-	return strings.Join(s, ",")
 }
 
 // portSentence: http 80/TCP -> 8080 nodePort 30080 (2 endpoints).
@@ -361,20 +349,7 @@ func changeSummary(change, noun string, added, changed, removed int) string {
 	case DiffRemoved:
 		return plural(removed, noun)
 	}
-	var parts []string
-	for _, c := range [...]struct {
-		n    int
-		verb string
-	}{{added, "added"}, {changed, "changed"}, {removed, "removed"}} {
-		switch {
-		case c.n == 0:
-		case len(parts) == 0:
-			parts = append(parts, plural(c.n, noun)+" "+c.verb)
-		default:
-			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.verb))
-		}
-	}
-	return strings.Join(parts, ", ")
+	return countWords(added, changed, removed, noun)
 }
 
 // envLines: + KEY=value, ~ KEY=old -> new, - KEY=value.
@@ -608,6 +583,8 @@ func markdownSummary(d *PlanDiff) string {
 	return strings.Join(parts, " ")
 }
 
+// countWords counts entries (noun) added, changed and removed: "4
+// variables added, 3 changed, 4 removed"; "" for none.
 func countWords(added, changed, removed int, noun string) string {
 	var s []string
 	for _, c := range []struct {

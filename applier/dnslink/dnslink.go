@@ -14,7 +14,8 @@
 // Ensure creates the link and address when missing and does nothing when
 // they are there, so a daemon calls it at every start. The link is left in
 // place when the daemon stops (as its rules are): per-link resolver
-// settings made on it survive a restart of netspec. Remove deletes it.
+// settings made on it survive a restart of netspec; ip link del deletes it
+// (deploy/README.md).
 //
 // The package talks rtnetlink (github.com/vishvananda/netlink) in the
 // calling thread's network namespace; it never runs ip(8).
@@ -46,9 +47,6 @@ type Result struct {
 	AddedAddr   bool // the address was missing on the link and was added
 	SetUp       bool // the link was down and was set up
 }
-
-// Changed reports whether Ensure changed anything.
-func (r Result) Changed() bool { return r.CreatedLink || r.AddedAddr || r.SetUp }
 
 // Ensure makes a dummy link called name exist, up, holding addr as a host
 // address (/32 or /128). It leaves alone what is already right, and fails,
@@ -122,30 +120,6 @@ func Ensure(name string, addr netip.Addr) (Result, error) {
 		res.SetUp = true
 	}
 	return res, nil
-}
-
-// Remove deletes the dummy link called name, with its addresses. A
-// missing link is not an error; a link of that name that is not a dummy
-// link is, and is left alone.
-func Remove(name string) (removed bool, err error) {
-	if err := checkName(name); err != nil {
-		return false, err
-	}
-	link, err := netlink.LinkByName(name)
-	var notFound netlink.LinkNotFoundError
-	switch {
-	case errors.As(err, &notFound):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("dns link %s: %w", name, explain(err))
-	}
-	if t := link.Type(); t != "dummy" {
-		return false, fmt.Errorf("dns link %s: is a %s link, not netspec's dummy link: left alone", name, t)
-	}
-	if err := netlink.LinkDel(link); err != nil {
-		return false, fmt.Errorf("dns link %s: delete: %w", name, explain(err))
-	}
-	return true, nil
 }
 
 // checkName accepts what the kernel accepts as an interface name

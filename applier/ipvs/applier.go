@@ -41,15 +41,11 @@ func (a *Applier) Close() {
 // Plan compares want with the kernel and returns what Apply would change,
 // changing nothing.
 func (a *Applier) Plan(want *ipvsmodel.Table) (*Changes, error) {
-	p, err := a.diff(want)
+	p, err := a.diffOnly(want, nil, false)
 	if err != nil {
 		return nil, err
 	}
-	ch := &Changes{Unowned: p.unowned}
-	for _, o := range p.ops {
-		ch.record(o)
-	}
-	return ch, nil
+	return p.changes(), nil
 }
 
 // Apply changes the kernel into want: it reads the kernel back, changes
@@ -128,11 +124,7 @@ func (a *Applier) apply(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, keep
 			return done, fmt.Errorf("verify: %w", err)
 		}
 		if len(check.ops) > 0 {
-			left := &Changes{}
-			for _, o := range check.ops {
-				left.record(o)
-			}
-			return done, fmt.Errorf("verify: the kernel does not hold what was sent, still to do: %s", left.Summary())
+			return done, fmt.Errorf("verify: the kernel does not hold what was sent, still to do: %s", check.changes().Summary())
 		}
 	}
 	a.last = want
@@ -157,20 +149,14 @@ func (a *Applier) Cleanup() error {
 	if link.Kind != "dummy" {
 		return wrongKind(link.Kind)
 	}
-	owned := map[netip.Addr]bool{}
-	for _, p := range link.Addrs {
-		owned[p.Addr()] = true
-	}
-	svcs, err := a.k.Services()
+	svcs, err := ownedServices(a.k, link)
 	if err != nil {
 		return err
 	}
 	slices.SortFunc(svcs, func(a, b KernelService) int { return a.Compare(b.Key) })
 	for _, s := range svcs {
-		if s.Addr.IsValid() && owned[s.Addr] {
-			if err := a.k.DeleteService(s.Key); err != nil {
-				return fmt.Errorf("delete virtual server %s: %w", s.Key, err)
-			}
+		if err := a.k.DeleteService(s.Key); err != nil {
+			return fmt.Errorf("delete virtual server %s: %w", s.Key, err)
 		}
 	}
 	if err := a.k.DeleteLink(); err != nil {
@@ -188,6 +174,15 @@ func wrongKind(kind string) error {
 type plan struct {
 	ops     []op
 	unowned int
+}
+
+// changes is what the operations of p change.
+func (p *plan) changes() *Changes {
+	ch := &Changes{Unowned: p.unowned}
+	for _, o := range p.ops {
+		ch.record(o)
+	}
+	return ch
 }
 
 type opKind uint8
@@ -269,13 +264,11 @@ func (o op) String() string {
 	return fmt.Sprintf("operation %d", o.kind)
 }
 
-// diff reads the kernel and returns the operations that make it hold
-// want, in the order of the package documentation.
-func (a *Applier) diff(want *ipvsmodel.Table) (*plan, error) { return a.diffOnly(want, nil, false) }
-
-// diffOnly is diff that reads the real servers of, and compares, only the
-// virtual servers in only (all when only is nil); the others are taken to
-// be as wanted if the kernel has them. With keep, virtual servers and
+// diffOnly reads the kernel and returns the operations that make it hold
+// want, in the order of the package documentation. It reads the real
+// servers of, and compares, only the virtual servers in only (all when
+// only is nil); the others are taken to be as wanted if the kernel has
+// them. With keep, virtual servers and
 // addresses no longer wanted stay (steps 4 and 5 are left out).
 func (a *Applier) diffOnly(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, keep bool) (*plan, error) {
 	if err := want.Check(); err != nil {

@@ -8,8 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/vishvananda/netlink"
 )
 
 // sysctls are the namespace's IPVS settings netspec needs, as kube-proxy's
@@ -93,14 +91,7 @@ func LocalAddrs(nsFd int) ([]netip.Addr, error) {
 			skip[a.Index] = true
 		}
 	}
-	var addrs []netlink.Addr
-	for try := 0; ; try++ {
-		addrs, err = s.nl.AddrList(nil, netlink.FAMILY_ALL)
-		if errors.Is(err, netlink.ErrDumpInterrupted) && try < 5 {
-			continue // the addresses changed while they were read
-		}
-		break
-	}
+	addrs, err := s.addrList(nil)
 	if err != nil {
 		return nil, fmt.Errorf("list addresses: %w", explain(err))
 	}

@@ -1,6 +1,9 @@
 package ipvs
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // Summary counts netspec's virtual servers in the kernel: those whose
 // address is on LinkName. It is what `netspec status` shows of a node
@@ -20,19 +23,12 @@ func Summarize(k Kernel) (Summary, error) {
 		return s, err
 	}
 	s.Interface = true
-	owned := map[netip.Addr]bool{}
-	for _, p := range link.Addrs {
-		owned[p.Addr()] = true
-	}
-	svcs, err := k.Services()
+	svcs, err := ownedServices(k, link)
 	if err != nil {
 		return s, err
 	}
+	s.VirtualServers = len(svcs)
 	for _, svc := range svcs {
-		if !svc.Addr.IsValid() || !owned[svc.Addr] {
-			continue
-		}
-		s.VirtualServers++
 		reals, err := k.Reals(svc.Key)
 		if err != nil {
 			return s, err
@@ -40,4 +36,18 @@ func Summarize(k Kernel) (Summary, error) {
 		s.RealServers += len(reals)
 	}
 	return s, nil
+}
+
+// ownedServices are the virtual servers netspec owns: those whose address
+// is on link, the interface LinkName.
+func ownedServices(k Kernel, link LinkState) ([]KernelService, error) {
+	owned := map[netip.Addr]bool{}
+	for _, p := range link.Addrs {
+		owned[p.Addr()] = true
+	}
+	svcs, err := k.Services()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(svcs, func(s KernelService) bool { return !s.Addr.IsValid() || !owned[s.Addr] }), nil
 }

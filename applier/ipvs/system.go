@@ -255,14 +255,7 @@ func (s *System) Link() (LinkState, error) {
 		return LinkState{}, fmt.Errorf("find interface %s: %w", LinkName, explain(err))
 	}
 	st := LinkState{Exists: true, Kind: l.Type(), Up: l.Attrs().Flags&net.FlagUp != 0}
-	var addrs []netlink.Addr
-	for try := 0; ; try++ {
-		addrs, err = s.nl.AddrList(l, netlink.FAMILY_ALL)
-		if errors.Is(err, netlink.ErrDumpInterrupted) && try < 5 {
-			continue // the addresses changed while they were read
-		}
-		break
-	}
+	addrs, err := s.addrList(l)
 	if err != nil {
 		return LinkState{}, fmt.Errorf("list addresses of %s: %w", LinkName, explain(err))
 	}
@@ -283,6 +276,17 @@ func (s *System) Link() (LinkState, error) {
 	slices.SortFunc(st.Addrs, comparePrefixes)
 	s.link = l
 	return st, nil
+}
+
+// addrList lists the addresses of link (nil: of every link), dumped
+// again when they changed while they were read.
+func (s *System) addrList(link netlink.Link) ([]netlink.Addr, error) {
+	for try := 0; ; try++ {
+		addrs, err := s.nl.AddrList(link, netlink.FAMILY_ALL)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || try == 5 {
+			return addrs, err
+		}
+	}
 }
 
 // AddLink implements Kernel.

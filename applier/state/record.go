@@ -160,9 +160,15 @@ func parseLog(log []byte, sum [sha256.Size]byte) (payloads [][]byte, good int64)
 	return payloads, int64(at)
 }
 
-// PlanFiles is Plan for ApplyRecord: files are the zone and env files
-// alone, and the record is not compared (the caller knows whether its
-// plan is the one recorded).
+// PlanFiles compares the files a plan should have — the zone, env and
+// resolv.conf files, rendered, as render.Files gives them: relative slash
+// paths to content — with what the dir holds, and reports which files
+// ApplyRecord would write (new or changed) and remove. It writes nothing.
+// A zone is compared by its records, its SOA serial aside, and written
+// with its serial rewritten (see serial.go). RulesetFile is ignored; the
+// record and any other path that is not of netspec's kinds are errors.
+// The record is not compared: the caller knows whether its plan is the
+// one recorded.
 func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {
 	ok, err := d.exists()
 	if err != nil {
@@ -175,16 +181,17 @@ func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {
 		}
 		defer unlock()
 	}
-	return d.diff(files, true, nil)
+	return d.diff(files, nil)
 }
 
-// ApplyRecord makes the dir hold files (the zone and env files alone, as
-// Apply does with them) and then records the applied plan: delta, the
-// change from the plan the dir records, is appended to plan.log when the
-// record is as this Dir last read or wrote it (LastPlan, ApplyRecord) and
-// the log stays under a quarter of plan.json; otherwise full — which
-// writes the whole plan to its writer — is written as plan.json and the
-// log removed. delta nil means the plan did not change: nothing is written
+// ApplyRecord makes the dir hold files (as for PlanFiles): it writes the
+// added and changed files atomically and removes the files of netspec's
+// kinds that files does not have, leaving every other file alone. Then it
+// records the applied plan: delta, the change from the plan the dir
+// records, is appended to plan.log when the record is as this Dir last
+// read or wrote it (LastPlan, ApplyRecord) and the log stays under a
+// quarter of plan.json; otherwise full — which writes the whole plan to
+// its writer — is written as plan.json and the log removed. delta nil means the plan did not change: nothing is written
 // unless the record is not known to be the caller's, which then writes
 // full. plan.json is reported added or changed when the record changes.
 // full writes into plan.json's temporary file as it renders, so that the
@@ -226,7 +233,7 @@ func (d *Dir) PrepareRecord(files map[string]File, delta []byte, full func(io.Wr
 		return nil, err
 	}
 	p := &Prepared{d: d, unlock: unlock, w: d.newPending()}
-	if p.plan, err = d.diff(files, true, p.w.put); err == nil {
+	if p.plan, err = d.diff(files, p.w.put); err == nil {
 		p.record, err = p.w.prepareRecord(delta, full)
 	}
 	if err != nil {
@@ -364,7 +371,8 @@ func (w *pending) commitRecord(done *Changes, rw *recordWrite) error {
 		done.Changed = append(done.Changed, PlanFile)
 		return nil
 	}
-	// The whole plan: plan.json, then the log goes (see Apply).
+	// The whole plan: plan.json, then the log goes: the record is then
+	// plan.json alone.
 	if !rw.same {
 		if err := w.place(PlanFile); err != nil {
 			return err

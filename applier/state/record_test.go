@@ -223,13 +223,6 @@ func TestApplyRecordAnotherWriter(t *testing.T) {
 	if d.Written().Appends != before.Appends {
 		t.Error("appended to a log another process wrote")
 	}
-	// The old Apply (plan.json given whole) leaves no log behind.
-	if _, err := d.Apply(map[string][]byte{PlanFile: []byte("whole")}); err != nil {
-		t.Fatal(err)
-	}
-	if got := recorded(t, d); got != "whole" {
-		t.Errorf("after Apply the record holds %q", got)
-	}
 }
 
 // TestApplyRecordCrash stops ApplyRecord at every step where a crash

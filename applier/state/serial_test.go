@@ -370,14 +370,14 @@ func BenchmarkPlanUnchangedZones(b *testing.B) {
 		}
 		return m
 	}
-	if _, err := d.Apply(files(7)); err != nil {
+	if _, err := d.ApplyRecord(bytesFiles(files(7)), nil, fullOf("{}")); err != nil {
 		b.Fatal(err)
 	}
-	again := files(3184719)
+	again := bytesFiles(files(3184719))
 	for b.Loop() {
-		ch, err := d.Plan(again)
+		ch, err := d.PlanFiles(again)
 		if err != nil || !ch.Empty() {
-			b.Fatalf("Plan = %+v, %v; want no change", ch, err)
+			b.Fatalf("PlanFiles = %+v, %v; want no change", ch, err)
 		}
 	}
 }

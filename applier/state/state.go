@@ -28,7 +28,7 @@
 //
 // # Crash safety
 //
-// Apply never leaves a half-written file of netspec's kinds behind: each
+// A write never leaves a half-written file of netspec's kinds behind: each
 // file is written to a temporary file in the same directory (a name
 // starting with ".netspec-tmp-", which is no kind of netspec's), synced,
 // and renamed over the old one, and then the directory is synced. rename(2)
@@ -45,7 +45,7 @@
 // temporary files are renamed into place, each followed by a sync of its
 // directory, the stale files are removed and the record is written, in
 // the order below (Commit); or they are removed and the dir is as it was
-// (Abort). Apply and ApplyRecord make both steps at once; an applier
+// (Abort). ApplyRecord makes both steps at once; an applier
 // prepares the write while the kernel takes the plan, and commits it only
 // once the kernel holds the plan, so that no reader ever sees the files of
 // a plan the kernel refused.
@@ -53,22 +53,22 @@
 // The record (plan.json, or a record appended to plan.log) is written (or
 // removed) last, after every zone and env file is in place and durable,
 // and stale files are removed before it too. So the record always names a
-// plan that was completely applied: after a crash in the middle of Apply
-// or ApplyRecord the dir holds the old record with a mix of old and new
+// plan that was completely applied: after a crash in the middle of
+// ApplyRecord the dir holds the old record with a mix of old and new
 // zone and env files, each of them complete. The next apply converges; it
 // compares file contents, not the record, so it rewrites exactly what is
 // still different, and a zone written just before the crash keeps the
 // serial it got (its content equals the rendered one). Temporary files a
 // crash left behind (any number, when it came between the two steps) are
-// removed by the next write (Apply, ApplyRecord, PrepareRecord) or
+// removed by the next write (ApplyRecord, PrepareRecord) or
 // Cleanup, which hold the lock, so never while a write is pending. (A Dir
 // takes a file it found equal before as unchanged without reading it
 // again while it is given the same bytes and the file's stat is as it was:
 // see known.go, and Forget.)
 //
-// Apply, ApplyRecord and Cleanup hold an exclusive flock(2) on the dir
-// while they run, and a prepared write from PrepareRecord to its Commit or
-// Abort; Plan, PlanFiles and LastPlan a shared one. So two appliers on one
+// ApplyRecord and Cleanup hold an exclusive flock(2) on the dir while they
+// run, and a prepared write from PrepareRecord to its Commit or Abort;
+// PlanFiles and LastPlan a shared one. So two appliers on one
 // node do not interleave.
 //
 // # Zone serials
@@ -104,7 +104,7 @@ const PlanFile = "plan.json"
 const LogFile = "plan.log"
 
 // RulesetFile is the ruleset's path in render.Files. It is installed over
-// netlink, not kept in the dir: Plan and Apply ignore it.
+// netlink, not kept in the dir: PlanFiles and ApplyRecord ignore it.
 const RulesetFile = "nftables.nft"
 
 const (
@@ -158,8 +158,8 @@ func Open(path string) (*Dir, error) {
 // OpenNoCreate opens the state directory at path as Open does, but leaves
 // it missing when it is: commands that promise to change nothing (plan)
 // or only to remove netspec's files (cleanup) must not create it. A
-// missing dir holds no files for Plan, LastPlan, Serial and Cleanup, which
-// do not create it either; Apply creates it.
+// missing dir holds no files for PlanFiles, LastPlan, Serial and Cleanup,
+// which do not create it either; ApplyRecord creates it.
 func OpenNoCreate(path string) (*Dir, error) {
 	return open(path, false)
 }
@@ -250,93 +250,6 @@ func IsManaged(rel string) bool {
 	return ok && base != "" && !strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "/\\\x00")
 }
 
-// Plan compares the files a plan should have — rendered, as render.Files
-// gives them: relative slash paths to content — with what the dir holds,
-// and reports which files Apply would write (new or changed) and remove.
-// It writes nothing. A zone is compared by its records, its SOA serial
-// aside, and written with its serial rewritten (see serial.go). RulesetFile is ignored; any other path that is not
-// of netspec's kinds is an error.
-func (d *Dir) Plan(files map[string][]byte) (Changes, error) {
-	ok, err := d.exists()
-	if err != nil {
-		return Changes{}, err
-	}
-	if ok { // a missing dir (OpenNoCreate) holds nothing to lock or read
-		unlock, err := d.lock(syscall.LOCK_SH)
-		if err != nil {
-			return Changes{}, err
-		}
-		defer unlock()
-	}
-	return d.diff(bytesFiles(files), false, nil)
-}
-
-// Apply makes the dir hold files (as for Plan): it writes the added and
-// changed files atomically and removes the files of netspec's kinds that
-// files does not have, leaving every other file alone, and returns what it
-// did, which is what Plan returns for the same dir and files. plan.json is
-// written or removed last (see the package doc), given whole: a plan.log
-// goes after it (the record is then plan.json alone). A daemon records its
-// plans by difference with ApplyRecord instead. On an error, the Changes
-// returned are those made before it.
-func (d *Dir) Apply(files map[string][]byte) (_ Changes, err error) {
-	unlock, err := d.beginWrite()
-	if err != nil {
-		return Changes{}, err
-	}
-	defer unlock()
-	w := d.newPending()
-	defer func() {
-		if !errors.Is(err, errCrash) { // a crash leaves what it leaves
-			w.abort()
-		}
-	}()
-	plan, err := d.diff(bytesFiles(files), false, w.put)
-	if err != nil {
-		return Changes{}, err
-	}
-	d.rec = nil // known again when next read or written whole
-	done, err := w.commitFiles(plan)
-	if err != nil {
-		return done, err
-	}
-	// plan.json last: it names a completely applied plan. A log goes
-	// with the plan.json it applies to, or once it is written over: in
-	// either case the record is then plan.json alone.
-	switch {
-	case slices.Contains(plan.Added, PlanFile), slices.Contains(plan.Changed, PlanFile):
-		if err := w.place(PlanFile); err != nil {
-			return done, err
-		}
-		if slices.Contains(plan.Added, PlanFile) {
-			done.Added = append(done.Added, PlanFile)
-		} else {
-			done.Changed = append(done.Changed, PlanFile)
-		}
-	case slices.Contains(plan.Removed, PlanFile):
-		if err := d.remove(PlanFile); err != nil {
-			return done, err
-		}
-		if err := atomicfile.SyncDir(d.path); err != nil {
-			return done, d.errorf("sync %s: %w", d.path, err)
-		}
-		done.Removed = append(done.Removed, PlanFile)
-	}
-	if slices.Contains(plan.Removed, LogFile) {
-		if err := d.remove(LogFile); err != nil {
-			return done, err
-		}
-		if err := atomicfile.SyncDir(d.path); err != nil {
-			return done, d.errorf("sync %s: %w", d.path, err)
-		}
-		done.Removed = append(done.Removed, LogFile)
-	}
-	slices.Sort(done.Added)
-	slices.Sort(done.Changed)
-	slices.Sort(done.Removed)
-	return done, nil
-}
-
 // pending is one write of the dir in two steps. put writes each added or
 // changed file to its temporary file, whole and synced, and leaves its
 // name alone; once every file is ready, commitFiles (and place, for the
@@ -406,25 +319,17 @@ func (w *pending) place(rel string) error {
 
 // commitFiles places the added and changed zone, env and resolv.conf
 // files of plan (made by diff with put), then removes its stale ones,
-// each durable before it returns; plan.json and plan.log are left to the
-// caller.
+// each durable before it returns; the record is left to the caller.
 func (w *pending) commitFiles(plan Changes) (Changes, error) {
 	d := w.d
 	var done Changes
-	isPlan := func(p string) bool { return p == PlanFile || p == LogFile }
 	for _, p := range plan.Added {
-		if isPlan(p) {
-			continue
-		}
 		if err := w.place(p); err != nil {
 			return done, err
 		}
 		done.Added = append(done.Added, p)
 	}
 	for _, p := range plan.Changed {
-		if isPlan(p) {
-			continue
-		}
 		if err := w.place(p); err != nil {
 			return done, err
 		}
@@ -432,9 +337,6 @@ func (w *pending) commitFiles(plan Changes) (Changes, error) {
 	}
 	removedDirs := map[string]bool{}
 	for _, p := range plan.Removed {
-		if isPlan(p) {
-			continue
-		}
 		if err := d.remove(p); err != nil {
 			return done, err
 		}
@@ -550,28 +452,18 @@ type File struct {
 	Bytes func() []byte
 }
 
-// bytesFiles is files as Files without IDs.
-func bytesFiles(files map[string][]byte) map[string]File {
-	out := make(map[string]File, len(files))
-	for p, b := range files {
-		out[p] = File{Bytes: func() []byte { return b }}
-	}
-	return out
-}
-
-// diff computes the changes files make, and gives put (unless nil: Plan)
-// the content of each file that is to be written (zone serials
+// diff computes the changes files make, and gives put (unless nil:
+// PlanFiles) the content of each file that is to be written (zone serials
 // rewritten) as soon as it has it, so that no more than one file's bytes
-// are held at a time. With record, files has no plan.json and the record
-// (plan.json, plan.log) is neither compared nor removed: the caller keeps
-// it (ApplyRecord). plan.log is never in files.
-func (d *Dir) diff(files map[string]File, record bool, put func(rel string, data []byte) error) (Changes, error) {
+// are held at a time. The record (plan.json, plan.log) is not in files,
+// and is neither compared nor removed: ApplyRecord keeps it.
+func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) error) (Changes, error) {
 	for p := range files {
-		if p == LogFile || record && p == PlanFile {
+		if p == LogFile || p == PlanFile {
 			return Changes{}, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
 		if p != RulesetFile && !IsManaged(p) {
-			return Changes{}, d.errorf("%q is not a file of the state dir (want %s, %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, PlanFile, dnsDir, envDir, resolvDir)
+			return Changes{}, d.errorf("%q is not a file of the state dir (want %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, dnsDir, envDir, resolvDir)
 		}
 	}
 	held, err := d.held()
@@ -625,7 +517,7 @@ func (d *Dir) diff(files map[string]File, record bool, put func(rel string, data
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(held)) {
-		if record && (p == PlanFile || p == LogFile) {
+		if p == PlanFile || p == LogFile {
 			continue
 		}
 		if _, ok := files[p]; !ok {

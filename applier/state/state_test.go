@@ -2,6 +2,7 @@ package state
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,40 @@ func populate(t *testing.T, dir string, files map[string]string) {
 // stateFiles is m as the Files of PlanFiles and ApplyRecord, without IDs.
 func stateFiles(m map[string]string) map[string]File {
 	return bytesFiles(bytesMap(m))
+}
+
+// bytesFiles is files as Files without IDs.
+func bytesFiles(files map[string][]byte) map[string]File {
+	out := make(map[string]File, len(files))
+	for p, b := range files {
+		out[p] = File{Bytes: func() []byte { return b }}
+	}
+	return out
+}
+
+// apply makes the dir hold files as an applier does: their plan.json ("" when
+// they have none) is the whole plan that ApplyRecord records, with no delta;
+// the others are the zone, env and resolv.conf files.
+func apply(d *Dir, files map[string]string) (Changes, error) {
+	rest := maps.Clone(files)
+	delete(rest, PlanFile)
+	return d.ApplyRecord(stateFiles(rest), nil, fullOf(files[PlanFile]))
+}
+
+// planFiles is PlanFiles of files but their plan.json, as apply takes them.
+func planFiles(d *Dir, files map[string]string) (Changes, error) {
+	rest := maps.Clone(files)
+	delete(rest, PlanFile)
+	return d.PlanFiles(stateFiles(rest))
+}
+
+// filesOnly is ch but the record (plan.json), which PlanFiles does not
+// compare.
+func filesOnly(ch Changes) Changes {
+	drop := func(s []string) []string {
+		return slices.DeleteFunc(slices.Clone(s), func(p string) bool { return p == PlanFile })
+	}
+	return Changes{Added: drop(ch.Added), Changed: drop(ch.Changed), Removed: drop(ch.Removed)}
 }
 
 func bytesMap(m map[string]string) map[string][]byte {
@@ -113,10 +148,10 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:   "unchanged zone keeps its serial although the rendered one differs",
-			before: map[string]string{"dns/cluster.local.zone": z1},
-			files:  map[string]string{"dns/cluster.local.zone": string(zone("cluster.local", 3, "web\tA\t10.0.0.1"))},
+			before: map[string]string{"dns/cluster.local.zone": z1, "plan.json": "{}"},
+			files:  map[string]string{"dns/cluster.local.zone": string(zone("cluster.local", 3, "web\tA\t10.0.0.1")), "plan.json": "{}"},
 			want:   Changes{},
-			after:  map[string]string{"dns/cluster.local.zone": z1},
+			after:  map[string]string{"dns/cluster.local.zone": z1, "plan.json": "{}"},
 		},
 		{
 			name:   "changed zone gets old serial + 1",
@@ -134,24 +169,17 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:   "resolv.conf files written, changed and removed as env files",
-			before: map[string]string{"resolv/shop.conf": "search a\n", "resolv/data.conf": "search b\n"},
-			files:  map[string]string{"resolv/shop.conf": "search c\n", "resolv/web.conf": "search d\n"},
+			before: map[string]string{"resolv/shop.conf": "search a\n", "resolv/data.conf": "search b\n", "plan.json": "{}"},
+			files:  map[string]string{"resolv/shop.conf": "search c\n", "resolv/web.conf": "search d\n", "plan.json": "{}"},
 			want:   Changes{Added: []string{"resolv/web.conf"}, Changed: []string{"resolv/shop.conf"}, Removed: []string{"resolv/data.conf"}},
-			after:  map[string]string{"resolv/shop.conf": "search c\n", "resolv/web.conf": "search d\n"},
+			after:  map[string]string{"resolv/shop.conf": "search c\n", "resolv/web.conf": "search d\n", "plan.json": "{}"},
 		},
 		{
-			name:   "plan without plan.json removes it",
-			before: map[string]string{"plan.json": "{}", "env/shop.env": "A=1\n"},
-			files:  map[string]string{"env/shop.env": "A=2\n"},
-			want:   Changes{Changed: []string{"env/shop.env"}, Removed: []string{"plan.json"}},
-			after:  map[string]string{"env/shop.env": "A=2\n"},
-		},
-		{
-			name:   "empty plan removes everything of netspec's",
-			before: map[string]string{"plan.json": "{}", "env/shop.env": "A=1\n", "dns/cluster.local.zone": z1},
-			files:  map[string]string{},
-			want:   Changes{Removed: []string{"dns/cluster.local.zone", "env/shop.env", "plan.json"}},
-			after:  map[string]string{},
+			name:   "plan without files removes every zone, env and resolv.conf file",
+			before: map[string]string{"plan.json": "{}", "env/shop.env": "A=1\n", "dns/cluster.local.zone": z1, "resolv/shop.conf": "search a\n"},
+			files:  map[string]string{"plan.json": "{}"},
+			want:   Changes{Removed: []string{"dns/cluster.local.zone", "env/shop.env", "resolv/shop.conf"}},
+			after:  map[string]string{"plan.json": "{}"},
 		},
 		{
 			name:  "ruleset ignored",
@@ -161,11 +189,12 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:  "empty file",
-			files: map[string]string{"env/empty.env": ""},
-			want:  Changes{Added: []string{"env/empty.env"}},
-			after: map[string]string{"env/empty.env": ""},
+			files: map[string]string{"env/empty.env": "", "plan.json": "{}"},
+			want:  Changes{Added: []string{"env/empty.env", "plan.json"}},
+			after: map[string]string{"env/empty.env": "", "plan.json": "{}"},
 		},
 		{name: "unknown path", files: map[string]string{"dns/x.txt": "x"}, wantErr: `"dns/x.txt" is not a file of the state dir`},
+		{name: "the record as a file", files: map[string]string{"plan.log": "x"}, wantErr: `"plan.log" is written by ApplyRecord, not given as a file`},
 		{name: "escaping path", files: map[string]string{"dns/../x.zone": "x"}, wantErr: "is not a file of the state dir"},
 		{name: "dot file", files: map[string]string{"env/.x.env": "x"}, wantErr: "is not a file of the state dir"},
 		{name: "rendered zone without SOA", files: map[string]string{"dns/x.zone": "@ 5 IN NS ns.\n"}, wantErr: "dns/x.zone: rendered zone: no SOA record"},
@@ -189,8 +218,8 @@ func TestApply(t *testing.T) {
 			populate(t, d.Path(), tt.before)
 			start := tree(t, d.Path())
 
-			planned, perr := d.Plan(bytesMap(tt.files))
-			got, err := d.Apply(bytesMap(tt.files))
+			planned, perr := planFiles(d, tt.files)
+			got, err := apply(d, tt.files)
 			if tt.wantErr != "" {
 				for _, e := range []error{perr, err} {
 					if e == nil || !strings.Contains(e.Error(), tt.wantErr) || !strings.Contains(e.Error(), d.Path()) {
@@ -208,8 +237,8 @@ func TestApply(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got, cmpChanges); diff != "" {
 				t.Errorf("Apply changes (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(planned, got, cmpChanges); diff != "" {
-				t.Errorf("Plan and Apply differ (-Plan +Apply):\n%s", diff)
+			if diff := cmp.Diff(planned, filesOnly(got), cmpChanges); diff != "" {
+				t.Errorf("PlanFiles and ApplyRecord differ (-PlanFiles +ApplyRecord):\n%s", diff)
 			}
 			final := tree(t, d.Path())
 			mine := map[string]string{}
@@ -228,8 +257,8 @@ func TestApply(t *testing.T) {
 			if diff := cmp.Diff(tt.after, mine, cmpChanges); diff != "" {
 				t.Errorf("dir after Apply (-want +got):\n%s", diff)
 			}
-			if again, err := d.Plan(bytesMap(tt.files)); err != nil || !again.Empty() {
-				t.Errorf("Plan after Apply = %+v, %v; want no change", again, err)
+			if again, err := planFiles(d, tt.files); err != nil || !again.Empty() {
+				t.Errorf("PlanFiles after ApplyRecord = %+v, %v; want no change", again, err)
 			}
 			checkNoTemp(t, d.Path())
 		})
@@ -250,7 +279,7 @@ func TestApplyModesAndSweep(t *testing.T) {
 	d := openTemp(t)
 	// A temporary file an interrupted Apply left behind.
 	populate(t, d.Path(), map[string]string{"dns/" + tmpPrefix + "x.zone-123": "half", tmpPrefix + "plan.json-9": "half"})
-	if _, err := d.Apply(map[string][]byte{"dns/a.zone": zone("a", 1), "plan.json": []byte("{}")}); err != nil {
+	if _, err := apply(d, map[string]string{"dns/a.zone": string(zone("a", 1)), "plan.json": "{}"}); err != nil {
 		t.Fatal(err)
 	}
 	checkNoTemp(t, d.Path())
@@ -274,7 +303,7 @@ func TestApplyModesAndSweep(t *testing.T) {
 func TestApplyRealRender(t *testing.T) {
 	golden := tree(t, "../../golden/basic/node-1")
 	d := openTemp(t)
-	ch, err := d.Apply(bytesMap(golden))
+	ch, err := apply(d, golden)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,11 +330,11 @@ func TestApplyRealRender(t *testing.T) {
 	}
 
 	// Drop a zone and a namespace; change the other zone.
-	next := bytesMap(golden)
+	next := maps.Clone(golden)
 	delete(next, "dns/10.in-addr.arpa.zone")
 	delete(next, "env/data.env")
-	next["dns/cluster.local.zone"] = []byte(strings.Replace(golden["dns/cluster.local.zone"], "10.96.0.50", "10.96.0.51", 1))
-	ch, err = d.Apply(next)
+	next["dns/cluster.local.zone"] = strings.Replace(golden["dns/cluster.local.zone"], "10.96.0.50", "10.96.0.51", 1)
+	ch, err = apply(d, next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,23 +359,23 @@ func TestPlanMatchesApply(t *testing.T) {
 		{"plan.json": "4"},
 	}
 	for i, files := range steps {
-		planned, err := d.Plan(bytesMap(files))
+		planned, err := planFiles(d, files)
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := tree(t, d.Path())
-		if _, err := d.Plan(bytesMap(files)); err != nil {
+		if _, err := planFiles(d, files); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(before, tree(t, d.Path())); diff != "" {
-			t.Fatalf("step %d: Plan wrote to the dir:\n%s", i, diff)
+			t.Fatalf("step %d: PlanFiles wrote to the dir:\n%s", i, diff)
 		}
-		applied, err := d.Apply(bytesMap(files))
+		applied, err := apply(d, files)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(planned, applied, cmpChanges); diff != "" {
-			t.Errorf("step %d: (-Plan +Apply):\n%s", i, diff)
+		if diff := cmp.Diff(planned, filesOnly(applied), cmpChanges); diff != "" {
+			t.Errorf("step %d: (-PlanFiles +ApplyRecord):\n%s", i, diff)
 		}
 		// What Plan announced is what the dir went through.
 		after := tree(t, d.Path())
@@ -366,7 +395,7 @@ func TestPlanMatchesApply(t *testing.T) {
 			}
 		}
 		for p, c := range after {
-			if IsManaged(p) && before[p] != c && !slices.Contains(planned.Added, p) && !slices.Contains(planned.Changed, p) {
+			if IsManaged(p) && p != PlanFile && before[p] != c && !slices.Contains(planned.Added, p) && !slices.Contains(planned.Changed, p) {
 				t.Errorf("step %d: %s changed unannounced", i, p)
 			}
 		}
@@ -393,11 +422,11 @@ func TestSerialStrictlyIncreases(t *testing.T) {
 			var prev uint32
 			for i, rs := range rendered {
 				z := zone("cluster.local", rs, "web\tA\t10.0.0."+string(rune('1'+i)))
-				ch, err := d.Apply(map[string][]byte{"dns/cluster.local.zone": z})
+				ch, err := apply(d, map[string]string{"dns/cluster.local.zone": string(z)})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if i == 0 && len(ch.Added) != 1 || i > 0 && len(ch.Changed) != 1 {
+				if ch = filesOnly(ch); i == 0 && len(ch.Added) != 1 || i > 0 && len(ch.Changed) != 1 {
 					t.Fatalf("apply %d: changes %+v", i, ch)
 				}
 				s, ok := d.Serial("cluster.local")
@@ -413,7 +442,7 @@ func TestSerialStrictlyIncreases(t *testing.T) {
 				prev = s
 				// The same zone again, with yet another rendered serial: no change.
 				again := zone("cluster.local", rs+12345, "web\tA\t10.0.0."+string(rune('1'+i)))
-				if ch, err := d.Apply(map[string][]byte{"dns/cluster.local.zone": again}); err != nil || !ch.Empty() {
+				if ch, err := apply(d, map[string]string{"dns/cluster.local.zone": string(again)}); err != nil || !ch.Empty() {
 					t.Fatalf("apply %d again: %+v, %v", i, ch, err)
 				}
 				if s2, _ := d.Serial("cluster.local"); s2 != s {
@@ -481,7 +510,7 @@ func TestLastPlan(t *testing.T) {
 	if p, _, err := d.LastPlan(); p != nil || err != nil {
 		t.Fatalf("LastPlan of an empty dir = %q, %v; want nil, nil", p, err)
 	}
-	if _, err := d.Apply(map[string][]byte{"plan.json": []byte(`{"v":1}`)}); err != nil {
+	if _, err := apply(d, map[string]string{"plan.json": `{"v":1}`}); err != nil {
 		t.Fatal(err)
 	}
 	if p, _, err := d.LastPlan(); string(p) != `{"v":1}` || err != nil {
@@ -575,20 +604,20 @@ func TestNotWritable(t *testing.T) {
 	var applyErr, writeErr, cleanupErr, openErr, planErr error
 	var ch Changes
 	asUnprivileged(t, func() {
-		ch, planErr = d.Plan(map[string][]byte{"plan.json": []byte("{}")})
-		_, applyErr = d.Apply(map[string][]byte{"plan.json": []byte("{}")})
-		_, writeErr = d.Apply(map[string][]byte{"plan.json": []byte("{}"), "env/old.env": []byte("x")})
+		ch, planErr = planFiles(d, map[string]string{"plan.json": "{}"})
+		_, applyErr = apply(d, map[string]string{"plan.json": "{}"})
+		_, writeErr = apply(d, map[string]string{"plan.json": "{}", "env/old.env": "x"})
 		_, openErr = Open(filepath.Join(stateDir, "sub"))
 		_, cleanupErr = d.Cleanup()
 	})
 	// A read-only dir can still be planned.
-	if planErr != nil || !slices.Equal(ch.Added, []string{"plan.json"}) || !slices.Equal(ch.Removed, []string{"env/old.env"}) {
-		t.Errorf("Plan on a read-only dir = %+v, %v", ch, planErr)
+	if planErr != nil || len(ch.Added) != 0 || !slices.Equal(ch.Removed, []string{"env/old.env"}) {
+		t.Errorf("PlanFiles on a read-only dir = %+v, %v", ch, planErr)
 	}
 	for _, c := range []struct {
 		name string
 		err  error
-	}{{"Apply", applyErr}, {"Apply (write)", writeErr}, {"Open", openErr}, {"Cleanup", cleanupErr}} {
+	}{{"ApplyRecord", applyErr}, {"ApplyRecord (write)", writeErr}, {"Open", openErr}, {"Cleanup", cleanupErr}} {
 		if c.err == nil {
 			t.Errorf("%s in a read-only dir: no error", c.name)
 			continue
@@ -610,12 +639,12 @@ func TestNotWritable(t *testing.T) {
 // holding exactly one of the plans, with no temporary file left.
 func TestConcurrentApply(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state")
-	plans := make([]map[string][]byte, 8)
+	plans := make([]map[string]string, 8)
 	for i := range plans {
-		plans[i] = map[string][]byte{
-			"plan.json":                            []byte{byte('0' + i)},
-			"env/n" + string(rune('0'+i)) + ".env": []byte("A=1\n"),
-			"dns/z.zone":                           zone("z", uint32(100-i), "x\tA\t10.0.0."+string(rune('0'+i))),
+		plans[i] = map[string]string{
+			"plan.json":                            string(rune('0' + i)),
+			"env/n" + string(rune('0'+i)) + ".env": "A=1\n",
+			"dns/z.zone":                           string(zone("z", uint32(100-i), "x\tA\t10.0.0."+string(rune('0'+i)))),
 		}
 	}
 	errs := make(chan error, len(plans)*5)
@@ -629,7 +658,7 @@ func TestConcurrentApply(t *testing.T) {
 				return
 			}
 			for range 5 {
-				if _, err := d.Apply(plans[i]); err != nil {
+				if _, err := apply(d, plans[i]); err != nil {
 					errs <- err
 				}
 			}
@@ -645,7 +674,7 @@ func TestConcurrentApply(t *testing.T) {
 	got := tree(t, path)
 	i := int(got["plan.json"][0] - '0')
 	d, _ := Open(path)
-	if ch, err := d.Plan(plans[i]); err != nil || !ch.Empty() {
+	if ch, err := planFiles(d, plans[i]); err != nil || !ch.Empty() || recorded(t, d) != plans[i][PlanFile] {
 		t.Errorf("the dir does not hold plan %d alone: %+v %v\n%v", i, ch, err, got)
 	}
 	if _, ok := d.Serial("z"); !ok {
@@ -673,15 +702,15 @@ func TestOpenNoCreate(t *testing.T) {
 		}
 	}
 	missing("OpenNoCreate")
-	files := map[string][]byte{"plan.json": []byte("{}"), "env/shop.env": []byte("A=1\n")}
-	ch, err := d.Plan(files)
+	files := map[string]string{"plan.json": "{}", "env/shop.env": "A=1\n"}
+	ch, err := planFiles(d, files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(Changes{Added: []string{"env/shop.env", "plan.json"}}, ch, cmpChanges); diff != "" {
-		t.Errorf("Plan of a missing dir (-want +got):\n%s", diff)
+	if diff := cmp.Diff(Changes{Added: []string{"env/shop.env"}}, ch, cmpChanges); diff != "" {
+		t.Errorf("PlanFiles of a missing dir (-want +got):\n%s", diff)
 	}
-	missing("Plan")
+	missing("PlanFiles")
 	if b, _, err := d.LastPlan(); b != nil || err != nil {
 		t.Errorf("LastPlan of a missing dir = %q, %v; want nil, nil", b, err)
 	}
@@ -694,14 +723,14 @@ func TestOpenNoCreate(t *testing.T) {
 	}
 	missing("Cleanup")
 
-	if ch, err = d.Apply(files); err != nil {
+	if ch, err = apply(d, files); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(Changes{Added: []string{"env/shop.env", "plan.json"}}, ch, cmpChanges); diff != "" {
-		t.Errorf("Apply (-want +got):\n%s", diff)
+		t.Errorf("ApplyRecord (-want +got):\n%s", diff)
 	}
 	if got := tree(t, p); len(got) != 2 {
-		t.Errorf("after Apply the dir holds %v", got)
+		t.Errorf("after ApplyRecord the dir holds %v", got)
 	}
 
 	t.Run("a file", func(t *testing.T) {

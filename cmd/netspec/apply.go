@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -200,25 +199,17 @@ func loadNode(e *env, cmd string, f *nodeFlags, args []string) (*loaded, int) {
 		return nil, exitError
 	}
 	if f.node == "" {
-		fmt.Fprintf(e.stderr, "netspec %s: --node is required\nRun 'netspec %s --help' for usage.\n", cmd, cmd)
-		return nil, exitError
+		return nil, e.usageError(cmd, "--node is required")
 	}
 	if !f.checkDataplane(e, cmd) {
 		return nil, exitError
 	}
 	end := stages.Start("load")
-	l, err := loadTree(e, args[0], &f.loadFlags)
-	end()
-	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec %s: %v\n", cmd, err)
-		return nil, exitError
+	defer end()
+	if l := loadValid(e, cmd, args[0], &f.loadFlags, "nothing changed"); l != nil {
+		return l, exitOK
 	}
-	printDiags(e, l.diags)
-	if n := l.diags.Errors(); n > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s; nothing changed\n", plural(l.diags.Files(), "file"), plural(n, "error"))
-		return nil, exitError
-	}
-	return l, exitOK
+	return nil, exitError
 }
 
 // compileLoaded compiles the plan of node from l with the readiness view
@@ -227,8 +218,7 @@ func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Option
 	defer stages.Start("compile")()
 	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, node, o)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec %s: %v\n", cmd, err)
-		return nil, exitError
+		return nil, e.fail(cmd, "%v", err)
 	}
 	return st.Finish(), exitOK
 }
@@ -243,8 +233,7 @@ func runPlan(e *env, opts any, args []string) int {
 	ao.NoCreateStateDir = true // plan only reads
 	n, err := applier.Open(ao)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
-		return exitError
+		return e.fail("plan", "%v", err)
 	}
 	defer n.Close()
 	// The daemon's probes: what it holds out is compared as held out.
@@ -263,20 +252,17 @@ func runPlan(e *env, opts any, args []string) int {
 	}
 	r, err := n.Plan(p)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
-		return exitError
+		return e.fail("plan", "%v", err)
 	}
 	old := r.Installed(p)
 	d := treediff.Diff(map[string]*plan.Plan{f.node: old}, map[string]*plan.Plan{f.node: p})
 	drift, err := n.Drift(r, p, d.Empty())
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec plan: drift from the last applied plan: %v\n", err)
-		return exitError
+		return e.fail("plan", "drift from the last applied plan: %v", err)
 	}
 	if f.json {
 		if err := writePlanJSON(e.stdout, r, d, drift, held); err != nil {
-			fmt.Fprintf(e.stderr, "netspec plan: %v\n", err)
-			return exitError
+			return e.fail("plan", "%v", err)
 		}
 	} else {
 		writeNodeChanges(e.stdout, r, d, drift)
@@ -304,12 +290,7 @@ func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *
 	if out.HeldOut == nil {
 		out.HeldOut = []daemon.ProbeOut{}
 	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return writeJSON(w, out)
 }
 
 // writeHeldOut tells which endpoints plan compared as held out by the
@@ -361,8 +342,7 @@ func runApply(e *env, opts any, args []string) int {
 	ao.OneShot = true
 	n, err := applier.Open(ao)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
-		return exitError
+		return e.fail("apply", "%v", err)
 	}
 	defer n.Close()
 	// The diff that is printed is worked out while the kernel takes the
@@ -380,8 +360,7 @@ func runApply(e *env, opts any, args []string) int {
 		d = treediff.DiffWithoutDataPlane(map[string]*plan.Plan{f.node: old}, nw)
 	})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec apply: %v\n", err)
-		return exitError
+		return e.fail("apply", "%v", err)
 	}
 	if r.Empty() {
 		fmt.Fprintln(e.stdout, "no changes")
@@ -419,25 +398,21 @@ func runApply(e *env, opts any, args []string) int {
 func runCleanup(e *env, opts any, args []string) int {
 	f := opts.(*nodeFlags)
 	if len(args) > 0 {
-		fmt.Fprintf(e.stderr, "netspec cleanup: takes no arguments, got %q\nRun 'netspec cleanup --help' for usage.\n", args)
-		return exitError
+		return e.usageError("cleanup", "takes no arguments, got %q", args)
 	}
 	n, err := applier.Open(applier.Options{StateDir: f.stateDir, NoCreateStateDir: true, NFTables: e.nftables})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
-		return exitError
+		return e.fail("cleanup", "%v", err)
 	}
 	defer n.Close()
 	tables, files, err := n.Cleanup()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
-		return exitError
+		return e.fail("cleanup", "%v", err)
 	}
 	// The daemon's record of the endpoints it held out, which the
 	// removed rules no longer hold out.
 	if removed, err := daemon.RemoveProbeRecord(f.stateDir); err != nil {
-		fmt.Fprintf(e.stderr, "netspec cleanup: %v\n", err)
-		return exitError
+		return e.fail("cleanup", "%v", err)
 	} else if removed {
 		files = append(files, daemon.ProbeRecordFile)
 	}

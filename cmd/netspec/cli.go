@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -133,8 +134,7 @@ func run(args []string, e *env) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec %s: %v\n%sRun 'netspec %s --help' for usage.\n", c.name, err, flagHint(fs, err), c.name)
-		return exitError
+		return e.fail(c.name, "%v\n%sRun 'netspec %s --help' for usage.", err, flagHint(fs, err), c.name)
 	}
 	return c.run(e, opts, pos)
 }
@@ -243,8 +243,36 @@ func flagPlaceholder(f *flag.Flag) (name, usage string) {
 // needArgs checks the count of positional arguments.
 func needArgs(e *env, c string, args []string, n int, what string) bool {
 	if len(args) != n {
-		fmt.Fprintf(e.stderr, "netspec %s: want %s, got %d argument(s)\nRun 'netspec %s --help' for usage.\n", c, what, len(args), c)
+		e.usageError(c, "want %s, got %d argument(s)", what, len(args))
 		return false
 	}
 	return true
+}
+
+// fail reports an error of command cmd on stderr, as "netspec CMD: " and
+// the message, and returns exitError: every command's errors read alike.
+func (e *env) fail(cmd, format string, a ...any) int {
+	fmt.Fprintf(e.stderr, "netspec "+cmd+": "+format+"\n", a...)
+	return exitError
+}
+
+// printJSON writes v to stdout as every --json does (writeJSON); an error
+// is command cmd's.
+func (e *env) printJSON(cmd string, v any) int {
+	if err := writeJSON(e.stdout, v); err != nil {
+		return e.fail(cmd, "%v", err)
+	}
+	return exitOK
+}
+
+// writeJSON writes v as JSON indented by two spaces, and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// usageError is fail for a usage error: it tells where the usage is.
+func (e *env) usageError(cmd, format string, a ...any) int {
+	return e.fail(cmd, format+"\nRun 'netspec %s --help' for usage.", append(a, cmd)...)
 }

@@ -63,8 +63,7 @@ func runCompletion(e *env, _ any, args []string) int {
 	case "fish":
 		writeFish(e.stdout, cmds)
 	default:
-		fmt.Fprintf(e.stderr, "netspec completion: unknown shell %q: want bash, zsh or fish\n", args[0])
-		return exitError
+		return e.fail("completion", "unknown shell %q: want bash, zsh or fish", args[0])
 	}
 	return exitOK
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -82,20 +84,17 @@ func runDiff(e *env, opts any, args []string) int {
 	switch f.format {
 	case "text", "markdown", "json":
 	default:
-		fmt.Fprintf(e.stderr, "netspec diff: --format %q: want text, markdown or json\n", f.format)
-		return exitError
+		return e.fail("diff", "--format %q: want text, markdown or json", f.format)
 	}
 	if args[0] == "-" && args[1] == "-" {
-		fmt.Fprintf(e.stderr, "netspec diff: only one tree can be - (standard input)\n")
-		return exitError
+		return e.fail("diff", "only one tree can be - (standard input)")
 	}
 	var trees [2]*loaded
 	failed := false
 	for i, root := range args {
 		l, err := loadTree(e, root, &f.loadFlags)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
-			return exitError
+			return e.fail("diff", "%v", err)
 		}
 		if n := l.diags.Errors(); n > 0 {
 			printDiags(e, l.diags)
@@ -116,8 +115,7 @@ func runDiff(e *env, opts any, args []string) int {
 	}
 	if f.node != "" {
 		if !names[f.node] {
-			fmt.Fprintf(e.stderr, "netspec diff: node %s is in neither tree (their nodes: %s)\n", f.node, nodeList(names))
-			return exitError
+			return e.fail("diff", "node %s is in neither tree (their nodes: %s)", f.node, nodeList(names))
 		}
 		names = map[string]bool{f.node: true}
 	}
@@ -125,8 +123,7 @@ func runDiff(e *env, opts any, args []string) int {
 	for i, l := range trees {
 		p, err := compileNodes(l, names)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec diff: %s: %v\n", args[i], err)
-			return exitError
+			return e.fail("diff", "%s: %v", args[i], err)
 		}
 		plans[i] = p
 	}
@@ -135,8 +132,7 @@ func runDiff(e *env, opts any, args []string) int {
 	switch f.format {
 	case "json":
 		if err := treediff.WriteJSON(e.stdout, d); err != nil {
-			fmt.Fprintf(e.stderr, "netspec diff: %v\n", err)
-			return exitError
+			return e.fail("diff", "%v", err)
 		}
 	case "markdown":
 		treediff.WriteMarkdown(e.stdout, d)
@@ -162,15 +158,10 @@ func treeNodes(t *schema.Tree) []string {
 }
 
 func nodeList(names map[string]bool) string {
-	var s []string
-	for n := range names {
-		s = append(s, n)
-	}
-	if len(s) == 0 {
+	if len(names) == 0 {
 		return "none"
 	}
-	sort.Strings(s)
-	return strings.Join(s, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(names)), ", ")
 }
 
 // compileNodes compiles a tree for each of the nodes it has. When neither

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -130,49 +129,44 @@ Examples:
 
 func runExplain(e *env, opts any, args []string) int {
 	f := opts.(*explainFlags)
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(e.stderr, "netspec explain: "+format+"\nRun 'netspec explain --help' for usage.\n", a...)
-		return exitError
-	}
 	if len(args) == 0 || len(args) > 2 {
-		return usageErr("want TREE and, without --to, NAMESPACE/SERVICE; got %d argument(s)", len(args))
+		return e.usageError("explain", "want TREE and, without --to, NAMESPACE/SERVICE; got %d argument(s)", len(args))
 	}
 	if f.node == "" {
-		return usageErr("--node is required")
+		return e.usageError("explain", "--node is required")
 	}
 	if (f.to == "") == (len(args) == 1) {
-		return usageErr("give either --to IP:PORT[/PROTO] or NAMESPACE/SERVICE")
+		return e.usageError("explain", "give either --to IP:PORT[/PROTO] or NAMESPACE/SERVICE")
 	}
 	var pk plan.Packet
 	if f.to != "" {
 		var err error
 		if pk, err = parseTo(f.to); err != nil {
-			return usageErr("--to: %v", err)
+			return e.usageError("explain", "--to: %v", err)
 		}
 	} else if !strings.Contains(args[1], "/") {
-		return usageErr("service %q: want NAMESPACE/NAME", args[1])
+		return e.usageError("explain", "service %q: want NAMESPACE/NAME", args[1])
 	}
 	var from netip.Addr
 	if f.from != "" {
 		a, err := netip.ParseAddr(f.from)
 		if err != nil {
-			return usageErr("--from: %q is not an IP address", f.from)
+			return e.usageError("explain", "--from: %q is not an IP address", f.from)
 		}
 		from = a.Unmap()
 	}
 	if from.IsValid() && f.to != "" && from.Is4() != pk.Dst.Is4() {
-		return usageErr("--from %s and --to %s are of different IP families", from, pk.Dst)
+		return e.usageError("explain", "--from %s and --to %s are of different IP families", from, pk.Dst)
 	}
 	if f.dataplane != "nftables" && f.dataplane != "ipvs" {
-		return usageErr("--dataplane must be nftables or ipvs, not %q", f.dataplane)
+		return e.usageError("explain", "--dataplane must be nftables or ipvs, not %q", f.dataplane)
 	}
 	if f.ipvsScheduler != "" && !slices.Contains(ipvsmodel.Schedulers, f.ipvsScheduler) {
-		return usageErr("--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
+		return e.usageError("explain", "--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
-		return exitError
+		return e.fail("explain", "%v", err)
 	}
 	if n := l.diags.Errors(); n > 0 {
 		printDiags(e, l.diags)
@@ -186,8 +180,7 @@ func runExplain(e *env, opts any, args []string) int {
 		var note string
 		var sched string
 		if live, view, dataplane, sched, note, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
-			fmt.Fprintf(e.stderr, "netspec explain: --live: %v\n", err)
-			return exitError
+			return e.fail("explain", "--live: %v", err)
 		}
 		if note != "" {
 			fmt.Fprintf(e.stderr, "netspec explain: --live: %s\n", note)
@@ -204,8 +197,7 @@ func runExplain(e *env, opts any, args []string) int {
 	}
 	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, f.node, view)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
-		return exitError
+		return e.fail("explain", "%v", err)
 	}
 	p := st.Finish()
 	var xs []*explain.Explanation
@@ -233,8 +225,7 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 		xs, err = explain.ServiceWith(p, l.tree.Objects, args[1], from, live)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
-			return exitError
+			return e.fail("explain", "%v", err)
 		}
 		if len(xs) == 0 {
 			// Headless and ExternalName Services: an empty list for --json.
@@ -249,13 +240,7 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 	}
 	if f.json {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(xs); err != nil {
-			fmt.Fprintf(e.stderr, "netspec explain: %v\n", err)
-			return exitError
-		}
-		return exitOK
+		return e.printJSON("explain", xs)
 	}
 	for i, x := range xs {
 		if i > 0 {

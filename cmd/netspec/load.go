@@ -76,6 +76,24 @@ func loadTree(e *env, root string, lf *loadFlags) (*loaded, error) {
 	return &loaded{tree: t, checked: c.Checked, lock: c.Lock, diags: c.Diags}, nil
 }
 
+// loadValid is loadTree for a command that needs a valid tree: it prints
+// the diagnostics, and when there are errors counts them and says what
+// the command left undone (notDone: "nothing written"); nil means the
+// command failed (already reported).
+func loadValid(e *env, cmd, root string, lf *loadFlags, notDone string) *loaded {
+	l, err := loadTree(e, root, lf)
+	if err != nil {
+		e.fail(cmd, "%v", err)
+		return nil
+	}
+	printDiags(e, l.diags)
+	if n := l.diags.Errors(); n > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s; %s\n", plural(l.diags.Files(), "file"), plural(n, "error"), notDone)
+		return nil
+	}
+	return l
+}
+
 // loadDir is loadTree for a directory, with the validation cache.
 func loadDir(e *env, root string, lf *loadFlags, opts schema.Options) (*schema.Tree, error) {
 	var dc *cache.Disk

@@ -52,17 +52,10 @@ func runLock(e *env, opts any, args []string) int {
 	}
 	root := args[0]
 	if st, err := os.Stat(root); root == "-" || err == nil && !st.IsDir() {
-		fmt.Fprintf(e.stderr, "netspec lock: TREE must be a directory: the lock is written into it as %s\n", LockFile)
-		return exitError
+		return e.fail("lock", "TREE must be a directory: the lock is written into it as %s", LockFile)
 	}
-	l, err := loadTree(e, root, &f.loadFlags)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec lock: %v\n", err)
-		return exitError
-	}
-	printDiags(e, l.diags)
-	if n := l.diags.Errors(); n > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s; %s not written\n", plural(l.diags.Files(), "file"), plural(n, "error"), LockFile)
+	l := loadValid(e, "lock", root, &f.loadFlags, LockFile+" not written")
+	if l == nil {
 		return exitError
 	}
 	want := l.checked.Alloc.Lock()
@@ -74,8 +67,7 @@ func runLock(e *env, opts any, args []string) int {
 	}
 	changes := compiler.LockDiff(l.lock, want)
 	if err := atomicfile.WriteFile(name, data, 0o644); err != nil {
-		fmt.Fprintf(e.stderr, "netspec lock: %v\n", err)
-		return exitError
+		return e.fail("lock", "%v", err)
 	}
 	fmt.Fprintf(e.stdout, "wrote %s\n", name)
 	for _, c := range changes {

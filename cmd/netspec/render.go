@@ -4,10 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"netspec.dev/netspec/compiler"
@@ -83,39 +84,29 @@ func runRender(e *env, opts any, args []string) int {
 		return exitError
 	}
 	if f.node == "" || f.out == "" {
-		fmt.Fprintf(e.stderr, "netspec render: --node and --out are required\nRun 'netspec render --help' for usage.\n")
-		return exitError
+		return e.usageError("render", "--node and --out are required")
 	}
 	if !(&nodeFlags{dataplane: f.dataplane, ipvsScheduler: f.ipvsScheduler}).checkDataplane(e, "render") {
 		return exitError
 	}
-	l, err := loadTree(e, args[0], &f.loadFlags)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
-	}
-	printDiags(e, l.diags)
-	if n := l.diags.Errors(); n > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s; nothing written\n", plural(l.diags.Files(), "file"), plural(n, "error"))
+	l := loadValid(e, "render", args[0], &f.loadFlags, "nothing written")
+	if l == nil {
 		return exitError
 	}
 	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
+		return e.fail("render", "%v", err)
 	}
 	files, err := render.Files(p, render.DataplaneNFTables)
 	if f.dataplane == "ipvs" {
 		files, err = render.FilesIPVS(p, f.ipvsScheduler)
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
+		return e.fail("render", "%v", err)
 	}
 	written, removed, err := writeRendered(f.out, files)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec render: %v\n", err)
-		return exitError
+		return e.fail("render", "%v", err)
 	}
 	fmt.Fprintf(e.stdout, "rendered node %s into %s: %s\n", f.node, f.out, strings.Join(written, ", "))
 	if len(removed) > 0 {
@@ -147,10 +138,7 @@ func renderedKind(rel string) bool {
 // that are not in files. It returns the written paths (all of files, in
 // order) and the removed ones.
 func writeRendered(dir string, files map[string][]byte) (written, removed []string, err error) {
-	for name := range files {
-		written = append(written, name)
-	}
-	sort.Strings(written)
+	written = slices.Sorted(maps.Keys(files))
 	for _, name := range written {
 		full := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {

@@ -307,6 +307,6 @@ func cmdDaemonApply(ts *testscript.TestScript, neg bool, args []string) {
 	n, err := applier.Open(applier.Options{StateDir: args[2], NFTables: fakeKernel(ts)})
 	ts.Check(err)
 	defer n.Close()
-	_, err = n.Apply(st.Finish())
+	_, err = n.ApplyStaged(st.Finish(), nil)
 	ts.Check(err)
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -132,12 +132,10 @@ Examples:
 func runStatus(e *env, opts any, args []string) int {
 	f := opts.(*statusFlags)
 	if len(args) > 0 {
-		fmt.Fprintf(e.stderr, "netspec status: takes no arguments, got %q\nRun 'netspec status --help' for usage.\n", args)
-		return exitError
+		return e.usageError("status", "takes no arguments, got %q", args)
 	}
 	if f.wait < 0 {
-		fmt.Fprintf(e.stderr, "netspec status: --wait %s: want a positive duration\n", f.wait)
-		return exitError
+		return e.fail("status", "--wait %s: want a positive duration", f.wait)
 	}
 	sock := f.socket
 	if sock == "" {
@@ -149,17 +147,10 @@ func runStatus(e *env, opts any, args []string) int {
 	}
 	out, err := status.Gather(status.Options{Socket: sock, StateDir: f.stateDir, Wait: f.wait})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
-		return exitError
+		return e.fail("status", "%v", err)
 	}
 	if f.json {
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
-			return exitError
-		}
-		e.stdout.Write(append(b, '\n'))
-		return exitOK
+		return e.printJSON("status", out)
 	}
 	if out.Running {
 		writeDaemonStatus(e.stdout, sock, out.Daemon, time.Now())
@@ -333,13 +324,6 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 	}
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // writeRecordView prints the state dir's record of the last applied plan,
 // as status shows it without a daemon.
 func writeRecordView(w io.Writer, dir string, r *status.Record, now time.Time) {
@@ -395,7 +379,7 @@ func writeProbeOut(w io.Writer, o daemon.ProbeOut, now time.Time) {
 	if !o.LastProbe.IsZero() {
 		last = "; last probe " + ago(o.LastProbe, now)
 	}
-	fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), orDash(o.LastError), last)
+	fmt.Fprintf(w, "  %s %s: %s, failing since %s: %s%s\n", o.Service, o.Endpoint, o.Probe, ago(o.Since, now), cmp.Or(o.LastError, "-"), last)
 }
 
 // writeKernelView prints what the kernel holds of netspec, as status

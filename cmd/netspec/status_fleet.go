@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -24,23 +24,14 @@ type fleetOut struct {
 func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err error) int {
 	switch {
 	case errors.Is(err, daemon.ErrNoDaemon), errors.Is(err, daemon.ErrStaleSocket):
-		fmt.Fprintf(e.stderr, "netspec status: --fleet: no daemon answers on %s\n", sock)
-		return exitError
+		return e.fail("status", "--fleet: no daemon answers on %s", sock)
 	case err != nil:
-		fmt.Fprintf(e.stderr, "netspec status: asking the daemon on %s: %v\n", sock, err)
-		return exitError
+		return e.fail("status", "asking the daemon on %s: %v", sock, err)
 	case st.Fleet == nil:
-		fmt.Fprintf(e.stderr, "netspec status: --fleet: the daemon of %s does not gossip (netspec watch --gossip-listen), or has not applied a tree yet\n", st.Node)
-		return exitError
+		return e.fail("status", "--fleet: the daemon of %s does not gossip (netspec watch --gossip-listen), or has not applied a tree yet", st.Node)
 	}
 	if f.json {
-		b, err := json.MarshalIndent(fleetOut{Node: st.Node, FleetStatus: st.Fleet}, "", "  ")
-		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec status: %v\n", err)
-			return exitError
-		}
-		e.stdout.Write(append(b, '\n'))
-		return exitOK
+		return e.printJSON("status", fleetOut{Node: st.Node, FleetStatus: st.Fleet})
 	}
 	writeFleetStatus(e.stdout, st.Node, st.Fleet, time.Now())
 	return exitOK
@@ -50,24 +41,16 @@ func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err 
 func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time.Time) {
 	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), fs.Alive())
 	for _, m := range fs.Members {
-		rev := m.Revision
-		if rev == "" {
-			rev = "-"
-		}
 		since := "-"
 		if !m.Since.IsZero() {
 			since = ago(m.Since, now)
 		}
 		fmt.Fprintf(w, "  %-20s %-6s %-22s revision %s, %d checks (%d failing), since %s\n",
-			m.Name, m.State, m.Address, rev, m.Checks, m.Failing, since)
+			m.Name, m.State, m.Address, cmp.Or(m.Revision, "-"), m.Checks, m.Failing, since)
 	}
 	fmt.Fprintln(w, "revisions (alive nodes):")
 	for _, r := range fs.Revisions {
-		rev := r.Revision
-		if rev == "" {
-			rev = "(none applied yet)"
-		}
-		fmt.Fprintf(w, "  %s: %s\n", rev, plural(r.Nodes, "node"))
+		fmt.Fprintf(w, "  %s: %s\n", cmp.Or(r.Revision, "(none applied yet)"), plural(r.Nodes, "node"))
 	}
 	if len(fs.Revisions) > 1 {
 		fmt.Fprintln(w, "  the fleet is split across revisions: a rollout under way, or nodes that do not follow")

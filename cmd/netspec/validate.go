@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -82,8 +81,7 @@ Examples:
 func runValidate(e *env, opts any, args []string) int {
 	f := opts.(*validateFlags)
 	if f.output != "text" && f.output != "json" {
-		fmt.Fprintf(e.stderr, "netspec validate: --output must be text or json, not %q\n", f.output)
-		return exitError
+		return e.fail("validate", "--output must be text or json, not %q", f.output)
 	}
 	if !needArgs(e, "validate", args, 1, "one TREE") {
 		return exitError
@@ -91,10 +89,12 @@ func runValidate(e *env, opts any, args []string) int {
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
 		if f.output == "json" {
-			return printValidateJSON(e, &validateReport{Errors: 1, Findings: []finding{{File: args[0], Severity: "error", Message: err.Error()}}})
+			r := newValidateReport(&schema.Tree{}, nil)
+			r.Findings = append(r.Findings, finding{File: args[0], Severity: "error", Message: err.Error()})
+			r.Errors, r.Valid = 1, false
+			return printValidateJSON(e, r)
 		}
-		fmt.Fprintf(e.stderr, "netspec validate: %v\n", err)
-		return exitError
+		return e.fail("validate", "%v", err)
 	}
 	dl := l.diags
 	// With --locked, the lock's differences from what the tree needs, and
@@ -217,31 +217,10 @@ func newValidateReport(t *schema.Tree, dl diag.List) *validateReport {
 	return r
 }
 
+// printValidateJSON prints r; the exit status says whether the tree is
+// valid.
 func printValidateJSON(e *env, r *validateReport) int {
-	if r.Findings == nil {
-		r.Findings = []finding{}
-	}
-	if r.Objects == nil {
-		r.Objects = map[string]int{}
-	}
-	if r.Ignored.Kinds == nil {
-		r.Ignored = ignoredReport{Kinds: map[string]int{}, Objects: []ignoredObject{}}
-	}
-	if r.Skipped == nil {
-		r.Skipped = []skippedFile{}
-	}
-	for _, f := range r.Findings {
-		if f.Severity == "error" {
-			r.Valid = false
-		}
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec validate: %v\n", err)
-		return exitError
-	}
-	fmt.Fprintf(e.stdout, "%s\n", b)
-	if !r.Valid {
+	if code := e.printJSON("validate", r); code != exitOK || !r.Valid {
 		return exitError
 	}
 	return exitOK
@@ -283,11 +262,7 @@ const shownKinds = 4
 func ignoredByKind(ig []schema.Ignored) string {
 	counts := map[string]int{}
 	for _, i := range ig {
-		k := i.Kind
-		if k == "" {
-			k = "(no kind)"
-		}
-		counts[k]++
+		counts[cmp.Or(i.Kind, "(no kind)")]++
 	}
 	kinds := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
 		if c := cmp.Compare(counts[b], counts[a]); c != 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"runtime"
@@ -47,13 +46,7 @@ Examples:
 			bi, _ := debug.ReadBuildInfo()
 			v := buildVersion(bi)
 			if opts.(*versionFlags).json {
-				b, err := json.MarshalIndent(v, "", "  ")
-				if err != nil {
-					fmt.Fprintf(e.stderr, "netspec version: %v\n", err)
-					return exitError
-				}
-				fmt.Fprintf(e.stdout, "%s\n", b)
-				return exitOK
+				return e.printJSON("version", v)
 			}
 			fmt.Fprintln(e.stdout, v.String())
 			return exitOK

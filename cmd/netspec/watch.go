@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -225,21 +224,17 @@ func runWatch(e *env, opts any, args []string) int {
 	if tuneGC(watchGCPercent, os.LookupEnv) {
 		defer debug.SetGCPercent(100)
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(e.stderr, "netspec watch: "+format+"\nRun 'netspec watch --help' for usage.\n", a...)
-		return exitError
-	}
 	if f.Node == "" {
-		return usage("--node is required")
+		return e.usageError("watch", "--node is required")
 	}
 	f.Tree, f.MaxFileSize = args[0], int64(f.maxFileSize)
 	o, err := f.Options()
 	if err != nil {
-		return usage("%v", err)
+		return e.usageError("watch", "%v", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return usage("--log-level %q: want debug, info, warn or error", f.logLevel)
+		return e.usageError("watch", "--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	switch f.logFormat {
@@ -248,24 +243,22 @@ func runWatch(e *env, opts any, args []string) int {
 	case "json":
 		o.Logger = slog.New(slog.NewJSONHandler(e.stderr, hopts))
 	default:
-		return usage("--log-format %q: want text or json", f.logFormat)
+		return e.usageError("watch", "--log-format %q: want text or json", f.logFormat)
 	}
 	if f.DNSLink != "" {
 		addr, err := f.LinkAddr()
 		if err != nil {
-			return usage("%v", err)
+			return e.usageError("watch", "%v", err)
 		}
 		res, err := dnslink.Ensure(f.DNSLink, addr)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "netspec watch: %v\n", err)
-			return exitError
+			return e.fail("watch", "%v", err)
 		}
 		o.Logger.Info("dns link ready", "link", f.DNSLink, "addr", addr, "created", res.CreatedLink, "addr_added", res.AddedAddr)
 	}
 	w, err := daemon.New(o)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "netspec watch: %v\n", err)
-		return exitError
+		return e.fail("watch", "%v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

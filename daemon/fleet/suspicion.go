@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -236,9 +237,22 @@ func decodeMember(kind byte, body []byte) (mlMsg, error) {
 	return m, err
 }
 
+// msgpack is memberlist's encoding (its decode makes a MsgpackHandle of
+// the defaults each time); a handle is safe for concurrent use, and
+// decoders are reused: making them is most of a message's cost.
+var (
+	msgpack  = &codec.MsgpackHandle{}
+	decoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, msgpack) }}
+)
+
 // decodeMsgpack decodes as memberlist's decode does.
 func decodeMsgpack(b []byte, out any) error {
-	if err := codec.NewDecoderBytes(b, &codec.MsgpackHandle{}).Decode(out); err != nil {
+	dec := decoders.Get().(*codec.Decoder)
+	dec.ResetBytes(b)
+	err := dec.Decode(out)
+	dec.ResetBytes(nil)
+	decoders.Put(dec)
+	if err != nil {
 		return fmt.Errorf("%w: %v", errPacket, err)
 	}
 	return nil

@@ -496,39 +496,45 @@ func TestFailStaticSuspicion(t *testing.T) {
 	}
 }
 
-// slowSuspicion keeps fastTimers but makes memberlist's suspicion last
-// mult probe intervals (k is 0 in a fleet this small: the shortest
-// timeout applies).
-func slowSuspicion(mult int) func(*Config) {
-	return func(cfg *Config) {
+// cutOneOfFour starts members a, b, c and d, with fastTimers but
+// memberlist's suspicion lasting mult probe intervals (k is 0 in a fleet
+// this small: the shortest timeout applies), waits until they see each
+// other alive, and cuts d off the network. It returns the cluster, d and
+// the others.
+func cutOneOfFour(t *testing.T, mult int) (c *cluster, d *Fleet, others []*Fleet) {
+	c = newCluster(t, treeNodes, treeChecks)
+	slow := func(cfg *Config) {
 		cfg.Tune = func(mc *memberlist.Config) {
 			fastTimers(mc)
 			mc.SuspicionMult = mult
 		}
 	}
+	var fs []*Fleet
+	for _, n := range []string{"a", "b", "c", "d"} {
+		fs = append(fs, c.start(n, fs[:min(len(fs), 1)], slow))
+	}
+	converged(t, fs)
+	c.net.setCut(fs[3].Addr(), true)
+	return c, fs[3], fs[:3]
+}
+
+// allSee tells whether each of fs sees name in state st.
+func allSee(fs []*Fleet, st MemberState, name string) bool {
+	for _, f := range fs {
+		if !sees(f, st, name) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestSuspectBeforeDead: a member cut off the network is suspect on the
 // others before it is dead, with the state and its start in Members and
 // the metric; then dead, suspect no more.
 func TestSuspectBeforeDead(t *testing.T) {
-	c := newCluster(t, treeNodes, treeChecks)
-	var fs []*Fleet
-	for _, n := range []string{"a", "b", "c", "d"} {
-		fs = append(fs, c.start(n, fs[:min(len(fs), 1)], slowSuspicion(20))) // suspect for 2 s
-	}
-	converged(t, fs)
-	d, others := fs[3], fs[:3]
 	cut := time.Now()
-	c.net.setCut(d.Addr(), true)
-	waitFor(t, "a, b and c to see d suspect", func() bool {
-		for _, f := range others {
-			if !sees(f, StateSuspect, "d") {
-				return false
-			}
-		}
-		return true
-	})
+	_, _, others := cutOneOfFour(t, 20) // suspect for 2 s
+	waitFor(t, "a, b and c to see d suspect", func() bool { return allSee(others, StateSuspect, "d") })
 	for _, f := range others {
 		for _, m := range f.Members() {
 			if m.Name == "d" && (m.Since.Before(cut) || m.Since.After(time.Now())) {
@@ -547,9 +553,7 @@ func TestSuspectBeforeDead(t *testing.T) {
 			t.Errorf("%s: suspect d's endpoint out: %v", f.cfg.Name, f.View().Out)
 		}
 	}
-	waitFor(t, "a, b and c to see d dead", func() bool {
-		return sees(fs[0], StateDead, "d") && sees(fs[1], StateDead, "d") && sees(fs[2], StateDead, "d")
-	})
+	waitFor(t, "a, b and c to see d dead", func() bool { return allSee(others, StateDead, "d") })
 	for _, f := range others {
 		if v := f.View(); v.Suspect != 0 || v.Dead != 1 {
 			t.Errorf("%s: %d dead, %d suspect; want d dead only", f.cfg.Name, v.Dead, v.Suspect)
@@ -567,14 +571,8 @@ func TestSuspectBeforeDead(t *testing.T) {
 // suspect it. With the network back, the suspected refute: every
 // suspicion clears on both sides and fail static ends, nobody died.
 func TestCutOffSuspicionFailsStaticAndClears(t *testing.T) {
-	c := newCluster(t, treeNodes, treeChecks)
-	var fs []*Fleet
-	for _, n := range []string{"a", "b", "c", "d"} {
-		fs = append(fs, c.start(n, fs[:min(len(fs), 1)], slowSuspicion(300))) // suspect for 30 s
-	}
-	converged(t, fs)
-	d, others := fs[3], fs[:3]
-	c.net.setCut(d.Addr(), true)
+	c, d, others := cutOneOfFour(t, 300) // suspect for 30 s
+	fs := append(slices.Clone(others), d)
 	waitFor(t, "d to see a, b and c suspect and fail static", func() bool {
 		return sees(d, StateSuspect, "a", "b", "c") && d.View().FailStatic
 	})
@@ -586,9 +584,7 @@ func TestCutOffSuspicionFailsStaticAndClears(t *testing.T) {
 			t.Errorf("d: %s out: %v", k, d.View().Out)
 		}
 	}
-	waitFor(t, "a, b and c to see d suspect", func() bool {
-		return sees(fs[0], StateSuspect, "d") && sees(fs[1], StateSuspect, "d") && sees(fs[2], StateSuspect, "d")
-	})
+	waitFor(t, "a, b and c to see d suspect", func() bool { return allSee(others, StateSuspect, "d") })
 	for _, f := range others {
 		if f.View().FailStatic {
 			t.Errorf("%s fails static with d suspect", f.cfg.Name)

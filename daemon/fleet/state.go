@@ -171,6 +171,12 @@ func (s *state) setTree(t *Tree) {
 			delete(s.ever, n)
 		}
 	}
+	for n := range s.incs {
+		if !s.isNode(n) {
+			delete(s.incs, n)
+			delete(s.suspects, n)
+		}
+	}
 }
 
 // isNode tells whether name is a node of the tree; this node always is.

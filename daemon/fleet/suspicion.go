@@ -375,10 +375,11 @@ func suspicionTimeout(c *memberlist.Config, n int) time.Duration {
 // alive message at a newer incarnation clears it (a refutation); a dead
 // message only moves the incarnation on (the death itself comes from
 // memberlist, which clears the suspicion: setMember). Messages about this
-// node are ignored (memberlist refutes them). It tells whether the
-// suspects changed; timeout is how long a new suspicion is kept.
+// node are ignored (memberlist refutes them), and so are those about no
+// node of the tree (memberlist refuses it as a member). It tells whether
+// the suspects changed; timeout is how long a new suspicion is kept.
 func (s *state) gossiped(m mlMsg, now time.Time, timeout time.Duration) bool {
-	if m.node == s.self {
+	if m.node == s.self || !s.isNode(m.node) {
 		return false
 	}
 	known := s.incs[m.node]

@@ -421,6 +421,7 @@ func TestSuspicion(t *testing.T) {
 		{name: "a dead message's incarnation counts", steps: []step{{msg: ded(6)}, {member: StateAlive}, {msg: sus(5)}}, at: time.Second, suspect: false},
 		{name: "suspected before memberlist knows it", steps: []step{{msg: sus(1)}, {member: StateAlive}}, at: time.Second, suspect: true},
 		{name: "about this node: ignored", steps: []step{{msg: mlMsg{kind: mlSuspect, node: "a", inc: 9}}}, at: time.Second, suspect: false},
+		{name: "about no node of the tree: ignored", steps: []step{{msg: mlMsg{kind: mlSuspect, node: "x", inc: 9}}}, at: time.Second, suspect: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newState("a", 1)
@@ -440,8 +441,11 @@ func TestSuspicion(t *testing.T) {
 			}
 			s.expire(t0.Add(tc.at))
 			name := "b"
-			if len(tc.steps) > 0 && tc.steps[0].msg.node == "a" {
-				name = "a"
+			if len(tc.steps) > 0 && tc.steps[0].msg.node != "" {
+				name = tc.steps[0].msg.node
+			}
+			if name == "x" { // a member memberlist would refuse, had it not
+				s.setMember("x", "x:7946", StateAlive, t0, Meta{})
 			}
 			since, ok := s.suspect(name)
 			if ok != tc.suspect {
@@ -451,6 +455,18 @@ func TestSuspicion(t *testing.T) {
 				t.Errorf("suspect since %v, want %v", since.Sub(t0), tc.since)
 			}
 		})
+	}
+}
+
+// TestSuspicionForgottenWithTheNode: a node the tree no longer names
+// leaves no suspicion nor incarnation behind.
+func TestSuspicionForgottenWithTheNode(t *testing.T) {
+	s := newTestState("a", "b", "c")
+	s.gossiped(mlMsg{kind: mlSuspect, node: "b", inc: 3}, time.Unix(1000, 0), time.Minute)
+	s.gossiped(mlMsg{kind: mlAlive, node: "c", inc: 2}, time.Unix(1000, 0), time.Minute)
+	s.setTree(NewTree([]string{"a", "c"}, nil))
+	if _, ok := s.suspects["b"]; ok || len(s.incs) != 1 || s.incs["c"] != 2 {
+		t.Errorf("after b left the tree: suspects %v, incarnations %v; want none, c's only", s.suspects, s.incs)
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -103,6 +105,38 @@ type packetReader struct {
 	skipLabel bool                // memberlist's SkipInboundLabelCheck
 	keyring   *memberlist.Keyring // nil: gossip in the clear
 	verify    bool                // GossipVerifyIncoming: a packet that does not decrypt is dropped
+	// ciphers are the keyring's keys ready to decrypt, made again when
+	// its keys change: making them costs as much as a packet's
+	// decryption.
+	ciphers atomic.Pointer[keyCiphers]
+}
+
+// keyCiphers are AES-GCM ciphers of keys, in their order.
+type keyCiphers struct {
+	keys  [][]byte
+	aeads []cipher.AEAD
+}
+
+// aeads are the ciphers of the keyring's keys now.
+func (r *packetReader) aeads() []cipher.AEAD {
+	keys := r.keyring.GetKeys()
+	if c := r.ciphers.Load(); c != nil && slices.EqualFunc(c.keys, keys, bytes.Equal) {
+		return c.aeads
+	}
+	c := &keyCiphers{keys: keys}
+	for _, k := range keys {
+		block, err := aes.NewCipher(k)
+		if err != nil {
+			continue // memberlist's keyring takes none such
+		}
+		gcm, err := cipher.NewGCM(block)
+		if err != nil {
+			continue
+		}
+		c.aeads = append(c.aeads, gcm)
+	}
+	r.ciphers.Store(c)
+	return c.aeads
 }
 
 // newPacketReader reads packets as the member of c does.
@@ -141,7 +175,7 @@ func (r *packetReader) read(buf []byte) (msgs []mlMsg, layers int, err error) {
 		return nil, layers, fmt.Errorf("%w: label %q", errPacket, label)
 	}
 	if r.keyring != nil {
-		plain, err := decrypt(r.keyring.GetKeys(), buf, []byte(label))
+		plain, err := decrypt(r.aeads(), buf, []byte(label))
 		switch {
 		case err == nil:
 			buf = plain
@@ -310,8 +344,8 @@ func (d *decoding) decompress(body []byte) ([]byte, error) {
 
 // decrypt opens an encrypted packet (decryptPayload): a version byte (0:
 // padded, 1: not), a nonce, AES-GCM with the label as additional data,
-// tried with every key.
-func decrypt(keys [][]byte, msg, label []byte) ([]byte, error) {
+// tried with every key's cipher.
+func decrypt(aeads []cipher.AEAD, msg, label []byte) ([]byte, error) {
 	const nonceSize, tagSize = 12, 16
 	if len(msg) == 0 || msg[0] > 1 {
 		return nil, fmt.Errorf("%w: not encrypted", errPacket)
@@ -325,15 +359,7 @@ func decrypt(keys [][]byte, msg, label []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: too short to decrypt", errPacket)
 	}
 	nonce, sealed := msg[1:1+nonceSize], msg[1+nonceSize:]
-	for _, k := range keys {
-		block, err := aes.NewCipher(k)
-		if err != nil {
-			continue
-		}
-		gcm, err := cipher.NewGCM(block)
-		if err != nil {
-			continue
-		}
+	for _, gcm := range aeads {
 		plain, err := gcm.Open(nil, nonce, sealed, label)
 		if err != nil {
 			continue

@@ -367,6 +367,35 @@ func TestReadPackets(t *testing.T) {
 	}
 }
 
+// TestReaderFollowsKeyring: a key added to memberlist's keyring, or
+// removed, decrypts or no longer does (the ciphers are made again).
+func TestReaderFollowsKeyring(t *testing.T) {
+	k1, k2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	kr, err := keyring([][]byte{k1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &packetReader{label: "fleet", keyring: kr, verify: true}
+	suspect := mlEncode(t, mlSuspect, mlSuspectBody{Incarnation: 7, Node: "b", From: "a"})
+	pkt := withLabel("fleet", encrypted(t, 1, k2, suspect, []byte("fleet")))
+	reads := func() bool { msgs, _, err := r.read(pkt); return err == nil && len(msgs) == 1 }
+	if reads() {
+		t.Fatal("a packet of a key not in the keyring read")
+	}
+	if err := kr.AddKey(k2); err != nil {
+		t.Fatal(err)
+	}
+	if !reads() {
+		t.Fatal("a packet of a key added to the keyring does not read")
+	}
+	if err := kr.RemoveKey(k2); err != nil {
+		t.Fatal(err)
+	}
+	if reads() {
+		t.Fatal("a packet of a key removed from the keyring still reads")
+	}
+}
+
 // FuzzReadPacket: no packet makes the reader panic or read more than a
 // packet's bound of messages.
 func FuzzReadPacket(f *testing.F) {

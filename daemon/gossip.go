@@ -198,11 +198,13 @@ func planChecks(p *plan.Plan) []fleet.Check {
 // status --fleet`); nil without gossip.
 type FleetStatus struct {
 	// Members are the members known, this node first, then by name:
-	// their state (alive, dead, left), address, the revision they
-	// applied last and since when they are in their state. memberlist
-	// does not tell suspicion: a suspect member is alive until dead.
+	// their state (alive, suspect, dead, left), address, the revision
+	// they applied last and since when they are in their state. A suspect
+	// member is one memberlist's failure detector suspects: alive until
+	// it refutes, or dead.
 	Members []fleet.Member `json:"members"`
-	// Revisions count the alive members by the revision they applied.
+	// Revisions count the alive and suspect members by the revision they
+	// applied.
 	Revisions []RevisionNodes `json:"revisions"`
 	// Out are the endpoints out of their Services on this node because
 	// the fleet says so: a probe failing on another node, or the node
@@ -210,26 +212,32 @@ type FleetStatus struct {
 	// Status.Probes).
 	Out []FleetOut `json:"out"`
 	// FailStatic tells that more than half of the tree's nodes seen as
-	// members are dead (Dead of Ever): this node suspects itself cut
-	// off, and keeps their endpoints.
+	// members are dead or suspect (Dead and Suspect of Ever): this node
+	// suspects itself cut off, and keeps dead nodes' endpoints.
 	FailStatic bool `json:"failStatic"`
 	Dead       int  `json:"dead"`
+	Suspect    int  `json:"suspect"`
 	Ever       int  `json:"ever"`
 }
 
 // Alive counts the members alive, as status prints beside the members
 // known.
-func (fs *FleetStatus) Alive() int {
+func (fs *FleetStatus) Alive() int { return fs.count(fleet.StateAlive) }
+
+// Suspects counts the members suspect.
+func (fs *FleetStatus) Suspects() int { return fs.count(fleet.StateSuspect) }
+
+func (fs *FleetStatus) count(st fleet.MemberState) int {
 	n := 0
 	for _, m := range fs.Members {
-		if m.State == fleet.StateAlive {
+		if m.State == st {
 			n++
 		}
 	}
 	return n
 }
 
-// RevisionNodes is how many alive members run a revision.
+// RevisionNodes is how many alive or suspect members run a revision.
 type RevisionNodes struct {
 	Revision string `json:"revision"`
 	Nodes    int    `json:"nodes"`
@@ -255,16 +263,17 @@ func (st *FleetStatus) live(ref *memberRef) *FleetStatus {
 	c := *st
 	c.Members = ref.m.Members()
 	v := ref.m.View()
-	c.FailStatic, c.Dead, c.Ever = v.FailStatic, v.Dead, v.Ever
+	c.FailStatic, c.Dead, c.Suspect, c.Ever = v.FailStatic, v.Dead, v.Suspect, v.Ever
 	c.Revisions = revisionsOf(c.Members)
 	return &c
 }
 
-// revisionsOf counts the alive members by revision, by revision.
+// revisionsOf counts the alive and suspect members (those memberlist
+// lists alive) by revision, by revision.
 func revisionsOf(ms []fleet.Member) []RevisionNodes {
 	n := map[string]int{}
 	for _, m := range ms {
-		if m.State == fleet.StateAlive {
+		if m.State == fleet.StateAlive || m.State == fleet.StateSuspect {
 			n[m.Revision]++
 		}
 	}
@@ -306,7 +315,7 @@ func (w *Watcher) fleetReport(p *plan.Plan) {
 	w.fleetOut = now
 	w.cur.Fleet = &FleetStatus{Out: out}
 	if v := ps.fleet; v != nil {
-		w.cur.Fleet.FailStatic, w.cur.Fleet.Dead, w.cur.Fleet.Ever = v.FailStatic, v.Dead, v.Ever
+		w.cur.Fleet.FailStatic, w.cur.Fleet.Dead, w.cur.Fleet.Suspect, w.cur.Fleet.Ever = v.FailStatic, v.Dead, v.Suspect, v.Ever
 	}
 	// The checks this node probes that fail: published when they
 	// changed (a flip, or checks no longer probed here).

@@ -90,19 +90,19 @@ services, endpoints, recorded, probes{recorded, written, out[], failOpen[]}}.
 Times are RFC 3339.
 
 --fleet shows the fleet the daemon gossips with (watch --gossip-listen)
-instead: each member (this node first) with its state (alive, dead, left:
-memberlist does not tell suspicion, a suspect member is alive until
-declared dead), address, the revision it applied last and since when it is
-in its state as this node saw; how many alive nodes run each revision (a
-fleet split across revisions is a rollout under way, or a node stuck); the
-endpoints out on this node for the fleet (a probe failing on the node the
-endpoint runs on, or on both probers of an endpoint without an agent, or
-the node dead), with the nodes that say so; and whether this node fails
-static (more than half of the fleet's nodes dead: it keeps their
-endpoints). With --json: {"node", "members"[{name, state, address,
-revision, checks, failing, since}], "revisions"[{revision, nodes}],
-"out"[{service, endpoint, probe, reason, by[]}], "failStatic", "dead",
-"ever"}. Without a daemon, or a daemon without gossip, it fails (exit 1).
+instead: each member (this node first) with its state (alive; suspect:
+memberlist's failure detector suspects it, it is dead unless it refutes;
+dead; left), address, the revision it applied last and since when it is
+in its state as this node saw; how many nodes alive or suspect run each
+revision (a fleet split across revisions is a rollout under way, or a node
+stuck); the endpoints out on this node for the fleet (a probe failing on
+the node the endpoint runs on, or on both probers of an endpoint without
+an agent, or the node dead), with the nodes that say so; and whether this
+node fails static (more than half of the fleet's nodes dead or suspect: it
+keeps the dead nodes' endpoints). With --json: {"node", "members"[{name,
+state, address, revision, checks, failing, since}], "revisions"[{revision,
+nodes}], "out"[{service, endpoint, probe, reason, by[]}], "failStatic",
+"dead", "suspect", "ever"}. Without a daemon, or a daemon without gossip, it fails (exit 1).
 
 --wait waits up to DURATION for a daemon to answer and finish its first
 sync (after starting one), then reports.

@@ -39,16 +39,20 @@ func runStatusFleet(e *env, f *statusFlags, sock string, st *daemon.Status, err 
 
 // writeFleetStatus prints the fleet as node sees it.
 func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time.Time) {
-	fmt.Fprintf(w, "fleet of %s: %d members, %d alive\n", node, len(fs.Members), fs.Alive())
+	suspects := ""
+	if n := fs.Suspects(); n > 0 {
+		suspects = fmt.Sprintf(", %d suspect", n)
+	}
+	fmt.Fprintf(w, "fleet of %s: %d members, %d alive%s\n", node, len(fs.Members), fs.Alive(), suspects)
 	for _, m := range fs.Members {
 		since := "-"
 		if !m.Since.IsZero() {
 			since = ago(m.Since, now)
 		}
-		fmt.Fprintf(w, "  %-20s %-6s %-22s revision %s, %d checks (%d failing), since %s\n",
+		fmt.Fprintf(w, "  %-20s %-7s %-22s revision %s, %d checks (%d failing), since %s\n",
 			m.Name, m.State, m.Address, cmp.Or(m.Revision, "-"), m.Checks, m.Failing, since)
 	}
-	fmt.Fprintln(w, "revisions (alive nodes):")
+	fmt.Fprintln(w, "revisions (nodes alive or suspect):")
 	for _, r := range fs.Revisions {
 		fmt.Fprintf(w, "  %s: %s\n", cmp.Or(r.Revision, "(none applied yet)"), plural(r.Nodes, "node"))
 	}
@@ -68,8 +72,9 @@ func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time
 		}
 	}
 	if fs.FailStatic {
-		fmt.Fprintf(w, "FAIL STATIC: %d of %d nodes seen are dead; their endpoints are kept (this node is more likely cut off)\n", fs.Dead, fs.Ever)
+		fmt.Fprintf(w, "FAIL STATIC: %d of %d nodes seen are dead or suspect (%d dead, %d suspect); dead nodes' endpoints are kept (this node is more likely cut off)\n",
+			fs.Dead+fs.Suspect, fs.Ever, fs.Dead, fs.Suspect)
 	} else {
-		fmt.Fprintf(w, "fail static: no (%d of %d nodes seen are dead)\n", fs.Dead, fs.Ever)
+		fmt.Fprintf(w, "fail static: no (%d of %d nodes seen are dead, %d suspect)\n", fs.Dead, fs.Ever, fs.Suspect)
 	}
 }

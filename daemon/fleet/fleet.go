@@ -88,8 +88,10 @@ type Fleet struct {
 	cfg   Config
 	log   *slog.Logger
 	ml    *memberlist.Memberlist
+	mc    *memberlist.Config // as memberlist runs with it: never changed
 	queue *memberlist.TransmitLimitedQueue
 	tr    *countingTransport
+	rd    *packetReader // of the packets through tr: suspicions
 	t     traffic
 	c     counters
 
@@ -177,6 +179,9 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.Tune != nil {
 		cfg.Tune(mc)
 	}
+	f.mc, f.rd = mc, newPacketReader(mc)
+	watch := f.watchPacket
+	f.tr.watch.Store(&watch)
 	f.queue = &memberlist.TransmitLimitedQueue{NumNodes: f.numMembers, RetransmitMult: mc.RetransmitMult}
 	f.view.Store(&View{Out: map[string]Why{}})
 	ml, err := memberlist.Create(mc)
@@ -322,6 +327,7 @@ func (f *Fleet) remake() {
 			f.needProbe, f.probedAt = false, time.Now()
 		}
 	}
+	f.st.expire(time.Now())
 	v := f.st.view(f.alive, len(f.view.Load().Out))
 	v.Probe = f.probe
 	f.mu.Unlock()
@@ -331,9 +337,10 @@ func (f *Fleet) remake() {
 	}
 	if v.FailStatic != old.FailStatic {
 		if v.FailStatic {
-			f.log.Warn("fail static: more than half of the fleet's nodes are dead; their endpoints are not taken out for it", "dead", v.Dead, "members", v.Ever)
+			f.log.Warn("fail static: more than half of the fleet's nodes are dead or suspect; dead nodes' endpoints are not taken out for it",
+				"dead", v.Dead, "suspect", v.Suspect, "members", v.Ever)
 		} else {
-			f.log.Info("fail static ends: dead nodes' endpoints are out again", "dead", v.Dead, "members", v.Ever)
+			f.log.Info("fail static ends: dead nodes' endpoints are out again", "dead", v.Dead, "suspect", v.Suspect, "members", v.Ever)
 		}
 	}
 	f.view.Store(v)
@@ -344,7 +351,7 @@ func (f *Fleet) remake() {
 }
 
 func viewEqual(a, b *View) bool {
-	return a.FailStatic == b.FailStatic && a.Dead == b.Dead && a.Ever == b.Ever && slices.Equal(a.Probe, b.Probe) &&
+	return a.FailStatic == b.FailStatic && a.Dead == b.Dead && a.Suspect == b.Suspect && a.Ever == b.Ever && slices.Equal(a.Probe, b.Probe) &&
 		len(a.Out) == len(b.Out) && func() bool {
 		for k, w := range a.Out {
 			if o, ok := b.Out[k]; !ok || o.Reason != w.Reason || !slices.Equal(o.By, w.By) {
@@ -413,7 +420,8 @@ func (f *Fleet) reconnectTo(chance, pick float64) string {
 	return f.st.members[dead[min(len(dead)-1, int(pick*float64(len(dead))))]].addr
 }
 
-// Member is a member as status --fleet shows it.
+// Member is a member as status --fleet shows it: State is StateAlive,
+// StateSuspect, StateDead or StateLeft.
 type Member struct {
 	Name     string      `json:"name"`
 	State    MemberState `json:"state"`
@@ -430,6 +438,7 @@ func (f *Fleet) Members() []Member {
 	addr := f.Addr() // memberlist's lock before ours, never inside: it calls us with its lock held
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.st.expire(time.Now())
 	out := []Member{{Name: f.cfg.Name, State: StateAlive, Address: addr,
 		Revision: f.meta.Revision, Checks: f.meta.Checks, Failing: len(f.st.own.ids)}}
 	if m := f.st.members[f.cfg.Name]; m != nil {
@@ -440,8 +449,12 @@ func (f *Fleet) Members() []Member {
 		if name == f.cfg.Name {
 			continue
 		}
-		rest = append(rest, Member{Name: name, State: m.state, Address: m.addr, Revision: m.meta.Revision,
-			Checks: m.meta.Checks, Failing: m.meta.Failing, Since: m.since})
+		st, since := m.state, m.since
+		if t, ok := f.st.suspect(name); ok {
+			st, since = StateSuspect, t
+		}
+		rest = append(rest, Member{Name: name, State: st, Address: m.addr, Revision: m.meta.Revision,
+			Checks: m.meta.Checks, Failing: m.meta.Failing, Since: since})
 	}
 	sort.Slice(rest, func(i, j int) bool { return rest[i].Name < rest[j].Name })
 	return append(out, rest...)
@@ -737,4 +750,42 @@ func (f *Fleet) allow(name, addr string) error {
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 	d.f.log.Warn("gossip: a member's name is claimed from another address; taken over once the first is dead",
 		"node", existing.Name, "address", existing.Address(), "other", other.Address())
+}
+
+// watchPacket reads the membership messages of a packet memberlist
+// receives or sends (suspicion.go) and keeps the suspicions they tell.
+// It runs on memberlist's packet paths: a packet that does not read is
+// left to memberlist, which counts and drops it.
+func (f *Fleet) watchPacket(buf []byte) {
+	msgs, _, err := f.rd.read(buf)
+	if err != nil || len(msgs) == 0 {
+		return
+	}
+	now := time.Now()
+	var suspected, cleared []string
+	f.mu.Lock()
+	timeout := suspicionTimeout(f.mc, len(f.st.members))
+	for _, m := range msgs {
+		_, was := f.st.suspect(m.node)
+		if !f.st.gossiped(m, now, timeout) {
+			continue
+		}
+		switch _, is := f.st.suspect(m.node); {
+		case is && !was:
+			suspected = append(suspected, m.node)
+		case was && !is:
+			cleared = append(cleared, m.node)
+		}
+	}
+	f.mu.Unlock()
+	for _, n := range suspected {
+		f.log.Info("gossip: member suspect: it missed its probes; dead unless it refutes", "node", n)
+		time.AfterFunc(timeout, f.signal) // its end, when no death nor refutation came
+	}
+	for _, n := range cleared {
+		f.log.Info("gossip: member suspect no more: it refuted", "node", n)
+	}
+	if len(suspected)+len(cleared) > 0 {
+		f.signal()
+	}
 }

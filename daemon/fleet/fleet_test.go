@@ -282,10 +282,15 @@ func TestFailStatic(t *testing.T) {
 		t.Fatalf("fail static with 2 of 5 dead")
 	}
 	fs[4].Shutdown()
+	// e suspect already makes 3 of 5 dead or suspect; then e dead.
 	waitFor(t, "a to fail static", func() bool { return a.View().FailStatic })
+	if v := a.View(); v.Dead+v.Suspect != 3 || v.Ever != 5 {
+		t.Errorf("fail static with %d dead and %d suspect of %d, want 3 of 5", v.Dead, v.Suspect, v.Ever)
+	}
+	waitFor(t, "a to see e dead", func() bool { return a.View().Dead == 3 })
 	v := a.View()
-	if v.Dead != 3 || v.Ever != 5 {
-		t.Errorf("dead %d of %d, want 3 of 5", v.Dead, v.Ever)
+	if !v.FailStatic || v.Suspect != 0 || v.Ever != 5 {
+		t.Errorf("fail static %v, %d dead and %d suspect of %d; want fail static, 3 dead of 5", v.FailStatic, v.Dead, v.Suspect, v.Ever)
 	}
 	if outOn(a, keyC, "") || outOn(a, keyD, "") {
 		t.Errorf("dead nodes' endpoints out in fail static: %v", v.Out)

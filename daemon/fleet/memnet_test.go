@@ -27,9 +27,41 @@ type memNetwork struct {
 	// overflow counts packets lost to a full queue: a receiver that
 	// cannot keep up.
 	overflow atomic.Uint64
+	// cut are the addresses cut off: what they send or are sent is lost,
+	// dials to or from them refused (a link down).
+	cut map[string]bool
+	// tap, when set, gets every packet sent (a copy), before its fate.
+	tap func(from string, b []byte)
 }
 
-func newMemNetwork() *memNetwork { return &memNetwork{byAddr: map[string]*memTransport{}} }
+func newMemNetwork() *memNetwork {
+	return &memNetwork{byAddr: map[string]*memTransport{}, cut: map[string]bool{}}
+}
+
+// setCut cuts the address off the network, or back on.
+func (n *memNetwork) setCut(addr string, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut[addr] = cut
+}
+
+// setTap sets the function that gets every packet sent.
+func (n *memNetwork) setTap(tap func(from string, b []byte)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.tap = tap
+}
+
+// route is the transport at addr for a packet or dial from from, nil when
+// there is none or either end is cut off.
+func (n *memNetwork) route(from, addr string) *memTransport {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cut[from] || n.cut[addr] {
+		return nil
+	}
+	return n.byAddr[addr]
+}
 
 // transport returns a transport at a new address.
 func (n *memNetwork) transport() *memTransport {
@@ -44,12 +76,6 @@ func (n *memNetwork) transport() *memTransport {
 
 // setLoss makes a share of packets (0 to 1) lost.
 func (n *memNetwork) setLoss(share float64) { n.loss.Store(int64(share * 1e6)) }
-
-func (n *memNetwork) peer(addr string) *memTransport {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.byAddr[addr]
-}
 
 // memTransport is a member's end of a memNetwork. Streams are net.Pipes,
 // handed over unbuffered: a pipe's write blocks until the other end
@@ -84,7 +110,13 @@ func (t *memTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 
 func (t *memTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	now := time.Now()
-	dest := t.net.peer(a.Addr)
+	t.net.mu.Lock()
+	tap := t.net.tap
+	t.net.mu.Unlock()
+	if tap != nil {
+		tap(t.addr, append([]byte(nil), b...))
+	}
+	dest := t.net.route(t.addr, a.Addr)
 	if dest == nil || dest.stopped() {
 		return now, nil // into the void, as UDP
 	}
@@ -110,7 +142,7 @@ func (t *memTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn
 var errRefused = errors.New("connection refused")
 
 func (t *memTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	dest := t.net.peer(a.Addr)
+	dest := t.net.route(t.addr, a.Addr)
 	if dest == nil || dest.stopped() {
 		return nil, errRefused
 	}

@@ -38,8 +38,8 @@ type counters struct {
 func (c *counters) drop(reason int) { c.dropped[reason].Add(1) }
 
 var (
-	descMembers   = prometheus.NewDesc("netspec_fleet_members", "Members of the fleet as this node knows them, by state (alive, dead, left); this node included.", []string{"state"}, nil)
-	descRevisions = prometheus.NewDesc("netspec_fleet_nodes_per_revision", "Alive members by the revision of the tree they applied last (from their gossiped metadata).", []string{"revision"}, nil)
+	descMembers   = prometheus.NewDesc("netspec_fleet_members", "Members of the fleet as this node knows them, by state (alive, suspect, dead, left); this node included.", []string{"state"}, nil)
+	descRevisions = prometheus.NewDesc("netspec_fleet_nodes_per_revision", "Alive and suspect members by the revision of the tree they applied last (from their gossiped metadata).", []string{"revision"}, nil)
 	descBytes     = prometheus.NewDesc("netspec_fleet_gossip_bytes_total", "Bytes of gossip (UDP and TCP, encrypted, membership included) by direction.", []string{"direction"}, nil)
 	descMsgs      = prometheus.NewDesc("netspec_fleet_gossip_messages_total", "Gossip packets and TCP streams by direction.", []string{"direction"}, nil)
 	descRefused   = prometheus.NewDesc("netspec_fleet_refused_members_total", "Members refused because no Node of the tree names them.", nil, nil)
@@ -47,7 +47,7 @@ var (
 	descDropped   = prometheus.NewDesc("netspec_fleet_dropped_messages_total", "Readiness messages dropped, by reason: malformed, oversized, old (a version older than the one known: replayed or late), stranger (an owner not in the tree).", []string{"reason"}, nil)
 	descApplied   = prometheus.NewDesc("netspec_fleet_readiness_updates_applied_total", "Newer versions of members' tables of failing checks applied.", nil, nil)
 	descQueue     = prometheus.NewDesc("netspec_fleet_broadcast_queue", "Readiness messages queued for gossip.", nil, nil)
-	descStatic    = prometheus.NewDesc("netspec_fleet_fail_static", "1 while more than half of the tree's nodes seen as members are dead: their endpoints are not taken out for it.", nil, nil)
+	descStatic    = prometheus.NewDesc("netspec_fleet_fail_static", "1 while more than half of the tree's nodes seen as members are dead or suspect: dead nodes' endpoints are not taken out for their death.", nil, nil)
 	descOut       = prometheus.NewDesc("netspec_fleet_checks_out", "Checks out of their Services by the fleet's view, by reason: probe (a probe fails on its owner, or on both probers of an agentless endpoint), nodeDead.", []string{"reason"}, nil)
 )
 
@@ -70,15 +70,15 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	states := map[MemberState]int{StateAlive: 0, StateDead: 0, StateLeft: 0}
+	states := map[MemberState]int{}
 	revs := map[string]int{}
 	for _, m := range f.Members() {
 		states[m.State]++
-		if m.State == StateAlive {
+		if m.State == StateAlive || m.State == StateSuspect {
 			revs[m.Revision]++
 		}
 	}
-	for _, s := range []MemberState{StateAlive, StateDead, StateLeft} {
+	for _, s := range []MemberState{StateAlive, StateSuspect, StateDead, StateLeft} {
 		gauge(descMembers, float64(states[s]), string(s))
 	}
 	names := make([]string, 0, len(revs))

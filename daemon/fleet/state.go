@@ -47,13 +47,14 @@ type Check struct {
 // MemberState is what the fleet knows of a member.
 type MemberState string
 
-// The states of a member. Suspicion is not among them: memberlist does
-// not tell it to its delegates; a suspect member is alive until declared
-// dead.
+// The states of a member. A suspect member is one memberlist lists alive
+// that its failure detector suspects (suspicion.go): its endpoints follow
+// the tree as an alive member's do; only fail static counts it.
 const (
-	StateAlive MemberState = "alive"
-	StateDead  MemberState = "dead"
-	StateLeft  MemberState = "left"
+	StateAlive   MemberState = "alive"
+	StateSuspect MemberState = "suspect"
+	StateDead    MemberState = "dead"
+	StateLeft    MemberState = "left"
 )
 
 // member is what the state knows of a member.
@@ -111,6 +112,10 @@ type state struct {
 	pending map[string]*assembly
 	// own is this node's table.
 	own table
+	// incs are the members' highest incarnations seen in memberlist's
+	// membership messages, suspects the members suspected (gossiped).
+	incs     map[string]uint32
+	suspects map[string]suspicion
 	// settled tells that the fleet had time to gather (a push/pull
 	// round since the start): until then a node of the tree not seen as
 	// a member may be one still joining, and its endpoints follow the
@@ -121,7 +126,8 @@ type state struct {
 func newState(self string, gen uint64) *state {
 	return &state{self: self, nodes: map[string]bool{}, checks: map[ID]Check{}, byHome: map[string][]ID{},
 		members: map[string]*member{}, ever: map[string]bool{}, tables: map[string]*table{},
-		pending: map[string]*assembly{}, own: table{v: Version{Gen: gen}, ids: map[ID]bool{}}}
+		pending: map[string]*assembly{}, own: table{v: Version{Gen: gen}, ids: map[ID]bool{}},
+		incs: map[string]uint32{}, suspects: map[string]suspicion{}}
 }
 
 // Tree is what the fleet reads of the tree: its Node names (who may be a
@@ -165,17 +171,28 @@ func (s *state) setTree(t *Tree) {
 			delete(s.ever, n)
 		}
 	}
+	for n := range s.incs {
+		if !s.isNode(n) {
+			delete(s.incs, n)
+			delete(s.suspects, n)
+		}
+	}
 }
 
 // isNode tells whether name is a node of the tree; this node always is.
 func (s *state) isNode(name string) bool { return name == s.self || s.nodes[name] }
 
-// setMember records a member's state.
+// setMember records a member's state (StateAlive, StateDead or
+// StateLeft: memberlist's word). A member dead, left or back from either
+// is suspected no more.
 func (s *state) setMember(name, addr string, st MemberState, now time.Time, meta Meta) {
 	m := s.members[name]
 	if m == nil {
 		m = &member{}
 		s.members[name] = m
+	}
+	if st != StateAlive || m.state != StateAlive && m.state != "" {
+		delete(s.suspects, name)
 	}
 	if m.state != st || m.since.IsZero() {
 		m.since = now
@@ -196,9 +213,10 @@ func (s *state) alive(name string) bool {
 }
 
 // failStatic tells whether more than half of the tree's nodes ever seen as
-// members are dead now: a node that sees that suspects itself (a
-// partition, its own network) more than them, and keeps their endpoints.
-func (s *state) failStatic() (dead, ever int, on bool) {
+// members are dead or suspect now: a node that sees that suspects itself
+// (a partition, its own network) more than them, and keeps their
+// endpoints.
+func (s *state) failStatic() (dead, suspect, ever int, on bool) {
 	ever = 1 // the node itself
 	for n := range s.ever {
 		if n == s.self {
@@ -207,9 +225,11 @@ func (s *state) failStatic() (dead, ever int, on bool) {
 		ever++
 		if m := s.members[n]; m != nil && m.state == StateDead {
 			dead++
+		} else if _, ok := s.suspect(n); ok {
+			suspect++
 		}
 	}
-	return dead, ever, 2*dead > ever
+	return dead, suspect, ever, 2*(dead+suspect) > ever
 }
 
 // deadMembers lists the tree's nodes known as dead members, sorted.
@@ -430,8 +450,8 @@ func (s *state) home(h string) MemberState {
 // By.
 func (s *state) view(alive []nameHash, size int) *View {
 	v := &View{Out: make(map[string]Why, size)}
-	dead, ever, static := s.failStatic()
-	v.FailStatic, v.Dead, v.Ever = static, dead, ever
+	dead, suspect, ever, static := s.failStatic()
+	v.FailStatic, v.Dead, v.Suspect, v.Ever = static, dead, suspect, ever
 	has := func(owner string, id ID) bool {
 		if owner == s.self {
 			return s.own.ids[id]
@@ -527,11 +547,12 @@ type View struct {
 	// Probe are the check keys this node probes, sorted: those of the
 	// endpoints on it, and the agentless ones assigned to it.
 	Probe []string
-	// FailStatic tells that Dead of the Ever tree nodes seen as members
-	// are dead, more than half: dead nodes' endpoints are not taken out
-	// for their death (their last probe results stand).
-	FailStatic bool
-	Dead, Ever int
+	// FailStatic tells that Dead and Suspect of the Ever tree nodes seen
+	// as members are dead or suspect, more than half: dead nodes'
+	// endpoints are not taken out for their death (their last probe
+	// results stand).
+	FailStatic          bool
+	Dead, Suspect, Ever int
 }
 
 // Probes tells whether this node probes the check key.

@@ -18,10 +18,13 @@ type traffic struct {
 }
 
 // countingTransport is a memberlist transport that counts the traffic of
-// the one it wraps: packets and stream bytes.
+// the one it wraps: packets and stream bytes. watch, when set, sees every
+// packet in (before memberlist) and out (before the wrapped transport);
+// it must not change it.
 type countingTransport struct {
 	memberlist.NodeAwareTransport
 	t       *traffic
+	watch   atomic.Pointer[func([]byte)]
 	packets chan *memberlist.Packet
 	streams chan net.Conn
 	stop    chan struct{}
@@ -45,6 +48,7 @@ func (c *countingTransport) relay() {
 		case p := <-in:
 			c.t.msgsIn.Add(1)
 			c.t.bytesIn.Add(uint64(len(p.Buf)))
+			c.watched(p.Buf)
 			select {
 			case c.packets <- p:
 			case <-c.stop:
@@ -64,6 +68,13 @@ func (c *countingTransport) relay() {
 	}
 }
 
+// watched hands a packet to watch, if set.
+func (c *countingTransport) watched(b []byte) {
+	if w := c.watch.Load(); w != nil {
+		(*w)(b)
+	}
+}
+
 func (c *countingTransport) PacketCh() <-chan *memberlist.Packet { return c.packets }
 func (c *countingTransport) StreamCh() <-chan net.Conn           { return c.streams }
 
@@ -74,6 +85,7 @@ func (c *countingTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 func (c *countingTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	c.t.msgsOut.Add(1)
 	c.t.bytesOut.Add(uint64(len(b)))
+	c.watched(b)
 	return c.NodeAwareTransport.WriteToAddress(b, a)
 }
 

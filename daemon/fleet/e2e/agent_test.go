@@ -215,10 +215,14 @@ func (a *agent) synced() (bool, string) {
 }
 
 // fleetStatus is what this test assumes `netspec status --fleet --json`
-// prints: the members the agent knows and whether it fails static.
+// prints: the members the agent knows and whether it fails static, with
+// the counts of the tree's nodes dead, suspect and seen.
 type fleetStatus struct {
 	Members    []fleetMember `json:"members"`
 	FailStatic bool          `json:"failStatic"`
+	Dead       int           `json:"dead"`
+	Suspect    int           `json:"suspect"`
+	Ever       int           `json:"ever"`
 }
 
 // fleetMember is a member in fleetStatus.

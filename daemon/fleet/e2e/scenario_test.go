@@ -137,13 +137,14 @@ func TestNodeDies(t *testing.T) {
 }
 
 // TestCutOffNodeFailsStatic (scenario c): a node cut off the lan (its
-// agent running) sees every other node dead, more than half of the
-// tree's: it fails static, and keeps every other node's pods in its data
-// plane, so that connections from it still go to them (and time out, the
-// link being down) rather than all to its own pod. The other nodes, a
-// majority, take the cut-off node's pods out and do not fail static.
-// With the link back, the fleet is whole again: every member alive on
-// every node, no fail static, every pod in.
+// agent running) suspects the other nodes, then sees them dead: it fails
+// static once more than half of the tree's are dead or suspect, and
+// keeps every other node's pods in its data plane, then and once every
+// other node is dead, so that connections from it still go to them (and
+// time out, the link being down) rather than all to its own pod. The
+// other nodes, a majority, take the cut-off node's pods out and do not
+// fail static. With the link back, the fleet is whole again: every
+// member alive on every node, no fail static, every pod in.
 func TestCutOffNodeFailsStatic(t *testing.T) {
 	netspecBin(t)
 	f := runningFleet(t, true)
@@ -159,32 +160,41 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 		func(c map[string]int) bool { return every(c, rest) })
 	f.waitDead(others, cut)
 
-	// The cut-off node: every other node dead (the first five make it
-	// fail static), every pod kept. It takes longer than the majority:
-	// nobody confirms its suspicions, and memberlist's Lifeguard slows
-	// the probes of a node that misses acks (its probe interval grows up
-	// to ninefold), so that it reaches the last of its seven peers after
-	// up to a minute, then waits out the suspicion.
+	// The cut-off node: it fails static once it suspects or saw dead
+	// five of its seven peers (each failed probe of its own makes one
+	// suspect), every pod kept.
+	var static *fleetStatus
+	waitFor(t, "node-6 fails static", 3*deadline, func() (bool, string) {
+		s, err := cut.agent.fleet()
+		if err != nil {
+			return false, err.Error()
+		}
+		static = s
+		return s.FailStatic, fmt.Sprintf("%+v", *s)
+	})
+	t.Logf("node-6 fails static %s after the cut, with %d dead and %d suspect of %d", time.Since(t0).Round(time.Second),
+		static.Dead, static.Suspect, static.Ever)
+	f.checkKeepsPods(cut)
+	// Then every other node dead: it still fails static and keeps every
+	// pod. It takes longer than the majority: nobody confirms its
+	// suspicions, and memberlist's Lifeguard slows the probes of a node
+	// that misses acks (its probe interval grows up to ninefold), so that
+	// it reaches the last of its seven peers after up to a minute, then
+	// waits out the suspicion.
 	waitFor(t, "node-6 sees every other node dead and fails static", 3*deadline, func() (bool, string) {
 		s, err := cut.agent.fleet()
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, o := range others {
-			if m := s.member(o.name); m == nil || m.State == "alive" {
+			if m := s.member(o.name); m == nil || m.State != "dead" {
 				return false, fmt.Sprintf("%s %+v, failStatic %v", o.name, m, s.FailStatic)
 			}
 		}
 		return s.FailStatic, fmt.Sprintf("%+v", *s)
 	})
-	ruleset := cut.ns.MustRun("nft", "list", "ruleset")
-	for _, n := range f.nodes {
-		for _, p := range n.pods {
-			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(p.ip) + `\b`).MatchString(ruleset) {
-				t.Errorf("node-6 fails static, but its ruleset lacks %s (%s):\n%s", p.ip, p.name, ruleset)
-			}
-		}
-	}
+	t.Logf("node-6 sees every other node dead %s after the cut", time.Since(t0).Round(time.Second))
+	f.checkKeepsPods(cut)
 	// Connections from it go to its own web-6 and to the pods it cannot
 	// reach (timeout, or no route to host once ARP gave up), not all to
 	// web-6 as they would with the others' pods out.
@@ -203,6 +213,19 @@ func TestCutOffNodeFailsStatic(t *testing.T) {
 		return !s.FailStatic, "fails static"
 	})
 	f.waitEveryPod("node-6 back")
+}
+
+// checkKeepsPods checks that n's ruleset has every pod of the fleet.
+func (f *fleet) checkKeepsPods(n *node) {
+	f.t.Helper()
+	ruleset := n.ns.MustRun("nft", "list", "ruleset")
+	for _, o := range f.nodes {
+		for _, p := range o.pods {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(p.ip) + `\b`).MatchString(ruleset) {
+				f.t.Errorf("%s fails static, but its ruleset lacks %s (%s):\n%s", n.name, p.ip, p.name, ruleset)
+			}
+		}
+	}
 }
 
 // TestIntrudersChangeNothing (scenario d): a node no Node of the tree

@@ -17,15 +17,15 @@ import (
 )
 
 // vms is how many VMs share the suites: two at a time, one per core of
-// the 2-core machines the test command must fit. A boot costs some 3 s
-// of host CPU, and the start of each test binary some more: fewer VMs
-// that run several suites each cost less than one VM per suite.
+// the 2-core machines the test command must fit. A boot costs some 3-5 s
+// of host CPU, and the first run of a test binary in a VM some 2 s more:
+// two VMs that run several suites each cost less than one VM per suite.
 const vms = 2
 
 // kubeProxyShards is how many suites share TestKubeProxyFlows' IPVS
-// replay, the longest (some 110 s of a CPU under emulation): with the
-// traffic rows in one VM and the short suites in the other, three shards
-// end the two VMs close together.
+// replay, the longest (some 150 s of a CPU under emulation): with the
+// traffic rows (some 65 s) and one shard in one VM, two shards and the
+// short suites in the other, the two VMs end close together.
 const kubeProxyShards = 3
 
 // vmRoot is where the repository's files go in the VMs: the suites run
@@ -48,8 +48,9 @@ type suite struct {
 	// dummy is set for the suites that run in the VM only when the host
 	// kernel has no dummy links (with them, they ran on the host).
 	dummy bool
-	// cpu is about the host CPU the suite used in a VM (seconds, measured;
-	// see docs/performance.md), to share the suites fairly between VMs.
+	// cpu is about the host CPU the suite used in a VM (seconds, as
+	// vmtest logs it; see docs/performance.md), to share the suites
+	// between the VMs.
 	cpu float64
 	// passed are lines the console must show: a binary whose -test.run
 	// pattern matches nothing passes too.
@@ -59,6 +60,8 @@ type suite struct {
 // suites are every suite that runs in the VMs.
 func suites() []suite {
 	const applierDir = "applier/testdata"
+	// The first shard has the most cases (9 of 25) and the costliest.
+	shardCPU := [kubeProxyShards]float64{60, 42, 42}
 	var ss []suite
 	for i := range kubeProxyShards {
 		ss = append(ss, suite{
@@ -67,7 +70,7 @@ func suites() []suite {
 			run:   "^TestKubeProxyFlows$/^ipvs$",
 			env:   []string{fmt.Sprintf("NETSPEC_KPFLOWS_SHARD=%d/%d", i, kubeProxyShards)},
 			files: []string{applierDir},
-			cpu:   40,
+			cpu:   shardCPU[i],
 			// shardsCover checks what the shards ran.
 		})
 	}
@@ -85,7 +88,7 @@ func suites() []suite {
 			pkg:    "applier/ipvs",
 			run:    "^(TestInVMApply|TestInVMSchedulers|TestInVMRenderEqualsKernel|TestSystemDummy)$",
 			files:  []string{"applier/ipvs/testdata/golden=golden"},
-			cpu:    4,
+			cpu:    1.5,
 			passed: []string{"TestInVMApply (", "TestInVMSchedulers (", "TestInVMRenderEqualsKernel (", "TestSystemDummy ("},
 		},
 		suite{
@@ -94,7 +97,7 @@ func suites() []suite {
 			run:    "^(TestEnsure|TestServe|TestResolvConf)",
 			tools:  []string{"dig", "getent", "unshare", "mount"},
 			dummy:  true,
-			cpu:    8,
+			cpu:    4,
 			passed: []string{"TestEnsure", "TestServe", "TestResolvConf"},
 		},
 		suite{
@@ -102,7 +105,7 @@ func suites() []suite {
 			pkg:    "cmd/netspec",
 			run:    "^TestScripts$/^ipvs$",
 			files:  []string{"cmd/netspec/testdata", "examples"},
-			cpu:    8,
+			cpu:    4,
 			passed: []string{"TestScripts/ipvs ("},
 		},
 		suite{
@@ -112,7 +115,7 @@ func suites() []suite {
 			files:  []string{"examples"},
 			tools:  []string{"getent", "unshare", "mount"},
 			dummy:  true,
-			cpu:    9,
+			cpu:    6,
 			passed: []string{"TestWatchDNSLink (", "TestWatchDNSUpstream ("},
 		},
 	)

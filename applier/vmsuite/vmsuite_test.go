@@ -23,9 +23,9 @@ import (
 const vms = 2
 
 // kubeProxyShards is how many suites share TestKubeProxyFlows' IPVS
-// replay, the longest (some 150 s of a CPU under emulation): with the
-// traffic rows (some 65 s) and one shard in one VM, two shards and the
-// short suites in the other, the two VMs end close together.
+// replay, the longest (some 90 s of a CPU under emulation): with the
+// traffic rows (some 35 s) beside them, three shards let the two VMs end
+// close together.
 const kubeProxyShards = 3
 
 // vmRoot is where the repository's files go in the VMs: the suites run
@@ -61,7 +61,7 @@ type suite struct {
 func suites() []suite {
 	const applierDir = "applier/testdata"
 	// The first shard has the most cases (9 of 25) and the costliest.
-	shardCPU := [kubeProxyShards]float64{60, 42, 42}
+	shardCPU := [kubeProxyShards]float64{43, 24, 25}
 	var ss []suite
 	for i := range kubeProxyShards {
 		ss = append(ss, suite{
@@ -80,15 +80,15 @@ func suites() []suite {
 			pkg:    "applier",
 			run:    "^(TestTraffic|TestInVMSwitchDataplane|TestInVMRemovalAfterPublish)$/^ipvs/",
 			files:  []string{applierDir},
-			cpu:    70,
 			passed: []string{"TestTraffic/ipvs/", "TestInVMSwitchDataplane (", "TestInVMRemovalAfterPublish ("},
+			cpu:    35,
 		},
 		suite{
 			name:   "ipvs",
 			pkg:    "applier/ipvs",
 			run:    "^(TestInVMApply|TestInVMSchedulers|TestInVMRenderEqualsKernel|TestSystemDummy)$",
 			files:  []string{"applier/ipvs/testdata/golden=golden"},
-			cpu:    1.5,
+			cpu:    1.3,
 			passed: []string{"TestInVMApply (", "TestInVMSchedulers (", "TestInVMRenderEqualsKernel (", "TestSystemDummy ("},
 		},
 		suite{
@@ -97,7 +97,7 @@ func suites() []suite {
 			run:    "^(TestEnsure|TestServe|TestResolvConf)",
 			tools:  []string{"dig", "getent", "unshare", "mount"},
 			dummy:  true,
-			cpu:    4,
+			cpu:    2.5,
 			passed: []string{"TestEnsure", "TestServe", "TestResolvConf"},
 		},
 		suite{
@@ -105,7 +105,7 @@ func suites() []suite {
 			pkg:    "cmd/netspec",
 			run:    "^TestScripts$/^ipvs$",
 			files:  []string{"cmd/netspec/testdata", "examples"},
-			cpu:    4,
+			cpu:    6,
 			passed: []string{"TestScripts/ipvs ("},
 		},
 		suite{
@@ -115,7 +115,7 @@ func suites() []suite {
 			files:  []string{"examples"},
 			tools:  []string{"getent", "unshare", "mount"},
 			dummy:  true,
-			cpu:    6,
+			cpu:    6.5,
 			passed: []string{"TestWatchDNSLink (", "TestWatchDNSUpstream ("},
 		},
 	)

@@ -642,7 +642,13 @@ func (e *Env) qemuRun(initrd string, o Options, runID string, suites int) (out *
 		"-initrd", initrd,
 		// no_timer_check: under TCG on a busy host the kernel's IO-APIC
 		// timer check can fail and panic ("IO-APIC + timer doesn't work").
-		"-append", "console=ttyS0 quiet panic=-1 no_timer_check",
+		// norandmaps: every process maps its program and libraries at the
+		// same addresses, so that TCG reuses the code it translated for
+		// the last one (its translations are looked up by virtual address
+		// too): an exec of ip(8) costs a third of the host CPU it costs
+		// with randomized mappings, and the tests exec ip and nft
+		// hundreds of times.
+		"-append", "console=ttyS0 quiet panic=-1 no_timer_check norandmaps",
 	}
 	cmd := exec.CommandContext(ctx, e.qemu, args...)
 	cmd.Stdin = nil // /dev/null

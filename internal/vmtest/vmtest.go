@@ -28,7 +28,7 @@
 //		// ... talk to IPVS over netlink ...
 //	}
 //
-// A boot costs some 3 s of host CPU under emulation. To pay it once for
+// A boot costs some 3-5 s of host CPU under emulation. To pay it once for
 // several suites, Options.Suites lists test binary runs that one VM makes
 // one after another, each in its own directory with its own environment
 // and with a verdict of its own; RunSuites returns each suite's verdict,
@@ -365,7 +365,7 @@ type Options struct {
 	Dir string
 	// Suites, instead of Binary, Args, Env and Dir, are several test
 	// binary runs made one after another in one boot (RunSuites): a boot
-	// costs some 10 s of emulated CPU, a run of a test binary far less.
+	// costs some 3-5 s of host CPU, a later run of a test binary little.
 	Suites []Suite
 	// Modules are the kernel modules loaded with modprobe before the binary
 	// starts, in order; nil means DefaultModules. A module built into the

@@ -55,6 +55,9 @@ type suite struct {
 	// passed are lines the console must show: a binary whose -test.run
 	// pattern matches nothing passes too.
 	passed []string
+	// shard marks a shard of TestKubeProxyFlows: shardsCover checks what
+	// the shards ran together.
+	shard bool
 }
 
 // suites are every suite that runs in the VMs.
@@ -71,7 +74,7 @@ func suites() []suite {
 			env:   []string{fmt.Sprintf("NETSPEC_KPFLOWS_SHARD=%d/%d", i, kubeProxyShards)},
 			files: []string{applierDir},
 			cpu:   shardCPU[i],
-			// shardsCover checks what the shards ran.
+			shard: true,
 		})
 	}
 	return append(ss,
@@ -177,7 +180,7 @@ func TestIPVS(t *testing.T) {
 							t.Errorf("the suite's console shows no %q:\n%s", "--- PASS: "+pass, r.Console)
 						}
 					}
-					if strings.HasPrefix(s.name, "kubeproxy-flows-") {
+					if s.shard {
 						mu.Lock()
 						shardConsoles = append(shardConsoles, r.Console)
 						mu.Unlock()

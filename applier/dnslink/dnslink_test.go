@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"netspec.dev/netspec/daemon/dnsserver"
 	"netspec.dev/netspec/daemon/dnsserver/dnstest"
@@ -19,8 +18,9 @@ import (
 )
 
 // requireDummy makes a namespace and skips the test, loudly, when its
-// kernel has no dummy links (the host kernel of CI has none; TestInVM then
-// runs the test in the VM of internal/vmtest, whose kernel has them).
+// kernel has no dummy links (the host kernel of CI has none; then
+// applier/vmsuite runs the test in the VM of internal/vmtest, whose kernel
+// has them).
 func requireDummy(t *testing.T, tools ...string) *testnet.NS {
 	t.Helper()
 	testnet.Require(t, tools...)
@@ -29,28 +29,10 @@ func requireDummy(t *testing.T, tools ...string) *testnet.NS {
 		if vmtest.InVM() {
 			t.Fatalf("the VM's kernel has no dummy links: %v %s", err, out)
 		}
-		t.Skipf("SKIPPED: the kernel has no dummy links (%v); TestInVM runs this test in a VM", err)
+		t.Skipf("SKIPPED: the kernel has no dummy links (%v); applier/vmsuite runs this test in a VM", err)
 	}
 	ns.IP("link del probe0")
 	return ns
-}
-
-// TestInVM runs this package's kernel tests in the VM of internal/vmtest
-// when the host kernel has no dummy links.
-func TestInVM(t *testing.T) {
-	if vmtest.InVM() {
-		t.Skip("in the VM already")
-	}
-	testnet.Require(t, "dig", "getent", "unshare")
-	ns := testnet.New(t, "dnslinkvm").NS("probe")
-	if _, err := ns.Run("ip", "link", "add", "probe0", "type", "dummy"); err == nil {
-		t.Skip("the host kernel has dummy links: the tests ran here")
-	}
-	vmtest.RunPackage(t, "netspec.dev/netspec/applier/dnslink", vmtest.Options{
-		Args:         []string{"-test.run", "^(TestEnsure|TestServe|TestResolvConf)", "-test.v"},
-		HostBinaries: []string{"/usr/sbin/ip", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/unshare", "/usr/bin/mount"},
-		Timeout:      5 * time.Minute,
-	})
 }
 
 func do(t *testing.T, ns *testnet.NS, fn func() error) {

@@ -31,7 +31,7 @@ func inVM() bool { return vmtest.InVM() }
 func requireVM(t *testing.T) *testnet.NS {
 	t.Helper()
 	if !inVM() {
-		t.Skip("SKIPPED: real-kernel IPVS test: it runs in the qemu VM of internal/vmtest (TestVM); the host kernel has no IPVS")
+		t.Skip("SKIPPED: real-kernel IPVS test: it runs in the qemu VM of internal/vmtest (applier/vmsuite's TestIPVS); the host kernel has no IPVS")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("in the VM but not root")
@@ -83,7 +83,7 @@ func TestInVMRenderEqualsKernel(t *testing.T) {
 	ns := requireVM(t)
 	files, err := filepath.Glob("testdata/golden/*/*/ipvs.txt")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden ipvs.txt in the VM (%v): TestVM copies golden/ to testdata/golden", err)
+		t.Fatalf("no golden ipvs.txt in the VM (%v): applier/vmsuite copies golden/ to testdata/golden", err)
 	}
 	a, err := Open(ns.Fd())
 	if err != nil {
@@ -104,21 +104,6 @@ func TestInVMRenderEqualsKernel(t *testing.T) {
 			t.Errorf("%s: the kernel holds\n%s\nthe file says\n%s", f, got, golden)
 		}
 	}
-}
-
-// TestVM boots the qemu VM of internal/vmtest, whose kernel has IPVS, and
-// runs TestInVMApply, TestInVMSchedulers and TestSystemDummy (dummy
-// interfaces) there.
-func TestVM(t *testing.T) {
-	if inVM() {
-		t.Skip("in the VM already")
-	}
-	vmtest.RunPackage(t, "netspec.dev/netspec/applier/ipvs", vmtest.Options{
-		Args:         []string{"-test.run", "^(TestInVMApply|TestInVMSchedulers|TestInVMRenderEqualsKernel|TestSystemDummy)$", "-test.v"},
-		Files:        map[string]string{"/vmtest/testdata/golden": "../../golden"},
-		Dir:          "/vmtest",
-		HostBinaries: []string{"/usr/sbin/ip"},
-	})
 }
 
 const vmFirst = `-A -t 10.96.0.10:80 -s rr
@@ -148,7 +133,7 @@ const vmSecond = `-A -t 10.96.0.10:80 -s wrr
 // repaired, then Cleanup. Each step must report the changes the Fake
 // reports for it. Someone else's virtual server stays throughout.
 //
-// It runs only in the VM of internal/vmtest (TestVM).
+// It runs only in the VM of internal/vmtest (applier/vmsuite).
 func TestInVMApply(t *testing.T) {
 	ns := requireVM(t)
 	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", ns.Fd()))

@@ -21,23 +21,6 @@ import (
 	"netspec.dev/netspec/plan"
 )
 
-// watchDNSLinkInVM runs TestWatchDNSLink and TestWatchDNSUpstream in the
-// VM, with the test binary bin, when the host kernel has no dummy links.
-func watchDNSLinkInVM(t *testing.T, env *vmtest.Env, bin string) {
-	testnet.Require(t)
-	if hasDummy(t) {
-		t.Skip("the host kernel has dummy links: TestWatchDNSLink ran here")
-	}
-	env.Run(t, vmtest.Options{
-		Binary:       bin,
-		Args:         []string{"-test.run", "^(TestWatchDNSLink|TestWatchDNSUpstream)$", "-test.v"},
-		HostBinaries: []string{"/usr/sbin/ip", "/usr/bin/getent", "/usr/bin/unshare", "/usr/bin/mount"},
-		Files:        map[string]string{"/vmtest/examples": "../../examples"},
-		Dir:          "/vmtest/cmd/netspec",
-		Timeout:      5 * time.Minute,
-	})
-}
-
 // hasDummy tells whether the kernel makes dummy links, trying in a
 // namespace of its own.
 func hasDummy(t *testing.T) bool {
@@ -57,7 +40,7 @@ func TestWatchDNSLink(t *testing.T) {
 		if vmtest.InVM() {
 			t.Fatal("the VM's kernel has no dummy links")
 		}
-		t.Skip("SKIPPED: the kernel has no dummy links; TestInVM/watch-dns-link runs this test in a VM")
+		t.Skip("SKIPPED: the kernel has no dummy links; applier/vmsuite runs this test in a VM")
 	}
 	ns := testnet.New(t, "watchdns").NS("node")
 	bin, state, tree := watchFiles(t)
@@ -126,7 +109,7 @@ func TestWatchDNSUpstream(t *testing.T) {
 		if vmtest.InVM() {
 			t.Fatal("the VM's kernel has no dummy links")
 		}
-		t.Skip("SKIPPED: the kernel has no dummy links; TestInVM/watch-dns-link runs this test in a VM")
+		t.Skip("SKIPPED: the kernel has no dummy links; applier/vmsuite runs this test in a VM")
 	}
 	ns := testnet.New(t, "watchfwd").NS("node")
 	upstream(t, ns, "127.0.0.1:53")

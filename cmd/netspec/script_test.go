@@ -21,7 +21,6 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/compiler"
-	"netspec.dev/netspec/internal/vmtest"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
 )
@@ -33,41 +32,6 @@ var update = flag.Bool("update", false, "rewrite golden files and the expected o
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"netspec": func() { os.Exit(Main()) },
-	})
-}
-
-// TestInVM builds this package's tests once and runs, in VMs of
-// internal/vmtest side by side, the tests that need a kernel the host may
-// lack: the scripts that need IPVS (scripts-ipvs) and the DNS link tests
-// (watch-dns-link, when the host kernel has no dummy links).
-func TestInVM(t *testing.T) {
-	if vmtest.InVM() {
-		t.Skip("in the VM already")
-	}
-	env := vmtest.Require(t)
-	bin := vmtest.BuildTestBinary(t, "netspec.dev/netspec/cmd/netspec")
-	t.Run("scripts-ipvs", func(t *testing.T) {
-		t.Parallel()
-		scriptsIPVS(t, env, bin)
-	})
-	t.Run("watch-dns-link", func(t *testing.T) {
-		t.Parallel()
-		watchDNSLinkInVM(t, env, bin)
-	})
-}
-
-// scriptsIPVS runs the scripts that need a kernel with IPVS (ipvs.txtar)
-// in the VM, with the test binary bin.
-func scriptsIPVS(t *testing.T, env *vmtest.Env, bin string) {
-	env.Run(t, vmtest.Options{
-		Binary:       bin,
-		Args:         []string{"-test.run", "^TestScripts$/^ipvs$", "-test.v"},
-		HostBinaries: []string{"/usr/sbin/ip", "/usr/sbin/nft"},
-		Files: map[string]string{
-			"/vmtest/cmd/netspec/testdata": "testdata",
-			"/vmtest/examples":             "../../examples",
-		},
-		Dir: "/vmtest/cmd/netspec",
 	})
 }
 

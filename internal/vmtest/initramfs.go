@@ -2,7 +2,6 @@ package vmtest
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -297,17 +296,15 @@ type initramfsSpec struct {
 	moduleFiles  []string
 	moduleIndex  *moduleIndex
 	load         []string // modules to modprobe, in order
-	binary       string
-	args, env    []string
+	suites       []Suite
 	hostBinaries []string
 	files        map[string]string
-	dir          string
 	runID        string
 }
 
-// vmBinary is where the test binary lives in the VM.
-func (s *initramfsSpec) vmBinary() string {
-	return "/vmtest/" + filepath.Base(s.binary)
+// vmBinary is where a test binary lives in the VM.
+func vmBinary(host string) string {
+	return "/vmtest/" + filepath.Base(host)
 }
 
 func (s *initramfsSpec) write(file string) (err error) {
@@ -354,7 +351,19 @@ func (s *initramfsSpec) write(file string) (err error) {
 	dynamic := false
 	hostNames := map[string]bool{}
 	type exe struct{ host, vm string }
-	exes := []exe{{s.binary, s.vmBinary()}}
+	var exes []exe
+	testBins := map[string]string{} // VM path -> host path
+	for _, su := range s.suites {
+		vm := vmBinary(su.Binary)
+		if h, ok := testBins[vm]; ok {
+			if h != su.Binary {
+				return fmt.Errorf("test binaries %s and %s have the same name", h, su.Binary)
+			}
+			continue
+		}
+		testBins[vm] = su.Binary
+		exes = append(exes, exe{su.Binary, vm})
+	}
 	for _, hb := range s.hostBinaries {
 		p := hb
 		if !strings.Contains(p, "/") {
@@ -529,24 +538,39 @@ echo "NETSPEC-VMTEST: kernel $(uname -r), loading modules"
 		}
 		b.WriteString("; do\n\tmodprobe \"$m\" || result \"FAIL modprobe=$m\"\ndone\n")
 	}
-	b.WriteString("export " + InVMEnv + "=1\n")
-	for _, kv := range s.env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || !envName.MatchString(k) {
-			return "", fmt.Errorf("Env entry %q is not NAME=VALUE", kv)
+	b.WriteString("export " + InVMEnv + "=1\nfailed=\n")
+	for i, su := range s.suites {
+		if err := s.suiteScript(&b, i, su); err != nil {
+			return "", err
 		}
-		b.WriteString("export " + shellQuote(kv) + "\n")
 	}
-	if s.dir == "" || !strings.HasPrefix(s.dir, "/") {
-		return "", errors.New("Dir must be an absolute path in the VM")
+	b.WriteString("[ -z \"$failed\" ] && result PASS\nresult \"FAIL exit=$failed\"\n")
+	return b.String(), nil
+}
+
+// suiteScript writes the part of /init that runs suite i: its start line,
+// the binary in a subshell with the suite's environment and directory,
+// and its verdict line; the first failure's exit status goes to $failed.
+func (s *initramfsSpec) suiteScript(b *strings.Builder, i int, su Suite) error {
+	if su.Dir == "" || !strings.HasPrefix(su.Dir, "/") {
+		return fmt.Errorf("suite %s: Dir must be an absolute path in the VM", su.Name)
 	}
-	cmd := shellQuote(s.vmBinary())
-	for _, a := range s.args {
+	tag := suiteTag(s.runID, i)
+	cmd := shellQuote(vmBinary(su.Binary))
+	for _, a := range su.Args {
 		cmd += " " + shellQuote(a)
 	}
-	fmt.Fprintf(&b, "mkdir -p %[1]s\ncd %[1]s || result \"FAIL setup: cd %[1]s\"\n", shellQuote(s.dir))
-	fmt.Fprintf(&b, "echo %s\n", shellQuote("NETSPEC-VMTEST: running "+cmd))
-	fmt.Fprintf(&b, "%s </dev/null\nrc=$?\n", cmd)
-	b.WriteString("[ \"$rc\" = 0 ] && result PASS\nresult \"FAIL exit=$rc\"\n")
-	return b.String(), nil
+	fmt.Fprintf(b, "echo\necho %s\n(\n", shellQuote(StartMarker+" "+su.Name+" "+tag))
+	for _, kv := range su.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !envName.MatchString(k) {
+			return fmt.Errorf("suite %s: Env entry %q is not NAME=VALUE", su.Name, kv)
+		}
+		b.WriteString("\texport " + shellQuote(kv) + "\n")
+	}
+	fmt.Fprintf(b, "\tmkdir -p %[1]s && cd %[1]s || exit 125\n", shellQuote(su.Dir))
+	fmt.Fprintf(b, "\techo %s\n", shellQuote("NETSPEC-VMTEST: running "+cmd))
+	fmt.Fprintf(b, "\texec %s </dev/null\n)\nrc=$?\necho\n", cmd)
+	fmt.Fprintf(b, "if [ \"$rc\" = 0 ]; then echo \"%[1]s PASS %[2]s\"; else echo \"%[1]s FAIL exit=$rc %[2]s\"; [ -n \"$failed\" ] || failed=$rc; fi\n", ResultMarker, tag)
+	return nil
 }

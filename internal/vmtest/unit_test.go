@@ -250,20 +250,24 @@ func TestCleanConsole(t *testing.T) {
 
 func TestInitScript(t *testing.T) {
 	s := &initramfsSpec{
-		binary: "/tmp/x/pkg.test",
-		args:   []string{"-test.run", "^TestInVM$", "it's"},
-		env:    []string{"A=b c", "NETSPEC_IN_VM=1"},
-		load:   []string{"ip_vs", "veth"},
-		dir:    "/tmp",
-		runID:  "feed",
+		suites: []Suite{
+			{Name: "first", Binary: "/tmp/x/pkg.test", Args: []string{"-test.run", "^TestInVM$", "it's"}, Env: []string{"A=b c", "NETSPEC_IN_VM=1"}, Dir: "/tmp"},
+			{Name: "second", Binary: "/tmp/y/other.test", Dir: "/vmtest/d"},
+		},
+		load:  []string{"ip_vs", "veth"},
+		runID: "feed",
 	}
 	script, err := s.initScript()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"export 'A=b c'\n",
-		`'/vmtest/pkg.test' '-test.run' '^TestInVM$' 'it'\''s' </dev/null`,
+		"\texport 'A=b c'\n",
+		`exec '/vmtest/pkg.test' '-test.run' '^TestInVM$' 'it'\''s' </dev/null`,
+		"echo 'NETSPEC-VMTEST-START: first run=feed.1'",
+		"echo 'NETSPEC-VMTEST-START: second run=feed.2'",
+		"cd '/vmtest/d' || exit 125",
+		"NETSPEC-VMTEST-RESULT: FAIL exit=$rc run=feed.2",
 		"for m in 'ip_vs' 'veth'; do",
 		"NETSPEC-VMTEST-RESULT: $1 run=feed",
 	} {
@@ -278,9 +282,116 @@ func TestInitScript(t *testing.T) {
 			t.Errorf("sh -n: %v\n%s\n%s", err, out, script)
 		}
 	}
-	s.env = []string{"not valid=1"}
+	s.suites[1].Env = []string{"not valid=1"}
 	if _, err := s.initScript(); err == nil {
 		t.Error("initScript accepted a bad Env entry")
+	}
+	s.suites[1].Env, s.suites[1].Dir = nil, "relative"
+	if _, err := s.initScript(); err == nil {
+		t.Error("initScript accepted a relative Dir")
+	}
+}
+
+// TestInitScriptRuns runs the suites part of an init script with the
+// host's sh, the test binaries being shell scripts: each suite runs in
+// its own directory with its own environment, a failing one does not
+// stop the next, and the VM-wide verdict carries the first failure.
+func TestInitScriptRuns(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("SKIPPED: no sh")
+	}
+	dir := t.TempDir()
+	bin := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!"+sh+"\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	s := &initramfsSpec{runID: "feed", suites: []Suite{
+		{Name: "a", Binary: bin("a.test", `echo "a in $(pwd) X=$X"; exit 3`), Env: []string{"X=1"}, Dir: filepath.Join(dir, "wa")},
+		{Name: "b", Binary: bin("b.test", `echo "b in $(pwd) X=$X $1"`), Args: []string{"arg"}, Dir: filepath.Join(dir, "wb")},
+		{Name: "c", Binary: bin("c.test", `exit 4`), Dir: dir},
+	}}
+	script, err := s.initScript()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From the first suite on, with the binaries at their host paths and a
+	// result that prints instead of powering off.
+	script = script[strings.Index(script, "failed=\n"):]
+	for _, su := range s.suites {
+		script = strings.ReplaceAll(script, shellQuote(vmBinary(su.Binary)), shellQuote(su.Binary))
+	}
+	script = "result() { echo; echo \"" + ResultMarker + " $1 run=feed\"; exit 0; }\n" + script
+	out, err := exec.Command(sh, "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sh: %v\n%s", err, out)
+	}
+	text := string(out)
+	if pass, v := verdict(text, "feed"); pass || v != "/init reported FAIL exit=3" {
+		t.Errorf("verdict = %v, %q; want the first failure's status 3", pass, v)
+	}
+	res := splitSuites(text, "feed", s.suites, make([]mark, 3), make([]mark, 3))
+	for i, want := range []struct {
+		passed  bool
+		verdict string
+		line    string
+	}{
+		{verdict: "FAIL exit=3", line: "a in " + filepath.Join(dir, "wa") + " X=1\n"},
+		{passed: true, verdict: "PASS", line: "b in " + filepath.Join(dir, "wb") + " X= arg\n"},
+		{verdict: "FAIL exit=4"},
+	} {
+		r := res[i]
+		if r.Passed != want.passed || r.Verdict != want.verdict || !strings.Contains(r.Console, want.line) {
+			t.Errorf("suite %s: passed %v, verdict %q, console:\n%s\nwant %v, %q, a line %q", r.Name, r.Passed, r.Verdict, r.Console, want.passed, want.verdict, want.line)
+		}
+	}
+	if strings.Contains(res[0].Console, "b in") || strings.Contains(res[1].Console, "a in") {
+		t.Errorf("the suites' consoles overlap:\n%s\n----\n%s", res[0].Console, res[1].Console)
+	}
+}
+
+// TestSplitSuites: a suite's console is from its start line to its
+// verdict; a verdict without this VM's ID, or a suite that never started
+// or never ended, gives no verdict.
+func TestSplitSuites(t *testing.T) {
+	suites := []Suite{{Name: "one"}, {Name: "two"}, {Name: "three"}}
+	console := "boot\n" +
+		StartMarker + " one run=ab.1\nout one\n" + ResultMarker + " PASS run=ff.1\n" + ResultMarker + " PASS run=ab.1\n" +
+		"between\n" +
+		StartMarker + " two run=ab.2\nout two\n" +
+		StartMarker + " three run=ab.3\nout three\n" + ResultMarker + " FAIL exit=2 run=ab.3\n"
+	res := splitSuites(console, "ab", suites, make([]mark, 3), make([]mark, 3))
+	want := []Result{
+		{Name: "one", Passed: true, Verdict: "PASS", Console: StartMarker + " one run=ab.1\nout one\n" + ResultMarker + " PASS run=ff.1\n" + ResultMarker + " PASS run=ab.1\n"},
+		{Name: "two", Console: StartMarker + " two run=ab.2\nout two\n"},
+		{Name: "three", Verdict: "FAIL exit=2", Console: StartMarker + " three run=ab.3\nout three\n" + ResultMarker + " FAIL exit=2 run=ab.3\n"},
+	}
+	if !reflect.DeepEqual(res, want) {
+		t.Errorf("splitSuites:\n%+v\nwant\n%+v", res, want)
+	}
+}
+
+// TestProcessCPU reads this process's CPU time, which must grow as it
+// spins.
+func TestProcessCPU(t *testing.T) {
+	before, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		after, err := processCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processCPU stayed at %v while spinning for 10s", after)
+		}
 	}
 }
 
@@ -377,7 +488,7 @@ func TestDecompressModules(t *testing.T) {
 func TestQEMUDiesWithTestProcess(t *testing.T) {
 	if dir := os.Getenv("VMTEST_ORPHAN_DIR"); dir != "" { // the child
 		e := &Env{qemu: filepath.Join(dir, "qemu"), Kernel: "/nonexistent"}
-		e.boot("/nonexistent", Options{Timeout: time.Minute}, "x")
+		e.qemuRun("/nonexistent", Options{Timeout: time.Minute}, "x", 1)
 		return
 	}
 	if InVM() {

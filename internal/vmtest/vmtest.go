@@ -28,6 +28,23 @@
 //		// ... talk to IPVS over netlink ...
 //	}
 //
+// A boot costs some 3-5 s of host CPU under emulation. To pay it once for
+// several suites, Options.Suites lists test binary runs that one VM makes
+// one after another, each in its own directory with its own environment
+// and with a verdict of its own; RunSuites returns each suite's verdict,
+// console and CPU time, and Result.Check fails a test with the console of
+// its suite:
+//
+//	for _, r := range env.RunSuites(t, vmtest.Options{Suites: []vmtest.Suite{
+//		{Name: "apply", Binary: bin, Args: []string{"-test.run", "^TestInVMApply$"}},
+//		{Name: "traffic", Binary: other, Args: []string{"-test.run", "^TestTraffic$/^ipvs/"}},
+//	}}) {
+//		t.Run(r.Name, func(t *testing.T) { r.Check(t) })
+//	}
+//
+// Run and RunSuites log the host CPU qemu used, in all, to the first
+// suite's start (the boot) and during each suite.
+//
 // Environment variables:
 //
 //	NETSPEC_VMTEST_REQUIRE=1   fail instead of skipping when the VM cannot run (CI)
@@ -58,6 +75,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,11 +90,19 @@ import (
 const InstallHint = "apt-get update && apt-get install -y qemu-system-x86 busybox-static"
 
 // ResultMarker starts the line that the VM's /init prints when the test
-// binary has ended: "NETSPEC-VMTEST-RESULT: PASS run=ID" after exit status 0,
-// "NETSPEC-VMTEST-RESULT: FAIL exit=N run=ID" otherwise (or "FAIL modprobe=M"
-// and the like when the VM could not be set up). ID is random for each Run,
-// so output of the test binary cannot fake a verdict.
+// binaries have ended: "NETSPEC-VMTEST-RESULT: PASS run=ID" when each
+// exited with status 0, "NETSPEC-VMTEST-RESULT: FAIL exit=N run=ID" with
+// the status of the first that did not (or "FAIL modprobe=M" and the like
+// when the VM could not be set up). Each suite's run ends with a line of
+// its own, "NETSPEC-VMTEST-RESULT: PASS run=ID.N" and the like. ID is
+// random for each VM, so output of a test binary cannot fake a verdict.
 const ResultMarker = "NETSPEC-VMTEST-RESULT:"
+
+// StartMarker starts the line that /init prints before it runs a suite:
+// "NETSPEC-VMTEST-START: NAME run=ID.N" for the Nth suite (from 1); the
+// suite's own result line ends in "run=ID.N" too, the VM-wide one in
+// "run=ID".
+const StartMarker = "NETSPEC-VMTEST-START:"
 
 // InVMEnv is the environment variable that /init sets to "1" for the test
 // binary; InVM reports it.
@@ -279,8 +305,8 @@ func RunPackage(t testing.TB, pkg string, o Options) string {
 }
 
 // BuildTestBinary compiles the tests of the package with import path pkg
-// (for example "netspec.dev/netspec/applier/ipvs") into a static binary,
-// with CGO_ENABLED=0 go test -c, for GOOS=linux GOARCH=amd64, and returns
+// (for example "netspec.dev/netspec/applier/ipvs") into a static, stripped
+// binary, with CGO_ENABLED=0 go test -c, for GOOS=linux GOARCH=amd64, and returns
 // its path in a temporary directory that is removed when t ends. The binary
 // is what Options.Binary takes.
 func BuildTestBinary(t testing.TB, pkg string) string {
@@ -290,7 +316,10 @@ func BuildTestBinary(t testing.TB, pkg string) string {
 		t.Fatalf("vmtest: %v", err)
 	}
 	out := filepath.Join(t.TempDir(), path.Base(pkg)+".test")
-	cmd := exec.Command(goTool, "test", "-c", "-o", out, pkg)
+	// -s -w: no symbol table and no DWARF, which the VM does not need (a
+	// panic's trace still names functions and lines); the binary is a
+	// third smaller, so is the initramfs, and the link takes less CPU.
+	cmd := exec.Command(goTool, "test", "-c", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("vmtest: %s: %v\n%s", strings.Join(cmd.Args, " "), err, b)
@@ -332,6 +361,12 @@ type Options struct {
 	// Env is extra environment for the binary, as KEY=VALUE. The binary
 	// always gets NETSPEC_VMTEST=1, PATH, HOME=/root and TMPDIR=/tmp.
 	Env []string
+	// Dir is the binary's working directory in the VM; default /tmp.
+	Dir string
+	// Suites, instead of Binary, Args, Env and Dir, are several test
+	// binary runs made one after another in one boot (RunSuites): a boot
+	// costs some 3-5 s of host CPU, a later run of a test binary little.
+	Suites []Suite
 	// Modules are the kernel modules loaded with modprobe before the binary
 	// starts, in order; nil means DefaultModules. A module built into the
 	// kernel is logged and skipped; one the kernel has neither built in nor
@@ -346,10 +381,8 @@ type Options struct {
 	// Files maps paths in the VM to host files or directories (copied
 	// recursively) to put into the VM, such as testdata.
 	Files map[string]string
-	// Dir is the binary's working directory in the VM; default /tmp.
-	Dir string
-	// Timeout bounds the whole boot and test run; default DefaultTimeout.
-	// qemu is killed when it passes.
+	// Timeout bounds the whole boot and every run in it; default
+	// DefaultTimeout. qemu is killed when it passes.
 	Timeout time.Duration
 	// Memory is the VM's memory in MiB; default DefaultMemory.
 	Memory int
@@ -360,9 +393,49 @@ type Options struct {
 	Console io.Writer
 }
 
+// Suite is one run of a test binary in a VM that runs several
+// (Options.Suites). Each runs in a subshell of /init, in its own working
+// directory with its own environment, and gets a verdict of its own; a
+// suite that fails does not stop the next.
+type Suite struct {
+	// Name names the suite in logs and failures; default the binary's
+	// base name.
+	Name string
+	// Binary, Args, Env and Dir are as in Options. A binary goes into the
+	// VM once, however many suites run it; two binaries of the same base
+	// name cannot go together.
+	Binary string
+	Args   []string
+	Env    []string
+	Dir    string
+}
+
+// Result is what became of one suite of a VM.
+type Result struct {
+	Name string
+	// Passed tells that the binary exited with status 0; Verdict is
+	// "PASS" or why not ("FAIL exit=1").
+	Passed  bool
+	Verdict string
+	// Console is the suite's part of the console: from the line that
+	// starts it to its verdict.
+	Console string
+	// Wall and CPU are the time the suite took and the host CPU qemu used
+	// meanwhile.
+	Wall, CPU time.Duration
+}
+
+// Check fails t, with the suite's console, unless the suite passed.
+func (r *Result) Check(t testing.TB) {
+	t.Helper()
+	if !r.Passed {
+		t.Fatalf("vmtest: suite %s in the VM did not pass: %s\n----- its console -----\n%s\n----- end of console -----", r.Name, r.Verdict, r.Console)
+	}
+}
+
 // Run boots the VM with a fresh initramfs built in t.TempDir(), runs
-// o.Binary in it and returns the console output (carriage returns and
-// terminal control sequences removed).
+// o.Binary in it (or each of o.Suites) and returns the console output
+// (carriage returns and terminal control sequences removed).
 // It returns only if the binary exited with status 0, as the result line
 // of /init shows; if the binary failed, the VM could not be set up, qemu
 // ended without a verdict or the timeout passed, it calls t.Fatal with the
@@ -370,8 +443,51 @@ type Options struct {
 // returns.
 func (e *Env) Run(t testing.TB, o Options) string {
 	t.Helper()
-	if o.Binary == "" {
+	text, results := e.boot(t, o)
+	for i := range results {
+		if !results[i].Passed {
+			t.Fatalf("vmtest: the VM test did not pass: suite %s: %s\n----- console (kernel %s) -----\n%s\n----- end of console -----", results[i].Name, results[i].Verdict, e.KernelVersion, text)
+		}
+	}
+	return text
+}
+
+// RunSuites boots one VM and runs o.Suites in it, one after another, and
+// returns what became of each, in order; the caller checks them
+// (Result.Check). It calls t.Fatal, with the whole console, only when the
+// VM itself failed: it could not be set up, crashed, or ran out of time
+// before every suite had its verdict.
+func (e *Env) RunSuites(t testing.TB, o Options) []Result {
+	t.Helper()
+	if len(o.Suites) == 0 {
+		t.Fatal("vmtest: RunSuites without Options.Suites")
+	}
+	_, results := e.boot(t, o)
+	return results
+}
+
+// boot builds the initramfs, boots the VM and splits its console by suite.
+func (e *Env) boot(t testing.TB, o Options) (string, []Result) {
+	t.Helper()
+	suites := o.Suites
+	switch {
+	case len(suites) == 0 && o.Binary == "":
 		t.Fatal("vmtest: Options.Binary is empty")
+	case len(suites) == 0:
+		suites = []Suite{{Binary: o.Binary, Args: o.Args, Env: o.Env, Dir: o.Dir}}
+	case o.Binary != "" || o.Args != nil || o.Env != nil || o.Dir != "":
+		t.Fatal("vmtest: Options has Suites and also Binary, Args, Env or Dir")
+	}
+	for i := range suites {
+		if suites[i].Binary == "" {
+			t.Fatalf("vmtest: suite %d has no Binary", i+1)
+		}
+		if suites[i].Name == "" {
+			suites[i].Name = filepath.Base(suites[i].Binary)
+		}
+		if suites[i].Dir == "" {
+			suites[i].Dir = "/tmp"
+		}
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -381,9 +497,6 @@ func (e *Env) Run(t testing.TB, o Options) string {
 	}
 	if o.CPUs <= 0 {
 		o.CPUs = 1
-	}
-	if o.Dir == "" {
-		o.Dir = "/tmp"
 	}
 	modules := o.Modules
 	if modules == nil {
@@ -413,12 +526,9 @@ func (e *Env) Run(t testing.TB, o Options) string {
 		moduleFiles:  files,
 		moduleIndex:  e.mods,
 		load:         load,
-		binary:       o.Binary,
-		args:         o.Args,
-		env:          o.Env,
+		suites:       suites,
 		hostBinaries: o.HostBinaries,
 		files:        o.Files,
-		dir:          o.Dir,
 		runID:        runID,
 	}
 	start := time.Now()
@@ -431,27 +541,96 @@ func (e *Env) Run(t testing.TB, o Options) string {
 		size = fi.Size()
 	}
 
-	console, cpu, err := e.boot(initrd, o, runID)
-	text := cleanConsole(console)
+	out, cpu, err := e.qemuRun(initrd, o, runID, len(suites))
+	text := cleanConsole(out.String())
 	pass, verdict := verdict(text, runID)
-	if pass && err == nil {
-		t.Logf("vmtest: kernel %s, initramfs of %.1f MB built in %v, VM ran %v using %v of host CPU; console:\n%s",
-			e.KernelVersion, float64(size)/1e6, built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), cpu.Round(time.Millisecond), text)
-		return text
+	starts, ends := out.marks()
+	results := splitSuites(text, runID, suites, starts, ends)
+	complete := err == nil && (pass || strings.HasPrefix(verdict, "/init reported FAIL exit="))
+	for i := range results {
+		complete = complete && results[i].Verdict != ""
 	}
-	why := verdict
-	if err != nil {
-		why = err.Error() + "; " + verdict
+	if !complete {
+		why := verdict
+		if err != nil {
+			why = err.Error() + "; " + verdict
+		}
+		t.Fatalf("vmtest: the VM test did not pass: %s\n----- console (kernel %s) -----\n%s\n----- end of console -----", why, e.KernelVersion, text)
 	}
-	t.Fatalf("vmtest: the VM test did not pass: %s\n----- console (kernel %s) -----\n%s\n----- end of console -----", why, e.KernelVersion, text)
-	return text
+	var times strings.Builder
+	if b := starts[0]; b.ok {
+		fmt.Fprintf(&times, "; boot to the first suite %v, %v of CPU", b.wall.Round(time.Millisecond), b.cpu.Round(time.Millisecond))
+	}
+	for _, r := range results {
+		if r.Wall > 0 {
+			fmt.Fprintf(&times, "; suite %s %v, %v of CPU", r.Name, r.Wall.Round(time.Millisecond), r.CPU.Round(time.Millisecond))
+		}
+	}
+	t.Logf("vmtest: kernel %s, initramfs of %.1f MB built in %v, VM ran %v using %v of host CPU%s; console:\n%s",
+		e.KernelVersion, float64(size)/1e6, built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), cpu.Round(time.Millisecond), times.String(), text)
+	return text, results
 }
 
-// boot runs qemu until it ends, the timeout passes, or a little after the
-// verdict appeared, and returns the console and the CPU time qemu used
-// (user and system): under emulation that, not the wall time, is what a
-// suite costs on a busy machine.
-func (e *Env) boot(initrd string, o Options, runID string) (console string, cpu time.Duration, err error) {
+// suiteTag is the tag that the lines starting and ending suite i (from
+// 0) of the run runID carry: the VM-wide verdict carries "run=ID", a
+// suite's "run=ID.N", N counted from 1.
+func suiteTag(runID string, i int) string {
+	return "run=" + runID + "." + strconv.Itoa(i+1)
+}
+
+// suiteLine tells whether line is the start (StartMarker) or the verdict
+// (ResultMarker) of one of n suites of the run runID, and of which.
+func suiteLine(line, runID string, n int) (suite int, start, end bool) {
+	line = strings.TrimRight(line, "\r\n")
+	_, num, ok := strings.Cut(line, " run="+runID+".")
+	if !ok {
+		return 0, false, false
+	}
+	i, err := strconv.Atoi(num)
+	if err != nil || i < 1 || i > n {
+		return 0, false, false
+	}
+	return i - 1, strings.Contains(line, StartMarker), strings.Contains(line, ResultMarker)
+}
+
+// splitSuites cuts the console into the suites' parts and reads their
+// verdicts; starts and ends are the marks the console buffer took of
+// each suite's lines.
+func splitSuites(text, runID string, suites []Suite, starts, ends []mark) []Result {
+	results := make([]Result, len(suites))
+	parts := make([]strings.Builder, len(suites))
+	cur := -1 // the suite whose part the line is in
+	for _, line := range strings.SplitAfter(text, "\n") {
+		i, start, end := suiteLine(line, runID, len(suites))
+		if start {
+			cur = i
+		}
+		if cur < 0 {
+			continue
+		}
+		parts[cur].WriteString(line)
+		if end && i == cur && strings.HasSuffix(line, "\n") {
+			if v, ok := findVerdict(line, suiteTag(runID, i)); ok {
+				results[i].Verdict, results[i].Passed = v, v == "PASS"
+			}
+			cur = -1
+		}
+	}
+	for i, s := range suites {
+		r := &results[i]
+		r.Name, r.Console = s.Name, parts[i].String()
+		if starts[i].ok && ends[i].ok {
+			r.Wall, r.CPU = ends[i].wall-starts[i].wall, ends[i].cpu-starts[i].cpu
+		}
+	}
+	return results
+}
+
+// qemuRun runs qemu until it ends, the timeout passes, or a little
+// after the VM-wide verdict appeared, and returns the console and the CPU
+// time qemu used (user and system): under emulation that, not the wall
+// time, is what a suite costs on a busy machine.
+func (e *Env) qemuRun(initrd string, o Options, runID string, suites int) (out *consoleBuffer, cpu time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	args := []string{
@@ -463,11 +642,17 @@ func (e *Env) boot(initrd string, o Options, runID string) (console string, cpu 
 		"-initrd", initrd,
 		// no_timer_check: under TCG on a busy host the kernel's IO-APIC
 		// timer check can fail and panic ("IO-APIC + timer doesn't work").
-		"-append", "console=ttyS0 quiet panic=-1 no_timer_check",
+		// norandmaps: every process maps its program and libraries at the
+		// same addresses, so that TCG reuses the code it translated for
+		// the last one (its translations are looked up by virtual address
+		// too): an exec of ip(8) costs a third of the host CPU it costs
+		// with randomized mappings, and the tests exec ip and nft
+		// hundreds of times.
+		"-append", "console=ttyS0 quiet panic=-1 no_timer_check norandmaps",
 	}
 	cmd := exec.CommandContext(ctx, e.qemu, args...)
 	cmd.Stdin = nil // /dev/null
-	out := &consoleBuffer{marker: []byte(ResultMarker), runID: []byte("run=" + runID), seen: make(chan struct{}), tee: o.Console}
+	out = newConsoleBuffer(runID, suites, o.Console)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.WaitDelay = 5 * time.Second
@@ -483,13 +668,16 @@ func (e *Env) boot(initrd string, o Options, runID string) (console string, cpu 
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		err := cmd.Start()
+		if err == nil {
+			out.started(cmd.Process.Pid)
+		}
 		started <- err
 		if err == nil {
 			done <- cmd.Wait()
 		}
 	}()
 	if err := <-started; err != nil {
-		return "", 0, fmt.Errorf("starting %s: %v", e.qemu, err)
+		return out, 0, fmt.Errorf("starting %s: %v", e.qemu, err)
 	}
 	select {
 	case err = <-done:
@@ -508,25 +696,49 @@ func (e *Env) boot(initrd string, o Options, runID string) (console string, cpu 
 	}
 	switch {
 	case out.sawVerdict():
-		return out.String(), cpu, nil
+		return out, cpu, nil
 	case ctx.Err() == context.DeadlineExceeded:
-		return out.String(), cpu, fmt.Errorf("timed out after %v (qemu killed)", o.Timeout)
+		return out, cpu, fmt.Errorf("timed out after %v (qemu killed)", o.Timeout)
 	case err != nil:
-		return out.String(), cpu, fmt.Errorf("qemu: %v", err)
+		return out, cpu, fmt.Errorf("qemu: %v", err)
 	}
-	return out.String(), cpu, errors.New("qemu exited without a verdict")
+	return out, cpu, errors.New("qemu exited without a verdict")
 }
 
-// consoleBuffer collects the console and signals seen once a complete
-// result line of this run has arrived.
+// mark is when a line of the console came: the wall time since qemu
+// started and the host CPU qemu had used by then.
+type mark struct {
+	ok        bool
+	wall, cpu time.Duration
+}
+
+// consoleBuffer collects the console, marks when each suite's start and
+// verdict lines come, and signals seen once a complete VM-wide result line
+// of this run has arrived.
 type consoleBuffer struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	marker []byte
-	runID  []byte
-	seen   chan struct{}
-	closed bool
-	tee    io.Writer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	scanned int // bytes of buf up to the end of the last line looked at
+	runID   string
+	seen    chan struct{}
+	closed  bool
+	tee     io.Writer
+
+	pid          int // qemu's, once started
+	begin        time.Time
+	starts, ends []mark // by suite
+}
+
+func newConsoleBuffer(runID string, suites int, tee io.Writer) *consoleBuffer {
+	return &consoleBuffer{runID: runID, seen: make(chan struct{}), tee: tee,
+		starts: make([]mark, suites), ends: make([]mark, suites)}
+}
+
+// started records qemu's pid, whose CPU the marks read.
+func (c *consoleBuffer) started(pid int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pid, c.begin = pid, time.Now()
 }
 
 func (c *consoleBuffer) Write(p []byte) (int, error) {
@@ -536,13 +748,76 @@ func (c *consoleBuffer) Write(p []byte) (int, error) {
 	if c.tee != nil {
 		c.tee.Write(p) //nolint:errcheck // best effort debugging output
 	}
-	if !c.closed && bytes.Contains(p, []byte("\n")) {
-		if _, ok := findVerdict(c.buf.String(), string(c.runID)); ok {
-			c.closed = true
-			close(c.seen)
+	for {
+		rest := c.buf.Bytes()[c.scanned:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
 		}
+		c.line(string(rest[:i+1]))
+		c.scanned += i + 1
 	}
 	return len(p), nil
+}
+
+// line looks at a complete line of the console.
+func (c *consoleBuffer) line(l string) {
+	if i, start, end := suiteLine(l, c.runID, len(c.starts)); start || end {
+		m := c.mark()
+		if start {
+			c.starts[i] = m
+		} else {
+			c.ends[i] = m
+		}
+		return
+	}
+	if _, ok := findVerdict(l, "run="+c.runID); ok && !c.closed {
+		c.closed = true
+		close(c.seen)
+	}
+}
+
+// mark reads the time and qemu's CPU now.
+func (c *consoleBuffer) mark() mark {
+	if c.pid == 0 {
+		return mark{}
+	}
+	cpu, err := processCPU(c.pid)
+	if err != nil {
+		return mark{}
+	}
+	return mark{ok: true, wall: time.Since(c.begin), cpu: cpu}
+}
+
+// marks returns the marks of the suites' start and verdict lines.
+func (c *consoleBuffer) marks() (starts, ends []mark) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.starts), slices.Clone(c.ends)
+}
+
+// processCPU reads the user and system CPU time of a running process
+// from /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s, the
+// USER_HZ of Linux on amd64).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:])) // from field 3, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad utime %q or stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 func (c *consoleBuffer) String() string {

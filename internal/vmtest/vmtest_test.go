@@ -17,13 +17,14 @@ import (
 // hostTools are the host programs the smoke test ships into the VM.
 var hostTools = []string{"/usr/sbin/ip", "/usr/sbin/nft"}
 
-// TestVMSmoke boots the VM once and runs TestInVMSmoke of this package's
-// own test binary in it.
+// TestVMSmoke boots the VM once and runs two suites in it: TestInVMSmoke
+// of this package's own test binary, which must pass, and busybox false,
+// which must fail, with a verdict and a console of its own, and without
+// failing the first.
 func TestVMSmoke(t *testing.T) {
 	if InVM() {
 		t.Skip("host side of the smoke test")
 	}
-	t.Parallel() // its boot beside TestRunReportsFailure's
 	env := Require(t)
 	for _, p := range hostTools {
 		if _, err := os.Stat(p); err != nil {
@@ -34,15 +35,34 @@ func TestVMSmoke(t *testing.T) {
 	bin := BuildTestBinary(t, "netspec.dev/netspec/internal/vmtest")
 	built := time.Since(start)
 	start = time.Now()
-	console := env.Run(t, Options{
-		Binary:       bin,
-		Args:         []string{"-test.run", "^TestInVMSmoke$", "-test.v"},
-		Env:          []string{"VMTEST_SMOKE=it's on"},
+	res := env.RunSuites(t, Options{
+		Suites: []Suite{
+			{Name: "smoke", Binary: bin, Args: []string{"-test.run", "^TestInVMSmoke$", "-test.v"}, Env: []string{"VMTEST_SMOKE=it's on"}},
+			// busybox false, run as a test binary, exits 1.
+			{Name: "false", Binary: env.busybox, Args: []string{"false"}, Dir: "/root"},
+		},
 		HostBinaries: hostTools,
 	})
-	t.Logf("test binary built in %v, VM boot and in-VM test took %v", built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if !strings.Contains(console, "--- PASS: TestInVMSmoke") {
-		t.Fatalf("TestInVMSmoke did not run and pass in the VM:\n%s", console)
+	t.Logf("test binary built in %v, VM boot and in-VM tests took %v", built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if len(res) != 2 {
+		t.Fatalf("RunSuites returned %d results for 2 suites", len(res))
+	}
+	smoke, fails := res[0], res[1]
+	smoke.Check(t)
+	if !strings.Contains(smoke.Console, "--- PASS: TestInVMSmoke") || strings.Contains(smoke.Console, "'false'") {
+		t.Errorf("the smoke suite's console does not show TestInVMSmoke passing, or shows the next suite:\n%s", smoke.Console)
+	}
+	if fails.Passed || fails.Verdict != "FAIL exit=1" || !strings.Contains(fails.Console, "NETSPEC-VMTEST: running '/vmtest/busybox' 'false'") {
+		t.Errorf("the failing suite: passed %v, verdict %q, console:\n%s", fails.Passed, fails.Verdict, fails.Console)
+	}
+	if smoke.CPU <= 0 || smoke.Wall <= 0 {
+		t.Errorf("the smoke suite's CPU %v and wall time %v were not measured", smoke.CPU, smoke.Wall)
+	}
+	msg := failure(t, func(tb testing.TB) { fails.Check(tb) })
+	for _, want := range []string{"suite false", "FAIL exit=1", "----- its console", "NETSPEC-VMTEST: running"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Check of the failed suite: message lacks %q:\n%s", want, msg)
+		}
 	}
 }
 
@@ -228,29 +248,5 @@ func TestRunMissingModule(t *testing.T) {
 	})
 	if !strings.Contains(msg, "no_such_module_xyz") || strings.Contains(msg, "ip_vs ") {
 		t.Fatalf("Run with a missing module failed with %q", msg)
-	}
-}
-
-// TestRunReportsFailure boots a VM whose test fails and checks that Run
-// fails with the exit status and the console. Skipped with -short: it
-// costs a second boot.
-func TestRunReportsFailure(t *testing.T) {
-	if InVM() {
-		t.Skip("host only")
-	}
-	if testing.Short() {
-		t.Skip("a second VM boot; skipped with -short")
-	}
-	t.Parallel() // its boot beside TestVMSmoke's
-	env := Require(t)
-	msg := failure(t, func(tb testing.TB) {
-		// busybox false, run as the test binary, exits 1. No modules:
-		// this checks the verdict, not the kernel.
-		env.Run(tb, Options{Binary: env.busybox, Args: []string{"false"}, Modules: []string{}, Timeout: 60 * time.Second})
-	})
-	for _, want := range []string{"FAIL exit=1", "NETSPEC-VMTEST: running", "----- console"} {
-		if !strings.Contains(msg, want) {
-			t.Fatalf("Run of a failing binary: message lacks %q:\n%s", want, msg)
-		}
 	}
 }

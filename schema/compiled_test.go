@@ -147,3 +147,13 @@ func TestCompiledSchemaOnce(t *testing.T) {
 		t.Error("two validators compiled the schema each")
 	}
 }
+
+// BenchmarkCompileSchema measures what compiledSchema saves each validator
+// after the first: compiling the embedded schema into shapes.
+func BenchmarkCompileSchema(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx := cuecontext.New()
+		compile(ctx, compileSchema(ctx))
+	}
+}

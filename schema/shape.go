@@ -24,8 +24,9 @@ import (
 // process (compiledSchema), and every scalar is checked by CUE against the
 // constraint the schema gives its field. Most values repeat across a tree
 // (protocols, namespaces, labels, ports), so each worker checks each
-// (field, value) pair once and remembers it. This is what makes a cold tree of 30,000 objects validate in
-// about a second on two cores, where unifying whole objects took several.
+// (field, value) pair once and remembers it. This is what makes a cold tree
+// of 30,000 objects validate in about a second on two cores, where unifying
+// whole objects took several.
 //
 // The walk also reports what CUE reports poorly: every unknown field of a
 // struct (CUE stops at the first) and every missing required field (CUE

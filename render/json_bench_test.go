@@ -38,20 +38,8 @@ func BenchmarkPlanJSONEncodingJSON(b *testing.B) {
 	benchmarkPlanJSON(b, func(p *plan.Plan) ([]byte, error) { return referencePlanJSON(b, p), nil })
 }
 
-var benchPlan = sync.OnceValues(func() (*plan.Plan, error) {
-	dir, err := os.MkdirTemp("", "netspec-bench-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	return compiledPlan(dir, 10000)
-})
-
 func benchmarkPlanJSON(b *testing.B, planJSON func(*plan.Plan) ([]byte, error)) {
-	p, err := benchPlan()
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := generatedPlan(b, 10000)
 	b.ReportAllocs()
 	b.ResetTimer()
 	var n int
@@ -65,10 +53,24 @@ func benchmarkPlanJSON(b *testing.B, planJSON func(*plan.Plan) ([]byte, error)) 
 	b.SetBytes(int64(n))
 }
 
+// generatedPlans holds a func returning generatedPlan's plan of each size,
+// made once per test binary: writing and compiling a generated tree costs
+// more than the tests that read its plan, and none of them changes it.
+var generatedPlans sync.Map // int -> func() (*plan.Plan, error)
+
 // generatedPlan compiles, for node-1, a generated tree of the given size.
+// The plan is shared: callers must not change it.
 func generatedPlan(tb testing.TB, services int) *plan.Plan {
 	tb.Helper()
-	p, err := compiledPlan(tb.TempDir(), services)
+	f, _ := generatedPlans.LoadOrStore(services, sync.OnceValues(func() (*plan.Plan, error) {
+		dir, err := os.MkdirTemp("", "netspec-render-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		return compiledPlan(dir, services)
+	}))
+	p, err := f.(func() (*plan.Plan, error))()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -148,8 +148,8 @@ func Load(root string, opt Options) (*Tree, error) {
 	// (todo) are recalled or read.
 	results := make([]*UnitResult, len(units))
 	var cached, unread atomic.Int64
-	// A validator costs milliseconds to make (it compiles the schema): the
-	// StatCache keeps a little-used one from Load to Load (spareLeaves).
+	// A validator remembers the values it checked: the StatCache keeps a
+	// little-used one from Load to Load (spareLeaves).
 	var spare atomic.Pointer[validator]
 	if opt.Stats != nil {
 		spare.Store(opt.Stats.spare)

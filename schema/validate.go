@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -46,16 +47,12 @@ var Version = func() string {
 	return hex.EncodeToString(h[:8])
 }()
 
-// leavesPerContext bounds how many values one CUE context checks before it
-// is replaced: CUE keeps everything it evaluates, so a context per tree
-// would grow without bound.
-const leavesPerContext = 20000
-
 // validator checks raw objects against the CUE schema. It is not safe for
-// concurrent use: each worker has its own.
+// concurrent use: each worker has its own. The compiled schema it walks is
+// the process's one (compiledSchema), which validators share.
 type validator struct {
 	c    *compiled
-	used int
+	used int // CUE evaluations made; memo holds at most as many values
 	memo map[memoKey]string
 	path diag.Path // the walk's path, reused from object to object
 	keys []string  // the walk's stack of sorted keys
@@ -63,9 +60,7 @@ type validator struct {
 }
 
 func newValidator() *validator {
-	v := &validator{memo: map[memoKey]string{}, path: make(diag.Path, 0, 32), in: newInterner()}
-	v.reset()
-	return v
+	return &validator{c: compiledSchema(), memo: map[memoKey]string{}, path: make(diag.Path, 0, 32), in: newInterner()}
 }
 
 // compileSchema compiles the embedded schema into ctx.
@@ -77,19 +72,22 @@ func compileSchema(ctx *cue.Context) cue.Value {
 	return s
 }
 
-func (v *validator) reset() {
+// compiledSchema returns the embedded schema compiled into shapes, made
+// once per process: compiling it costs 12-15 ms and 5 MB, most of what a
+// small Load costs, and every worker of every Load, stream and reload
+// shares the result. Sharing is safe: the shapes are never written after
+// compile, and CUE values, and Encode on their context, may be used from
+// several goroutines at once (cuelang.org/go since v0.17: "methods may be
+// called concurrently"); a CUE context does not grow with the values
+// evaluated in it. TestCompiledSchemaConcurrent runs Loads side by side
+// under -race; TestCompiledSchemaEqualsFresh compares with fresh compiles.
+var compiledSchema = sync.OnceValue(func() *compiled {
 	ctx := cuecontext.New()
-	v.c = compile(ctx, compileSchema(ctx))
-	v.used = 0
-}
+	return compile(ctx, compileSchema(ctx))
+})
 
-// use counts one CUE evaluation, replacing the context when it has grown.
-func (v *validator) use() {
-	if v.used >= leavesPerContext {
-		v.reset()
-	}
-	v.used++
-}
+// use counts one CUE evaluation.
+func (v *validator) use() { v.used++ }
 
 // check validates one raw object: the schema first (shape and values),
 // then the Go rules of rules.go on the decoded value. It returns the object

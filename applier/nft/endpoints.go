@@ -11,6 +11,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/nft/encoding"
 )
 
 // Endpoint maps (render/picks.go): interval maps from numgen keys to an
@@ -163,7 +164,7 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 // element that precedes the lowest interval.
 func intervalUnits(elems []nftables.SetElement) [][]nftables.SetElement {
 	sorted := slices.Clone(elems)
-	slices.SortStableFunc(sorted, compareIntervalElems)
+	slices.SortStableFunc(sorted, encoding.CompareIntervalElems)
 	var units [][]nftables.SetElement
 	open := -1 // the unit of the interval whose end comes next
 	for _, e := range sorted {

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/nft/encoding"
 )
 
 // maxElemBytes bounds the encoded elements of one netlink message: they
@@ -81,24 +81,9 @@ func (s *Set) kernelElems(elems []Element) []nftables.SetElement {
 // (see kernelElems), in place.
 func (s *Set) kernelOrder(elems []nftables.SetElement) []nftables.SetElement {
 	if s.Template.Interval {
-		slices.SortStableFunc(elems, compareIntervalElems)
+		slices.SortStableFunc(elems, encoding.CompareIntervalElems)
 	}
 	return elems
-}
-
-// compareIntervalElems orders the netlink elements of an interval set by
-// key, at one key the end of an interval before the start of the next.
-func compareIntervalElems(a, b nftables.SetElement) int {
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	switch {
-	case a.IntervalEnd == b.IntervalEnd:
-		return 0
-	case a.IntervalEnd:
-		return -1
-	}
-	return 1
 }
 
 // set returns a copy of the template for table t, to be queued.

@@ -299,7 +299,7 @@ func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 	if interval {
 		anon.Template.Interval = true
 		anon.Template.AutoMerge = true
-		anon.Elements, anon.Template.Size = intervalElements(mergeRanges(s.Prefixes))
+		anon.Elements, anon.Template.Size = intervalElements(nftmodel.MergeRanges(s.Prefixes))
 	} else {
 		for _, p := range s.Prefixes {
 			anon.Elements = append(anon.Elements, nftables.SetElement{Key: p.Addr().AsSlice()})
@@ -337,60 +337,19 @@ func (e *encoder) comparePrefix(fd nftmodel.Field, op expr.CmpOp, pfx netip.Pref
 	e.cmp(op, addr)
 }
 
-// addrRange is an interval of addresses: [start, end].
-type addrRange struct{ start, end netip.Addr }
-
-// lastAddr is the last address of a prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
-
-// mergeRanges sorts the prefixes' ranges and merges those that overlap
-// or touch, as nft does for an anonymous set.
-func mergeRanges(ps []netip.Prefix) []addrRange {
-	rs := make([]addrRange, len(ps))
-	for i, p := range ps {
-		rs[i] = addrRange{p.Addr(), lastAddr(p)}
-	}
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].start.Less(rs[j-1].start); j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
-	out := rs[:0]
-	for _, r := range rs {
-		if n := len(out); n > 0 {
-			last := &out[n-1]
-			if next := last.end.Next(); !r.start.Less(last.start) && (!next.IsValid() || !next.Less(r.start)) {
-				if last.end.Less(r.end) {
-					last.end = r.end
-				}
-				continue
-			}
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
 // intervalElements returns the elements nft sends for sorted, disjoint
 // intervals: an end element at zero when the first does not start there,
 // then each start and its end (the address after the last one, flagged
 // IntervalEnd), none for an interval reaching the last address. size is
 // what nft declares as the set's size.
-func intervalElements(rs []addrRange) (elems []nftables.SetElement, size uint32) {
-	if len(rs) > 0 && !rs[0].start.IsUnspecified() {
-		elems = append(elems, nftables.SetElement{Key: make([]byte, rs[0].start.BitLen()/8), IntervalEnd: true})
+func intervalElements(rs []nftmodel.Range) (elems []nftables.SetElement, size uint32) {
+	if len(rs) > 0 && !rs[0].Lo.IsUnspecified() {
+		elems = append(elems, nftables.SetElement{Key: make([]byte, rs[0].Lo.BitLen()/8), IntervalEnd: true})
 		size++
 	}
 	for _, r := range rs {
-		elems = append(elems, nftables.SetElement{Key: r.start.AsSlice()})
-		if next := r.end.Next(); next.IsValid() {
+		elems = append(elems, nftables.SetElement{Key: r.Lo.AsSlice()})
+		if next := r.Hi.Next(); next.IsValid() {
 			elems = append(elems, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
 		}
 		size += 2

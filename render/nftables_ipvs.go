@@ -54,21 +54,22 @@ func NFTablesIPVSModel(p *plan.Plan) *nftmodel.Ruleset {
 
 // ipvsModel builds the table of the IPVS data plane (NFTablesIPVS).
 func (t *nftTable) ipvsModel() *nftmodel.Table {
-	var cluster, external, nodePorts []nftElement
+	var cluster, external, nodePorts []nftmodel.Element
 	var clusterAddrs []netip.Addr
 	var firewalls []*nftPort
 	for _, sp := range t.ports {
 		v := t.viewPort(sp)
+		proto, _ := nftmodel.ProtoOf(v.proto)
 		for _, a := range v.clusterIPs {
-			cluster = append(cluster, nftElement{addr: a, proto: v.proto, port: sp.port.Port})
+			cluster = append(cluster, nftmodel.Element{Key: nftmodel.Key{Addr: a, Proto: proto, Port: sp.port.Port}})
 			clusterAddrs = append(clusterAddrs, a)
 		}
 		if !sp.svc.ExternalLocal {
 			for _, a := range slices.Concat(v.externalIPs, v.lbIPs) {
-				external = append(external, nftElement{addr: a, proto: v.proto, port: sp.port.Port})
+				external = append(external, nftmodel.Element{Key: nftmodel.Key{Addr: a, Proto: proto, Port: sp.port.Port}})
 			}
 			if sp.port.NodePort != 0 {
-				nodePorts = append(nodePorts, nftElement{proto: v.proto, port: sp.port.NodePort})
+				nodePorts = append(nodePorts, nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: sp.port.NodePort}})
 			}
 		}
 		if v.firewallChain != "" {
@@ -144,16 +145,15 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 
 // keySet is a set of the keys of elems, in the order of their text,
 // without repeats.
-func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftElement) *nftmodel.Set {
+func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftmodel.Element) *nftmodel.Set {
 	s := &nftmodel.Set{Name: name, Comment: name + ": " + comment, Key: key}
 	type keyed struct {
 		text string
 		e    nftmodel.Element
 	}
-	s.Elements = make([]nftmodel.Element, len(elems)) // to print the keys
+	s.Elements = elems // to print the keys
 	all := make([]keyed, len(elems))
 	for i := range elems {
-		s.Elements[i] = nftmodel.Element{Key: elems[i].key()}
 		all[i] = keyed{s.ElementText(i), s.Elements[i]}
 	}
 	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.text, b.text) })

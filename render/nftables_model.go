@@ -262,37 +262,25 @@ func mapKey(i int) []nftmodel.KeyPart {
 // mapSet is a map (or with verdicts false, a set) of sorted elements,
 // each with the key of the one before dropped (shown as a comment in the
 // file; two frontends with one key, which the compiler rejects; the first
-// is kept so that the file still loads), or for a set of addresses
-// silently.
-func (t *nftTable) mapSet(name, comment string, key []nftmodel.KeyPart, verdicts bool, elems []nftElement) *nftmodel.Set {
-	return mapSetOf(name, comment, key, verdicts, len(elems), func(i int) *nftElement { return &elems[i] })
-}
-
-// mapSetOf is mapSet of the n elements at(0), at(1), ….
-func mapSetOf(name, comment string, key []nftmodel.KeyPart, verdicts bool, n int, at func(int) *nftElement) *nftmodel.Set {
+// is kept so that the file still loads), or for a set keyed by address
+// alone (cluster-ips, where an address repeats once per port that has
+// it) silently.
+func (t *nftTable) mapSet(name, comment string, key []nftmodel.KeyPart, verdicts bool, elems []nftmodel.Element) *nftmodel.Set {
 	s := &nftmodel.Set{Name: name, Comment: comment, Key: key, Verdicts: verdicts}
-	s.Elements = make([]nftmodel.Element, 0, n)
-	for i := range n {
-		e := at(i)
-		if i > 0 && e.sameKey(at(i-1)) {
-			if !e.addrOnly() {
-				k := s.Elements[len(s.Elements)-1].Key
+	s.Elements = make([]nftmodel.Element, 0, len(elems))
+	for i, e := range elems {
+		if i > 0 && e.Key == elems[i-1].Key {
+			if len(key) > 1 {
 				if s.Dropped == nil {
 					s.Dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
 				}
-				s.Dropped[k] = append(s.Dropped[k], e.verdict)
+				s.Dropped[e.Key] = append(s.Dropped[e.Key], e.Verdict)
 			}
 			continue
 		}
-		s.Elements = append(s.Elements, nftmodel.Element{Key: e.key(), Verdict: e.verdict, Comment: e.comment})
+		s.Elements = append(s.Elements, e)
 	}
 	return s
-}
-
-// key is the element's key in the model.
-func (e *nftElement) key() nftmodel.Key {
-	p, _ := nftmodel.ProtoOf(e.proto)
-	return nftmodel.Key{Addr: e.addr, Proto: p, Port: e.port}
 }
 
 // hairpinComment is the comment of the set hairpin in the nftables data

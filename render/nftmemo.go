@@ -153,7 +153,7 @@ type memoTable struct {
 	// sets are the lists' sets in the last model; counts[k][i] is how
 	// many elements of ports (hairpin addresses of endpoints) the element
 	// sets[k].Elements[i] stands for: one, but for an address that
-	// several ports have, or duplicates (mapSetOf).
+	// several ports have, or duplicates (mapSet).
 	sets   [memoLists]*nftmodel.Set
 	counts [memoLists][]int32
 	// runs are the values of the elements of a key whose values differ
@@ -174,7 +174,7 @@ type memoTable struct {
 	dups   int
 
 	// Of the update in progress: elements that left and came.
-	del, add [memoLists][]nftElement
+	del, add [memoLists][]nftmodel.Element
 }
 
 // sameService tells whether two Services are equal but for their ports:
@@ -371,7 +371,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		ok := mt.patch(k)
 		// The scratch lists are kept for the next update, but not the
 		// big ones of a first build.
-		for _, l := range [...]*[]nftElement{&mt.del[k], &mt.add[k]} {
+		for _, l := range [...]*[]nftmodel.Element{&mt.del[k], &mt.add[k]} {
 			clear(*l)
 			*l = (*l)[:0]
 			if cap(*l) > 1024 {
@@ -449,7 +449,7 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 		mt.add[k] = append(mt.add[k], *m...)
 	}
 	for _, a := range t.hairpin {
-		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftElement{addr: a})
+		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftmodel.Element{Key: nftmodel.Key{Addr: a}})
 	}
 	if len(t.picks) > 0 {
 		copy(sp.picks[:], t.picks)
@@ -486,32 +486,9 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 		mt.del[k] = append(mt.del[k], *m...)
 	}
 	for i := range v.all {
-		mt.del[len(nftMaps)] = append(mt.del[len(nftMaps)], nftElement{addr: v.all[i].addr.Addr()})
+		mt.del[len(nftMaps)] = append(mt.del[len(nftMaps)], nftmodel.Element{Key: nftmodel.Key{Addr: v.all[i].addr.Addr()}})
 	}
 	v.held = nftPort{} // of the last plan but one, which the Memo lets go
-}
-
-// compareKeys orders elements by key, as compareElements.
-func compareElementKeys(a, b *nftElement) int {
-	if c := a.addr.Compare(b.addr); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.proto, b.proto); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.port, b.port)
-}
-
-// compareModelKeys orders the keys of a list's set as compareElementKeys
-// orders its elements (protocols by name).
-func compareModelKeys(a, b *nftmodel.Key) int {
-	if c := a.Addr.Compare(b.Addr); c != 0 {
-		return c
-	}
-	if a.Proto != b.Proto {
-		return strings.Compare(a.Proto.String(), b.Proto.String())
-	}
-	return cmp.Compare(a.Port, b.Port)
 }
 
 // write builds the sets and chains of the Services at indexes of entries
@@ -585,7 +562,7 @@ func (mt *memoTable) patch(k int) bool {
 	}
 
 	hairpin := k == len(nftMaps)
-	silent := hairpin || nftMaps[k].addrs // repeats are not shown (mapSetOf)
+	silent := hairpin || nftMaps[k].addrs // repeats are not shown (mapSet)
 	var olds []nftmodel.Element
 	var dropped map[nftmodel.Key][]nftmodel.Verdict // shared with old's until a key's entry changes
 	if old != nil {
@@ -614,7 +591,7 @@ func (mt *memoTable) patch(k int) bool {
 	// per port that has it).
 	n := len(olds)
 	for j := range add {
-		if j == 0 || !add[j].sameKey(&add[j-1]) {
+		if j == 0 || add[j].Key != add[j-1].Key {
 			n++
 		}
 	}
@@ -624,14 +601,13 @@ func (mt *memoTable) patch(k int) bool {
 	var run []memoValue
 	i := 0 // in olds, the first not yet copied
 	for len(del) > 0 || len(add) > 0 {
-		var e *nftElement
-		if len(add) == 0 || len(del) > 0 && compareElementKeys(&del[0], &add[0]) <= 0 {
-			e = &del[0]
+		var key nftmodel.Key
+		if len(add) == 0 || len(del) > 0 && compareElementKeys(&del[0].Key, &add[0].Key) <= 0 {
+			key = del[0].Key
 		} else {
-			e = &add[0]
+			key = add[0].Key
 		}
-		key := e.key()
-		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareModelKeys(&olds[i+j].Key, &key) >= 0 })
+		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareElementKeys(&olds[i+j].Key, &key) >= 0 })
 		elems, counts = append(elems, olds[i:j]...), append(counts, oldCounts[i:j]...)
 		i = j
 		// The values of the key's elements, sorted: as many as the old
@@ -649,16 +625,16 @@ func (mt *memoTable) patch(k int) bool {
 			}
 			i++
 		}
-		for ; len(del) > 0 && compareElementKeys(&del[0], e) == 0; del = del[1:] {
-			v := memoValue{del[0].verdict, del[0].comment}
+		for ; len(del) > 0 && del[0].Key == key; del = del[1:] {
+			v := memoValue{del[0].Verdict, del[0].Comment}
 			at := slices.Index(run, v)
 			if at < 0 {
 				return false
 			}
 			run = slices.Delete(run, at, at+1)
 		}
-		for ; len(add) > 0 && compareElementKeys(&add[0], e) == 0; add = add[1:] {
-			v := memoValue{add[0].verdict, add[0].comment}
+		for ; len(add) > 0 && add[0].Key == key; add = add[1:] {
+			v := memoValue{add[0].Verdict, add[0].Comment}
 			at, _ := slices.BinarySearchFunc(run, v, compareValues)
 			run = slices.Insert(run, at, v)
 		}

@@ -211,9 +211,9 @@ func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *Table) {
 				continue
 			}
 			wantAnon++
-			lk, ok := kr.Exprs[r.anonAt].(*expr.Lookup)
+			lk, ok := kr.Exprs[r.Anon.At].(*expr.Lookup)
 			if !ok {
-				t.Errorf("%s: rule %q: no lookup at %d", id, r.Text, r.anonAt)
+				t.Errorf("%s: rule %q: no lookup at %d", id, r.Text, r.Anon.At)
 				continue
 			}
 			ks := byName[lk.SetName]

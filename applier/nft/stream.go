@@ -245,13 +245,10 @@ func queuePieces(c Batch, tbl *nftables.Table, fam nftables.TableFamily, f nftmo
 			for _, mr := range ch.Rules {
 				exprs, anon := enc.Encode(mr)
 				n += len(ruleKey(fam, exprs))
-				var as *AnonSet
-				at := -1
 				if anon != nil {
-					as, at = &AnonSet{Template: anon.Template, Elements: anon.Elements}, anon.At
 					n += len(anonMark) + len(anonKey(anon.Elements))
 				}
-				if err := addRule(c, tbl, ref, exprs, as, at); err != nil {
+				if err := addRule(c, tbl, ref, exprs, anon); err != nil {
 					return n, fmt.Errorf("chain %s: rule %q: %w", ch.Name, mr.Text(f), err)
 				}
 			}

@@ -81,10 +81,6 @@ func (m *Memo) NFTablesModel(p *plan.Plan) *nftmodel.Ruleset {
 	return rs
 }
 
-// NFTables is NFTables(p), reusing the work of the previous call: the text
-// of NFTablesModel.
-func (m *Memo) NFTables(p *plan.Plan) []byte { return m.NFTablesModel(p).Text() }
-
 // memoEntry is a Service of the last plan with what a Memo keeps of it.
 type memoEntry struct {
 	svc   *plan.Service

@@ -24,9 +24,9 @@ import (
 func memoCheck(t *testing.T, m *Memo, p *plan.Plan, step string) []byte {
 	t.Helper()
 	want := NFTables(p)
-	got := m.NFTables(p)
+	got := m.NFTablesModel(p).Text()
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s: Memo.NFTables differs from NFTables: %s", step, firstDiff(got, want))
+		t.Fatalf("%s: the text of Memo.NFTablesModel differs from NFTables: %s", step, firstDiff(got, want))
 	}
 	if again := m.NFTablesModel(p).Text(); !bytes.Equal(again, want) {
 		t.Fatalf("%s: Memo.NFTablesModel of the same plan again differs from NFTables: %s", step, firstDiff(again, want))
@@ -176,11 +176,11 @@ func TestMemoNil(t *testing.T) {
 	var m *Memo
 	p := nftPlan(nftWeb())
 	memoCheck(t, m, p, "nil Memo")
-	if got := m.NFTables(nil); !bytes.Equal(got, NFTables(nil)) {
+	if got := m.NFTablesModel(nil).Text(); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("nil Memo, nil plan: differs from NFTables(nil)")
 	}
 	var z Memo
-	if got := z.NFTables(nil); !bytes.Equal(got, NFTables(nil)) {
+	if got := z.NFTablesModel(nil).Text(); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("zero Memo, nil plan: differs from NFTables(nil)")
 	}
 }

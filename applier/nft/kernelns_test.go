@@ -399,7 +399,7 @@ func TestEncodeForms(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		got, _ := encoding.Rule(tt.fam, tt.rule)
+		got, _ := encoding.NewEncoder(tt.fam).Encode(tt.rule)
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%q encodes to\n%s\nwant\n%s", tt.rule.Text(tt.fam), nftcDump(got), nftcDump(tt.want))
 		}

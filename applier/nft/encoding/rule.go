@@ -78,9 +78,6 @@ func (e *Encoder) Encode(r nftmodel.Rule) ([]expr.Any, *AnonSet) {
 	return enc.ex, enc.anon
 }
 
-// Rule is NewEncoder(f).Encode(r).
-func Rule(f nftmodel.Family, r nftmodel.Rule) ([]expr.Any, *AnonSet) { return NewEncoder(f).Encode(r) }
-
 // stmt appends the expressions of one statement.
 func (e *encoder) stmt(s nftmodel.Stmt) {
 	switch s := s.(type) {

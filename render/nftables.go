@@ -309,12 +309,10 @@ func comparePorts(a, b *nftPort) int {
 	return cmp.Compare(a.port.Port, b.port.Port)
 }
 
-// newNFTTable makes the table of fam and runs the first pass.
-func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable { return newNFTTableFor(p, fam, false) }
-
-// newNFTTableFor is newNFTTable for the IPVS data plane's tables when ipvs
-// is true: IPVS has no short-circuit (see nftTable.ipvs).
-func newNFTTableFor(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
+// newNFTTable makes the table of fam, of the IPVS data plane when ipvs is
+// true (IPVS has no short-circuit: see nftTable.ipvs), and runs the first
+// pass.
+func newNFTTable(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
 	t := &nftTable{fam: fam, ipvs: ipvs}
 	t.setup(p)
 	t.sortPorts(p)

@@ -47,7 +47,7 @@ func NFTablesIPVSModel(p *plan.Plan) *nftmodel.Ruleset {
 	}
 	rs := &nftmodel.Ruleset{Comment: rulesetComment("nftables tables of node " + p.Node.Name + " for the IPVS data plane (ipvs.txt holds the virtual servers), rendered by netspec: do not edit.")}
 	for _, fam := range nftFamilies {
-		rs.Tables = append(rs.Tables, newNFTTableFor(p, fam, true).ipvsModel())
+		rs.Tables = append(rs.Tables, newNFTTable(p, fam, true).ipvsModel())
 	}
 	return rs
 }

@@ -28,7 +28,7 @@ func nftablesModel(p *plan.Plan) (*nftmodel.Ruleset, int) {
 	rs := &nftmodel.Ruleset{Comment: rulesetComment("nftables ruleset of node " + p.Node.Name + ", rendered by netspec: do not edit.")}
 	size := 256 + len(p.Node.Name)
 	for _, fam := range nftFamilies {
-		t := newNFTTable(p, fam)
+		t := newNFTTable(p, fam, false)
 		size += t.sizeHint()
 		rs.Tables = append(rs.Tables, t.model())
 	}
@@ -546,8 +546,8 @@ func dnatTo(proto nftmodel.Proto, ep *nftEndpoint) nftmodel.Rule {
 	return append(r, nftmodel.ProtoMatch{Proto: proto}, nftmodel.DNAT{To: ep.addr})
 }
 
-// eachPickBucket calls fn with the picks of each bucket in use, sorted by
-// slot.
+// eachPickBucket calls fn with the picks of each bucket in use, as
+// t.picks orders them (by bucket, then, once assigned, by slot).
 func (t *nftTable) eachPickBucket(fn func([]*nftPick)) {
 	for start := 0; start < len(t.picks); {
 		end := start

@@ -598,7 +598,7 @@ func memoEdits(t *testing.T, p0 *plan.Plan) {
 		}
 		last = text
 		if st.name == moved {
-			tbl := newNFTTable(p, nftFamilies[0])
+			tbl := newNFTTable(p, nftFamilies[0], false)
 			b, h, chain := memoPickHome(ns, first)
 			if p := tbl.pickOf[chain]; p == nil || int(p.bucket) != b || p.slot != (h+1)%pickSlots {
 				t.Fatalf("%s: %s's pick is %+v, want slot %d of bucket %d", st.name, first, p, h+1, b)

@@ -70,7 +70,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 			mid, oldMid := endpointMiddles(f, old, ms)
 			if len(mid.Elements)+len(oldMid.Elements) > 0 {
 				sparse.Sets = append(sparse.Sets, mid)
-				tp.diffEndpointElems(mid, allElems(oldMid), elementTexts(oldMid))
+				tp.diffEndpointElems(mid, oldMid)
 			}
 			continue
 		}

@@ -152,11 +152,10 @@ type memoTable struct {
 	// several ports have, or duplicates (mapSet).
 	sets   [memoLists]*nftmodel.Set
 	counts [memoLists][]int32
-	// runs are the values of the elements of a key whose values differ
-	// (two Services with one frontend, which the compiler rejects), in
-	// order: the set shows the first, and the verdicts of the rest as
-	// dropped.
-	runs [memoLists]map[nftmodel.Key][]memoValue
+	// runs are the elements of a key whose values differ (two Services
+	// with one frontend, which the compiler rejects), in order: the set
+	// shows the first, and the verdicts of the rest as dropped.
+	runs [memoLists]map[nftmodel.Key][]nftmodel.Element
 	// dispatch are the base and dispatch chains of the last model, reused
 	// when built alike.
 	dispatch map[string]*nftmodel.Chain
@@ -594,7 +593,7 @@ func (mt *memoTable) patch(k int) bool {
 	elems := make([]nftmodel.Element, 0, n)
 	counts := make([]int32, 0, n)
 	changed := old == nil
-	var run []memoValue
+	var run []nftmodel.Element
 	i := 0 // in olds, the first not yet copied
 	for len(del) > 0 || len(add) > 0 {
 		var key nftmodel.Key
@@ -606,8 +605,8 @@ func (mt *memoTable) patch(k int) bool {
 		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareElementKeys(&olds[i+j].Key, &key) >= 0 })
 		elems, counts = append(elems, olds[i:j]...), append(counts, oldCounts[i:j]...)
 		i = j
-		// The values of the key's elements, sorted: as many as the old
-		// element stands for, alike, or those kept in runs.
+		// The key's elements, sorted: as many as the old element stands
+		// for, alike, or those kept in runs.
 		run = run[:0]
 		var was *nftmodel.Element
 		if i < len(olds) && olds[i].Key == key {
@@ -616,23 +615,21 @@ func (mt *memoTable) patch(k int) bool {
 				run = append(run, r...)
 			} else {
 				for range oldCounts[i] {
-					run = append(run, memoValue{was.Verdict, was.Comment})
+					run = append(run, *was)
 				}
 			}
 			i++
 		}
 		for ; len(del) > 0 && del[0].Key == key; del = del[1:] {
-			v := memoValue{del[0].Verdict, del[0].Comment}
-			at := slices.Index(run, v)
+			at := slices.Index(run, del[0])
 			if at < 0 {
 				return false
 			}
 			run = slices.Delete(run, at, at+1)
 		}
 		for ; len(add) > 0 && add[0].Key == key; add = add[1:] {
-			v := memoValue{add[0].Verdict, add[0].Comment}
-			at, _ := slices.BinarySearchFunc(run, v, compareValues)
-			run = slices.Insert(run, at, v)
+			at, _ := slices.BinarySearchFunc(run, add[0], compareElements)
+			run = slices.Insert(run, at, add[0])
 		}
 		if len(run) == 0 {
 			changed = true
@@ -640,11 +637,11 @@ func (mt *memoTable) patch(k int) bool {
 			setDropped(key, nil)
 			continue
 		}
-		cur := nftmodel.Element{Key: key, Verdict: run[0].verdict, Comment: run[0].comment}
+		cur := run[0]
 		var drops []nftmodel.Verdict
 		if !silent {
-			for _, v := range run[1:] {
-				drops = append(drops, v.verdict)
+			for _, e := range run[1:] {
+				drops = append(drops, e.Verdict)
 			}
 		}
 		if was == nil || *was != cur || !slices.Equal(dropped[key], drops) {
@@ -658,7 +655,7 @@ func (mt *memoTable) patch(k int) bool {
 			delete(mt.runs[k], key)
 		} else {
 			if mt.runs[k] == nil {
-				mt.runs[k] = make(map[nftmodel.Key][]memoValue)
+				mt.runs[k] = make(map[nftmodel.Key][]nftmodel.Element)
 			}
 			mt.runs[k][key] = slices.Clone(run)
 		}
@@ -680,21 +677,6 @@ func (mt *memoTable) patch(k int) bool {
 	}
 	mt.sets[k] = s
 	return true
-}
-
-// memoValue is the value of a list's element: its verdict and comment.
-type memoValue struct {
-	verdict nftmodel.Verdict
-	comment string
-}
-
-// compareValues orders values as compareElements orders the elements of
-// one key: by the verdict's text ("", "drop", "goto CHAIN"), then comment.
-func compareValues(a, b memoValue) int {
-	if c := compareVerdicts(a.verdict, b.verdict); c != 0 {
-		return c
-	}
-	return strings.Compare(a.comment, b.comment)
 }
 
 // table assembles the model of table f, as nftTable.model.

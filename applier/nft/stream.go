@@ -29,13 +29,11 @@ func modelReplaced(mt *nftmodel.Table, fam nftables.TableFamily, why string) *ta
 	tp.changes.Replace, tp.changes.Reason = true, why
 	tp.changes.Ops = 3
 	for _, it := range mt.Items {
-		if it.Set != nil {
+		switch {
+		case it.Set != nil:
 			tp.changes.SetsAdded = append(tp.changes.SetsAdded, it.Set.Name)
 			tp.changes.Ops++
-		}
-	}
-	for _, it := range mt.Items {
-		if it.Chain != nil {
+		case it.Chain != nil:
 			tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, it.Chain.Name)
 			tp.changes.Ops += 1 + len(it.Chain.Rules)
 		}

@@ -76,14 +76,10 @@ func (d *decoder) field(x expr.Any) (fd nftmodel.Field, n uint32, ok bool) {
 		case x.Base != expr.PayloadBaseNetworkHeader:
 			return 0, 0, false
 		}
-		saddr, daddr := uint32(12), uint32(16)
-		if d.fam == nftmodel.IPv6 {
-			saddr, daddr = 8, 24
-		}
 		switch x.Offset {
-		case saddr:
+		case addrOffset(d.fam, nftmodel.SAddr):
 			return nftmodel.SAddr, x.Len, x.Len <= addrLen(d.fam)
-		case daddr:
+		case addrOffset(d.fam, nftmodel.DAddr):
 			return nftmodel.DAddr, x.Len, x.Len <= addrLen(d.fam)
 		}
 	case *expr.Meta:
@@ -107,7 +103,7 @@ func (d *decoder) concat() nftmodel.Concat {
 	var k uint32
 	for {
 		fd, n, ok := d.field(d.peek(0))
-		if !ok || n != fieldSizeOf(d.fam, fd) || destReg(d.peek(0)) != concatReg(k) && !(len(c) == 0 && destReg(d.peek(0)) == reg1) {
+		if !ok || n != fieldSize(d.fam, fd) || destReg(d.peek(0)) != concatReg(k) && !(len(c) == 0 && destReg(d.peek(0)) == reg1) {
 			return c
 		}
 		c = append(c, fd)
@@ -125,10 +121,6 @@ func destReg(x expr.Any) uint32 {
 		return x.Register
 	}
 	return 1 << 31
-}
-
-func fieldSizeOf(f nftmodel.Family, fd nftmodel.Field) uint32 {
-	return (&encoder{Encoder: &Encoder{fam: f}}).fieldSize(fd)
 }
 
 // stmt decodes the statement at ex[i] and moves past it.

@@ -139,11 +139,12 @@ func b2u(b bool) byte {
 	return 0
 }
 
-// fieldSize is the size of a field's value in bytes.
-func (e *encoder) fieldSize(fd nftmodel.Field) uint32 {
+// fieldSize is the size of a field's value in bytes, in a table of
+// family f.
+func fieldSize(f nftmodel.Family, fd nftmodel.Field) uint32 {
 	switch fd {
 	case nftmodel.SAddr, nftmodel.DAddr:
-		return addrLen(e.fam)
+		return addrLen(f)
 	case nftmodel.L4Proto:
 		return 1
 	case nftmodel.THDport:
@@ -156,16 +157,7 @@ func (e *encoder) fieldSize(fd nftmodel.Field) uint32 {
 func (e *encoder) load(fd nftmodel.Field, reg, n uint32) {
 	switch fd {
 	case nftmodel.SAddr, nftmodel.DAddr:
-		off := uint32(12)
-		switch {
-		case fd == nftmodel.DAddr && e.fam == nftmodel.IPv6:
-			off = 24
-		case fd == nftmodel.DAddr:
-			off = 16
-		case e.fam == nftmodel.IPv6:
-			off = 8
-		}
-		e.payload(expr.PayloadBaseNetworkHeader, off, reg, n)
+		e.payload(expr.PayloadBaseNetworkHeader, addrOffset(e.fam, fd), reg, n)
 	case nftmodel.THDport:
 		e.payload(expr.PayloadBaseTransportHeader, 2, reg, n)
 	case nftmodel.L4Proto:
@@ -173,6 +165,20 @@ func (e *encoder) load(fd nftmodel.Field, reg, n uint32) {
 	case nftmodel.Mark:
 		e.meta(expr.MetaKeyMARK, reg, false)
 	}
+}
+
+// addrOffset is the offset of an address field in the network header of
+// family f.
+func addrOffset(f nftmodel.Family, fd nftmodel.Field) uint32 {
+	switch {
+	case fd == nftmodel.DAddr && f == nftmodel.IPv6:
+		return 24
+	case fd == nftmodel.DAddr:
+		return 16
+	case f == nftmodel.IPv6:
+		return 8
+	}
+	return 12
 }
 
 func (e *encoder) payload(base expr.PayloadBase, off, reg, n uint32) {
@@ -240,12 +246,12 @@ func concatReg(k uint32) uint32 {
 // loadConcat loads the fields of a key into consecutive registers.
 func (e *encoder) loadConcat(c nftmodel.Concat) {
 	if len(c) == 1 {
-		e.load(c[0], reg1, e.fieldSize(c[0]))
+		e.load(c[0], reg1, fieldSize(e.fam, c[0]))
 		return
 	}
 	var k uint32
 	for _, fd := range c {
-		n := e.fieldSize(fd)
+		n := fieldSize(e.fam, fd)
 		e.load(fd, concatReg(k), n)
 		k += (n + 3) / 4
 	}
@@ -303,7 +309,7 @@ func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 		}
 		anon.Template.Size = uint32(len(anon.Elements))
 	}
-	e.load(s.Field, reg1, e.fieldSize(s.Field))
+	e.load(s.Field, reg1, fieldSize(e.fam, s.Field))
 	anon.At = len(e.ex)
 	e.add(&expr.Lookup{SourceRegister: reg1, Invert: s.Neq, SetName: AnonName})
 	e.anon = anon
@@ -315,7 +321,7 @@ func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 func (e *encoder) comparePrefix(fd nftmodel.Field, op expr.CmpOp, pfx netip.Prefix) {
 	addr := appendAddr(nil, pfx.Addr())
 	bits := pfx.Bits()
-	size := e.fieldSize(fd)
+	size := fieldSize(e.fam, fd)
 	if bits%8 == 0 && bits > 0 {
 		n := uint32(bits / 8)
 		e.load(fd, reg1, n)

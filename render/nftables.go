@@ -825,10 +825,10 @@ func familyPrefixes(prefixes []netip.Prefix, fam nftFamily) []netip.Prefix {
 	return minimalPrefixes(out)
 }
 
+// minimalPrefixes sorts ps and returns them without the ones another
+// prefix holds.
 func minimalPrefixes(ps []netip.Prefix) []netip.Prefix {
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
-	})
+	slices.SortFunc(ps, nftmodel.ComparePrefixes)
 	var out []netip.Prefix
 	for _, p := range ps {
 		if !slices.ContainsFunc(out, func(q netip.Prefix) bool { return q.Bits() <= p.Bits() && q.Contains(p.Addr()) }) {

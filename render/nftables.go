@@ -234,6 +234,7 @@ type nftTable struct {
 type nftPort struct {
 	svc    *plan.Service
 	port   *plan.Port
+	index  int32  // of port in svc.Ports
 	portID string // port name, or number when unnamed
 	proto  string // lower case
 	nftChains
@@ -386,42 +387,40 @@ func (t *nftTable) sortPorts(p *plan.Plan) {
 	}
 	ports := make([]nftPort, 0, n)
 	for i := range p.Services {
-		svc := &p.Services[i]
-		if !t.serves(svc) {
-			continue
-		}
-		for j := range svc.Ports {
-			ports = append(ports, newPort(svc, j))
-			t.endpoints += len(svc.Ports[j].Endpoints)
+		if svc := &p.Services[i]; t.serves(svc) {
+			ports = appendPorts(ports, svc)
 		}
 	}
 	t.ports = make([]*nftPort, len(ports))
 	for i := range ports {
 		t.ports[i] = &ports[i]
+		t.endpoints += len(ports[i].port.Endpoints)
 	}
-	sorted := true
-	for start := 0; start < len(t.ports); {
-		end := start + 1
-		for end < len(t.ports) && t.ports[end].svc == t.ports[start].svc {
-			end++
+	for i := 1; i < len(t.ports); i++ {
+		if comparePorts(t.ports[i-1], t.ports[i]) >= 0 {
+			slices.SortFunc(t.ports, comparePorts)
+			break
 		}
-		if end-start > 1 {
-			slices.SortFunc(t.ports[start:end], comparePorts)
-		}
-		for i := max(start, 1); sorted && i < end; i++ {
-			sorted = comparePorts(t.ports[i-1], t.ports[i]) < 0
-		}
-		start = end
 	}
-	if !sorted {
-		slices.SortFunc(t.ports, comparePorts)
+}
+
+// appendPorts appends the ports of svc, without names, sorted
+// (comparePorts).
+func appendPorts(dst []nftPort, svc *plan.Service) []nftPort {
+	from := len(dst)
+	for j := range svc.Ports {
+		dst = append(dst, newPort(svc, j))
 	}
+	if len(dst)-from > 1 {
+		slices.SortFunc(dst[from:], func(a, b nftPort) int { return comparePorts(&a, &b) })
+	}
+	return dst
 }
 
 // newPort is port j of svc, without names.
 func newPort(svc *plan.Service, j int) nftPort {
 	port := &svc.Ports[j]
-	sp := nftPort{svc: svc, port: port, portID: port.Name, proto: lowerProtocol(port.Protocol)}
+	sp := nftPort{svc: svc, port: port, index: int32(j), portID: port.Name, proto: lowerProtocol(port.Protocol)}
 	if sp.portID == "" {
 		sp.portID = strconv.Itoa(int(port.Port))
 	}

@@ -335,29 +335,22 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	}
 	ports := make([]memoPort, n)
 	var sps []nftPort // scratch
-	var order []int
 	for _, i := range fresh {
 		e := &entries[i]
 		if !e.ms.redo[f] {
 			continue
 		}
-		sps, order = sps[:0], order[:0]
-		for j := range e.svc.Ports {
-			sps = append(sps, newPort(e.svc, j))
-			order = append(order, j)
-		}
-		// As sortPorts sorts the ports of a Service.
-		slices.SortFunc(order, func(a, b int) int { return comparePorts(&sps[a], &sps[b]) })
-		for j := 1; j < len(order); j++ {
-			if comparePorts(&sps[order[j-1]], &sps[order[j]]) == 0 {
+		sps = appendPorts(sps[:0], e.svc)
+		for j := 1; j < len(sps); j++ {
+			if comparePorts(&sps[j-1], &sps[j]) == 0 {
 				return false
 			}
 		}
-		mps := ports[:len(order):len(order)]
+		mps := ports[:len(sps):len(sps)]
 		ports = ports[len(mps):]
-		for j, k := range order {
-			mt.scan(t, e.ms, &sps[k])
-			mps[j] = memoPort{nftChains: sps[k].nftChains, index: int32(k)}
+		for j := range sps {
+			mt.scan(t, e.ms, &sps[j])
+			mps[j] = memoPort{nftChains: sps[j].nftChains, index: sps[j].index}
 		}
 		e.ms.ports[f] = mps
 		t.count += len(mps)

@@ -294,10 +294,7 @@ type nftPortView struct {
 // it are equal.
 func comparePorts(a, b *nftPort) int {
 	if a.svc != b.svc {
-		if c := strings.Compare(a.svc.Namespace, b.svc.Namespace); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.svc.Name, b.svc.Name); c != 0 {
+		if c := compareServices(a.svc, b.svc); c != 0 {
 			return c
 		}
 	}
@@ -308,6 +305,14 @@ func comparePorts(a, b *nftPort) int {
 		return c
 	}
 	return cmp.Compare(a.port.Port, b.port.Port)
+}
+
+// compareServices orders Services by namespace and name.
+func compareServices(a, b *plan.Service) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // newNFTTable makes the table of fam, of the IPVS data plane when ipvs is

@@ -123,9 +123,9 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 	mt.AddSet("", clusterIPs)
 	mt.AddSet("", keySet("external-frontends", "external and LoadBalancer IPs with port, under policy Cluster", keyAddrProtoPort, external))
 	mt.AddSet("", keySet("external-nodeports", "node ports under policy Cluster", keyProtoPort, nodePorts))
-	mt.AddSet("", t.mapSet("no-endpoint-services", "no-endpoint-services: frontends without endpoints: reject, or drop under policy Local", keyAddrProtoPort, true, t.noEpSvc))
-	mt.AddSet("", t.mapSet("no-endpoint-nodeports", "no-endpoint-nodeports: node ports without endpoints: reject, or drop under policy Local", keyProtoPort, true, t.noEpNode))
-	mt.AddSet("", t.mapSet("firewall-ips", "firewall-ips: LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", keyAddrProtoPort, true, t.firewall))
+	mt.AddSet("", mapSet(&nftmodel.Set{Name: "no-endpoint-services", Comment: "no-endpoint-services: frontends without endpoints: reject, or drop under policy Local", Key: keyAddrProtoPort, Verdicts: true}, t.noEpSvc))
+	mt.AddSet("", mapSet(&nftmodel.Set{Name: "no-endpoint-nodeports", Comment: "no-endpoint-nodeports: node ports without endpoints: reject, or drop under policy Local", Key: keyProtoPort, Verdicts: true}, t.noEpNode))
+	mt.AddSet("", mapSet(&nftmodel.Set{Name: "firewall-ips", Comment: "firewall-ips: LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", Key: keyAddrProtoPort, Verdicts: true}, t.firewall))
 	mt.AddSet("", t.hairpinSet("hairpin: every endpoint address, twice: source and destination of a packet IPVS sent back to its sender"))
 	if s := t.podCIDRsSet(); s != nil {
 		mt.AddSet("", s)

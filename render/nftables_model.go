@@ -114,7 +114,7 @@ func (t *nftTable) model() *nftmodel.Table {
 		if i == 0 {
 			heading = "Maps."
 		}
-		mt.AddSet(heading, t.mapSet(nftMaps[i].name, nftMaps[i].name+": "+nftMaps[i].comment, mapKey(i), !nftMaps[i].set, *m))
+		mt.AddSet(heading, mapSet(listSet(i), *m))
 	}
 	mt.AddSet("", t.hairpinSet(hairpinComment))
 	if s := t.podCIDRsSet(); s != nil {
@@ -248,29 +248,34 @@ var (
 	keyAddrAddr      = []nftmodel.KeyPart{nftmodel.AddrPart, nftmodel.AddrPart}
 )
 
-// mapKey is the key of map nftMaps[i].
-func mapKey(i int) []nftmodel.KeyPart {
-	switch {
-	case nftMaps[i].addrs:
-		return keyAddr
-	case nftMaps[i].nodePorts:
-		return keyProtoPort
+// listSet is the empty set of list k of a table (memoLists): the map or
+// set nftMaps[k], or past them the set hairpin.
+func listSet(k int) *nftmodel.Set {
+	if k == len(nftMaps) {
+		return &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}
 	}
-	return keyAddrProtoPort
+	m := &nftMaps[k]
+	s := &nftmodel.Set{Name: m.name, Comment: m.name + ": " + m.comment, Key: keyAddrProtoPort, Verdicts: !m.set}
+	switch {
+	case m.addrs:
+		s.Key = keyAddr
+	case m.nodePorts:
+		s.Key = keyProtoPort
+	}
+	return s
 }
 
-// mapSet is a map (or with verdicts false, a set) of sorted elements,
-// each with the key of the one before dropped (shown as a comment in the
-// file; two frontends with one key, which the compiler rejects; the first
-// is kept so that the file still loads), or for a set keyed by address
-// alone (cluster-ips, where an address repeats once per port that has
-// it) silently.
-func (t *nftTable) mapSet(name, comment string, key []nftmodel.KeyPart, verdicts bool, elems []nftmodel.Element) *nftmodel.Set {
-	s := &nftmodel.Set{Name: name, Comment: comment, Key: key, Verdicts: verdicts}
+// mapSet fills the map (or set) s with sorted elements, each with the key
+// of the one before dropped (shown as a comment in the file; two
+// frontends with one key, which the compiler rejects; the first is kept so
+// that the file still loads), or for a set keyed by address alone
+// (cluster-ips, where an address repeats once per port that has it)
+// silently.
+func mapSet(s *nftmodel.Set, elems []nftmodel.Element) *nftmodel.Set {
 	s.Elements = make([]nftmodel.Element, 0, len(elems))
 	for i, e := range elems {
 		if i > 0 && e.Key == elems[i-1].Key {
-			if len(key) > 1 {
+			if len(s.Key) > 1 {
 				if s.Dropped == nil {
 					s.Dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
 				}

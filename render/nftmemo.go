@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"netspec.dev/netspec/plan"
@@ -201,14 +200,6 @@ func samePort(a, b plan.Port) bool {
 		})
 }
 
-// compareKeys orders Services by namespace and name.
-func compareKeys(a, b *plan.Service) int {
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
-}
-
 // update brings the Memo to plan p: it matches p's Services with the last
 // ones, drops those that left or changed, and updates the tables. It
 // returns false for a plan it cannot follow (see Memo).
@@ -235,7 +226,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 	for i := range p.Services {
 		s := &p.Services[i]
 		if j < len(old) && (old[j].svc.Namespace != s.Namespace || old[j].svc.Name != s.Name) {
-			for j < len(old) && compareKeys(old[j].svc, s) < 0 {
+			for j < len(old) && compareServices(old[j].svc, s) < 0 {
 				m.drop(old[j])
 				j++
 			}
@@ -265,7 +256,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 			next = append(next, memoEntry{svc: s, ms: ms})
 		}
 		// Two Services matched in turn are in order, as the last plan's.
-		if i > 0 && (matched < 0 || prev < 0) && compareKeys(&p.Services[i-1], s) >= 0 {
+		if i > 0 && (matched < 0 || prev < 0) && compareServices(&p.Services[i-1], s) >= 0 {
 			return false
 		}
 		prev = matched
@@ -658,12 +649,7 @@ func (mt *memoTable) patch(k int) bool {
 	if !changed {
 		return true
 	}
-	var s *nftmodel.Set
-	if hairpin {
-		s = &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}
-	} else {
-		s = &nftmodel.Set{Name: nftMaps[k].name, Comment: nftMaps[k].name + ": " + nftMaps[k].comment, Key: mapKey(k), Verdicts: !nftMaps[k].set}
-	}
+	s := listSet(k)
 	s.Elements = elems
 	if len(dropped) > 0 {
 		s.Dropped = dropped

@@ -80,7 +80,7 @@ func memoFind(t *testing.T, p *plan.Plan, key string) int {
 // memoInsert returns a copy of p with s added in namespace/name order.
 func memoInsert(p *plan.Plan, s plan.Service) *plan.Plan {
 	q := *p
-	at, _ := slices.BinarySearchFunc(p.Services, &s, func(a plan.Service, b *plan.Service) int { return compareKeys(&a, b) })
+	at, _ := slices.BinarySearchFunc(p.Services, &s, func(a plan.Service, b *plan.Service) int { return compareServices(&a, b) })
 	q.Services = slices.Insert(slices.Clone(p.Services), at, s)
 	return &q
 }

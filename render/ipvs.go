@@ -3,7 +3,6 @@ package render
 import (
 	"cmp"
 	"net/netip"
-	"slices"
 
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render/ipvsmodel"
@@ -71,8 +70,6 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 						v.Reals = append(v.Reals, ipvsmodel.RealServer{Addr: ip, Port: ep.Port, Forward: ipvsmodel.Masquerade, Weight: 1})
 					}
 				}
-				slices.SortFunc(v.Reals, func(a, b ipvsmodel.RealServer) int { return a.AddrPort().Compare(b.AddrPort()) })
-				v.Reals = slices.CompactFunc(v.Reals, func(a, b ipvsmodel.RealServer) bool { return a.AddrPort() == b.AddrPort() })
 				t.Services = append(t.Services, v)
 			}
 			for _, a := range svc.ClusterIPs {
@@ -100,10 +97,9 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 			}
 		}
 	}
-	slices.SortStableFunc(t.Services, func(a, b ipvsmodel.VirtualServer) int { return a.Compare(b.Key) })
-	// Two Services with one frontend: the compiler refuses that; keep the
-	// first so that the table still loads.
-	t.Services = slices.CompactFunc(t.Services, func(a, b ipvsmodel.VirtualServer) bool { return a.Key == b.Key })
+	// Two Services with one frontend: the compiler refuses that; Sort
+	// keeps the first so that the table still loads.
+	t.Sort()
 	return t
 }
 

@@ -138,41 +138,29 @@ func NFTables(p *plan.Plan) []byte {
 	return rs.AppendText(make([]byte, 0, size))
 }
 
-// nftElement is one map element.
-type nftElement struct {
-	addr    netip.Addr // invalid for node-port maps
-	proto   string
-	port    uint16
-	verdict nftmodel.Verdict // zero in a set; a goto names the chain by its name's string, shared
-	comment string
+// compareElements orders map elements by key (compareElementKeys), then
+// verdict and comment, comparing each only when the ones before it are
+// equal (cmp.Or would compare them all).
+func compareElements(a, b nftmodel.Element) int {
+	if c := compareElementKeys(&a.Key, &b.Key); c != 0 {
+		return c
+	}
+	if c := compareVerdicts(a.Verdict, b.Verdict); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Comment, b.Comment)
 }
 
-// addrOnly tells whether e is an element of a set of addresses
-// (cluster-ips), where an address repeats once per port that has it.
-func (e *nftElement) addrOnly() bool { return e.proto == "" }
-
-// sameKey tells whether a and b have the same key (appendKey).
-func (e *nftElement) sameKey(o *nftElement) bool {
-	return e.addr == o.addr && e.proto == o.proto && e.port == o.port
-}
-
-// compareElements orders elements by key, then verdict and comment. Each
-// field is compared only when the ones before it are equal (cmp.Or would
-// compare them all).
-func compareElements(a, b nftElement) int {
-	if c := a.addr.Compare(b.addr); c != 0 {
+// compareElementKeys orders the keys of map elements by address,
+// protocol (by name, as the file shows it) and port.
+func compareElementKeys(a, b *nftmodel.Key) int {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
 		return c
 	}
-	if c := strings.Compare(a.proto, b.proto); c != 0 {
-		return c
+	if a.Proto != b.Proto {
+		return strings.Compare(a.Proto.String(), b.Proto.String())
 	}
-	if c := cmp.Compare(a.port, b.port); c != 0 {
-		return c
-	}
-	if c := compareVerdicts(a.verdict, b.verdict); c != 0 {
-		return c
-	}
-	return strings.Compare(a.comment, b.comment)
+	return cmp.Compare(a.Port, b.Port)
 }
 
 // compareVerdicts orders the verdicts of elements by their text: none,
@@ -217,13 +205,13 @@ type nftTable struct {
 	endpoints  int // of all families, in ports
 	podCIDRs   []netip.Prefix
 	nodeIPs    []netip.Addr
-	services   []nftElement
-	nodePort   []nftElement
-	noEpSvc    []nftElement
-	noEpNode   []nftElement
-	firewall   []nftElement
-	clusterFE  []nftElement // cluster IPs with port that have endpoints: set elements
-	clusterIPs []nftElement // every cluster IP, once per port: elements of the set cluster-ips
+	services   []nftmodel.Element
+	nodePort   []nftmodel.Element
+	noEpSvc    []nftmodel.Element
+	noEpNode   []nftmodel.Element
+	firewall   []nftmodel.Element
+	clusterFE  []nftmodel.Element // cluster IPs with port that have endpoints: set elements
+	clusterIPs []nftmodel.Element // every cluster IP, once per port: elements of the set cluster-ips
 	// serviceCIDRs are the service CIDRs of the family: what no Service
 	// holds there is dropped (cluster-ips-check).
 	serviceCIDRs []netip.Prefix
@@ -246,6 +234,7 @@ type nftTable struct {
 type nftPort struct {
 	svc    *plan.Service
 	port   *plan.Port
+	index  int32  // of port in svc.Ports
 	portID string // port name, or number when unnamed
 	proto  string // lower case
 	nftChains
@@ -305,10 +294,7 @@ type nftPortView struct {
 // it are equal.
 func comparePorts(a, b *nftPort) int {
 	if a.svc != b.svc {
-		if c := strings.Compare(a.svc.Namespace, b.svc.Namespace); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.svc.Name, b.svc.Name); c != 0 {
+		if c := compareServices(a.svc, b.svc); c != 0 {
 			return c
 		}
 	}
@@ -321,16 +307,22 @@ func comparePorts(a, b *nftPort) int {
 	return cmp.Compare(a.port.Port, b.port.Port)
 }
 
-// newNFTTable makes the table of fam and runs the first pass.
-func newNFTTable(p *plan.Plan, fam nftFamily) *nftTable { return newNFTTableFor(p, fam, false) }
+// compareServices orders Services by namespace and name.
+func compareServices(a, b *plan.Service) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
 
-// newNFTTableFor is newNFTTable for the IPVS data plane's tables when ipvs
-// is true: IPVS has no short-circuit (see nftTable.ipvs).
-func newNFTTableFor(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
+// newNFTTable makes the table of fam, of the IPVS data plane when ipvs is
+// true (IPVS has no short-circuit: see nftTable.ipvs), and runs the first
+// pass.
+func newNFTTable(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
 	t := &nftTable{fam: fam, ipvs: ipvs}
 	t.setup(p)
 	t.sortPorts(p)
-	t.services = make([]nftElement, 0, len(t.ports))
+	t.services = make([]nftmodel.Element, 0, len(t.ports))
 	for _, sp := range t.ports {
 		t.scanPort(t.viewPort(sp))
 	}
@@ -365,8 +357,8 @@ func (t *nftTable) setup(p *plan.Plan) {
 }
 
 // maps lists the table's maps in the order they are written (nftMaps).
-func (t *nftTable) maps() [len(nftMaps)]*[]nftElement {
-	return [...]*[]nftElement{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall, &t.clusterFE, &t.clusterIPs}
+func (t *nftTable) maps() [len(nftMaps)]*[]nftmodel.Element {
+	return [...]*[]nftmodel.Element{&t.services, &t.nodePort, &t.noEpSvc, &t.noEpNode, &t.firewall, &t.clusterFE, &t.clusterIPs}
 }
 
 // scanPort is the first pass over a service port: it names the port's
@@ -400,42 +392,40 @@ func (t *nftTable) sortPorts(p *plan.Plan) {
 	}
 	ports := make([]nftPort, 0, n)
 	for i := range p.Services {
-		svc := &p.Services[i]
-		if !t.serves(svc) {
-			continue
-		}
-		for j := range svc.Ports {
-			ports = append(ports, newPort(svc, j))
-			t.endpoints += len(svc.Ports[j].Endpoints)
+		if svc := &p.Services[i]; t.serves(svc) {
+			ports = appendPorts(ports, svc)
 		}
 	}
 	t.ports = make([]*nftPort, len(ports))
 	for i := range ports {
 		t.ports[i] = &ports[i]
+		t.endpoints += len(ports[i].port.Endpoints)
 	}
-	sorted := true
-	for start := 0; start < len(t.ports); {
-		end := start + 1
-		for end < len(t.ports) && t.ports[end].svc == t.ports[start].svc {
-			end++
+	for i := 1; i < len(t.ports); i++ {
+		if comparePorts(t.ports[i-1], t.ports[i]) >= 0 {
+			slices.SortFunc(t.ports, comparePorts)
+			break
 		}
-		if end-start > 1 {
-			slices.SortFunc(t.ports[start:end], comparePorts)
-		}
-		for i := max(start, 1); sorted && i < end; i++ {
-			sorted = comparePorts(t.ports[i-1], t.ports[i]) < 0
-		}
-		start = end
 	}
-	if !sorted {
-		slices.SortFunc(t.ports, comparePorts)
+}
+
+// appendPorts appends the ports of svc, without names, sorted
+// (comparePorts).
+func appendPorts(dst []nftPort, svc *plan.Service) []nftPort {
+	from := len(dst)
+	for j := range svc.Ports {
+		dst = append(dst, newPort(svc, j))
 	}
+	if len(dst)-from > 1 {
+		slices.SortFunc(dst[from:], func(a, b nftPort) int { return comparePorts(&a, &b) })
+	}
+	return dst
 }
 
 // newPort is port j of svc, without names.
 func newPort(svc *plan.Service, j int) nftPort {
 	port := &svc.Ports[j]
-	sp := nftPort{svc: svc, port: port, portID: port.Name, proto: lowerProtocol(port.Protocol)}
+	sp := nftPort{svc: svc, port: port, index: int32(j), portID: port.Name, proto: lowerProtocol(port.Protocol)}
 	if sp.portID == "" {
 		sp.portID = strconv.Itoa(int(port.Port))
 	}
@@ -455,7 +445,7 @@ func (t *nftTable) sizeHint() int {
 	n := 8192 + 384*len(t.ports) + 384*t.endpoints
 	for _, m := range t.maps() {
 		for i := range *m {
-			n += 85 + len((*m)[i].verdict.Chain) + len((*m)[i].comment)
+			n += 85 + len((*m)[i].Verdict.Chain) + len((*m)[i].Comment)
 		}
 	}
 	return n
@@ -600,21 +590,22 @@ func (t *nftTable) addElements(v *nftPortView) {
 	}
 
 	// Internal traffic: the cluster IPs.
-	e := nftElement{proto: v.proto, port: port.Port}
+	proto, _ := nftmodel.ProtoOf(v.proto)
+	e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}}
 	switch {
 	case len(v.cluster) > 0:
-		e.verdict = gotoVerdict(v.internalChain())
+		e.Verdict = gotoVerdict(v.internalChain())
 	case svc.InternalLocal && usable:
-		e.verdict, e.comment = dropVerdict, label
+		e.Verdict, e.Comment = dropVerdict, label
 	default:
-		e.verdict, e.comment = rejectVerdict, label
+		e.Verdict, e.Comment = rejectVerdict, label
 	}
 	for _, a := range v.clusterIPs {
-		e.addr = a
-		t.clusterIPs = append(t.clusterIPs, nftElement{addr: a})
+		e.Key.Addr = a
+		t.clusterIPs = append(t.clusterIPs, nftmodel.Element{Key: nftmodel.Key{Addr: a}})
 		if len(v.cluster) > 0 {
 			t.services = append(t.services, e)
-			t.clusterFE = append(t.clusterFE, nftElement{addr: a, proto: v.proto, port: port.Port})
+			t.clusterFE = append(t.clusterFE, nftmodel.Element{Key: e.Key})
 		} else {
 			t.noEpSvc = append(t.noEpSvc, e)
 		}
@@ -635,8 +626,9 @@ func (t *nftTable) addElements(v *nftPortView) {
 		}
 	}
 	frontend := func(addr netip.Addr, port uint16) {
+		key := nftmodel.Key{Addr: addr, Proto: proto, Port: port}
 		if toExternal.Kind != 0 {
-			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: toExternal}
+			e := nftmodel.Element{Key: key, Verdict: toExternal}
 			if addr.IsValid() {
 				t.services = append(t.services, e)
 			} else {
@@ -644,7 +636,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 			}
 		}
 		if noEndpoint.Kind != 0 {
-			e := nftElement{addr: addr, proto: v.proto, port: port, verdict: noEndpoint, comment: label}
+			e := nftmodel.Element{Key: key, Verdict: noEndpoint, Comment: label}
 			if addr.IsValid() {
 				t.noEpSvc = append(t.noEpSvc, e)
 			} else {
@@ -664,9 +656,9 @@ func (t *nftTable) addElements(v *nftPortView) {
 
 	// loadBalancerSourceRanges.
 	if v.firewallChain != "" {
-		e := nftElement{proto: v.proto, port: port.Port, verdict: gotoVerdict(v.firewallChain)}
+		e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}, Verdict: gotoVerdict(v.firewallChain)}
 		for _, a := range v.lbIPs {
-			e.addr = a
+			e.Key.Addr = a
 			t.firewall = append(t.firewall, e)
 		}
 	}
@@ -739,7 +731,7 @@ var nftMaps = [...]struct {
 	name, comment string
 	nodePorts     bool // keyed by protocol and port only
 	set           bool // a set: elements without verdicts
-	addrs         bool // a set keyed by address only (nftElement.addrOnly)
+	addrs         bool // a set keyed by address only
 }{
 	{"service-ips", "cluster IPs to service chains; external and LoadBalancer IPs to external chains", false, false, false},
 	{"service-nodeports", "node ports to external chains", true, false, false},
@@ -837,10 +829,10 @@ func familyPrefixes(prefixes []netip.Prefix, fam nftFamily) []netip.Prefix {
 	return minimalPrefixes(out)
 }
 
+// minimalPrefixes sorts ps and returns them without the ones another
+// prefix holds.
 func minimalPrefixes(ps []netip.Prefix) []netip.Prefix {
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
-	})
+	slices.SortFunc(ps, nftmodel.ComparePrefixes)
 	var out []netip.Prefix
 	for _, p := range ps {
 		if !slices.ContainsFunc(out, func(q netip.Prefix) bool { return q.Bits() <= p.Bits() && q.Contains(p.Addr()) }) {

@@ -47,28 +47,29 @@ func NFTablesIPVSModel(p *plan.Plan) *nftmodel.Ruleset {
 	}
 	rs := &nftmodel.Ruleset{Comment: rulesetComment("nftables tables of node " + p.Node.Name + " for the IPVS data plane (ipvs.txt holds the virtual servers), rendered by netspec: do not edit.")}
 	for _, fam := range nftFamilies {
-		rs.Tables = append(rs.Tables, newNFTTableFor(p, fam, true).ipvsModel())
+		rs.Tables = append(rs.Tables, newNFTTable(p, fam, true).ipvsModel())
 	}
 	return rs
 }
 
 // ipvsModel builds the table of the IPVS data plane (NFTablesIPVS).
 func (t *nftTable) ipvsModel() *nftmodel.Table {
-	var cluster, external, nodePorts []nftElement
+	var cluster, external, nodePorts []nftmodel.Element
 	var clusterAddrs []netip.Addr
 	var firewalls []*nftPort
 	for _, sp := range t.ports {
 		v := t.viewPort(sp)
+		proto, _ := nftmodel.ProtoOf(v.proto)
 		for _, a := range v.clusterIPs {
-			cluster = append(cluster, nftElement{addr: a, proto: v.proto, port: sp.port.Port})
+			cluster = append(cluster, nftmodel.Element{Key: nftmodel.Key{Addr: a, Proto: proto, Port: sp.port.Port}})
 			clusterAddrs = append(clusterAddrs, a)
 		}
 		if !sp.svc.ExternalLocal {
 			for _, a := range slices.Concat(v.externalIPs, v.lbIPs) {
-				external = append(external, nftElement{addr: a, proto: v.proto, port: sp.port.Port})
+				external = append(external, nftmodel.Element{Key: nftmodel.Key{Addr: a, Proto: proto, Port: sp.port.Port}})
 			}
 			if sp.port.NodePort != 0 {
-				nodePorts = append(nodePorts, nftElement{proto: v.proto, port: sp.port.NodePort})
+				nodePorts = append(nodePorts, nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: sp.port.NodePort}})
 			}
 		}
 		if v.firewallChain != "" {
@@ -122,9 +123,9 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 	mt.AddSet("", clusterIPs)
 	mt.AddSet("", keySet("external-frontends", "external and LoadBalancer IPs with port, under policy Cluster", keyAddrProtoPort, external))
 	mt.AddSet("", keySet("external-nodeports", "node ports under policy Cluster", keyProtoPort, nodePorts))
-	mt.AddSet("", t.mapSet("no-endpoint-services", "no-endpoint-services: frontends without endpoints: reject, or drop under policy Local", keyAddrProtoPort, true, t.noEpSvc))
-	mt.AddSet("", t.mapSet("no-endpoint-nodeports", "no-endpoint-nodeports: node ports without endpoints: reject, or drop under policy Local", keyProtoPort, true, t.noEpNode))
-	mt.AddSet("", t.mapSet("firewall-ips", "firewall-ips: LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", keyAddrProtoPort, true, t.firewall))
+	mt.AddSet("", mapSet(&nftmodel.Set{Name: "no-endpoint-services", Comment: "no-endpoint-services: frontends without endpoints: reject, or drop under policy Local", Key: keyAddrProtoPort, Verdicts: true}, t.noEpSvc))
+	mt.AddSet("", mapSet(&nftmodel.Set{Name: "no-endpoint-nodeports", Comment: "no-endpoint-nodeports: node ports without endpoints: reject, or drop under policy Local", Key: keyProtoPort, Verdicts: true}, t.noEpNode))
+	mt.AddSet("", mapSet(&nftmodel.Set{Name: "firewall-ips", Comment: "firewall-ips: LoadBalancer IPs with loadBalancerSourceRanges to firewall chains", Key: keyAddrProtoPort, Verdicts: true}, t.firewall))
 	mt.AddSet("", t.hairpinSet("hairpin: every endpoint address, twice: source and destination of a packet IPVS sent back to its sender"))
 	if s := t.podCIDRsSet(); s != nil {
 		mt.AddSet("", s)
@@ -144,16 +145,15 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 
 // keySet is a set of the keys of elems, in the order of their text,
 // without repeats.
-func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftElement) *nftmodel.Set {
+func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftmodel.Element) *nftmodel.Set {
 	s := &nftmodel.Set{Name: name, Comment: name + ": " + comment, Key: key}
 	type keyed struct {
 		text string
 		e    nftmodel.Element
 	}
-	s.Elements = make([]nftmodel.Element, len(elems)) // to print the keys
+	s.Elements = elems // to print the keys
 	all := make([]keyed, len(elems))
 	for i := range elems {
-		s.Elements[i] = nftmodel.Element{Key: elems[i].key()}
 		all[i] = keyed{s.ElementText(i), s.Elements[i]}
 	}
 	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.text, b.text) })

@@ -28,7 +28,7 @@ func nftablesModel(p *plan.Plan) (*nftmodel.Ruleset, int) {
 	rs := &nftmodel.Ruleset{Comment: rulesetComment("nftables ruleset of node " + p.Node.Name + ", rendered by netspec: do not edit.")}
 	size := 256 + len(p.Node.Name)
 	for _, fam := range nftFamilies {
-		t := newNFTTable(p, fam)
+		t := newNFTTable(p, fam, false)
 		size += t.sizeHint()
 		rs.Tables = append(rs.Tables, t.model())
 	}
@@ -114,7 +114,7 @@ func (t *nftTable) model() *nftmodel.Table {
 		if i == 0 {
 			heading = "Maps."
 		}
-		mt.AddSet(heading, t.mapSet(nftMaps[i].name, nftMaps[i].name+": "+nftMaps[i].comment, mapKey(i), !nftMaps[i].set, *m))
+		mt.AddSet(heading, mapSet(listSet(i), *m))
 	}
 	mt.AddSet("", t.hairpinSet(hairpinComment))
 	if s := t.podCIDRsSet(); s != nil {
@@ -248,51 +248,44 @@ var (
 	keyAddrAddr      = []nftmodel.KeyPart{nftmodel.AddrPart, nftmodel.AddrPart}
 )
 
-// mapKey is the key of map nftMaps[i].
-func mapKey(i int) []nftmodel.KeyPart {
-	switch {
-	case nftMaps[i].addrs:
-		return keyAddr
-	case nftMaps[i].nodePorts:
-		return keyProtoPort
+// listSet is the empty set of list k of a table (memoLists): the map or
+// set nftMaps[k], or past them the set hairpin.
+func listSet(k int) *nftmodel.Set {
+	if k == len(nftMaps) {
+		return &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}
 	}
-	return keyAddrProtoPort
-}
-
-// mapSet is a map (or with verdicts false, a set) of sorted elements,
-// each with the key of the one before dropped (shown as a comment in the
-// file; two frontends with one key, which the compiler rejects; the first
-// is kept so that the file still loads), or for a set of addresses
-// silently.
-func (t *nftTable) mapSet(name, comment string, key []nftmodel.KeyPart, verdicts bool, elems []nftElement) *nftmodel.Set {
-	return mapSetOf(name, comment, key, verdicts, len(elems), func(i int) *nftElement { return &elems[i] })
-}
-
-// mapSetOf is mapSet of the n elements at(0), at(1), ….
-func mapSetOf(name, comment string, key []nftmodel.KeyPart, verdicts bool, n int, at func(int) *nftElement) *nftmodel.Set {
-	s := &nftmodel.Set{Name: name, Comment: comment, Key: key, Verdicts: verdicts}
-	s.Elements = make([]nftmodel.Element, 0, n)
-	for i := range n {
-		e := at(i)
-		if i > 0 && e.sameKey(at(i-1)) {
-			if !e.addrOnly() {
-				k := s.Elements[len(s.Elements)-1].Key
-				if s.Dropped == nil {
-					s.Dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
-				}
-				s.Dropped[k] = append(s.Dropped[k], e.verdict)
-			}
-			continue
-		}
-		s.Elements = append(s.Elements, nftmodel.Element{Key: e.key(), Verdict: e.verdict, Comment: e.comment})
+	m := &nftMaps[k]
+	s := &nftmodel.Set{Name: m.name, Comment: m.name + ": " + m.comment, Key: keyAddrProtoPort, Verdicts: !m.set}
+	switch {
+	case m.addrs:
+		s.Key = keyAddr
+	case m.nodePorts:
+		s.Key = keyProtoPort
 	}
 	return s
 }
 
-// key is the element's key in the model.
-func (e *nftElement) key() nftmodel.Key {
-	p, _ := nftmodel.ProtoOf(e.proto)
-	return nftmodel.Key{Addr: e.addr, Proto: p, Port: e.port}
+// mapSet fills the map (or set) s with sorted elements, each with the key
+// of the one before dropped (shown as a comment in the file; two
+// frontends with one key, which the compiler rejects; the first is kept so
+// that the file still loads), or for a set keyed by address alone
+// (cluster-ips, where an address repeats once per port that has it)
+// silently.
+func mapSet(s *nftmodel.Set, elems []nftmodel.Element) *nftmodel.Set {
+	s.Elements = make([]nftmodel.Element, 0, len(elems))
+	for i, e := range elems {
+		if i > 0 && e.Key == elems[i-1].Key {
+			if len(s.Key) > 1 {
+				if s.Dropped == nil {
+					s.Dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
+				}
+				s.Dropped[e.Key] = append(s.Dropped[e.Key], e.Verdict)
+			}
+			continue
+		}
+		s.Elements = append(s.Elements, e)
+	}
+	return s
 }
 
 // hairpinComment is the comment of the set hairpin in the nftables data
@@ -558,8 +551,8 @@ func dnatTo(proto nftmodel.Proto, ep *nftEndpoint) nftmodel.Rule {
 	return append(r, nftmodel.ProtoMatch{Proto: proto}, nftmodel.DNAT{To: ep.addr})
 }
 
-// eachPickBucket calls fn with the picks of each bucket in use, sorted by
-// slot.
+// eachPickBucket calls fn with the picks of each bucket in use, as
+// t.picks orders them (by bucket, then, once assigned, by slot).
 func (t *nftTable) eachPickBucket(fn func([]*nftPick)) {
 	for start := 0; start < len(t.picks); {
 		end := start

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"netspec.dev/netspec/plan"
@@ -81,10 +80,6 @@ func (m *Memo) NFTablesModel(p *plan.Plan) *nftmodel.Ruleset {
 	return rs
 }
 
-// NFTables is NFTables(p), reusing the work of the previous call: the text
-// of NFTablesModel.
-func (m *Memo) NFTables(p *plan.Plan) []byte { return m.NFTablesModel(p).Text() }
-
 // memoEntry is a Service of the last plan with what a Memo keeps of it.
 type memoEntry struct {
 	svc   *plan.Service
@@ -153,14 +148,13 @@ type memoTable struct {
 	// sets are the lists' sets in the last model; counts[k][i] is how
 	// many elements of ports (hairpin addresses of endpoints) the element
 	// sets[k].Elements[i] stands for: one, but for an address that
-	// several ports have, or duplicates (mapSetOf).
+	// several ports have, or duplicates (mapSet).
 	sets   [memoLists]*nftmodel.Set
 	counts [memoLists][]int32
-	// runs are the values of the elements of a key whose values differ
-	// (two Services with one frontend, which the compiler rejects), in
-	// order: the set shows the first, and the verdicts of the rest as
-	// dropped.
-	runs [memoLists]map[nftmodel.Key][]memoValue
+	// runs are the elements of a key whose values differ (two Services
+	// with one frontend, which the compiler rejects), in order: the set
+	// shows the first, and the verdicts of the rest as dropped.
+	runs [memoLists]map[nftmodel.Key][]nftmodel.Element
 	// dispatch are the base and dispatch chains of the last model, reused
 	// when built alike.
 	dispatch map[string]*nftmodel.Chain
@@ -174,7 +168,7 @@ type memoTable struct {
 	dups   int
 
 	// Of the update in progress: elements that left and came.
-	del, add [memoLists][]nftElement
+	del, add [memoLists][]nftmodel.Element
 }
 
 // sameService tells whether two Services are equal but for their ports:
@@ -206,14 +200,6 @@ func samePort(a, b plan.Port) bool {
 		})
 }
 
-// compareKeys orders Services by namespace and name.
-func compareKeys(a, b *plan.Service) int {
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
-}
-
 // update brings the Memo to plan p: it matches p's Services with the last
 // ones, drops those that left or changed, and updates the tables. It
 // returns false for a plan it cannot follow (see Memo).
@@ -240,7 +226,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 	for i := range p.Services {
 		s := &p.Services[i]
 		if j < len(old) && (old[j].svc.Namespace != s.Namespace || old[j].svc.Name != s.Name) {
-			for j < len(old) && compareKeys(old[j].svc, s) < 0 {
+			for j < len(old) && compareServices(old[j].svc, s) < 0 {
 				m.drop(old[j])
 				j++
 			}
@@ -270,7 +256,7 @@ func (m *Memo) update(p *plan.Plan) bool {
 			next = append(next, memoEntry{svc: s, ms: ms})
 		}
 		// Two Services matched in turn are in order, as the last plan's.
-		if i > 0 && (matched < 0 || prev < 0) && compareKeys(&p.Services[i-1], s) >= 0 {
+		if i > 0 && (matched < 0 || prev < 0) && compareServices(&p.Services[i-1], s) >= 0 {
 			return false
 		}
 		prev = matched
@@ -340,29 +326,22 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	}
 	ports := make([]memoPort, n)
 	var sps []nftPort // scratch
-	var order []int
 	for _, i := range fresh {
 		e := &entries[i]
 		if !e.ms.redo[f] {
 			continue
 		}
-		sps, order = sps[:0], order[:0]
-		for j := range e.svc.Ports {
-			sps = append(sps, newPort(e.svc, j))
-			order = append(order, j)
-		}
-		// As sortPorts sorts the ports of a Service.
-		slices.SortFunc(order, func(a, b int) int { return comparePorts(&sps[a], &sps[b]) })
-		for j := 1; j < len(order); j++ {
-			if comparePorts(&sps[order[j-1]], &sps[order[j]]) == 0 {
+		sps = appendPorts(sps[:0], e.svc)
+		for j := 1; j < len(sps); j++ {
+			if comparePorts(&sps[j-1], &sps[j]) == 0 {
 				return false
 			}
 		}
-		mps := ports[:len(order):len(order)]
+		mps := ports[:len(sps):len(sps)]
 		ports = ports[len(mps):]
-		for j, k := range order {
-			mt.scan(t, e.ms, &sps[k])
-			mps[j] = memoPort{nftChains: sps[k].nftChains, index: int32(k)}
+		for j := range sps {
+			mt.scan(t, e.ms, &sps[j])
+			mps[j] = memoPort{nftChains: sps[j].nftChains, index: sps[j].index}
 		}
 		e.ms.ports[f] = mps
 		t.count += len(mps)
@@ -371,7 +350,7 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		ok := mt.patch(k)
 		// The scratch lists are kept for the next update, but not the
 		// big ones of a first build.
-		for _, l := range [...]*[]nftElement{&mt.del[k], &mt.add[k]} {
+		for _, l := range [...]*[]nftmodel.Element{&mt.del[k], &mt.add[k]} {
 			clear(*l)
 			*l = (*l)[:0]
 			if cap(*l) > 1024 {
@@ -449,7 +428,7 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 		mt.add[k] = append(mt.add[k], *m...)
 	}
 	for _, a := range t.hairpin {
-		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftElement{addr: a})
+		mt.add[len(nftMaps)] = append(mt.add[len(nftMaps)], nftmodel.Element{Key: nftmodel.Key{Addr: a}})
 	}
 	if len(t.picks) > 0 {
 		copy(sp.picks[:], t.picks)
@@ -486,32 +465,9 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 		mt.del[k] = append(mt.del[k], *m...)
 	}
 	for i := range v.all {
-		mt.del[len(nftMaps)] = append(mt.del[len(nftMaps)], nftElement{addr: v.all[i].addr.Addr()})
+		mt.del[len(nftMaps)] = append(mt.del[len(nftMaps)], nftmodel.Element{Key: nftmodel.Key{Addr: v.all[i].addr.Addr()}})
 	}
 	v.held = nftPort{} // of the last plan but one, which the Memo lets go
-}
-
-// compareKeys orders elements by key, as compareElements.
-func compareElementKeys(a, b *nftElement) int {
-	if c := a.addr.Compare(b.addr); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.proto, b.proto); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.port, b.port)
-}
-
-// compareModelKeys orders the keys of a list's set as compareElementKeys
-// orders its elements (protocols by name).
-func compareModelKeys(a, b *nftmodel.Key) int {
-	if c := a.Addr.Compare(b.Addr); c != 0 {
-		return c
-	}
-	if a.Proto != b.Proto {
-		return strings.Compare(a.Proto.String(), b.Proto.String())
-	}
-	return cmp.Compare(a.Port, b.Port)
 }
 
 // write builds the sets and chains of the Services at indexes of entries
@@ -585,7 +541,7 @@ func (mt *memoTable) patch(k int) bool {
 	}
 
 	hairpin := k == len(nftMaps)
-	silent := hairpin || nftMaps[k].addrs // repeats are not shown (mapSetOf)
+	silent := hairpin || nftMaps[k].addrs // repeats are not shown (mapSet)
 	var olds []nftmodel.Element
 	var dropped map[nftmodel.Key][]nftmodel.Verdict // shared with old's until a key's entry changes
 	if old != nil {
@@ -614,28 +570,27 @@ func (mt *memoTable) patch(k int) bool {
 	// per port that has it).
 	n := len(olds)
 	for j := range add {
-		if j == 0 || !add[j].sameKey(&add[j-1]) {
+		if j == 0 || add[j].Key != add[j-1].Key {
 			n++
 		}
 	}
 	elems := make([]nftmodel.Element, 0, n)
 	counts := make([]int32, 0, n)
 	changed := old == nil
-	var run []memoValue
+	var run []nftmodel.Element
 	i := 0 // in olds, the first not yet copied
 	for len(del) > 0 || len(add) > 0 {
-		var e *nftElement
-		if len(add) == 0 || len(del) > 0 && compareElementKeys(&del[0], &add[0]) <= 0 {
-			e = &del[0]
+		var key nftmodel.Key
+		if len(add) == 0 || len(del) > 0 && compareElementKeys(&del[0].Key, &add[0].Key) <= 0 {
+			key = del[0].Key
 		} else {
-			e = &add[0]
+			key = add[0].Key
 		}
-		key := e.key()
-		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareModelKeys(&olds[i+j].Key, &key) >= 0 })
+		j := i + sort.Search(len(olds)-i, func(j int) bool { return compareElementKeys(&olds[i+j].Key, &key) >= 0 })
 		elems, counts = append(elems, olds[i:j]...), append(counts, oldCounts[i:j]...)
 		i = j
-		// The values of the key's elements, sorted: as many as the old
-		// element stands for, alike, or those kept in runs.
+		// The key's elements, sorted: as many as the old element stands
+		// for, alike, or those kept in runs.
 		run = run[:0]
 		var was *nftmodel.Element
 		if i < len(olds) && olds[i].Key == key {
@@ -644,23 +599,21 @@ func (mt *memoTable) patch(k int) bool {
 				run = append(run, r...)
 			} else {
 				for range oldCounts[i] {
-					run = append(run, memoValue{was.Verdict, was.Comment})
+					run = append(run, *was)
 				}
 			}
 			i++
 		}
-		for ; len(del) > 0 && compareElementKeys(&del[0], e) == 0; del = del[1:] {
-			v := memoValue{del[0].verdict, del[0].comment}
-			at := slices.Index(run, v)
+		for ; len(del) > 0 && del[0].Key == key; del = del[1:] {
+			at := slices.Index(run, del[0])
 			if at < 0 {
 				return false
 			}
 			run = slices.Delete(run, at, at+1)
 		}
-		for ; len(add) > 0 && compareElementKeys(&add[0], e) == 0; add = add[1:] {
-			v := memoValue{add[0].verdict, add[0].comment}
-			at, _ := slices.BinarySearchFunc(run, v, compareValues)
-			run = slices.Insert(run, at, v)
+		for ; len(add) > 0 && add[0].Key == key; add = add[1:] {
+			at, _ := slices.BinarySearchFunc(run, add[0], compareElements)
+			run = slices.Insert(run, at, add[0])
 		}
 		if len(run) == 0 {
 			changed = true
@@ -668,11 +621,11 @@ func (mt *memoTable) patch(k int) bool {
 			setDropped(key, nil)
 			continue
 		}
-		cur := nftmodel.Element{Key: key, Verdict: run[0].verdict, Comment: run[0].comment}
+		cur := run[0]
 		var drops []nftmodel.Verdict
 		if !silent {
-			for _, v := range run[1:] {
-				drops = append(drops, v.verdict)
+			for _, e := range run[1:] {
+				drops = append(drops, e.Verdict)
 			}
 		}
 		if was == nil || *was != cur || !slices.Equal(dropped[key], drops) {
@@ -686,7 +639,7 @@ func (mt *memoTable) patch(k int) bool {
 			delete(mt.runs[k], key)
 		} else {
 			if mt.runs[k] == nil {
-				mt.runs[k] = make(map[nftmodel.Key][]memoValue)
+				mt.runs[k] = make(map[nftmodel.Key][]nftmodel.Element)
 			}
 			mt.runs[k][key] = slices.Clone(run)
 		}
@@ -696,33 +649,13 @@ func (mt *memoTable) patch(k int) bool {
 	if !changed {
 		return true
 	}
-	var s *nftmodel.Set
-	if hairpin {
-		s = &nftmodel.Set{Name: "hairpin", Comment: hairpinComment, Key: keyAddrAddr}
-	} else {
-		s = &nftmodel.Set{Name: nftMaps[k].name, Comment: nftMaps[k].name + ": " + nftMaps[k].comment, Key: mapKey(k), Verdicts: !nftMaps[k].set}
-	}
+	s := listSet(k)
 	s.Elements = elems
 	if len(dropped) > 0 {
 		s.Dropped = dropped
 	}
 	mt.sets[k] = s
 	return true
-}
-
-// memoValue is the value of a list's element: its verdict and comment.
-type memoValue struct {
-	verdict nftmodel.Verdict
-	comment string
-}
-
-// compareValues orders values as compareElements orders the elements of
-// one key: by the verdict's text ("", "drop", "goto CHAIN"), then comment.
-func compareValues(a, b memoValue) int {
-	if c := compareVerdicts(a.verdict, b.verdict); c != 0 {
-		return c
-	}
-	return strings.Compare(a.comment, b.comment)
 }
 
 // table assembles the model of table f, as nftTable.model.

@@ -24,9 +24,9 @@ import (
 func memoCheck(t *testing.T, m *Memo, p *plan.Plan, step string) []byte {
 	t.Helper()
 	want := NFTables(p)
-	got := m.NFTables(p)
+	got := m.NFTablesModel(p).Text()
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s: Memo.NFTables differs from NFTables: %s", step, firstDiff(got, want))
+		t.Fatalf("%s: the text of Memo.NFTablesModel differs from NFTables: %s", step, firstDiff(got, want))
 	}
 	if again := m.NFTablesModel(p).Text(); !bytes.Equal(again, want) {
 		t.Fatalf("%s: Memo.NFTablesModel of the same plan again differs from NFTables: %s", step, firstDiff(again, want))
@@ -80,7 +80,7 @@ func memoFind(t *testing.T, p *plan.Plan, key string) int {
 // memoInsert returns a copy of p with s added in namespace/name order.
 func memoInsert(p *plan.Plan, s plan.Service) *plan.Plan {
 	q := *p
-	at, _ := slices.BinarySearchFunc(p.Services, &s, func(a plan.Service, b *plan.Service) int { return compareKeys(&a, b) })
+	at, _ := slices.BinarySearchFunc(p.Services, &s, func(a plan.Service, b *plan.Service) int { return compareServices(&a, b) })
 	q.Services = slices.Insert(slices.Clone(p.Services), at, s)
 	return &q
 }
@@ -176,11 +176,11 @@ func TestMemoNil(t *testing.T) {
 	var m *Memo
 	p := nftPlan(nftWeb())
 	memoCheck(t, m, p, "nil Memo")
-	if got := m.NFTables(nil); !bytes.Equal(got, NFTables(nil)) {
+	if got := m.NFTablesModel(nil).Text(); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("nil Memo, nil plan: differs from NFTables(nil)")
 	}
 	var z Memo
-	if got := z.NFTables(nil); !bytes.Equal(got, NFTables(nil)) {
+	if got := z.NFTablesModel(nil).Text(); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("zero Memo, nil plan: differs from NFTables(nil)")
 	}
 }
@@ -598,7 +598,7 @@ func memoEdits(t *testing.T, p0 *plan.Plan) {
 		}
 		last = text
 		if st.name == moved {
-			tbl := newNFTTable(p, nftFamilies[0])
+			tbl := newNFTTable(p, nftFamilies[0], false)
 			b, h, chain := memoPickHome(ns, first)
 			if p := tbl.pickOf[chain]; p == nil || int(p.bucket) != b || p.slot != (h+1)%pickSlots {
 				t.Fatalf("%s: %s's pick is %+v, want slot %d of bucket %d", st.name, first, p, h+1, b)

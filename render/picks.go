@@ -113,17 +113,12 @@ func comparePicks(a, b *nftPick) int {
 func (t *nftTable) assignPicks() {
 	slices.SortFunc(t.picks, comparePicks)
 	t.pickOf = make(map[string]*nftPick, len(t.picks))
-	for start := 0; start < len(t.picks); {
-		end := start
-		for end < len(t.picks) && t.picks[end].bucket == t.picks[start].bucket {
-			end++
-		}
-		assignBucket(t.picks[start:end])
-		for _, p := range t.picks[start:end] {
+	t.eachPickBucket(func(picks []*nftPick) {
+		assignBucket(picks)
+		for _, p := range picks {
 			t.pickOf[p.chain] = p
 		}
-		start = end
-	}
+	})
 }
 
 // assignBucket gives each pick of one bucket, sorted by comparePicks, a

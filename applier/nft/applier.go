@@ -429,7 +429,5 @@ func (c *Changes) Summary() string {
 			}
 		}
 	}
-	return joinParts(parts)
+	return strings.Join(parts, "; ")
 }
-
-func joinParts(parts []string) string { return strings.Join(parts, "; ") }

@@ -24,13 +24,7 @@ func encodeChain(enc *encoding.Encoder, f nftmodel.Family, mc *nftmodel.Chain, t
 			}
 			*text = mr.AppendText(*text, f)
 			r.Text = string((*text)[start:])
-			var anon *encoding.AnonSet
-			r.Exprs, anon = enc.Encode(mr)
-			r.anonAt = -1
-			if anon != nil {
-				r.Anon = &AnonSet{Template: anon.Template, Elements: anon.Elements}
-				r.anonAt = anon.At
-			}
+			r.Exprs, r.Anon = enc.Encode(mr)
 			ch.Rules[i] = r
 		}
 	}

@@ -128,7 +128,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 			continue
 		}
 		if s.udata != nil {
-			tp.diffEndpointElems(s, allElems(old), elementTexts(old))
+			tp.diffEndpointElems(s, old)
 			continue
 		}
 		eAdded, eRemoved := diffElems(old, s)

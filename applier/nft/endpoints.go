@@ -11,6 +11,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/nft/encoding"
 )
 
 // Endpoint maps (render/picks.go): interval maps from numgen keys to an
@@ -106,19 +107,23 @@ func setUserdata(m netlink.Message) (netlink.Message, error) {
 }
 
 // diffEndpointElems plans the changes of an endpoint map's elements an
-// interval at a time: the intervals (start, data and end) that have lacks
-// are added, and those it has beyond want are deleted. Unlike other
+// interval at a time: the intervals (start, data and end) that old lacks
+// are added, and those it has beyond s are deleted. Unlike other
 // interval sets, an endpoint map is not flushed and filled again, which
 // would send every pick of its bucket: a change of one pick's endpoints
 // sends only that pick's intervals that changed. An interval is never
 // edited in place (the kernel refuses a bound inside a live interval):
-// it is deleted whole and added anew, in one batch. textOf names have's
-// intervals for the report, by unit key (one it lacks is written from
-// its bytes).
-func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textOf map[string]ElementChange) {
+// it is deleted whole and added anew, in one batch. The report names an
+// interval by the element of old it belongs to.
+func (tp *tablePlan) diffEndpointElems(s, old *Set) {
 	left := map[string][]nftables.SetElement{}
-	for _, u := range intervalUnits(have) {
-		left[unitKey(u)] = u
+	textOf := map[string]ElementChange{}
+	for i := range old.Elements {
+		e := &old.Elements[i]
+		for _, u := range intervalUnits(e.Elems) {
+			k := unitKey(u)
+			left[k], textOf[k] = u, e.change(s.Name)
+		}
 	}
 	var add []nftables.SetElement
 	for _, e := range s.Elements {
@@ -148,12 +153,7 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 		u := left[k]
 		tp.delElems[s.Name] = append(tp.delElems[s.Name], u...)
 		tp.changes.Bytes += elementBytes(u)
-		c, ok := textOf[k]
-		if !ok {
-			c = ElementChange{Text: rawText(u)}
-		}
-		c.Set = s.Name
-		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, c)
+		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, textOf[k])
 	}
 }
 
@@ -163,7 +163,7 @@ func (tp *tablePlan) diffEndpointElems(s *Set, have []nftables.SetElement, textO
 // element that precedes the lowest interval.
 func intervalUnits(elems []nftables.SetElement) [][]nftables.SetElement {
 	sorted := slices.Clone(elems)
-	slices.SortStableFunc(sorted, compareIntervalElems)
+	slices.SortStableFunc(sorted, encoding.CompareIntervalElems)
 	var units [][]nftables.SetElement
 	open := -1 // the unit of the interval whose end comes next
 	for _, e := range sorted {
@@ -192,17 +192,4 @@ func unitKey(u []nftables.SetElement) string {
 		b.WriteString(ElementKey(e))
 	}
 	return b.String()
-}
-
-// elementTexts maps the units of a set's elements (intervalUnits) to the
-// elements' report.
-func elementTexts(s *Set) map[string]ElementChange {
-	m := map[string]ElementChange{}
-	for i := range s.Elements {
-		e := &s.Elements[i]
-		for _, u := range intervalUnits(e.Elems) {
-			m[unitKey(u)] = e.change(s.Name)
-		}
-	}
-	return m
 }

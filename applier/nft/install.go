@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+	"netspec.dev/netspec/applier/nft/encoding"
 )
 
 // maxElemBytes bounds the encoded elements of one netlink message: they
@@ -81,24 +81,9 @@ func (s *Set) kernelElems(elems []Element) []nftables.SetElement {
 // (see kernelElems), in place.
 func (s *Set) kernelOrder(elems []nftables.SetElement) []nftables.SetElement {
 	if s.Template.Interval {
-		slices.SortStableFunc(elems, compareIntervalElems)
+		slices.SortStableFunc(elems, encoding.CompareIntervalElems)
 	}
 	return elems
-}
-
-// compareIntervalElems orders the netlink elements of an interval set by
-// key, at one key the end of an interval before the start of the next.
-func compareIntervalElems(a, b nftables.SetElement) int {
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	switch {
-	case a.IntervalEnd == b.IntervalEnd:
-		return 0
-	case a.IntervalEnd:
-		return -1
-	}
-	return 1
 }
 
 // set returns a copy of the template for table t, to be queued.
@@ -161,16 +146,16 @@ func (s *Set) DeleteElements(c Batch, t *nftables.Table, elems []Element) error 
 // AddTo queues the rule (and its anonymous set, if any) at the end of
 // chain ch of table t.
 func (r *Rule) AddTo(c Batch, t *nftables.Table, ch *nftables.Chain) error {
-	if err := addRule(c, t, ch, r.Exprs, r.Anon, r.anonAt); err != nil {
+	if err := addRule(c, t, ch, r.Exprs, r.Anon); err != nil {
 		return fmt.Errorf("rule %q: %w", r.Text, err)
 	}
 	return nil
 }
 
 // addRule queues a rule of expressions exprs, with its anonymous set anon
-// (nil for none) looked up by exprs[anonAt], at the end of chain ch of
+// (nil for none) looked up by exprs[anon.At], at the end of chain ch of
 // table t.
-func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, anon *AnonSet, anonAt int) error {
+func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, anon *encoding.AnonSet) error {
 	if anon != nil {
 		as := anon.Template
 		as.Table, as.ID, as.Name = t, anonSetID.Add(1), "__set%d"
@@ -195,17 +180,17 @@ func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, a
 				return err
 			}
 		}
-		if anonAt < 0 || anonAt >= len(exprs) {
+		if anon.At < 0 || anon.At >= len(exprs) {
 			return errors.New("no lookup of its anonymous set")
 		}
-		lk, ok := exprs[anonAt].(*expr.Lookup)
+		lk, ok := exprs[anon.At].(*expr.Lookup)
 		if !ok {
 			return errors.New("no lookup of its anonymous set")
 		}
 		l := *lk
 		l.SetName, l.SetID = as.Name, as.ID
 		exprs = slices.Clone(exprs)
-		exprs[anonAt] = &l
+		exprs[anon.At] = &l
 	}
 	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 	return nil

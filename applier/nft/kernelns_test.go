@@ -211,9 +211,9 @@ func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *Table) {
 				continue
 			}
 			wantAnon++
-			lk, ok := kr.Exprs[r.anonAt].(*expr.Lookup)
+			lk, ok := kr.Exprs[r.Anon.At].(*expr.Lookup)
 			if !ok {
-				t.Errorf("%s: rule %q: no lookup at %d", id, r.Text, r.anonAt)
+				t.Errorf("%s: rule %q: no lookup at %d", id, r.Text, r.Anon.At)
 				continue
 			}
 			ks := byName[lk.SetName]
@@ -399,7 +399,7 @@ func TestEncodeForms(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		got, _ := encoding.Rule(tt.fam, tt.rule)
+		got, _ := encoding.NewEncoder(tt.fam).Encode(tt.rule)
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%q encodes to\n%s\nwant\n%s", tt.rule.Text(tt.fam), nftcDump(got), nftcDump(tt.want))
 		}

@@ -7,15 +7,6 @@ import (
 	"netspec.dev/netspec/internal/myers"
 )
 
-// allElems lists the netlink elements of a set.
-func allElems(s *Set) []nftables.SetElement {
-	var out []nftables.SetElement
-	for _, e := range s.Elements {
-		out = append(out, e.Elems...)
-	}
-	return out
-}
-
 // flushSet plans to empty an interval set and fill it again; added and
 // removed are the elements that differ, for the report (all of them are
 // sent again).

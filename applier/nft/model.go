@@ -39,6 +39,7 @@ package nft
 import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"netspec.dev/netspec/applier/nft/encoding"
 	"netspec.dev/netspec/render/nftmodel"
 )
 
@@ -136,19 +137,9 @@ type Rule struct {
 	// verdict) are shared between the rules of a Ruleset: read-only.
 	Exprs []expr.Any
 	// Anon is the rule's anonymous set ({ … }), when it has one. The
-	// Lookup in Exprs that uses it is completed by AddTo with the set's
-	// name and batch ID.
-	Anon *AnonSet
+	// Lookup in Exprs that uses it (Exprs[Anon.At]) is completed by AddTo
+	// with the set's name and batch ID.
+	Anon *encoding.AnonSet
 
-	anonAt int    // index in Exprs of the Lookup of Anon
-	key    []byte // ruleKeyOf, once computed
-}
-
-// AnonSet is the anonymous set of a rule, with its elements as nft sends
-// them (for an interval set: a leading end element at zero when the first
-// interval does not start there, then start and end of every merged
-// interval).
-type AnonSet struct {
-	Template nftables.Set
-	Elements []nftables.SetElement
+	key []byte // ruleKeyOf, once computed
 }

@@ -38,34 +38,17 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 		tp.changes.Delete = true
 		return tp
 	case last == nil || last.Name != want.Name:
-		return replaced(want, fam, ReasonMissing)
+		return modelReplaced(want, fam, ReasonMissing)
 	}
 	f := want.Family
 	sparse := &Table{Family: fam, Name: want.Name}
 	tp := newTablePlan(sparse, fam)
 
 	lastItems, wantItems := trimSame(last.Items, want.Items)
-	var lastSets, wantSets []*nftmodel.Set
-	var lastChains, wantChains []*nftmodel.Chain
-	for _, it := range lastItems {
-		switch {
-		case it.Chain != nil:
-			lastChains = append(lastChains, it.Chain)
-		case it.Set != nil:
-			lastSets = append(lastSets, it.Set)
-		}
-	}
-	for _, it := range wantItems {
-		switch {
-		case it.Chain != nil:
-			wantChains = append(wantChains, it.Chain)
-		case it.Set != nil:
-			wantSets = append(wantSets, it.Set)
-		}
-	}
+	lastMid, wantMid := &nftmodel.Table{Items: lastItems}, &nftmodel.Table{Items: wantItems}
 
 	// Sets.
-	added, removed, common := alignDiff(lastSets, wantSets, func(s *nftmodel.Set) string { return s.Name },
+	added, removed, common := alignDiff(lastMid.Sets(), wantMid.Sets(), func(s *nftmodel.Set) string { return s.Name },
 		func(x, y *nftmodel.Set) bool { return x == y })
 	for _, ms := range added {
 		s := encodeSet(f, ms)
@@ -78,7 +61,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 	for _, pair := range common {
 		old, ms := pair[0], pair[1]
 		if !nftmodel.SameDecl(old, ms, f) {
-			return replaced(want, fam, "set "+ms.Name+": declaration changed")
+			return modelReplaced(want, fam, "set "+ms.Name+": declaration changed")
 		}
 		if ms.Dynamic {
 			continue
@@ -87,7 +70,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 			mid, oldMid := endpointMiddles(f, old, ms)
 			if len(mid.Elements)+len(oldMid.Elements) > 0 {
 				sparse.Sets = append(sparse.Sets, mid)
-				tp.diffEndpointElems(mid, allElems(oldMid), elementTexts(oldMid))
+				tp.diffEndpointElems(mid, oldMid)
 			}
 			continue
 		}
@@ -125,7 +108,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 
 	// Chains.
 	var cmp nftmodel.Comparer
-	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *nftmodel.Chain) string { return c.Name },
+	cAdded, cRemoved, cCommon := alignDiff(lastMid.Chains(), wantMid.Chains(), func(c *nftmodel.Chain) string { return c.Name },
 		func(x, y *nftmodel.Chain) bool {
 			return (km == nil || !km.foreignChains[x.Name]) && cmp.SameChain(x, y, f)
 		})
@@ -137,29 +120,24 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 	}
 	for _, mc := range cAdded {
 		if mc.Hook != nil {
-			return replaced(want, fam, "base chain "+mc.Name+missing)
+			return modelReplaced(want, fam, "base chain "+mc.Name+missing)
 		}
 		tp.addChain(encodeChain(enc, f, mc, &text), fam)
 	}
 	for _, pair := range cCommon {
 		old, mc := pair[0], pair[1]
 		if !nftmodel.SameHook(old.Hook, mc.Hook) {
-			return replaced(want, fam, "chain "+mc.Name+": hook changed")
+			return modelReplaced(want, fam, "chain "+mc.Name+": hook changed")
 		}
 		tp.changeChain(encodeChain(enc, f, mc, &text), fam)
 	}
 	for _, mc := range cRemoved {
 		if mc.Hook != nil {
-			return replaced(want, fam, "base chain "+mc.Name+extra)
+			return modelReplaced(want, fam, "base chain "+mc.Name+extra)
 		}
 		tp.removeChain(mc.Name)
 	}
 	return tp
-}
-
-// replaced is the plan that replaces a table whole, from its model.
-func replaced(want *nftmodel.Table, fam nftables.TableFamily, why string) *tablePlan {
-	return modelReplaced(want, fam, why)
 }
 
 // diffKernelTable compares the model of a table the applier wants (nil:

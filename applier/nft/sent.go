@@ -418,14 +418,8 @@ func (a *Applier) sentMatches(want *tableChecks, sums map[string]setSum, fam nft
 	if err != nil || !ok {
 		return false, err
 	}
-	if len(sent.chains) != len(want.chains) {
+	if !sameChains(sent.chains, want.chains) {
 		return false, nil
-	}
-	for _, ch := range want.chains {
-		h := sent.chains[ch.Name]
-		if h == nil || hookDiffers(ch.Base, h) != "" {
-			return false, nil
-		}
 	}
 	for _, s := range want.sets {
 		if s.Template.Dynamic {

@@ -14,13 +14,13 @@ import (
 
 // stageModel serialises the replace of m's tables as System.Run stages
 // it (no socket is used), and returns the staged messages.
-func stageModel(t *testing.T, m *nftmodel.Ruleset) [][]byte {
+func stageModel(t testing.TB, m *nftmodel.Ruleset) [][]byte {
 	return stageTables(t, m.Tables, func(b Batch) Batch { return b })
 }
 
 // stageTables serialises the replace of tables into the Batch wrap
 // makes of a staging one, and returns the staged messages.
-func stageTables(t *testing.T, tables []*nftmodel.Table, wrap func(Batch) Batch) [][]byte {
+func stageTables(t testing.TB, tables []*nftmodel.Table, wrap func(Batch) Batch) [][]byte {
 	t.Helper()
 	s := &batchSender{}
 	s.stage()
@@ -75,6 +75,19 @@ func TestDecodeSent(t *testing.T) {
 			if *got != w {
 				t.Errorf("family %d set %s: decoded %d elements (sum %x), model %d (sum %x)", fam, name, got.n, got.sum, w.n, w.sum)
 			}
+		}
+	}
+}
+
+// BenchmarkDecodeSent decodes the staged replace of a 10,000-Service
+// plan's tables, as the check after a first install does while the kernel
+// takes the batch.
+func BenchmarkDecodeSent(b *testing.B) {
+	chunks := stageModel(b, render.NFTablesModel(genplan.Plan(b, 10000, "node-1")))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeSent(chunks); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

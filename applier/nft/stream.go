@@ -29,13 +29,11 @@ func modelReplaced(mt *nftmodel.Table, fam nftables.TableFamily, why string) *ta
 	tp.changes.Replace, tp.changes.Reason = true, why
 	tp.changes.Ops = 3
 	for _, it := range mt.Items {
-		if it.Set != nil {
+		switch {
+		case it.Set != nil:
 			tp.changes.SetsAdded = append(tp.changes.SetsAdded, it.Set.Name)
 			tp.changes.Ops++
-		}
-	}
-	for _, it := range mt.Items {
-		if it.Chain != nil {
+		case it.Chain != nil:
 			tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, it.Chain.Name)
 			tp.changes.Ops += 1 + len(it.Chain.Rules)
 		}
@@ -245,13 +243,10 @@ func queuePieces(c Batch, tbl *nftables.Table, fam nftables.TableFamily, f nftmo
 			for _, mr := range ch.Rules {
 				exprs, anon := enc.Encode(mr)
 				n += len(ruleKey(fam, exprs))
-				var as *AnonSet
-				at := -1
 				if anon != nil {
-					as, at = &AnonSet{Template: anon.Template, Elements: anon.Elements}, anon.At
 					n += len(anonMark) + len(anonKey(anon.Elements))
 				}
-				if err := addRule(c, tbl, ref, exprs, as, at); err != nil {
+				if err := addRule(c, tbl, ref, exprs, anon); err != nil {
 					return n, fmt.Errorf("chain %s: rule %q: %w", ch.Name, mr.Text(f), err)
 				}
 			}

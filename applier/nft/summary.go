@@ -20,14 +20,11 @@ type TableSummary struct {
 // chains, named sets and elements. It only reads.
 func Summarize(k Kernel) ([]TableSummary, error) {
 	var out []TableSummary
-	for _, fam := range []struct {
-		f    nftables.TableFamily
-		name string
-	}{{nftables.TableFamilyIPv4, "ip"}, {nftables.TableFamilyIPv6, "ip6"}} {
-		s := TableSummary{Family: fam.name}
-		tables, err := k.Tables(fam.f)
+	for _, f := range families {
+		s := TableSummary{Family: familyName(f)}
+		tables, err := k.Tables(f)
 		if err != nil {
-			return nil, fmt.Errorf("nftables: list %s tables: %w", fam.name, err)
+			return nil, fmt.Errorf("nftables: list %s tables: %w", s.Family, err)
 		}
 		var t *nftables.Table
 		for _, x := range tables {
@@ -40,9 +37,9 @@ func Summarize(k Kernel) ([]TableSummary, error) {
 			continue
 		}
 		s.Present = true
-		chains, err := k.Chains(fam.f)
+		chains, err := k.Chains(f)
 		if err != nil {
-			return nil, fmt.Errorf("nftables: list %s chains: %w", fam.name, err)
+			return nil, fmt.Errorf("nftables: list %s chains: %w", s.Family, err)
 		}
 		for _, ch := range chains {
 			if ch.Table != nil && ch.Table.Name == TableName {
@@ -51,14 +48,14 @@ func Summarize(k Kernel) ([]TableSummary, error) {
 		}
 		sets, err := k.Sets(t)
 		if err != nil {
-			return nil, fmt.Errorf("nftables: list sets of %s %s: %w", fam.name, TableName, err)
+			return nil, fmt.Errorf("nftables: list sets of %s %s: %w", s.Family, TableName, err)
 		}
 		for _, set := range sets {
 			if set.Anonymous {
 				continue
 			}
 			s.Sets++
-			els, err := k.Elements(fam.f, TableName, set.Name)
+			els, err := k.Elements(f, TableName, set.Name)
 			if err != nil {
 				return nil, fmt.Errorf("nftables: elements of set %s: %w", set.Name, err)
 			}

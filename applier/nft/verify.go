@@ -141,14 +141,19 @@ func (a *Applier) chainsMatch(want *tableChecks, fam nftables.TableFamily) (bool
 			have[ch.Name] = ch
 		}
 	}
-	if len(have) != len(want.chains) {
-		return false, nil
+	return sameChains(have, want.chains), nil
+}
+
+// sameChains tells whether have, by name, are exactly the chains want,
+// with their hooks.
+func sameChains(have map[string]*nftables.Chain, want []*Chain) bool {
+	if len(have) != len(want) {
+		return false
 	}
-	for _, ch := range want.chains {
-		h := have[ch.Name]
-		if h == nil || hookDiffers(ch.Base, h) != "" {
-			return false, nil
+	for _, ch := range want {
+		if h := have[ch.Name]; h == nil || hookDiffers(ch.Base, h) != "" {
+			return false
 		}
 	}
-	return true, nil
+	return true
 }

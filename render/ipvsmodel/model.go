@@ -175,12 +175,16 @@ type Table struct {
 	Services []VirtualServer
 }
 
-// Sort orders a Table made by hand: its virtual servers by key, the real
-// servers of each by address and port.
+// Sort orders the table: its virtual servers by key, the real servers of
+// each by address and port, each once (of servers with one key, or real
+// servers with one address and port, the first is kept).
 func (t *Table) Sort() {
-	slices.SortFunc(t.Services, func(a, b VirtualServer) int { return a.Compare(b.Key) })
+	slices.SortStableFunc(t.Services, func(a, b VirtualServer) int { return a.Compare(b.Key) })
+	t.Services = slices.CompactFunc(t.Services, func(a, b VirtualServer) bool { return a.Key == b.Key })
 	for i := range t.Services {
-		slices.SortFunc(t.Services[i].Reals, compareReals)
+		rs := t.Services[i].Reals
+		slices.SortStableFunc(rs, compareReals)
+		t.Services[i].Reals = slices.CompactFunc(rs, func(a, b RealServer) bool { return a.AddrPort() == b.AddrPort() })
 	}
 }
 

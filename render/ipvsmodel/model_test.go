@@ -122,6 +122,9 @@ func TestKeyOrder(t *testing.T) {
 	if err := tb.Check(); err == nil || !strings.Contains(err.Error(), "the table is not sorted") {
 		t.Errorf("Check of a reversed table: %v", err)
 	}
+	// Repeats of a virtual server and of a real server, which Sort drops.
+	tb.Services[0].Reals = append(slices.Clone(tb.Services[0].Reals), tb.Services[0].Reals[0])
+	tb.Services = append(tb.Services, tb.Services[0])
 	tb.Sort()
 	if got, want := tb.String(), sample().String(); got != want {
 		t.Errorf("sorted:\n%s\nwant:\n%s", got, want)

@@ -437,63 +437,78 @@ func (s AddrMatch) canonical() AddrMatch {
 		return s
 	}
 	ps := slices.Clone(s.Prefixes)
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(ps, ComparePrefixes)
 	if slices.ContainsFunc(ps, func(p netip.Prefix) bool { return !p.IsSingleIP() }) {
-		s.Prefixes = mergePrefixes(ps)
+		s.Prefixes = nil
+		for _, r := range MergeRanges(ps) {
+			s.Prefixes = r.AppendPrefixes(s.Prefixes)
+		}
 	} else {
 		s.Prefixes = slices.Compact(ps)
 	}
 	return s
 }
 
-// mergePrefixes merges sorted prefixes that overlap or touch into
-// ranges and covers each with the fewest prefixes, in order.
-func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
-	type span struct{ lo, hi netip.Addr }
-	var spans []span
-	for _, p := range ps {
-		lo, hi := p.Masked().Addr(), lastAddr(p)
-		if n := len(spans); n > 0 {
-			if next := spans[n-1].hi.Next(); !next.IsValid() || !next.Less(lo) {
-				if spans[n-1].hi.Less(hi) {
-					spans[n-1].hi = hi
+// ComparePrefixes orders prefixes by address, then length.
+func ComparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+// Range is the addresses from Lo to Hi, both included.
+type Range struct{ Lo, Hi netip.Addr }
+
+// MergeRanges returns the ranges of the prefixes, sorted, those that
+// overlap or touch merged into one, as nft merges the elements of an
+// interval set.
+func MergeRanges(ps []netip.Prefix) []Range {
+	rs := make([]Range, len(ps))
+	for i, p := range ps {
+		rs[i] = Range{p.Masked().Addr(), LastAddr(p)}
+	}
+	slices.SortFunc(rs, func(a, b Range) int { return a.Lo.Compare(b.Lo) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 {
+			if next := out[n-1].Hi.Next(); !next.IsValid() || !next.Less(r.Lo) {
+				if out[n-1].Hi.Less(r.Hi) {
+					out[n-1].Hi = r.Hi
 				}
 				continue
 			}
 		}
-		spans = append(spans, span{lo, hi})
-	}
-	var out []netip.Prefix
-	for _, sp := range spans {
-		for lo := sp.lo; ; {
-			n := lo.BitLen()
-			// The shortest prefix at lo that stays inside the span.
-			for n > 0 {
-				p := netip.PrefixFrom(lo, n-1)
-				if p.Masked().Addr() != lo || sp.hi.Less(lastAddr(p)) {
-					break
-				}
-				n--
-			}
-			p := netip.PrefixFrom(lo, n)
-			out = append(out, p)
-			next := lastAddr(p).Next()
-			if !next.IsValid() || sp.hi.Less(next) {
-				break
-			}
-			lo = next
-		}
+		out = append(out, r)
 	}
 	return out
 }
 
-// lastAddr is the last address of a prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
+// AppendPrefixes appends the fewest prefixes that cover r exactly, in
+// order.
+func (r Range) AppendPrefixes(out []netip.Prefix) []netip.Prefix {
+	for lo := r.Lo; ; {
+		n := lo.BitLen()
+		// The shortest prefix at lo that stays inside the range.
+		for n > 0 {
+			p := netip.PrefixFrom(lo, n-1)
+			if p.Masked().Addr() != lo || r.Hi.Less(LastAddr(p)) {
+				break
+			}
+			n--
+		}
+		p := netip.PrefixFrom(lo, n)
+		out = append(out, p)
+		next := LastAddr(p).Next()
+		if !next.IsValid() || r.Hi.Less(next) {
+			return out
+		}
+		lo = next
+	}
+}
+
+// LastAddr is the last address of a prefix.
+func LastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().AsSlice()
 	for i := p.Bits(); i < len(b)*8; i++ {
 		b[i/8] |= 0x80 >> (i % 8)

@@ -76,14 +76,10 @@ func (d *decoder) field(x expr.Any) (fd nftmodel.Field, n uint32, ok bool) {
 		case x.Base != expr.PayloadBaseNetworkHeader:
 			return 0, 0, false
 		}
-		saddr, daddr := uint32(12), uint32(16)
-		if d.fam == nftmodel.IPv6 {
-			saddr, daddr = 8, 24
-		}
 		switch x.Offset {
-		case saddr:
+		case addrOffset(d.fam, nftmodel.SAddr):
 			return nftmodel.SAddr, x.Len, x.Len <= addrLen(d.fam)
-		case daddr:
+		case addrOffset(d.fam, nftmodel.DAddr):
 			return nftmodel.DAddr, x.Len, x.Len <= addrLen(d.fam)
 		}
 	case *expr.Meta:
@@ -107,7 +103,7 @@ func (d *decoder) concat() nftmodel.Concat {
 	var k uint32
 	for {
 		fd, n, ok := d.field(d.peek(0))
-		if !ok || n != fieldSizeOf(d.fam, fd) || destReg(d.peek(0)) != concatReg(k) && !(len(c) == 0 && destReg(d.peek(0)) == reg1) {
+		if !ok || n != fieldSize(d.fam, fd) || destReg(d.peek(0)) != concatReg(k) && !(len(c) == 0 && destReg(d.peek(0)) == reg1) {
 			return c
 		}
 		c = append(c, fd)
@@ -125,10 +121,6 @@ func destReg(x expr.Any) uint32 {
 		return x.Register
 	}
 	return 1 << 31
-}
-
-func fieldSizeOf(f nftmodel.Family, fd nftmodel.Field) uint32 {
-	return (&encoder{Encoder: &Encoder{fam: f}}).fieldSize(fd)
 }
 
 // stmt decodes the statement at ex[i] and moves past it.
@@ -396,7 +388,7 @@ func AnonPrefixes(f nftmodel.Family, elems []nftables.SetElement) ([]netip.Prefi
 			}
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 		}
-		slices.SortFunc(out, comparePrefix)
+		slices.SortFunc(out, nftmodel.ComparePrefixes)
 		return out, nil
 	}
 	rs, err := ranges(f, elems)
@@ -404,16 +396,16 @@ func AnonPrefixes(f nftmodel.Family, elems []nftables.SetElement) ([]netip.Prefi
 		return nil, err
 	}
 	for _, r := range rs {
-		out = append(out, rangePrefixes(r.start, r.end)...)
+		out = r.AppendPrefixes(out)
 	}
 	return out, nil
 }
 
 // ranges reads the elements of an interval set (starts and ends, in any
 // order) as the address ranges they hold, sorted.
-func ranges(f nftmodel.Family, elems []nftables.SetElement) ([]addrRange, error) {
+func ranges(f nftmodel.Family, elems []nftables.SetElement) ([]nftmodel.Range, error) {
 	sorted := sortedIntervals(elems)
-	var out []addrRange
+	var out []nftmodel.Range
 	open := false
 	for _, e := range sorted {
 		a, ok := netip.AddrFromSlice(e.Key)
@@ -422,71 +414,26 @@ func ranges(f nftmodel.Family, elems []nftables.SetElement) ([]addrRange, error)
 		}
 		switch {
 		case e.IntervalEnd && open:
-			out[len(out)-1].end = a.Prev()
+			out[len(out)-1].Hi = a.Prev()
 			open = false
 		case e.IntervalEnd: // the end element before the lowest interval
 		default:
 			if open {
 				return nil, foreign("an interval without an end")
 			}
-			last := netip.AddrFrom4([4]byte{255, 255, 255, 255})
-			if f == nftmodel.IPv6 {
-				last = netip.AddrFrom16([16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff, 8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff})
-			}
-			out = append(out, addrRange{start: a, end: last})
+			out = append(out, nftmodel.Range{Lo: a, Hi: nftmodel.LastAddr(netip.PrefixFrom(a, 0))})
 			open = true
 		}
 	}
 	return out, nil
 }
 
-// sortedIntervals is the elements of an interval set sorted by key; at
-// one key, the end of the interval before comes first.
+// sortedIntervals is the elements of an interval set sorted by key
+// (CompareIntervalElems).
 func sortedIntervals(elems []nftables.SetElement) []nftables.SetElement {
 	sorted := slices.Clone(elems)
-	slices.SortStableFunc(sorted, func(a, b nftables.SetElement) int {
-		if c := bytes.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		switch {
-		case a.IntervalEnd && !b.IntervalEnd:
-			return -1
-		case !a.IntervalEnd && b.IntervalEnd:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(sorted, CompareIntervalElems)
 	return sorted
-}
-
-// rangePrefixes covers [start, end] with the fewest prefixes, in order.
-func rangePrefixes(start, end netip.Addr) []netip.Prefix {
-	var out []netip.Prefix
-	for {
-		n := start.BitLen()
-		// The shortest prefix at start that stays inside the range.
-		for n > 0 {
-			p := netip.PrefixFrom(start, n-1)
-			if p.Masked().Addr() != start || end.Less(lastAddr(p)) {
-				break
-			}
-			n--
-		}
-		p := netip.PrefixFrom(start, n)
-		out = append(out, p)
-		next := lastAddr(p).Next()
-		if !next.IsValid() || end.Less(next) {
-			return out
-		}
-		start = next
-	}
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }
 
 // DecodeElements reads the elements of set s (its declaration, without
@@ -515,11 +462,11 @@ func DecodeElements(f nftmodel.Family, s *nftmodel.Set, elems []nftables.SetElem
 			}
 		}
 		for _, r := range rs {
-			ps := rangePrefixes(r.start, r.end)
+			ps := r.AppendPrefixes(nil)
 			if len(ps) != 1 {
-				return foreign("the interval %s-%s, which is not a prefix", r.start, r.end)
+				return foreign("the interval %s-%s, which is not a prefix", r.Lo, r.Hi)
 			}
-			s.Elements = append(s.Elements, nftmodel.Element{Key: nftmodel.Key{Addr: r.start, Bits: uint8(ps[0].Bits())}, Comment: comments[string(r.start.AsSlice())]})
+			s.Elements = append(s.Elements, nftmodel.Element{Key: nftmodel.Key{Addr: r.Lo, Bits: uint8(ps[0].Bits())}, Comment: comments[string(r.Lo.AsSlice())]})
 		}
 		return nil
 	}

@@ -78,9 +78,6 @@ func (e *Encoder) Encode(r nftmodel.Rule) ([]expr.Any, *AnonSet) {
 	return enc.ex, enc.anon
 }
 
-// Rule is NewEncoder(f).Encode(r).
-func Rule(f nftmodel.Family, r nftmodel.Rule) ([]expr.Any, *AnonSet) { return NewEncoder(f).Encode(r) }
-
 // stmt appends the expressions of one statement.
 func (e *encoder) stmt(s nftmodel.Stmt) {
 	switch s := s.(type) {
@@ -142,11 +139,12 @@ func b2u(b bool) byte {
 	return 0
 }
 
-// fieldSize is the size of a field's value in bytes.
-func (e *encoder) fieldSize(fd nftmodel.Field) uint32 {
+// fieldSize is the size of a field's value in bytes, in a table of
+// family f.
+func fieldSize(f nftmodel.Family, fd nftmodel.Field) uint32 {
 	switch fd {
 	case nftmodel.SAddr, nftmodel.DAddr:
-		return addrLen(e.fam)
+		return addrLen(f)
 	case nftmodel.L4Proto:
 		return 1
 	case nftmodel.THDport:
@@ -159,16 +157,7 @@ func (e *encoder) fieldSize(fd nftmodel.Field) uint32 {
 func (e *encoder) load(fd nftmodel.Field, reg, n uint32) {
 	switch fd {
 	case nftmodel.SAddr, nftmodel.DAddr:
-		off := uint32(12)
-		switch {
-		case fd == nftmodel.DAddr && e.fam == nftmodel.IPv6:
-			off = 24
-		case fd == nftmodel.DAddr:
-			off = 16
-		case e.fam == nftmodel.IPv6:
-			off = 8
-		}
-		e.payload(expr.PayloadBaseNetworkHeader, off, reg, n)
+		e.payload(expr.PayloadBaseNetworkHeader, addrOffset(e.fam, fd), reg, n)
 	case nftmodel.THDport:
 		e.payload(expr.PayloadBaseTransportHeader, 2, reg, n)
 	case nftmodel.L4Proto:
@@ -176,6 +165,20 @@ func (e *encoder) load(fd nftmodel.Field, reg, n uint32) {
 	case nftmodel.Mark:
 		e.meta(expr.MetaKeyMARK, reg, false)
 	}
+}
+
+// addrOffset is the offset of an address field in the network header of
+// family f.
+func addrOffset(f nftmodel.Family, fd nftmodel.Field) uint32 {
+	switch {
+	case fd == nftmodel.DAddr && f == nftmodel.IPv6:
+		return 24
+	case fd == nftmodel.DAddr:
+		return 16
+	case f == nftmodel.IPv6:
+		return 8
+	}
+	return 12
 }
 
 func (e *encoder) payload(base expr.PayloadBase, off, reg, n uint32) {
@@ -243,12 +246,12 @@ func concatReg(k uint32) uint32 {
 // loadConcat loads the fields of a key into consecutive registers.
 func (e *encoder) loadConcat(c nftmodel.Concat) {
 	if len(c) == 1 {
-		e.load(c[0], reg1, e.fieldSize(c[0]))
+		e.load(c[0], reg1, fieldSize(e.fam, c[0]))
 		return
 	}
 	var k uint32
 	for _, fd := range c {
-		n := e.fieldSize(fd)
+		n := fieldSize(e.fam, fd)
 		e.load(fd, concatReg(k), n)
 		k += (n + 3) / 4
 	}
@@ -299,14 +302,14 @@ func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 	if interval {
 		anon.Template.Interval = true
 		anon.Template.AutoMerge = true
-		anon.Elements, anon.Template.Size = intervalElements(mergeRanges(s.Prefixes))
+		anon.Elements, anon.Template.Size = intervalElements(nftmodel.MergeRanges(s.Prefixes))
 	} else {
 		for _, p := range s.Prefixes {
 			anon.Elements = append(anon.Elements, nftables.SetElement{Key: p.Addr().AsSlice()})
 		}
 		anon.Template.Size = uint32(len(anon.Elements))
 	}
-	e.load(s.Field, reg1, e.fieldSize(s.Field))
+	e.load(s.Field, reg1, fieldSize(e.fam, s.Field))
 	anon.At = len(e.ex)
 	e.add(&expr.Lookup{SourceRegister: reg1, Invert: s.Neq, SetName: AnonName})
 	e.anon = anon
@@ -318,7 +321,7 @@ func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 func (e *encoder) comparePrefix(fd nftmodel.Field, op expr.CmpOp, pfx netip.Prefix) {
 	addr := appendAddr(nil, pfx.Addr())
 	bits := pfx.Bits()
-	size := e.fieldSize(fd)
+	size := fieldSize(e.fam, fd)
 	if bits%8 == 0 && bits > 0 {
 		n := uint32(bits / 8)
 		e.load(fd, reg1, n)
@@ -337,60 +340,19 @@ func (e *encoder) comparePrefix(fd nftmodel.Field, op expr.CmpOp, pfx netip.Pref
 	e.cmp(op, addr)
 }
 
-// addrRange is an interval of addresses: [start, end].
-type addrRange struct{ start, end netip.Addr }
-
-// lastAddr is the last address of a prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
-
-// mergeRanges sorts the prefixes' ranges and merges those that overlap
-// or touch, as nft does for an anonymous set.
-func mergeRanges(ps []netip.Prefix) []addrRange {
-	rs := make([]addrRange, len(ps))
-	for i, p := range ps {
-		rs[i] = addrRange{p.Addr(), lastAddr(p)}
-	}
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].start.Less(rs[j-1].start); j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
-	out := rs[:0]
-	for _, r := range rs {
-		if n := len(out); n > 0 {
-			last := &out[n-1]
-			if next := last.end.Next(); !r.start.Less(last.start) && (!next.IsValid() || !next.Less(r.start)) {
-				if last.end.Less(r.end) {
-					last.end = r.end
-				}
-				continue
-			}
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
 // intervalElements returns the elements nft sends for sorted, disjoint
 // intervals: an end element at zero when the first does not start there,
 // then each start and its end (the address after the last one, flagged
 // IntervalEnd), none for an interval reaching the last address. size is
 // what nft declares as the set's size.
-func intervalElements(rs []addrRange) (elems []nftables.SetElement, size uint32) {
-	if len(rs) > 0 && !rs[0].start.IsUnspecified() {
-		elems = append(elems, nftables.SetElement{Key: make([]byte, rs[0].start.BitLen()/8), IntervalEnd: true})
+func intervalElements(rs []nftmodel.Range) (elems []nftables.SetElement, size uint32) {
+	if len(rs) > 0 && !rs[0].Lo.IsUnspecified() {
+		elems = append(elems, nftables.SetElement{Key: make([]byte, rs[0].Lo.BitLen()/8), IntervalEnd: true})
 		size++
 	}
 	for _, r := range rs {
-		elems = append(elems, nftables.SetElement{Key: r.start.AsSlice()})
-		if next := r.end.Next(); next.IsValid() {
+		elems = append(elems, nftables.SetElement{Key: r.Lo.AsSlice()})
+		if next := r.Hi.Next(); next.IsValid() {
 			elems = append(elems, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
 		}
 		size += 2

@@ -100,7 +100,7 @@ func SetElement(f nftmodel.Family, s *nftmodel.Set, i int) []nftables.SetElement
 		case nftmodel.AddrPart:
 			key = appendAddr(key, e.Key.Addr)
 			if s.Interval {
-				if next := lastAddr(netip.PrefixFrom(e.Key.Addr, int(e.Key.Bits))).Next(); next.IsValid() {
+				if next := nftmodel.LastAddr(netip.PrefixFrom(e.Key.Addr, int(e.Key.Bits))).Next(); next.IsValid() {
 					end = appendAddr(nil, next)
 				}
 			}
@@ -145,4 +145,20 @@ func SetElements(f nftmodel.Family, s *nftmodel.Set) [][]nftables.SetElement {
 		}
 	}
 	return out
+}
+
+// CompareIntervalElems orders the netlink elements of an interval set by
+// key, at one key the end of an interval before the start of the next:
+// the order nft sends them in.
+func CompareIntervalElems(a, b nftables.SetElement) int {
+	if c := bytes.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	switch {
+	case a.IntervalEnd == b.IntervalEnd:
+		return 0
+	case a.IntervalEnd:
+		return -1
+	}
+	return 1
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,6 +33,8 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	atLeastParallel(64) // more than the package has tests
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

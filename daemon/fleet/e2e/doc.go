@@ -13,6 +13,10 @@
 // prove with real connections through every node's kernel which pods
 // still receive traffic.
 //
+// The scenarios run one by one, except the cut-off node's, which mostly
+// waits for memberlist and runs beside them, its fleet in namespaces of
+// its own (scenario_test.go, oneByOne).
+//
 // The tests need root, ip(8) and nft; without them they skip, saying so.
 // Most scenarios run the agents with gossip (watch --gossip-listen); a pod
 // server that stops is tested with and without.

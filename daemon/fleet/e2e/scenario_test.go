@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +23,47 @@ const (
 	quietWindow = 3 * time.Second
 )
 
+// The scenarios run one after another, but for the cut-off node's, which
+// spends a minute or more waiting for memberlist to declare the others
+// dead while its fleet is idle, and runs beside them: every scenario is
+// parallel (t.Parallel), the others take oneByOne for their whole run.
+// Each fleet lives in namespaces of its own: the two fleets use the same
+// addresses and device names, which never meet, as no two fleets share a
+// namespace, and testnet gives every namespace a name of its own.
+var oneByOne sync.Mutex
+
+// scenario starts a test as one of the scenarios that run one by one:
+// parallel to the cut-off node's, after the one before it.
+func scenario(t *testing.T) {
+	t.Helper()
+	netspecBin(t)
+	t.Parallel()
+	oneByOne.Lock()
+	t.Cleanup(oneByOne.Unlock)
+}
+
+// atLeastParallel raises go test's -parallel to n unless the command line
+// set it: with fewer slots than the package has tests, scenarios waiting
+// for oneByOne could hold every slot and keep the cut-off scenario from
+// running beside them. The fleets' load is bounded by oneByOne, not by
+// -parallel.
+func atLeastParallel(n int) {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); !set && p != nil {
+		if cur, err := strconv.Atoi(p.Value.String()); err == nil && cur < n {
+			p.Value.Set(strconv.Itoa(n))
+		}
+	}
+}
+
 // TestPodServerStops (scenario a): when a pod's server stops, no new
 // connection from any node reaches it within failureThreshold ×
 // periodSeconds + 2 s, for an httpGet and a tcpSocket readiness probe,
 // and it stays so. With gossip, only the pod's own node probes it and
 // the others learn it from gossip; without, every node probes it.
 func TestPodServerStops(t *testing.T) {
-	netspecBin(t)
+	scenario(t)
 	for _, tc := range []struct {
 		name   string
 		gossip bool
@@ -116,7 +153,7 @@ const nodeDeathBound = 10 * time.Second
 // none fails static. Back (link up, agent started), it is alive on every
 // node, and its pods are in again.
 func TestNodeDies(t *testing.T) {
-	netspecBin(t)
+	scenario(t)
 	f := runningFleet(t, true)
 
 	dead := f.node(4)
@@ -147,6 +184,7 @@ func TestNodeDies(t *testing.T) {
 // member alive on every node, no fail static, every pod in.
 func TestCutOffNodeFailsStatic(t *testing.T) {
 	netspecBin(t)
+	t.Parallel() // beside the scenarios that run one by one
 	f := runningFleet(t, true)
 
 	cut := f.node(6)
@@ -235,7 +273,7 @@ func (f *fleet) checkKeepsPods(n *node) {
 // plane: every node still reaches every pod, and lists node-3 alive at
 // its own address and node-9 not alive.
 func TestIntrudersChangeNothing(t *testing.T) {
-	netspecBin(t)
+	scenario(t)
 	f := runningFleet(t, true)
 	all := f.podsOf(apps)
 
@@ -315,7 +353,7 @@ func outOn(st *daemon.Status, service, endpoint string) bool {
 // that view: its data plane takes them out too, though it never probes
 // them.
 func TestRestartedAgentGetsView(t *testing.T) {
-	netspecBin(t)
+	scenario(t)
 	f := runningFleet(t, true)
 	web := []app{apps[0]}
 
@@ -346,7 +384,7 @@ func TestRestartedAgentGetsView(t *testing.T) {
 // left, and its pods, still answering, stay in everywhere as the tree
 // says, where a dead node's would go out.
 func TestAgentLeaves(t *testing.T) {
-	netspecBin(t)
+	scenario(t)
 	f := runningFleet(t, true)
 
 	gone := f.node(4)

@@ -64,20 +64,18 @@ func (f *Fleet) noteDeath(d death) {
 }
 
 // tellDeath sends the dead message of d to deathSends alive members
-// picked at random, those of the dead node's address excepted.
+// picked at random, this node and the dead one excepted.
 func (f *Fleet) tellDeath(d death) {
 	self := f.ml.LocalNode().Name
+	alive := f.ml.Members() // this node included, the dead one not
 	var to []*memberlist.Node
-	for _, n := range f.ml.Members() {
+	for _, n := range alive {
 		if n.Name != self && n.Name != d.node {
 			to = append(to, n)
 		}
 	}
-	k := deathSends(f.ml.NumMembers()+1, f.mc.RetransmitMult)
 	mrand.Shuffle(len(to), func(i, j int) { to[i], to[j] = to[j], to[i] })
-	if k < len(to) {
-		to = to[:k]
-	}
+	to = to[:min(len(to), deathSends(len(alive)+1, f.mc.RetransmitMult))]
 	if len(to) == 0 {
 		return
 	}
@@ -89,7 +87,6 @@ func (f *Fleet) tellDeath(d death) {
 	for _, n := range to {
 		f.tr.WriteToAddress(pkt, memberlist.Address{Addr: n.Address(), Name: n.Name}) // a lost one is gossip's
 	}
-	f.c.deathsTold.Add(uint64(len(to)))
 }
 
 // deadPacket is the packet memberlist sends for a dead message from

@@ -32,7 +32,6 @@ type counters struct {
 	views      atomic.Uint64 // views made that differ from the one before
 	claims     atomic.Uint64 // claims dropped: a check of another, alive node
 	refused    atomic.Uint64 // members refused: not named by the tree
-	deathsTold atomic.Uint64 // dead messages sent straight to members (tellDeath)
 	dropped    [dropReasons]atomic.Uint64
 }
 

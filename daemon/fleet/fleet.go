@@ -282,9 +282,8 @@ func (f *Fleet) signal() {
 }
 
 // loop makes views, updates the metadata and tells deaths, one at a
-// time; a view at
-// most every viewEvery (the changes meanwhile make one view: a flip's
-// latency grows by half a gossip interval at most).
+// time; a view at most every viewEvery (the changes meanwhile make one
+// view: a flip's latency grows by half a gossip interval at most).
 func (f *Fleet) loop() {
 	defer f.wg.Done()
 	// After a view, changed is nil until wait fires: the signals
@@ -694,13 +693,10 @@ func (d *delegate) member(n *memberlist.Node, st MemberState) {
 	}
 	f.st.setMember(n.Name, n.Address(), st, time.Now(), meta)
 	changed := was != st
-	var died *death
-	if changed && st == StateDead {
-		// Its incarnation as the membership messages told it, the
-		// one memberlist declared it dead at (it may know a newer one
-		// from a push/pull: then the dead message is ignored).
-		died = &death{node: n.Name, inc: f.st.incs[n.Name]}
-	}
+	// Its incarnation as the membership messages told it, the one
+	// memberlist declared it dead at (it may know a newer one from a
+	// push/pull: then the dead message is ignored).
+	died := death{node: n.Name, inc: f.st.incs[n.Name]}
 	if changed {
 		f.needProbe = true
 		if st == StateAlive && was != "" {
@@ -714,7 +710,7 @@ func (d *delegate) member(n *memberlist.Node, st MemberState) {
 		switch st {
 		case StateDead:
 			f.log.Warn("gossip: member dead", "node", n.Name, "address", n.Address())
-			f.noteDeath(*died)
+			f.noteDeath(died)
 		case StateLeft:
 			f.log.Info("gossip: member left", "node", n.Name, "address", n.Address())
 		}

@@ -115,6 +115,7 @@ type Fleet struct {
 	view    atomic.Pointer[View]
 	changed chan struct{} // a new view is to be made (cap 1)
 	metaCh  chan struct{} // the meta changed (cap 1)
+	deaths  chan death    // declared by this node's memberlist, to be told (death.go)
 	done    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -135,7 +136,7 @@ func New(cfg Config) (*Fleet, error) {
 		cfg.Label = DefaultLabel
 	}
 	f := &Fleet{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1), metaCh: make(chan struct{}, 1),
-		done: make(chan struct{}), needProbe: true}
+		deaths: make(chan death, maxDeaths), done: make(chan struct{}), needProbe: true}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -280,9 +281,9 @@ func (f *Fleet) signal() {
 	}
 }
 
-// loop makes views and updates the metadata, one at a time; a view at
-// most every viewEvery (the changes meanwhile make one view: a flip's
-// latency grows by half a gossip interval at most).
+// loop makes views, updates the metadata and tells deaths, one at a
+// time; a view at most every viewEvery (the changes meanwhile make one
+// view: a flip's latency grows by half a gossip interval at most).
 func (f *Fleet) loop() {
 	defer f.wg.Done()
 	// After a view, changed is nil until wait fires: the signals
@@ -303,6 +304,8 @@ func (f *Fleet) loop() {
 			// sending, which nothing here needs: the shortest wait. An
 			// error only says it is not sent yet.
 			f.ml.UpdateNode(time.Nanosecond)
+		case d := <-f.deaths:
+			f.tellDeath(d)
 		}
 	}
 }
@@ -690,6 +693,10 @@ func (d *delegate) member(n *memberlist.Node, st MemberState) {
 	}
 	f.st.setMember(n.Name, n.Address(), st, time.Now(), meta)
 	changed := was != st
+	// Its incarnation as the membership messages told it, the one
+	// memberlist declared it dead at (it may know a newer one from a
+	// push/pull: then the dead message is ignored).
+	died := death{node: n.Name, inc: f.st.incs[n.Name]}
 	if changed {
 		f.needProbe = true
 		if st == StateAlive && was != "" {
@@ -703,6 +710,7 @@ func (d *delegate) member(n *memberlist.Node, st MemberState) {
 		switch st {
 		case StateDead:
 			f.log.Warn("gossip: member dead", "node", n.Name, "address", n.Address())
+			f.noteDeath(died)
 		case StateLeft:
 			f.log.Info("gossip: member left", "node", n.Name, "address", n.Address())
 		}

@@ -32,6 +32,8 @@ type memNetwork struct {
 	cut map[string]bool
 	// tap, when set, gets every packet sent (a copy), before its fate.
 	tap func(from string, b []byte)
+	// drop, when set, loses the packets it returns true for.
+	drop func(from, to string, b []byte) bool
 }
 
 func newMemNetwork() *memNetwork {
@@ -50,6 +52,13 @@ func (n *memNetwork) setTap(tap func(from string, b []byte)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.tap = tap
+}
+
+// setDrop sets the rule that loses packets: drop(from, to, packet).
+func (n *memNetwork) setDrop(drop func(from, to string, b []byte) bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.drop = drop
 }
 
 // route is the transport at addr for a packet or dial from from, nil when
@@ -111,10 +120,14 @@ func (t *memTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 func (t *memTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	now := time.Now()
 	t.net.mu.Lock()
-	tap := t.net.tap
+	tap, drop := t.net.tap, t.net.drop
 	t.net.mu.Unlock()
 	if tap != nil {
 		tap(t.addr, append([]byte(nil), b...))
+	}
+	if drop != nil && drop(t.addr, a.Addr, b) {
+		t.net.lost.Add(1)
+		return now, nil
 	}
 	dest := t.net.route(t.addr, a.Addr)
 	if dest == nil || dest.stopped() {

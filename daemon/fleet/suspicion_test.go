@@ -563,6 +563,16 @@ func cutOneOfFour(t *testing.T, mult int) (c *cluster, d *Fleet, others []*Fleet
 	return c, fs[3], fs[:3]
 }
 
+// allViews tells whether the view of each of fs is as ok says.
+func allViews(fs []*Fleet, ok func(*View) bool) bool {
+	for _, f := range fs {
+		if !ok(f.View()) {
+			return false
+		}
+	}
+	return true
+}
+
 // allSee tells whether each of fs sees name in state st.
 func allSee(fs []*Fleet, st MemberState, name string) bool {
 	for _, f := range fs {
@@ -578,8 +588,11 @@ func allSee(fs []*Fleet, st MemberState, name string) bool {
 // the metric; then dead, suspect no more.
 func TestSuspectBeforeDead(t *testing.T) {
 	cut := time.Now()
-	_, _, others := cutOneOfFour(t, 20) // suspect for 2 s
-	waitFor(t, "a, b and c to see d suspect", func() bool { return allSee(others, StateSuspect, "d") })
+	_, _, others := cutOneOfFour(t, 40) // suspect for 4 s
+	// A view follows the members within viewEvery: wait for both.
+	waitFor(t, "a, b and c to see d suspect, in their views too", func() bool {
+		return allSee(others, StateSuspect, "d") && allViews(others, func(v *View) bool { return v.Suspect == 1 })
+	})
 	for _, f := range others {
 		for _, m := range f.Members() {
 			if m.Name == "d" && (m.Since.Before(cut) || m.Since.After(time.Now())) {
@@ -598,7 +611,9 @@ func TestSuspectBeforeDead(t *testing.T) {
 			t.Errorf("%s: suspect d's endpoint out: %v", f.cfg.Name, f.View().Out)
 		}
 	}
-	waitFor(t, "a, b and c to see d dead", func() bool { return allSee(others, StateDead, "d") })
+	waitFor(t, "a, b and c to see d dead, in their views too", func() bool {
+		return allSee(others, StateDead, "d") && allViews(others, func(v *View) bool { return v.Dead == 1 })
+	})
 	for _, f := range others {
 		if v := f.View(); v.Suspect != 0 || v.Dead != 1 {
 			t.Errorf("%s: %d dead, %d suspect; want d dead only", f.cfg.Name, v.Dead, v.Suspect)

@@ -63,8 +63,6 @@ func key(addr string, proto nftmodel.Proto, port uint16) nftmodel.Key {
 	return k
 }
 
-func goTo(chain string) nftmodel.Verdict { return nftmodel.Verdict{Kind: nftmodel.Goto, Chain: chain} }
-
 // TestNFTDifferences: the kernel's difference with the plan kept to what
 // concerns one frontend.
 func TestNFTDifferences(t *testing.T) {
@@ -155,19 +153,19 @@ func TestNFTDifferences(t *testing.T) {
 		name: "elements keyed by the frontend or naming its chains",
 		changes: nft.TableChanges{Family: "ip",
 			ElementsAdded: []nft.ElementChange{
-				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)}),
-				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.100", tcp, 80), Verdict: goTo(cartChain)}),
-				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.1", tcp, 80), Verdict: goTo(cartChain)}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: nftmodel.GoTo(webChain)}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.100", tcp, 80), Verdict: nftmodel.GoTo(cartChain)}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.1", tcp, 80), Verdict: nftmodel.GoTo(cartChain)}),
 				change("cluster-frontends", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80)}),
 				change("cluster-frontends", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 8080)}),
 				change("cluster-ips", addrOnly, nftmodel.Element{Key: key("10.96.0.10", 0, 0)}),
 				{Set: "service-ips", Text: "0x0a60 : goto " + webChain}, // made by hand, of another type: does not decode
 			},
 			ElementsRemoved: []nft.ElementChange{
-				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.77", tcp, 80), Verdict: goTo(webChain)}),
-				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo("reject-chain")}),
-				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.11", tcp, 80), Comment: "shop/web:http", Verdict: goTo("reject-chain")}),
-				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.12", tcp, 80), Comment: "shop/web:https", Verdict: goTo("reject-chain")}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.77", tcp, 80), Verdict: nftmodel.GoTo(webChain)}),
+				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: nftmodel.GoTo("reject-chain")}),
+				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.11", tcp, 80), Comment: "shop/web:http", Verdict: nftmodel.GoTo("reject-chain")}),
+				change("no-endpoint-services", addrProtoPort, nftmodel.Element{Key: key("10.96.0.12", tcp, 80), Comment: "shop/web:https", Verdict: nftmodel.GoTo("reject-chain")}),
 			},
 		},
 		fe: web(),
@@ -199,10 +197,10 @@ func TestNFTDifferences(t *testing.T) {
 		name: "node ports: keyed by protocol and port, and the node's address",
 		changes: nft.TableChanges{Family: "ip",
 			ElementsAdded: []nft.ElementChange{
-				change("service-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30080), Verdict: goTo(webExt)}),
-				change("service-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30081), Verdict: goTo("external-AAAAAAAA-shop/cart/tcp/http")}),
+				change("service-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30080), Verdict: nftmodel.GoTo(webExt)}),
+				change("service-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30081), Verdict: nftmodel.GoTo("external-AAAAAAAA-shop/cart/tcp/http")}),
 				change("nodeport-ips", addrOnly, nftmodel.Element{Key: key("192.168.10.11", 0, 0)}),
-				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)}), // a cluster IP's element names the service chain
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: nftmodel.GoTo(webChain)}), // a cluster IP's element names the service chain
 			},
 			ElementsRemoved: []nft.ElementChange{
 				change("no-endpoint-nodeports", protoPort, nftmodel.Element{Key: key("", tcp, 30080), Verdict: drop}),
@@ -220,8 +218,8 @@ func TestNFTDifferences(t *testing.T) {
 		changes: nft.TableChanges{Family: "ip",
 			ChainsRemoved: []string{webChain, "service-OLDOLDOL-shop/old/tcp/http"},
 			ElementsRemoved: []nft.ElementChange{
-				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.99", tcp, 80), Verdict: goTo("service-OLDOLDOL-shop/old/tcp/http")}),
-				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.99", tcp, 80), Verdict: nftmodel.GoTo("service-OLDOLDOL-shop/old/tcp/http")}),
+				change("service-ips", addrProtoPort, nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: nftmodel.GoTo(webChain)}),
 			},
 		},
 		fe: noService,

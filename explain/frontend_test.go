@@ -31,8 +31,6 @@ func key(addr string, proto nftmodel.Proto, port uint16) nftmodel.Key {
 	return k
 }
 
-func goTo(chain string) nftmodel.Verdict { return nftmodel.Verdict{Kind: nftmodel.Goto, Chain: chain} }
-
 // TestPickWindows: the ranges each chain picks from, read from the
 // nftables model, by family.
 func TestPickWindows(t *testing.T) {
@@ -68,14 +66,14 @@ func TestReachChains(t *testing.T) {
 	tcp := nftmodel.TCP
 	tb := &nftmodel.Table{Family: nftmodel.IPv4, Name: "netspec"}
 	tb.AddSet("", &nftmodel.Set{Name: "service-ips", Key: addrProtoPort, Verdicts: true, Elements: []nftmodel.Element{
-		{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)},
-		{Key: key("10.96.0.20", tcp, 80), Verdict: goTo(cartChain)},
+		{Key: key("10.96.0.10", tcp, 80), Verdict: nftmodel.GoTo(webChain)},
+		{Key: key("10.96.0.20", tcp, 80), Verdict: nftmodel.GoTo(cartChain)},
 	}})
 	tb.AddSet("", &nftmodel.Set{Name: "service-nodeports", Key: protoPort, Verdicts: true, Elements: []nftmodel.Element{
-		{Key: key("", tcp, 30080), Verdict: goTo(webExt)},
+		{Key: key("", tcp, 30080), Verdict: nftmodel.GoTo(webExt)},
 	}})
 	tb.AddChain("", &nftmodel.Chain{Name: "services", Rules: []nftmodel.Rule{{nftmodel.VMap{Key: nftmodel.KeyDAddrProtoPort, Map: "service-ips"}}}})
-	tb.AddChain("", &nftmodel.Chain{Name: webExt, Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "mark-for-masquerade"}}, {goTo(webChain)}}})
+	tb.AddChain("", &nftmodel.Chain{Name: webExt, Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: "mark-for-masquerade"}}, {nftmodel.GoTo(webChain)}}})
 	tb.AddChain("", &nftmodel.Chain{Name: "mark-for-masquerade"})
 	tb.AddChain("", &nftmodel.Chain{Name: webChain, Rules: []nftmodel.Rule{{nftmodel.Update{Set: webAff, Key: nftmodel.KeySAddr}, nftmodel.ProtoMatch{Proto: tcp}, nftmodel.DNATMap{Mod: 2520, Offset: 975480000, Map: "endpoints-62"}}}})
 	tb.AddChain("", &nftmodel.Chain{Name: cartChain})
@@ -128,25 +126,25 @@ func TestFrontendElement(t *testing.T) {
 		ep   *nftmodel.EndpointElement
 		want bool
 	}{
-		{name: "keyed by the cluster IP", fe: cluster, set: "service-ips", el: &nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: goTo(webChain)}, want: true},
+		{name: "keyed by the cluster IP", fe: cluster, set: "service-ips", el: &nftmodel.Element{Key: key("10.96.0.10", tcp, 80), Verdict: nftmodel.GoTo(webChain)}, want: true},
 		{name: "keyed by the cluster IP, no verdict", fe: cluster, set: "cluster-frontends", el: &nftmodel.Element{Key: key("10.96.0.10", tcp, 80)}, want: true},
 		{name: "another port", fe: cluster, set: "cluster-frontends", el: &nftmodel.Element{Key: key("10.96.0.10", tcp, 8080)}},
 		{name: "another protocol", fe: cluster, set: "cluster-frontends", el: &nftmodel.Element{Key: key("10.96.0.10", udp, 80)}},
 		{name: "the address alone is no cluster IP's key", fe: cluster, set: "cluster-ips", el: &nftmodel.Element{Key: key("10.96.0.10", 0, 0)}},
-		{name: "another key going to the port's chain", fe: cluster, set: "service-ips", el: &nftmodel.Element{Key: key("10.96.0.77", tcp, 80), Verdict: goTo(webChain)}, want: true},
-		{name: "another key going to another chain", fe: cluster, set: "service-ips", el: &nftmodel.Element{Key: key("10.96.0.100", tcp, 80), Verdict: goTo(cartChain)}},
-		{name: "a comment naming the port", fe: cluster, set: "no-endpoint-services", el: &nftmodel.Element{Key: key("10.96.0.11", tcp, 80), Comment: "shop/web:http", Verdict: goTo("reject-chain")}, want: true},
-		{name: "a comment naming another port", fe: cluster, set: "no-endpoint-services", el: &nftmodel.Element{Key: key("10.96.0.12", tcp, 80), Comment: "shop/web:https", Verdict: goTo("reject-chain")}},
+		{name: "another key going to the port's chain", fe: cluster, set: "service-ips", el: &nftmodel.Element{Key: key("10.96.0.77", tcp, 80), Verdict: nftmodel.GoTo(webChain)}, want: true},
+		{name: "another key going to another chain", fe: cluster, set: "service-ips", el: &nftmodel.Element{Key: key("10.96.0.100", tcp, 80), Verdict: nftmodel.GoTo(cartChain)}},
+		{name: "a comment naming the port", fe: cluster, set: "no-endpoint-services", el: &nftmodel.Element{Key: key("10.96.0.11", tcp, 80), Comment: "shop/web:http", Verdict: nftmodel.GoTo("reject-chain")}, want: true},
+		{name: "a comment naming another port", fe: cluster, set: "no-endpoint-services", el: &nftmodel.Element{Key: key("10.96.0.12", tcp, 80), Comment: "shop/web:https", Verdict: nftmodel.GoTo("reject-chain")}},
 		{name: "an endpoint the port's chain picks", fe: cluster, set: "endpoints-62", ep: ep(975482519), want: true},
 		{name: "an endpoint past the window", fe: cluster, set: "endpoints-62", ep: ep(975482520)},
 		{name: "an endpoint of another map", fe: cluster, set: "endpoints-63", ep: ep(975480000)},
 		{name: "an element that does not decode", fe: cluster, set: "service-ips"},
-		{name: "the node port's protocol and port", fe: nodePort, set: "service-nodeports", el: &nftmodel.Element{Key: key("", tcp, 30080), Verdict: goTo(webExt)}, want: true},
-		{name: "another node port", fe: nodePort, set: "service-nodeports", el: &nftmodel.Element{Key: key("", tcp, 30081), Verdict: goTo("external-AAAAAAAA-shop/cart/tcp/http")}},
+		{name: "the node port's protocol and port", fe: nodePort, set: "service-nodeports", el: &nftmodel.Element{Key: key("", tcp, 30080), Verdict: nftmodel.GoTo(webExt)}, want: true},
+		{name: "another node port", fe: nodePort, set: "service-nodeports", el: &nftmodel.Element{Key: key("", tcp, 30081), Verdict: nftmodel.GoTo("external-AAAAAAAA-shop/cart/tcp/http")}},
 		{name: "the node's address", fe: nodePort, set: "nodeport-ips", el: &nftmodel.Element{Key: key("192.168.10.11", 0, 0)}, want: true},
 		{name: "the node's address as a /32", fe: nodePort, set: "nodeport-ips", el: &nftmodel.Element{Key: nftmodel.Key{Addr: netip.MustParseAddr("192.168.10.11"), Bits: 32}}, want: true},
 		{name: "a prefix holding the node's address", fe: nodePort, set: "nodeport-ips", el: &nftmodel.Element{Key: nftmodel.Key{Addr: netip.MustParseAddr("192.168.10.11"), Bits: 24}}},
-		{name: "a node port is not keyed by address, protocol and port", fe: nodePort, set: "service-ips", el: &nftmodel.Element{Key: key("192.168.10.11", tcp, 30080), Verdict: goTo(cartChain)}},
+		{name: "a node port is not keyed by address, protocol and port", fe: nodePort, set: "service-ips", el: &nftmodel.Element{Key: key("192.168.10.11", tcp, 30080), Verdict: nftmodel.GoTo(cartChain)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.fe.Element(tc.set, tc.el, tc.ep); got != tc.want {

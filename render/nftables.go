@@ -594,7 +594,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}}
 	switch {
 	case len(v.cluster) > 0:
-		e.Verdict = gotoVerdict(v.internalChain())
+		e.Verdict = nftmodel.GoTo(v.internalChain())
 	case svc.InternalLocal && usable:
 		e.Verdict, e.Comment = dropVerdict, label
 	default:
@@ -614,7 +614,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	// External traffic: external IPs, LoadBalancer IPs and the node port.
 	var toExternal, noEndpoint nftmodel.Verdict
 	if v.externalChain != "" {
-		toExternal = gotoVerdict(v.externalChain)
+		toExternal = nftmodel.GoTo(v.externalChain)
 	}
 	if len(v.external) == 0 {
 		noEndpoint = rejectVerdict
@@ -656,7 +656,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 
 	// loadBalancerSourceRanges.
 	if v.firewallChain != "" {
-		e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}, Verdict: gotoVerdict(v.firewallChain)}
+		e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}, Verdict: nftmodel.GoTo(v.firewallChain)}
 		for _, a := range v.lbIPs {
 			e.Key.Addr = a
 			t.firewall = append(t.firewall, e)

@@ -59,10 +59,6 @@ func jumpRule(chain string) nftmodel.Rule {
 	return nftmodel.Rule{nftmodel.Verdict{Kind: nftmodel.Jump, Chain: chain}}
 }
 
-func gotoVerdict(chain string) nftmodel.Verdict {
-	return nftmodel.Verdict{Kind: nftmodel.Goto, Chain: chain}
-}
-
 func newConnJump(chain string) nftmodel.Rule {
 	return nftmodel.Rule{nftmodel.CtMatch{Key: nftmodel.CtState, Bits: nftmodel.StateNew}, nftmodel.Verdict{Kind: nftmodel.Jump, Chain: chain}}
 }
@@ -432,23 +428,23 @@ func (t *nftTable) appendExternalChains(items []nftmodel.Item, v *nftPortView) [
 		if v.shortCircuit() {
 			if len(t.podCIDRs) > 0 {
 				b = append(b, "pods and the node (masqueraded) go to the service chain, "...)
-				rules = append(rules, nftmodel.Rule{t.podMatch(false), gotoVerdict(v.serviceChain)})
+				rules = append(rules, nftmodel.Rule{t.podMatch(false), nftmodel.GoTo(v.serviceChain)})
 			} else {
 				b = append(b, "the node (masqueraded) goes to the service chain, "...)
 			}
 			rules = append(rules,
 				nftmodel.Rule{nftmodel.FibLocal{}, markMasqueradeStmt},
-				nftmodel.Rule{nftmodel.FibLocal{}, gotoVerdict(v.serviceChain)})
+				nftmodel.Rule{nftmodel.FibLocal{}, nftmodel.GoTo(v.serviceChain)})
 		}
 		if len(v.external) > 0 {
 			b = append(b, "the rest to the local chain"...)
-			rules = append(rules, nftmodel.Rule{gotoVerdict(v.localChain)})
+			rules = append(rules, nftmodel.Rule{nftmodel.GoTo(v.localChain)})
 		} else {
 			b = append(b, "the rest is dropped (no local endpoint)"...)
 		}
 	case !v.externalPicks():
 		b = append(b, ", policy Cluster: masquerade, then as the service chain"...)
-		rules = []nftmodel.Rule{{markMasqueradeStmt}, {gotoVerdict(v.serviceChain)}}
+		rules = []nftmodel.Rule{{markMasqueradeStmt}, {nftmodel.GoTo(v.serviceChain)}}
 	default:
 		b = append(b, ", policy Cluster: masquerade, then picks "...)
 		b = appendCountEndpoints(b, len(v.external), "")

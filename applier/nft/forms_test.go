@@ -27,7 +27,6 @@ func modelForms() *nftmodel.Ruleset {
 		}
 		loop := p("127.0.0.0/8", "::1/128")
 		t := &nftmodel.Table{Family: f, Name: "netspec", Comment: "forms."}
-		goTo := func(c string) nftmodel.Verdict { return nftmodel.Verdict{Kind: nftmodel.Goto, Chain: c} }
 		markOr := nftmodel.MarkSet{Op: nftmodel.MarkOr, Value: 0x4000}
 		t.AddChain("Base chains.", &nftmodel.Chain{Name: "nat-prerouting",
 			Hook:  &nftmodel.Hook{Type: nftmodel.NAT, Hook: nftmodel.Prerouting, Priority: nftmodel.PriorityDstNAT},
@@ -76,11 +75,11 @@ func modelForms() *nftmodel.Ruleset {
 		}})
 		t.AddChain("", &nftmodel.Chain{Name: "ext", Rules: []nftmodel.Rule{
 			{markOr},
-			{nftmodel.AddrMatch{Field: nftmodel.SAddr, Prefixes: []netip.Prefix{p("10.244.0.0/16", "fd00:244::/48")}}, goTo("svc")},
-			{nftmodel.Lookup{Key: nftmodel.KeySAddr, Set: "pod-cidrs"}, goTo("svc")},
+			{nftmodel.AddrMatch{Field: nftmodel.SAddr, Prefixes: []netip.Prefix{p("10.244.0.0/16", "fd00:244::/48")}}, nftmodel.GoTo("svc")},
+			{nftmodel.Lookup{Key: nftmodel.KeySAddr, Set: "pod-cidrs"}, nftmodel.GoTo("svc")},
 			{nftmodel.FibLocal{}, markOr},
-			{nftmodel.FibLocal{}, goTo("svc")},
-			{goTo("svc")},
+			{nftmodel.FibLocal{}, nftmodel.GoTo("svc")},
+			{nftmodel.GoTo("svc")},
 		}})
 		t.AddChain("", &nftmodel.Chain{Name: "fw", Rules: []nftmodel.Rule{
 			{nftmodel.AddrMatch{Field: nftmodel.SAddr, Neq: true, Prefixes: []netip.Prefix{p("198.51.100.0/24", "2001:db8::/64")}, Braces: true}, nftmodel.Verdict{Kind: nftmodel.Drop}},
@@ -100,12 +99,12 @@ func modelForms() *nftmodel.Ruleset {
 		addr3 := []nftmodel.KeyPart{nftmodel.AddrPart, nftmodel.ProtoPart, nftmodel.ServicePart}
 		reports := nftmodel.Key{Addr: a("10.96.0.11", "fd00:96::11"), Proto: nftmodel.SCTP, Port: 3868}
 		t.AddSet("Maps.", &nftmodel.Set{Name: "vm", Comment: "vm: a verdict map", Key: addr3, Verdicts: true, Elements: []nftmodel.Element{
-			{Key: nftmodel.Key{Addr: a("10.96.0.10", "fd00:96::10"), Proto: nftmodel.TCP, Port: 80}, Verdict: goTo("svc")},
-			{Key: reports, Verdict: goTo("check"), Comment: "shop/reports:http"},
+			{Key: nftmodel.Key{Addr: a("10.96.0.10", "fd00:96::10"), Proto: nftmodel.TCP, Port: 80}, Verdict: nftmodel.GoTo("svc")},
+			{Key: reports, Verdict: nftmodel.GoTo("check"), Comment: "shop/reports:http"},
 			{Key: nftmodel.Key{Addr: a("10.96.0.12", "fd00:96::12"), Proto: nftmodel.UDP, Port: 53}, Verdict: nftmodel.Verdict{Kind: nftmodel.Drop}, Comment: "a \"b\""},
 		}, Dropped: map[nftmodel.Key][]nftmodel.Verdict{reports: {{Kind: nftmodel.Drop}}}})
 		t.AddSet("", &nftmodel.Set{Name: "vmp", Key: []nftmodel.KeyPart{nftmodel.ProtoPart, nftmodel.ServicePart}, Verdicts: true, Elements: []nftmodel.Element{
-			{Key: nftmodel.Key{Proto: nftmodel.TCP, Port: 30080}, Verdict: goTo("ext")},
+			{Key: nftmodel.Key{Proto: nftmodel.TCP, Port: 30080}, Verdict: nftmodel.GoTo("ext")},
 		}})
 		t.AddSet("", &nftmodel.Set{Name: "empty", Key: []nftmodel.KeyPart{nftmodel.ProtoPart, nftmodel.ServicePart}, Verdicts: true})
 		t.AddSet("", &nftmodel.Set{Name: "frontends", Key: addr3, Elements: []nftmodel.Element{

@@ -12,7 +12,6 @@ import (
 // removed and added; a table of the other family is another table.
 func TestDiff(t *testing.T) {
 	addr := func(s string) Key { return Key{Addr: netip.MustParseAddr(s)} }
-	goTo := func(c string) Verdict { return Verdict{Kind: Goto, Chain: c} }
 	ep := func(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 	table := func(f Family, rules map[string]Rule, elems []Element, dropped map[Key][]Verdict, eps []EndpointElement) *Table {
 		tb := &Table{Family: f, Name: "netspec"}
@@ -29,8 +28,8 @@ func TestDiff(t *testing.T) {
 		"a": {Verdict{Kind: Drop}},
 		"b": {Verdict{Kind: Jump, Chain: "a"}},
 	}, []Element{
-		{Key: addr("10.0.0.1"), Verdict: goTo("a")},
-		{Key: addr("10.0.0.2"), Verdict: goTo("a")},
+		{Key: addr("10.0.0.1"), Verdict: GoTo("a")},
+		{Key: addr("10.0.0.2"), Verdict: GoTo("a")},
 	}, nil, []EndpointElement{
 		{Lo: 0, Hi: 9, To: ep("10.244.0.1:80")},
 		{Lo: 10, Hi: 19, To: ep("10.244.0.2:80")},
@@ -40,9 +39,9 @@ func TestDiff(t *testing.T) {
 			"a": {Verdict{Kind: Drop}},             // same
 			"c": {Verdict{Kind: Jump, Chain: "a"}}, // b removed, c added
 		}, []Element{
-			{Key: addr("10.0.0.1"), Verdict: goTo("a")},
-			{Key: addr("10.0.0.2"), Verdict: goTo("c")}, // value changed
-			{Key: addr("10.0.0.3"), Verdict: goTo("a")}, // added
+			{Key: addr("10.0.0.1"), Verdict: GoTo("a")},
+			{Key: addr("10.0.0.2"), Verdict: GoTo("c")}, // value changed
+			{Key: addr("10.0.0.3"), Verdict: GoTo("a")}, // added
 		}, map[Key][]Verdict{addr("10.0.0.1"): {{Kind: Drop}}}, // a dropped duplicate is the file's only
 			[]EndpointElement{
 				{Lo: 0, Hi: 9, To: ep("10.244.0.1:80"), Note: "a note is the file's only"},

@@ -361,6 +361,10 @@ type Verdict struct {
 	Chain string // of Jump and Goto
 }
 
+// GoTo is the verdict that goes to chain: that of the map elements and
+// dispatch rules that send a packet on to a Service's chains.
+func GoTo(chain string) Verdict { return Verdict{Kind: Goto, Chain: chain} }
+
 // AppendText appends the verdict as nft writes it.
 func (v Verdict) AppendText(b []byte) []byte {
 	switch v.Kind {

@@ -149,16 +149,16 @@ func serviceSentence(si *ServiceInfo) string {
 	case si.Headless:
 		parts = append(parts, si.Type+" None (headless)")
 	default:
-		parts = append(parts, si.Type+" "+joinStrings(si.ClusterIPs))
+		parts = append(parts, si.Type+" "+join(si.ClusterIPs))
 	}
 	if len(si.ExternalIPs) > 0 {
-		parts = append(parts, "externalIPs "+joinStrings(si.ExternalIPs))
+		parts = append(parts, "externalIPs "+join(si.ExternalIPs))
 	}
 	if len(si.LoadBalancerIPs) > 0 {
-		parts = append(parts, "loadBalancer "+joinStrings(si.LoadBalancerIPs))
+		parts = append(parts, "loadBalancer "+join(si.LoadBalancerIPs))
 	}
 	if len(si.SourceRanges) > 0 {
-		parts = append(parts, "sourceRanges "+joinStrings(si.SourceRanges))
+		parts = append(parts, "sourceRanges "+join(si.SourceRanges))
 	}
 	if si.AffinitySeconds > 0 {
 		parts = append(parts, fmt.Sprintf("ClientIP affinity %ds", si.AffinitySeconds))
@@ -193,7 +193,7 @@ func serviceSentence(si *ServiceInfo) string {
 func portSentence(p PortInfo) string {
 	s := portLabel(p)
 	if len(p.TargetPorts) > 0 {
-		s += " -> " + joinPorts(p.TargetPorts)
+		s += " -> " + join(p.TargetPorts)
 	}
 	if p.NodePort != 0 {
 		s += fmt.Sprintf(" nodePort %d", p.NodePort)
@@ -520,7 +520,7 @@ func writeServiceMarkdown(w io.Writer, si *ServiceInfo) {
 		if p.NodePort != 0 {
 			np = fmt.Sprint(p.NodePort)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", portLabel(p), joinPorts(p.TargetPorts), np, endpointCount(p))
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", portLabel(p), join(p.TargetPorts), np, endpointCount(p))
 	}
 }
 

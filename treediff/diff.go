@@ -339,40 +339,35 @@ func mergeServices(old, new map[string]*plan.Plan, nodes []string) []ServiceDiff
 
 	var out []ServiceDiff
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		first, ok := bases[0][k]
-		shared := ok
-		for i := 1; i < len(nodes) && shared; i++ {
+		shared := true
+		for i := range nodes {
 			b, ok := bases[i][k]
-			shared = ok && reflect.DeepEqual(b, first)
+			shared = shared && ok && reflect.DeepEqual(b, bases[0][k])
 		}
-		ns, name, _ := strings.Cut(k, "/")
-		entry := ServiceDiff{Namespace: ns, Name: name, Change: DiffChanged}
-		if shared {
-			entry = first
-			entry.Ports = slices.Clone(first.Ports)
-		}
-		for _, f := range fwds[0] {
-			if f.svc == k && count[f] == len(nodes) {
-				addForwarding(&entry, ref, f)
-			}
-		}
-		if shared || len(entry.Ports) > 0 {
-			out = append(out, entry)
-		}
-		for i, n := range nodes {
-			e := ServiceDiff{Namespace: ns, Name: name, Node: n, Change: DiffChanged}
-			if b, ok := bases[i][k]; ok && !shared {
+		// entry adds the entry of node ("" for every node) from the i-th
+		// node's changes: its base ones with base, and its forwarding
+		// changes seen on every node (all) or not.
+		entry := func(node string, i int, base, all bool) {
+			ns, name, _ := strings.Cut(k, "/")
+			e := ServiceDiff{Namespace: ns, Name: name, Node: node, Change: DiffChanged}
+			b, ok := bases[i][k]
+			if ok = ok && base; ok {
 				e = b
-				e.Node = n
+				e.Node = node
+				e.Ports = slices.Clone(b.Ports)
 			}
 			for _, f := range fwds[i] {
-				if f.svc == k && count[f] < len(nodes) {
+				if f.svc == k && (count[f] == len(nodes)) == all {
 					addForwarding(&e, ref, f)
 				}
 			}
-			if _, ok := bases[i][k]; ok && !shared || len(e.Ports) > 0 {
+			if ok || len(e.Ports) > 0 {
 				out = append(out, e)
 			}
+		}
+		entry("", 0, shared, true)
+		for i, n := range nodes {
+			entry(n, i, !shared, false)
 		}
 	}
 	for i := range out {
@@ -527,15 +522,8 @@ func addrSet(eps []plan.Endpoint, idx []int) map[netip.AddrPort]bool {
 }
 
 func hasExternal(s *plan.Service) bool {
-	if len(s.ExternalIPs) > 0 || len(s.LoadBalancerIPs) > 0 {
-		return true
-	}
-	for _, p := range s.Ports {
-		if p.NodePort != 0 {
-			return true
-		}
-	}
-	return false
+	return len(s.ExternalIPs) > 0 || len(s.LoadBalancerIPs) > 0 ||
+		slices.ContainsFunc(s.Ports, func(p plan.Port) bool { return p.NodePort != 0 })
 }
 
 func diffEndpoints(old, new []plan.Endpoint) []EndpointDiff {

@@ -59,11 +59,8 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 		return
 	}
 	for _, n := range d.Nodes {
-		switch n.Change {
-		case DiffAdded:
-			fmt.Fprintf(w, "+ node %s\n", n.Name)
-		case DiffRemoved:
-			fmt.Fprintf(w, "- node %s\n", n.Name)
+		if n.Change != "" {
+			fmt.Fprintf(w, "%s node %s\n", changeMark(n.Change), n.Name)
 		}
 		if len(n.Fields) > 0 {
 			fmt.Fprintf(w, "~ node %s: %s\n", n.Name, fieldPhrases(n.Fields))
@@ -74,10 +71,7 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 	}
 	for i := range d.Services {
 		s := &d.Services[i]
-		subject := "service " + s.Key()
-		if s.Node != "" {
-			subject += " on " + nodeName(s.Node)
-		}
+		subject := "service " + s.Key() + onNode(s.Node)
 		switch s.Change {
 		case DiffAdded:
 			fmt.Fprintf(w, "+ %s: %s\n", subject, serviceSentence(s.Service))

@@ -209,23 +209,21 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 			}
 		}
 	}
+	// The cause and the verdict end every explanation, then the kernel's
+	// check.
 	defer x.kernel(o.Kernel, o.KernelDiffers)
+	defer x.verdict()
 	if o.Probing {
 		x.execPods = schema.ExecPodsByKey(objs)
 	}
-	if len(o.Probes) > 0 {
-		x.probes = map[probeKey]ProbeFailure{}
-		for _, f := range o.Probes {
-			if _, ok := x.probes[probeKey{f.Service, f.Endpoint}]; !ok {
-				x.probes[probeKey{f.Service, f.Endpoint}] = f
-			}
-		}
+	x.probes = map[probeKey]ProbeFailure{}
+	for _, f := range slices.Backward(o.Probes) { // an endpoint's first failure last
+		x.probes[probeKey{f.Service, f.Endpoint}] = f
 	}
 	to := fmt.Sprintf("%s/%s", x.To, pk.Protocol)
 	if d.Service == "" {
 		x.step("%s matches no Service frontend on node %s", to, p.Node.Name)
 		x.Cause = notService(p, objs, pk)
-		x.verdict()
 		return x
 	}
 	s := planService(p, d.Service)
@@ -235,7 +233,6 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		x.step("%s is a %s of Service %s, which has no port %d/%s", pk.Dst, d.Frontend, d.Service, pk.Port, pk.Protocol)
 		x.Cause = &Cause{CausePortNotServed, fmt.Sprintf("Service %s does not serve %d/%s on its cluster IP; it serves %s",
 			d.Service, pk.Port, pk.Protocol, servedPorts(s))}
-		x.verdict()
 		return x
 	}
 	x.step("frontend: %s %s of Service %s", d.Frontend, to, d.Service)
@@ -264,7 +261,6 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 				text += defaultSourceHint
 			}
 			x.Cause = &Cause{CauseSourceOutside, text}
-			x.verdict()
 			return x
 		}
 		x.step("source %s is inside loadBalancerSourceRanges %s", pk.Src, list(s.SourceRanges))
@@ -352,7 +348,6 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		}
 		x.Cause = &Cause{CauseLocalNoEndpoint, text}
 	}
-	x.verdict()
 	return x
 }
 
@@ -511,10 +506,7 @@ func (x *Explanation) kernel(checks []KernelCheck, differs string) {
 
 // endpoints notes each endpoint of port, taken or left out and why.
 func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, d plan.Detail, pk plan.Packet) {
-	anyReady := false
-	for _, e := range port.Endpoints {
-		anyReady = anyReady || e.Ready && e.IP.Is4() == pk.Dst.Unmap().Is4()
-	}
+	anyReady := slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool { return e.Ready && e.IP.Is4() == pk.Dst.Unmap().Is4() })
 	local := s.InternalLocal
 	switch {
 	case d.Set == "external":

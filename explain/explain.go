@@ -217,7 +217,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		x.execPods = schema.ExecPodsByKey(objs)
 	}
 	x.probes = map[probeKey]ProbeFailure{}
-	for _, f := range slices.Backward(o.Probes) { // an endpoint's first failure last
+	for _, f := range slices.Backward(o.Probes) { // an endpoint's first failure written last
 		x.probes[probeKey{f.Service, f.Endpoint}] = f
 	}
 	to := fmt.Sprintf("%s/%s", x.To, pk.Protocol)
@@ -506,7 +506,9 @@ func (x *Explanation) kernel(checks []KernelCheck, differs string) {
 
 // endpoints notes each endpoint of port, taken or left out and why.
 func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, d plan.Detail, pk plan.Packet) {
-	anyReady := slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool { return e.Ready && e.IP.Is4() == pk.Dst.Unmap().Is4() })
+	anyReady := slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool {
+		return e.Ready && e.IP.Is4() == pk.Dst.Unmap().Is4()
+	})
 	local := s.InternalLocal
 	switch {
 	case d.Set == "external":

@@ -410,7 +410,8 @@ func sortPorts(e *ServiceDiff, r pair[plan.Service]) {
 	slices.SortStableFunc(e.Ports, func(a, b PortDiff) int { return cmp.Compare(order(a.Name), order(b.Name)) })
 	for i := range e.Ports {
 		slices.SortFunc(e.Ports[i].Forwarding, func(a, b ForwardingChange) int {
-			return cmp.Or(strings.Compare(a.Traffic, b.Traffic), strings.Compare(a.Change, b.Change), a.Endpoint.Compare(b.Endpoint))
+			return cmp.Or(strings.Compare(a.Traffic, b.Traffic), strings.Compare(a.Change, b.Change),
+				a.Endpoint.Compare(b.Endpoint))
 		})
 	}
 }

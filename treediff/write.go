@@ -406,6 +406,9 @@ func dataPlaneLine(nodes []NodeDiff) string {
 
 // ---- markdown ----
 
+// WriteMarkdown writes the markdown format of a diff, for a pull-request
+// comment: a summary line, a section per kind of change, and a table of
+// each node's data-plane counts.
 func WriteMarkdown(w io.Writer, d *PlanDiff) {
 	fmt.Fprintf(w, "## netspec diff\n\n")
 	if d.Empty() {

@@ -1086,10 +1086,7 @@ func policy(local bool) string {
 }
 
 func portName(sp *schema.ServicePort) string {
-	if sp.Name != "" {
-		return sp.Name
-	}
-	return fmt.Sprintf("%d/%s", sp.Port, sp.Protocol)
+	return cmp.Or(sp.Name, fmt.Sprintf("%d/%s", sp.Port, sp.Protocol))
 }
 
 func labels(m schema.StringMap) string {
@@ -1109,15 +1106,9 @@ func list[T fmt.Stringer](xs []T) string {
 	return strings.Join(out, ", ")
 }
 
+// orNone writes the words of ss that are not "" comma-separated, or
+// "none".
 func orNone(ss []string) string {
-	var out []string
-	for _, s := range ss {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ", ")
+	words := slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return s == "" })
+	return cmp.Or(strings.Join(words, ", "), "none")
 }

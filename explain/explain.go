@@ -209,23 +209,21 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 			}
 		}
 	}
+	// The cause and the verdict end every explanation, then the kernel's
+	// check.
 	defer x.kernel(o.Kernel, o.KernelDiffers)
+	defer x.verdict()
 	if o.Probing {
 		x.execPods = schema.ExecPodsByKey(objs)
 	}
-	if len(o.Probes) > 0 {
-		x.probes = map[probeKey]ProbeFailure{}
-		for _, f := range o.Probes {
-			if _, ok := x.probes[probeKey{f.Service, f.Endpoint}]; !ok {
-				x.probes[probeKey{f.Service, f.Endpoint}] = f
-			}
-		}
+	x.probes = map[probeKey]ProbeFailure{}
+	for _, f := range slices.Backward(o.Probes) { // an endpoint's first failure written last
+		x.probes[probeKey{f.Service, f.Endpoint}] = f
 	}
 	to := fmt.Sprintf("%s/%s", x.To, pk.Protocol)
 	if d.Service == "" {
 		x.step("%s matches no Service frontend on node %s", to, p.Node.Name)
 		x.Cause = notService(p, objs, pk)
-		x.verdict()
 		return x
 	}
 	s := planService(p, d.Service)
@@ -235,7 +233,6 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		x.step("%s is a %s of Service %s, which has no port %d/%s", pk.Dst, d.Frontend, d.Service, pk.Port, pk.Protocol)
 		x.Cause = &Cause{CausePortNotServed, fmt.Sprintf("Service %s does not serve %d/%s on its cluster IP; it serves %s",
 			d.Service, pk.Port, pk.Protocol, servedPorts(s))}
-		x.verdict()
 		return x
 	}
 	x.step("frontend: %s %s of Service %s", d.Frontend, to, d.Service)
@@ -264,7 +261,6 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 				text += defaultSourceHint
 			}
 			x.Cause = &Cause{CauseSourceOutside, text}
-			x.verdict()
 			return x
 		}
 		x.step("source %s is inside loadBalancerSourceRanges %s", pk.Src, list(s.SourceRanges))
@@ -352,7 +348,6 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		}
 		x.Cause = &Cause{CauseLocalNoEndpoint, text}
 	}
-	x.verdict()
 	return x
 }
 
@@ -511,10 +506,9 @@ func (x *Explanation) kernel(checks []KernelCheck, differs string) {
 
 // endpoints notes each endpoint of port, taken or left out and why.
 func (x *Explanation) endpoints(p *plan.Plan, s *plan.Service, port *plan.Port, d plan.Detail, pk plan.Packet) {
-	anyReady := false
-	for _, e := range port.Endpoints {
-		anyReady = anyReady || e.Ready && e.IP.Is4() == pk.Dst.Unmap().Is4()
-	}
+	anyReady := slices.ContainsFunc(port.Endpoints, func(e plan.Endpoint) bool {
+		return e.Ready && e.IP.Is4() == pk.Dst.Unmap().Is4()
+	})
 	local := s.InternalLocal
 	switch {
 	case d.Set == "external":
@@ -1092,10 +1086,7 @@ func policy(local bool) string {
 }
 
 func portName(sp *schema.ServicePort) string {
-	if sp.Name != "" {
-		return sp.Name
-	}
-	return fmt.Sprintf("%d/%s", sp.Port, sp.Protocol)
+	return cmp.Or(sp.Name, fmt.Sprintf("%d/%s", sp.Port, sp.Protocol))
 }
 
 func labels(m schema.StringMap) string {
@@ -1115,15 +1106,9 @@ func list[T fmt.Stringer](xs []T) string {
 	return strings.Join(out, ", ")
 }
 
+// orNone writes the words of ss that are not "" comma-separated, or
+// "none".
 func orNone(ss []string) string {
-	var out []string
-	for _, s := range ss {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ", ")
+	words := slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return s == "" })
+	return cmp.Or(strings.Join(words, ", "), "none")
 }

@@ -66,15 +66,16 @@ func FrontendOf(p *plan.Plan, pk plan.Packet, model *nftmodel.Ruleset) *Frontend
 			fe.Service, fe.PortID = d.Service, cmp.Or(pt.Name, strconv.Itoa(int(pt.Port)))
 		}
 	}
-	windows := pickWindows(model)
 	for _, t := range model.Tables {
 		if t.Family.Keyword() != fe.Family {
 			continue
 		}
 		fe.Names = reachChains(t, fe.Keyed)
 		fe.PortChains = reachChains(t, func(nftmodel.Key) bool { return true })
-		for name := range fe.Names {
-			fe.Picks = append(fe.Picks, windows[fe.Family+" "+name]...)
+		for _, c := range t.Chains() {
+			if fe.Names[c.Name] {
+				fe.Picks = append(fe.Picks, pickWindows(fe.Family, c)...)
+			}
 		}
 	}
 	slices.SortFunc(fe.Picks, func(a, b PickWindow) int { return cmp.Compare(a.Lo, b.Lo) })
@@ -134,21 +135,15 @@ func (f *Frontend) Element(set string, e *nftmodel.Element, ep *nftmodel.Endpoin
 		nftmodel.CommentText(e.Comment) == nftmodel.CommentText(f.Service+":"+f.PortID)
 }
 
-// pickWindows lists, from the model render builds, the ranges of the
-// endpoint maps that each chain picks from (its DNATMap statements), by
-// family and chain name ("ip service-…").
-func pickWindows(rs *nftmodel.Ruleset) map[string][]PickWindow {
-	out := map[string][]PickWindow{}
-	for _, t := range rs.Tables {
-		family := t.Family.Keyword()
-		for _, c := range t.Chains() {
-			for _, r := range c.Rules {
-				for _, st := range r {
-					if d, ok := st.(nftmodel.DNATMap); ok && d.Mod > 0 {
-						k := family + " " + c.Name
-						out[k] = append(out[k], PickWindow{Family: family, Set: d.Map, Lo: uint64(d.Offset), Hi: uint64(d.Offset) + uint64(d.Mod) - 1})
-					}
-				}
+// pickWindows lists the ranges of the endpoint maps that a chain of the
+// model render builds, in a table of family, picks from (its DNATMap
+// statements).
+func pickWindows(family string, c *nftmodel.Chain) []PickWindow {
+	var out []PickWindow
+	for _, r := range c.Rules {
+		for _, st := range r {
+			if d, ok := st.(nftmodel.DNATMap); ok && d.Mod > 0 {
+				out = append(out, PickWindow{Family: family, Set: d.Map, Lo: uint64(d.Offset), Hi: uint64(d.Offset) + uint64(d.Mod) - 1})
 			}
 		}
 	}
@@ -160,32 +155,18 @@ func pickWindows(rs *nftmodel.Ruleset) map[string][]PickWindow {
 // returns true, and from those chains' rules: the chains they jump or go
 // to and the sets they update (a Service port's affinity sets).
 func reachChains(t *nftmodel.Table, from func(nftmodel.Key) bool) map[string]bool {
-	chains := map[string]*nftmodel.Chain{}
+	rules := map[string][]nftmodel.Rule{}
 	for _, c := range t.Chains() {
-		chains[c.Name] = c
+		rules[c.Name] = c.Rules
 	}
 	out := map[string]bool{}
-	var queue []string
-	visit := func(name string) {
-		if !out[name] {
-			out[name] = true
-			queue = append(queue, name)
+	var visit func(name string)
+	visit = func(name string) {
+		if out[name] {
+			return
 		}
-	}
-	for _, s := range t.Sets() {
-		for _, e := range s.Elements {
-			if s.Verdicts && e.Verdict.Chain != "" && from(e.Key) {
-				visit(e.Verdict.Chain)
-			}
-		}
-	}
-	for len(queue) > 0 {
-		c := chains[queue[0]]
-		queue = queue[1:]
-		if c == nil {
-			continue
-		}
-		for _, r := range c.Rules {
+		out[name] = true
+		for _, r := range rules[name] {
 			for _, st := range r {
 				switch st := st.(type) {
 				case nftmodel.Verdict:
@@ -195,6 +176,13 @@ func reachChains(t *nftmodel.Table, from func(nftmodel.Key) bool) map[string]boo
 				case nftmodel.Update:
 					out[st.Set] = true
 				}
+			}
+		}
+	}
+	for _, s := range t.Sets() {
+		for _, e := range s.Elements {
+			if s.Verdicts && e.Verdict.Chain != "" && from(e.Key) {
+				visit(e.Verdict.Chain)
 			}
 		}
 	}

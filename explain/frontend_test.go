@@ -32,7 +32,7 @@ func key(addr string, proto nftmodel.Proto, port uint16) nftmodel.Key {
 }
 
 // TestPickWindows: the ranges each chain picks from, read from the
-// nftables model, by family.
+// nftables model, in each family's table.
 func TestPickWindows(t *testing.T) {
 	const web = "service-KHN6ECMT-shop/web/tcp/http"
 	pick := func(mod, off uint32, m string) nftmodel.Rule {
@@ -43,7 +43,14 @@ func TestPickWindows(t *testing.T) {
 	v4.AddChain("", &nftmodel.Chain{Name: "services", Rules: []nftmodel.Rule{{nftmodel.Verdict{Kind: nftmodel.Goto, Chain: web}}}})
 	v6 := &nftmodel.Table{Family: nftmodel.IPv6, Name: "netspec"}
 	v6.AddChain("", &nftmodel.Chain{Name: web, Rules: []nftmodel.Rule{pick(12, 100, "endpoints-01")}})
-	got := pickWindows(&nftmodel.Ruleset{Tables: []*nftmodel.Table{v4, v6}})
+	got := map[string][]PickWindow{}
+	for _, t := range []*nftmodel.Table{v4, v6} {
+		for _, c := range t.Chains() {
+			if w := pickWindows(t.Family.Keyword(), c); w != nil {
+				got[t.Family.Keyword()+" "+c.Name] = w
+			}
+		}
+	}
 	want := map[string][]PickWindow{
 		"ip service-KHN6ECMT-shop/web/tcp/http":  {{Family: "ip", Set: "endpoints-62", Lo: 975480000, Hi: 975482519}},
 		"ip6 service-KHN6ECMT-shop/web/tcp/http": {{Family: "ip6", Set: "endpoints-01", Lo: 100, Hi: 111}},

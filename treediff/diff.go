@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"netspec.dev/netspec/plan"
@@ -245,14 +244,11 @@ func DiffWithoutDataPlane(old, new map[string]*plan.Plan) *PlanDiff { return dif
 func diff(old, new map[string]*plan.Plan, dataPlane bool) *PlanDiff {
 	d := &PlanDiff{Nodes: []NodeDiff{}}
 	names := map[string]bool{}
-	for n, p := range old {
-		if p != nil {
-			names[n] = true
-		}
-	}
-	for n, p := range new {
-		if p != nil {
-			names[n] = true
+	for _, side := range []map[string]*plan.Plan{old, new} {
+		for n, p := range side {
+			if p != nil {
+				names[n] = true
+			}
 		}
 	}
 	var common []string
@@ -336,73 +332,51 @@ func mergeServices(old, new map[string]*plan.Plan, nodes []string) []ServiceDiff
 		}
 	}
 	// Port infos and order, from the first node (Services do not depend on the node).
-	ref := serviceIndex(old[nodes[0]], new[nodes[0]])
+	ref := map[string]pair[plan.Service]{}
+	for _, s := range match(old[nodes[0]].Services, new[nodes[0]].Services, (*plan.Service).Key) {
+		ref[s.either().Key()] = s
+	}
 
 	var out []ServiceDiff
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		first, ok := bases[0][k]
-		shared := ok
-		for i := 1; i < len(nodes) && shared; i++ {
+		shared := true
+		for i := range nodes {
 			b, ok := bases[i][k]
-			shared = ok && reflect.DeepEqual(b, first)
+			shared = shared && ok && reflect.DeepEqual(b, bases[0][k])
 		}
-		ns, name, _ := strings.Cut(k, "/")
-		entry := ServiceDiff{Namespace: ns, Name: name, Change: DiffChanged}
-		if shared {
-			entry = first
-			entry.Ports = slices.Clone(first.Ports)
-		}
-		for _, f := range fwds[0] {
-			if f.svc == k && count[f] == len(nodes) {
-				addForwarding(&entry, ref, f)
-			}
-		}
-		if shared || len(entry.Ports) > 0 {
-			out = append(out, entry)
-		}
-		for i, n := range nodes {
-			e := ServiceDiff{Namespace: ns, Name: name, Node: n, Change: DiffChanged}
-			if b, ok := bases[i][k]; ok && !shared {
+		// entry adds the entry of node ("" for every node) from the i-th
+		// node's changes: its base ones with base, and its forwarding
+		// changes seen on every node (all) or not.
+		entry := func(node string, i int, base, all bool) {
+			ns, name, _ := strings.Cut(k, "/")
+			e := ServiceDiff{Namespace: ns, Name: name, Node: node, Change: DiffChanged}
+			b, ok := bases[i][k]
+			if ok = ok && base; ok {
 				e = b
-				e.Node = n
+				e.Node = node
+				e.Ports = slices.Clone(b.Ports)
 			}
 			for _, f := range fwds[i] {
-				if f.svc == k && count[f] < len(nodes) {
+				if f.svc == k && (count[f] == len(nodes)) == all {
 					addForwarding(&e, ref, f)
 				}
 			}
-			if _, ok := bases[i][k]; ok && !shared || len(e.Ports) > 0 {
+			if ok || len(e.Ports) > 0 {
 				out = append(out, e)
 			}
 		}
+		entry("", 0, shared, true)
+		for i, n := range nodes {
+			entry(n, i, !shared, false)
+		}
 	}
 	for i := range out {
-		sortPorts(&out[i], ref)
+		sortPorts(&out[i], ref[out[i].Key()])
 	}
 	return out
 }
 
-// svcRef is a Service of both sides, for port order and infos.
-type svcRef struct{ old, new *plan.Service }
-
-func serviceIndex(old, new *plan.Plan) map[string]svcRef {
-	m := map[string]svcRef{}
-	for i := range old.Services {
-		s := &old.Services[i]
-		r := m[s.Key()]
-		r.old = s
-		m[s.Key()] = r
-	}
-	for i := range new.Services {
-		s := &new.Services[i]
-		r := m[s.Key()]
-		r.new = s
-		m[s.Key()] = r
-	}
-	return m
-}
-
-func addForwarding(e *ServiceDiff, ref map[string]svcRef, f fwdItem) {
+func addForwarding(e *ServiceDiff, ref map[string]pair[plan.Service], f fwdItem) {
 	for i := range e.Ports {
 		if e.Ports[i].Name == f.port {
 			e.Ports[i].Forwarding = append(e.Ports[i].Forwarding, f.ForwardingChange)
@@ -411,8 +385,8 @@ func addForwarding(e *ServiceDiff, ref map[string]svcRef, f fwdItem) {
 	}
 	pd := PortDiff{Change: DiffChanged}
 	if s := ref[f.svc].new; s != nil {
-		if p := findPort(s, f.port); p != nil {
-			pd.PortInfo = portInfo(p)
+		if i := slices.IndexFunc(s.Ports, func(p plan.Port) bool { return p.Name == f.port }); i >= 0 {
+			pd.PortInfo = portInfo(&s.Ports[i])
 		}
 	}
 	pd.Forwarding = []ForwardingChange{f.ForwardingChange}
@@ -421,44 +395,25 @@ func addForwarding(e *ServiceDiff, ref map[string]svcRef, f fwdItem) {
 
 // sortPorts puts ports in the new Service's order, removed ones after in
 // the old one's, and sorts each port's forwarding changes.
-func sortPorts(e *ServiceDiff, ref map[string]svcRef) {
-	r := ref[e.Key()]
+func sortPorts(e *ServiceDiff, r pair[plan.Service]) {
 	order := func(name string) int {
-		if r.new != nil {
-			if i := slices.IndexFunc(r.new.Ports, func(p plan.Port) bool { return p.Name == name }); i >= 0 {
-				return i
+		for i, s := range []*plan.Service{r.new, r.old} {
+			if s == nil {
+				continue
 			}
-		}
-		if r.old != nil {
-			if i := slices.IndexFunc(r.old.Ports, func(p plan.Port) bool { return p.Name == name }); i >= 0 {
-				return 1<<16 + i
+			if j := slices.IndexFunc(s.Ports, func(p plan.Port) bool { return p.Name == name }); j >= 0 {
+				return i<<16 + j
 			}
 		}
 		return 1 << 20
 	}
-	sort.SliceStable(e.Ports, func(i, j int) bool { return order(e.Ports[i].Name) < order(e.Ports[j].Name) })
+	slices.SortStableFunc(e.Ports, func(a, b PortDiff) int { return cmp.Compare(order(a.Name), order(b.Name)) })
 	for i := range e.Ports {
-		slices.SortFunc(e.Ports[i].Forwarding, compareForwarding)
+		slices.SortFunc(e.Ports[i].Forwarding, func(a, b ForwardingChange) int {
+			return cmp.Or(strings.Compare(a.Traffic, b.Traffic), strings.Compare(a.Change, b.Change),
+				a.Endpoint.Compare(b.Endpoint))
+		})
 	}
-}
-
-func compareForwarding(a, b ForwardingChange) int {
-	if c := strings.Compare(a.Traffic, b.Traffic); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Change, b.Change); c != 0 {
-		return c
-	}
-	return a.Endpoint.Compare(b.Endpoint)
-}
-
-func findPort(s *plan.Service, name string) *plan.Port {
-	for i := range s.Ports {
-		if s.Ports[i].Name == name {
-			return &s.Ports[i]
-		}
-	}
-	return nil
 }
 
 // diffServices compares the Services of one node's two Plans: the changes
@@ -466,28 +421,17 @@ func findPort(s *plan.Service, name string) *plan.Port {
 func diffServices(old, new *plan.Plan) (map[string]ServiceDiff, []fwdItem) {
 	out := map[string]ServiceDiff{}
 	var fwd []fwdItem
-	olds := map[string]*plan.Service{}
-	for i := range old.Services {
-		olds[old.Services[i].Key()] = &old.Services[i]
-	}
-	news := map[string]*plan.Service{}
-	for i := range new.Services {
-		s := &new.Services[i]
-		news[s.Key()] = s
-		o := olds[s.Key()]
-		if o == nil {
-			out[s.Key()] = ServiceDiff{Namespace: s.Namespace, Name: s.Name, Change: DiffAdded, Service: serviceInfo(s)}
-			continue
-		}
-		sd, f := diffService(o, s)
-		if len(sd.Fields) > 0 || len(sd.Ports) > 0 {
-			out[s.Key()] = sd
-		}
-		fwd = append(fwd, f...)
-	}
-	for k, o := range olds {
-		if news[k] == nil {
-			out[k] = ServiceDiff{Namespace: o.Namespace, Name: o.Name, Change: DiffRemoved, Service: serviceInfo(o)}
+	for _, s := range match(old.Services, new.Services, (*plan.Service).Key) {
+		switch {
+		case s.old == nil || s.new == nil:
+			e := s.either()
+			out[e.Key()] = ServiceDiff{Namespace: e.Namespace, Name: e.Name, Change: s.change(), Service: serviceInfo(e)}
+		case !s.old.Equal(s.new):
+			sd, f := diffService(s.old, s.new)
+			if len(sd.Fields) > 0 || len(sd.Ports) > 0 {
+				out[sd.Key()] = sd
+			}
+			fwd = append(fwd, f...)
 		}
 	}
 	return out, fwd
@@ -500,9 +444,9 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 	field("type", oi.Type, ni.Type)
 	field("clusterIPs", clusterIPWords(oi), clusterIPWords(ni))
 	field("externalName", oi.ExternalName, ni.ExternalName)
-	field("externalIPs", joinStrings(oi.ExternalIPs), joinStrings(ni.ExternalIPs))
-	field("loadBalancerIPs", joinStrings(oi.LoadBalancerIPs), joinStrings(ni.LoadBalancerIPs))
-	field("loadBalancerSourceRanges", joinStrings(oi.SourceRanges), joinStrings(ni.SourceRanges))
+	field("externalIPs", join(oi.ExternalIPs), join(ni.ExternalIPs))
+	field("loadBalancerIPs", join(oi.LoadBalancerIPs), join(ni.LoadBalancerIPs))
+	field("loadBalancerSourceRanges", join(oi.SourceRanges), join(ni.SourceRanges))
 	field("sessionAffinity", affinityWords(oi.AffinitySeconds), affinityWords(ni.AffinitySeconds))
 	field("internalTrafficPolicy", oi.InternalTrafficPolicy, ni.InternalTrafficPolicy)
 	field("externalTrafficPolicy", oi.ExternalTrafficPolicy, ni.ExternalTrafficPolicy)
@@ -513,45 +457,37 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 	var fwd []fwdItem
 	routed := len(o.ClusterIPs) > 0 && len(n.ClusterIPs) > 0
 	external := hasExternal(o) && hasExternal(n)
-	for i := range n.Ports {
-		np := &n.Ports[i]
-		op := findPort(o, np.Name)
-		if op == nil {
-			sd.Ports = append(sd.Ports, PortDiff{PortInfo: portInfo(np), Change: DiffAdded})
+	for _, pp := range match(o.Ports, n.Ports, func(p *plan.Port) string { return p.Name }) {
+		op, np := pp.old, pp.new
+		if op == nil || np == nil {
+			sd.Ports = append(sd.Ports, PortDiff{PortInfo: portInfo(pp.either()), Change: pp.change()})
 			continue
 		}
 		pd := PortDiff{PortInfo: portInfo(np), Change: DiffChanged}
-		opi := portInfo(op)
 		pf := func(name, a, b string) { addField(&pd.Fields, name, a, b) }
 		pf("protocol", op.Protocol, np.Protocol)
 		pf("port", fmt.Sprint(op.Port), fmt.Sprint(np.Port))
 		pf("nodePort", portWords(op.NodePort), portWords(np.NodePort))
-		pf("targetPort", joinPorts(opi.TargetPorts), joinPorts(pd.TargetPorts))
+		pf("targetPort", join(portInfo(op).TargetPorts), join(pd.TargetPorts))
 		pd.Endpoints = diffEndpoints(op.Endpoints, np.Endpoints)
 		if len(pd.Fields) > 0 || len(pd.Endpoints) > 0 {
 			sd.Ports = append(sd.Ports, pd)
 		}
-		if routed {
-			for _, f := range forwarding(TrafficCluster, op, op.Cluster, np, np.Cluster) {
+		changes := func(traffic string, was, is []int) {
+			for _, f := range forwarding(traffic, op, was, np, is) {
 				fwd = append(fwd, fwdItem{svc: n.Key(), port: np.Name, ForwardingChange: f})
 			}
 		}
+		if routed {
+			changes(TrafficCluster, op.Cluster, np.Cluster)
+		}
 		if external {
-			for _, f := range forwarding(TrafficExternal, op, op.External, np, np.External) {
-				fwd = append(fwd, fwdItem{svc: n.Key(), port: np.Name, ForwardingChange: f})
-			}
+			changes(TrafficExternal, op.External, np.External)
 		}
 		if external && (op.ShortCircuit != nil || np.ShortCircuit != nil) {
 			// Otherwise the short-circuit follows the cluster set, whose
 			// changes are reported already.
-			for _, f := range forwarding(TrafficShortCircuit, op, op.ShortCircuitSet(), np, np.ShortCircuitSet()) {
-				fwd = append(fwd, fwdItem{svc: n.Key(), port: np.Name, ForwardingChange: f})
-			}
-		}
-	}
-	for i := range o.Ports {
-		if findPort(n, o.Ports[i].Name) == nil {
-			sd.Ports = append(sd.Ports, PortDiff{PortInfo: portInfo(&o.Ports[i]), Change: DiffRemoved})
+			changes(TrafficShortCircuit, op.ShortCircuitSet(), np.ShortCircuitSet())
 		}
 	}
 	return sd, fwd
@@ -560,26 +496,19 @@ func diffService(o, n *plan.Service) (ServiceDiff, []fwdItem) {
 // forwarding compares the endpoints one traffic kind goes to, for
 // endpoints on both sides.
 func forwarding(traffic string, op *plan.Port, oldSet []int, np *plan.Port, newSet []int) []ForwardingChange {
-	inOld, inNew := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
-	for _, e := range op.Endpoints {
-		inOld[e.AddrPort()] = true
-	}
-	for _, e := range np.Endpoints {
-		inNew[e.AddrPort()] = true
-	}
 	was, is := addrSet(op.Endpoints, oldSet), addrSet(np.Endpoints, newSet)
 	var out []ForwardingChange
-	for a := range is {
-		if !was[a] && inOld[a] {
-			out = append(out, ForwardingChange{Traffic: traffic, Change: DiffAdded, Endpoint: a})
+	for _, e := range match(op.Endpoints, np.Endpoints, (*plan.Endpoint).AddrPort) {
+		if e.old == nil || e.new == nil {
+			continue
 		}
-	}
-	for a := range was {
-		if !is[a] && inNew[a] {
+		switch a := e.new.AddrPort(); {
+		case is[a] && !was[a]:
+			out = append(out, ForwardingChange{Traffic: traffic, Change: DiffAdded, Endpoint: a})
+		case was[a] && !is[a]:
 			out = append(out, ForwardingChange{Traffic: traffic, Change: DiffRemoved, Endpoint: a})
 		}
 	}
-	slices.SortFunc(out, compareForwarding)
 	return out
 }
 
@@ -594,34 +523,21 @@ func addrSet(eps []plan.Endpoint, idx []int) map[netip.AddrPort]bool {
 }
 
 func hasExternal(s *plan.Service) bool {
-	if len(s.ExternalIPs) > 0 || len(s.LoadBalancerIPs) > 0 {
-		return true
-	}
-	for _, p := range s.Ports {
-		if p.NodePort != 0 {
-			return true
-		}
-	}
-	return false
+	return len(s.ExternalIPs) > 0 || len(s.LoadBalancerIPs) > 0 ||
+		slices.ContainsFunc(s.Ports, func(p plan.Port) bool { return p.NodePort != 0 })
 }
 
 func diffEndpoints(old, new []plan.Endpoint) []EndpointDiff {
-	olds := map[netip.AddrPort]plan.Endpoint{}
-	for _, e := range old {
-		olds[e.AddrPort()] = e
-	}
-	news := map[netip.AddrPort]bool{}
 	var out []EndpointDiff
-	for _, e := range new {
-		news[e.AddrPort()] = true
-		o, ok := olds[e.AddrPort()]
-		if !ok {
-			out = append(out, endpointDiff(e, DiffAdded))
+	for _, p := range match(old, new, (*plan.Endpoint).AddrPort) {
+		o, e := p.old, p.new
+		if o == nil || e == nil {
+			out = append(out, endpointDiff(*p.either(), p.change(), nil))
 			continue
 		}
 		var fields []FieldChange
 		f := func(name, a, b string) { addField(&fields, name, a, b) }
-		f("state", endpointState(o), endpointState(e))
+		f("state", endpointState(*o), endpointState(*e))
 		f("nodeName", o.NodeName, e.NodeName)
 		f("zone", o.Zone, e.Zone)
 		f("hostname", o.Hostname(), e.Hostname())
@@ -629,24 +545,18 @@ func diffEndpoints(old, new []plan.Endpoint) []EndpointDiff {
 		f("nodeHints", strings.Join(o.NodeHints(), ","), strings.Join(e.NodeHints(), ","))
 		f("pod", o.Pod, e.Pod)
 		if len(fields) > 0 {
-			ed := endpointDiff(e, DiffChanged)
-			ed.Fields = fields
-			out = append(out, ed)
-		}
-	}
-	for _, e := range old {
-		if !news[e.AddrPort()] {
-			out = append(out, endpointDiff(e, DiffRemoved))
+			out = append(out, endpointDiff(*e, DiffChanged, fields))
 		}
 	}
 	slices.SortFunc(out, func(a, b EndpointDiff) int { return a.Endpoint.Compare(b.Endpoint) })
 	return out
 }
 
-func endpointDiff(e plan.Endpoint, change string) EndpointDiff {
+func endpointDiff(e plan.Endpoint, change string, fields []FieldChange) EndpointDiff {
 	return EndpointDiff{
 		Endpoint: e.AddrPort(), Change: change,
 		Ready: e.Ready, Serving: e.Serving, Terminating: e.Terminating, NodeName: e.NodeName,
+		Fields: fields,
 	}
 }
 
@@ -715,7 +625,7 @@ func clusterIPWords(s *ServiceInfo) string {
 	if s.Headless {
 		return "None"
 	}
-	return joinStrings(s.ClusterIPs)
+	return join(s.ClusterIPs)
 }
 
 // proxyWords names the proxy that serves a Service: netspec, or the
@@ -739,18 +649,10 @@ func portWords(p uint16) string {
 	return fmt.Sprint(p)
 }
 
-// joinStrings writes xs comma-separated.
-func joinStrings[T fmt.Stringer](xs []T) string {
+// join writes xs comma-separated.
+func join[T any](xs []T) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
-		s[i] = x.String()
-	}
-	return strings.Join(s, ",")
-}
-
-func joinPorts(a []uint16) string {
-	s := make([]string, len(a))
-	for i, x := range a {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
@@ -769,7 +671,7 @@ func addField(fields *[]FieldChange, name, old, new string) {
 func nodeFields(o, n plan.Node) []FieldChange {
 	var out []FieldChange
 	addField(&out, "zone", o.Zone, n.Zone)
-	addField(&out, "addresses", joinStrings(o.IPs), joinStrings(n.IPs))
+	addField(&out, "addresses", join(o.IPs), join(n.IPs))
 	return out
 }
 
@@ -777,9 +679,9 @@ func clusterFields(o, n plan.Cluster) []FieldChange {
 	var out []FieldChange
 	f := func(name, a, b string) { addField(&out, name, a, b) }
 	f("clusterDomain", o.Domain, n.Domain)
-	f("serviceCIDRs", joinStrings(o.ServiceCIDRs), joinStrings(n.ServiceCIDRs))
-	f("podCIDRs", joinStrings(o.PodCIDRs), joinStrings(n.PodCIDRs))
-	f("nodePortAddresses", joinStrings(o.NodePortAddresses), joinStrings(n.NodePortAddresses))
+	f("serviceCIDRs", join(o.ServiceCIDRs), join(n.ServiceCIDRs))
+	f("podCIDRs", join(o.PodCIDRs), join(n.PodCIDRs))
+	f("nodePortAddresses", join(o.NodePortAddresses), join(n.NodePortAddresses))
 	f("dnsTTL", fmt.Sprint(o.DNSTTL), fmt.Sprint(n.DNSTTL))
 	f("dnsAddress", addrOrNone(o.DNSAddress), addrOrNone(n.DNSAddress))
 	return out
@@ -796,56 +698,25 @@ func addrOrNone(a netip.Addr) string {
 // ---- DNS and env ----
 
 func diffDNS(old, new plan.DNS) []ZoneDiff {
-	oz := map[string]*plan.Zone{}
-	for i := range old.Zones {
-		oz[old.Zones[i].Name] = &old.Zones[i]
-	}
-	nz := map[string]*plan.Zone{}
-	for i := range new.Zones {
-		nz[new.Zones[i].Name] = &new.Zones[i]
-	}
 	var out []ZoneDiff
-	for _, name := range unionKeys(oz, nz) {
-		zd := ZoneDiff{Zone: name, Change: DiffChanged}
-		// A zone on one side only is all added or all removed: no sets.
-		switch {
-		case oz[name] == nil:
-			zd.Change, zd.Added = DiffAdded, recordList(nz[name])
-		case nz[name] == nil:
-			zd.Change, zd.Removed = DiffRemoved, recordList(oz[name])
-		default:
-			was, is := recordSet(oz[name]), recordSet(nz[name])
-			for _, r := range recordList(nz[name]) {
-				if _, ok := was[recordKey(r)]; !ok {
-					zd.Added = append(zd.Added, r)
-				}
-			}
-			for _, r := range recordList(oz[name]) {
-				if _, ok := is[recordKey(r)]; !ok {
-					zd.Removed = append(zd.Removed, r)
-				}
+	for _, z := range match(old.Zones, new.Zones, func(z *plan.Zone) string { return z.Name }) {
+		// A zone on one side only is all added or all removed.
+		zd := ZoneDiff{Zone: z.either().Name, Change: z.change()}
+		for _, r := range match(recordList(z.old), recordList(z.new), (*DNSRecord).String) {
+			switch {
+			case r.old == nil:
+				zd.Added = append(zd.Added, *r.new)
+			case r.new == nil:
+				zd.Removed = append(zd.Removed, *r.old)
 			}
 		}
 		if zd.Change != DiffChanged || len(zd.Added)+len(zd.Removed) > 0 {
 			out = append(out, zd)
 		}
 	}
+	slices.SortFunc(out, func(a, b ZoneDiff) int { return strings.Compare(a.Zone, b.Zone) })
 	return out
 }
-
-// unionKeys is the keys of a and b, sorted.
-func unionKeys[V any](a, b map[string]V) []string {
-	keys := slices.Collect(maps.Keys(a))
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func recordKey(r DNSRecord) string { return r.Name + "\x00" + r.Type + "\x00" + r.Data }
 
 // recordList is a zone's records but the SOA, in zone order.
 func recordList(z *plan.Zone) []DNSRecord {
@@ -855,65 +726,81 @@ func recordList(z *plan.Zone) []DNSRecord {
 	var out []DNSRecord
 	for _, r := range z.Records {
 		if r.Type != "SOA" {
-			out = append(out, DNSRecord{Name: r.Name, Type: r.Type, TTL: r.TTL, Data: r.Data})
+			out = append(out, DNSRecord(r))
 		}
 	}
 	return out
 }
 
-func recordSet(z *plan.Zone) map[string]bool {
-	m := map[string]bool{}
-	for _, r := range recordList(z) {
-		m[recordKey(r)] = true
-	}
-	return m
-}
-
+// diffEnv compares the env files of two Plans; their variables are sorted
+// by name, and so are those the diff lists.
 func diffEnv(old, new []plan.EnvFile) []EnvDiff {
-	of := map[string]*plan.EnvFile{}
-	for i := range old {
-		of[old[i].Namespace] = &old[i]
-	}
-	nf := map[string]*plan.EnvFile{}
-	for i := range new {
-		nf[new[i].Namespace] = &new[i]
-	}
-	vars := func(f *plan.EnvFile) map[string]string {
-		m := map[string]string{}
-		if f != nil {
-			for _, v := range f.Vars {
-				m[v.Name] = v.Value
-			}
+	vars := func(f *plan.EnvFile) []plan.EnvVar {
+		if f == nil {
+			return nil
 		}
-		return m
+		return f.Vars
 	}
 	var out []EnvDiff
-	for _, ns := range unionKeys(of, nf) {
-		ed := EnvDiff{Namespace: ns, Change: DiffChanged}
-		switch {
-		case of[ns] == nil:
-			ed.Change = DiffAdded
-		case nf[ns] == nil:
-			ed.Change = DiffRemoved
-		}
-		was, is := vars(of[ns]), vars(nf[ns])
-		for _, k := range slices.Sorted(maps.Keys(is)) {
-			v, ok := was[k]
+	for _, f := range match(old, new, func(f *plan.EnvFile) string { return f.Namespace }) {
+		ed := EnvDiff{Namespace: f.either().Namespace, Change: f.change()}
+		for _, v := range match(vars(f.old), vars(f.new), func(v *plan.EnvVar) string { return v.Name }) {
 			switch {
-			case !ok:
-				ed.Added = append(ed.Added, EnvVar{Name: k, Value: is[k]})
-			case v != is[k]:
-				ed.Changed = append(ed.Changed, EnvChange{Name: k, Old: v, New: is[k]})
-			}
-		}
-		for _, k := range slices.Sorted(maps.Keys(was)) {
-			if _, ok := is[k]; !ok {
-				ed.Removed = append(ed.Removed, EnvVar{Name: k, Value: was[k]})
+			case v.old == nil:
+				ed.Added = append(ed.Added, EnvVar(*v.new))
+			case v.new == nil:
+				ed.Removed = append(ed.Removed, EnvVar(*v.old))
+			case v.old.Value != v.new.Value:
+				ed.Changed = append(ed.Changed, EnvChange{Name: v.new.Name, Old: v.old.Value, New: v.new.Value})
 			}
 		}
 		// A namespace that appears or goes without variables changes no file content worth reviewing.
 		if len(ed.Added)+len(ed.Removed)+len(ed.Changed) > 0 {
 			out = append(out, ed)
+		}
+	}
+	slices.SortFunc(out, func(a, b EnvDiff) int { return strings.Compare(a.Namespace, b.Namespace) })
+	return out
+}
+
+// ---- matching ----
+
+// pair is an item of an old list and the item of the new one with the
+// same key, nil on the side that lacks it.
+type pair[T any] struct{ old, new *T }
+
+// either is the new item, or the old one when it was removed.
+func (p pair[T]) either() *T { return cmp.Or(p.new, p.old) }
+
+// change is added, removed or changed.
+func (p pair[T]) change() string {
+	switch {
+	case p.old == nil:
+		return DiffAdded
+	case p.new == nil:
+		return DiffRemoved
+	}
+	return DiffChanged
+}
+
+// match pairs the items of old and new by key: every item of new in its
+// order, with the old one of its key or none, then the items of old whose
+// key new lacks, in their order.
+func match[T any, K comparable](old, new []T, key func(*T) K) []pair[T] {
+	olds := make(map[K]*T, len(old))
+	for i := range old {
+		olds[key(&old[i])] = &old[i]
+	}
+	news := make(map[K]bool, len(new))
+	out := make([]pair[T], 0, len(new))
+	for i := range new {
+		k := key(&new[i])
+		news[k] = true
+		out = append(out, pair[T]{old: olds[k], new: &new[i]})
+	}
+	for i := range old {
+		if !news[key(&old[i])] {
+			out = append(out, pair[T]{old: &old[i]})
 		}
 	}
 	return out
@@ -930,10 +817,5 @@ func dataPlaneDiff(old, new *plan.Plan) DataPlaneChanges {
 		}
 		return render.NFTablesModel(p)
 	}
-	d := nftmodel.Diff(model(old), model(new))
-	return DataPlaneChanges{
-		ChainsAdded: d.ChainsAdded, ChainsRemoved: d.ChainsRemoved, ChainsChanged: d.ChainsChanged,
-		SetsChanged:   d.SetsChanged,
-		ElementsAdded: d.ElementsAdded, ElementsRemoved: d.ElementsRemoved,
-	}
+	return DataPlaneChanges(nftmodel.Diff(model(old), model(new)))
 }

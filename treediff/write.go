@@ -59,11 +59,8 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 		return
 	}
 	for _, n := range d.Nodes {
-		switch n.Change {
-		case DiffAdded:
-			fmt.Fprintf(w, "+ node %s\n", n.Name)
-		case DiffRemoved:
-			fmt.Fprintf(w, "- node %s\n", n.Name)
+		if n.Change != "" {
+			fmt.Fprintf(w, "%s node %s\n", changeMark(n.Change), n.Name)
 		}
 		if len(n.Fields) > 0 {
 			fmt.Fprintf(w, "~ node %s: %s\n", n.Name, fieldPhrases(n.Fields))
@@ -74,10 +71,7 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 	}
 	for i := range d.Services {
 		s := &d.Services[i]
-		subject := "service " + s.Key()
-		if s.Node != "" {
-			subject += " on " + nodeName(s.Node)
-		}
+		subject := "service " + s.Key() + onNode(s.Node)
 		switch s.Change {
 		case DiffAdded:
 			fmt.Fprintf(w, "+ %s: %s\n", subject, serviceSentence(s.Service))
@@ -89,21 +83,23 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 			}
 		}
 	}
-	for _, z := range d.DNS {
-		fmt.Fprintf(w, "%s dns %s%s: %s\n", changeMark(z.Change), z.Zone, onNode(z.Node), zoneSummary(z))
+	// file writes the line of a zone's or a namespace's change, and with
+	// records its lines.
+	file := func(change, what, node, summary string, lines []string) {
+		fmt.Fprintf(w, "%s %s%s: %s\n", changeMark(change), what, onNode(node), summary)
 		if records {
-			for _, l := range zoneLines(z) {
+			for _, l := range lines {
 				fmt.Fprintf(w, "    %s\n", l)
 			}
 		}
 	}
+	for _, z := range d.DNS {
+		summary := changeSummary(z.Change, "record", len(z.Added), 0, len(z.Removed))
+		file(z.Change, "dns "+z.Zone, z.Node, summary, zoneLines(z))
+	}
 	for _, v := range d.Env {
-		fmt.Fprintf(w, "%s env %s%s: %s\n", changeMark(v.Change), v.Namespace, onNode(v.Node), envSummary(v))
-		if records {
-			for _, l := range envLines(v) {
-				fmt.Fprintf(w, "    %s\n", l)
-			}
-		}
+		summary := changeSummary(v.Change, "variable", len(v.Added), len(v.Changed), len(v.Removed))
+		file(v.Change, "env "+v.Namespace, v.Node, summary, envLines(v, false))
 	}
 	fmt.Fprintln(w, dataPlaneLine(d.Nodes))
 }
@@ -149,16 +145,16 @@ func serviceSentence(si *ServiceInfo) string {
 	case si.Headless:
 		parts = append(parts, si.Type+" None (headless)")
 	default:
-		parts = append(parts, si.Type+" "+joinStrings(si.ClusterIPs))
+		parts = append(parts, si.Type+" "+join(si.ClusterIPs))
 	}
 	if len(si.ExternalIPs) > 0 {
-		parts = append(parts, "externalIPs "+joinStrings(si.ExternalIPs))
+		parts = append(parts, "externalIPs "+join(si.ExternalIPs))
 	}
 	if len(si.LoadBalancerIPs) > 0 {
-		parts = append(parts, "loadBalancer "+joinStrings(si.LoadBalancerIPs))
+		parts = append(parts, "loadBalancer "+join(si.LoadBalancerIPs))
 	}
 	if len(si.SourceRanges) > 0 {
-		parts = append(parts, "sourceRanges "+joinStrings(si.SourceRanges))
+		parts = append(parts, "sourceRanges "+join(si.SourceRanges))
 	}
 	if si.AffinitySeconds > 0 {
 		parts = append(parts, fmt.Sprintf("ClientIP affinity %ds", si.AffinitySeconds))
@@ -193,7 +189,7 @@ func serviceSentence(si *ServiceInfo) string {
 func portSentence(p PortInfo) string {
 	s := portLabel(p)
 	if len(p.TargetPorts) > 0 {
-		s += " -> " + joinPorts(p.TargetPorts)
+		s += " -> " + join(p.TargetPorts)
 	}
 	if p.NodePort != 0 {
 		s += fmt.Sprintf(" nodePort %d", p.NodePort)
@@ -314,13 +310,6 @@ func forwardingPhrases(prefix string, fs []ForwardingChange) []string {
 	return out
 }
 
-// zoneSummary counts a zone's records added and removed, in one short
-// line: "3 records added, 1 removed"; "12 records" for a zone added or
-// removed whole.
-func zoneSummary(z ZoneDiff) string {
-	return changeSummary(z.Change, "record", len(z.Added), 0, len(z.Removed))
-}
-
 // zoneLines: + name type data, one per record.
 func zoneLines(z ZoneDiff) []string {
 	var out []string
@@ -333,15 +322,10 @@ func zoneLines(z ZoneDiff) []string {
 	return out
 }
 
-// envSummary counts an env change's variables, as zoneSummary counts
-// records.
-func envSummary(v EnvDiff) string {
-	return changeSummary(v.Change, "variable", len(v.Added), len(v.Changed), len(v.Removed))
-}
-
 // changeSummary counts the entries (records, variables: noun) a file's
-// change adds, changes and removes: "21 variables" for a file added or
-// removed; "4 variables added, 3 changed, 4 removed".
+// change adds, changes and removes, in one short line: "21 variables" for
+// a file added or removed; "4 variables added, 3 changed, 4 removed"; "3
+// records added, 1 removed".
 func changeSummary(change, noun string, added, changed, removed int) string {
 	switch change {
 	case DiffAdded:
@@ -352,14 +336,19 @@ func changeSummary(change, noun string, added, changed, removed int) string {
 	return countWords(added, changed, removed, noun)
 }
 
-// envLines: + KEY=value, ~ KEY=old -> new, - KEY=value.
-func envLines(v EnvDiff) []string {
+// envLines: + KEY=value, ~ KEY=old -> new, - KEY=value; for markdown's
+// diff a variable changed is - KEY=old, + KEY=new.
+func envLines(v EnvDiff, markdown bool) []string {
 	var out []string
 	for _, a := range v.Added {
 		out = append(out, "+ "+a.Name+"="+a.Value)
 	}
 	for _, c := range v.Changed {
-		out = append(out, "~ "+c.Name+"="+c.Old+" -> "+c.New)
+		if markdown {
+			out = append(out, "- "+c.Name+"="+c.Old, "+ "+c.Name+"="+c.New)
+		} else {
+			out = append(out, "~ "+c.Name+"="+c.Old+" -> "+c.New)
+		}
 	}
 	for _, r := range v.Removed {
 		out = append(out, "- "+r.Name+"="+r.Value)
@@ -417,6 +406,9 @@ func dataPlaneLine(nodes []NodeDiff) string {
 
 // ---- markdown ----
 
+// WriteMarkdown writes the markdown format of a diff, for a pull-request
+// comment: a summary line, a section per kind of change, and a table of
+// each node's data-plane counts.
 func WriteMarkdown(w io.Writer, d *PlanDiff) {
 	fmt.Fprintf(w, "## netspec diff\n\n")
 	if d.Empty() {
@@ -477,17 +469,7 @@ func WriteMarkdown(w io.Writer, d *PlanDiff) {
 	if len(d.Env) > 0 {
 		fmt.Fprintf(w, "\n### Environment\n")
 		for _, v := range d.Env {
-			var lines []string
-			for _, a := range v.Added {
-				lines = append(lines, "+ "+a.Name+"="+a.Value)
-			}
-			for _, c := range v.Changed {
-				lines = append(lines, "- "+c.Name+"="+c.Old, "+ "+c.Name+"="+c.New)
-			}
-			for _, r := range v.Removed {
-				lines = append(lines, "- "+r.Name+"="+r.Value)
-			}
-			fmt.Fprintf(w, "\nNamespace `%s`%s %s:\n\n```diff\n%s\n```\n", v.Namespace, onNode(v.Node), v.Change, strings.Join(lines, "\n"))
+			fmt.Fprintf(w, "\nNamespace `%s`%s %s:\n\n```diff\n%s\n```\n", v.Namespace, onNode(v.Node), v.Change, strings.Join(envLines(v, true), "\n"))
 		}
 	}
 	fmt.Fprintf(w, "\n### Data plane (nftables estimate)\n\n")
@@ -516,11 +498,7 @@ func writeServiceMarkdown(w io.Writer, si *ServiceInfo) {
 	}
 	fmt.Fprintf(w, "\n| port | target | node port | endpoints |\n|---|---|---|---|\n")
 	for _, p := range si.Ports {
-		np := ""
-		if p.NodePort != 0 {
-			np = fmt.Sprint(p.NodePort)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", portLabel(p), joinPorts(p.TargetPorts), np, endpointCount(p))
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", portLabel(p), join(p.TargetPorts), portWords(p.NodePort), endpointCount(p))
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -22,21 +23,32 @@ import (
 	"netspec.dev/netspec/treediff"
 )
 
-// nodeFlags are the flags of the commands that act on this node.
-type nodeFlags struct {
-	loadFlags
-	node          string
-	stateDir      string
+// dataplaneFlags are --dataplane and --ipvs-scheduler of the commands
+// that render a data plane.
+type dataplaneFlags struct {
 	dataplane     string
 	ipvsScheduler string
 }
 
+// register defines the two flags, --dataplane with usage.
+func (f *dataplaneFlags) register(fs *flag.FlagSet, usage string) {
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", usage)
+	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
+}
+
+// nodeFlags are the flags of the commands that act on this node.
+type nodeFlags struct {
+	loadFlags
+	dataplaneFlags
+	node     string
+	stateDir string
+}
+
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.loadFlags.register(fs)
+	f.dataplaneFlags.register(fs, "the data plane (`nftables|ipvs`; ipvs: IPVS virtual servers, with nftables tables for what IPVS cannot do)")
 	fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
 	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
-	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane (`nftables|ipvs`; ipvs: IPVS virtual servers, with nftables tables for what IPVS cannot do)")
-	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 }
 
 // applierOptions are the applier.Options the flags ask for, on e's
@@ -46,12 +58,12 @@ func (f *nodeFlags) applierOptions(e *env) applier.Options {
 }
 
 // checkDataplane checks --dataplane and --ipvs-scheduler.
-func (f *nodeFlags) checkDataplane(e *env, cmd string) bool {
+func (f *dataplaneFlags) checkDataplane(e *env, cmd string) bool {
 	switch {
 	case f.dataplane != "nftables" && f.dataplane != "ipvs":
-		fmt.Fprintf(e.stderr, "netspec %s: --dataplane must be nftables or ipvs, not %q\n", cmd, f.dataplane)
+		e.fail(cmd, "--dataplane must be nftables or ipvs, not %q", f.dataplane)
 	case !slices.Contains(ipvsmodel.Schedulers, f.ipvsScheduler):
-		fmt.Fprintf(e.stderr, "netspec %s: --ipvs-scheduler must be one of %s, not %q\n", cmd, strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
+		e.fail(cmd, "--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
 	default:
 		return true
 	}
@@ -63,6 +75,12 @@ type planFlags struct {
 	detailed bool
 	json     bool
 }
+
+// applyFlags are apply's flags: those of every command on this node.
+type applyFlags struct{ nodeFlags }
+
+// cleanupFlags are cleanup's flags.
+type cleanupFlags struct{ stateDir string }
 
 func init() {
 	register(&command{
@@ -103,14 +121,8 @@ Examples:
   netspec plan examples/basic --node node-1
   ip netns exec blue netspec plan . --node node-1 --state-dir /var/lib/netspec-blue
   netspec plan . --node $(hostname) --detailed-exitcode || [ $? -eq 2 ]`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &planFlags{}
-			f.register(fs)
-			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when nothing would change, 2 when something would, 1 on error")
-			fs.BoolVar(&f.json, "json", false, "print the plan as JSON")
-			return f
-		},
-		run: runPlan,
+		nargs: 1, want: "one TREE",
+		opts: func() options { return &planFlags{} },
 	})
 	register(&command{
 		name:    "apply",
@@ -148,12 +160,8 @@ Examples:
   netspec apply examples/basic --node node-1
   netspec apply . --node node-1 --dataplane ipvs --ipvs-scheduler lc
   ip netns exec blue netspec apply . --node node-1 --state-dir /var/lib/netspec-blue`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &nodeFlags{}
-			f.register(fs)
-			return f
-		},
-		run: runApply,
+		nargs: 1, want: "one TREE",
+		opts: func() options { return &applyFlags{} },
 	})
 	register(&command{
 		name:    "cleanup",
@@ -172,44 +180,34 @@ too).
 Examples:
   netspec cleanup
   ip netns exec blue netspec cleanup --state-dir /var/lib/netspec-blue`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &nodeFlags{}
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the state `DIR` apply wrote into")
-			return f
-		},
-		run: runCleanup,
+		nargs: -1,
+		opts:  func() options { return &cleanupFlags{} },
 	})
 }
 
-// compileNode loads TREE and compiles the plan of one node, printing
-// diagnostics; nil means the command failed (already reported).
-func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, int) {
-	l, code := loadNode(e, cmd, f, args)
-	if l == nil {
-		return nil, code
-	}
-	return compileLoaded(e, cmd, l, f.node, compiler.Options{})
+func (f *planFlags) register(fs *flag.FlagSet) {
+	f.nodeFlags.register(fs)
+	fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when nothing would change, 2 when something would, 1 on error")
+	fs.BoolVar(&f.json, "json", false, "print the plan as JSON")
 }
 
-// loadNode checks the arguments and flags of a command that acts on this
-// node and loads TREE, printing diagnostics; nil means the command
-// failed (already reported).
-func loadNode(e *env, cmd string, f *nodeFlags, args []string) (*loaded, int) {
-	if !needArgs(e, cmd, args, 1, "one TREE") {
-		return nil, exitError
-	}
+func (f *cleanupFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the state `DIR` apply wrote into")
+}
+
+// loadNode checks the flags of a command that acts on this node and
+// loads TREE, printing diagnostics; nil means the command failed
+// (already reported).
+func (f *nodeFlags) loadNode(e *env, cmd, tree string) *loaded {
 	if f.node == "" {
-		return nil, e.usageError(cmd, "--node is required")
+		e.usageError(cmd, "--node is required")
+		return nil
 	}
 	if !f.checkDataplane(e, cmd) {
-		return nil, exitError
+		return nil
 	}
-	end := stages.Start("load")
-	defer end()
-	if l := loadValid(e, cmd, args[0], &f.loadFlags, "nothing changed"); l != nil {
-		return l, exitOK
-	}
-	return nil, exitError
+	defer stages.Start("load")()
+	return loadValid(e, cmd, tree, &f.loadFlags, "nothing changed")
 }
 
 // compileLoaded compiles the plan of node from l with the readiness view
@@ -223,11 +221,10 @@ func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Option
 	return st.Finish(), exitOK
 }
 
-func runPlan(e *env, opts any, args []string) int {
-	f := opts.(*planFlags)
-	l, code := loadNode(e, "plan", &f.nodeFlags, args)
+func (f *planFlags) run(e *env, args []string) int {
+	l := f.loadNode(e, "plan", args[0])
 	if l == nil {
-		return code
+		return exitError
 	}
 	ao := f.applierOptions(e)
 	ao.NoCreateStateDir = true // plan only reads
@@ -237,11 +234,7 @@ func runPlan(e *env, opts any, args []string) int {
 	}
 	defer n.Close()
 	// The daemon's probes: what it holds out is compared as held out.
-	dir := f.stateDir
-	if dir == "" {
-		dir = applier.DefaultStateDir
-	}
-	rec, err := daemon.ReadProbeRecord(dir)
+	rec, err := daemon.ReadProbeRecord(cmp.Or(f.stateDir, applier.DefaultStateDir))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: warning: the daemon's record of its probes is not read (%v); readiness is the tree's\n", err)
 	}
@@ -329,12 +322,15 @@ func tuneGC(percent int, lookup func(string) (string, bool)) bool {
 	return true
 }
 
-func runApply(e *env, opts any, args []string) int {
-	f := opts.(*nodeFlags)
+func (f *applyFlags) run(e *env, args []string) int {
 	if tuneGC(applyGCPercent, os.LookupEnv) {
 		defer debug.SetGCPercent(100)
 	}
-	p, code := compileNode(e, "apply", f, args)
+	l := f.loadNode(e, "apply", args[0])
+	if l == nil {
+		return exitError
+	}
+	p, code := compileLoaded(e, "apply", l, f.node, compiler.Options{})
 	if p == nil {
 		return code
 	}
@@ -395,8 +391,7 @@ func runApply(e *env, opts any, args []string) int {
 	return exitOK
 }
 
-func runCleanup(e *env, opts any, args []string) int {
-	f := opts.(*nodeFlags)
+func (f *cleanupFlags) run(e *env, args []string) int {
 	if len(args) > 0 {
 		return e.usageError("cleanup", "takes no arguments, got %q", args)
 	}

@@ -46,14 +46,15 @@ as an unknown flag).
 Examples:
   source <(netspec completion bash)
   netspec completion zsh > "${fpath[1]}/_netspec"`,
-		run: runCompletion,
+		nargs: 1, want: "one shell: bash, zsh or fish",
+		opts: func() options { return completionCmd{} },
 	})
 }
 
-func runCompletion(e *env, _ any, args []string) int {
-	if !needArgs(e, "completion", args, 1, "one shell: bash, zsh or fish") {
-		return exitError
-	}
+// completionCmd is the options of completion: none.
+type completionCmd struct{ noFlags }
+
+func (completionCmd) run(e *env, args []string) int {
 	cmds := completionModel()
 	switch args[0] {
 	case "bash":
@@ -121,28 +122,25 @@ func completionModel() []compCommand {
 		case len(pos) == 1 && strings.Contains(pos[0], "|"):
 			cc.args, cc.words = compWords, strings.Split(pos[0], "|")
 		}
-		if c.flags != nil {
-			fs := flag.NewFlagSet(n, flag.ContinueOnError)
-			c.flags(fs)
-			fs.VisitAll(func(f *flag.Flag) {
-				name, usage := flag.UnquoteUsage(f)
-				cf := compFlag{name: f.Name, desc: firstClause(usage)}
-				if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
-					cf.value = true
-					switch {
-					case enums[f.Name] != nil:
-						cf.comp, cf.words = compWords, enums[f.Name]
-					case flagWords[f.Name] != nil:
-						cf.comp, cf.words = compWords, flagWords[f.Name]
-					case name == "DIR":
-						cf.comp = compDirs
-					case name == "FILE" || name == "PATH":
-						cf.comp = compFiles
-					}
+		fs, _ := c.flagSet()
+		fs.VisitAll(func(f *flag.Flag) {
+			name, usage := flag.UnquoteUsage(f)
+			cf := compFlag{name: f.Name, desc: firstClause(usage)}
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				cf.value = true
+				switch {
+				case enums[f.Name] != nil:
+					cf.comp, cf.words = compWords, enums[f.Name]
+				case flagWords[f.Name] != nil:
+					cf.comp, cf.words = compWords, flagWords[f.Name]
+				case name == "DIR":
+					cf.comp = compDirs
+				case name == "FILE" || name == "PATH":
+					cf.comp = compFiles
 				}
-				cc.flags = append(cc.flags, cf)
-			})
-		}
+			}
+			cc.flags = append(cc.flags, cf)
+		})
 		out = append(out, cc)
 	}
 	help := compCommand{name: "help", summary: "show the help of netspec or of a command", args: compWords}

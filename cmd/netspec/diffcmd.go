@@ -64,23 +64,19 @@ Examples:
   netspec diff --detailed-exitcode main/ pr/; [ $? -ne 1 ]   # in CI: 2 means changes
   git worktree add /tmp/main origin/main && netspec diff /tmp/main .
   kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec diff . -`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &diffFlags{}
-			f.register(fs)
-			fs.StringVar(&f.node, "node", "", "compare the plans of node `N` only (default: every node of either tree)")
-			fs.StringVar(&f.format, "format", "text", "output `FORMAT`: text, markdown or json")
-			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when there are no differences, 2 when there are, 1 on error")
-			return f
-		},
-		run: runDiff,
+		nargs: 2, want: "OLD_TREE and NEW_TREE",
+		opts: func() options { return &diffFlags{} },
 	})
 }
 
-func runDiff(e *env, opts any, args []string) int {
-	f := opts.(*diffFlags)
-	if !needArgs(e, "diff", args, 2, "OLD_TREE and NEW_TREE") {
-		return exitError
-	}
+func (f *diffFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	fs.StringVar(&f.node, "node", "", "compare the plans of node `N` only (default: every node of either tree)")
+	fs.StringVar(&f.format, "format", "text", "output `FORMAT`: text, markdown or json")
+	fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when there are no differences, 2 when there are, 1 on error")
+}
+
+func (f *diffFlags) run(e *env, args []string) int {
 	switch f.format {
 	case "text", "markdown", "json":
 	default:

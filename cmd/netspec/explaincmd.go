@@ -110,25 +110,24 @@ Examples:
   netspec explain examples/basic --node node-2 --to 192.168.10.12:30090 --from 10.244.1.10
   netspec explain examples/kitchen-sink --node node-1 shop/reports
   netspec explain examples/basic --node node-1 shop/web --json`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &explainFlags{}
-			f.register(fs)
-			fs.StringVar(&f.node, "node", "", "the `NODE` whose plan the packet goes through (a Node object's name)")
-			fs.StringVar(&f.to, "to", "", "the packet's destination `IP:PORT[/PROTO]` (PROTO tcp, udp or sctp; default tcp)")
-			fs.StringVar(&f.from, "from", "", "the packet's source `IP` (default a client outside the cluster)")
-			fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
-			fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes, and check that the kernel holds the plan")
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
-			fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: nftables or ipvs")
-			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "", "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler; default: the daemon's, else rr)")
-			return f
-		},
-		run: runExplain,
+		nargs: -1,
+		opts:  func() options { return &explainFlags{} },
 	})
 }
 
-func runExplain(e *env, opts any, args []string) int {
-	f := opts.(*explainFlags)
+func (f *explainFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	fs.StringVar(&f.node, "node", "", "the `NODE` whose plan the packet goes through (a Node object's name)")
+	fs.StringVar(&f.to, "to", "", "the packet's destination `IP:PORT[/PROTO]` (PROTO tcp, udp or sctp; default tcp)")
+	fs.StringVar(&f.from, "from", "", "the packet's source `IP` (default a client outside the cluster)")
+	fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
+	fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes, and check that the kernel holds the plan")
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: nftables or ipvs")
+	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "", "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler; default: the daemon's, else rr)")
+}
+
+func (f *explainFlags) run(e *env, args []string) int {
 	if len(args) == 0 || len(args) > 2 {
 		return e.usageError("explain", "want TREE and, without --to, NAMESPACE/SERVICE; got %d argument(s)", len(args))
 	}

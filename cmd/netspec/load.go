@@ -25,8 +25,7 @@ type loadFlags struct {
 }
 
 func (l *loadFlags) register(fs *flag.FlagSet) {
-	l.maxFileSize = schema.DefaultMaxFileSize
-	fs.Var(&l.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
+	l.maxFileSize.register(fs)
 	fs.StringVar(&l.cacheDir, "cache-dir", cache.DefaultDir(), fmt.Sprintf("remember validation results by file content in `DIR`, so unchanged files are not validated again (a pack per tree; packs unused for %d days, and the oldest beyond %d MiB in all, are removed; rm -r DIR clears it)", int(cache.MaxAge.Hours()/24), cache.MaxSize>>20))
 	fs.BoolVar(&l.noCache, "no-cache", false, "validate every file, without reading or writing the cache")
 }
@@ -141,6 +140,12 @@ func printDiags(e *env, dl diag.List) {
 
 // byteSize is a flag value of bytes, accepting KiB, MiB and GiB suffixes.
 type byteSize int64
+
+// register defines --max-file-size on fs, into b.
+func (b *byteSize) register(fs *flag.FlagSet) {
+	*b = schema.DefaultMaxFileSize
+	fs.Var(b, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
+}
 
 func (b *byteSize) String() string {
 	n := int64(*b)

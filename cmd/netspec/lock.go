@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,20 +35,12 @@ error such as an unknown flag).
 Examples:
   netspec lock examples/basic
   git diff examples/basic/netspec.lock`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &lockFlags{}
-			f.register(fs)
-			return f
-		},
-		run: runLock,
+		nargs: 1, want: "one TREE",
+		opts: func() options { return &lockFlags{} },
 	})
 }
 
-func runLock(e *env, opts any, args []string) int {
-	f := opts.(*lockFlags)
-	if !needArgs(e, "lock", args, 1, "one TREE") {
-		return exitError
-	}
+func (f *lockFlags) run(e *env, args []string) int {
 	root := args[0]
 	if st, err := os.Stat(root); root == "-" || err == nil && !st.IsDir() {
 		return e.fail("lock", "TREE must be a directory: the lock is written into it as %s", LockFile)

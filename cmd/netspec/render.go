@@ -18,10 +18,9 @@ import (
 
 type renderFlags struct {
 	loadFlags
-	node          string
-	out           string
-	dataplane     string
-	ipvsScheduler string
+	dataplaneFlags
+	node string
+	out  string
 }
 
 func init() {
@@ -65,28 +64,23 @@ Examples:
   netspec render examples/basic --node node-1 --out out/node-1
   for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done
   helm template ./chart | netspec render - --node node-1 --out out/`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &renderFlags{}
-			f.register(fs)
-			fs.StringVar(&f.node, "node", "", "the `NODE` to render the plan of (a Node object's name)")
-			fs.StringVar(&f.out, "out", "", "the `DIR` to write into (created when missing)")
-			fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane to render (`nftables|ipvs`)")
-			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
-			return f
-		},
-		run: runRender,
+		nargs: 1, want: "one TREE",
+		opts: func() options { return &renderFlags{} },
 	})
 }
 
-func runRender(e *env, opts any, args []string) int {
-	f := opts.(*renderFlags)
-	if !needArgs(e, "render", args, 1, "one TREE") {
-		return exitError
-	}
+func (f *renderFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	f.dataplaneFlags.register(fs, "the data plane to render (`nftables|ipvs`)")
+	fs.StringVar(&f.node, "node", "", "the `NODE` to render the plan of (a Node object's name)")
+	fs.StringVar(&f.out, "out", "", "the `DIR` to write into (created when missing)")
+}
+
+func (f *renderFlags) run(e *env, args []string) int {
 	if f.node == "" || f.out == "" {
 		return e.usageError("render", "--node and --out are required")
 	}
-	if !(&nodeFlags{dataplane: f.dataplane, ipvsScheduler: f.ipvsScheduler}).checkDataplane(e, "render") {
+	if !f.checkDataplane(e, "render") {
 		return exitError
 	}
 	l := loadValid(e, "render", args[0], &f.loadFlags, "nothing written")

@@ -19,12 +19,15 @@ docs/input.md (Validation).
 
 Example:
   netspec schema > netspec-schema.cue`,
-		run: func(e *env, _ any, args []string) int {
-			if !needArgs(e, "schema", args, 0, "no arguments") {
-				return exitError
-			}
-			fmt.Fprint(e.stdout, string(schema.SchemaSource()))
-			return exitOK
-		},
+		want: "no arguments",
+		opts: func() options { return schemaCmd{} },
 	})
+}
+
+// schemaCmd is the options of schema: none.
+type schemaCmd struct{ noFlags }
+
+func (schemaCmd) run(e *env, _ []string) int {
+	fmt.Fprint(e.stdout, string(schema.SchemaSource()))
+	return exitOK
 }

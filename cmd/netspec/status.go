@@ -116,21 +116,20 @@ Examples:
   netspec status --json | jq -r .daemon.revision.id
   ip netns exec blue netspec status --state-dir /var/lib/netspec-blue
   netspec status --fleet --json | jq -r '.members[] | select(.state != "alive") | .name'`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &statusFlags{}
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the daemon's state `DIR` (its socket is DIR/netspec.sock)")
-			fs.StringVar(&f.socket, "socket", "", "ask the daemon on `PATH` instead of DIR/netspec.sock")
-			fs.BoolVar(&f.json, "json", false, "print the status as JSON")
-			fs.BoolVar(&f.fleet, "fleet", false, "show the fleet the daemon gossips with: members, revisions, endpoints out, fail static")
-			fs.DurationVar(&f.wait, "wait", 0, "wait up to `DURATION` for a daemon to answer after its first sync")
-			return f
-		},
-		run: runStatus,
+		nargs: -1,
+		opts:  func() options { return &statusFlags{} },
 	})
 }
 
-func runStatus(e *env, opts any, args []string) int {
-	f := opts.(*statusFlags)
+func (f *statusFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the daemon's state `DIR` (its socket is DIR/netspec.sock)")
+	fs.StringVar(&f.socket, "socket", "", "ask the daemon on `PATH` instead of DIR/netspec.sock")
+	fs.BoolVar(&f.json, "json", false, "print the status as JSON")
+	fs.BoolVar(&f.fleet, "fleet", false, "show the fleet the daemon gossips with: members, revisions, endpoints out, fail static")
+	fs.DurationVar(&f.wait, "wait", 0, "wait up to `DURATION` for a daemon to answer after its first sync")
+}
+
+func (f *statusFlags) run(e *env, args []string) int {
 	if len(args) > 0 {
 		return e.usageError("status", "takes no arguments, got %q", args)
 	}

@@ -66,25 +66,21 @@ Examples:
   netspec validate --locked .
   netspec validate --output json . | jq -r '.findings[] | "\(.file):\(.line): \(.message)"'
   kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec validate -`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &validateFlags{}
-			f.register(fs)
-			fs.BoolVar(&f.locked, "locked", false, "also fail when netspec.lock is missing allocations or has stale ones")
-			fs.BoolVar(&f.verbose, "verbose", false, "list every ignored object with its file:line, not only their count by kind")
-			fs.StringVar(&f.output, "output", "text", "output `FORMAT`: text (findings on stderr, the summary on stdout) or json (one object on stdout)")
-			return f
-		},
-		run: runValidate,
+		nargs: 1, want: "one TREE",
+		opts: func() options { return &validateFlags{} },
 	})
 }
 
-func runValidate(e *env, opts any, args []string) int {
-	f := opts.(*validateFlags)
+func (f *validateFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	fs.BoolVar(&f.locked, "locked", false, "also fail when netspec.lock is missing allocations or has stale ones")
+	fs.BoolVar(&f.verbose, "verbose", false, "list every ignored object with its file:line, not only their count by kind")
+	fs.StringVar(&f.output, "output", "text", "output `FORMAT`: text (findings on stderr, the summary on stdout) or json (one object on stdout)")
+}
+
+func (f *validateFlags) run(e *env, args []string) int {
 	if f.output != "text" && f.output != "json" {
 		return e.fail("validate", "--output must be text or json, not %q", f.output)
-	}
-	if !needArgs(e, "validate", args, 1, "one TREE") {
-		return exitError
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {

@@ -34,24 +34,23 @@ build -buildvcs=false, a build outside a git checkout) says "devel".
 Examples:
   netspec version
   netspec version --json | jq -r .revision`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &versionFlags{}
-			fs.BoolVar(&f.json, "json", false, "print the version as JSON")
-			return f
-		},
-		run: func(e *env, opts any, args []string) int {
-			if !needArgs(e, "version", args, 0, "no arguments") {
-				return exitError
-			}
-			bi, _ := debug.ReadBuildInfo()
-			v := buildVersion(bi)
-			if opts.(*versionFlags).json {
-				return e.printJSON("version", v)
-			}
-			fmt.Fprintln(e.stdout, v.String())
-			return exitOK
-		},
+		want: "no arguments",
+		opts: func() options { return &versionFlags{} },
 	})
+}
+
+func (f *versionFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.json, "json", false, "print the version as JSON")
+}
+
+func (f *versionFlags) run(e *env, _ []string) int {
+	bi, _ := debug.ReadBuildInfo()
+	v := buildVersion(bi)
+	if f.json {
+		return e.printJSON("version", v)
+	}
+	fmt.Fprintln(e.stdout, v.String())
+	return exitOK
 }
 
 // versionInfo is what `netspec version` reports.

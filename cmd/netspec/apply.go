@@ -212,13 +212,14 @@ func (f *nodeFlags) loadNode(e *env, cmd, tree string) *loaded {
 
 // compileLoaded compiles the plan of node from l with the readiness view
 // o (zero: the tree's); nil means the command failed (already reported).
-func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Options) (*plan.Plan, int) {
+func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Options) *plan.Plan {
 	defer stages.Start("compile")()
 	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, node, o)
 	if err != nil {
-		return nil, e.fail(cmd, "%v", err)
+		e.fail(cmd, "%v", err)
+		return nil
 	}
-	return st.Finish(), exitOK
+	return st.Finish()
 }
 
 func (f *planFlags) run(e *env, args []string) int {
@@ -239,9 +240,9 @@ func (f *planFlags) run(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "netspec plan: warning: the daemon's record of its probes is not read (%v); readiness is the tree's\n", err)
 	}
 	view, held := daemon.ProbeView(n.Last(), rec, f.node)
-	p, code := compileLoaded(e, "plan", l, f.node, view)
+	p := compileLoaded(e, "plan", l, f.node, view)
 	if p == nil {
-		return code
+		return exitError
 	}
 	r, err := n.Plan(p)
 	if err != nil {
@@ -253,24 +254,23 @@ func (f *planFlags) run(e *env, args []string) int {
 	if err != nil {
 		return e.fail("plan", "drift from the last applied plan: %v", err)
 	}
+	code := exitOK
 	if f.json {
-		if err := writePlanJSON(e.stdout, r, d, drift, held); err != nil {
-			return e.fail("plan", "%v", err)
-		}
+		code = e.printJSON("plan", planJSON(r, d, drift, held))
 	} else {
 		writeNodeChanges(e.stdout, r, d, drift)
 		writeHeldOut(e.stdout, held)
-		fmt.Fprintln(e.stdout, planSummary(r, d, "to add", "to change", "to remove"))
+		fmt.Fprintln(e.stdout, planSummary(r, d))
 	}
-	if f.detailed && !r.Empty() {
+	if code == exitOK && f.detailed && !r.Empty() {
 		return exitChanges
 	}
-	return exitOK
+	return code
 }
 
-// writePlanJSON writes plan --json: the changes, drift (nil: nothing
+// planJSON is what plan --json prints: the changes, drift (nil: nothing
 // installed) and the endpoints compared as held out.
-func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *nft.Changes, held []daemon.ProbeOut) error {
+func planJSON(r *applier.Result, d *treediff.PlanDiff, drift *nft.Changes, held []daemon.ProbeOut) any {
 	out := struct {
 		Changes  bool               `json:"changes"`
 		Services *treediff.PlanDiff `json:"plan"`
@@ -283,7 +283,7 @@ func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *
 	if out.HeldOut == nil {
 		out.HeldOut = []daemon.ProbeOut{}
 	}
-	return writeJSON(w, out)
+	return out
 }
 
 // writeHeldOut tells which endpoints plan compared as held out by the
@@ -330,9 +330,9 @@ func (f *applyFlags) run(e *env, args []string) int {
 	if l == nil {
 		return exitError
 	}
-	p, code := compileLoaded(e, "apply", l, f.node, compiler.Options{})
+	p := compileLoaded(e, "apply", l, f.node, compiler.Options{})
 	if p == nil {
-		return code
+		return exitError
 	}
 	ao := f.applierOptions(e)
 	ao.OneShot = true
@@ -541,7 +541,7 @@ func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
 }
 
 // planSummary is the last line of plan.
-func planSummary(r *applier.Result, d *treediff.PlanDiff, add, change, remove string) string {
+func planSummary(r *applier.Result, d *treediff.PlanDiff) string {
 	var added, changed, removed int
 	for _, s := range d.Services {
 		switch s.Change {
@@ -553,7 +553,7 @@ func planSummary(r *applier.Result, d *treediff.PlanDiff, add, change, remove st
 			changed++
 		}
 	}
-	line := fmt.Sprintf("Plan: %d services %s, %d %s, %d %s.", added, add, changed, change, removed, remove)
+	line := fmt.Sprintf("Plan: %d services to add, %d to change, %d to remove.", added, changed, removed)
 	var ca, cc, cr, ea, er int
 	for _, t := range r.NFT.Tables {
 		ca, cc, cr = ca+len(t.ChainsAdded), cc+len(t.ChainsChanged), cr+len(t.ChainsRemoved)

@@ -259,20 +259,15 @@ func (e *env) fail(cmd, format string, a ...any) int {
 	return exitError
 }
 
-// printJSON writes v to stdout as every --json does (writeJSON); an error
-// is command cmd's.
+// printJSON writes v to stdout as every --json does, indented by two
+// spaces, and a newline; an error is command cmd's.
 func (e *env) printJSON(cmd string, v any) int {
-	if err := writeJSON(e.stdout, v); err != nil {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return e.fail(cmd, "%v", err)
 	}
 	return exitOK
-}
-
-// writeJSON writes v as JSON indented by two spaces, and a newline.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // usageError is fail for a usage error: it tells where the usage is.

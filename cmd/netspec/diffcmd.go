@@ -1,11 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"netspec.dev/netspec/compiler"
@@ -77,15 +77,14 @@ func (f *diffFlags) register(fs *flag.FlagSet) {
 }
 
 func (f *diffFlags) run(e *env, args []string) int {
-	switch f.format {
-	case "text", "markdown", "json":
-	default:
+	if !slices.Contains([]string{"text", "markdown", "json"}, f.format) {
 		return e.fail("diff", "--format %q: want text, markdown or json", f.format)
 	}
 	if args[0] == "-" && args[1] == "-" {
 		return e.fail("diff", "only one tree can be - (standard input)")
 	}
 	var trees [2]*loaded
+	names := map[string]bool{} // the nodes of either tree
 	failed := false
 	for i, root := range args {
 		l, err := loadTree(e, root, &f.loadFlags)
@@ -98,20 +97,15 @@ func (f *diffFlags) run(e *env, args []string) int {
 			failed = true
 		}
 		trees[i] = l
+		maps.Copy(names, treeNodes(l.tree))
 	}
 	if failed {
 		return exitError
 	}
-
-	names := map[string]bool{}
-	for _, l := range trees {
-		for _, n := range treeNodes(l.tree) {
-			names[n] = true
-		}
-	}
 	if f.node != "" {
 		if !names[f.node] {
-			return e.fail("diff", "node %s is in neither tree (their nodes: %s)", f.node, nodeList(names))
+			nodes := cmp.Or(strings.Join(slices.Sorted(maps.Keys(names)), ", "), "none")
+			return e.fail("diff", "node %s is in neither tree (their nodes: %s)", f.node, nodes)
 		}
 		names = map[string]bool{f.node: true}
 	}
@@ -141,41 +135,29 @@ func (f *diffFlags) run(e *env, args []string) int {
 	return exitOK
 }
 
-// treeNodes returns the names of a tree's Node objects, sorted.
-func treeNodes(t *schema.Tree) []string {
-	var out []string
+// treeNodes returns the names of a tree's Node objects.
+func treeNodes(t *schema.Tree) map[string]bool {
+	out := map[string]bool{}
 	for _, o := range t.Objects {
 		if o.Node != nil {
-			out = append(out, o.Node.Metadata.Name)
+			out[o.Node.Metadata.Name] = true
 		}
 	}
-	sort.Strings(out)
 	return out
-}
-
-func nodeList(names map[string]bool) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(maps.Keys(names)), ", ")
 }
 
 // compileNodes compiles a tree for each of the nodes it has. When neither
 // tree has Node objects (names is empty), the tree is compiled for a node
 // of its own, treediff.EveryNode, that holds no endpoint.
 func compileNodes(l *loaded, names map[string]bool) (map[string]*plan.Plan, error) {
-	objs := l.tree.Objects
-	has := map[string]bool{}
-	for _, n := range treeNodes(l.tree) {
-		has[n] = true
-	}
+	objs, has := l.tree.Objects, treeNodes(l.tree)
 	if len(names) == 0 {
 		names = map[string]bool{treediff.EveryNode: true}
 		objs = append(objs[:len(objs):len(objs)], &schema.Object{
 			APIVersion: "v1", Kind: schema.KindNode,
 			Node: &schema.Node{Metadata: schema.ObjectMeta{Name: treediff.EveryNode}},
 		})
-		has[treediff.EveryNode] = true
+		has = names
 	}
 	out := map[string]*plan.Plan{}
 	for n := range names {

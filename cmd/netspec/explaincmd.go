@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -174,31 +175,24 @@ func (f *explainFlags) run(e *env, args []string) int {
 	}
 	var live explain.Options
 	var view compiler.Options
-	dataplane := f.dataplane
+	dataplane, sched := "", ""
 	if f.live {
 		var note string
-		var sched string
 		if live, view, dataplane, sched, note, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
 			return e.fail("explain", "--live: %v", err)
 		}
 		if note != "" {
 			fmt.Fprintf(e.stderr, "netspec explain: --live: %s\n", note)
 		}
-		if dataplane == "" {
-			dataplane = f.dataplane
-		}
-		if f.ipvsScheduler == "" {
-			f.ipvsScheduler = sched // the daemon's, unless the command line says otherwise
-		}
 	}
-	if f.ipvsScheduler == "" {
-		f.ipvsScheduler = render.DefaultIPVSScheduler
+	// The daemon's data plane and scheduler, unless the command line says
+	// otherwise.
+	dataplane = cmp.Or(dataplane, f.dataplane)
+	f.ipvsScheduler = cmp.Or(f.ipvsScheduler, sched, render.DefaultIPVSScheduler)
+	p := compileLoaded(e, "explain", l, f.node, view)
+	if p == nil {
+		return exitError
 	}
-	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, f.node, view)
-	if err != nil {
-		return e.fail("explain", "%v", err)
-	}
-	p := st.Finish()
 	var xs []*explain.Explanation
 	if f.to != "" {
 		pk.Src = from
@@ -211,14 +205,9 @@ func (f *explainFlags) run(e *env, args []string) int {
 		}
 		xs = append(xs, explain.PacketWith(p, l.tree.Objects, pk, live))
 	} else {
-		if f.live {
-			var pks []plan.Packet
-			for i := range p.Services {
-				if p.Services[i].Key() == args[1] {
-					pks = explain.Frontends(p, &p.Services[i])
-				}
-			}
-			if len(pks) > 0 {
+		s := planService(p, args[1])
+		if f.live && s != nil {
+			if pks := explain.Frontends(p, s); len(pks) > 0 {
 				live.Kernel = applier.CheckKernel(f.kernelOptions(e, dataplane), p, pks)
 			}
 		}
@@ -228,7 +217,7 @@ func (f *explainFlags) run(e *env, args []string) int {
 		}
 		if len(xs) == 0 {
 			// Headless and ExternalName Services: an empty list for --json.
-			note := noFrontends(p, args[1])
+			note := noFrontends(p, s)
 			if f.json {
 				fmt.Fprintf(e.stderr, "netspec explain: %s\n", note)
 				fmt.Fprintln(e.stdout, "[]")
@@ -264,23 +253,27 @@ func (f *explainFlags) kernelOptions(e *env, dataplane string) applier.Options {
 		IPVSScheduler: f.ipvsScheduler, NFTables: e.nftables}
 }
 
-// noFrontends says why Service key has no frontends on p's node: it is
-// headless, or of type ExternalName.
-func noFrontends(p *plan.Plan, key string) string {
+// planService is the Service key (namespace/name) of p; nil for none.
+func planService(p *plan.Plan, key string) *plan.Service {
 	for i := range p.Services {
-		s := &p.Services[i]
-		if s.Key() != key {
-			continue
+		if p.Services[i].Key() == key {
+			return &p.Services[i]
 		}
-		if s.Type == "ExternalName" {
-			if !s.HasCNAME() {
-				return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, and its externalName %s reads as an IPv4 address, which Kubernetes takes as a DNS name of digits: as CoreDNS, netspec gives the Service's name no record; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
-			}
-			return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, so its DNS name is a CNAME to %s and clients connect to that name; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
-		}
-		return fmt.Sprintf("Service %s has no frontends on node %s: it is headless, so its DNS name resolves to the endpoints' own addresses and clients connect to them directly", key, p.Node.Name)
 	}
-	return fmt.Sprintf("Service %s has no frontends on node %s", key, p.Node.Name)
+	return nil
+}
+
+// noFrontends says why Service s has no frontends on p's node: it is
+// headless, or of type ExternalName.
+func noFrontends(p *plan.Plan, s *plan.Service) string {
+	key := s.Key()
+	switch {
+	case s.Type == "ExternalName" && !s.HasCNAME():
+		return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, and its externalName %s reads as an IPv4 address, which Kubernetes takes as a DNS name of digits: as CoreDNS, netspec gives the Service's name no record; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
+	case s.Type == "ExternalName":
+		return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, so its DNS name is a CNAME to %s and clients connect to that name; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
+	}
+	return fmt.Sprintf("Service %s has no frontends on node %s: it is headless, so its DNS name resolves to the endpoints' own addresses and clients connect to them directly", key, p.Node.Name)
 }
 
 // parseTo parses IP:PORT[/PROTO] (an IPv6 address in brackets).

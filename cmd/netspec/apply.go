@@ -452,19 +452,12 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff, dr
 	if r.IPVSLeftovers {
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
-	var b strings.Builder
-	treediff.WriteText(&b, d, false)
-	text := strings.TrimSuffix(b.String(), "\n")
-	for {
-		l, rest, more := strings.Cut(text, "\n")
-		if !more {
-			break // the last line is diff's count of the data plane
-		}
-		if l != "" && l != "no differences" {
-			w.WriteString(l)
-			w.WriteByte('\n')
-		}
-		text = rest
+	if !d.Empty() {
+		var b strings.Builder
+		treediff.WriteText(&b, d, false)
+		// All lines but the last, diff's count of the data plane.
+		text := strings.TrimSuffix(b.String(), "\n")
+		w.WriteString(text[:strings.LastIndexByte(text, '\n')+1])
 	}
 	if drift != nil {
 		writeDrift(w, drift)

@@ -175,20 +175,23 @@ func (f *explainFlags) run(e *env, args []string) int {
 	}
 	var live explain.Options
 	var view compiler.Options
-	dataplane, sched := "", ""
+	dataplane := f.dataplane
 	if f.live {
-		var note string
-		if live, view, dataplane, sched, note, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
-			return e.fail("explain", "--live: %v", err)
+		st, note := askDaemon(filepath.Join(f.stateDir, daemon.SocketName))
+		if st != nil {
+			if live, view, err = daemon.ExplainView(st); err != nil {
+				return e.fail("explain", "--live: %v", err)
+			}
+			// The daemon's data plane, and its scheduler unless the
+			// command line says another.
+			dataplane = cmp.Or(st.Dataplane, dataplane)
+			f.ipvsScheduler = cmp.Or(f.ipvsScheduler, st.IPVSScheduler)
 		}
 		if note != "" {
 			fmt.Fprintf(e.stderr, "netspec explain: --live: %s\n", note)
 		}
 	}
-	// The daemon's data plane and scheduler, unless the command line says
-	// otherwise.
-	dataplane = cmp.Or(dataplane, f.dataplane)
-	f.ipvsScheduler = cmp.Or(f.ipvsScheduler, sched, render.DefaultIPVSScheduler)
+	f.ipvsScheduler = cmp.Or(f.ipvsScheduler, render.DefaultIPVSScheduler)
 	p := compileLoaded(e, "explain", l, f.node, view)
 	if p == nil {
 		return exitError
@@ -296,27 +299,21 @@ func parseTo(s string) (plan.Packet, error) {
 	return plan.Packet{Dst: ap.Addr().Unmap(), Port: ap.Port(), Protocol: proto}, nil
 }
 
-// liveProbes asks the daemon on sock for its readiness probes: the
-// endpoints out for failing probes (for the explanation) and the view the
-// daemon compiled its plan with (daemon.ExplainView), and its data plane
-// and IPVS scheduler. A daemon that does not answer, or does not probe,
-// is a note: readiness is then the tree's, and the data plane "" (the
-// kernel is still checked).
-func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplane, sched, note string, err error) {
+// askDaemon asks the daemon on sock for its status: its readiness probes
+// (daemon.ExplainView), data plane and IPVS scheduler. A daemon that does
+// not answer (nil), or does not probe, is a note: readiness is then the
+// tree's (the kernel is still checked).
+func askDaemon(sock string) (*daemon.Status, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := daemon.QueryStatus(ctx, sock)
 	switch {
 	case errors.Is(err, os.ErrPermission):
-		return o, view, "", "", fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock), nil
+		return nil, fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock)
 	case err != nil:
-		return o, view, "", "", fmt.Sprintf("%v; readiness is the tree's", err), nil
+		return nil, fmt.Sprintf("%v; readiness is the tree's", err)
+	case st.Probes == nil:
+		return st, "the daemon runs with --probes=false: readiness is the tree's"
 	}
-	if o, view, err = daemon.ExplainView(st); err != nil {
-		return o, view, "", "", "", err
-	}
-	if st.Probes == nil {
-		note = "the daemon runs with --probes=false: readiness is the tree's"
-	}
-	return o, view, st.Dataplane, st.IPVSScheduler, note, nil
+	return st, ""
 }

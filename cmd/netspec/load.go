@@ -147,27 +147,27 @@ func (b *byteSize) register(fs *flag.FlagSet) {
 	fs.Var(b, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
 }
 
+// byteUnits are the suffixes of a byteSize, largest first.
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
 func (b *byteSize) String() string {
 	n := int64(*b)
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
+	for _, u := range byteUnits[:3] { // not B: a count of bytes has no suffix
+		if n >= u.mult && n%u.mult == 0 {
+			return fmt.Sprintf("%d%s", n/u.mult, u.suffix)
+		}
 	}
 	return strconv.FormatInt(n, 10)
 }
 
 func (b *byteSize) Set(s string) error {
 	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = rest, u.mult
 			break
 		}
 	}

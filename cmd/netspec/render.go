@@ -6,11 +6,11 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"netspec.dev/netspec/applier/state"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/atomicfile"
 	"netspec.dev/netspec/render"
@@ -110,21 +110,16 @@ func (f *renderFlags) run(e *env, args []string) int {
 }
 
 // renderedKind reports whether a path inside an output directory is a file
-// that render writes, so that stale ones can be removed and nothing else is.
+// that render writes, so that stale ones can be removed and nothing else
+// is: the kernel's files and systemd-resolved's, and those a state dir
+// holds but its plan.log.
 func renderedKind(rel string) bool {
-	switch dir, base := path.Split(rel); dir {
-	case "":
-		return base == "nftables.nft" || base == "ipvs.txt" || base == "plan.json"
-	case "dns/":
-		return strings.HasSuffix(base, ".zone")
-	case "env/":
-		return strings.HasSuffix(base, ".env")
-	case "resolv/":
-		return strings.HasSuffix(base, ".conf")
-	case "resolved/":
-		return base == render.DNSLink+".netdev" || base == render.DNSLink+".network" || base == "resolvectl.sh"
+	switch rel {
+	case "nftables.nft", "ipvs.txt",
+		"resolved/" + render.DNSLink + ".netdev", "resolved/" + render.DNSLink + ".network", "resolved/resolvectl.sh":
+		return true
 	}
-	return false
+	return rel != state.LogFile && state.IsManaged(rel)
 }
 
 // writeRendered writes files (slash paths) below dir, each atomically,

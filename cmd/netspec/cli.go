@@ -225,7 +225,7 @@ func printCommandHelp(w io.Writer, c *command) {
 	fs.VisitAll(func(f *flag.Flag) {
 		fmt.Fprint(w, header)
 		header = ""
-		name, u := flagPlaceholder(f)
+		name, u := flag.UnquoteUsage(f)
 		if name != "" {
 			name = " " + name
 		}
@@ -237,20 +237,6 @@ func printCommandHelp(w io.Writer, c *command) {
 	})
 }
 
-// valuePlaceholders name the values of flags whose usage string has no
-// backquoted word for them, which package flag would show as their Go
-// type ("--dataplane string").
-var valuePlaceholders = map[string]string{"dataplane": "nftables|ipvs"}
-
-// flagPlaceholder is flag.UnquoteUsage, with valuePlaceholders' names
-// instead of a string flag's type.
-func flagPlaceholder(f *flag.Flag) (name, usage string) {
-	name, usage = flag.UnquoteUsage(f)
-	if p, ok := valuePlaceholders[f.Name]; ok && name == "string" {
-		name = p
-	}
-	return name, usage
-}
 
 // fail reports an error of command cmd on stderr, as "netspec CMD: " and
 // the message, and returns exitError: every command's errors read alike.

@@ -546,7 +546,7 @@ func TestHelpPlaceholders(t *testing.T) {
 		var help bytes.Buffer
 		printCommandHelp(&help, commands[name])
 		for _, f := range commandFlags(commands[name]) {
-			placeholder, _ := flagPlaceholder(f)
+			placeholder, _ := flag.UnquoteUsage(f)
 			if goTypes[placeholder] {
 				t.Errorf("netspec %s --help: --%s %s: name the value in the usage string, in backquotes", name, f.Name, placeholder)
 			}

@@ -124,7 +124,7 @@ func (f *explainFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
 	fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes, and check that the kernel holds the plan")
 	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
-	fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: nftables or ipvs")
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: `nftables|ipvs`")
 	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "", "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler; default: the daemon's, else rr)")
 }
 

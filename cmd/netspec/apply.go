@@ -348,11 +348,8 @@ func (f *applyFlags) run(e *env, args []string) int {
 	last, nw := n.Last(), map[string]*plan.Plan{f.node: p}
 	var d *treediff.PlanDiff
 	r, err := n.ApplyBeside(p, func() {
-		old := last
-		if old == nil {
-			old = applier.EmptyPlan(p)
-		}
 		defer stages.Start("diff (beside)")()
+		old := cmp.Or(last, applier.EmptyPlan(p))
 		d = treediff.DiffWithoutDataPlane(map[string]*plan.Plan{f.node: old}, nw)
 	})
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"regexp"
-	"slices"
 	"strings"
 
 	"netspec.dev/netspec/render/ipvsmodel"
@@ -108,8 +106,7 @@ var enumFlag = regexp.MustCompile(`--([a-z][-a-z]*) ([a-z]+(?:\|[a-z]+)+)`)
 // flags with the values they take, and what its arguments are.
 func completionModel() []compCommand {
 	var out []compCommand
-	names := slices.Sorted(maps.Keys(commands))
-	for _, n := range names {
+	for _, n := range sortedCommandNames() {
 		c := commands[n]
 		cc := compCommand{name: n, summary: c.summary}
 		enums := map[string][]string{}
@@ -143,10 +140,8 @@ func completionModel() []compCommand {
 		})
 		out = append(out, cc)
 	}
-	help := compCommand{name: "help", summary: "show the help of netspec or of a command", args: compWords}
-	for _, c := range out {
-		help.words = append(help.words, c.name)
-	}
+	help := compCommand{name: "help", summary: "show the help of netspec or of a command",
+		args: compWords, words: sortedCommandNames()}
 	return append(out, help)
 }
 
@@ -167,18 +162,14 @@ func firstClause(s string) string {
 	return s
 }
 
-func commandNames(cmds []compCommand) string {
-	var names []string
-	for _, c := range cmds {
-		names = append(names, c.name)
-	}
-	return strings.Join(names, " ")
-}
-
 // writeBash writes a bash completion function: commands first, then per
 // command the values of the flag before the cursor, its flags when the word
 // starts with -, else its arguments. --flag=value words are understood.
 func writeBash(w io.Writer, cmds []compCommand) {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.name)
+	}
 	fmt.Fprintf(w, `# bash completion for netspec; made by 'netspec completion bash'.
 # Load it with: source <(netspec completion bash)
 _netspec_files() {
@@ -217,7 +208,7 @@ _netspec() {
         return 0
     fi
     case "$cmd" in
-`, commandNames(cmds))
+`, strings.Join(names, " "))
 	for _, c := range cmds {
 		fmt.Fprintf(w, "    %s)\n", c.name)
 		var values, all []string

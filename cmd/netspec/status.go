@@ -136,10 +136,7 @@ func (f *statusFlags) run(e *env, args []string) int {
 	if f.wait < 0 {
 		return e.fail("status", "--wait %s: want a positive duration", f.wait)
 	}
-	sock := f.socket
-	if sock == "" {
-		sock = filepath.Join(f.stateDir, daemon.SocketName)
-	}
+	sock := cmp.Or(f.socket, filepath.Join(f.stateDir, daemon.SocketName))
 	if f.fleet {
 		st, err := status.Ask(sock, f.wait)
 		return runStatusFleet(e, f, sock, st, err)
@@ -304,13 +301,12 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 			out = append(out, o)
 		}
 	}
-	line := func(o daemon.ProbeOut) { writeProbeOut(w, o, now) }
 	if len(out) == 0 {
 		fmt.Fprintln(w, "endpoints out for failing probes: none")
 	} else {
 		fmt.Fprintln(w, "endpoints out for failing probes:")
 		for _, o := range out {
-			line(o)
+			writeProbeOut(w, o, now)
 		}
 	}
 	if len(ps.FailOpen) == 0 {
@@ -319,7 +315,7 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 	}
 	fmt.Fprintf(w, "fail open (every endpoint fails its probe on this node; all are kept): %s\n", strings.Join(ps.FailOpen, ", "))
 	for _, o := range kept {
-		line(o)
+		writeProbeOut(w, o, now)
 	}
 }
 

@@ -237,7 +237,6 @@ func printCommandHelp(w io.Writer, c *command) {
 	})
 }
 
-
 // fail reports an error of command cmd on stderr, as "netspec CMD: " and
 // the message, and returns exitError: every command's errors read alike.
 func (e *env) fail(cmd, format string, a ...any) int {

@@ -214,7 +214,7 @@ func (f *nodeFlags) loadNode(e *env, cmd, tree string) *loaded {
 // o (zero: the tree's); nil means the command failed (already reported).
 func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Options) *plan.Plan {
 	defer stages.Start("compile")()
-	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, node, o)
+	st, err := compiler.CompileStagedWith(l.tree.Objects, l.Checked, node, o)
 	if err != nil {
 		e.fail(cmd, "%v", err)
 		return nil

@@ -91,9 +91,9 @@ func (f *diffFlags) run(e *env, args []string) int {
 		if err != nil {
 			return e.fail("diff", "%v", err)
 		}
-		if n := l.diags.Errors(); n > 0 {
-			printDiags(e, l.diags)
-			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.diags.Files(), "file"), plural(n, "error"))
+		if n := l.Diags.Errors(); n > 0 {
+			printDiags(e, l.Diags)
+			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.Diags.Files(), "file"), plural(n, "error"))
 			failed = true
 		}
 		trees[i] = l
@@ -164,7 +164,7 @@ func compileNodes(l *loaded, names map[string]bool) (map[string]*plan.Plan, erro
 		if !has[n] {
 			continue
 		}
-		p, err := compiler.Compile(objs, l.checked, n)
+		p, err := compiler.Compile(objs, l.Checked, n)
 		if err != nil {
 			return nil, err
 		}

@@ -168,9 +168,9 @@ func (f *explainFlags) run(e *env, args []string) int {
 	if err != nil {
 		return e.fail("explain", "%v", err)
 	}
-	if n := l.diags.Errors(); n > 0 {
-		printDiags(e, l.diags)
-		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", plural(l.diags.Files(), "file"), plural(n, "error"))
+	if n := l.Diags.Errors(); n > 0 {
+		printDiags(e, l.Diags)
+		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", plural(l.Diags.Files(), "file"), plural(n, "error"))
 		return exitError
 	}
 	var live explain.Options

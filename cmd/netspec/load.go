@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/internal/treecheck"
@@ -30,12 +29,11 @@ func (l *loadFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&l.noCache, "no-cache", false, "validate every file, without reading or writing the cache")
 }
 
-// loaded is a tree read, validated and checked across objects.
+// loaded is a tree read, validated and checked across objects: its lock,
+// the objects checked and all diagnostics, sorted.
 type loaded struct {
-	tree    *schema.Tree
-	checked *compiler.Checked
-	lock    *compiler.Lock // nil when the tree has no lock file
-	diags   diag.List      // all diagnostics, sorted
+	tree *schema.Tree
+	*treecheck.Result
 }
 
 // treeArgHelp is what --help says of TREE for the commands that read one.
@@ -71,8 +69,7 @@ func loadTree(e *env, root string, lf *loadFlags) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := treecheck.Check(root, t)
-	return &loaded{tree: t, checked: c.Checked, lock: c.Lock, diags: c.Diags}, nil
+	return &loaded{tree: t, Result: treecheck.Check(root, t)}, nil
 }
 
 // loadValid is loadTree for a command that needs a valid tree: it prints
@@ -85,9 +82,9 @@ func loadValid(e *env, cmd, root string, lf *loadFlags, notDone string) *loaded 
 		e.fail(cmd, "%v", err)
 		return nil
 	}
-	printDiags(e, l.diags)
-	if n := l.diags.Errors(); n > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s; %s\n", plural(l.diags.Files(), "file"), plural(n, "error"), notDone)
+	printDiags(e, l.Diags)
+	if n := l.Diags.Errors(); n > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s; %s\n", plural(l.Diags.Files(), "file"), plural(n, "error"), notDone)
 		return nil
 	}
 	return l

@@ -49,14 +49,14 @@ func (f *lockFlags) run(e *env, args []string) int {
 	if l == nil {
 		return exitError
 	}
-	want := l.checked.Alloc.Lock()
+	want := l.Checked.Alloc.Lock()
 	data := want.Marshal()
 	name := filepath.Join(root, LockFile)
 	if old, err := os.ReadFile(name); err == nil && bytes.Equal(old, data) {
 		fmt.Fprintf(e.stdout, "%s is up to date\n", LockFile)
 		return exitOK
 	}
-	changes := compiler.LockDiff(l.lock, want)
+	changes := compiler.LockDiff(l.Lock, want)
 	if err := atomicfile.WriteFile(name, data, 0o644); err != nil {
 		return e.fail("lock", "%v", err)
 	}

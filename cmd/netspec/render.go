@@ -87,7 +87,7 @@ func (f *renderFlags) run(e *env, args []string) int {
 	if l == nil {
 		return exitError
 	}
-	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
+	p, err := compiler.Compile(l.tree.Objects, l.Checked, f.node)
 	if err != nil {
 		return e.fail("render", "%v", err)
 	}

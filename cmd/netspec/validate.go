@@ -92,13 +92,13 @@ func (f *validateFlags) run(e *env, args []string) int {
 		}
 		return e.fail("validate", "%v", err)
 	}
-	dl := l.diags
+	dl := l.Diags
 	// With --locked, the lock's differences from what the tree needs, and
 	// what to do about them.
 	var stale []string
 	var hint string
 	if f.locked && dl.Errors() == 0 {
-		stale = compiler.LockDiff(l.lock, l.checked.Alloc.Lock())
+		stale = compiler.LockDiff(l.Lock, l.Checked.Alloc.Lock())
 		if l.tree.Stream() {
 			hint = fmt.Sprintf("the lock document is not up to date: run 'netspec lock' on a directory of these documents and put its %s in", LockFile)
 		} else {

@@ -87,9 +87,9 @@ func (f *renderFlags) run(e *env, args []string) int {
 	if l == nil {
 		return exitError
 	}
-	p, err := compiler.Compile(l.tree.Objects, l.Checked, f.node)
-	if err != nil {
-		return e.fail("render", "%v", err)
+	p := compileLoaded(e, "render", l, f.node, compiler.Options{})
+	if p == nil {
+		return exitError
 	}
 	files, err := render.Files(p, render.DataplaneNFTables)
 	if f.dataplane == "ipvs" {

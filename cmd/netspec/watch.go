@@ -20,9 +20,8 @@ import (
 // daemon.Settings.Options checks, and the log's.
 type watchFlags struct {
 	daemon.Settings
-	maxFileSize byteSize
-	logFormat   string
-	logLevel    string
+	logFormat string
+	logLevel  string
 }
 
 func init() {
@@ -202,7 +201,7 @@ func (f *watchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Join, "join", "", "join the fleet through the members at `IP:PORT,...` (any one answering will do; retried)")
 	fs.StringVar(&f.GossipKeyFile, "gossip-key-file", "", "encrypt the gossip with the keys of `FILE` (base64, one a line; the first encrypts, all decrypt)")
 	fs.BoolVar(&f.GossipInsecure, "gossip-insecure", false, "allow gossip without a key, in the clear (a test bed, a trusted network)")
-	f.maxFileSize.register(fs)
+	(*byteSize)(&f.MaxFileSize).register(fs)
 }
 
 // watchGCPercent is the garbage collector's target for watch, unless the
@@ -222,7 +221,7 @@ func (f *watchFlags) run(e *env, args []string) int {
 	if f.Node == "" {
 		return e.usageError("watch", "--node is required")
 	}
-	f.Tree, f.MaxFileSize = args[0], int64(f.maxFileSize)
+	f.Tree = args[0]
 	o, err := f.Options()
 	if err != nil {
 		return e.usageError("watch", "%v", err)

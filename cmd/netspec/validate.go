@@ -87,17 +87,16 @@ func (f *validateFlags) run(e *env, args []string) int {
 		if f.output == "json" {
 			r := newValidateReport(&schema.Tree{}, nil)
 			r.Findings = append(r.Findings, finding{File: args[0], Severity: "error", Message: err.Error()})
-			r.Errors, r.Valid = 1, false
+			r.Errors++
 			return printValidateJSON(e, r)
 		}
 		return e.fail("validate", "%v", err)
 	}
-	dl := l.Diags
 	// With --locked, the lock's differences from what the tree needs, and
 	// what to do about them.
 	var stale []string
 	var hint string
-	if f.locked && dl.Errors() == 0 {
+	if f.locked && l.Diags.Errors() == 0 {
 		stale = compiler.LockDiff(l.Lock, l.Checked.Alloc.Lock())
 		if l.tree.Stream() {
 			hint = fmt.Sprintf("the lock document is not up to date: run 'netspec lock' on a directory of these documents and put its %s in", LockFile)
@@ -106,19 +105,18 @@ func (f *validateFlags) run(e *env, args []string) int {
 		}
 	}
 	if f.output == "json" {
-		r := newValidateReport(l.tree, dl)
+		r := newValidateReport(l.tree, l.Diags)
 		if len(stale) > 0 {
 			for _, s := range append(stale, hint) {
 				r.Findings = append(r.Findings, finding{File: l.lockFile(), Severity: "error", Message: s})
 				r.Errors++
 			}
 		}
-		r.Valid = r.Errors == 0
 		return printValidateJSON(e, r)
 	}
-	printDiags(e, dl)
-	if errs := dl.Errors(); errs > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s\n", plural(dl.Files(), "file"), plural(errs, "error"))
+	printDiags(e, l.Diags)
+	if errs := l.Diags.Errors(); errs > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s\n", plural(l.Diags.Files(), "file"), plural(errs, "error"))
 		return exitError
 	}
 	if len(stale) > 0 {
@@ -192,7 +190,6 @@ func newValidateReport(t *schema.Tree, dl diag.List) *validateReport {
 		Ignored:  ignoredReport{Count: len(t.Ignored), Kinds: map[string]int{}, Objects: []ignoredObject{}},
 		Skipped:  []skippedFile{},
 	}
-	r.Valid = r.Errors == 0
 	for _, d := range dl {
 		sev := "error"
 		if d.Severity == diag.Warning {
@@ -213,9 +210,10 @@ func newValidateReport(t *schema.Tree, dl diag.List) *validateReport {
 	return r
 }
 
-// printValidateJSON prints r; the exit status says whether the tree is
-// valid.
+// printValidateJSON prints r, valid when it counts no error; the exit
+// status says whether the tree is valid.
 func printValidateJSON(e *env, r *validateReport) int {
+	r.Valid = r.Errors == 0
 	if code := e.printJSON("validate", r); code != exitOK || !r.Valid {
 		return exitError
 	}

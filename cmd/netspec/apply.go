@@ -82,12 +82,11 @@ type applyFlags struct{ nodeFlags }
 // cleanupFlags are cleanup's flags.
 type cleanupFlags struct{ stateDir string }
 
-func init() {
-	register(&command{
-		name:    "plan",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs] [--state-dir DIR] [--detailed-exitcode] [--json]",
-		summary: "show what apply would change on this node (kernel and state dir)",
-		help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
+var planCommand = &command{
+	name:    "plan",
+	args:    "TREE --node NODE [--dataplane nftables|ipvs] [--state-dir DIR] [--detailed-exitcode] [--json]",
+	summary: "show what apply would change on this node (kernel and state dir)",
+	help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
 this machine holds now: netspec's nftables tables (ip netspec, ip6 netspec)
 in the network namespace plan runs in, and the state dir. It changes nothing,
 and does not create the state dir when it is missing.
@@ -121,14 +120,15 @@ Examples:
   netspec plan examples/basic --node node-1
   ip netns exec blue netspec plan . --node node-1 --state-dir /var/lib/netspec-blue
   netspec plan . --node $(hostname) --detailed-exitcode || [ $? -eq 2 ]`,
-		nargs: 1, want: "one TREE",
-		opts: func() options { return &planFlags{} },
-	})
-	register(&command{
-		name:    "apply",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs] [--ipvs-scheduler rr] [--state-dir DIR]",
-		summary: "install the plan of this node: nftables rules (or IPVS), DNS zone files and env files",
-		help: `Apply validates TREE, compiles the plan of NODE and makes this machine hold it:
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &planFlags{} },
+}
+
+var applyCommand = &command{
+	name:    "apply",
+	args:    "TREE --node NODE [--dataplane nftables|ipvs] [--ipvs-scheduler rr] [--state-dir DIR]",
+	summary: "install the plan of this node: nftables rules (or IPVS), DNS zone files and env files",
+	help: `Apply validates TREE, compiles the plan of NODE and makes this machine hold it:
 
   - the nftables tables ip netspec and ip6 netspec of the network namespace
     apply runs in are read back and changed where they differ from the plan,
@@ -160,14 +160,15 @@ Examples:
   netspec apply examples/basic --node node-1
   netspec apply . --node node-1 --dataplane ipvs --ipvs-scheduler lc
   ip netns exec blue netspec apply . --node node-1 --state-dir /var/lib/netspec-blue`,
-		nargs: 1, want: "one TREE",
-		opts: func() options { return &applyFlags{} },
-	})
-	register(&command{
-		name:    "cleanup",
-		args:    "[--state-dir DIR]",
-		summary: "remove what netspec installed on this node: its nftables tables and state files",
-		help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &applyFlags{} },
+}
+
+var cleanupCommand = &command{
+	name:    "cleanup",
+	args:    "[--state-dir DIR]",
+	summary: "remove what netspec installed on this node: its nftables tables and state files",
+	help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
 namespace it runs in, the IPVS virtual servers netspec owns and its interface
 netspec-ipvs0 (if --dataplane ipvs was used), and the zone, env and resolv
 files, plan.json and plan.log of the state dir. Other tables, virtual servers and
@@ -180,9 +181,8 @@ too).
 Examples:
   netspec cleanup
   ip netns exec blue netspec cleanup --state-dir /var/lib/netspec-blue`,
-		nargs: -1,
-		opts:  func() options { return &cleanupFlags{} },
-	})
+	nargs: -1,
+	opts:  func() options { return &cleanupFlags{} },
 }
 
 func (f *planFlags) register(fs *flag.FlagSet) {

@@ -74,9 +74,16 @@ type env struct {
 	nftables nft.Kernel
 }
 
+// commands is the command table, by name; each command's file defines
+// its entry.
 var commands = map[string]*command{}
 
-func register(c *command) { commands[c.name] = c }
+func init() {
+	for _, c := range []*command{applyCommand, cleanupCommand, completionCommand, diffCommand, explainCommand, lockCommand,
+		planCommand, renderCommand, schemaCommand, statusCommand, validateCommand, versionCommand, watchCommand} {
+		commands[c.name] = c
+	}
+}
 
 const mainHelp = `netspec turns a directory of Kubernetes Service, Endpoints, EndpointSlice,
 Pod and Node files (YAML, JSON or CUE) into load-balancing rules, DNS data and

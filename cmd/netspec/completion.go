@@ -10,12 +10,11 @@ import (
 	"netspec.dev/netspec/render/ipvsmodel"
 )
 
-func init() {
-	register(&command{
-		name:    "completion",
-		args:    "bash|zsh|fish",
-		summary: "print a shell completion script for netspec's commands and flags",
-		help: `Completion prints a script that teaches a shell to complete netspec's
+var completionCommand = &command{
+	name:    "completion",
+	args:    "bash|zsh|fish",
+	summary: "print a shell completion script for netspec's commands and flags",
+	help: `Completion prints a script that teaches a shell to complete netspec's
 commands, their flags, the values of flags that take one of a few words
 (--dataplane nftables|ipvs, --output text|json, ...), directories for flags
 that take a DIR, and files and directories for TREE. The script is made
@@ -44,9 +43,8 @@ as an unknown flag).
 Examples:
   source <(netspec completion bash)
   netspec completion zsh > "${fpath[1]}/_netspec"`,
-		nargs: 1, want: "one shell: bash, zsh or fish",
-		opts: func() options { return completionCmd{} },
-	})
+	nargs: 1, want: "one shell: bash, zsh or fish",
+	opts: func() options { return completionCmd{} },
 }
 
 // completionCmd is the options of completion: none.

@@ -21,12 +21,11 @@ type diffFlags struct {
 	detailed bool
 }
 
-func init() {
-	register(&command{
-		name:    "diff",
-		args:    "OLD_TREE NEW_TREE [--node N] [--format text|markdown|json] [--detailed-exitcode]",
-		summary: "show what changing OLD_TREE into NEW_TREE changes, for review",
-		help: `Diff validates both trees, compiles each for every node (the Node objects of
+var diffCommand = &command{
+	name:    "diff",
+	args:    "OLD_TREE NEW_TREE [--node N] [--format text|markdown|json] [--detailed-exitcode]",
+	summary: "show what changing OLD_TREE into NEW_TREE changes, for review",
+	help: `Diff validates both trees, compiles each for every node (the Node objects of
 either tree) and compares the results: not the files, but what the nodes
 would do.
 
@@ -64,9 +63,8 @@ Examples:
   netspec diff --detailed-exitcode main/ pr/; [ $? -ne 1 ]   # in CI: 2 means changes
   git worktree add /tmp/main origin/main && netspec diff /tmp/main .
   kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec diff . -`,
-		nargs: 2, want: "OLD_TREE and NEW_TREE",
-		opts: func() options { return &diffFlags{} },
-	})
+	nargs: 2, want: "OLD_TREE and NEW_TREE",
+	opts: func() options { return &diffFlags{} },
 }
 
 func (f *diffFlags) register(fs *flag.FlagSet) {

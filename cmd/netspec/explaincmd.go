@@ -36,12 +36,11 @@ type explainFlags struct {
 	ipvsScheduler string
 }
 
-func init() {
-	register(&command{
-		name:    "explain",
-		args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--live [--state-dir DIR] [--dataplane nftables|ipvs]] [--json]",
-		summary: "say what a node does with a packet to a Service, and why",
-		help: `Explain walks one packet through the plan of node NODE and prints each
+var explainCommand = &command{
+	name:    "explain",
+	args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--live [--state-dir DIR] [--dataplane nftables|ipvs]] [--json]",
+	summary: "say what a node does with a packet to a Service, and why",
+	help: `Explain walks one packet through the plan of node NODE and prints each
 step, one a line: the frontend it matches (cluster IP, external IP,
 LoadBalancer IP or node port), the Service and its port, the traffic
 policies and topology, session affinity, every endpoint of the port
@@ -111,9 +110,8 @@ Examples:
   netspec explain examples/basic --node node-2 --to 192.168.10.12:30090 --from 10.244.1.10
   netspec explain examples/kitchen-sink --node node-1 shop/reports
   netspec explain examples/basic --node node-1 shop/web --json`,
-		nargs: -1,
-		opts:  func() options { return &explainFlags{} },
-	})
+	nargs: -1,
+	opts:  func() options { return &explainFlags{} },
 }
 
 func (f *explainFlags) register(fs *flag.FlagSet) {

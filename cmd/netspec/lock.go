@@ -15,12 +15,11 @@ type lockFlags struct {
 	loadFlags
 }
 
-func init() {
-	register(&command{
-		name:    "lock",
-		args:    "TREE",
-		summary: "record cluster IP and node port allocations in TREE/netspec.lock",
-		help: `Lock validates TREE and writes TREE/netspec.lock, which records the cluster
+var lockCommand = &command{
+	name:    "lock",
+	args:    "TREE",
+	summary: "record cluster IP and node port allocations in TREE/netspec.lock",
+	help: `Lock validates TREE and writes TREE/netspec.lock, which records the cluster
 IPs and node ports of every Service: explicit ones from the specs, and those
 netspec derived (a hash of namespace/name into the service CIDR or node port
 range). Once recorded, an allocation never moves when other Services are
@@ -35,9 +34,8 @@ error such as an unknown flag).
 Examples:
   netspec lock examples/basic
   git diff examples/basic/netspec.lock`,
-		nargs: 1, want: "one TREE",
-		opts: func() options { return &lockFlags{} },
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &lockFlags{} },
 }
 
 func (f *lockFlags) run(e *env, args []string) int {

@@ -23,12 +23,11 @@ type renderFlags struct {
 	out  string
 }
 
-func init() {
-	register(&command{
-		name:    "render",
-		args:    "TREE --node NODE --out DIR [--dataplane nftables|ipvs] [--ipvs-scheduler rr]",
-		summary: "write a node's ruleset, DNS zones, env files and plan as text, for review",
-		help: `Render validates TREE, compiles the plan of one node and writes it as text:
+var renderCommand = &command{
+	name:    "render",
+	args:    "TREE --node NODE --out DIR [--dataplane nftables|ipvs] [--ipvs-scheduler rr]",
+	summary: "write a node's ruleset, DNS zones, env files and plan as text, for review",
+	help: `Render validates TREE, compiles the plan of one node and writes it as text:
 
   DIR/nftables.nft          the node's ruleset, loadable with 'nft -f'
   DIR/ipvs.txt              with --dataplane ipvs: the IPVS virtual servers, as
@@ -64,9 +63,8 @@ Examples:
   netspec render examples/basic --node node-1 --out out/node-1
   for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done
   helm template ./chart | netspec render - --node node-1 --out out/`,
-		nargs: 1, want: "one TREE",
-		opts: func() options { return &renderFlags{} },
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &renderFlags{} },
 }
 
 func (f *renderFlags) register(fs *flag.FlagSet) {

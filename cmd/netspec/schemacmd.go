@@ -6,11 +6,10 @@ import (
 	"netspec.dev/netspec/schema"
 )
 
-func init() {
-	register(&command{
-		name:    "schema",
-		summary: "print the embedded CUE schema that validate checks objects against",
-		help: `Schema prints the CUE schema embedded in this netspec: the kinds it reads
+var schemaCommand = &command{
+	name:    "schema",
+	summary: "print the embedded CUE schema that validate checks objects against",
+	help: `Schema prints the CUE schema embedded in this netspec: the kinds it reads
 (#Service, #Endpoints, #EndpointSlice, #Pod, #Node, #Cluster), their fields,
 formats, ranges and defaults, followed by the field sets of the Kubernetes
 types they embed (#k8s.core.v1.PodSpec, ...), generated from k8s.io/api.
@@ -19,9 +18,8 @@ docs/input.md (Validation).
 
 Example:
   netspec schema > netspec-schema.cue`,
-		want: "no arguments",
-		opts: func() options { return schemaCmd{} },
-	})
+	want: "no arguments",
+	opts: func() options { return schemaCmd{} },
 }
 
 // schemaCmd is the options of schema: none.

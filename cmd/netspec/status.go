@@ -24,12 +24,11 @@ type statusFlags struct {
 	wait     time.Duration
 }
 
-func init() {
-	register(&command{
-		name:    "status",
-		args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION] [--fleet]",
-		summary: "show what the daemon on this node applied, and how its syncs go",
-		help: `Status asks the netspec watch daemon of this node, over its unix socket
+var statusCommand = &command{
+	name:    "status",
+	args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION] [--fleet]",
+	summary: "show what the daemon on this node applied, and how its syncs go",
+	help: `Status asks the netspec watch daemon of this node, over its unix socket
 DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
 
   - the revision of the tree applied (its git commit; COMMIT+sha256:HASH12
@@ -116,9 +115,8 @@ Examples:
   netspec status --json | jq -r .daemon.revision.id
   ip netns exec blue netspec status --state-dir /var/lib/netspec-blue
   netspec status --fleet --json | jq -r '.members[] | select(.state != "alive") | .name'`,
-		nargs: -1,
-		opts:  func() options { return &statusFlags{} },
-	})
+	nargs: -1,
+	opts:  func() options { return &statusFlags{} },
 }
 
 func (f *statusFlags) register(fs *flag.FlagSet) {

@@ -20,12 +20,11 @@ type validateFlags struct {
 	output  string
 }
 
-func init() {
-	register(&command{
-		name:    "validate",
-		args:    "TREE [--locked] [--verbose] [--output text|json]",
-		summary: "check a tree of specs and report every mistake with its position",
-		help: `Validate reads every .yaml, .yml, .json and .cue file below TREE (dot-files
+var validateCommand = &command{
+	name:    "validate",
+	args:    "TREE [--locked] [--verbose] [--output text|json]",
+	summary: "check a tree of specs and report every mistake with its position",
+	help: `Validate reads every .yaml, .yml, .json and .cue file below TREE (dot-files
 and dot-directories are skipped, and so is what a .netspecignore file
 leaves out, in gitignore syntax; kustomization.yaml, Chart.yaml and
 values*.yaml are skipped and listed), checks each object against netspec's
@@ -66,9 +65,8 @@ Examples:
   netspec validate --locked .
   netspec validate --output json . | jq -r '.findings[] | "\(.file):\(.line): \(.message)"'
   kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec validate -`,
-		nargs: 1, want: "one TREE",
-		opts: func() options { return &validateFlags{} },
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &validateFlags{} },
 }
 
 func (f *validateFlags) register(fs *flag.FlagSet) {

@@ -14,12 +14,11 @@ type versionFlags struct {
 	json bool
 }
 
-func init() {
-	register(&command{
-		name:    "version",
-		args:    "[--json]",
-		summary: "print netspec's version and git revision, its schema version and the Go version",
-		help: `Version prints what the binary was built from, as the Go toolchain
+var versionCommand = &command{
+	name:    "version",
+	args:    "[--json]",
+	summary: "print netspec's version and git revision, its schema version and the Go version",
+	help: `Version prints what the binary was built from, as the Go toolchain
 recorded it: the module version (v1.2.0 when built from a checkout of that
 tag, a pseudo-version between tags, "+dirty" with uncommitted changes), the
 git revision ("-dirty" likewise), and the revision's commit time (Go records
@@ -34,9 +33,8 @@ build -buildvcs=false, a build outside a git checkout) says "devel".
 Examples:
   netspec version
   netspec version --json | jq -r .revision`,
-		want: "no arguments",
-		opts: func() options { return &versionFlags{} },
-	})
+	want: "no arguments",
+	opts: func() options { return &versionFlags{} },
 }
 
 func (f *versionFlags) register(fs *flag.FlagSet) {

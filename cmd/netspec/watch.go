@@ -24,12 +24,11 @@ type watchFlags struct {
 	logLevel  string
 }
 
-func init() {
-	register(&command{
-		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--removal-grace 2s] [--probes=false] [--probe-concurrency 64] [--gossip-listen IP:PORT --join IP:PORT,... --gossip-key-file FILE] [--log-format text|json]",
-		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
-		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
+var watchCommand = &command{
+	name:    "watch",
+	args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--removal-grace 2s] [--probes=false] [--probe-concurrency 64] [--gossip-listen IP:PORT --join IP:PORT,... --gossip-key-file FILE] [--log-format text|json]",
+	summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
+	help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
 
   - an edit, an editor's atomic save (write a temp file, rename it), a new
@@ -175,9 +174,8 @@ Examples:
   netspec watch . --node node-1 --dataplane none --state-dir /tmp/netspec --log-format json
   netspec watch /srv/cluster --node node-3 --gossip-listen 192.0.2.3:7946 --join 192.0.2.1:7946,192.0.2.2:7946 --gossip-key-file /etc/netspec/gossip.key
   kill -HUP $(pidof netspec)   # reload now`,
-		nargs: 1, want: "one TREE",
-		opts: func() options { return &watchFlags{} },
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &watchFlags{} },
 }
 
 func (f *watchFlags) register(fs *flag.FlagSet) {

@@ -50,10 +50,11 @@ type options interface {
 	run(e *env, args []string) int
 }
 
-// noFlags is the options of a command without flags.
-type noFlags struct{}
+// runFunc is the options of a command without flags: its run function.
+type runFunc func(e *env, args []string) int
 
-func (noFlags) register(*flag.FlagSet) {}
+func (runFunc) register(*flag.FlagSet)          {}
+func (f runFunc) run(e *env, args []string) int { return f(e, args) }
 
 // flagSet is c's flags, bound to a new set of its options.
 func (c *command) flagSet() (*flag.FlagSet, options) {

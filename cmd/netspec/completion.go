@@ -44,13 +44,10 @@ Examples:
   source <(netspec completion bash)
   netspec completion zsh > "${fpath[1]}/_netspec"`,
 	nargs: 1, want: "one shell: bash, zsh or fish",
-	opts: func() options { return completionCmd{} },
+	opts: func() options { return runFunc(runCompletion) },
 }
 
-// completionCmd is the options of completion: none.
-type completionCmd struct{ noFlags }
-
-func (completionCmd) run(e *env, args []string) int {
+func runCompletion(e *env, args []string) int {
 	cmds := completionModel()
 	switch args[0] {
 	case "bash":

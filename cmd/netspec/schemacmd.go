@@ -19,13 +19,10 @@ docs/input.md (Validation).
 Example:
   netspec schema > netspec-schema.cue`,
 	want: "no arguments",
-	opts: func() options { return schemaCmd{} },
+	opts: func() options { return runFunc(runSchema) },
 }
 
-// schemaCmd is the options of schema: none.
-type schemaCmd struct{ noFlags }
-
-func (schemaCmd) run(e *env, _ []string) int {
+func runSchema(e *env, _ []string) int {
 	fmt.Fprint(e.stdout, string(schema.SchemaSource()))
 	return exitOK
 }

@@ -158,16 +158,11 @@ func (f *statusFlags) run(e *env, args []string) int {
 
 // ago formats a time as RFC 3339 with its age.
 func ago(t, now time.Time) string {
-	age := now.Sub(t)
-	switch {
-	case age < 0:
-		age = 0
-	case age < time.Minute:
-		age = age.Round(100 * time.Millisecond)
-	default:
-		age = age.Round(time.Second)
+	age, unit := max(now.Sub(t), 0), time.Second
+	if age < time.Minute {
+		unit = 100 * time.Millisecond
 	}
-	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age)
+	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age.Round(unit))
 }
 
 // writeDaemonStatus prints a running daemon's status.

@@ -257,10 +257,7 @@ func ignoredByKind(ig []schema.Ignored) string {
 		counts[cmp.Or(i.Kind, "(no kind)")]++
 	}
 	kinds := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
-		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b))
 	})
 	var parts []string
 	for i, k := range kinds {

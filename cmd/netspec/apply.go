@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -22,21 +23,32 @@ import (
 	"netspec.dev/netspec/treediff"
 )
 
-// nodeFlags are the flags of the commands that act on this node.
-type nodeFlags struct {
-	loadFlags
-	node          string
-	stateDir      string
+// dataplaneFlags are --dataplane and --ipvs-scheduler of the commands
+// that render a data plane.
+type dataplaneFlags struct {
 	dataplane     string
 	ipvsScheduler string
 }
 
+// register defines the two flags, --dataplane with usage.
+func (f *dataplaneFlags) register(fs *flag.FlagSet, usage string) {
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", usage)
+	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
+}
+
+// nodeFlags are the flags of the commands that act on this node.
+type nodeFlags struct {
+	loadFlags
+	dataplaneFlags
+	node     string
+	stateDir string
+}
+
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.loadFlags.register(fs)
+	f.dataplaneFlags.register(fs, "the data plane (`nftables|ipvs`; ipvs: IPVS virtual servers, with nftables tables for what IPVS cannot do)")
 	fs.StringVar(&f.node, "node", "", "the `NODE` this machine is (a Node object's name)")
 	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
-	fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane (`nftables|ipvs`; ipvs: IPVS virtual servers, with nftables tables for what IPVS cannot do)")
-	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
 }
 
 // applierOptions are the applier.Options the flags ask for, on e's
@@ -46,12 +58,12 @@ func (f *nodeFlags) applierOptions(e *env) applier.Options {
 }
 
 // checkDataplane checks --dataplane and --ipvs-scheduler.
-func (f *nodeFlags) checkDataplane(e *env, cmd string) bool {
+func (f *dataplaneFlags) checkDataplane(e *env, cmd string) bool {
 	switch {
 	case f.dataplane != "nftables" && f.dataplane != "ipvs":
-		fmt.Fprintf(e.stderr, "netspec %s: --dataplane must be nftables or ipvs, not %q\n", cmd, f.dataplane)
+		e.fail(cmd, "--dataplane must be nftables or ipvs, not %q", f.dataplane)
 	case !slices.Contains(ipvsmodel.Schedulers, f.ipvsScheduler):
-		fmt.Fprintf(e.stderr, "netspec %s: --ipvs-scheduler must be one of %s, not %q\n", cmd, strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
+		e.fail(cmd, "--ipvs-scheduler must be one of %s, not %q", strings.Join(ipvsmodel.Schedulers, ", "), f.ipvsScheduler)
 	default:
 		return true
 	}
@@ -64,12 +76,17 @@ type planFlags struct {
 	json     bool
 }
 
-func init() {
-	register(&command{
-		name:    "plan",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs] [--state-dir DIR] [--detailed-exitcode] [--json]",
-		summary: "show what apply would change on this node (kernel and state dir)",
-		help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
+// applyFlags are apply's flags: those of every command on this node.
+type applyFlags struct{ nodeFlags }
+
+// cleanupFlags are cleanup's flags.
+type cleanupFlags struct{ stateDir string }
+
+var planCommand = &command{
+	name:    "plan",
+	args:    "TREE --node NODE [--dataplane nftables|ipvs] [--state-dir DIR] [--detailed-exitcode] [--json]",
+	summary: "show what apply would change on this node (kernel and state dir)",
+	help: `Plan validates TREE, compiles the plan of NODE, and compares it with what
 this machine holds now: netspec's nftables tables (ip netspec, ip6 netspec)
 in the network namespace plan runs in, and the state dir. It changes nothing,
 and does not create the state dir when it is missing.
@@ -103,20 +120,15 @@ Examples:
   netspec plan examples/basic --node node-1
   ip netns exec blue netspec plan . --node node-1 --state-dir /var/lib/netspec-blue
   netspec plan . --node $(hostname) --detailed-exitcode || [ $? -eq 2 ]`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &planFlags{}
-			f.register(fs)
-			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when nothing would change, 2 when something would, 1 on error")
-			fs.BoolVar(&f.json, "json", false, "print the plan as JSON")
-			return f
-		},
-		run: runPlan,
-	})
-	register(&command{
-		name:    "apply",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs] [--ipvs-scheduler rr] [--state-dir DIR]",
-		summary: "install the plan of this node: nftables rules (or IPVS), DNS zone files and env files",
-		help: `Apply validates TREE, compiles the plan of NODE and makes this machine hold it:
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &planFlags{} },
+}
+
+var applyCommand = &command{
+	name:    "apply",
+	args:    "TREE --node NODE [--dataplane nftables|ipvs] [--ipvs-scheduler rr] [--state-dir DIR]",
+	summary: "install the plan of this node: nftables rules (or IPVS), DNS zone files and env files",
+	help: `Apply validates TREE, compiles the plan of NODE and makes this machine hold it:
 
   - the nftables tables ip netspec and ip6 netspec of the network namespace
     apply runs in are read back and changed where they differ from the plan,
@@ -148,18 +160,15 @@ Examples:
   netspec apply examples/basic --node node-1
   netspec apply . --node node-1 --dataplane ipvs --ipvs-scheduler lc
   ip netns exec blue netspec apply . --node node-1 --state-dir /var/lib/netspec-blue`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &nodeFlags{}
-			f.register(fs)
-			return f
-		},
-		run: runApply,
-	})
-	register(&command{
-		name:    "cleanup",
-		args:    "[--state-dir DIR]",
-		summary: "remove what netspec installed on this node: its nftables tables and state files",
-		help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &applyFlags{} },
+}
+
+var cleanupCommand = &command{
+	name:    "cleanup",
+	args:    "[--state-dir DIR]",
+	summary: "remove what netspec installed on this node: its nftables tables and state files",
+	help: `Cleanup deletes the nftables tables ip netspec and ip6 netspec of the network
 namespace it runs in, the IPVS virtual servers netspec owns and its interface
 netspec-ipvs0 (if --dataplane ipvs was used), and the zone, env and resolv
 files, plan.json and plan.log of the state dir. Other tables, virtual servers and
@@ -172,62 +181,51 @@ too).
 Examples:
   netspec cleanup
   ip netns exec blue netspec cleanup --state-dir /var/lib/netspec-blue`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &nodeFlags{}
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the state `DIR` apply wrote into")
-			return f
-		},
-		run: runCleanup,
-	})
+	nargs: -1,
+	opts:  func() options { return &cleanupFlags{} },
 }
 
-// compileNode loads TREE and compiles the plan of one node, printing
-// diagnostics; nil means the command failed (already reported).
-func compileNode(e *env, cmd string, f *nodeFlags, args []string) (*plan.Plan, int) {
-	l, code := loadNode(e, cmd, f, args)
-	if l == nil {
-		return nil, code
-	}
-	return compileLoaded(e, cmd, l, f.node, compiler.Options{})
+func (f *planFlags) register(fs *flag.FlagSet) {
+	f.nodeFlags.register(fs)
+	fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when nothing would change, 2 when something would, 1 on error")
+	fs.BoolVar(&f.json, "json", false, "print the plan as JSON")
 }
 
-// loadNode checks the arguments and flags of a command that acts on this
-// node and loads TREE, printing diagnostics; nil means the command
-// failed (already reported).
-func loadNode(e *env, cmd string, f *nodeFlags, args []string) (*loaded, int) {
-	if !needArgs(e, cmd, args, 1, "one TREE") {
-		return nil, exitError
-	}
+func (f *cleanupFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the state `DIR` apply wrote into")
+}
+
+// loadNode checks the flags of a command that acts on this node and
+// loads TREE, printing diagnostics; nil means the command failed
+// (already reported).
+func (f *nodeFlags) loadNode(e *env, cmd, tree string) *loaded {
 	if f.node == "" {
-		return nil, e.usageError(cmd, "--node is required")
+		e.usageError(cmd, "--node is required")
+		return nil
 	}
 	if !f.checkDataplane(e, cmd) {
-		return nil, exitError
+		return nil
 	}
-	end := stages.Start("load")
-	defer end()
-	if l := loadValid(e, cmd, args[0], &f.loadFlags, "nothing changed"); l != nil {
-		return l, exitOK
-	}
-	return nil, exitError
+	defer stages.Start("load")()
+	return loadValid(e, cmd, tree, &f.loadFlags, "nothing changed")
 }
 
 // compileLoaded compiles the plan of node from l with the readiness view
 // o (zero: the tree's); nil means the command failed (already reported).
-func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Options) (*plan.Plan, int) {
+func compileLoaded(e *env, cmd string, l *loaded, node string, o compiler.Options) *plan.Plan {
 	defer stages.Start("compile")()
-	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, node, o)
+	st, err := compiler.CompileStagedWith(l.tree.Objects, l.Checked, node, o)
 	if err != nil {
-		return nil, e.fail(cmd, "%v", err)
+		e.fail(cmd, "%v", err)
+		return nil
 	}
-	return st.Finish(), exitOK
+	return st.Finish()
 }
 
-func runPlan(e *env, opts any, args []string) int {
-	f := opts.(*planFlags)
-	l, code := loadNode(e, "plan", &f.nodeFlags, args)
+func (f *planFlags) run(e *env, args []string) int {
+	l := f.loadNode(e, "plan", args[0])
 	if l == nil {
-		return code
+		return exitError
 	}
 	ao := f.applierOptions(e)
 	ao.NoCreateStateDir = true // plan only reads
@@ -237,18 +235,14 @@ func runPlan(e *env, opts any, args []string) int {
 	}
 	defer n.Close()
 	// The daemon's probes: what it holds out is compared as held out.
-	dir := f.stateDir
-	if dir == "" {
-		dir = applier.DefaultStateDir
-	}
-	rec, err := daemon.ReadProbeRecord(dir)
+	rec, err := daemon.ReadProbeRecord(cmp.Or(f.stateDir, applier.DefaultStateDir))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "netspec plan: warning: the daemon's record of its probes is not read (%v); readiness is the tree's\n", err)
 	}
 	view, held := daemon.ProbeView(n.Last(), rec, f.node)
-	p, code := compileLoaded(e, "plan", l, f.node, view)
+	p := compileLoaded(e, "plan", l, f.node, view)
 	if p == nil {
-		return code
+		return exitError
 	}
 	r, err := n.Plan(p)
 	if err != nil {
@@ -260,24 +254,23 @@ func runPlan(e *env, opts any, args []string) int {
 	if err != nil {
 		return e.fail("plan", "drift from the last applied plan: %v", err)
 	}
+	code := exitOK
 	if f.json {
-		if err := writePlanJSON(e.stdout, r, d, drift, held); err != nil {
-			return e.fail("plan", "%v", err)
-		}
+		code = e.printJSON("plan", planJSON(r, d, drift, held))
 	} else {
 		writeNodeChanges(e.stdout, r, d, drift)
 		writeHeldOut(e.stdout, held)
-		fmt.Fprintln(e.stdout, planSummary(r, d, "to add", "to change", "to remove"))
+		fmt.Fprintln(e.stdout, planSummary(r, d))
 	}
-	if f.detailed && !r.Empty() {
+	if code == exitOK && f.detailed && !r.Empty() {
 		return exitChanges
 	}
-	return exitOK
+	return code
 }
 
-// writePlanJSON writes plan --json: the changes, drift (nil: nothing
+// planJSON is what plan --json prints: the changes, drift (nil: nothing
 // installed) and the endpoints compared as held out.
-func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *nft.Changes, held []daemon.ProbeOut) error {
+func planJSON(r *applier.Result, d *treediff.PlanDiff, drift *nft.Changes, held []daemon.ProbeOut) any {
 	out := struct {
 		Changes  bool               `json:"changes"`
 		Services *treediff.PlanDiff `json:"plan"`
@@ -290,7 +283,7 @@ func writePlanJSON(w io.Writer, r *applier.Result, d *treediff.PlanDiff, drift *
 	if out.HeldOut == nil {
 		out.HeldOut = []daemon.ProbeOut{}
 	}
-	return writeJSON(w, out)
+	return out
 }
 
 // writeHeldOut tells which endpoints plan compared as held out by the
@@ -329,14 +322,17 @@ func tuneGC(percent int, lookup func(string) (string, bool)) bool {
 	return true
 }
 
-func runApply(e *env, opts any, args []string) int {
-	f := opts.(*nodeFlags)
+func (f *applyFlags) run(e *env, args []string) int {
 	if tuneGC(applyGCPercent, os.LookupEnv) {
 		defer debug.SetGCPercent(100)
 	}
-	p, code := compileNode(e, "apply", f, args)
+	l := f.loadNode(e, "apply", args[0])
+	if l == nil {
+		return exitError
+	}
+	p := compileLoaded(e, "apply", l, f.node, compiler.Options{})
 	if p == nil {
-		return code
+		return exitError
 	}
 	ao := f.applierOptions(e)
 	ao.OneShot = true
@@ -352,11 +348,8 @@ func runApply(e *env, opts any, args []string) int {
 	last, nw := n.Last(), map[string]*plan.Plan{f.node: p}
 	var d *treediff.PlanDiff
 	r, err := n.ApplyBeside(p, func() {
-		old := last
-		if old == nil {
-			old = applier.EmptyPlan(p)
-		}
 		defer stages.Start("diff (beside)")()
+		old := cmp.Or(last, applier.EmptyPlan(p))
 		d = treediff.DiffWithoutDataPlane(map[string]*plan.Plan{f.node: old}, nw)
 	})
 	if err != nil {
@@ -395,8 +388,7 @@ func runApply(e *env, opts any, args []string) int {
 	return exitOK
 }
 
-func runCleanup(e *env, opts any, args []string) int {
-	f := opts.(*nodeFlags)
+func (f *cleanupFlags) run(e *env, args []string) int {
 	if len(args) > 0 {
 		return e.usageError("cleanup", "takes no arguments, got %q", args)
 	}
@@ -457,19 +449,12 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff, dr
 	if r.IPVSLeftovers {
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
-	var b strings.Builder
-	treediff.WriteText(&b, d, false)
-	text := strings.TrimSuffix(b.String(), "\n")
-	for {
-		l, rest, more := strings.Cut(text, "\n")
-		if !more {
-			break // the last line is diff's count of the data plane
-		}
-		if l != "" && l != "no differences" {
-			w.WriteString(l)
-			w.WriteByte('\n')
-		}
-		text = rest
+	if !d.Empty() {
+		var b strings.Builder
+		treediff.WriteText(&b, d, false)
+		// All lines but the last, diff's count of the data plane.
+		text := strings.TrimSuffix(b.String(), "\n")
+		w.WriteString(text[:strings.LastIndexByte(text, '\n')+1])
 	}
 	if drift != nil {
 		writeDrift(w, drift)
@@ -546,7 +531,7 @@ func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
 }
 
 // planSummary is the last line of plan.
-func planSummary(r *applier.Result, d *treediff.PlanDiff, add, change, remove string) string {
+func planSummary(r *applier.Result, d *treediff.PlanDiff) string {
 	var added, changed, removed int
 	for _, s := range d.Services {
 		switch s.Change {
@@ -558,7 +543,7 @@ func planSummary(r *applier.Result, d *treediff.PlanDiff, add, change, remove st
 			changed++
 		}
 	}
-	line := fmt.Sprintf("Plan: %d services %s, %d %s, %d %s.", added, add, changed, change, removed, remove)
+	line := fmt.Sprintf("Plan: %d services to add, %d to change, %d to remove.", added, changed, removed)
 	var ca, cc, cr, ea, er int
 	for _, t := range r.NFT.Tables {
 		ca, cc, cr = ca+len(t.ChainsAdded), cc+len(t.ChainsChanged), cr+len(t.ChainsRemoved)

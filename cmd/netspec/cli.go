@@ -37,8 +37,32 @@ type command struct {
 	args    string // positional arguments, for the usage line
 	summary string
 	help    string // what it does and examples
-	flags   func(fs *flag.FlagSet) any
-	run     func(e *env, opts any, args []string) int
+	// nargs is how many positional arguments it takes, and want how the
+	// usage error names them ("one TREE"); nargs < 0: run checks them.
+	nargs int
+	want  string
+	opts  func() options // a new set of its options, zero
+}
+
+// options are a command's flags and what it does with them.
+type options interface {
+	register(fs *flag.FlagSet) // defines its flags on fs, bound to its fields
+	run(e *env, args []string) int
+}
+
+// runFunc is the options of a command without flags: its run function.
+type runFunc func(e *env, args []string) int
+
+func (runFunc) register(*flag.FlagSet)          {}
+func (f runFunc) run(e *env, args []string) int { return f(e, args) }
+
+// flagSet is c's flags, bound to a new set of its options.
+func (c *command) flagSet() (*flag.FlagSet, options) {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := c.opts()
+	o.register(fs)
+	return fs, o
 }
 
 // env is what a command may touch: its output streams and working
@@ -51,9 +75,16 @@ type env struct {
 	nftables nft.Kernel
 }
 
+// commands is the command table, by name; each command's file defines
+// its entry.
 var commands = map[string]*command{}
 
-func register(c *command) { commands[c.name] = c }
+func init() {
+	for _, c := range []*command{applyCommand, cleanupCommand, completionCommand, diffCommand, explainCommand, lockCommand,
+		planCommand, renderCommand, schemaCommand, statusCommand, validateCommand, versionCommand, watchCommand} {
+		commands[c.name] = c
+	}
+}
 
 const mainHelp = `netspec turns a directory of Kubernetes Service, Endpoints, EndpointSlice,
 Pod and Node files (YAML, JSON or CUE) into load-balancing rules, DNS data and
@@ -102,7 +133,7 @@ func run(args []string, e *env) int {
 	case "-h", "--help", "-help", "help":
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {
-				printCommandHelp(e.stdout, c, nil)
+				printCommandHelp(e.stdout, c)
 				return exitOK
 			}
 			fmt.Fprintf(e.stderr, "netspec help: unknown command %q\n%s", args[1], didYouMean(args[1], sortedCommandNames()))
@@ -122,21 +153,18 @@ func run(args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "netspec: unknown command %q\n\n%s", name, usage())
 		return exitError
 	}
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var opts any
-	if c.flags != nil {
-		opts = c.flags(fs)
-	}
+	fs, opts := c.flagSet()
 	pos, err := parseInterleaved(fs, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		printCommandHelp(e.stdout, c, fs)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printCommandHelp(e.stdout, c)
 		return exitOK
-	}
-	if err != nil {
+	case err != nil:
 		return e.fail(c.name, "%v\n%sRun 'netspec %s --help' for usage.", err, flagHint(fs, err), c.name)
+	case c.nargs >= 0 && len(pos) != c.nargs:
+		return e.usageError(c.name, "want %s, got %d argument(s)", c.want, len(pos))
 	}
-	return c.run(e, opts, pos)
+	return opts.run(e, pos)
 }
 
 // sortedCommandNames are the names of the commands, sorted.
@@ -198,55 +226,23 @@ func usage() string {
 	return fmt.Sprintf(mainHelp, b.String(), exitStatusHelp)
 }
 
-func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
+func printCommandHelp(w io.Writer, c *command) {
 	fmt.Fprintf(w, "Usage: netspec %s %s\n\n%s\n", c.name, c.args, strings.TrimSpace(c.help))
-	if fs == nil {
-		fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
-		if c.flags != nil {
-			c.flags(fs)
+	fs, _ := c.flagSet()
+	header := "\nFlags:\n"
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprint(w, header)
+		header = ""
+		name, u := flag.UnquoteUsage(f)
+		if name != "" {
+			name = " " + name
 		}
-	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprintf(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.VisitAll(func(f *flag.Flag) {
-			name, u := flagPlaceholder(f)
-			if name != "" {
-				name = " " + name
-			}
-			def := ""
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-				def = fmt.Sprintf(" (default %s)", f.DefValue)
-			}
-			fmt.Fprintf(w, "  --%s%s\n        %s%s\n", f.Name, name, u, def)
-		})
-	}
-}
-
-// valuePlaceholders name the values of flags whose usage string has no
-// backquoted word for them, which package flag would show as their Go
-// type ("--dataplane string").
-var valuePlaceholders = map[string]string{"dataplane": "nftables|ipvs"}
-
-// flagPlaceholder is flag.UnquoteUsage, with valuePlaceholders' names
-// instead of a string flag's type.
-func flagPlaceholder(f *flag.Flag) (name, usage string) {
-	name, usage = flag.UnquoteUsage(f)
-	if p, ok := valuePlaceholders[f.Name]; ok && name == "string" {
-		name = p
-	}
-	return name, usage
-}
-
-// needArgs checks the count of positional arguments.
-func needArgs(e *env, c string, args []string, n int, what string) bool {
-	if len(args) != n {
-		e.usageError(c, "want %s, got %d argument(s)", what, len(args))
-		return false
-	}
-	return true
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "  --%s%s\n        %s%s\n", f.Name, name, u, def)
+	})
 }
 
 // fail reports an error of command cmd on stderr, as "netspec CMD: " and
@@ -256,20 +252,15 @@ func (e *env) fail(cmd, format string, a ...any) int {
 	return exitError
 }
 
-// printJSON writes v to stdout as every --json does (writeJSON); an error
-// is command cmd's.
+// printJSON writes v to stdout as every --json does, indented by two
+// spaces, and a newline; an error is command cmd's.
 func (e *env) printJSON(cmd string, v any) int {
-	if err := writeJSON(e.stdout, v); err != nil {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return e.fail(cmd, "%v", err)
 	}
 	return exitOK
-}
-
-// writeJSON writes v as JSON indented by two spaces, and a newline.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // usageError is fail for a usage error: it tells where the usage is.

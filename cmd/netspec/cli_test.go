@@ -56,7 +56,7 @@ func TestHelpExitStatus(t *testing.T) {
 			continue // they print, and fail only on a usage error
 		}
 		var out bytes.Buffer
-		printCommandHelp(&out, c, nil)
+		printCommandHelp(&out, c)
 		if !strings.Contains(out.String(), "Exit status: 0 ") || !strings.Contains(out.String(), "1 any error") {
 			t.Errorf("netspec %s --help does not state the exit status rule:\n%s", name, out.String())
 		}

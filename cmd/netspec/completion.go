@@ -4,20 +4,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"regexp"
-	"slices"
 	"strings"
 
 	"netspec.dev/netspec/render/ipvsmodel"
 )
 
-func init() {
-	register(&command{
-		name:    "completion",
-		args:    "bash|zsh|fish",
-		summary: "print a shell completion script for netspec's commands and flags",
-		help: `Completion prints a script that teaches a shell to complete netspec's
+var completionCommand = &command{
+	name:    "completion",
+	args:    "bash|zsh|fish",
+	summary: "print a shell completion script for netspec's commands and flags",
+	help: `Completion prints a script that teaches a shell to complete netspec's
 commands, their flags, the values of flags that take one of a few words
 (--dataplane nftables|ipvs, --output text|json, ...), directories for flags
 that take a DIR, and files and directories for TREE. The script is made
@@ -46,14 +43,11 @@ as an unknown flag).
 Examples:
   source <(netspec completion bash)
   netspec completion zsh > "${fpath[1]}/_netspec"`,
-		run: runCompletion,
-	})
+	nargs: 1, want: "one shell: bash, zsh or fish",
+	opts: func() options { return runFunc(runCompletion) },
 }
 
-func runCompletion(e *env, _ any, args []string) int {
-	if !needArgs(e, "completion", args, 1, "one shell: bash, zsh or fish") {
-		return exitError
-	}
+func runCompletion(e *env, args []string) int {
 	cmds := completionModel()
 	switch args[0] {
 	case "bash":
@@ -107,8 +101,7 @@ var enumFlag = regexp.MustCompile(`--([a-z][-a-z]*) ([a-z]+(?:\|[a-z]+)+)`)
 // flags with the values they take, and what its arguments are.
 func completionModel() []compCommand {
 	var out []compCommand
-	names := slices.Sorted(maps.Keys(commands))
-	for _, n := range names {
+	for _, n := range sortedCommandNames() {
 		c := commands[n]
 		cc := compCommand{name: n, summary: c.summary}
 		enums := map[string][]string{}
@@ -121,34 +114,29 @@ func completionModel() []compCommand {
 		case len(pos) == 1 && strings.Contains(pos[0], "|"):
 			cc.args, cc.words = compWords, strings.Split(pos[0], "|")
 		}
-		if c.flags != nil {
-			fs := flag.NewFlagSet(n, flag.ContinueOnError)
-			c.flags(fs)
-			fs.VisitAll(func(f *flag.Flag) {
-				name, usage := flag.UnquoteUsage(f)
-				cf := compFlag{name: f.Name, desc: firstClause(usage)}
-				if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
-					cf.value = true
-					switch {
-					case enums[f.Name] != nil:
-						cf.comp, cf.words = compWords, enums[f.Name]
-					case flagWords[f.Name] != nil:
-						cf.comp, cf.words = compWords, flagWords[f.Name]
-					case name == "DIR":
-						cf.comp = compDirs
-					case name == "FILE" || name == "PATH":
-						cf.comp = compFiles
-					}
+		fs, _ := c.flagSet()
+		fs.VisitAll(func(f *flag.Flag) {
+			name, usage := flag.UnquoteUsage(f)
+			cf := compFlag{name: f.Name, desc: firstClause(usage)}
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				cf.value = true
+				switch {
+				case enums[f.Name] != nil:
+					cf.comp, cf.words = compWords, enums[f.Name]
+				case flagWords[f.Name] != nil:
+					cf.comp, cf.words = compWords, flagWords[f.Name]
+				case name == "DIR":
+					cf.comp = compDirs
+				case name == "FILE" || name == "PATH":
+					cf.comp = compFiles
 				}
-				cc.flags = append(cc.flags, cf)
-			})
-		}
+			}
+			cc.flags = append(cc.flags, cf)
+		})
 		out = append(out, cc)
 	}
-	help := compCommand{name: "help", summary: "show the help of netspec or of a command", args: compWords}
-	for _, c := range out {
-		help.words = append(help.words, c.name)
-	}
+	help := compCommand{name: "help", summary: "show the help of netspec or of a command",
+		args: compWords, words: sortedCommandNames()}
 	return append(out, help)
 }
 
@@ -169,18 +157,14 @@ func firstClause(s string) string {
 	return s
 }
 
-func commandNames(cmds []compCommand) string {
-	var names []string
-	for _, c := range cmds {
-		names = append(names, c.name)
-	}
-	return strings.Join(names, " ")
-}
-
 // writeBash writes a bash completion function: commands first, then per
 // command the values of the flag before the cursor, its flags when the word
 // starts with -, else its arguments. --flag=value words are understood.
 func writeBash(w io.Writer, cmds []compCommand) {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.name)
+	}
 	fmt.Fprintf(w, `# bash completion for netspec; made by 'netspec completion bash'.
 # Load it with: source <(netspec completion bash)
 _netspec_files() {
@@ -219,7 +203,7 @@ _netspec() {
         return 0
     fi
     case "$cmd" in
-`, commandNames(cmds))
+`, strings.Join(names, " "))
 	for _, c := range cmds {
 		fmt.Fprintf(w, "    %s)\n", c.name)
 		var values, all []string

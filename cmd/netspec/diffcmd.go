@@ -1,11 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"netspec.dev/netspec/compiler"
@@ -21,12 +21,11 @@ type diffFlags struct {
 	detailed bool
 }
 
-func init() {
-	register(&command{
-		name:    "diff",
-		args:    "OLD_TREE NEW_TREE [--node N] [--format text|markdown|json] [--detailed-exitcode]",
-		summary: "show what changing OLD_TREE into NEW_TREE changes, for review",
-		help: `Diff validates both trees, compiles each for every node (the Node objects of
+var diffCommand = &command{
+	name:    "diff",
+	args:    "OLD_TREE NEW_TREE [--node N] [--format text|markdown|json] [--detailed-exitcode]",
+	summary: "show what changing OLD_TREE into NEW_TREE changes, for review",
+	help: `Diff validates both trees, compiles each for every node (the Node objects of
 either tree) and compares the results: not the files, but what the nodes
 would do.
 
@@ -64,58 +63,47 @@ Examples:
   netspec diff --detailed-exitcode main/ pr/; [ $? -ne 1 ]   # in CI: 2 means changes
   git worktree add /tmp/main origin/main && netspec diff /tmp/main .
   kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec diff . -`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &diffFlags{}
-			f.register(fs)
-			fs.StringVar(&f.node, "node", "", "compare the plans of node `N` only (default: every node of either tree)")
-			fs.StringVar(&f.format, "format", "text", "output `FORMAT`: text, markdown or json")
-			fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when there are no differences, 2 when there are, 1 on error")
-			return f
-		},
-		run: runDiff,
-	})
+	nargs: 2, want: "OLD_TREE and NEW_TREE",
+	opts: func() options { return &diffFlags{} },
 }
 
-func runDiff(e *env, opts any, args []string) int {
-	f := opts.(*diffFlags)
-	if !needArgs(e, "diff", args, 2, "OLD_TREE and NEW_TREE") {
-		return exitError
-	}
-	switch f.format {
-	case "text", "markdown", "json":
-	default:
+func (f *diffFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	fs.StringVar(&f.node, "node", "", "compare the plans of node `N` only (default: every node of either tree)")
+	fs.StringVar(&f.format, "format", "text", "output `FORMAT`: text, markdown or json")
+	fs.BoolVar(&f.detailed, "detailed-exitcode", false, "exit 0 when there are no differences, 2 when there are, 1 on error")
+}
+
+func (f *diffFlags) run(e *env, args []string) int {
+	if !slices.Contains([]string{"text", "markdown", "json"}, f.format) {
 		return e.fail("diff", "--format %q: want text, markdown or json", f.format)
 	}
 	if args[0] == "-" && args[1] == "-" {
 		return e.fail("diff", "only one tree can be - (standard input)")
 	}
 	var trees [2]*loaded
+	names := map[string]bool{} // the nodes of either tree
 	failed := false
 	for i, root := range args {
 		l, err := loadTree(e, root, &f.loadFlags)
 		if err != nil {
 			return e.fail("diff", "%v", err)
 		}
-		if n := l.diags.Errors(); n > 0 {
-			printDiags(e, l.diags)
-			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.diags.Files(), "file"), plural(n, "error"))
+		if n := l.Diags.Errors(); n > 0 {
+			printDiags(e, l.Diags)
+			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.Diags.Files(), "file"), plural(n, "error"))
 			failed = true
 		}
 		trees[i] = l
+		maps.Copy(names, treeNodes(l.tree))
 	}
 	if failed {
 		return exitError
 	}
-
-	names := map[string]bool{}
-	for _, l := range trees {
-		for _, n := range treeNodes(l.tree) {
-			names[n] = true
-		}
-	}
 	if f.node != "" {
 		if !names[f.node] {
-			return e.fail("diff", "node %s is in neither tree (their nodes: %s)", f.node, nodeList(names))
+			nodes := cmp.Or(strings.Join(slices.Sorted(maps.Keys(names)), ", "), "none")
+			return e.fail("diff", "node %s is in neither tree (their nodes: %s)", f.node, nodes)
 		}
 		names = map[string]bool{f.node: true}
 	}
@@ -145,48 +133,36 @@ func runDiff(e *env, opts any, args []string) int {
 	return exitOK
 }
 
-// treeNodes returns the names of a tree's Node objects, sorted.
-func treeNodes(t *schema.Tree) []string {
-	var out []string
+// treeNodes returns the names of a tree's Node objects.
+func treeNodes(t *schema.Tree) map[string]bool {
+	out := map[string]bool{}
 	for _, o := range t.Objects {
 		if o.Node != nil {
-			out = append(out, o.Node.Metadata.Name)
+			out[o.Node.Metadata.Name] = true
 		}
 	}
-	sort.Strings(out)
 	return out
-}
-
-func nodeList(names map[string]bool) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(maps.Keys(names)), ", ")
 }
 
 // compileNodes compiles a tree for each of the nodes it has. When neither
 // tree has Node objects (names is empty), the tree is compiled for a node
 // of its own, treediff.EveryNode, that holds no endpoint.
 func compileNodes(l *loaded, names map[string]bool) (map[string]*plan.Plan, error) {
-	objs := l.tree.Objects
-	has := map[string]bool{}
-	for _, n := range treeNodes(l.tree) {
-		has[n] = true
-	}
+	objs, has := l.tree.Objects, treeNodes(l.tree)
 	if len(names) == 0 {
 		names = map[string]bool{treediff.EveryNode: true}
 		objs = append(objs[:len(objs):len(objs)], &schema.Object{
 			APIVersion: "v1", Kind: schema.KindNode,
 			Node: &schema.Node{Metadata: schema.ObjectMeta{Name: treediff.EveryNode}},
 		})
-		has[treediff.EveryNode] = true
+		has = names
 	}
 	out := map[string]*plan.Plan{}
 	for n := range names {
 		if !has[n] {
 			continue
 		}
-		p, err := compiler.Compile(objs, l.checked, n)
+		p, err := compiler.Compile(objs, l.Checked, n)
 		if err != nil {
 			return nil, err
 		}

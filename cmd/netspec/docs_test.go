@@ -465,10 +465,7 @@ func eachDoc(t *testing.T, f func(file, text string)) {
 
 // commandFlags returns the flags of c by name, as its --help lists them.
 func commandFlags(c *command) []*flag.Flag {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	if c.flags != nil {
-		c.flags(fs)
-	}
+	fs, _ := c.flagSet()
 	var out []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) { out = append(out, f) })
 	return out
@@ -547,9 +544,9 @@ func TestHelpPlaceholders(t *testing.T) {
 	goTypes := map[string]bool{"string": true, "int": true, "uint": true, "int64": true, "uint64": true, "float": true, "duration": true, "value": true}
 	for _, name := range sortedCommandNames() {
 		var help bytes.Buffer
-		printCommandHelp(&help, commands[name], nil)
+		printCommandHelp(&help, commands[name])
 		for _, f := range commandFlags(commands[name]) {
-			placeholder, _ := flagPlaceholder(f)
+			placeholder, _ := flag.UnquoteUsage(f)
 			if goTypes[placeholder] {
 				t.Errorf("netspec %s --help: --%s %s: name the value in the usage string, in backquotes", name, f.Name, placeholder)
 			}

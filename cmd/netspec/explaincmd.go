@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -35,12 +36,11 @@ type explainFlags struct {
 	ipvsScheduler string
 }
 
-func init() {
-	register(&command{
-		name:    "explain",
-		args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--live [--state-dir DIR] [--dataplane nftables|ipvs]] [--json]",
-		summary: "say what a node does with a packet to a Service, and why",
-		help: `Explain walks one packet through the plan of node NODE and prints each
+var explainCommand = &command{
+	name:    "explain",
+	args:    "TREE --node NODE (--to IP:PORT[/PROTO] | NAMESPACE/SERVICE) [--from IP] [--live [--state-dir DIR] [--dataplane nftables|ipvs]] [--json]",
+	summary: "say what a node does with a packet to a Service, and why",
+	help: `Explain walks one packet through the plan of node NODE and prints each
 step, one a line: the frontend it matches (cluster IP, external IP,
 LoadBalancer IP or node port), the Service and its port, the traffic
 policies and topology, session affinity, every endpoint of the port
@@ -110,25 +110,23 @@ Examples:
   netspec explain examples/basic --node node-2 --to 192.168.10.12:30090 --from 10.244.1.10
   netspec explain examples/kitchen-sink --node node-1 shop/reports
   netspec explain examples/basic --node node-1 shop/web --json`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &explainFlags{}
-			f.register(fs)
-			fs.StringVar(&f.node, "node", "", "the `NODE` whose plan the packet goes through (a Node object's name)")
-			fs.StringVar(&f.to, "to", "", "the packet's destination `IP:PORT[/PROTO]` (PROTO tcp, udp or sctp; default tcp)")
-			fs.StringVar(&f.from, "from", "", "the packet's source `IP` (default a client outside the cluster)")
-			fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
-			fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes, and check that the kernel holds the plan")
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
-			fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: nftables or ipvs")
-			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "", "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler; default: the daemon's, else rr)")
-			return f
-		},
-		run: runExplain,
-	})
+	nargs: -1,
+	opts:  func() options { return &explainFlags{} },
 }
 
-func runExplain(e *env, opts any, args []string) int {
-	f := opts.(*explainFlags)
+func (f *explainFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	fs.StringVar(&f.node, "node", "", "the `NODE` whose plan the packet goes through (a Node object's name)")
+	fs.StringVar(&f.to, "to", "", "the packet's destination `IP:PORT[/PROTO]` (PROTO tcp, udp or sctp; default tcp)")
+	fs.StringVar(&f.from, "from", "", "the packet's source `IP` (default a client outside the cluster)")
+	fs.BoolVar(&f.json, "json", false, "print the explanations as JSON, for tools")
+	fs.BoolVar(&f.live, "live", false, "on the node: ask its daemon for the endpoints out for failing readiness probes, and check that the kernel holds the plan")
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "with --live, the daemon's state `DIR` (its socket is DIR/netspec.sock)")
+	fs.StringVar(&f.dataplane, "dataplane", "nftables", "with --live and no daemon answering, the node's data plane whose kernel state is checked: `nftables|ipvs`")
+	fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", "", "with --live and the ipvs data plane, the node's default IPVS `SCHEDULER` (as watch --ipvs-scheduler; default: the daemon's, else rr)")
+}
+
+func (f *explainFlags) run(e *env, args []string) int {
 	if len(args) == 0 || len(args) > 2 {
 		return e.usageError("explain", "want TREE and, without --to, NAMESPACE/SERVICE; got %d argument(s)", len(args))
 	}
@@ -168,38 +166,34 @@ func runExplain(e *env, opts any, args []string) int {
 	if err != nil {
 		return e.fail("explain", "%v", err)
 	}
-	if n := l.diags.Errors(); n > 0 {
-		printDiags(e, l.diags)
-		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", plural(l.diags.Files(), "file"), plural(n, "error"))
+	if n := l.Diags.Errors(); n > 0 {
+		printDiags(e, l.Diags)
+		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", plural(l.Diags.Files(), "file"), plural(n, "error"))
 		return exitError
 	}
 	var live explain.Options
 	var view compiler.Options
 	dataplane := f.dataplane
 	if f.live {
-		var note string
-		var sched string
-		if live, view, dataplane, sched, note, err = liveProbes(filepath.Join(f.stateDir, daemon.SocketName)); err != nil {
-			return e.fail("explain", "--live: %v", err)
+		st, note := askDaemon(filepath.Join(f.stateDir, daemon.SocketName))
+		if st != nil {
+			if live, view, err = daemon.ExplainView(st); err != nil {
+				return e.fail("explain", "--live: %v", err)
+			}
+			// The daemon's data plane, and its scheduler unless the
+			// command line says another.
+			dataplane = cmp.Or(st.Dataplane, dataplane)
+			f.ipvsScheduler = cmp.Or(f.ipvsScheduler, st.IPVSScheduler)
 		}
 		if note != "" {
 			fmt.Fprintf(e.stderr, "netspec explain: --live: %s\n", note)
 		}
-		if dataplane == "" {
-			dataplane = f.dataplane
-		}
-		if f.ipvsScheduler == "" {
-			f.ipvsScheduler = sched // the daemon's, unless the command line says otherwise
-		}
 	}
-	if f.ipvsScheduler == "" {
-		f.ipvsScheduler = render.DefaultIPVSScheduler
+	f.ipvsScheduler = cmp.Or(f.ipvsScheduler, render.DefaultIPVSScheduler)
+	p := compileLoaded(e, "explain", l, f.node, view)
+	if p == nil {
+		return exitError
 	}
-	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, f.node, view)
-	if err != nil {
-		return e.fail("explain", "%v", err)
-	}
-	p := st.Finish()
 	var xs []*explain.Explanation
 	if f.to != "" {
 		pk.Src = from
@@ -212,14 +206,9 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 		xs = append(xs, explain.PacketWith(p, l.tree.Objects, pk, live))
 	} else {
-		if f.live {
-			var pks []plan.Packet
-			for i := range p.Services {
-				if p.Services[i].Key() == args[1] {
-					pks = explain.Frontends(p, &p.Services[i])
-				}
-			}
-			if len(pks) > 0 {
+		s := planService(p, args[1])
+		if f.live && s != nil {
+			if pks := explain.Frontends(p, s); len(pks) > 0 {
 				live.Kernel = applier.CheckKernel(f.kernelOptions(e, dataplane), p, pks)
 			}
 		}
@@ -229,7 +218,7 @@ func runExplain(e *env, opts any, args []string) int {
 		}
 		if len(xs) == 0 {
 			// Headless and ExternalName Services: an empty list for --json.
-			note := noFrontends(p, args[1])
+			note := noFrontends(p, s)
 			if f.json {
 				fmt.Fprintf(e.stderr, "netspec explain: %s\n", note)
 				fmt.Fprintln(e.stdout, "[]")
@@ -265,23 +254,27 @@ func (f *explainFlags) kernelOptions(e *env, dataplane string) applier.Options {
 		IPVSScheduler: f.ipvsScheduler, NFTables: e.nftables}
 }
 
-// noFrontends says why Service key has no frontends on p's node: it is
-// headless, or of type ExternalName.
-func noFrontends(p *plan.Plan, key string) string {
+// planService is the Service key (namespace/name) of p; nil for none.
+func planService(p *plan.Plan, key string) *plan.Service {
 	for i := range p.Services {
-		s := &p.Services[i]
-		if s.Key() != key {
-			continue
+		if p.Services[i].Key() == key {
+			return &p.Services[i]
 		}
-		if s.Type == "ExternalName" {
-			if !s.HasCNAME() {
-				return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, and its externalName %s reads as an IPv4 address, which Kubernetes takes as a DNS name of digits: as CoreDNS, netspec gives the Service's name no record; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
-			}
-			return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, so its DNS name is a CNAME to %s and clients connect to that name; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
-		}
-		return fmt.Sprintf("Service %s has no frontends on node %s: it is headless, so its DNS name resolves to the endpoints' own addresses and clients connect to them directly", key, p.Node.Name)
 	}
-	return fmt.Sprintf("Service %s has no frontends on node %s", key, p.Node.Name)
+	return nil
+}
+
+// noFrontends says why Service s has no frontends on p's node: it is
+// headless, or of type ExternalName.
+func noFrontends(p *plan.Plan, s *plan.Service) string {
+	key := s.Key()
+	switch {
+	case s.Type == "ExternalName" && !s.HasCNAME():
+		return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, and its externalName %s reads as an IPv4 address, which Kubernetes takes as a DNS name of digits: as CoreDNS, netspec gives the Service's name no record; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
+	case s.Type == "ExternalName":
+		return fmt.Sprintf("Service %s has no frontends on node %s: it is of type ExternalName, so its DNS name is a CNAME to %s and clients connect to that name; no rule of the node is involved", key, p.Node.Name, s.ExternalName)
+	}
+	return fmt.Sprintf("Service %s has no frontends on node %s: it is headless, so its DNS name resolves to the endpoints' own addresses and clients connect to them directly", key, p.Node.Name)
 }
 
 // parseTo parses IP:PORT[/PROTO] (an IPv6 address in brackets).
@@ -304,27 +297,21 @@ func parseTo(s string) (plan.Packet, error) {
 	return plan.Packet{Dst: ap.Addr().Unmap(), Port: ap.Port(), Protocol: proto}, nil
 }
 
-// liveProbes asks the daemon on sock for its readiness probes: the
-// endpoints out for failing probes (for the explanation) and the view the
-// daemon compiled its plan with (daemon.ExplainView), and its data plane
-// and IPVS scheduler. A daemon that does not answer, or does not probe,
-// is a note: readiness is then the tree's, and the data plane "" (the
-// kernel is still checked).
-func liveProbes(sock string) (o explain.Options, view compiler.Options, dataplane, sched, note string, err error) {
+// askDaemon asks the daemon on sock for its status: its readiness probes
+// (daemon.ExplainView), data plane and IPVS scheduler. A daemon that does
+// not answer (nil), or does not probe, is a note: readiness is then the
+// tree's (the kernel is still checked).
+func askDaemon(sock string) (*daemon.Status, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := daemon.QueryStatus(ctx, sock)
 	switch {
 	case errors.Is(err, os.ErrPermission):
-		return o, view, "", "", fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock), nil
+		return nil, fmt.Sprintf("%s: permission denied: the socket is for the daemon's user (root) only; readiness is the tree's", sock)
 	case err != nil:
-		return o, view, "", "", fmt.Sprintf("%v; readiness is the tree's", err), nil
+		return nil, fmt.Sprintf("%v; readiness is the tree's", err)
+	case st.Probes == nil:
+		return st, "the daemon runs with --probes=false: readiness is the tree's"
 	}
-	if o, view, err = daemon.ExplainView(st); err != nil {
-		return o, view, "", "", "", err
-	}
-	if st.Probes == nil {
-		note = "the daemon runs with --probes=false: readiness is the tree's"
-	}
-	return o, view, st.Dataplane, st.IPVSScheduler, note, nil
+	return st, ""
 }

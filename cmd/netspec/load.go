@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/cache"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/internal/treecheck"
@@ -25,18 +24,16 @@ type loadFlags struct {
 }
 
 func (l *loadFlags) register(fs *flag.FlagSet) {
-	l.maxFileSize = schema.DefaultMaxFileSize
-	fs.Var(&l.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
+	l.maxFileSize.register(fs)
 	fs.StringVar(&l.cacheDir, "cache-dir", cache.DefaultDir(), fmt.Sprintf("remember validation results by file content in `DIR`, so unchanged files are not validated again (a pack per tree; packs unused for %d days, and the oldest beyond %d MiB in all, are removed; rm -r DIR clears it)", int(cache.MaxAge.Hours()/24), cache.MaxSize>>20))
 	fs.BoolVar(&l.noCache, "no-cache", false, "validate every file, without reading or writing the cache")
 }
 
-// loaded is a tree read, validated and checked across objects.
+// loaded is a tree read, validated and checked across objects: its lock,
+// the objects checked and all diagnostics, sorted.
 type loaded struct {
-	tree    *schema.Tree
-	checked *compiler.Checked
-	lock    *compiler.Lock // nil when the tree has no lock file
-	diags   diag.List      // all diagnostics, sorted
+	tree *schema.Tree
+	*treecheck.Result
 }
 
 // treeArgHelp is what --help says of TREE for the commands that read one.
@@ -72,8 +69,7 @@ func loadTree(e *env, root string, lf *loadFlags) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := treecheck.Check(root, t)
-	return &loaded{tree: t, checked: c.Checked, lock: c.Lock, diags: c.Diags}, nil
+	return &loaded{tree: t, Result: treecheck.Check(root, t)}, nil
 }
 
 // loadValid is loadTree for a command that needs a valid tree: it prints
@@ -86,9 +82,9 @@ func loadValid(e *env, cmd, root string, lf *loadFlags, notDone string) *loaded 
 		e.fail(cmd, "%v", err)
 		return nil
 	}
-	printDiags(e, l.diags)
-	if n := l.diags.Errors(); n > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s; %s\n", plural(l.diags.Files(), "file"), plural(n, "error"), notDone)
+	printDiags(e, l.Diags)
+	if n := l.Diags.Errors(); n > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s; %s\n", plural(l.Diags.Files(), "file"), plural(n, "error"), notDone)
 		return nil
 	}
 	return l
@@ -142,27 +138,33 @@ func printDiags(e *env, dl diag.List) {
 // byteSize is a flag value of bytes, accepting KiB, MiB and GiB suffixes.
 type byteSize int64
 
+// register defines --max-file-size on fs, into b.
+func (b *byteSize) register(fs *flag.FlagSet) {
+	*b = schema.DefaultMaxFileSize
+	fs.Var(b, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
+}
+
+// byteUnits are the suffixes of a byteSize, largest first.
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
 func (b *byteSize) String() string {
 	n := int64(*b)
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
+	for _, u := range byteUnits[:3] { // not B: a count of bytes has no suffix
+		if n >= u.mult && n%u.mult == 0 {
+			return fmt.Sprintf("%d%s", n/u.mult, u.suffix)
+		}
 	}
 	return strconv.FormatInt(n, 10)
 }
 
 func (b *byteSize) Set(s string) error {
 	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = rest, u.mult
 			break
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,12 +15,11 @@ type lockFlags struct {
 	loadFlags
 }
 
-func init() {
-	register(&command{
-		name:    "lock",
-		args:    "TREE",
-		summary: "record cluster IP and node port allocations in TREE/netspec.lock",
-		help: `Lock validates TREE and writes TREE/netspec.lock, which records the cluster
+var lockCommand = &command{
+	name:    "lock",
+	args:    "TREE",
+	summary: "record cluster IP and node port allocations in TREE/netspec.lock",
+	help: `Lock validates TREE and writes TREE/netspec.lock, which records the cluster
 IPs and node ports of every Service: explicit ones from the specs, and those
 netspec derived (a hash of namespace/name into the service CIDR or node port
 range). Once recorded, an allocation never moves when other Services are
@@ -36,20 +34,11 @@ error such as an unknown flag).
 Examples:
   netspec lock examples/basic
   git diff examples/basic/netspec.lock`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &lockFlags{}
-			f.register(fs)
-			return f
-		},
-		run: runLock,
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &lockFlags{} },
 }
 
-func runLock(e *env, opts any, args []string) int {
-	f := opts.(*lockFlags)
-	if !needArgs(e, "lock", args, 1, "one TREE") {
-		return exitError
-	}
+func (f *lockFlags) run(e *env, args []string) int {
 	root := args[0]
 	if st, err := os.Stat(root); root == "-" || err == nil && !st.IsDir() {
 		return e.fail("lock", "TREE must be a directory: the lock is written into it as %s", LockFile)
@@ -58,14 +47,14 @@ func runLock(e *env, opts any, args []string) int {
 	if l == nil {
 		return exitError
 	}
-	want := l.checked.Alloc.Lock()
+	want := l.Checked.Alloc.Lock()
 	data := want.Marshal()
 	name := filepath.Join(root, LockFile)
 	if old, err := os.ReadFile(name); err == nil && bytes.Equal(old, data) {
 		fmt.Fprintf(e.stdout, "%s is up to date\n", LockFile)
 		return exitOK
 	}
-	changes := compiler.LockDiff(l.lock, want)
+	changes := compiler.LockDiff(l.Lock, want)
 	if err := atomicfile.WriteFile(name, data, 0o644); err != nil {
 		return e.fail("lock", "%v", err)
 	}

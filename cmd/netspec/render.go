@@ -6,11 +6,11 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"netspec.dev/netspec/applier/state"
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/atomicfile"
 	"netspec.dev/netspec/render"
@@ -18,18 +18,16 @@ import (
 
 type renderFlags struct {
 	loadFlags
-	node          string
-	out           string
-	dataplane     string
-	ipvsScheduler string
+	dataplaneFlags
+	node string
+	out  string
 }
 
-func init() {
-	register(&command{
-		name:    "render",
-		args:    "TREE --node NODE --out DIR [--dataplane nftables|ipvs] [--ipvs-scheduler rr]",
-		summary: "write a node's ruleset, DNS zones, env files and plan as text, for review",
-		help: `Render validates TREE, compiles the plan of one node and writes it as text:
+var renderCommand = &command{
+	name:    "render",
+	args:    "TREE --node NODE --out DIR [--dataplane nftables|ipvs] [--ipvs-scheduler rr]",
+	summary: "write a node's ruleset, DNS zones, env files and plan as text, for review",
+	help: `Render validates TREE, compiles the plan of one node and writes it as text:
 
   DIR/nftables.nft          the node's ruleset, loadable with 'nft -f'
   DIR/ipvs.txt              with --dataplane ipvs: the IPVS virtual servers, as
@@ -65,37 +63,31 @@ Examples:
   netspec render examples/basic --node node-1 --out out/node-1
   for n in node-1 node-2; do netspec render . --node $n --out rendered/$n; done
   helm template ./chart | netspec render - --node node-1 --out out/`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &renderFlags{}
-			f.register(fs)
-			fs.StringVar(&f.node, "node", "", "the `NODE` to render the plan of (a Node object's name)")
-			fs.StringVar(&f.out, "out", "", "the `DIR` to write into (created when missing)")
-			fs.StringVar(&f.dataplane, "dataplane", "nftables", "the data plane to render (`nftables|ipvs`)")
-			fs.StringVar(&f.ipvsScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
-			return f
-		},
-		run: runRender,
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &renderFlags{} },
 }
 
-func runRender(e *env, opts any, args []string) int {
-	f := opts.(*renderFlags)
-	if !needArgs(e, "render", args, 1, "one TREE") {
-		return exitError
-	}
+func (f *renderFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	f.dataplaneFlags.register(fs, "the data plane to render (`nftables|ipvs`)")
+	fs.StringVar(&f.node, "node", "", "the `NODE` to render the plan of (a Node object's name)")
+	fs.StringVar(&f.out, "out", "", "the `DIR` to write into (created when missing)")
+}
+
+func (f *renderFlags) run(e *env, args []string) int {
 	if f.node == "" || f.out == "" {
 		return e.usageError("render", "--node and --out are required")
 	}
-	if !(&nodeFlags{dataplane: f.dataplane, ipvsScheduler: f.ipvsScheduler}).checkDataplane(e, "render") {
+	if !f.checkDataplane(e, "render") {
 		return exitError
 	}
 	l := loadValid(e, "render", args[0], &f.loadFlags, "nothing written")
 	if l == nil {
 		return exitError
 	}
-	p, err := compiler.Compile(l.tree.Objects, l.checked, f.node)
-	if err != nil {
-		return e.fail("render", "%v", err)
+	p := compileLoaded(e, "render", l, f.node, compiler.Options{})
+	if p == nil {
+		return exitError
 	}
 	files, err := render.Files(p, render.DataplaneNFTables)
 	if f.dataplane == "ipvs" {
@@ -116,21 +108,16 @@ func runRender(e *env, opts any, args []string) int {
 }
 
 // renderedKind reports whether a path inside an output directory is a file
-// that render writes, so that stale ones can be removed and nothing else is.
+// that render writes, so that stale ones can be removed and nothing else
+// is: the kernel's files and systemd-resolved's, and those a state dir
+// holds but its plan.log.
 func renderedKind(rel string) bool {
-	switch dir, base := path.Split(rel); dir {
-	case "":
-		return base == "nftables.nft" || base == "ipvs.txt" || base == "plan.json"
-	case "dns/":
-		return strings.HasSuffix(base, ".zone")
-	case "env/":
-		return strings.HasSuffix(base, ".env")
-	case "resolv/":
-		return strings.HasSuffix(base, ".conf")
-	case "resolved/":
-		return base == render.DNSLink+".netdev" || base == render.DNSLink+".network" || base == "resolvectl.sh"
+	switch rel {
+	case "nftables.nft", "ipvs.txt",
+		"resolved/" + render.DNSLink + ".netdev", "resolved/" + render.DNSLink + ".network", "resolved/resolvectl.sh":
+		return true
 	}
-	return false
+	return rel != state.LogFile && state.IsManaged(rel)
 }
 
 // writeRendered writes files (slash paths) below dir, each atomically,

@@ -6,11 +6,10 @@ import (
 	"netspec.dev/netspec/schema"
 )
 
-func init() {
-	register(&command{
-		name:    "schema",
-		summary: "print the embedded CUE schema that validate checks objects against",
-		help: `Schema prints the CUE schema embedded in this netspec: the kinds it reads
+var schemaCommand = &command{
+	name:    "schema",
+	summary: "print the embedded CUE schema that validate checks objects against",
+	help: `Schema prints the CUE schema embedded in this netspec: the kinds it reads
 (#Service, #Endpoints, #EndpointSlice, #Pod, #Node, #Cluster), their fields,
 formats, ranges and defaults, followed by the field sets of the Kubernetes
 types they embed (#k8s.core.v1.PodSpec, ...), generated from k8s.io/api.
@@ -19,12 +18,11 @@ docs/input.md (Validation).
 
 Example:
   netspec schema > netspec-schema.cue`,
-		run: func(e *env, _ any, args []string) int {
-			if !needArgs(e, "schema", args, 0, "no arguments") {
-				return exitError
-			}
-			fmt.Fprint(e.stdout, string(schema.SchemaSource()))
-			return exitOK
-		},
-	})
+	want: "no arguments",
+	opts: func() options { return runFunc(runSchema) },
+}
+
+func runSchema(e *env, _ []string) int {
+	fmt.Fprint(e.stdout, string(schema.SchemaSource()))
+	return exitOK
 }

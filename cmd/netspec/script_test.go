@@ -260,10 +260,10 @@ func cmdDaemonApply(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	l, err := loadTree(&env{stdout: io.Discard, stderr: io.Discard}, args[0], &loadFlags{maxFileSize: schema.DefaultMaxFileSize, noCache: true})
 	ts.Check(err)
-	if n := l.diags.Errors(); n > 0 {
+	if n := l.Diags.Errors(); n > 0 {
 		ts.Fatalf("daemon-apply: the tree has %d errors", n)
 	}
-	st, err := compiler.CompileStagedWith(l.tree.Objects, l.checked, args[1], compiler.Options{
+	st, err := compiler.CompileStagedWith(l.tree.Objects, l.Checked, args[1], compiler.Options{
 		Failing:  failing,
 		NotReady: func(ip netip.Addr, probes []plan.Probe) bool { return failing[ip] && len(probes) > 0 },
 	})

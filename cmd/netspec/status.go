@@ -24,12 +24,11 @@ type statusFlags struct {
 	wait     time.Duration
 }
 
-func init() {
-	register(&command{
-		name:    "status",
-		args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION] [--fleet]",
-		summary: "show what the daemon on this node applied, and how its syncs go",
-		help: `Status asks the netspec watch daemon of this node, over its unix socket
+var statusCommand = &command{
+	name:    "status",
+	args:    "[--state-dir DIR] [--socket PATH] [--json] [--wait DURATION] [--fleet]",
+	summary: "show what the daemon on this node applied, and how its syncs go",
+	help: `Status asks the netspec watch daemon of this node, over its unix socket
 DIR/netspec.sock (mode 0600: run it as the daemon's user, root), and prints:
 
   - the revision of the tree applied (its git commit; COMMIT+sha256:HASH12
@@ -116,31 +115,26 @@ Examples:
   netspec status --json | jq -r .daemon.revision.id
   ip netns exec blue netspec status --state-dir /var/lib/netspec-blue
   netspec status --fleet --json | jq -r '.members[] | select(.state != "alive") | .name'`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &statusFlags{}
-			fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the daemon's state `DIR` (its socket is DIR/netspec.sock)")
-			fs.StringVar(&f.socket, "socket", "", "ask the daemon on `PATH` instead of DIR/netspec.sock")
-			fs.BoolVar(&f.json, "json", false, "print the status as JSON")
-			fs.BoolVar(&f.fleet, "fleet", false, "show the fleet the daemon gossips with: members, revisions, endpoints out, fail static")
-			fs.DurationVar(&f.wait, "wait", 0, "wait up to `DURATION` for a daemon to answer after its first sync")
-			return f
-		},
-		run: runStatus,
-	})
+	nargs: -1,
+	opts:  func() options { return &statusFlags{} },
 }
 
-func runStatus(e *env, opts any, args []string) int {
-	f := opts.(*statusFlags)
+func (f *statusFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.stateDir, "state-dir", applier.DefaultStateDir, "the daemon's state `DIR` (its socket is DIR/netspec.sock)")
+	fs.StringVar(&f.socket, "socket", "", "ask the daemon on `PATH` instead of DIR/netspec.sock")
+	fs.BoolVar(&f.json, "json", false, "print the status as JSON")
+	fs.BoolVar(&f.fleet, "fleet", false, "show the fleet the daemon gossips with: members, revisions, endpoints out, fail static")
+	fs.DurationVar(&f.wait, "wait", 0, "wait up to `DURATION` for a daemon to answer after its first sync")
+}
+
+func (f *statusFlags) run(e *env, args []string) int {
 	if len(args) > 0 {
 		return e.usageError("status", "takes no arguments, got %q", args)
 	}
 	if f.wait < 0 {
 		return e.fail("status", "--wait %s: want a positive duration", f.wait)
 	}
-	sock := f.socket
-	if sock == "" {
-		sock = filepath.Join(f.stateDir, daemon.SocketName)
-	}
+	sock := cmp.Or(f.socket, filepath.Join(f.stateDir, daemon.SocketName))
 	if f.fleet {
 		st, err := status.Ask(sock, f.wait)
 		return runStatusFleet(e, f, sock, st, err)
@@ -164,16 +158,11 @@ func runStatus(e *env, opts any, args []string) int {
 
 // ago formats a time as RFC 3339 with its age.
 func ago(t, now time.Time) string {
-	age := now.Sub(t)
-	switch {
-	case age < 0:
-		age = 0
-	case age < time.Minute:
-		age = age.Round(100 * time.Millisecond)
-	default:
-		age = age.Round(time.Second)
+	age, unit := max(now.Sub(t), 0), time.Second
+	if age < time.Minute {
+		unit = 100 * time.Millisecond
 	}
-	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age)
+	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age.Round(unit))
 }
 
 // writeDaemonStatus prints a running daemon's status.
@@ -305,13 +294,12 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 			out = append(out, o)
 		}
 	}
-	line := func(o daemon.ProbeOut) { writeProbeOut(w, o, now) }
 	if len(out) == 0 {
 		fmt.Fprintln(w, "endpoints out for failing probes: none")
 	} else {
 		fmt.Fprintln(w, "endpoints out for failing probes:")
 		for _, o := range out {
-			line(o)
+			writeProbeOut(w, o, now)
 		}
 	}
 	if len(ps.FailOpen) == 0 {
@@ -320,7 +308,7 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 	}
 	fmt.Fprintf(w, "fail open (every endpoint fails its probe on this node; all are kept): %s\n", strings.Join(ps.FailOpen, ", "))
 	for _, o := range kept {
-		line(o)
+		writeProbeOut(w, o, now)
 	}
 }
 

@@ -20,12 +20,11 @@ type validateFlags struct {
 	output  string
 }
 
-func init() {
-	register(&command{
-		name:    "validate",
-		args:    "TREE [--locked] [--verbose] [--output text|json]",
-		summary: "check a tree of specs and report every mistake with its position",
-		help: `Validate reads every .yaml, .yml, .json and .cue file below TREE (dot-files
+var validateCommand = &command{
+	name:    "validate",
+	args:    "TREE [--locked] [--verbose] [--output text|json]",
+	summary: "check a tree of specs and report every mistake with its position",
+	help: `Validate reads every .yaml, .yml, .json and .cue file below TREE (dot-files
 and dot-directories are skipped, and so is what a .netspecignore file
 leaves out, in gitignore syntax; kustomization.yaml, Chart.yaml and
 values*.yaml are skipped and listed), checks each object against netspec's
@@ -66,43 +65,37 @@ Examples:
   netspec validate --locked .
   netspec validate --output json . | jq -r '.findings[] | "\(.file):\(.line): \(.message)"'
   kubectl get svc,endpointslices,pods,nodes -A -o yaml | netspec validate -`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &validateFlags{}
-			f.register(fs)
-			fs.BoolVar(&f.locked, "locked", false, "also fail when netspec.lock is missing allocations or has stale ones")
-			fs.BoolVar(&f.verbose, "verbose", false, "list every ignored object with its file:line, not only their count by kind")
-			fs.StringVar(&f.output, "output", "text", "output `FORMAT`: text (findings on stderr, the summary on stdout) or json (one object on stdout)")
-			return f
-		},
-		run: runValidate,
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &validateFlags{} },
 }
 
-func runValidate(e *env, opts any, args []string) int {
-	f := opts.(*validateFlags)
+func (f *validateFlags) register(fs *flag.FlagSet) {
+	f.loadFlags.register(fs)
+	fs.BoolVar(&f.locked, "locked", false, "also fail when netspec.lock is missing allocations or has stale ones")
+	fs.BoolVar(&f.verbose, "verbose", false, "list every ignored object with its file:line, not only their count by kind")
+	fs.StringVar(&f.output, "output", "text", "output `FORMAT`: text (findings on stderr, the summary on stdout) or json (one object on stdout)")
+}
+
+func (f *validateFlags) run(e *env, args []string) int {
 	if f.output != "text" && f.output != "json" {
 		return e.fail("validate", "--output must be text or json, not %q", f.output)
-	}
-	if !needArgs(e, "validate", args, 1, "one TREE") {
-		return exitError
 	}
 	l, err := loadTree(e, args[0], &f.loadFlags)
 	if err != nil {
 		if f.output == "json" {
 			r := newValidateReport(&schema.Tree{}, nil)
 			r.Findings = append(r.Findings, finding{File: args[0], Severity: "error", Message: err.Error()})
-			r.Errors, r.Valid = 1, false
+			r.Errors++
 			return printValidateJSON(e, r)
 		}
 		return e.fail("validate", "%v", err)
 	}
-	dl := l.diags
 	// With --locked, the lock's differences from what the tree needs, and
 	// what to do about them.
 	var stale []string
 	var hint string
-	if f.locked && dl.Errors() == 0 {
-		stale = compiler.LockDiff(l.lock, l.checked.Alloc.Lock())
+	if f.locked && l.Diags.Errors() == 0 {
+		stale = compiler.LockDiff(l.Lock, l.Checked.Alloc.Lock())
 		if l.tree.Stream() {
 			hint = fmt.Sprintf("the lock document is not up to date: run 'netspec lock' on a directory of these documents and put its %s in", LockFile)
 		} else {
@@ -110,19 +103,18 @@ func runValidate(e *env, opts any, args []string) int {
 		}
 	}
 	if f.output == "json" {
-		r := newValidateReport(l.tree, dl)
+		r := newValidateReport(l.tree, l.Diags)
 		if len(stale) > 0 {
 			for _, s := range append(stale, hint) {
 				r.Findings = append(r.Findings, finding{File: l.lockFile(), Severity: "error", Message: s})
 				r.Errors++
 			}
 		}
-		r.Valid = r.Errors == 0
 		return printValidateJSON(e, r)
 	}
-	printDiags(e, dl)
-	if errs := dl.Errors(); errs > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s\n", plural(dl.Files(), "file"), plural(errs, "error"))
+	printDiags(e, l.Diags)
+	if errs := l.Diags.Errors(); errs > 0 {
+		fmt.Fprintf(e.stderr, "%s, %s\n", plural(l.Diags.Files(), "file"), plural(errs, "error"))
 		return exitError
 	}
 	if len(stale) > 0 {
@@ -196,7 +188,6 @@ func newValidateReport(t *schema.Tree, dl diag.List) *validateReport {
 		Ignored:  ignoredReport{Count: len(t.Ignored), Kinds: map[string]int{}, Objects: []ignoredObject{}},
 		Skipped:  []skippedFile{},
 	}
-	r.Valid = r.Errors == 0
 	for _, d := range dl {
 		sev := "error"
 		if d.Severity == diag.Warning {
@@ -217,9 +208,10 @@ func newValidateReport(t *schema.Tree, dl diag.List) *validateReport {
 	return r
 }
 
-// printValidateJSON prints r; the exit status says whether the tree is
-// valid.
+// printValidateJSON prints r, valid when it counts no error; the exit
+// status says whether the tree is valid.
 func printValidateJSON(e *env, r *validateReport) int {
+	r.Valid = r.Errors == 0
 	if code := e.printJSON("validate", r); code != exitOK || !r.Valid {
 		return exitError
 	}
@@ -265,10 +257,7 @@ func ignoredByKind(ig []schema.Ignored) string {
 		counts[cmp.Or(i.Kind, "(no kind)")]++
 	}
 	kinds := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
-		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b))
 	})
 	var parts []string
 	for i, k := range kinds {

@@ -14,12 +14,11 @@ type versionFlags struct {
 	json bool
 }
 
-func init() {
-	register(&command{
-		name:    "version",
-		args:    "[--json]",
-		summary: "print netspec's version and git revision, its schema version and the Go version",
-		help: `Version prints what the binary was built from, as the Go toolchain
+var versionCommand = &command{
+	name:    "version",
+	args:    "[--json]",
+	summary: "print netspec's version and git revision, its schema version and the Go version",
+	help: `Version prints what the binary was built from, as the Go toolchain
 recorded it: the module version (v1.2.0 when built from a checkout of that
 tag, a pseudo-version between tags, "+dirty" with uncommitted changes), the
 git revision ("-dirty" likewise), and the revision's commit time (Go records
@@ -34,24 +33,22 @@ build -buildvcs=false, a build outside a git checkout) says "devel".
 Examples:
   netspec version
   netspec version --json | jq -r .revision`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &versionFlags{}
-			fs.BoolVar(&f.json, "json", false, "print the version as JSON")
-			return f
-		},
-		run: func(e *env, opts any, args []string) int {
-			if !needArgs(e, "version", args, 0, "no arguments") {
-				return exitError
-			}
-			bi, _ := debug.ReadBuildInfo()
-			v := buildVersion(bi)
-			if opts.(*versionFlags).json {
-				return e.printJSON("version", v)
-			}
-			fmt.Fprintln(e.stdout, v.String())
-			return exitOK
-		},
-	})
+	want: "no arguments",
+	opts: func() options { return &versionFlags{} },
+}
+
+func (f *versionFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.json, "json", false, "print the version as JSON")
+}
+
+func (f *versionFlags) run(e *env, _ []string) int {
+	bi, _ := debug.ReadBuildInfo()
+	v := buildVersion(bi)
+	if f.json {
+		return e.printJSON("version", v)
+	}
+	fmt.Fprintln(e.stdout, v.String())
+	return exitOK
 }
 
 // versionInfo is what `netspec version` reports.

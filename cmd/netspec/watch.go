@@ -14,24 +14,21 @@ import (
 	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/daemon/probe"
 	"netspec.dev/netspec/render"
-	"netspec.dev/netspec/schema"
 )
 
 // watchFlags are watch's flags: the daemon's settings, which
 // daemon.Settings.Options checks, and the log's.
 type watchFlags struct {
 	daemon.Settings
-	maxFileSize byteSize
-	logFormat   string
-	logLevel    string
+	logFormat string
+	logLevel  string
 }
 
-func init() {
-	register(&command{
-		name:    "watch",
-		args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--removal-grace 2s] [--probes=false] [--probe-concurrency 64] [--gossip-listen IP:PORT --join IP:PORT,... --gossip-key-file FILE] [--log-format text|json]",
-		summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
-		help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
+var watchCommand = &command{
+	name:    "watch",
+	args:    "TREE --node NODE [--dataplane nftables|ipvs|none] [--ipvs-scheduler rr] [--state-dir DIR] [--dns-link NAME] [--dns-listen ADDR] [--dns-upstream ADDR,...|resolv.conf] [--metrics-listen ADDR] [--resync 60s] [--debounce 200ms] [--removal-grace 2s] [--probes=false] [--probe-concurrency 64] [--gossip-listen IP:PORT --join IP:PORT,... --gossip-key-file FILE] [--log-format text|json]",
+	summary: "keep this node in step with TREE as it changes: rules, files, DNS and metrics",
+	help: `Watch is apply as a daemon. It applies the plan of NODE once, then watches
 every directory of TREE and applies again whenever a file changes:
 
   - an edit, an editor's atomic save (write a temp file, rename it), a new
@@ -177,33 +174,32 @@ Examples:
   netspec watch . --node node-1 --dataplane none --state-dir /tmp/netspec --log-format json
   netspec watch /srv/cluster --node node-3 --gossip-listen 192.0.2.3:7946 --join 192.0.2.1:7946,192.0.2.2:7946 --gossip-key-file /etc/netspec/gossip.key
   kill -HUP $(pidof netspec)   # reload now`,
-		flags: func(fs *flag.FlagSet) any {
-			f := &watchFlags{maxFileSize: schema.DefaultMaxFileSize}
-			fs.StringVar(&f.Node, "node", "", "the `NODE` this machine is (a Node object's name)")
-			fs.StringVar(&f.Dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane (`nftables|ipvs|none`; ipvs: IPVS virtual servers, see 'netspec apply --help'; none: write the state dir, and serve DNS, only)")
-			fs.StringVar(&f.IPVSScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
-			fs.StringVar(&f.StateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
-			fs.StringVar(&f.DNSListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
-			fs.StringVar(&f.DNSLink, "dns-link", "", "create (if missing) the dummy link `NAME` holding --dns-listen's address, 169.254.20.10:53 by default; off when empty")
-			fs.StringVar(&f.DNSUpstream, "dns-upstream", "", "forward DNS queries outside the zones, and ExternalName targets, to `ADDRS` (IP or IP:PORT, comma-separated; resolv.conf: the nameservers of /etc/resolv.conf); REFUSED when empty")
-			fs.StringVar(&f.DNSTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
-			fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
-			fs.DurationVar(&f.Resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
-			fs.DurationVar(&f.Debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
-			fs.DurationVar(&f.RemovalGrace, "removal-grace", daemon.DefaultRemovalGrace, "keep an object that left the tree applied for `DURATION`, unless it comes back (a save or checkout in two steps); additions and edits are applied at once; 0 applies removals at once")
-			fs.StringVar(&f.logFormat, "log-format", "text", "the log's format (`text|json`; log/slog, on stderr)")
-			fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
-			fs.BoolVar(&f.Probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
-			fs.IntVar(&f.ProbeConcurrency, "probe-concurrency", probe.DefaultMaxConcurrent, "at most `N` readiness probes in flight at once")
-			fs.StringVar(&f.GossipListen, "gossip-listen", "", "share readiness with the fleet by gossip on `IP:PORT` (UDP and TCP; memberlist's usual port is 7946); off when empty")
-			fs.StringVar(&f.Join, "join", "", "join the fleet through the members at `IP:PORT,...` (any one answering will do; retried)")
-			fs.StringVar(&f.GossipKeyFile, "gossip-key-file", "", "encrypt the gossip with the keys of `FILE` (base64, one a line; the first encrypts, all decrypt)")
-			fs.BoolVar(&f.GossipInsecure, "gossip-insecure", false, "allow gossip without a key, in the clear (a test bed, a trusted network)")
-			fs.Var(&f.maxFileSize, "max-file-size", "refuse spec files larger than `SIZE` (bytes, or with KiB/MiB)")
-			return f
-		},
-		run: runWatch,
-	})
+	nargs: 1, want: "one TREE",
+	opts: func() options { return &watchFlags{} },
+}
+
+func (f *watchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Node, "node", "", "the `NODE` this machine is (a Node object's name)")
+	fs.StringVar(&f.Dataplane, "dataplane", daemon.DataplaneNFTables, "the data plane (`nftables|ipvs|none`; ipvs: IPVS virtual servers, see 'netspec apply --help'; none: write the state dir, and serve DNS, only)")
+	fs.StringVar(&f.IPVSScheduler, "ipvs-scheduler", render.DefaultIPVSScheduler, "with --dataplane ipvs, the `SCHEDULER` of Services without the annotation netspec.dev/ipvs-scheduler: rr, wrr, lc, wlc, sh, dh, sed, nq or mh")
+	fs.StringVar(&f.StateDir, "state-dir", applier.DefaultStateDir, "`DIR` for the node's zone files, env files and record of the last applied plan (plan.json, plan.log)")
+	fs.StringVar(&f.DNSListen, "dns-listen", "", "serve the plan's DNS records on `ADDR` (host:port, UDP and TCP); off when empty")
+	fs.StringVar(&f.DNSLink, "dns-link", "", "create (if missing) the dummy link `NAME` holding --dns-listen's address, 169.254.20.10:53 by default; off when empty")
+	fs.StringVar(&f.DNSUpstream, "dns-upstream", "", "forward DNS queries outside the zones, and ExternalName targets, to `ADDRS` (IP or IP:PORT, comma-separated; resolv.conf: the nameservers of /etc/resolv.conf); REFUSED when empty")
+	fs.StringVar(&f.DNSTransferTo, "dns-transfer-to", "", "allow zone transfers (AXFR) to the clients in `CIDRS` (comma-separated); none when empty")
+	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz over HTTP on `ADDR`; off when empty")
+	fs.DurationVar(&f.Resync, "resync", daemon.DefaultResync, "read the kernel back and repair drift every `INTERVAL`; 0 turns it off")
+	fs.DurationVar(&f.Debounce, "debounce", daemon.DefaultDebounce, "reload at most once per `DURATION` while files keep changing (a lone change is applied after 10 ms of quiet)")
+	fs.DurationVar(&f.RemovalGrace, "removal-grace", daemon.DefaultRemovalGrace, "keep an object that left the tree applied for `DURATION`, unless it comes back (a save or checkout in two steps); additions and edits are applied at once; 0 applies removals at once")
+	fs.StringVar(&f.logFormat, "log-format", "text", "the log's format (`text|json`; log/slog, on stderr)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.BoolVar(&f.Probes, "probes", true, "run the endpoints' readiness probes from this node and leave failing endpoints out (false: readiness is the tree's)")
+	fs.IntVar(&f.ProbeConcurrency, "probe-concurrency", probe.DefaultMaxConcurrent, "at most `N` readiness probes in flight at once")
+	fs.StringVar(&f.GossipListen, "gossip-listen", "", "share readiness with the fleet by gossip on `IP:PORT` (UDP and TCP; memberlist's usual port is 7946); off when empty")
+	fs.StringVar(&f.Join, "join", "", "join the fleet through the members at `IP:PORT,...` (any one answering will do; retried)")
+	fs.StringVar(&f.GossipKeyFile, "gossip-key-file", "", "encrypt the gossip with the keys of `FILE` (base64, one a line; the first encrypts, all decrypt)")
+	fs.BoolVar(&f.GossipInsecure, "gossip-insecure", false, "allow gossip without a key, in the clear (a test bed, a trusted network)")
+	(*byteSize)(&f.MaxFileSize).register(fs)
 }
 
 // watchGCPercent is the garbage collector's target for watch, unless the
@@ -216,18 +212,14 @@ Examples:
 // cost").
 const watchGCPercent = 25
 
-func runWatch(e *env, opts any, args []string) int {
-	f := opts.(*watchFlags)
-	if !needArgs(e, "watch", args, 1, "one TREE") {
-		return exitError
-	}
+func (f *watchFlags) run(e *env, args []string) int {
 	if tuneGC(watchGCPercent, os.LookupEnv) {
 		defer debug.SetGCPercent(100)
 	}
 	if f.Node == "" {
 		return e.usageError("watch", "--node is required")
 	}
-	f.Tree, f.MaxFileSize = args[0], int64(f.maxFileSize)
+	f.Tree = args[0]
 	o, err := f.Options()
 	if err != nil {
 		return e.usageError("watch", "%v", err)

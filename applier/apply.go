@@ -547,10 +547,10 @@ func (n *Node) applyIPVS(r *Result, table *ipvsmodel.Table, update bool) error {
 	switch {
 	case n.nft == nil, n.opts.NFTables != nil:
 	case n.ipvs != nil && update:
-		r.IPVS, err = n.ipvs.UpdateKeeping(table)
+		r.IPVS, err = n.ipvs.Update(table)
 	case n.ipvs != nil:
 		if err = ipvs.SetSysctls(n.opts.NetNSFd); err == nil {
-			r.IPVS, err = n.ipvs.ApplyKeeping(table)
+			r.IPVS, err = n.ipvs.Apply(table)
 		}
 	default:
 		r.IPVSLeftovers, err = ipvs.CleanupLeftovers(n.opts.NetNSFd)

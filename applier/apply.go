@@ -244,20 +244,6 @@ func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
 	}
 }
 
-// stateFiles renders p's zone, env and resolv.conf files for the state
-// dir, each when the dir asks for its bytes.
-func (n *Node) stateFiles(p *plan.Plan) (map[string]state.File, error) {
-	texts, err := n.files.ZoneEnvTexts(p)
-	if err != nil {
-		return nil, err
-	}
-	files := make(map[string]state.File, len(texts))
-	for path, t := range texts {
-		files[path] = state.File(t)
-	}
-	return files, nil
-}
-
 // desiredKernel renders what the kernel is programmed from: the ruleset
 // (nil with NoDataplane) and the IPVS table (with Options.IPVS). It reads
 // only the plan's Node, Cluster and Services.
@@ -298,7 +284,7 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := n.stateFiles(p)
+	files, err := n.files.ZoneEnvTexts(p)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +370,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		// rendered beside the kernel's batch, one file at a time into
 		// its temporary file, so as not to hold them all (at 50,000
 		// Services, 45 MB).
-		if _, err = n.stateFiles(p); err != nil {
+		if _, err = n.files.ZoneEnvTexts(p); err != nil {
 			return nil, err
 		}
 	}
@@ -468,7 +454,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 // prepareState prepares the state dir's write of p (state.Dir.PrepareRecord):
 // its files in temporary files, which only Commit renames into place.
 func (n *Node) prepareState(p *plan.Plan, update bool) (*state.Prepared, error) {
-	files, err := n.stateFiles(p)
+	files, err := n.files.ZoneEnvTexts(p)
 	if err != nil {
 		return nil, err
 	}

@@ -59,15 +59,17 @@ type planRecord struct {
 	seq       int // records in the log
 }
 
-// fileID tells whether a file was changed: a rename over it, a write
-// or an append changes it.
+// fileID tells whether a file was changed: a rename over it, a write, an
+// append or a touch changes it (see known.go). exists is false for a file
+// that is missing or not a regular file.
 type fileID struct {
-	exists     bool
-	dev, ino   uint64
-	size       int64
-	mtimeNanos int64
+	exists       bool
+	dev, ino     uint64
+	size         int64
+	mtime, ctime syscall.Timespec
 }
 
+// statID stats rel, not following a symbolic link.
 func (d *Dir) statID(rel string) (fileID, error) {
 	fi, err := os.Lstat(d.abs(rel))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -80,19 +82,15 @@ func (d *Dir) statID(rel string) (fileID, error) {
 	if !ok || !fi.Mode().IsRegular() {
 		return fileID{}, nil
 	}
-	return fileID{exists: true, dev: uint64(st.Dev), ino: st.Ino, size: fi.Size(), mtimeNanos: fi.ModTime().UnixNano()}, nil
+	return fileID{exists: true, dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, nil
 }
 
 // LastPlan returns the dir's record of the last applied plan: the content
 // of plan.json and the payloads of plan.log's whole records that apply to
 // it, in order; nil and no error when the dir has no plan.json.
 func (d *Dir) LastPlan() (base []byte, deltas [][]byte, err error) {
-	ok, err := d.exists()
-	if err != nil || !ok {
-		return nil, nil, err
-	}
-	unlock, err := d.lock(syscall.LOCK_SH)
-	if err != nil {
+	unlock, err := d.lockIfThere(syscall.LOCK_SH)
+	if err != nil || unlock == nil {
 		return nil, nil, err
 	}
 	defer unlock()
@@ -170,15 +168,11 @@ func parseLog(log []byte, sum [sha256.Size]byte) (payloads [][]byte, good int64)
 // The record is not compared: the caller knows whether its plan is the
 // one recorded.
 func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {
-	ok, err := d.exists()
+	unlock, err := d.lockIfThere(syscall.LOCK_SH)
 	if err != nil {
 		return Changes{}, err
 	}
-	if ok {
-		unlock, err := d.lock(syscall.LOCK_SH)
-		if err != nil {
-			return Changes{}, err
-		}
+	if unlock != nil {
 		defer unlock()
 	}
 	return d.diff(files, nil)
@@ -314,7 +308,10 @@ func (w *pending) prepareRecord(delta []byte, full func(io.Writer) error) (*reco
 		rw.keep = true
 		return rw, nil
 	}
-	limit := max(rec.baseSizeOr(0)/4, minLogLimit)
+	limit := int64(minLogLimit)
+	if rec != nil {
+		limit = max(rec.base.size/4, minLogLimit)
+	}
 	if rw.known && rw.logID.size+int64(len(delta))+128 <= limit {
 		rw.append = true
 		return rw, nil
@@ -365,7 +362,7 @@ func (w *pending) commitRecord(done *Changes, rw *recordWrite) error {
 		d.rec = rw.rec
 		return nil
 	case rw.append:
-		if err := d.appendLog(rw.rec, rw.logID, rw.delta); err != nil {
+		if err := w.appendLog(rw.rec, rw.logID, rw.delta); err != nil {
 			return err
 		}
 		done.Changed = append(done.Changed, PlanFile)
@@ -416,22 +413,20 @@ func (d *Dir) sumHeld(rel string) ([sha256.Size]byte, error) {
 	return sum, nil
 }
 
-func (r *planRecord) baseSizeOr(def int64) int64 {
-	if r == nil {
-		return def
-	}
-	return r.base.size
-}
-
 // appendLog appends payload to plan.log as record rec.seq+1 and syncs it;
 // the first record creates the log (atomically, with its header).
-func (d *Dir) appendLog(rec *planRecord, logID fileID, payload []byte) error {
+func (w *pending) appendLog(rec *planRecord, logID fileID, payload []byte) error {
+	d := w.d
 	sum := sha256.Sum256(payload)
 	entry := fmt.Appendf(nil, "delta %d %d %s\n", rec.seq+1, len(payload), hex.EncodeToString(sum[:]))
 	entry = append(entry, payload...)
 	if !logID.exists {
 		header := logMagic + hex.EncodeToString(rec.baseSum[:]) + "\n"
-		if err := d.write(LogFile, append([]byte(header), entry...)); err != nil {
+		err := w.put(LogFile, append([]byte(header), entry...))
+		if err == nil {
+			err = w.place(LogFile)
+		}
+		if err != nil {
 			return err
 		}
 	} else {

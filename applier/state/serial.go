@@ -260,11 +260,3 @@ func (z *zoneReader) serial() (uint32, error) {
 	}
 	return z.value, nil
 }
-
-// zoneSerial is the serial of the one SOA of a zone file of the dir.
-func zoneSerial(data []byte, origin string) (uint32, error) {
-	z := newZoneReader(data, origin)
-	for _, ok := z.next(); ok; _, ok = z.next() {
-	}
-	return z.serial()
-}

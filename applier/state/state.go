@@ -93,6 +93,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/internal/atomicfile"
+	"netspec.dev/netspec/render"
 )
 
 // PlanFile is the path of the last applied plan in the dir: the whole
@@ -158,7 +159,7 @@ func Open(path string) (*Dir, error) {
 // OpenNoCreate opens the state directory at path as Open does, but leaves
 // it missing when it is: commands that promise to change nothing (plan)
 // or only to remove netspec's files (cleanup) must not create it. A
-// missing dir holds no files for PlanFiles, LastPlan, Serial and Cleanup,
+// missing dir holds no files for PlanFiles, LastPlan and Cleanup,
 // which do not create it either; ApplyRecord creates it.
 func OpenNoCreate(path string) (*Dir, error) {
 	return open(path, false)
@@ -197,17 +198,17 @@ func mkdir(abs string) error {
 	return nil
 }
 
-// exists tells whether the dir is there (OpenNoCreate may leave it
-// missing).
-func (d *Dir) exists() (bool, error) {
-	_, err := os.Stat(d.path)
+// lockIfThere takes a flock(2) on the dir as lock does, unless the dir is
+// missing (OpenNoCreate may leave it so): then unlock is nil.
+func (d *Dir) lockIfThere(how int) (unlock func(), err error) {
+	_, err = os.Stat(d.path)
 	switch {
-	case err == nil:
-		return true, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
+		return nil, nil
+	case err != nil:
+		return nil, d.errorf("%w", err)
 	}
-	return false, d.errorf("%w", err)
+	return d.lock(how)
 }
 
 // Path is the dir's absolute path.
@@ -372,11 +373,8 @@ func (w *pending) abort() {
 // sorted. Zone serials are forgotten with the zones. A missing dir stays
 // missing.
 func (d *Dir) Cleanup() (removed []string, err error) {
-	if ok, err := d.exists(); !ok || err != nil {
-		return nil, err
-	}
-	unlock, err := d.lock(syscall.LOCK_EX)
-	if err != nil {
+	unlock, err := d.lockIfThere(syscall.LOCK_EX)
+	if err != nil || unlock == nil {
 		return nil, err
 	}
 	defer unlock()
@@ -389,16 +387,9 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 		return nil, err
 	}
 	paths := slices.Sorted(maps.Keys(held))
-	// plan.json first: the dir no longer holds an applied plan.
-	slices.SortStableFunc(paths, func(a, b string) int {
-		switch {
-		case a == PlanFile && b != PlanFile:
-			return -1
-		case b == PlanFile && a != PlanFile:
-			return 1
-		}
-		return 0
-	})
+	if held[PlanFile] { // first: the dir no longer holds an applied plan
+		paths = slices.Insert(slices.DeleteFunc(paths, func(p string) bool { return p == PlanFile }), 0, PlanFile)
+	}
 	for _, p := range paths {
 		if err := d.remove(p); err != nil {
 			slices.Sort(removed)
@@ -420,37 +411,15 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 	return sorted(removed), nil
 }
 
-// Serial returns the SOA serial of the zone file the dir holds for zone
-// (a zone name, with or without the trailing dot), and false when there is
-// none or it cannot be read.
-func (d *Dir) Serial(zone string) (uint32, bool) {
-	rel := dnsDir + "/" + strings.TrimSuffix(zone, ".") + ".zone"
-	if !IsManaged(rel) {
-		return 0, false
-	}
-	b, err := d.readHeld(rel)
-	if err != nil || b == nil {
-		return 0, false
-	}
-	s, err := zoneSerial(b, zone)
-	if err != nil {
-		return 0, false
-	}
-	return s, true
-}
-
 // File is what a file of the dir is to hold, as PlanFiles and ApplyRecord
-// take it. Bytes gives its content, and is called only when the dir must
-// compare or write it. ID, when not 0, names that content: two Files with
-// one non-zero ID have the same bytes (render.FilesMemo gives a file
-// whose input did not change the ID it gave last time). A Dir remembers
-// the ID of a file it found holding its content and, while the file's
-// stat stays as it was, takes it as unchanged without asking for the
-// bytes or reading the file (known.go).
-type File struct {
-	ID    uint64
-	Bytes func() []byte
-}
+// take it: a render.Text. Bytes gives its content, and is called only
+// when the dir must compare or write it. ID, when not 0, names that
+// content: two Files with one non-zero ID have the same bytes
+// (render.FilesMemo gives a file whose input did not change the ID it
+// gave last time). A Dir remembers the ID of a file it found holding its
+// content and, while the file's stat stays as it was, takes it as
+// unchanged without asking for the bytes or reading the file (known.go).
+type File = render.Text
 
 // diff computes the changes files make, and gives put (unless nil:
 // PlanFiles) the content of each file that is to be written (zone serials
@@ -481,10 +450,9 @@ func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) erro
 			continue // as it was when last found equal (known.go)
 		}
 		in, old := f.Bytes(), []byte(nil)
-		var st knownStat
-		stOK := false
+		var st fileID
 		if held[p] {
-			st, stOK = d.knownStatOf(p) // before the read: see confirm
+			st, _ = d.statID(p) // before the read: see confirm; unknown on an error
 			if old, err = d.readHeld(p); err != nil {
 				return Changes{}, err
 			}
@@ -502,11 +470,7 @@ func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) erro
 		case !bytes.Equal(old, in):
 			ch.Changed = append(ch.Changed, p)
 		default: // equal
-			if stOK {
-				d.confirm(p, f.ID, st)
-			} else {
-				delete(d.known, p)
-			}
+			d.confirm(p, f.ID, st)
 			continue
 		}
 		delete(d.known, p)
@@ -582,22 +546,8 @@ func (d *Dir) readHeld(rel string) ([]byte, error) {
 	return b, nil
 }
 
-// write writes rel atomically: a temporary file in the same directory,
-// written, synced, renamed over rel, and the directory synced.
-func (d *Dir) write(rel string, data []byte) error {
-	t, err := d.createTemp(rel)
-	if err != nil {
-		return err
-	}
-	if _, err := t.Write(data); err != nil {
-		t.abort()
-		return d.errorf("write %s: %w", rel, err)
-	}
-	return t.commit()
-}
-
-// tempFile is the temporary file of a write of rel: commit (finish, then
-// place) renames it over rel, abort removes it.
+// tempFile is the temporary file of a write of rel: finish, then place,
+// renames it over rel; abort removes it.
 type tempFile struct {
 	d       *Dir
 	rel     string
@@ -644,15 +594,6 @@ func (t *tempFile) Write(p []byte) (int, error) {
 
 // abort removes the temporary file.
 func (t *tempFile) abort() { t.f.Abort() }
-
-// commit syncs the temporary file, renames it over rel and syncs the
-// directory.
-func (t *tempFile) commit() error {
-	if err := t.finish(); err != nil {
-		return err
-	}
-	return t.place()
-}
 
 // finish gives the temporary file its mode, syncs and closes it: its
 // content is durable, and rel still holds what it held. On an error it is

@@ -398,13 +398,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	}
 	r.KernelAt = time.Now()
 	if flows := staleFlows(n.last, p); len(flows) > 0 && n.nft != nil && n.opts.NFTables == nil {
-		c, err := conntrack.New(n.opts.NetNSFd)
-		if err != nil {
-			return r, fmt.Errorf("conntrack: %w", err)
-		}
-		r.Conntrack, err = c.Delete(flows)
-		c.Close()
-		if err != nil {
+		if r.Conntrack, err = conntrack.Delete(n.opts.NetNSFd, flows); err != nil {
 			return r, fmt.Errorf("conntrack: %w", err)
 		}
 	}

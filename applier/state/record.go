@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -205,10 +206,19 @@ func (d *Dir) ApplyRecord(files map[string]File, delta []byte, full func(io.Writ
 // batch, and commits it only once the kernel holds the plan. It holds the
 // dir's lock from PrepareRecord to Commit or Abort. Its methods are for
 // one goroutine at a time.
+//
+// put writes each added or changed file to its temporary file, whole and
+// synced, and leaves its name alone; once every file is ready,
+// commitFiles (and place, for the record) renames them over their names,
+// each followed by a sync of its directory, and removes the stale files.
+// Nothing a reader sees changes before commitFiles, so the costly part of
+// a write (rendering, writing, syncing) can be done before the caller
+// knows the write is wanted, and Abort then leaves the dir as it was.
 type Prepared struct {
 	d      *Dir
-	unlock func() // nil once committed or aborted
-	w      *pending
+	unlock func()               // nil once committed or aborted
+	temps  map[string]*tempFile // rel → its temporary file, synced and closed
+	made   []string             // subdirectories put created, for Abort
 	plan   Changes
 	record *recordWrite
 }
@@ -226,15 +236,15 @@ func (d *Dir) PrepareRecord(files map[string]File, delta []byte, full func(io.Wr
 	if err != nil {
 		return nil, err
 	}
-	p := &Prepared{d: d, unlock: unlock, w: d.newPending()}
-	if p.plan, err = d.diff(files, p.w.put); err == nil {
-		p.record, err = p.w.prepareRecord(delta, full)
+	w := &Prepared{d: d, unlock: unlock, temps: map[string]*tempFile{}}
+	if w.plan, err = d.diff(files, w.put); err == nil {
+		w.record, err = w.prepareRecord(delta, full)
 	}
 	if err != nil {
-		p.Abort()
+		w.Abort()
 		return nil, err
 	}
-	return p, nil
+	return w, nil
 }
 
 // Commit completes the write PrepareRecord began, in ApplyRecord's order:
@@ -243,19 +253,19 @@ func (d *Dir) PrepareRecord(files map[string]File, delta []byte, full func(io.Wr
 // then, last, the record is written (see ApplyRecord). It returns what it
 // changed, as ApplyRecord does, also on an error (then the changes made
 // before it). It releases the dir's lock.
-func (p *Prepared) Commit() (_ Changes, err error) {
-	if p.unlock == nil {
-		return Changes{}, p.d.errorf("commit of a write that was committed or aborted")
+func (w *Prepared) Commit() (_ Changes, err error) {
+	if w.unlock == nil {
+		return Changes{}, w.d.errorf("commit of a write that was committed or aborted")
 	}
 	defer func() {
 		if errors.Is(err, errCrash) { // a crash leaves what it leaves
-			p.w.temps = nil
+			w.temps = nil
 		}
-		p.Abort()
+		w.Abort()
 	}()
-	done, err := p.w.commitFiles(p.plan)
+	done, err := w.commitFiles(w.plan)
 	if err == nil {
-		err = p.w.commitRecord(&done, p.record)
+		err = w.commitRecord(&done, w.record)
 	}
 	slices.Sort(done.Added)
 	slices.Sort(done.Changed)
@@ -263,17 +273,25 @@ func (p *Prepared) Commit() (_ Changes, err error) {
 	return done, err
 }
 
-// Abort gives up a prepared write: the temporary files are removed, and
-// the dir's lock released; the dir is as PrepareRecord found it. After
-// Commit it only releases what Commit left (nothing, unless Commit
-// failed).
-func (p *Prepared) Abort() {
-	if p.unlock == nil {
+// Abort gives up a prepared write: the temporary files that were not
+// placed are removed, and the subdirectories put created when they are
+// still empty, and the dir's lock is released; the dir is as
+// PrepareRecord found it. After Commit it only releases what Commit left
+// (nothing, unless Commit failed).
+func (w *Prepared) Abort() {
+	if w.unlock == nil {
 		return
 	}
-	p.w.abort()
-	p.unlock()
-	p.unlock = nil
+	for _, rel := range slices.Sorted(maps.Keys(w.temps)) {
+		w.temps[rel].abort()
+	}
+	clear(w.temps)
+	for _, dir := range slices.Backward(w.made) {
+		_ = syscall.Rmdir(dir) // fails when a file was placed in it: then it stays
+	}
+	w.made = nil
+	w.unlock()
+	w.unlock = nil
 }
 
 // recordWrite is how a write records the plan (see ApplyRecord), decided
@@ -292,7 +310,7 @@ type recordWrite struct {
 
 // prepareRecord decides how the plan is recorded (see ApplyRecord) and,
 // when it is recorded whole, writes it to plan.json's temporary file.
-func (w *pending) prepareRecord(delta []byte, full func(io.Writer) error) (*recordWrite, error) {
+func (w *Prepared) prepareRecord(delta []byte, full func(io.Writer) error) (*recordWrite, error) {
 	d := w.d
 	rw := &recordWrite{rec: d.rec, delta: delta}
 	rec := rw.rec
@@ -354,7 +372,7 @@ func (w *pending) prepareRecord(delta []byte, full func(io.Writer) error) (*reco
 }
 
 // commitRecord records the plan as prepareRecord decided, last.
-func (w *pending) commitRecord(done *Changes, rw *recordWrite) error {
+func (w *Prepared) commitRecord(done *Changes, rw *recordWrite) error {
 	d := w.d
 	d.rec = nil // until the record is written
 	switch {
@@ -415,7 +433,7 @@ func (d *Dir) sumHeld(rel string) ([sha256.Size]byte, error) {
 
 // appendLog appends payload to plan.log as record rec.seq+1 and syncs it;
 // the first record creates the log (atomically, with its header).
-func (w *pending) appendLog(rec *planRecord, logID fileID, payload []byte) error {
+func (w *Prepared) appendLog(rec *planRecord, logID fileID, payload []byte) error {
 	d := w.d
 	sum := sha256.Sum256(payload)
 	entry := fmt.Appendf(nil, "delta %d %d %s\n", rec.seq+1, len(payload), hex.EncodeToString(sum[:]))

@@ -251,27 +251,9 @@ func IsManaged(rel string) bool {
 	return ok && base != "" && !strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "/\\\x00")
 }
 
-// pending is one write of the dir in two steps. put writes each added or
-// changed file to its temporary file, whole and synced, and leaves its
-// name alone; once every file is ready, commitFiles (and place, for the
-// record) renames them over their names, each followed by a sync of its
-// directory, and removes the stale files. Nothing a reader sees changes
-// before commitFiles, so the costly part of a write (rendering, writing,
-// syncing) can be done before the caller knows the write is wanted, and
-// abort then leaves the dir as it was.
-type pending struct {
-	d     *Dir
-	temps map[string]*tempFile // rel → its temporary file, synced and closed
-	made  []string             // subdirectories put created, for abort
-}
-
-func (d *Dir) newPending() *pending {
-	return &pending{d: d, temps: map[string]*tempFile{}}
-}
-
 // put writes data as rel's next content into rel's temporary file and
 // syncs it; rel itself is not touched until place.
-func (w *pending) put(rel string, data []byte) error {
+func (w *Prepared) put(rel string, data []byte) error {
 	t, err := w.create(rel)
 	if err != nil {
 		return err
@@ -284,7 +266,7 @@ func (w *pending) put(rel string, data []byte) error {
 }
 
 // create starts rel's temporary file.
-func (w *pending) create(rel string) (*tempFile, error) {
+func (w *Prepared) create(rel string) (*tempFile, error) {
 	if w.temps[rel] != nil {
 		return nil, w.d.errorf("write %s: written twice", rel)
 	}
@@ -300,7 +282,7 @@ func (w *pending) create(rel string) (*tempFile, error) {
 
 // finish syncs and closes t, which create started, and keeps it for
 // place.
-func (w *pending) finish(t *tempFile) error {
+func (w *Prepared) finish(t *tempFile) error {
 	if err := t.finish(); err != nil {
 		return err
 	}
@@ -309,7 +291,7 @@ func (w *pending) finish(t *tempFile) error {
 }
 
 // place renames rel's temporary file over rel and syncs its directory.
-func (w *pending) place(rel string) error {
+func (w *Prepared) place(rel string) error {
 	t := w.temps[rel]
 	if t == nil {
 		return w.d.errorf("write %s: no prepared content", rel)
@@ -321,7 +303,7 @@ func (w *pending) place(rel string) error {
 // commitFiles places the added and changed zone, env and resolv.conf
 // files of plan (made by diff with put), then removes its stale ones,
 // each durable before it returns; the record is left to the caller.
-func (w *pending) commitFiles(plan Changes) (Changes, error) {
+func (w *Prepared) commitFiles(plan Changes) (Changes, error) {
 	d := w.d
 	var done Changes
 	for _, p := range plan.Added {
@@ -350,21 +332,6 @@ func (w *pending) commitFiles(plan Changes) (Changes, error) {
 		}
 	}
 	return done, nil
-}
-
-// abort removes the temporary files that were not placed, and the
-// subdirectories put created when they are still empty: after an abort
-// before any place, the dir is as it was. Aborting after everything was
-// placed does nothing.
-func (w *pending) abort() {
-	for _, rel := range slices.Sorted(maps.Keys(w.temps)) {
-		w.temps[rel].abort()
-	}
-	clear(w.temps)
-	for _, dir := range slices.Backward(w.made) {
-		_ = syscall.Rmdir(dir) // fails when a file was placed in it: then it stays
-	}
-	w.made = nil
 }
 
 // Cleanup removes every file of netspec's kinds from the dir, plan.json

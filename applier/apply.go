@@ -224,19 +224,6 @@ func (n *Node) record(p *plan.Plan) ([]byte, func(io.Writer) error, error) {
 	return delta, full, err
 }
 
-// planRecord adds plan.json to ch when applying p changes the record of
-// the last applied plan, as ApplyRecord reports it.
-func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
-	switch {
-	case n.last == nil:
-		ch.Added = append(ch.Added, state.PlanFile)
-		slices.Sort(ch.Added)
-	case !n.last.Equal(p):
-		ch.Changed = append(ch.Changed, state.PlanFile)
-		slices.Sort(ch.Changed)
-	}
-}
-
 // desiredKernel renders what the kernel is programmed from: the ruleset
 // (nil with NoDataplane) and the IPVS table (with Options.IPVS). It reads
 // only the plan's Node, Cluster and Services.
@@ -284,7 +271,16 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	if r.Files, err = n.dir.PlanFiles(files); err != nil {
 		return nil, err
 	}
-	n.planRecord(&r.Files, p)
+	// plan.json, when applying p changes the record of the last applied
+	// plan, as ApplyRecord reports it.
+	switch {
+	case n.last == nil:
+		r.Files.Added = append(r.Files.Added, state.PlanFile)
+		slices.Sort(r.Files.Added)
+	case !n.last.Equal(p):
+		r.Files.Changed = append(r.Files.Changed, state.PlanFile)
+		slices.Sort(r.Files.Changed)
+	}
 	r.Took = time.Since(start)
 	return r, nil
 }

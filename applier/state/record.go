@@ -112,10 +112,7 @@ func (d *Dir) LastPlan() (base []byte, deltas [][]byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var good int64
-	if log != nil {
-		deltas, good = parseLog(log, rec.baseSum)
-	}
+	deltas, good := parseLog(log, rec.baseSum)
 	rec.seq = len(deltas)
 	rec.log = logID
 	if logID.exists && good != logID.size {
@@ -164,8 +161,9 @@ func parseLog(log []byte, sum [sha256.Size]byte) (payloads [][]byte, good int64)
 // paths to content — with what the dir holds, and reports which files
 // ApplyRecord would write (new or changed) and remove. It writes nothing.
 // A zone is compared by its records, its SOA serial aside, and written
-// with its serial rewritten (see serial.go). RulesetFile is ignored; the
-// record and any other path that is not of netspec's kinds are errors.
+// with its serial rewritten (see serial.go). The record and any other
+// path that is not of netspec's kinds (such as render.Files' ruleset) are
+// errors.
 // The record is not compared: the caller knows whether its plan is the
 // one recorded.
 func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {

@@ -104,10 +104,6 @@ const PlanFile = "plan.json"
 // PlanFile was written (ApplyRecord).
 const LogFile = "plan.log"
 
-// RulesetFile is the ruleset's path in render.Files. It is installed over
-// netlink, not kept in the dir: PlanFiles and ApplyRecord ignore it.
-const RulesetFile = "nftables.nft"
-
 const (
 	dnsDir    = "dns"
 	envDir    = "env"
@@ -225,6 +221,9 @@ func (c Changes) Empty() bool {
 	return len(c.Added) == 0 && len(c.Changed) == 0 && len(c.Removed) == 0
 }
 
+// exts are the file name extensions of the dir's subdirectories.
+var exts = map[string]string{dnsDir: ".zone", envDir: ".env", resolvDir: ".conf"}
+
 // IsManaged reports whether rel (a relative slash path) names a file of
 // netspec's kinds: plan.json, plan.log, dns/<name>.zone, env/<name>.env or
 // resolv/<name>.conf.
@@ -236,15 +235,8 @@ func IsManaged(rel string) bool {
 	if !ok {
 		return false
 	}
-	var ext string
-	switch dir {
-	case dnsDir:
-		ext = ".zone"
-	case envDir:
-		ext = ".env"
-	case resolvDir:
-		ext = ".conf"
-	default:
+	ext, ok := exts[dir]
+	if !ok {
 		return false
 	}
 	base, ok := strings.CutSuffix(name, ext)
@@ -340,6 +332,7 @@ func (w *Prepared) commitFiles(plan Changes) (Changes, error) {
 // sorted. Zone serials are forgotten with the zones. A missing dir stays
 // missing.
 func (d *Dir) Cleanup() (removed []string, err error) {
+	defer func() { slices.Sort(removed) }()
 	unlock, err := d.lockIfThere(syscall.LOCK_EX)
 	if err != nil || unlock == nil {
 		return nil, err
@@ -359,7 +352,6 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 	}
 	for _, p := range paths {
 		if err := d.remove(p); err != nil {
-			slices.Sort(removed)
 			return removed, err
 		}
 		removed = append(removed, p)
@@ -367,15 +359,15 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 	for _, sub := range []string{dnsDir, envDir, resolvDir} {
 		dir := filepath.Join(d.path, sub)
 		if err := atomicfile.SyncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return sorted(removed), d.errorf("sync %s: %w", dir, err)
+			return removed, d.errorf("sync %s: %w", dir, err)
 		}
 		// Fails when not empty (or not there, or a file): then it stays.
 		_ = syscall.Rmdir(dir)
 	}
 	if err := atomicfile.SyncDir(d.path); err != nil {
-		return sorted(removed), d.errorf("sync %s: %w", d.path, err)
+		return removed, d.errorf("sync %s: %w", d.path, err)
 	}
-	return sorted(removed), nil
+	return removed, nil
 }
 
 // File is what a file of the dir is to hold, as PlanFiles and ApplyRecord
@@ -398,7 +390,7 @@ func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) erro
 		if p == LogFile || p == PlanFile {
 			return Changes{}, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
-		if p != RulesetFile && !IsManaged(p) {
+		if !IsManaged(p) {
 			return Changes{}, d.errorf("%q is not a file of the state dir (want %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, dnsDir, envDir, resolvDir)
 		}
 	}
@@ -410,9 +402,6 @@ func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) erro
 	d.keepKnown(files)
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		f := files[p]
-		if p == RulesetFile {
-			continue
-		}
 		if held[p] && d.unchanged(p, f.ID) {
 			continue // as it was when last found equal (known.go)
 		}
@@ -674,9 +663,4 @@ func hint(err error) string {
 		return " (the file system is read-only: choose a writable --state-dir)"
 	}
 	return ""
-}
-
-func sorted(s []string) []string {
-	slices.Sort(s)
-	return s
 }

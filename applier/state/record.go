@@ -107,19 +107,17 @@ func (d *Dir) LastPlan() (base []byte, deltas [][]byte, err error) {
 	if err != nil || base == nil {
 		return nil, nil, err
 	}
-	rec := &planRecord{base: baseID, baseSum: sha256.Sum256(base)}
 	log, err := d.readHeld(LogFile)
 	if err != nil {
 		return nil, nil, err
 	}
-	deltas, good := parseLog(log, rec.baseSum)
-	rec.seq = len(deltas)
-	rec.log = logID
+	sum := sha256.Sum256(base)
+	deltas, good := parseLog(log, sum)
+	d.rec = &planRecord{base: baseID, log: logID, baseSum: sum, seq: len(deltas)}
 	if logID.exists && good != logID.size {
 		// Stale or torn: not the log ApplyRecord may append to.
-		rec.log.size = -1
+		d.rec.log.size = -1
 	}
-	d.rec = rec
 	return base, deltas, nil
 }
 

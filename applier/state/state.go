@@ -257,19 +257,28 @@ func (w *Prepared) put(rel string, data []byte) error {
 	return w.finish(t)
 }
 
-// create starts rel's temporary file.
+// create starts rel's temporary file, creating its directory if needed
+// (Abort removes it again).
 func (w *Prepared) create(rel string) (*tempFile, error) {
+	d := w.d
 	if w.temps[rel] != nil {
-		return nil, w.d.errorf("write %s: written twice", rel)
+		return nil, d.errorf("write %s: written twice", rel)
 	}
-	t, err := w.d.createTemp(rel)
+	if dir := filepath.Dir(d.abs(rel)); dir != d.path {
+		if err := os.Mkdir(dir, dirMode); err == nil {
+			w.made = append(w.made, dir)
+			if err := atomicfile.SyncDir(d.path); err != nil {
+				return nil, d.errorf("sync %s: %w", d.path, err)
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return nil, d.errorf("create %s/: %w", filepath.Base(dir), err)
+		}
+	}
+	f, err := atomicfile.Create(d.abs(rel), tmpPrefix+filepath.Base(rel)+"-", fileMode)
 	if err != nil {
-		return nil, err
+		return nil, d.errorf("write %s: %w", rel, err)
 	}
-	if t.madeDir {
-		w.made = append(w.made, t.dir)
-	}
-	return t, nil
+	return &tempFile{d: d, rel: rel, f: f}, nil
 }
 
 // finish syncs and closes t, which create started, and keeps it for
@@ -505,38 +514,11 @@ func (d *Dir) readHeld(rel string) ([]byte, error) {
 // tempFile is the temporary file of a write of rel: finish, then place,
 // renames it over rel; abort removes it.
 type tempFile struct {
-	d       *Dir
-	rel     string
-	dir     string
-	f       *atomicfile.File
-	n       int64 // bytes written
-	err     error // the first error of Write
-	madeDir bool  // createTemp created dir
-}
-
-// createTemp starts a write of rel, creating its directory if needed.
-func (d *Dir) createTemp(rel string) (*tempFile, error) {
-	dir := filepath.Dir(d.abs(rel))
-	made := false
-	if dir != d.path {
-		if err := os.Mkdir(dir, dirMode); err == nil {
-			made = true
-			if err := atomicfile.SyncDir(d.path); err != nil {
-				syscall.Rmdir(dir)
-				return nil, d.errorf("sync %s: %w", d.path, err)
-			}
-		} else if !errors.Is(err, fs.ErrExist) {
-			return nil, d.errorf("create %s/: %w", filepath.Base(dir), err)
-		}
-	}
-	f, err := atomicfile.Create(d.abs(rel), tmpPrefix+filepath.Base(rel)+"-", fileMode)
-	if err != nil {
-		if made {
-			syscall.Rmdir(dir)
-		}
-		return nil, d.errorf("write %s: %w", rel, err)
-	}
-	return &tempFile{d: d, rel: rel, dir: dir, f: f, madeDir: made}, nil
+	d   *Dir
+	rel string
+	f   *atomicfile.File
+	n   int64 // bytes written
+	err error // the first error of Write
 }
 
 func (t *tempFile) Write(p []byte) (int, error) {

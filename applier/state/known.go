@@ -60,10 +60,7 @@ func (d *Dir) confirm(rel string, id uint64, st fileID) {
 	if id == 0 || !st.exists || !strings.Contains(rel, "/") {
 		return
 	}
-	limit := time.Now().Add(-racyMargin)
-	if d.now != nil {
-		limit = d.now().Add(-racyMargin)
-	}
+	limit := d.now().Add(-racyMargin)
 	if time.Unix(st.mtime.Unix()).After(limit) || time.Unix(st.ctime.Unix()).After(limit) {
 		return
 	}

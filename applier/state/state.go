@@ -122,8 +122,8 @@ type Dir struct {
 	rec     *planRecord
 	written Written
 	// known are the zone, env and resolv.conf files as diff last found
-	// them equal to what it was given (known.go); now, set by tests, is
-	// the clock it reads.
+	// them equal to what it was given (known.go); now is the clock it
+	// reads (time.Now; tests set another).
 	known map[string]knownFile
 	now   func() time.Time
 	// crash, set by tests, simulates a crash: when it returns true at a
@@ -183,7 +183,7 @@ func open(path string, create bool) (*Dir, error) {
 	case err != nil:
 		return nil, fmt.Errorf("netspec state dir %s: %w%s", abs, err, hint(err))
 	}
-	return &Dir{path: abs}, nil
+	return &Dir{path: abs, now: time.Now}, nil
 }
 
 // mkdir creates the dir at abs (and its parents) with mode 0755.

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -339,6 +340,7 @@ func (a *Applier) diffOnly(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, k
 		vs := &wantSvcs[i]
 		ws := kernelService(vs)
 		hs, ok := have[vs.Key]
+		delete(have, vs.Key) // what is left in have is no longer wanted
 		if !ok {
 			p.ops = append(p.ops, op{kind: opAddService, svc: ws})
 			for _, r := range vs.Reals {
@@ -365,18 +367,7 @@ func (a *Applier) diffOnly(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, k
 	}
 
 	// 4. Virtual servers no longer wanted.
-	wanted := map[ipvsmodel.Key]bool{}
-	for _, vs := range wantSvcs {
-		wanted[vs.Key] = true
-	}
-	var gone []KernelService
-	for k, s := range have {
-		if !wanted[k] {
-			gone = append(gone, s)
-		}
-	}
-	slices.SortFunc(gone, func(a, b KernelService) int { return a.Compare(b.Key) })
-	for _, s := range gone {
+	for _, s := range slices.SortedFunc(maps.Values(have), func(a, b KernelService) int { return a.Compare(b.Key) }) {
 		p.ops = append(p.ops, op{kind: opDeleteService, svc: s})
 	}
 

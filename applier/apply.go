@@ -117,13 +117,13 @@ type Node struct {
 	// Options.Incremental).
 	files *render.FilesMemo
 	// beside, while apply waits for the kernel, is the state dir's write
-	// to prepare as the nftables batch is sent (nft.Applier.OnSend).
+	// to prepare as the nftables batch is sent.
 	beside *beside
 	// prepared, set by tests, is called when a state dir write prepared
 	// beside the kernel's batch is ready, with its error.
 	prepared func(error)
-	// sent, during ApplyBeside, starts its work as a batch is sent.
-	sent func()
+	// sent, during ApplyBeside, is its work.
+	sent *beside
 }
 
 // Open connects to the node's kernel (unless opts.NoDataplane) and opens
@@ -161,12 +161,8 @@ func Open(opts Options) (*Node, error) {
 		}
 	}
 	n.nft.OnSend(func() {
-		if n.beside != nil {
-			n.beside.start()
-		}
-		if n.sent != nil {
-			n.sent()
-		}
+		n.beside.start()
+		n.sent.start()
 		if opts.KernelBusy != nil {
 			opts.KernelBusy()
 		}
@@ -225,70 +221,29 @@ func (n *Node) record(p *plan.Plan) ([]byte, func(io.Writer) error, error) {
 		return nil, full, nil
 	}
 	delta, err := render.PlanDeltaJSON(plan.Diff(n.last, p))
-	if err != nil {
-		return nil, nil, err
-	}
-	return delta, full, nil
-}
-
-// planRecord adds plan.json to ch when applying p changes the record of
-// the last applied plan, as ApplyRecord reports it.
-func (n *Node) planRecord(ch *state.Changes, p *plan.Plan) {
-	switch {
-	case n.last == nil:
-		ch.Added = append(ch.Added, state.PlanFile)
-		slices.Sort(ch.Added)
-	case !n.last.Equal(p):
-		ch.Changed = append(ch.Changed, state.PlanFile)
-		slices.Sort(ch.Changed)
-	}
-}
-
-// stateFiles renders p's zone, env and resolv.conf files for the state
-// dir, each when the dir asks for its bytes.
-func (n *Node) stateFiles(p *plan.Plan) (map[string]state.File, error) {
-	texts, err := n.files.ZoneEnvTexts(p)
-	if err != nil {
-		return nil, err
-	}
-	files := make(map[string]state.File, len(texts))
-	for path, t := range texts {
-		files[path] = state.File(t)
-	}
-	return files, nil
+	return delta, full, err
 }
 
 // desiredKernel renders what the kernel is programmed from: the ruleset
 // (nil with NoDataplane) and the IPVS table (with Options.IPVS). It reads
 // only the plan's Node, Cluster and Services.
 func (n *Node) desiredKernel(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, error) {
-	if n.nft == nil {
+	switch {
+	case n.nft == nil:
 		return nil, nil, nil
+	case n.ipvs == nil:
+		return n.render.NFTablesModel(p), nil, nil
+	case len(p.Cluster.NodePortAddresses) == 0:
+		return render.NFTablesIPVSModel(p), render.IPVSTable(p, n.opts.IPVSScheduler), nil
 	}
-	if n.opts.IPVS {
-		return n.desiredIPVS(p)
+	// The node ports' virtual servers go on the node's local addresses
+	// inside nodePortAddresses, as the nftables rules match them:
+	// addresses the plan cannot know.
+	local, err := ipvs.LocalAddrs(n.opts.NetNSFd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node-port addresses: %w", err)
 	}
-	return n.render.NFTablesModel(p), nil, nil
-}
-
-// desiredIPVS is desiredKernel of the IPVS data plane.
-func (n *Node) desiredIPVS(p *plan.Plan) (*nftmodel.Ruleset, *ipvsmodel.Table, error) {
-	rs := render.NFTablesIPVSModel(p)
-	var t *ipvsmodel.Table
-	if n.ipvs != nil {
-		t = render.IPVSTable(p, n.opts.IPVSScheduler)
-		if len(p.Cluster.NodePortAddresses) > 0 {
-			// The node ports' virtual servers go on the node's local
-			// addresses inside nodePortAddresses, as the nftables
-			// rules match them: addresses the plan cannot know.
-			local, err := ipvs.LocalAddrs(n.opts.NetNSFd)
-			if err != nil {
-				return nil, nil, fmt.Errorf("node-port addresses: %w", err)
-			}
-			t = render.IPVSTableAt(p, n.opts.IPVSScheduler, p.NodePortAddrs(local))
-		}
-	}
-	return rs, t, nil
+	return render.NFTablesIPVSModel(p), render.IPVSTableAt(p, n.opts.IPVSScheduler, p.NodePortAddrs(local)), nil
 }
 
 // Plan tells what Apply would change, changing nothing.
@@ -298,7 +253,7 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := n.stateFiles(p)
+	files, err := n.files.ZoneEnvTexts(p)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +271,16 @@ func (n *Node) Plan(p *plan.Plan) (*Result, error) {
 	if r.Files, err = n.dir.PlanFiles(files); err != nil {
 		return nil, err
 	}
-	n.planRecord(&r.Files, p)
+	// plan.json, when applying p changes the record of the last applied
+	// plan, as ApplyRecord reports it.
+	switch {
+	case n.last == nil:
+		r.Files.Added = append(r.Files.Added, state.PlanFile)
+		slices.Sort(r.Files.Added)
+	case !n.last.Equal(p):
+		r.Files.Changed = append(r.Files.Changed, state.PlanFile)
+		slices.Sort(r.Files.Changed)
+	}
 	r.Took = time.Since(start)
 	return r, nil
 }
@@ -351,15 +315,14 @@ func (n *Node) ApplyStaged(p *plan.Plan, finish func() (*plan.Plan, error)) (*Re
 // work, if it ran, has returned. The CLI's apply works out the diff it
 // prints there.
 func (n *Node) ApplyBeside(p *plan.Plan, work func()) (*Result, error) {
-	var wg sync.WaitGroup
-	start := sync.OnceFunc(func() { wg.Go(work) })
-	n.sent = start
+	b := &beside{work: work}
+	n.sent = b
 	r, err := n.apply(p, false, nil)
 	n.sent = nil
 	if err == nil && !r.Empty() {
-		start()
+		b.start()
 	}
-	wg.Wait()
+	b.wait()
 	return r, err
 }
 
@@ -384,19 +347,33 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		// rendered beside the kernel's batch, one file at a time into
 		// its temporary file, so as not to hold them all (at 50,000
 		// Services, 45 MB).
-		if _, err = n.stateFiles(p); err != nil {
+		if _, err = n.files.ZoneEnvTexts(p); err != nil {
 			return nil, err
 		}
 	}
 	r := &Result{Last: n.last, NFT: &nft.Changes{}}
-	var early *beside
+	var w *state.Prepared // the state dir's write
+	var werr error
+	var early *beside // w prepared beside the kernel's batch
 	if finish == nil && n.nft != nil {
-		// Until the state dir's write is committed below, any return
-		// gives it up: the dir stays as it was.
-		early = &beside{n: n, p: p, update: update, done: make(chan struct{})}
-		n.beside = early
-		defer early.abort()
+		early = &beside{work: func() {
+			end := stages.Start("state dir (beside)")
+			w, werr = n.prepareState(p, update)
+			end()
+			if n.prepared != nil {
+				n.prepared(werr)
+			}
+		}}
 	}
+	n.beside = early
+	// Until the state dir's write is committed below, any return gives it
+	// up: the dir stays as it was.
+	defer func() {
+		early.wait()
+		if w != nil {
+			w.Abort() // after Commit, nothing
+		}
+	}()
 	switch {
 	case n.nft == nil:
 	case update:
@@ -417,13 +394,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 	}
 	r.KernelAt = time.Now()
 	if flows := staleFlows(n.last, p); len(flows) > 0 && n.nft != nil && n.opts.NFTables == nil {
-		c, err := conntrack.New(n.opts.NetNSFd)
-		if err != nil {
-			return r, fmt.Errorf("conntrack: %w", err)
-		}
-		r.Conntrack, err = c.Delete(flows)
-		c.Close()
-		if err != nil {
+		if r.Conntrack, err = conntrack.Delete(n.opts.NetNSFd, flows); err != nil {
 			return r, fmt.Errorf("conntrack: %w", err)
 		}
 	}
@@ -433,12 +404,11 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 		}
 	}
 	defer stages.Start("state dir")()
-	w, err := early.wait()
-	if err == nil && w == nil { // no batch was sent, or the plan was staged
-		w, err = n.prepareState(p, update)
+	if !early.wait() { // no batch was sent, or the plan was staged
+		w, werr = n.prepareState(p, update)
 	}
-	if err != nil {
-		return r, err
+	if werr != nil {
+		return r, werr
 	}
 	if r.Files, err = w.Commit(); err != nil {
 		return r, err
@@ -468,7 +438,7 @@ func (n *Node) apply(p *plan.Plan, update bool, finish func() (*plan.Plan, error
 // prepareState prepares the state dir's write of p (state.Dir.PrepareRecord):
 // its files in temporary files, which only Commit renames into place.
 func (n *Node) prepareState(p *plan.Plan, update bool) (*state.Prepared, error) {
-	files, err := n.stateFiles(p)
+	files, err := n.files.ZoneEnvTexts(p)
 	if err != nil {
 		return nil, err
 	}
@@ -484,57 +454,33 @@ func (n *Node) prepareState(p *plan.Plan, update bool) (*state.Prepared, error) 
 	return n.dir.PrepareRecord(files, delta, full)
 }
 
-// beside is the state dir's write of a plan, prepared in its own
-// goroutine while the kernel takes the nftables batch: the kernel applies
-// a batch within the system call that sends it, on one core, for seconds
-// at 50,000 Services, and the rendering, writing and syncing of the files
-// (and of plan.json, 140 MB there) take the idle one meanwhile.
+// beside is work run in a goroutine of its own as the first nftables batch
+// of an apply is sent (nft.Applier.OnSend): the kernel applies a batch
+// within the system call that sends it, on one core, for seconds at 50,000
+// Services, and the work takes the idle one meanwhile. A nil beside does
+// nothing.
 type beside struct {
-	n       *Node
-	p       *plan.Plan
-	update  bool
-	started bool          // by start, on apply's goroutine
-	done    chan struct{} // closed when w and err are set
-	w       *state.Prepared
-	err     error
+	work    func()
+	started bool // by start, on apply's goroutine
+	wg      sync.WaitGroup
 }
 
-// start has the write prepared (prepareState) in its own goroutine, once:
-// the first batch sent starts it. Until wait, the goroutine has the
-// Node's state dir, file memo and record to itself: apply meanwhile only
-// programs the kernel.
+// start has the work run in its own goroutine, once.
 func (b *beside) start() {
-	if b.started {
-		return
+	if b != nil && !b.started {
+		b.started = true
+		b.wg.Go(b.work)
 	}
-	b.started = true
-	go func() {
-		defer close(b.done)
-		end := stages.Start("state dir (beside)")
-		b.w, b.err = b.n.prepareState(b.p, b.update)
-		end()
-		if b.n.prepared != nil {
-			b.n.prepared(b.err)
-		}
-	}()
 }
 
-// wait returns the prepared write, once ready; nil and no error when none
-// was started (no batch was sent).
-func (b *beside) wait() (*state.Prepared, error) {
-	if b == nil || !b.started {
-		return nil, nil
+// wait returns once the work, if it started, has returned, and tells
+// whether it started.
+func (b *beside) wait() bool {
+	if b == nil {
+		return false
 	}
-	<-b.done
-	return b.w, b.err
-}
-
-// abort gives the prepared write up: its temporary files are removed and
-// the state dir is as it was. After Commit it does nothing.
-func (b *beside) abort() {
-	if w, err := b.wait(); err == nil && w != nil {
-		w.Abort()
-	}
+	b.wg.Wait()
+	return b.started
 }
 
 // applyIPVS installs table into the kernel's IPVS (with Options.IPVS; by
@@ -547,10 +493,10 @@ func (n *Node) applyIPVS(r *Result, table *ipvsmodel.Table, update bool) error {
 	switch {
 	case n.nft == nil, n.opts.NFTables != nil:
 	case n.ipvs != nil && update:
-		r.IPVS, err = n.ipvs.UpdateKeeping(table)
+		r.IPVS, err = n.ipvs.Update(table)
 	case n.ipvs != nil:
 		if err = ipvs.SetSysctls(n.opts.NetNSFd); err == nil {
-			r.IPVS, err = n.ipvs.ApplyKeeping(table)
+			r.IPVS, err = n.ipvs.Apply(table)
 		}
 	default:
 		r.IPVSLeftovers, err = ipvs.CleanupLeftovers(n.opts.NetNSFd)

@@ -117,13 +117,17 @@ func nftDifferences(c *nft.Changes, f *explain.Frontend) []string {
 		// is the frontend's too, though the plan has it no more.
 		kn := kernelNames(t, f)
 		mine := func(name string) bool { return f.Reaches(name) || kn[name] }
-		for _, name := range t.ChainsAdded {
-			if f.Reaches(name) || f.Shared(name) {
-				out = append(out, fmt.Sprintf("chain %s %s is missing", t.Family, name))
+		used := func(name string) bool { return f.Reaches(name) || f.Shared(name) }
+		names := func(names []string, keep func(string) bool, format string) {
+			for _, name := range names {
+				if keep(name) {
+					out = append(out, fmt.Sprintf(format, t.Family, name))
+				}
 			}
 		}
+		names(t.ChainsAdded, used, "chain %s %s is missing")
 		for _, name := range t.ChainsChanged {
-			if !f.Reaches(name) && !f.Shared(name) {
+			if !used(name) {
 				continue
 			}
 			out = append(out, fmt.Sprintf("chain %s %s differs from the plan", t.Family, name))
@@ -139,31 +143,18 @@ func nftDifferences(c *nft.Changes, f *explain.Frontend) []string {
 				}
 			}
 		}
-		for _, name := range t.ChainsRemoved {
-			if mine(name) {
-				out = append(out, fmt.Sprintf("chain %s %s is not in the plan", t.Family, name))
+		names(t.ChainsRemoved, mine, "chain %s %s is not in the plan")
+		names(t.SetsAdded, f.Reaches, "set %s %s is missing")
+		names(t.SetsRemoved, mine, "set %s %s is not in the plan")
+		elements := func(els []nft.ElementChange, format string) {
+			for _, el := range els {
+				if f.Element(el.Set, el.Element, el.Endpoint) {
+					out = append(out, fmt.Sprintf(format, t.Family, el.Set, el.Text))
+				}
 			}
 		}
-		for _, name := range t.SetsAdded {
-			if f.Reaches(name) {
-				out = append(out, fmt.Sprintf("set %s %s is missing", t.Family, name))
-			}
-		}
-		for _, name := range t.SetsRemoved {
-			if mine(name) {
-				out = append(out, fmt.Sprintf("set %s %s is not in the plan", t.Family, name))
-			}
-		}
-		for _, el := range t.ElementsAdded {
-			if f.Element(el.Set, el.Element, el.Endpoint) {
-				out = append(out, fmt.Sprintf("%s %s element %s is missing", t.Family, el.Set, el.Text))
-			}
-		}
-		for _, el := range t.ElementsRemoved {
-			if f.Element(el.Set, el.Element, el.Endpoint) {
-				out = append(out, fmt.Sprintf("%s %s element %s is not in the plan", t.Family, el.Set, el.Text))
-			}
-		}
+		elements(t.ElementsAdded, "%s %s element %s is missing")
+		elements(t.ElementsRemoved, "%s %s element %s is not in the plan")
 	}
 	return out
 }

@@ -104,49 +104,16 @@ func (f Flow) check() error {
 	return nil
 }
 
-// Cleaner deletes conntrack entries inside one network namespace.
-type Cleaner struct {
-	h *netlink.Handle
-}
-
-// New returns a Cleaner for the network namespace nsFd is open on (a file
-// descriptor of /proc/<pid>/ns/net or /run/netns/<name>), or for the
-// current one when nsFd is 0. The netlink socket is made in that namespace
-// at once and stays there: the caller may close nsFd afterwards.
-func New(nsFd int) (*Cleaner, error) {
-	ns := netns.None()
-	if nsFd != 0 {
-		ns = netns.NsHandle(nsFd)
-	}
-	h, err := netlink.NewHandleAt(ns, syscall.NETLINK_NETFILTER)
-	if err != nil {
-		return nil, fmt.Errorf("conntrack: netfilter netlink socket (namespace fd %d): %w", nsFd, err)
-	}
-	return &Cleaner{h: h}, nil
-}
-
-// Close releases the netlink socket.
-func (c *Cleaner) Close() error {
-	if c.h != nil {
-		c.h.Close()
-		c.h = nil
-	}
-	return nil
-}
-
-// Delete deletes the conntrack entries of flows, with one dump of the
-// table per address family that the flows use, and returns how many it
-// deleted. An entry matching several flows is deleted (and counted) once.
-// Entries that vanish on their own meanwhile are not errors. When the
-// kernel interrupts a dump (the table changed under it), the pass is
-// repeated, up to 3 times.
-func (c *Cleaner) Delete(flows []Flow) (deleted int, err error) {
-	if c.h == nil {
-		return 0, errors.New("conntrack: Delete on a closed Cleaner")
-	}
-	if len(flows) == 0 {
-		return 0, nil
-	}
+// Delete deletes the conntrack entries of flows in the network namespace
+// nsFd is open on (a file descriptor of /proc/<pid>/ns/net or
+// /run/netns/<name>), or in the current one when nsFd is 0, with one dump
+// of the table per address family that the flows use, and returns how
+// many it deleted. Every flow is checked before the kernel is asked. An
+// entry matching several flows is deleted (and counted) once. Entries that
+// vanish on their own meanwhile are not errors. When the kernel interrupts
+// a dump (the table changed under it), the pass is repeated, up to 3
+// times.
+func Delete(nsFd int, flows []Flow) (deleted int, err error) {
 	v4, v6 := newFilter(), newFilter()
 	for _, f := range flows {
 		if err := f.check(); err != nil {
@@ -158,6 +125,18 @@ func (c *Cleaner) Delete(flows []Flow) (deleted int, err error) {
 			v6.add(f)
 		}
 	}
+	if len(flows) == 0 {
+		return 0, nil
+	}
+	ns := netns.None()
+	if nsFd != 0 {
+		ns = netns.NsHandle(nsFd)
+	}
+	h, err := netlink.NewHandleAt(ns, syscall.NETLINK_NETFILTER)
+	if err != nil {
+		return 0, fmt.Errorf("conntrack: netfilter netlink socket (namespace fd %d): %w", nsFd, err)
+	}
+	defer h.Close()
 	var errs []error
 	for _, fam := range []struct {
 		f      *filter
@@ -168,7 +147,7 @@ func (c *Cleaner) Delete(flows []Flow) (deleted int, err error) {
 			continue
 		}
 		for attempt := 1; ; attempt++ {
-			n, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, fam.family, fam.f)
+			n, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, fam.family, fam.f)
 			deleted += int(n)
 			if err == nil {
 				break

@@ -116,12 +116,11 @@ func TestFilterMatch(t *testing.T) {
 	}
 }
 
+// TestDeleteValidatesFirst: a flow Delete refuses is refused before the
+// kernel is asked (here a namespace fd that is none).
 func TestDeleteValidatesFirst(t *testing.T) {
-	c := &Cleaner{} // closed: never reaches the kernel
-	if _, err := c.Delete([]Flow{{Endpoint: epA}}); err == nil || !strings.Contains(err.Error(), "closed") {
-		t.Errorf("Delete on a closed Cleaner: %v", err)
-	}
-	if err := c.Close(); err != nil {
-		t.Errorf("Close twice: %v", err)
+	flows := []Flow{{Endpoint: epA}, {Endpoint: netip.AddrPortFrom(epA.Addr(), 0)}}
+	if _, err := Delete(-2, flows); err == nil || !strings.Contains(err.Error(), "needs an address and a port") {
+		t.Errorf("Delete of a flow without an endpoint port: %v", err)
 	}
 }

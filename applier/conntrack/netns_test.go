@@ -359,21 +359,15 @@ func mustAddr(ip net.IP) netip.Addr {
 	return a.Unmap()
 }
 
-// cleanerAt is a Cleaner of the node namespace, made from an fd that is
-// closed right away (the socket stays in the namespace).
-func (n *testNet) cleanerAt() *Cleaner {
+// deleteAt is Delete in the node namespace, by an fd of it.
+func (n *testNet) deleteAt(flows []Flow) (int, error) {
 	n.t.Helper()
 	ns, err := netns.GetFromName(n.node)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	c, err := New(int(ns))
-	ns.Close()
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.t.Cleanup(func() { c.Close() })
-	return c
+	defer ns.Close()
+	return Delete(int(ns), flows)
 }
 
 const rulesetA = `
@@ -433,8 +427,7 @@ func TestStaleUDPEntry(t *testing.T) {
 		}
 	}
 
-	c := n.cleanerAt()
-	deleted, err := c.Delete([]Flow{
+	deleted, err := n.deleteAt([]Flow{
 		{Endpoint: netip.MustParseAddrPort("10.244.1.10:53"), Frontend: netip.MustParseAddrPort(fe4), Protocol: ProtoUDP},
 		{Endpoint: netip.MustParseAddrPort("[fd00:244:1::10]:53"), Frontend: netip.MustParseAddrPort(fe6), Protocol: ProtoUDP},
 	})
@@ -464,7 +457,7 @@ func TestStaleUDPEntry(t *testing.T) {
 	}
 
 	// Nothing more to delete.
-	if deleted, err := c.Delete([]Flow{{Endpoint: netip.MustParseAddrPort("10.244.1.10:53"), Frontend: netip.MustParseAddrPort(fe4)}}); err != nil || deleted != 0 {
+	if deleted, err := n.deleteAt([]Flow{{Endpoint: netip.MustParseAddrPort("10.244.1.10:53"), Frontend: netip.MustParseAddrPort(fe4)}}); err != nil || deleted != 0 {
 		t.Errorf("second Delete = %d, %v; want 0", deleted, err)
 	}
 }
@@ -534,17 +527,6 @@ table ip t {
 	}
 	check("before")
 
-	// The Cleaner of the current namespace (nsFd 0), made on a thread
-	// inside the node namespace: it stays there.
-	var c *Cleaner
-	if err := inNS(n.node, func() (err error) {
-		c, err = New(0)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-
 	a53 := netip.MustParseAddrPort("10.244.1.10:53")
 	steps := []struct {
 		name  string
@@ -559,7 +541,13 @@ table ip t {
 		{name: "tcp", flows: []Flow{{Endpoint: a53, Frontend: netip.MustParseAddrPort("10.96.0.10:53"), Protocol: ProtoTCP}}, want: 1, gone: []string{all[0], all[3], all[1]}},
 	}
 	for _, s := range steps {
-		deleted, err := c.Delete(s.flows)
+		// Delete in the current namespace (nsFd 0), on a thread inside
+		// the node namespace.
+		var deleted int
+		err := inNS(n.node, func() (err error) {
+			deleted, err = Delete(0, s.flows)
+			return err
+		})
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}

@@ -69,7 +69,8 @@ func Ensure(name string, addr netip.Addr) (Result, error) {
 		return res, fmt.Errorf("dns link %s: no address given", name)
 	}
 	addr = addr.Unmap()
-	if owner, err := addrOwner(addr, name); err != nil {
+	has, owner, err := addrHolders(addr, name)
+	if err != nil {
 		return res, fmt.Errorf("dns link %s: list addresses: %w", name, explain(err))
 	} else if owner != "" {
 		return res, fmt.Errorf("dns link %s: address %s is taken: it is on link %s (choose another address, or remove it there)", name, addr, owner)
@@ -93,15 +94,8 @@ func Ensure(name string, addr netip.Addr) (Result, error) {
 	if t := link.Type(); t != "dummy" {
 		return res, fmt.Errorf("dns link %s: a %s link of that name exists; want a dummy link (choose another name, or delete it)", name, t)
 	}
-	has, err := linkHas(link, addr)
-	if err != nil {
-		return res, fmt.Errorf("dns link %s: list addresses: %w", name, explain(err))
-	}
 	if !has {
-		bits := 32
-		if addr.Is6() {
-			bits = 128
-		}
+		bits := addr.BitLen()
 		a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(bits, bits)}}
 		if addr.Is6() {
 			// Usable at once: a dummy link has no neighbours to detect
@@ -138,16 +132,16 @@ func checkName(name string) error {
 	return nil
 }
 
-// addrOwner returns the name of a link other than name that holds addr,
-// or "".
-func addrOwner(addr netip.Addr, name string) (string, error) {
+// addrHolders tells whether the link called name holds addr, and names
+// another link that holds it ("" when none).
+func addrHolders(addr netip.Addr, name string) (has bool, other string, err error) {
 	family := netlink.FAMILY_V4
 	if addr.Is6() {
 		family = netlink.FAMILY_V6
 	}
 	addrs, err := netlink.AddrList(nil, family)
 	if err != nil {
-		return "", err
+		return false, "", err
 	}
 	for _, a := range addrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
@@ -155,28 +149,15 @@ func addrOwner(addr netip.Addr, name string) (string, error) {
 			continue
 		}
 		l, err := netlink.LinkByIndex(a.LinkIndex)
-		if err != nil {
-			return fmt.Sprintf("index %d", a.LinkIndex), nil
+		switch {
+		case err != nil:
+			return false, fmt.Sprintf("index %d", a.LinkIndex), nil
+		case l.Attrs().Name != name:
+			return false, l.Attrs().Name, nil
 		}
-		if l.Attrs().Name != name {
-			return l.Attrs().Name, nil
-		}
+		has = true
 	}
-	return "", nil
-}
-
-// linkHas reports whether link holds addr.
-func linkHas(link netlink.Link, addr netip.Addr) (bool, error) {
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		return false, err
-	}
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == addr {
-			return true, nil
-		}
-	}
-	return false, nil
+	return has, "", nil
 }
 
 // explain adds what to do to the errors a caller can fix.

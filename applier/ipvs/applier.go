@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,9 +29,6 @@ func Open(nsFd int) (*Applier, error) {
 	return &Applier{k: s, close: s.Close}, nil
 }
 
-// New returns an Applier over any Kernel, such as a Fake.
-func New(k Kernel) *Applier { return &Applier{k: k} }
-
 // Close releases the kernel connections. The virtual servers stay.
 func (a *Applier) Close() {
 	if a.close != nil {
@@ -38,8 +36,8 @@ func (a *Applier) Close() {
 	}
 }
 
-// Plan compares want with the kernel and returns what Apply would change,
-// changing nothing.
+// Plan compares want with the kernel and returns what Apply and Prune
+// would change, changing nothing.
 func (a *Applier) Plan(want *ipvsmodel.Table) (*Changes, error) {
 	p, err := a.diffOnly(want, nil, false)
 	if err != nil {
@@ -50,32 +48,16 @@ func (a *Applier) Plan(want *ipvsmodel.Table) (*Changes, error) {
 
 // Apply changes the kernel into want: it reads the kernel back, changes
 // only what differs (which repairs drift), in the order of the package
-// documentation, and reads the kernel back again to verify. It stops at
-// the first operation the kernel refuses and returns what it changed until
-// then; the next Apply goes on from there. want must pass
-// ipvsmodel.Table.Check (render's tables do), and is kept for Update: the
-// caller does not change it afterwards.
+// documentation, and reads the kernel back again to verify; but the
+// virtual servers (and their addresses) that want no longer has stay until
+// Prune. A caller that must withdraw a frontend from DNS before its
+// virtual server goes (the applier.Node) applies, publishes DNS, then
+// prunes. Apply stops at the first operation the kernel refuses and
+// returns what it changed until then; the next Apply goes on from there.
+// want must pass ipvsmodel.Table.Check (render's tables do), and is kept
+// for Update: the caller does not change it afterwards.
 func (a *Applier) Apply(want *ipvsmodel.Table) (*Changes, error) {
-	return a.apply(want, nil, false)
-}
-
-// ApplyKeeping is Apply but for the virtual servers (and their addresses)
-// that want no longer has: they stay until Prune. A caller that must
-// withdraw a frontend from DNS before its virtual server goes (the
-// applier.Node) applies, publishes DNS, then prunes.
-func (a *Applier) ApplyKeeping(want *ipvsmodel.Table) (*Changes, error) {
 	return a.apply(want, nil, true)
-}
-
-// UpdateKeeping is Update but for what want no longer has, as
-// ApplyKeeping.
-func (a *Applier) UpdateKeeping(want *ipvsmodel.Table) (*Changes, error) { return a.update(want, true) }
-
-// Prune deletes the virtual servers netspec owns that want does not have,
-// then the addresses no longer used; it reads the kernel's virtual servers
-// (one dump) but no real servers.
-func (a *Applier) Prune(want *ipvsmodel.Table) (*Changes, error) {
-	return a.apply(want, map[ipvsmodel.Key]bool{}, false)
 }
 
 // Update is Apply for a daemon that is the only writer of netspec's
@@ -85,11 +67,9 @@ func (a *Applier) Prune(want *ipvsmodel.Table) (*Changes, error) {
 // of the kernel's virtual servers, and the interface), so that its work
 // follows the size of the change. Without a last table it is Apply; a
 // periodic Apply repairs drift.
-func (a *Applier) Update(want *ipvsmodel.Table) (*Changes, error) { return a.update(want, false) }
-
-func (a *Applier) update(want *ipvsmodel.Table, keep bool) (*Changes, error) {
+func (a *Applier) Update(want *ipvsmodel.Table) (*Changes, error) {
 	if a.last == nil {
-		return a.apply(want, nil, keep)
+		return a.Apply(want)
 	}
 	if err := want.Check(); err != nil {
 		return nil, fmt.Errorf("desired table: %w", err)
@@ -102,7 +82,14 @@ func (a *Applier) update(want *ipvsmodel.Table, keep bool) (*Changes, error) {
 	for _, k := range delta.Keys() {
 		only[k] = true
 	}
-	return a.apply(want, only, keep)
+	return a.apply(want, only, true)
+}
+
+// Prune deletes the virtual servers netspec owns that want does not have,
+// then the addresses no longer used; it reads the kernel's virtual servers
+// (one dump) but no real servers.
+func (a *Applier) Prune(want *ipvsmodel.Table) (*Changes, error) {
+	return a.apply(want, map[ipvsmodel.Key]bool{}, false)
 }
 
 func (a *Applier) apply(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, keep bool) (*Changes, error) {
@@ -353,6 +340,7 @@ func (a *Applier) diffOnly(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, k
 		vs := &wantSvcs[i]
 		ws := kernelService(vs)
 		hs, ok := have[vs.Key]
+		delete(have, vs.Key) // what is left in have is no longer wanted
 		if !ok {
 			p.ops = append(p.ops, op{kind: opAddService, svc: ws})
 			for _, r := range vs.Reals {
@@ -379,18 +367,7 @@ func (a *Applier) diffOnly(want *ipvsmodel.Table, only map[ipvsmodel.Key]bool, k
 	}
 
 	// 4. Virtual servers no longer wanted.
-	wanted := map[ipvsmodel.Key]bool{}
-	for _, vs := range wantSvcs {
-		wanted[vs.Key] = true
-	}
-	var gone []KernelService
-	for k, s := range have {
-		if !wanted[k] {
-			gone = append(gone, s)
-		}
-	}
-	slices.SortFunc(gone, func(a, b KernelService) int { return a.Compare(b.Key) })
-	for _, s := range gone {
+	for _, s := range slices.SortedFunc(maps.Values(have), func(a, b KernelService) int { return a.Compare(b.Key) }) {
 		p.ops = append(p.ops, op{kind: opDeleteService, svc: s})
 	}
 

@@ -28,7 +28,7 @@ func wantDump(tb *ipvsmodel.Table) string {
 func applied(t *testing.T, text string) *Fake {
 	t.Helper()
 	f := NewFake()
-	if _, err := New(f).Apply(fixture(t, text)); err != nil {
+	if _, err := applyAll(&Applier{k: f}, fixture(t, text)); err != nil {
 		t.Fatal(err)
 	}
 	f.Calls = nil
@@ -224,7 +224,7 @@ func TestApply(t *testing.T) {
 		c := &applyCases[i]
 		t.Run(c.name, func(t *testing.T) {
 			f := c.setUp(t)
-			a := New(f)
+			a := &Applier{k: f}
 			to := fixture(t, *c.to)
 			before := snapshot(t, f)
 
@@ -235,7 +235,7 @@ func TestApply(t *testing.T) {
 			if len(f.Calls) != 0 {
 				t.Fatalf("Plan changed the kernel: %v", f.Calls)
 			}
-			ch, err := a.Apply(to)
+			ch, err := applyAll(a, to)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +254,7 @@ func TestApply(t *testing.T) {
 			checkNeverEmpty(t, before, f.Calls, to, snapshot(t, f))
 
 			f.Calls = nil
-			if ch, err := a.Apply(to); err != nil || !ch.Empty() || len(f.Calls) != 0 {
+			if ch, err := applyAll(a, to); err != nil || !ch.Empty() || len(f.Calls) != 0 {
 				t.Errorf("second Apply: %v, %v, calls %v; want no changes", ch.Lines(), err, f.Calls)
 			}
 		})
@@ -279,7 +279,7 @@ func TestApplyOrder(t *testing.T) {
 -A -t 10.0.0.3:80 -s rr
 -a -t 10.0.0.3:80 -r 10.1.0.1:80 -m -w 1
 `)
-	if _, err := New(f).Apply(to); err != nil {
+	if _, err := applyAll(&Applier{k: f}, to); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -320,7 +320,7 @@ func TestApplyInterrupted(t *testing.T) {
 		c := &applyCases[i]
 		// The number of changes of the whole apply.
 		full := c.setUp(t)
-		if _, err := New(full).Apply(fixture(t, *c.to)); err != nil {
+		if _, err := applyAll(&Applier{k: full}, fixture(t, *c.to)); err != nil {
 			t.Fatal(err)
 		}
 		for n := range len(full.Calls) {
@@ -328,9 +328,9 @@ func TestApplyInterrupted(t *testing.T) {
 				to := fixture(t, *c.to)
 				f := c.setUp(t)
 				before := snapshot(t, f)
-				a := New(f)
+				a := &Applier{k: f}
 				f.FailAfter(n)
-				ch, err := a.Apply(to)
+				ch, err := applyAll(a, to)
 				if !errors.Is(err, ErrFakeFailure) {
 					t.Fatalf("Apply failing at change %d: %v", n+1, err)
 				}
@@ -340,7 +340,7 @@ func TestApplyInterrupted(t *testing.T) {
 				if verb := opVerbs[full.Calls[n].Op]; !strings.HasPrefix(err.Error(), verb) {
 					t.Errorf("error %q: want it to name the operation (%q…)", err, verb)
 				}
-				if _, err := a.Apply(to); err != nil {
+				if _, err := applyAll(a, to); err != nil {
 					t.Fatalf("Apply after the interruption: %v", err)
 				}
 				if got, want := f.Dump(), wantDump(to); got != want {
@@ -354,9 +354,9 @@ func TestApplyInterrupted(t *testing.T) {
 				// Or back to where it was.
 				g := c.setUp(t)
 				g.FailAfter(n)
-				New(g).Apply(to)
+				applyAll(&Applier{k: g}, to)
 				from := fixture(t, *c.from)
-				if _, err := New(g).Apply(from); err != nil {
+				if _, err := applyAll(&Applier{k: g}, from); err != nil {
 					t.Fatalf("Apply of the old table after the interruption: %v", err)
 				}
 				if got, want := g.Dump(), wantDump(from); got != want {
@@ -492,7 +492,7 @@ func TestApplyRepairsDrift(t *testing.T) {
 			f.Calls = nil
 			before := snapshot(t, f)
 			want := fixture(t, base)
-			ch, err := New(f).Apply(want)
+			ch, err := applyAll(&Applier{k: f}, want)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -524,7 +524,7 @@ func TestCleanup(t *testing.T) {
 	if err := f.AddService(KernelService{Key: other, Scheduler: "rr", Netmask: 0xffffffff}); err != nil {
 		t.Fatal(err)
 	}
-	a := New(f)
+	a := &Applier{k: f}
 	if err := a.Cleanup(); err != nil {
 		t.Fatal(err)
 	}
@@ -542,10 +542,10 @@ func TestCleanup(t *testing.T) {
 func TestNoIPVS(t *testing.T) {
 	f := NewFake()
 	f.NoIPVS = true
-	a := New(f)
+	a := &Applier{k: f}
 	tb := fixture(t, base)
 	_, perr := a.Plan(tb)
-	_, aerr := a.Apply(tb)
+	_, aerr := applyAll(a, tb)
 	for _, err := range []error{perr, aerr, a.Cleanup()} {
 		if !errors.Is(err, ErrNoIPVS) {
 			t.Errorf("error %v: want ErrNoIPVS", err)
@@ -567,8 +567,8 @@ func TestNoIPVS(t *testing.T) {
 func TestOtherInterface(t *testing.T) {
 	f := NewFake()
 	f.AddOtherLink("veth")
-	a := New(f)
-	_, aerr := a.Apply(fixture(t, base))
+	a := &Applier{k: f}
+	_, aerr := applyAll(a, fixture(t, base))
 	for _, err := range []error{aerr, a.Cleanup()} {
 		if err == nil || !strings.Contains(err.Error(), `is of kind "veth", not a dummy interface`) {
 			t.Errorf("error %v: want it to say the interface is no dummy", err)
@@ -602,7 +602,7 @@ func TestApplyBadTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := NewFake()
-			_, err := New(f).Apply(tt.tb)
+			_, err := applyAll(&Applier{k: f}, tt.tb)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "desired table: ") {
 				t.Errorf("Apply: %v, want %q", err, tt.want)
 			}
@@ -613,7 +613,7 @@ func TestApplyBadTable(t *testing.T) {
 	}
 	// A nil table is an empty one.
 	f := applied(t, base)
-	if _, err := New(f).Apply(nil); err != nil {
+	if _, err := applyAll(&Applier{k: f}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.Dump(), "# link netspec-ipvs0 dummy up\n"; got != want {
@@ -630,7 +630,7 @@ func (silentKernel) AddReal(ipvsmodel.Key, ipvsmodel.RealServer) error { return 
 // TestApplyVerifies: a kernel that says yes and does nothing is caught by
 // the read-back.
 func TestApplyVerifies(t *testing.T) {
-	_, err := New(silentKernel{NewFake()}).Apply(fixture(t, base))
+	_, err := applyAll(&Applier{k: silentKernel{NewFake()}}, fixture(t, base))
 	if err == nil || !strings.Contains(err.Error(), "verify: the kernel does not hold what was sent, still to do: real servers 6 added") {
 		t.Errorf("Apply: %v, want a verify error", err)
 	}
@@ -641,7 +641,7 @@ func TestApplyVerifies(t *testing.T) {
 func TestApplyRefused(t *testing.T) {
 	f := applied(t, base)
 	f.FailAfter(1)
-	ch, err := New(f).Apply(fixture(t, strings.Replace(base, "10.244.1.5:8443", "10.244.1.6:8443", 1)))
+	ch, err := applyAll(&Applier{k: f}, fixture(t, strings.Replace(base, "10.244.1.5:8443", "10.244.1.6:8443", 1)))
 	if err == nil || err.Error() != "delete real server 10.244.1.5:8443 of tcp 10.96.0.10:443: "+ErrFakeFailure.Error() {
 		t.Errorf("Apply: %v", err)
 	}
@@ -697,7 +697,7 @@ func TestUpdate(t *testing.T) {
 	changed := strings.Replace(base, "10.244.1.6:8080", "10.244.2.6:8080", 1)
 	parse := func(s string) *ipvsmodel.Table { return fixture(t, s) }
 	k := &readCounter{Fake: NewFake()}
-	a := New(k)
+	a := &Applier{k: k}
 	if _, err := a.Update(parse(base)); err != nil { // no last table: an Apply
 		t.Fatal(err)
 	}
@@ -725,7 +725,7 @@ func TestUpdate(t *testing.T) {
 	if err := k.DeleteReal(other, netip.MustParseAddrPort("10.244.1.7:8080")); err != nil {
 		t.Fatal(err)
 	}
-	if ch, err := a.Apply(parse(changed)); err != nil || len(ch.RealsAdded) != 1 {
+	if ch, err := applyAll(a, parse(changed)); err != nil || len(ch.RealsAdded) != 1 {
 		t.Errorf("Apply after drift: %v %s", err, ch.Summary())
 	}
 }
@@ -742,7 +742,7 @@ func TestRenderEqualsFake(t *testing.T) {
 	for _, path := range files {
 		golden, want := goldenTable(t, path)
 		f := NewFake()
-		if _, err := New(f).Apply(want); err != nil {
+		if _, err := applyAll(&Applier{k: f}, want); err != nil {
 			t.Fatalf("%s: Apply: %v", path, err)
 		}
 		var servers []string

@@ -19,8 +19,10 @@
 //  4. virtual servers no longer wanted are deleted;
 //  5. frontend addresses no longer used leave the dummy interface.
 //
-// Every Apply reads the kernel afresh, so an Apply interrupted at any step
-// is completed by the next one.
+// Apply and Update make steps 1 to 3; Prune, which the applier.Node calls
+// once DNS no longer names the frontends that went, steps 4 and 5. Every
+// Apply reads the kernel afresh, so an Apply interrupted at any step is
+// completed by the next one.
 //
 // netspec owns the virtual servers whose address is on netspec-ipvs0 or is
 // a frontend of the desired table; every other virtual server is left

@@ -100,3 +100,15 @@ func sortedLines(text string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// applyAll makes the kernel hold want as the applier.Node does: Apply,
+// then Prune, their changes merged (Apply's alone when it fails).
+func applyAll(a *Applier, want *ipvsmodel.Table) (*Changes, error) {
+	ch, err := a.Apply(want)
+	if err != nil {
+		return ch, err
+	}
+	pruned, err := a.Prune(want)
+	ch.Merge(pruned)
+	return ch, err
+}

@@ -26,7 +26,7 @@ var sysctls = []struct{ path, value string }{
 // not written, so that a service whose /proc/sys is read-only (systemd's
 // ProtectKernelTunables) works when /etc/sysctl.d set them.
 func SetSysctls(nsFd int) error {
-	set := func() error {
+	return inNamespace(nsFd, func() error {
 		for _, s := range sysctls {
 			path := "/proc/sys/" + s.path
 			if cur, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(cur)) == s.value {
@@ -37,11 +37,7 @@ func SetSysctls(nsFd int) error {
 			}
 		}
 		return nil
-	}
-	if nsFd > 0 {
-		return inNamespace(nsFd, set)
-	}
-	return set()
+	})
 }
 
 // CleanupLeftovers removes what the IPVS data plane left in the network
@@ -97,14 +93,9 @@ func LocalAddrs(nsFd int) ([]netip.Addr, error) {
 	}
 	var out []netip.Addr
 	for _, a := range addrs {
-		if a.IPNet == nil || skip[a.LinkIndex] {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		if ip = ip.Unmap(); ip.Is6() && ip.IsLinkLocalUnicast() || ip.IsLoopback() {
+		p, ok := prefixOf(a)
+		ip := p.Addr()
+		if !ok || skip[a.LinkIndex] || ip.Is6() && ip.IsLinkLocalUnicast() || ip.IsLoopback() {
 			continue
 		}
 		out = append(out, ip)

@@ -20,7 +20,7 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("empty kernel (-want +got):\n%s", diff)
 	}
 	_, table := goldenTable(t, "../../golden/kitchen-sink/node-1/ipvs.txt")
-	if _, err := New(f).Apply(table); err != nil {
+	if _, err := applyAll(&Applier{k: f}, table); err != nil {
 		t.Fatal(err)
 	}
 	want := Summary{Interface: true}

@@ -57,13 +57,11 @@ func OpenSystem(nsFd int) (*System, error) {
 // openLinks opens the rtnetlink side of a System only: enough for the
 // interface, which needs no IPVS.
 func openLinks(nsFd int) (*System, error) {
-	var h *netlink.Handle
-	var err error
+	ns := netns.None()
 	if nsFd > 0 {
-		h, err = netlink.NewHandleAt(netns.NsHandle(nsFd), unix.NETLINK_ROUTE)
-	} else {
-		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+		ns = netns.NsHandle(nsFd)
 	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("rtnetlink: connect: %w", explain(err))
 	}
@@ -85,12 +83,8 @@ const ipVSProc = "net/ip_vs"
 // is per namespace, and a thread's own is /proc/thread-self/net.
 func (s *System) CheckIPVS() error {
 	var err error
-	if s.nsFd > 0 {
-		if e := inNamespace(s.nsFd, func() error { _, err = os.Stat("/proc/thread-self/" + ipVSProc); return nil }); e != nil {
-			return e
-		}
-	} else {
-		_, err = os.Stat("/proc/thread-self/" + ipVSProc)
+	if e := inNamespace(s.nsFd, func() error { _, err = os.Stat("/proc/thread-self/" + ipVSProc); return nil }); e != nil {
+		return e
 	}
 	return noIPVS(err)
 }
@@ -108,8 +102,11 @@ func noIPVS(statErr error) error {
 }
 
 // inNamespace runs fn on a thread switched into the namespace nsFd,
-// explaining a missing permission.
+// explaining a missing permission; with nsFd 0, on the calling one.
 func inNamespace(nsFd int, fn func() error) error {
+	if nsFd <= 0 {
+		return fn()
+	}
 	return explain(netnsexec.Run(nsFd, fn))
 }
 
@@ -128,7 +125,7 @@ func (s *System) Services() ([]KernelService, error) {
 
 // Reals implements Kernel.
 func (s *System) Reals(k ipvsmodel.Key) ([]ipvsmodel.RealServer, error) {
-	dsts, err := s.ipvs.GetDestinations(toIPVSService(KernelService{Key: k, Netmask: defaultNetmask(k.Addr)}))
+	dsts, err := s.ipvs.GetDestinations(keyService(k))
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", k, explain(err))
 	}
@@ -151,7 +148,7 @@ func (s *System) UpdateService(ks KernelService) error {
 
 // DeleteService implements Kernel.
 func (s *System) DeleteService(k ipvsmodel.Key) error {
-	return explain(s.ipvs.DelService(toIPVSService(KernelService{Key: k, Netmask: defaultNetmask(k.Addr)})))
+	return explain(s.ipvs.DelService(keyService(k)))
 }
 
 // AddReal implements Kernel.
@@ -169,26 +166,32 @@ func (s *System) DeleteReal(k ipvsmodel.Key, ap netip.AddrPort) error {
 	return explain(s.ipvs.DelDestination(keyService(k), toIPVSDest(ipvsmodel.RealServer{Addr: ap.Addr(), Port: ap.Port()})))
 }
 
+// keyService is the moby/ipvs form of the virtual server k, as far as
+// the kernel looks it up.
 func keyService(k ipvsmodel.Key) *ipvs.Service {
 	return toIPVSService(KernelService{Key: k, Netmask: defaultNetmask(k.Addr)})
 }
 
 // toIPVSService is the moby/ipvs form of a virtual server.
 func toIPVSService(ks KernelService) *ipvs.Service {
-	svc := &ipvs.Service{
-		Address:   net.IP(ks.Addr.AsSlice()),
-		Protocol:  uint16(ks.Protocol),
-		Port:      ks.Port,
-		SchedName: ks.Scheduler,
-		Flags:     ks.Flags,
-		Timeout:   ks.Timeout,
-		Netmask:   ks.Netmask,
+	return &ipvs.Service{
+		AddressFamily: family(ks.Addr),
+		Address:       net.IP(ks.Addr.AsSlice()),
+		Protocol:      uint16(ks.Protocol),
+		Port:          ks.Port,
+		SchedName:     ks.Scheduler,
+		Flags:         ks.Flags,
+		Timeout:       ks.Timeout,
+		Netmask:       ks.Netmask,
 	}
-	svc.AddressFamily = unix.AF_INET6
-	if ks.Addr.Is4() {
-		svc.AddressFamily = unix.AF_INET
+}
+
+// family is the address family of a, as moby/ipvs takes it.
+func family(a netip.Addr) uint16 {
+	if a.Is4() {
+		return unix.AF_INET
 	}
-	return svc
+	return unix.AF_INET6
 }
 
 // fromIPVSService reads a virtual server from moby/ipvs; a firewall-mark
@@ -208,17 +211,13 @@ func fromIPVSService(svc *ipvs.Service) KernelService {
 }
 
 func toIPVSDest(r ipvsmodel.RealServer) *ipvs.Destination {
-	d := &ipvs.Destination{
+	return &ipvs.Destination{
+		AddressFamily:   family(r.Addr),
 		Address:         net.IP(r.Addr.AsSlice()),
 		Port:            r.Port,
 		Weight:          r.Weight,
 		ConnectionFlags: uint32(r.Forward) & ipvs.ConnectionFlagFwdMask,
 	}
-	d.AddressFamily = unix.AF_INET6
-	if r.Addr.Is4() {
-		d.AddressFamily = unix.AF_INET
-	}
-	return d
 }
 
 func fromIPVSDest(d *ipvs.Destination) ipvsmodel.RealServer {
@@ -260,18 +259,9 @@ func (s *System) Link() (LinkState, error) {
 		return LinkState{}, fmt.Errorf("list addresses of %s: %w", LinkName, explain(err))
 	}
 	for _, a := range addrs {
-		if a.IPNet == nil {
-			continue
+		if p, ok := prefixOf(a); ok {
+			st.Addrs = append(st.Addrs, p)
 		}
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		if a.IP.To4() != nil {
-			ip = ip.Unmap()
-		}
-		ones, _ := a.Mask.Size()
-		st.Addrs = append(st.Addrs, netip.PrefixFrom(ip, ones))
 	}
 	slices.SortFunc(st.Addrs, comparePrefixes)
 	s.link = l
@@ -354,6 +344,16 @@ func (s *System) dummy() (netlink.Link, error) {
 	}
 	s.link = l
 	return l, nil
+}
+
+// prefixOf reads an address rtnetlink lists (IPv4-mapped as IPv4).
+func prefixOf(a netlink.Addr) (netip.Prefix, bool) {
+	ip, ok := netip.AddrFromSlice(a.IP)
+	if a.IPNet == nil || !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := a.Mask.Size()
+	return netip.PrefixFrom(ip.Unmap(), ones), true
 }
 
 func ipNet(p netip.Prefix) *net.IPNet {

@@ -61,7 +61,7 @@ func TestInVMSchedulers(t *testing.T) {
 	defer s.Close()
 	for _, sched := range []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"} {
 		want := fixture(t, "-A -t 10.96.0.10:80 -s "+sched+"\n-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n")
-		if _, err := a.Apply(want); err != nil {
+		if _, err := applyAll(a, want); err != nil {
 			t.Errorf("scheduler %s: %v", sched, err)
 			continue
 		}
@@ -97,7 +97,7 @@ func TestInVMRenderEqualsKernel(t *testing.T) {
 	defer h.Close()
 	for _, f := range files {
 		golden, want := goldenTable(t, f)
-		if _, err := a.Apply(want); err != nil {
+		if _, err := applyAll(a, want); err != nil {
 			t.Fatalf("%s: Apply: %v", f, err)
 		}
 		if got := vmKernelTable(t, h, netip.Addr{}); got != golden {
@@ -167,11 +167,11 @@ func TestInVMApply(t *testing.T) {
 
 	step := func(name string, want *ipvsmodel.Table) {
 		t.Helper()
-		ch, err := a.Apply(want)
+		ch, err := applyAll(a, want)
 		if err != nil {
 			t.Fatalf("%s: Apply: %v", name, err)
 		}
-		fch, err := New(fake).Apply(want)
+		fch, err := applyAll(&Applier{k: fake}, want)
 		if err != nil {
 			t.Fatalf("%s: Apply to the fake: %v", name, err)
 		}
@@ -182,7 +182,7 @@ func TestInVMApply(t *testing.T) {
 			t.Errorf("%s: changes %q, %d unowned; want changes and 1 unowned", name, ch.Summary(), ch.Unowned)
 		}
 		vmCheck(t, name, h, nl, ns, otherAddr, want)
-		if ch, err := a.Apply(want); err != nil || !ch.Empty() {
+		if ch, err := applyAll(a, want); err != nil || !ch.Empty() {
 			t.Errorf("%s: Apply again: %v, %v; want no changes", name, ch.Lines(), err)
 		}
 		if ch, err := a.Plan(want); err != nil || !ch.Empty() {
@@ -202,7 +202,7 @@ func TestInVMApply(t *testing.T) {
 	if err := h.UpdateService(svc); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := a.Apply(second)
+	ch, err := applyAll(a, second)
 	if err != nil {
 		t.Fatalf("Apply after drift: %v", err)
 	}

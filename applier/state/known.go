@@ -2,7 +2,6 @@ package state
 
 import (
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -36,24 +35,7 @@ const racyMargin = 2 * time.Second
 // content of a File: the File's ID and the file's stat.
 type knownFile struct {
 	id uint64
-	st knownStat
-}
-
-// knownStat is what a Dir compares of a file's stat.
-type knownStat struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime syscall.Timespec
-}
-
-// knownStatOf stats rel; ok is false when it is not a regular file or
-// cannot be stat'ed (then it is simply read).
-func (d *Dir) knownStatOf(rel string) (knownStat, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(d.abs(rel), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return knownStat{}, false
-	}
-	return knownStat{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true
+	st fileID
 }
 
 // unchanged tells whether rel holds what it held when the dir found it
@@ -64,23 +46,21 @@ func (d *Dir) unchanged(rel string, id uint64) bool {
 	if !ok || id == 0 || k.id != id {
 		return false
 	}
-	st, ok := d.knownStatOf(rel)
-	return ok && st == k.st
+	st, err := d.statID(rel)
+	return err == nil && st == k.st
 }
 
 // confirm remembers that rel, stat'ed as st before it was read, held the
-// content named id (see unchanged), unless id is 0 or its times are too
-// recent to tell a later change (racyMargin). Only the zone, env and
-// resolv.conf files are remembered, never the record.
-func (d *Dir) confirm(rel string, id uint64, st knownStat) {
+// content named id (see unchanged), unless id is 0, st is unknown (not
+// exists) or its times are too recent to tell a later change
+// (racyMargin). Only the zone, env and resolv.conf files are remembered,
+// never the record.
+func (d *Dir) confirm(rel string, id uint64, st fileID) {
 	delete(d.known, rel)
-	if id == 0 || !strings.Contains(rel, "/") {
+	if id == 0 || !st.exists || !strings.Contains(rel, "/") {
 		return
 	}
-	limit := time.Now().Add(-racyMargin)
-	if d.now != nil {
-		limit = d.now().Add(-racyMargin)
-	}
+	limit := d.now().Add(-racyMargin)
 	if time.Unix(st.mtime.Unix()).After(limit) || time.Unix(st.ctime.Unix()).After(limit) {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -59,15 +60,17 @@ type planRecord struct {
 	seq       int // records in the log
 }
 
-// fileID tells whether a file was changed: a rename over it, a write
-// or an append changes it.
+// fileID tells whether a file was changed: a rename over it, a write, an
+// append or a touch changes it (see known.go). exists is false for a file
+// that is missing or not a regular file.
 type fileID struct {
-	exists     bool
-	dev, ino   uint64
-	size       int64
-	mtimeNanos int64
+	exists       bool
+	dev, ino     uint64
+	size         int64
+	mtime, ctime syscall.Timespec
 }
 
+// statID stats rel, not following a symbolic link.
 func (d *Dir) statID(rel string) (fileID, error) {
 	fi, err := os.Lstat(d.abs(rel))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -80,19 +83,15 @@ func (d *Dir) statID(rel string) (fileID, error) {
 	if !ok || !fi.Mode().IsRegular() {
 		return fileID{}, nil
 	}
-	return fileID{exists: true, dev: uint64(st.Dev), ino: st.Ino, size: fi.Size(), mtimeNanos: fi.ModTime().UnixNano()}, nil
+	return fileID{exists: true, dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, nil
 }
 
 // LastPlan returns the dir's record of the last applied plan: the content
 // of plan.json and the payloads of plan.log's whole records that apply to
 // it, in order; nil and no error when the dir has no plan.json.
 func (d *Dir) LastPlan() (base []byte, deltas [][]byte, err error) {
-	ok, err := d.exists()
-	if err != nil || !ok {
-		return nil, nil, err
-	}
-	unlock, err := d.lock(syscall.LOCK_SH)
-	if err != nil {
+	unlock, err := d.lockIfThere(syscall.LOCK_SH)
+	if err != nil || unlock == nil {
 		return nil, nil, err
 	}
 	defer unlock()
@@ -108,22 +107,17 @@ func (d *Dir) LastPlan() (base []byte, deltas [][]byte, err error) {
 	if err != nil || base == nil {
 		return nil, nil, err
 	}
-	rec := &planRecord{base: baseID, baseSum: sha256.Sum256(base)}
 	log, err := d.readHeld(LogFile)
 	if err != nil {
 		return nil, nil, err
 	}
-	var good int64
-	if log != nil {
-		deltas, good = parseLog(log, rec.baseSum)
-	}
-	rec.seq = len(deltas)
-	rec.log = logID
+	sum := sha256.Sum256(base)
+	deltas, good := parseLog(log, sum)
+	d.rec = &planRecord{base: baseID, log: logID, baseSum: sum, seq: len(deltas)}
 	if logID.exists && good != logID.size {
 		// Stale or torn: not the log ApplyRecord may append to.
-		rec.log.size = -1
+		d.rec.log.size = -1
 	}
-	d.rec = rec
 	return base, deltas, nil
 }
 
@@ -165,20 +159,17 @@ func parseLog(log []byte, sum [sha256.Size]byte) (payloads [][]byte, good int64)
 // paths to content — with what the dir holds, and reports which files
 // ApplyRecord would write (new or changed) and remove. It writes nothing.
 // A zone is compared by its records, its SOA serial aside, and written
-// with its serial rewritten (see serial.go). RulesetFile is ignored; the
-// record and any other path that is not of netspec's kinds are errors.
+// with its serial rewritten (see serial.go). The record and any other
+// path that is not of netspec's kinds (such as render.Files' ruleset) are
+// errors.
 // The record is not compared: the caller knows whether its plan is the
 // one recorded.
 func (d *Dir) PlanFiles(files map[string]File) (Changes, error) {
-	ok, err := d.exists()
+	unlock, err := d.lockIfThere(syscall.LOCK_SH)
 	if err != nil {
 		return Changes{}, err
 	}
-	if ok {
-		unlock, err := d.lock(syscall.LOCK_SH)
-		if err != nil {
-			return Changes{}, err
-		}
+	if unlock != nil {
 		defer unlock()
 	}
 	return d.diff(files, nil)
@@ -211,10 +202,19 @@ func (d *Dir) ApplyRecord(files map[string]File, delta []byte, full func(io.Writ
 // batch, and commits it only once the kernel holds the plan. It holds the
 // dir's lock from PrepareRecord to Commit or Abort. Its methods are for
 // one goroutine at a time.
+//
+// put writes each added or changed file to its temporary file, whole and
+// synced, and leaves its name alone; once every file is ready,
+// commitFiles (and place, for the record) renames them over their names,
+// each followed by a sync of its directory, and removes the stale files.
+// Nothing a reader sees changes before commitFiles, so the costly part of
+// a write (rendering, writing, syncing) can be done before the caller
+// knows the write is wanted, and Abort then leaves the dir as it was.
 type Prepared struct {
 	d      *Dir
-	unlock func() // nil once committed or aborted
-	w      *pending
+	unlock func()               // nil once committed or aborted
+	temps  map[string]*tempFile // rel → its temporary file, synced and closed
+	made   []string             // subdirectories put created, for Abort
 	plan   Changes
 	record *recordWrite
 }
@@ -232,15 +232,15 @@ func (d *Dir) PrepareRecord(files map[string]File, delta []byte, full func(io.Wr
 	if err != nil {
 		return nil, err
 	}
-	p := &Prepared{d: d, unlock: unlock, w: d.newPending()}
-	if p.plan, err = d.diff(files, p.w.put); err == nil {
-		p.record, err = p.w.prepareRecord(delta, full)
+	w := &Prepared{d: d, unlock: unlock, temps: map[string]*tempFile{}}
+	if w.plan, err = d.diff(files, w.put); err == nil {
+		w.record, err = w.prepareRecord(delta, full)
 	}
 	if err != nil {
-		p.Abort()
+		w.Abort()
 		return nil, err
 	}
-	return p, nil
+	return w, nil
 }
 
 // Commit completes the write PrepareRecord began, in ApplyRecord's order:
@@ -249,19 +249,19 @@ func (d *Dir) PrepareRecord(files map[string]File, delta []byte, full func(io.Wr
 // then, last, the record is written (see ApplyRecord). It returns what it
 // changed, as ApplyRecord does, also on an error (then the changes made
 // before it). It releases the dir's lock.
-func (p *Prepared) Commit() (_ Changes, err error) {
-	if p.unlock == nil {
-		return Changes{}, p.d.errorf("commit of a write that was committed or aborted")
+func (w *Prepared) Commit() (_ Changes, err error) {
+	if w.unlock == nil {
+		return Changes{}, w.d.errorf("commit of a write that was committed or aborted")
 	}
 	defer func() {
 		if errors.Is(err, errCrash) { // a crash leaves what it leaves
-			p.w.temps = nil
+			w.temps = nil
 		}
-		p.Abort()
+		w.Abort()
 	}()
-	done, err := p.w.commitFiles(p.plan)
+	done, err := w.commitFiles(w.plan)
 	if err == nil {
-		err = p.w.commitRecord(&done, p.record)
+		err = w.commitRecord(&done, w.record)
 	}
 	slices.Sort(done.Added)
 	slices.Sort(done.Changed)
@@ -269,17 +269,25 @@ func (p *Prepared) Commit() (_ Changes, err error) {
 	return done, err
 }
 
-// Abort gives up a prepared write: the temporary files are removed, and
-// the dir's lock released; the dir is as PrepareRecord found it. After
-// Commit it only releases what Commit left (nothing, unless Commit
-// failed).
-func (p *Prepared) Abort() {
-	if p.unlock == nil {
+// Abort gives up a prepared write: the temporary files that were not
+// placed are removed, and the subdirectories put created when they are
+// still empty, and the dir's lock is released; the dir is as
+// PrepareRecord found it. After Commit it only releases what Commit left
+// (nothing, unless Commit failed).
+func (w *Prepared) Abort() {
+	if w.unlock == nil {
 		return
 	}
-	p.w.abort()
-	p.unlock()
-	p.unlock = nil
+	for _, rel := range slices.Sorted(maps.Keys(w.temps)) {
+		w.temps[rel].abort()
+	}
+	clear(w.temps)
+	for _, dir := range slices.Backward(w.made) {
+		_ = syscall.Rmdir(dir) // fails when a file was placed in it: then it stays
+	}
+	w.made = nil
+	w.unlock()
+	w.unlock = nil
 }
 
 // recordWrite is how a write records the plan (see ApplyRecord), decided
@@ -298,7 +306,7 @@ type recordWrite struct {
 
 // prepareRecord decides how the plan is recorded (see ApplyRecord) and,
 // when it is recorded whole, writes it to plan.json's temporary file.
-func (w *pending) prepareRecord(delta []byte, full func(io.Writer) error) (*recordWrite, error) {
+func (w *Prepared) prepareRecord(delta []byte, full func(io.Writer) error) (*recordWrite, error) {
 	d := w.d
 	rw := &recordWrite{rec: d.rec, delta: delta}
 	rec := rw.rec
@@ -314,7 +322,10 @@ func (w *pending) prepareRecord(delta []byte, full func(io.Writer) error) (*reco
 		rw.keep = true
 		return rw, nil
 	}
-	limit := max(rec.baseSizeOr(0)/4, minLogLimit)
+	limit := int64(minLogLimit)
+	if rec != nil {
+		limit = max(rec.base.size/4, minLogLimit)
+	}
 	if rw.known && rw.logID.size+int64(len(delta))+128 <= limit {
 		rw.append = true
 		return rw, nil
@@ -357,7 +368,7 @@ func (w *pending) prepareRecord(delta []byte, full func(io.Writer) error) (*reco
 }
 
 // commitRecord records the plan as prepareRecord decided, last.
-func (w *pending) commitRecord(done *Changes, rw *recordWrite) error {
+func (w *Prepared) commitRecord(done *Changes, rw *recordWrite) error {
 	d := w.d
 	d.rec = nil // until the record is written
 	switch {
@@ -365,7 +376,7 @@ func (w *pending) commitRecord(done *Changes, rw *recordWrite) error {
 		d.rec = rw.rec
 		return nil
 	case rw.append:
-		if err := d.appendLog(rw.rec, rw.logID, rw.delta); err != nil {
+		if err := w.appendLog(rw.rec, rw.logID, rw.delta); err != nil {
 			return err
 		}
 		done.Changed = append(done.Changed, PlanFile)
@@ -416,22 +427,20 @@ func (d *Dir) sumHeld(rel string) ([sha256.Size]byte, error) {
 	return sum, nil
 }
 
-func (r *planRecord) baseSizeOr(def int64) int64 {
-	if r == nil {
-		return def
-	}
-	return r.base.size
-}
-
 // appendLog appends payload to plan.log as record rec.seq+1 and syncs it;
 // the first record creates the log (atomically, with its header).
-func (d *Dir) appendLog(rec *planRecord, logID fileID, payload []byte) error {
+func (w *Prepared) appendLog(rec *planRecord, logID fileID, payload []byte) error {
+	d := w.d
 	sum := sha256.Sum256(payload)
 	entry := fmt.Appendf(nil, "delta %d %d %s\n", rec.seq+1, len(payload), hex.EncodeToString(sum[:]))
 	entry = append(entry, payload...)
 	if !logID.exists {
 		header := logMagic + hex.EncodeToString(rec.baseSum[:]) + "\n"
-		if err := d.write(LogFile, append([]byte(header), entry...)); err != nil {
+		err := w.put(LogFile, append([]byte(header), entry...))
+		if err == nil {
+			err = w.place(LogFile)
+		}
+		if err != nil {
 			return err
 		}
 	} else {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 
 	"github.com/miekg/dns"
@@ -62,11 +63,11 @@ func renderedSerial(data []byte, origin string) (soaSerial, error) {
 		return soaSerial{}, errors.New("no SOA record first")
 	}
 	start, line := firstRecordLine(data)
-	f := fieldsAt(line)
-	if bytes.ContainsAny(line, "();\"\\") || len(f) < 8 || !bytes.EqualFold(line[f[len(f)-8][0]:f[len(f)-8][1]], []byte("SOA")) {
+	m := soaLine.FindSubmatchIndex(line)
+	if m == nil || bytes.ContainsAny(line, "();\"\\") {
 		return soaSerial{}, fmt.Errorf("SOA record at byte %d is not alone on its line", start)
 	}
-	s := soaSerial{value: soa.Serial, start: start + f[len(f)-5][0], end: start + f[len(f)-5][1]}
+	s := soaSerial{value: soa.Serial, start: start + m[2], end: start + m[3]}
 	if string(data[s.start:s.end]) != strconv.FormatUint(uint64(s.value), 10) {
 		return soaSerial{}, fmt.Errorf("SOA serial at byte %d is not written as a plain decimal", s.start)
 	}
@@ -87,21 +88,10 @@ func firstRecordLine(data []byte) (int, []byte) {
 	return len(data), nil
 }
 
-// fieldsAt is where the blank-separated fields of line are: [start, end).
-func fieldsAt(line []byte) [][2]int {
-	var f [][2]int
-	start := -1
-	for i := 0; i <= len(line); i++ {
-		blank := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
-		switch {
-		case blank && start >= 0:
-			f, start = append(f, [2]int{start, i}), -1
-		case !blank && start < 0:
-			start = i
-		}
-	}
-	return f
-}
+// soaLine is the end of a line that holds an SOA record: the type SOA,
+// then its seven fields of data, blank-separated; submatch 1 is the
+// serial, the fifth field from the end.
+var soaLine = regexp.MustCompile(`(?:^|[ \t\r])(?i:SOA)(?:[ \t\r]+[^ \t\r]+){2}[ \t\r]+([^ \t\r]+)(?:[ \t\r]+[^ \t\r]+){4}[ \t\r]*$`)
 
 // withSerial returns data with its SOA serial (at s) replaced by v.
 func withSerial(data []byte, s soaSerial, v uint32) []byte {
@@ -164,18 +154,42 @@ func sameButSerial(old, rendered []byte, ns soaSerial) bool {
 // rendered, both of origin, side by side, and reports whether they are
 // the same records in the same order but for the SOA serial, and old's
 // serial. It reads all of old (it must have one SOA) and rendered until
-// they differ.
+// they differ. old may have been edited by hand: it is read for at most
+// one record per byte of the file and one $GENERATE's worth (65,536)
+// more, so that a file of $GENERATE lines cannot make it read billions of
+// records.
 func sameRecords(old, rendered []byte, origin string) (same bool, serial uint32, err error) {
-	oz := newZoneReader(old, origin)
-	rz := newZoneParser(rendered, origin)
+	oz, rz := newZoneParser(old, origin), newZoneParser(rendered, origin)
 	same = true
-	for o, ok := oz.next(); ok; o, ok = oz.next() {
+	soas := 0
+	for left := len(old) + 1<<16; ; left-- {
+		if left == 0 {
+			err = errors.New("more records than bytes ($GENERATE?)")
+			break
+		}
+		o, ok := oz.Next()
+		if !ok {
+			break
+		}
+		if soa, isSOA := o.(*dns.SOA); isSOA {
+			soas++
+			serial = soa.Serial
+		}
 		if same {
 			r, ok := rz.Next()
 			same = ok && sameRecord(o, r)
 		}
 	}
-	if serial, err = oz.serial(); err != nil {
+	switch {
+	case oz.Err() != nil:
+		err = oz.Err()
+	case err != nil:
+	case soas == 0:
+		err = errors.New("no SOA record")
+	case soas > 1:
+		err = fmt.Errorf("%d SOA records", soas)
+	}
+	if err != nil {
 		return false, 0, fmt.Errorf("zone file in the state dir: %w (fix or remove it to start its serial over)", err)
 	}
 	if same {
@@ -208,63 +222,4 @@ func newZoneParser(data []byte, origin string) *dns.ZoneParser {
 		origin = "" // then the file's own $ORIGIN, or fully qualified names
 	}
 	return dns.NewZoneParser(bytes.NewReader(data), dns.Fqdn(origin), "")
-}
-
-// zoneReader reads a zone file of the dir's, which may have been edited
-// by hand, and keeps its SOA serial. It reads at most one record per byte
-// of the file and one $GENERATE's worth (65,536) more, so that a file of
-// $GENERATE lines cannot make it read billions of records.
-type zoneReader struct {
-	zp          *dns.ZoneParser
-	left        int // records it may still read
-	soas        int
-	value       uint32 // of the last SOA
-	tooManyRecs bool
-}
-
-func newZoneReader(data []byte, origin string) *zoneReader {
-	return &zoneReader{zp: newZoneParser(data, origin), left: len(data) + 1<<16}
-}
-
-// next returns the file's next record; false at its end or on an error
-// (serial tells).
-func (z *zoneReader) next() (dns.RR, bool) {
-	if z.left == 0 {
-		z.tooManyRecs = true
-		return nil, false
-	}
-	rr, ok := z.zp.Next()
-	if !ok {
-		return nil, false
-	}
-	z.left--
-	if soa, isSOA := rr.(*dns.SOA); isSOA {
-		z.soas++
-		z.value = soa.Serial
-	}
-	return rr, true
-}
-
-// serial is the serial of the file's one SOA, once next has returned
-// false: an error when the file cannot be read or has other than one SOA.
-func (z *zoneReader) serial() (uint32, error) {
-	switch {
-	case z.zp.Err() != nil:
-		return 0, z.zp.Err()
-	case z.tooManyRecs:
-		return 0, errors.New("more records than bytes ($GENERATE?)")
-	case z.soas == 0:
-		return 0, errors.New("no SOA record")
-	case z.soas > 1:
-		return 0, fmt.Errorf("%d SOA records", z.soas)
-	}
-	return z.value, nil
-}
-
-// zoneSerial is the serial of the one SOA of a zone file of the dir.
-func zoneSerial(data []byte, origin string) (uint32, error) {
-	z := newZoneReader(data, origin)
-	for _, ok := z.next(); ok; _, ok = z.next() {
-	}
-	return z.serial()
 }

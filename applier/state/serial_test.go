@@ -381,3 +381,29 @@ func BenchmarkPlanUnchangedZones(b *testing.B) {
 		}
 	}
 }
+
+// Serial returns the SOA serial of the zone file the dir holds for zone
+// (a zone name, with or without the trailing dot), and false when there is
+// none or it cannot be read.
+func (d *Dir) Serial(zone string) (uint32, bool) {
+	rel := dnsDir + "/" + strings.TrimSuffix(zone, ".") + ".zone"
+	if !IsManaged(rel) {
+		return 0, false
+	}
+	b, err := d.readHeld(rel)
+	if err != nil || b == nil {
+		return 0, false
+	}
+	s, err := zoneSerial(b, zone)
+	if err != nil {
+		return 0, false
+	}
+	return s, true
+}
+
+// zoneSerial is the serial of the one SOA of a zone file of the dir, as
+// sameRecords reads it.
+func zoneSerial(data []byte, origin string) (uint32, error) {
+	_, serial, err := sameRecords(data, data, origin)
+	return serial, err
+}

@@ -93,6 +93,7 @@ import (
 	"time"
 
 	"netspec.dev/netspec/internal/atomicfile"
+	"netspec.dev/netspec/render"
 )
 
 // PlanFile is the path of the last applied plan in the dir: the whole
@@ -102,10 +103,6 @@ const PlanFile = "plan.json"
 // LogFile is the path of the journal of the applied plan's changes since
 // PlanFile was written (ApplyRecord).
 const LogFile = "plan.log"
-
-// RulesetFile is the ruleset's path in render.Files. It is installed over
-// netlink, not kept in the dir: PlanFiles and ApplyRecord ignore it.
-const RulesetFile = "nftables.nft"
 
 const (
 	dnsDir    = "dns"
@@ -125,8 +122,8 @@ type Dir struct {
 	rec     *planRecord
 	written Written
 	// known are the zone, env and resolv.conf files as diff last found
-	// them equal to what it was given (known.go); now, set by tests, is
-	// the clock it reads.
+	// them equal to what it was given (known.go); now is the clock it
+	// reads (time.Now; tests set another).
 	known map[string]knownFile
 	now   func() time.Time
 	// crash, set by tests, simulates a crash: when it returns true at a
@@ -158,7 +155,7 @@ func Open(path string) (*Dir, error) {
 // OpenNoCreate opens the state directory at path as Open does, but leaves
 // it missing when it is: commands that promise to change nothing (plan)
 // or only to remove netspec's files (cleanup) must not create it. A
-// missing dir holds no files for PlanFiles, LastPlan, Serial and Cleanup,
+// missing dir holds no files for PlanFiles, LastPlan and Cleanup,
 // which do not create it either; ApplyRecord creates it.
 func OpenNoCreate(path string) (*Dir, error) {
 	return open(path, false)
@@ -186,7 +183,7 @@ func open(path string, create bool) (*Dir, error) {
 	case err != nil:
 		return nil, fmt.Errorf("netspec state dir %s: %w%s", abs, err, hint(err))
 	}
-	return &Dir{path: abs}, nil
+	return &Dir{path: abs, now: time.Now}, nil
 }
 
 // mkdir creates the dir at abs (and its parents) with mode 0755.
@@ -197,17 +194,17 @@ func mkdir(abs string) error {
 	return nil
 }
 
-// exists tells whether the dir is there (OpenNoCreate may leave it
-// missing).
-func (d *Dir) exists() (bool, error) {
-	_, err := os.Stat(d.path)
+// lockIfThere takes a flock(2) on the dir as lock does, unless the dir is
+// missing (OpenNoCreate may leave it so): then unlock is nil.
+func (d *Dir) lockIfThere(how int) (unlock func(), err error) {
+	_, err = os.Stat(d.path)
 	switch {
-	case err == nil:
-		return true, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
+		return nil, nil
+	case err != nil:
+		return nil, d.errorf("%w", err)
 	}
-	return false, d.errorf("%w", err)
+	return d.lock(how)
 }
 
 // Path is the dir's absolute path.
@@ -224,6 +221,9 @@ func (c Changes) Empty() bool {
 	return len(c.Added) == 0 && len(c.Changed) == 0 && len(c.Removed) == 0
 }
 
+// exts are the file name extensions of the dir's subdirectories.
+var exts = map[string]string{dnsDir: ".zone", envDir: ".env", resolvDir: ".conf"}
+
 // IsManaged reports whether rel (a relative slash path) names a file of
 // netspec's kinds: plan.json, plan.log, dns/<name>.zone, env/<name>.env or
 // resolv/<name>.conf.
@@ -235,42 +235,17 @@ func IsManaged(rel string) bool {
 	if !ok {
 		return false
 	}
-	var ext string
-	switch dir {
-	case dnsDir:
-		ext = ".zone"
-	case envDir:
-		ext = ".env"
-	case resolvDir:
-		ext = ".conf"
-	default:
+	ext, ok := exts[dir]
+	if !ok {
 		return false
 	}
 	base, ok := strings.CutSuffix(name, ext)
 	return ok && base != "" && !strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "/\\\x00")
 }
 
-// pending is one write of the dir in two steps. put writes each added or
-// changed file to its temporary file, whole and synced, and leaves its
-// name alone; once every file is ready, commitFiles (and place, for the
-// record) renames them over their names, each followed by a sync of its
-// directory, and removes the stale files. Nothing a reader sees changes
-// before commitFiles, so the costly part of a write (rendering, writing,
-// syncing) can be done before the caller knows the write is wanted, and
-// abort then leaves the dir as it was.
-type pending struct {
-	d     *Dir
-	temps map[string]*tempFile // rel → its temporary file, synced and closed
-	made  []string             // subdirectories put created, for abort
-}
-
-func (d *Dir) newPending() *pending {
-	return &pending{d: d, temps: map[string]*tempFile{}}
-}
-
 // put writes data as rel's next content into rel's temporary file and
 // syncs it; rel itself is not touched until place.
-func (w *pending) put(rel string, data []byte) error {
+func (w *Prepared) put(rel string, data []byte) error {
 	t, err := w.create(rel)
 	if err != nil {
 		return err
@@ -282,24 +257,33 @@ func (w *pending) put(rel string, data []byte) error {
 	return w.finish(t)
 }
 
-// create starts rel's temporary file.
-func (w *pending) create(rel string) (*tempFile, error) {
+// create starts rel's temporary file, creating its directory if needed
+// (Abort removes it again).
+func (w *Prepared) create(rel string) (*tempFile, error) {
+	d := w.d
 	if w.temps[rel] != nil {
-		return nil, w.d.errorf("write %s: written twice", rel)
+		return nil, d.errorf("write %s: written twice", rel)
 	}
-	t, err := w.d.createTemp(rel)
+	if dir := filepath.Dir(d.abs(rel)); dir != d.path {
+		if err := os.Mkdir(dir, dirMode); err == nil {
+			w.made = append(w.made, dir)
+			if err := atomicfile.SyncDir(d.path); err != nil {
+				return nil, d.errorf("sync %s: %w", d.path, err)
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return nil, d.errorf("create %s/: %w", filepath.Base(dir), err)
+		}
+	}
+	f, err := atomicfile.Create(d.abs(rel), tmpPrefix+filepath.Base(rel)+"-", fileMode)
 	if err != nil {
-		return nil, err
+		return nil, d.errorf("write %s: %w", rel, err)
 	}
-	if t.madeDir {
-		w.made = append(w.made, t.dir)
-	}
-	return t, nil
+	return &tempFile{d: d, rel: rel, f: f}, nil
 }
 
 // finish syncs and closes t, which create started, and keeps it for
 // place.
-func (w *pending) finish(t *tempFile) error {
+func (w *Prepared) finish(t *tempFile) error {
 	if err := t.finish(); err != nil {
 		return err
 	}
@@ -308,7 +292,7 @@ func (w *pending) finish(t *tempFile) error {
 }
 
 // place renames rel's temporary file over rel and syncs its directory.
-func (w *pending) place(rel string) error {
+func (w *Prepared) place(rel string) error {
 	t := w.temps[rel]
 	if t == nil {
 		return w.d.errorf("write %s: no prepared content", rel)
@@ -320,7 +304,7 @@ func (w *pending) place(rel string) error {
 // commitFiles places the added and changed zone, env and resolv.conf
 // files of plan (made by diff with put), then removes its stale ones,
 // each durable before it returns; the record is left to the caller.
-func (w *pending) commitFiles(plan Changes) (Changes, error) {
+func (w *Prepared) commitFiles(plan Changes) (Changes, error) {
 	d := w.d
 	var done Changes
 	for _, p := range plan.Added {
@@ -351,32 +335,15 @@ func (w *pending) commitFiles(plan Changes) (Changes, error) {
 	return done, nil
 }
 
-// abort removes the temporary files that were not placed, and the
-// subdirectories put created when they are still empty: after an abort
-// before any place, the dir is as it was. Aborting after everything was
-// placed does nothing.
-func (w *pending) abort() {
-	for _, rel := range slices.Sorted(maps.Keys(w.temps)) {
-		w.temps[rel].abort()
-	}
-	clear(w.temps)
-	for _, dir := range slices.Backward(w.made) {
-		_ = syscall.Rmdir(dir) // fails when a file was placed in it: then it stays
-	}
-	w.made = nil
-}
-
 // Cleanup removes every file of netspec's kinds from the dir, plan.json
 // first, then dns/, env/ and resolv/ when they are empty; other files, and the dir
 // itself, stay. It returns the relative paths of the files it removed,
 // sorted. Zone serials are forgotten with the zones. A missing dir stays
 // missing.
 func (d *Dir) Cleanup() (removed []string, err error) {
-	if ok, err := d.exists(); !ok || err != nil {
-		return nil, err
-	}
-	unlock, err := d.lock(syscall.LOCK_EX)
-	if err != nil {
+	defer func() { slices.Sort(removed) }()
+	unlock, err := d.lockIfThere(syscall.LOCK_EX)
+	if err != nil || unlock == nil {
 		return nil, err
 	}
 	defer unlock()
@@ -389,19 +356,11 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 		return nil, err
 	}
 	paths := slices.Sorted(maps.Keys(held))
-	// plan.json first: the dir no longer holds an applied plan.
-	slices.SortStableFunc(paths, func(a, b string) int {
-		switch {
-		case a == PlanFile && b != PlanFile:
-			return -1
-		case b == PlanFile && a != PlanFile:
-			return 1
-		}
-		return 0
-	})
+	if held[PlanFile] { // first: the dir no longer holds an applied plan
+		paths = slices.Insert(slices.DeleteFunc(paths, func(p string) bool { return p == PlanFile }), 0, PlanFile)
+	}
 	for _, p := range paths {
 		if err := d.remove(p); err != nil {
-			slices.Sort(removed)
 			return removed, err
 		}
 		removed = append(removed, p)
@@ -409,48 +368,26 @@ func (d *Dir) Cleanup() (removed []string, err error) {
 	for _, sub := range []string{dnsDir, envDir, resolvDir} {
 		dir := filepath.Join(d.path, sub)
 		if err := atomicfile.SyncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return sorted(removed), d.errorf("sync %s: %w", dir, err)
+			return removed, d.errorf("sync %s: %w", dir, err)
 		}
 		// Fails when not empty (or not there, or a file): then it stays.
 		_ = syscall.Rmdir(dir)
 	}
 	if err := atomicfile.SyncDir(d.path); err != nil {
-		return sorted(removed), d.errorf("sync %s: %w", d.path, err)
+		return removed, d.errorf("sync %s: %w", d.path, err)
 	}
-	return sorted(removed), nil
-}
-
-// Serial returns the SOA serial of the zone file the dir holds for zone
-// (a zone name, with or without the trailing dot), and false when there is
-// none or it cannot be read.
-func (d *Dir) Serial(zone string) (uint32, bool) {
-	rel := dnsDir + "/" + strings.TrimSuffix(zone, ".") + ".zone"
-	if !IsManaged(rel) {
-		return 0, false
-	}
-	b, err := d.readHeld(rel)
-	if err != nil || b == nil {
-		return 0, false
-	}
-	s, err := zoneSerial(b, zone)
-	if err != nil {
-		return 0, false
-	}
-	return s, true
+	return removed, nil
 }
 
 // File is what a file of the dir is to hold, as PlanFiles and ApplyRecord
-// take it. Bytes gives its content, and is called only when the dir must
-// compare or write it. ID, when not 0, names that content: two Files with
-// one non-zero ID have the same bytes (render.FilesMemo gives a file
-// whose input did not change the ID it gave last time). A Dir remembers
-// the ID of a file it found holding its content and, while the file's
-// stat stays as it was, takes it as unchanged without asking for the
-// bytes or reading the file (known.go).
-type File struct {
-	ID    uint64
-	Bytes func() []byte
-}
+// take it: a render.Text. Bytes gives its content, and is called only
+// when the dir must compare or write it. ID, when not 0, names that
+// content: two Files with one non-zero ID have the same bytes
+// (render.FilesMemo gives a file whose input did not change the ID it
+// gave last time). A Dir remembers the ID of a file it found holding its
+// content and, while the file's stat stays as it was, takes it as
+// unchanged without asking for the bytes or reading the file (known.go).
+type File = render.Text
 
 // diff computes the changes files make, and gives put (unless nil:
 // PlanFiles) the content of each file that is to be written (zone serials
@@ -462,7 +399,7 @@ func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) erro
 		if p == LogFile || p == PlanFile {
 			return Changes{}, d.errorf("%q is written by ApplyRecord, not given as a file", p)
 		}
-		if p != RulesetFile && !IsManaged(p) {
+		if !IsManaged(p) {
 			return Changes{}, d.errorf("%q is not a file of the state dir (want %s/<zone>.zone, %s/<namespace>.env or %s/<namespace>.conf)", p, dnsDir, envDir, resolvDir)
 		}
 	}
@@ -474,17 +411,13 @@ func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) erro
 	d.keepKnown(files)
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		f := files[p]
-		if p == RulesetFile {
-			continue
-		}
 		if held[p] && d.unchanged(p, f.ID) {
 			continue // as it was when last found equal (known.go)
 		}
 		in, old := f.Bytes(), []byte(nil)
-		var st knownStat
-		stOK := false
+		var st fileID
 		if held[p] {
-			st, stOK = d.knownStatOf(p) // before the read: see confirm
+			st, _ = d.statID(p) // before the read: see confirm; unknown on an error
 			if old, err = d.readHeld(p); err != nil {
 				return Changes{}, err
 			}
@@ -502,11 +435,7 @@ func (d *Dir) diff(files map[string]File, put func(rel string, data []byte) erro
 		case !bytes.Equal(old, in):
 			ch.Changed = append(ch.Changed, p)
 		default: // equal
-			if stOK {
-				d.confirm(p, f.ID, st)
-			} else {
-				delete(d.known, p)
-			}
+			d.confirm(p, f.ID, st)
 			continue
 		}
 		delete(d.known, p)
@@ -582,55 +511,14 @@ func (d *Dir) readHeld(rel string) ([]byte, error) {
 	return b, nil
 }
 
-// write writes rel atomically: a temporary file in the same directory,
-// written, synced, renamed over rel, and the directory synced.
-func (d *Dir) write(rel string, data []byte) error {
-	t, err := d.createTemp(rel)
-	if err != nil {
-		return err
-	}
-	if _, err := t.Write(data); err != nil {
-		t.abort()
-		return d.errorf("write %s: %w", rel, err)
-	}
-	return t.commit()
-}
-
-// tempFile is the temporary file of a write of rel: commit (finish, then
-// place) renames it over rel, abort removes it.
+// tempFile is the temporary file of a write of rel: finish, then place,
+// renames it over rel; abort removes it.
 type tempFile struct {
-	d       *Dir
-	rel     string
-	dir     string
-	f       *atomicfile.File
-	n       int64 // bytes written
-	err     error // the first error of Write
-	madeDir bool  // createTemp created dir
-}
-
-// createTemp starts a write of rel, creating its directory if needed.
-func (d *Dir) createTemp(rel string) (*tempFile, error) {
-	dir := filepath.Dir(d.abs(rel))
-	made := false
-	if dir != d.path {
-		if err := os.Mkdir(dir, dirMode); err == nil {
-			made = true
-			if err := atomicfile.SyncDir(d.path); err != nil {
-				syscall.Rmdir(dir)
-				return nil, d.errorf("sync %s: %w", d.path, err)
-			}
-		} else if !errors.Is(err, fs.ErrExist) {
-			return nil, d.errorf("create %s/: %w", filepath.Base(dir), err)
-		}
-	}
-	f, err := atomicfile.Create(d.abs(rel), tmpPrefix+filepath.Base(rel)+"-", fileMode)
-	if err != nil {
-		if made {
-			syscall.Rmdir(dir)
-		}
-		return nil, d.errorf("write %s: %w", rel, err)
-	}
-	return &tempFile{d: d, rel: rel, dir: dir, f: f, madeDir: made}, nil
+	d   *Dir
+	rel string
+	f   *atomicfile.File
+	n   int64 // bytes written
+	err error // the first error of Write
 }
 
 func (t *tempFile) Write(p []byte) (int, error) {
@@ -644,15 +532,6 @@ func (t *tempFile) Write(p []byte) (int, error) {
 
 // abort removes the temporary file.
 func (t *tempFile) abort() { t.f.Abort() }
-
-// commit syncs the temporary file, renames it over rel and syncs the
-// directory.
-func (t *tempFile) commit() error {
-	if err := t.finish(); err != nil {
-		return err
-	}
-	return t.place()
-}
 
 // finish gives the temporary file its mode, syncs and closes it: its
 // content is durable, and rel still holds what it held. On an error it is
@@ -766,9 +645,4 @@ func hint(err error) string {
 		return " (the file system is read-only: choose a writable --state-dir)"
 	}
 	return ""
-}
-
-func sorted(s []string) []string {
-	slices.Sort(s)
-	return s
 }

@@ -428,7 +428,8 @@ func (d *ruleDumper) setElements(fam nftables.TableFamily, table, set string) ([
 	return out, nil
 }
 
-// appendElements appends the elements of one GETSETELEM reply.
+// appendElements appends the elements of one GETSETELEM reply, or of a
+// NEWSETELEM or DELSETELEM message.
 func appendElements(out []nftables.SetElement, data []byte) ([]nftables.SetElement, error) {
 	ad, err := netlink.NewAttributeDecoder(data)
 	if err != nil {
@@ -440,10 +441,10 @@ func appendElements(out []nftables.SetElement, data []byte) ([]nftables.SetEleme
 			continue
 		}
 		ad.Nested(func(list *netlink.AttributeDecoder) error {
+			// Each nested attribute is an element, whatever its type (the
+			// kernel's dumps say NFTA_LIST_ELEM, google/nftables numbers
+			// them), as the kernel reads them.
 			for list.Next() {
-				if list.Type() != unix.NFTA_LIST_ELEM {
-					continue
-				}
 				var e nftables.SetElement
 				list.Nested(func(el *netlink.AttributeDecoder) error {
 					for el.Next() {

@@ -221,10 +221,6 @@ func (st sentTables) addChain(fam nftables.TableFamily, table string, c *nftable
 	st.table(fam, table).chains[c.Name] = c
 }
 
-func (st sentTables) addElems(fam nftables.TableFamily, table, set string, elems []nftables.SetElement) {
-	st.set(fam, table, set).add(elems)
-}
-
 // set returns the digest of a set's elements added so far.
 func (st sentTables) set(fam nftables.TableFamily, table, set string) *setSum {
 	t := st.table(fam, table)
@@ -236,65 +232,79 @@ func (st sentTables) set(fam nftables.TableFamily, table, set string) *setSum {
 	return s
 }
 
-// decodeSent decodes the messages of a staged transaction (batch.go:
-// netlink messages back to back, each padded to 4 bytes) into what it
+// decodeSent decodes the messages of a staged transaction into what it
 // adds to each table.
 func decodeSent(chunks [][]byte) (sentTables, error) {
 	st := sentTables{}
 	tables := map[string]*nftables.Table{}
+	err := eachMessage(chunks, func(typ uint16, fam nftables.TableFamily, attrs []byte) error {
+		switch typ {
+		case unix.NFT_MSG_DELTABLE:
+			name, err := stringAttr(attrs, unix.NFTA_TABLE_NAME)
+			if err != nil {
+				return fmt.Errorf("delete table: %w", err)
+			}
+			st.delTable(fam, name)
+		case unix.NFT_MSG_NEWCHAIN:
+			ch, err := parseChain(fam, attrs, tables)
+			if err != nil {
+				return fmt.Errorf("chain: %w", err)
+			}
+			if ch.Table != nil {
+				st.addChain(fam, ch.Table.Name, ch)
+			}
+		case unix.NFT_MSG_NEWSETELEM:
+			table, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_TABLE)
+			if err != nil {
+				return fmt.Errorf("elements: %w", err)
+			}
+			set, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_SET)
+			if err != nil {
+				return fmt.Errorf("elements: %w", err)
+			}
+			sum := st.set(fam, table, set)
+			if err := eachAttr(attrs, func(typ uint16, b []byte) error {
+				if typ == unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+					return sum.addList(b)
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("elements of %s: %w", set, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sent batch: %w", err)
+	}
+	return st, nil
+}
+
+// eachMessage calls fn with the type (NFT_MSG_*), family and attributes
+// of each nftables message of a staged transaction (batch.go: netlink
+// messages back to back, each padded to 4 bytes), in order.
+func eachMessage(chunks [][]byte, fn func(typ uint16, fam nftables.TableFamily, attrs []byte) error) error {
 	for _, c := range chunks {
 		for off := 0; off < len(c); {
 			if len(c)-off < nlmsgHeaderLen {
-				return nil, fmt.Errorf("sent batch: truncated message header at %d", off)
+				return fmt.Errorf("truncated message header at %d", off)
 			}
 			n := int(binary.NativeEndian.Uint32(c[off:]))
 			typ := binary.NativeEndian.Uint16(c[off+4:])
 			if n < nlmsgHeaderLen+4 || off+n > len(c) {
-				return nil, fmt.Errorf("sent batch: message of %d bytes at %d", n, off)
+				return fmt.Errorf("message of %d bytes at %d", n, off)
 			}
 			data := c[off+nlmsgHeaderLen : off+n]
 			off += nlmsgAlign(n)
 			if typ>>8 != unix.NFNL_SUBSYS_NFTABLES {
 				continue
 			}
-			fam, attrs := nftables.TableFamily(data[0]), data[4:]
-			switch typ & 0xff {
-			case unix.NFT_MSG_DELTABLE:
-				name, err := stringAttr(attrs, unix.NFTA_TABLE_NAME)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: delete table: %w", err)
-				}
-				st.delTable(fam, name)
-			case unix.NFT_MSG_NEWCHAIN:
-				ch, err := parseChain(fam, attrs, tables)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: chain: %w", err)
-				}
-				if ch.Table != nil {
-					st.addChain(fam, ch.Table.Name, ch)
-				}
-			case unix.NFT_MSG_NEWSETELEM:
-				table, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_TABLE)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: elements: %w", err)
-				}
-				set, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_SET)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: elements: %w", err)
-				}
-				sum := st.set(fam, table, set)
-				if err := eachAttr(attrs, func(typ uint16, b []byte) error {
-					if typ == unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-						return sum.addList(b)
-					}
-					return nil
-				}); err != nil {
-					return nil, fmt.Errorf("sent batch: elements of %s: %w", set, err)
-				}
+			if err := fn(typ&0xff, nftables.TableFamily(data[0]), data[4:]); err != nil {
+				return err
 			}
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // stringAttr returns the NUL-terminated string attribute typ of attrs

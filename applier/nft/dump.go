@@ -63,33 +63,36 @@ func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[s
 	if chain != "" {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")})
 	}
-	data, err := netlink.MarshalAttributes(attrs)
-	if err != nil {
-		return nil, err
-	}
-	req := netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
-	}
-	msgs, err := d.execute(req)
+	out := map[string][]KernelRule{}
+	err := d.dump(unix.NFT_MSG_GETRULE, fam, attrs, func(data []byte) error {
+		ch, r, err := parseRule(byte(fam), data)
+		out[ch] = append(out[ch], r)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dump rules of %s %s: %w", familyName(fam), table, explain(err))
 	}
-	out := map[string][]KernelRule{}
-	for _, m := range msgs {
-		if len(m) < 4 {
-			continue
-		}
-		ch, r, err := parseRule(byte(fam), m[4:])
-		if err != nil {
-			return nil, fmt.Errorf("dump rules of %s %s: %w", familyName(fam), table, err)
-		}
-		out[ch] = append(out[ch], r)
-	}
 	return out, nil
+}
+
+// dump sends a dump request of type typ (NFT_MSG_GET*) for family fam with
+// attributes attrs, and calls fn with the attributes of each reply, as
+// each does.
+func (d *ruleDumper) dump(typ uint16, fam nftables.TableFamily, attrs []netlink.Attribute, fn func(attrs []byte) error) error {
+	data, err := netlink.MarshalAttributes(attrs)
+	if err != nil {
+		return err
+	}
+	req := netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | typ), Flags: netlink.Request | netlink.Dump},
+		Data:   append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
+	}
+	return d.each(req, func(data []byte) error {
+		if len(data) < 4 {
+			return nil
+		}
+		return fn(data[4:])
+	})
 }
 
 // dumpBuffer is the receive buffer of a dump. The kernel fills each
@@ -98,16 +101,6 @@ func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[s
 // mdlayher/netlink's page-sized reads, dumping 30,000 rules took seconds
 // of kernel time; with big reads, a fraction of that.
 const dumpBuffer = 1 << 20
-
-// execute sends a dump request and returns the data of its replies.
-func (d *ruleDumper) execute(req netlink.Message) ([][]byte, error) {
-	var out [][]byte
-	err := d.each(req, func(data []byte) error {
-		out = append(out, bytes.Clone(data))
-		return nil
-	})
-	return out, err
-}
 
 // each sends a dump request and calls fn with the data of each reply, in
 // order. data is valid only during the call: it is the receive buffer's.
@@ -171,25 +164,12 @@ func (d *ruleDumper) each(req netlink.Message, fn func(data []byte) error) error
 // them the kernel walking its chain list again for every page. The chains
 // of one table share their *nftables.Table.
 func (d *ruleDumper) chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
-	req := netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETCHAIN),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: []byte{byte(fam), unix.NFNETLINK_V0, 0, 0},
-	}
 	var out []*nftables.Chain
 	tables := map[string]*nftables.Table{}
-	err := d.each(req, func(data []byte) error {
-		if len(data) < 4 {
-			return nil
-		}
-		c, err := parseChain(fam, data[4:], tables)
-		if err != nil {
-			return err
-		}
+	err := d.dump(unix.NFT_MSG_GETCHAIN, fam, nil, func(data []byte) error {
+		c, err := parseChain(fam, data, tables)
 		out = append(out, c)
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s: %w", familyName(fam), explain(err))
@@ -398,98 +378,93 @@ func exprOfName(name string) expr.Any {
 // big reads: with page-sized ones the kernel walks a big set again for
 // every page, and reading back every set after a load took a third of it.
 func (d *ruleDumper) setElements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error) {
-	data, err := netlink.MarshalAttributes([]netlink.Attribute{
+	attrs := []netlink.Attribute{
 		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
-	})
-	if err != nil {
-		return nil, err
-	}
-	req := netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
-	}
-	msgs, err := d.execute(req)
-	if err != nil {
-		return nil, fmt.Errorf("list elements of %s: %w", set, explain(err))
 	}
 	var out []nftables.SetElement
-	for _, m := range msgs {
-		if len(m) < 4 {
-			continue
-		}
-		if out, err = appendElements(out, m[4:]); err != nil {
-			return nil, fmt.Errorf("list elements of %s: %w", set, err)
-		}
+	err := d.dump(unix.NFT_MSG_GETSETELEM, fam, attrs, func(data []byte) (err error) {
+		out, err = appendElements(out, data)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list elements of %s: %w", set, explain(err))
 	}
 	return out, nil
 }
 
 // appendElements appends the elements of one GETSETELEM reply, or of a
-// NEWSETELEM or DELSETELEM message.
+// NEWSETELEM or DELSETELEM message (a verdict as its attributes in Val).
 func appendElements(out []nftables.SetElement, data []byte) ([]nftables.SetElement, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-			continue
+	err := eachAttr(data, func(typ uint16, list []byte) error {
+		if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			return nil
 		}
-		ad.Nested(func(list *netlink.AttributeDecoder) error {
-			// Each nested attribute is an element, whatever its type (the
-			// kernel's dumps say NFTA_LIST_ELEM, google/nftables numbers
-			// them), as the kernel reads them.
-			for list.Next() {
-				var e nftables.SetElement
-				list.Nested(func(el *netlink.AttributeDecoder) error {
-					for el.Next() {
-						switch el.Type() {
-						case unix.NFTA_SET_ELEM_KEY:
-							e.Key = dataValue(el)
-						case nftaSetElemKeyEnd:
-							e.KeyEnd = dataValue(el)
-						case unix.NFTA_SET_ELEM_DATA:
-							e.Val = dataValue(el)
-						case unix.NFTA_SET_ELEM_FLAGS:
-							e.IntervalEnd = el.Uint32()&unix.NFT_SET_ELEM_INTERVAL_END != 0
-						case unix.NFTA_SET_ELEM_TIMEOUT:
-							e.Timeout = time.Duration(el.Uint64()) * time.Millisecond
-						case unix.NFTA_SET_ELEM_EXPIRATION:
-							e.Expires = time.Duration(el.Uint64()) * time.Millisecond
-						case unix.NFTA_SET_ELEM_USERDATA:
-							if c, ok := userdata.GetString(el.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT); ok {
-								e.Comment = c
-							}
-						}
-					}
-					return nil
-				})
-				out = append(out, e)
+		return eachElement(list, func(e rawElement) error {
+			el := nftables.SetElement{Key: bytes.Clone(e.key), KeyEnd: bytes.Clone(e.keyEnd), Val: bytes.Clone(e.val),
+				IntervalEnd: e.flags&unix.NFT_SET_ELEM_INTERVAL_END != 0,
+				Timeout:     time.Duration(e.timeout) * time.Millisecond, Expires: time.Duration(e.expires) * time.Millisecond}
+			if e.verdict != nil {
+				el.Val = bytes.Clone(e.verdict)
 			}
+			el.Comment, _ = userdata.GetString(e.udata, userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+			out = append(out, el)
 			return nil
 		})
-	}
-	return out, ad.Err()
+	})
+	return out, err
 }
 
-// dataValue is the value (NFTA_DATA_VALUE) or the verdict's attributes
-// (NFTA_DATA_VERDICT) of a nested data attribute.
-func dataValue(ad *netlink.AttributeDecoder) []byte {
-	var b []byte
-	ad.Nested(func(d *netlink.AttributeDecoder) error {
-		for d.Next() {
-			if d.Type() == unix.NFTA_DATA_VALUE || d.Type() == unix.NFTA_DATA_VERDICT {
-				b = bytes.Clone(d.Bytes())
+// rawElement is one element of a list of set elements as its attributes
+// hold it; the slices alias the message.
+type rawElement struct {
+	key, keyEnd, val []byte // NFTA_DATA_VALUE of each
+	verdict          []byte // the attributes of NFTA_DATA_VERDICT, when the data is one
+	flags            uint32
+	timeout, expires uint64 // in milliseconds
+	udata            []byte
+}
+
+// eachElement calls fn with each element of list, the payload of an
+// NFTA_SET_ELEM_LIST_ELEMENTS attribute, without allocating. Each nested
+// attribute is an element, whatever its type (the kernel's dumps say
+// NFTA_LIST_ELEM, google/nftables numbers them), as the kernel reads
+// them.
+func eachElement(list []byte, fn func(e rawElement) error) error {
+	var e rawElement
+	return eachAttr(list, func(_ uint16, el []byte) error {
+		e = rawElement{}
+		err := eachAttr(el, func(typ uint16, b []byte) error {
+			var err error
+			switch typ {
+			case unix.NFTA_SET_ELEM_KEY:
+				e.key, err = attr(b, unix.NFTA_DATA_VALUE)
+			case nftaSetElemKeyEnd:
+				e.keyEnd, err = attr(b, unix.NFTA_DATA_VALUE)
+			case unix.NFTA_SET_ELEM_DATA:
+				if e.val, err = attr(b, unix.NFTA_DATA_VALUE); err == nil {
+					e.verdict, err = attr(b, unix.NFTA_DATA_VERDICT)
+				}
+			case unix.NFTA_SET_ELEM_FLAGS:
+				if len(b) == 4 {
+					e.flags = binary.BigEndian.Uint32(b)
+				}
+			case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
+				if len(b) == 8 && typ == unix.NFTA_SET_ELEM_TIMEOUT {
+					e.timeout = binary.BigEndian.Uint64(b)
+				} else if len(b) == 8 {
+					e.expires = binary.BigEndian.Uint64(b)
+				}
+			case unix.NFTA_SET_ELEM_USERDATA:
+				e.udata = b
 			}
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		return nil
+		return fn(e)
 	})
-	return b
 }
 
 // nftaSetElemKeyEnd is NFTA_SET_ELEM_KEY_END, which x/sys/unix lacks.

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"netspec.dev/netspec/applier/nft/encoding"
 )
@@ -296,28 +296,26 @@ func ElementKey(e nftables.SetElement) string {
 // attributes NFTA_VERDICT_CODE and NFTA_VERDICT_CHAIN. It returns nil when
 // Val is something else.
 func decodeVerdict(b []byte) *expr.Verdict {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
+	kind, chain, ok := verdictOf(b)
+	if !ok {
 		return nil
 	}
-	ad.ByteOrder = binary.BigEndian
-	var v expr.Verdict
-	code := false
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_VERDICT_CODE:
-			if len(ad.Bytes()) != 4 {
-				return nil
-			}
-			v.Kind, code = expr.VerdictKind(int32(ad.Uint32())), true
-		case unix.NFTA_VERDICT_CHAIN:
-			v.Chain = ad.String()
+	return &expr.Verdict{Kind: expr.VerdictKind(kind), Chain: string(chain)}
+}
+
+// verdictOf reads the attributes of a verdict, without allocating: its
+// code and chain; ok is false when b holds something else.
+func verdictOf(b []byte) (kind int32, chain []byte, ok bool) {
+	err := eachAttr(b, func(typ uint16, v []byte) error {
+		switch {
+		case typ == unix.NFTA_VERDICT_CODE && len(v) == 4:
+			kind, ok = int32(binary.BigEndian.Uint32(v)), true
+		case typ == unix.NFTA_VERDICT_CHAIN:
+			chain, _, _ = bytes.Cut(v, []byte{0})
 		default:
-			return nil
+			return errors.New("not a verdict")
 		}
-	}
-	if ad.Err() != nil || !code {
 		return nil
-	}
-	return &v
+	})
+	return kind, chain, ok && err == nil
 }

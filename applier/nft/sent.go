@@ -123,60 +123,15 @@ func writeLen(h *maphash.Hash, n int) {
 func (s *setSum) addList(list []byte) error {
 	var h maphash.Hash
 	h.SetSeed(sumSeed)
-	return eachAttr(list, func(_ uint16, el []byte) error {
-		var key, keyEnd, val, chain []byte
-		var end, verdict bool
-		var kind int32
-		err := eachAttr(el, func(typ uint16, b []byte) error {
-			switch typ {
-			case unix.NFTA_SET_ELEM_KEY:
-				return eachAttr(b, func(t uint16, v []byte) error {
-					if t == unix.NFTA_DATA_VALUE {
-						key = v
-					}
-					return nil
-				})
-			case nftaSetElemKeyEnd:
-				return eachAttr(b, func(t uint16, v []byte) error {
-					if t == unix.NFTA_DATA_VALUE {
-						keyEnd = v
-					}
-					return nil
-				})
-			case unix.NFTA_SET_ELEM_FLAGS:
-				end = len(b) == 4 && binary.BigEndian.Uint32(b)&unix.NFT_SET_ELEM_INTERVAL_END != 0
-			case unix.NFTA_SET_ELEM_DATA:
-				return eachAttr(b, func(t uint16, d []byte) error {
-					switch t {
-					case unix.NFTA_DATA_VALUE:
-						val = d
-					case unix.NFTA_DATA_VERDICT:
-						verdict = true
-						return eachAttr(d, func(vt uint16, vb []byte) error {
-							switch {
-							case vt == unix.NFTA_VERDICT_CODE && len(vb) == 4:
-								kind = int32(binary.BigEndian.Uint32(vb))
-							case vt == unix.NFTA_VERDICT_CHAIN:
-								chain = bytes.TrimRight(vb, "\x00")
-							}
-							return nil
-						})
-					}
-					return nil
-				})
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	return eachElement(list, func(e rawElement) error {
 		h.Reset()
-		writeElement(&h, key, keyEnd, end, verdict)
-		if verdict {
+		writeElement(&h, e.key, e.keyEnd, e.flags&unix.NFT_SET_ELEM_INTERVAL_END != 0, e.verdict != nil)
+		if e.verdict != nil {
+			kind, chain, _ := verdictOf(e.verdict)
 			writeVerdict(&h, kind)
 			writeField(&h, chain)
 		} else {
-			writeField(&h, val)
+			writeField(&h, e.val)
 		}
 		s.n++
 		s.sum += h.Sum64()
@@ -310,10 +265,17 @@ func eachMessage(chunks [][]byte, fn func(typ uint16, fam nftables.TableFamily, 
 // stringAttr returns the NUL-terminated string attribute typ of attrs
 // ("" when there is none).
 func stringAttr(attrs []byte, typ uint16) (string, error) {
-	var out string
+	b, err := attr(attrs, typ)
+	return string(bytes.TrimRight(b, "\x00")), err
+}
+
+// attr returns the payload of the attribute typ of attrs (nil when there
+// is none; the last when there are several).
+func attr(attrs []byte, typ uint16) ([]byte, error) {
+	var out []byte
 	err := eachAttr(attrs, func(t uint16, b []byte) error {
 		if t == typ {
-			out = string(bytes.TrimRight(b, "\x00"))
+			out = b
 		}
 		return nil
 	})
@@ -353,56 +315,46 @@ func (p *pendingSent) table(fam nftables.TableFamily, name string) (*sentTable, 
 
 // modelSums computes the digest of every static set of the tables plans
 // replace from their model (not of the encoded ones, which the read-back
-// check compares with the kernel), once started.
+// check compares with the kernel), once: by family index, then set name.
 type modelSums struct {
-	plans []*tablePlan
-	once  sync.Once
-	done  chan struct{}
-	bySet []map[string]setSum // by family index, then set name
+	sums func() []map[string]setSum
 }
 
 // newModelSums returns the digests of the sets plans replace from their
 // model, to be computed once start is called: as the kernel takes the
 // batch (the encoding has the cores until then).
 func newModelSums(plans []*tablePlan) *modelSums {
-	return &modelSums{plans: plans, done: make(chan struct{}), bySet: make([]map[string]setSum, len(plans))}
-}
-
-// start starts computing the digests in the background, once.
-func (m *modelSums) start() {
-	m.once.Do(func() { go m.compute() })
-}
-
-func (m *modelSums) compute() {
-	defer close(m.done)
-	for i, tp := range m.plans {
-		if !sentChecked(tp) {
-			continue
-		}
-		f := tp.model.Family
-		sums := map[string]setSum{}
-		for _, it := range tp.model.Items {
-			// A dynamic set's digest is that of no element; the check
-			// skips those sets.
-			if s := it.Set; s != nil {
-				var sum setSum
-				for _, elems := range encoding.SetElements(f, s) {
-					sum.add(elems)
-				}
-				sums[s.Name] = sum
+	return &modelSums{sums: sync.OnceValue(func() []map[string]setSum {
+		bySet := make([]map[string]setSum, len(plans))
+		for i, tp := range plans {
+			if !sentChecked(tp) {
+				continue
 			}
+			f := tp.model.Family
+			sums := map[string]setSum{}
+			for _, it := range tp.model.Items {
+				// A dynamic set's digest is that of no element; the check
+				// skips those sets.
+				if s := it.Set; s != nil {
+					var sum setSum
+					for _, elems := range encoding.SetElements(f, s) {
+						sum.add(elems)
+					}
+					sums[s.Name] = sum
+				}
+			}
+			bySet[i] = sums
 		}
-		m.bySet[i] = sums
-	}
+		return bySet
+	})}
 }
 
-// of returns the digests of family index i, starting their computation
-// if nothing has and waiting for it.
-func (m *modelSums) of(i int) map[string]setSum {
-	m.start()
-	<-m.done
-	return m.bySet[i]
-}
+// start starts computing the digests in the background.
+func (m *modelSums) start() { go m.sums() }
+
+// of returns the digests of family index i, computing them if nothing
+// has, or waiting for them.
+func (m *modelSums) of(i int) map[string]setSum { return m.sums()[i] }
 
 // sentChecked says whether what tp wrote is checked against what was
 // sent (sentMatches) rather than read back: a table replaced whole from

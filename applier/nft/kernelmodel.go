@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -94,13 +95,13 @@ func decodeKernel(have *kernelTable, want *nftmodel.Table) (km *kernelModel, why
 			km.table.AddSet("", km.decodeSet(f, it.Set, ks))
 		}
 	}
-	for _, name := range sortedKeys(have.chains) {
+	for _, name := range slices.Sorted(maps.Keys(have.chains)) {
 		if !wantChains[name] {
 			kc := have.chains[name]
 			km.table.AddChain("", km.decodeChain(f, kc, decodeHook(kc.chain), have.anon))
 		}
 	}
-	for _, name := range sortedKeys(have.sets) {
+	for _, name := range slices.Sorted(maps.Keys(have.sets)) {
 		if !wantSets[name] {
 			km.table.AddSet("", &nftmodel.Set{Name: name})
 		}
@@ -422,8 +423,5 @@ func exprNames(kr KernelRule) string {
 // exprName is the kernel's name of an expression's type: expr.Counter is
 // "counter".
 func exprName(x expr.Any) string {
-	if _, ok := x.(*expr.Verdict); ok {
-		return "verdict"
-	}
 	return strings.ToLower(reflect.TypeOf(x).Elem().Name())
 }

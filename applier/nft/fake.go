@@ -2,7 +2,6 @@ package nft
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -39,7 +38,7 @@ import (
 // Make it with NewFake.
 type Fake struct {
 	mu       sync.Mutex
-	tables   map[fakeTableKey]*fakeTable
+	tables   map[tableKey]*fakeTable
 	failNext bool
 	batches  int
 	last     []string
@@ -54,11 +53,6 @@ var _ Kernel = (*Fake)(nil)
 // ErrFakeFailure is the error of the batch a Fake was told to fail
 // (FailNext).
 var ErrFakeFailure = errors.New("fake: injected failure")
-
-type fakeTableKey struct {
-	fam  nftables.TableFamily
-	name string
-}
 
 type fakeTable struct {
 	table  nftables.Table
@@ -87,7 +81,7 @@ type fakeSet struct {
 }
 
 // NewFake returns a Fake without tables.
-func NewFake() *Fake { return &Fake{tables: map[fakeTableKey]*fakeTable{}} }
+func NewFake() *Fake { return &Fake{tables: map[tableKey]*fakeTable{}} }
 
 // FailNext makes the next batch fail with ErrFakeFailure, changing
 // nothing, as a batch the kernel refuses.
@@ -130,8 +124,8 @@ func (f *Fake) Tables(fam nftables.TableFamily) ([]*nftables.Table, error) {
 	return out, nil
 }
 
-func (f *Fake) tableKeys() []fakeTableKey {
-	return slices.SortedFunc(maps.Keys(f.tables), func(a, b fakeTableKey) int {
+func (f *Fake) tableKeys() []tableKey {
+	return slices.SortedFunc(maps.Keys(f.tables), func(a, b tableKey) int {
 		if a.fam != b.fam {
 			return int(a.fam) - int(b.fam)
 		}
@@ -143,7 +137,7 @@ func (f *Fake) tableKeys() []fakeTableKey {
 func (f *Fake) Sets(t *nftables.Table) ([]*nftables.Set, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[fakeTableKey{t.Family, t.Name}]
+	ft, ok := f.tables[tableKey{t.Family, t.Name}]
 	if !ok {
 		return nil, unix.ENOENT
 	}
@@ -160,7 +154,7 @@ func (f *Fake) Sets(t *nftables.Table) ([]*nftables.Set, error) {
 func (f *Fake) Elements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[fakeTableKey{fam, table}]
+	ft, ok := f.tables[tableKey{fam, table}]
 	if !ok {
 		return nil, unix.ENOENT
 	}
@@ -198,7 +192,7 @@ func (f *Fake) Chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
 func (f *Fake) Rules(fam nftables.TableFamily, table, chain string) (map[string][]KernelRule, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[fakeTableKey{fam, table}]
+	ft, ok := f.tables[tableKey{fam, table}]
 	if !ok {
 		return nil, unix.ENOENT
 	}
@@ -281,7 +275,7 @@ func (f *Fake) Sent(fam nftables.TableFamily, table string) (*sentTable, error) 
 // clone copies the state deep enough that a batch applied to the copy
 // leaves f alone (rules are never changed in place).
 func (f *Fake) clone() *Fake {
-	c := &Fake{tables: make(map[fakeTableKey]*fakeTable, len(f.tables))}
+	c := &Fake{tables: make(map[tableKey]*fakeTable, len(f.tables))}
 	for k, t := range f.tables {
 		nt := &fakeTable{table: t.table, anon: t.anon, chains: make(map[string]*fakeChain, len(t.chains)), sets: make(map[string]*fakeSet, len(t.sets))}
 		for name, ch := range t.chains {
@@ -385,7 +379,7 @@ func (f *Fake) apply(typ uint16, fam nftables.TableFamily, attrs []byte, anon ma
 	if name != "" {
 		op += " " + name
 	}
-	key := fakeTableKey{fam, table}
+	key := tableKey{fam, table}
 	t := f.tables[key]
 	switch {
 	case typ == unix.NFT_MSG_NEWTABLE && t == nil:
@@ -673,14 +667,7 @@ func (s *fakeSet) verdict(e nftables.SetElement) *expr.Verdict {
 }
 
 // fakeElemKey identifies an element in its set: its key, key end and
-// interval end flag.
+// interval end flag, as ElementKey writes them.
 func fakeElemKey(e nftables.SetElement) string {
-	k := hex.EncodeToString(e.Key)
-	if len(e.KeyEnd) > 0 {
-		k += "-" + hex.EncodeToString(e.KeyEnd)
-	}
-	if e.IntervalEnd {
-		k += " end"
-	}
-	return k
+	return ElementKey(nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd, IntervalEnd: e.IntervalEnd})
 }

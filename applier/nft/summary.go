@@ -1,10 +1,6 @@
 package nft
 
-import (
-	"fmt"
-
-	"github.com/google/nftables"
-)
+import "fmt"
 
 // TableSummary counts what one of netspec's tables holds in the kernel:
 // what `netspec status` shows of a node whose daemon does not answer.
@@ -22,15 +18,9 @@ func Summarize(k Kernel) ([]TableSummary, error) {
 	var out []TableSummary
 	for _, f := range families {
 		s := TableSummary{Family: familyName(f)}
-		tables, err := k.Tables(f)
+		t, err := findTable(k, f, TableName)
 		if err != nil {
-			return nil, fmt.Errorf("nftables: list %s tables: %w", s.Family, err)
-		}
-		var t *nftables.Table
-		for _, x := range tables {
-			if x.Name == TableName {
-				t = x
-			}
+			return nil, fmt.Errorf("nftables: %s: %w", s.Family, err)
 		}
 		if t == nil {
 			out = append(out, s)

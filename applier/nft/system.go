@@ -86,51 +86,51 @@ type System struct {
 
 // OpenSystem connects to nftables in the network namespace nsFd (an open
 // /var/run/netns/NAME or /proc/PID/ns/net; 0 for the current one).
-func OpenSystem(nsFd int) (*System, error) {
+func OpenSystem(nsFd int) (_ *System, err error) {
 	c, err := dial(nsFd)
 	if err != nil {
 		return nil, err
 	}
+	k := &System{conn: c}
+	defer func() {
+		if err != nil {
+			k.Close()
+		}
+	}()
 	// Fail early and clearly when nftables cannot be used at all.
 	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
-		c.CloseLasting()
 		return nil, fmt.Errorf("nftables: %w", explain(err))
 	}
-	d, err := newRuleDumper(nsFd)
-	if err != nil {
-		c.CloseLasting()
+	if k.dump, err = newRuleDumper(nsFd); err != nil {
 		return nil, err
 	}
-	cd, err := newRuleDumper(nsFd)
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
+	if k.chains, err = newRuleDumper(nsFd); err != nil {
 		return nil, err
 	}
-	s, err := newBatchSender(nsFd)
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
-		cd.Close()
+	if k.sender, err = newBatchSender(nsFd); err != nil {
 		return nil, err
 	}
-	bc, err := s.nftConn()
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
-		cd.Close()
-		s.Close()
+	if k.batch, err = k.sender.nftConn(); err != nil {
 		return nil, err
 	}
-	return &System{conn: c, batch: bc, sender: s, dump: d, chains: cd}, nil
+	return k, nil
 }
 
-// Close implements Kernel.
+// Close implements Kernel; OpenSystem closes a System opened in part
+// with it.
 func (k *System) Close() error {
-	k.dump.Close()
-	k.chains.Close()
-	k.sender.Close()
-	k.batch.CloseLasting()
+	if k.dump != nil {
+		k.dump.Close()
+	}
+	if k.chains != nil {
+		k.chains.Close()
+	}
+	if k.sender != nil {
+		k.sender.Close()
+	}
+	if k.batch != nil {
+		k.batch.CloseLasting()
+	}
 	return k.conn.CloseLasting()
 }
 

@@ -313,7 +313,7 @@ func verdictOf(b []byte) (kind int32, chain []byte, ok bool) {
 		case typ == unix.NFTA_VERDICT_CHAIN:
 			chain, _, _ = bytes.Cut(v, []byte{0})
 		default:
-			return errors.New("not a verdict")
+			return errBadAttr // not a verdict's
 		}
 		return nil
 	})

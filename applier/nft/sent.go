@@ -3,6 +3,7 @@ package nft
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -143,12 +144,12 @@ func (s *setSum) addList(list []byte) error {
 // netlink attribute of b.
 func eachAttr(b []byte, fn func(typ uint16, payload []byte) error) error {
 	for len(b) > 0 {
-		if len(b) < 4 {
-			return fmt.Errorf("truncated attribute")
+		n := 0
+		if len(b) >= 4 {
+			n = int(binary.NativeEndian.Uint16(b))
 		}
-		n := int(binary.NativeEndian.Uint16(b))
 		if n < 4 || n > len(b) {
-			return fmt.Errorf("attribute of %d bytes in %d", n, len(b))
+			return errBadAttr
 		}
 		if err := fn(binary.NativeEndian.Uint16(b[2:])&^(unix.NLA_F_NESTED|unix.NLA_F_NET_BYTEORDER), b[4:n]); err != nil {
 			return err
@@ -157,6 +158,10 @@ func eachAttr(b []byte, fn func(typ uint16, payload []byte) error) error {
 	}
 	return nil
 }
+
+// errBadAttr is the error of attributes whose lengths do not add up: not
+// attributes, as decodeVerdict finds often (an endpoint map's data).
+var errBadAttr = errors.New("truncated or overlong netlink attribute")
 
 // delTable forgets what was added to a table before it was deleted.
 func (st sentTables) delTable(fam nftables.TableFamily, name string) {

@@ -147,28 +147,12 @@ func decodeHook(c *nftables.Chain) *nftmodel.Hook {
 	if c.Hooknum == nil {
 		return nil
 	}
-	h := &nftmodel.Hook{}
-	if c.Policy != nil && *c.Policy != nftables.ChainPolicyAccept {
+	t := slices.Index(chainTypes[:], c.Type)
+	k := slices.IndexFunc(hookNums[:], func(n *nftables.ChainHook) bool { return n != nil && *n == *c.Hooknum })
+	if t <= 0 || k <= 0 || c.Policy != nil && *c.Policy != nftables.ChainPolicyAccept {
 		return &nftmodel.Hook{}
 	}
-	switch c.Type {
-	case nftables.ChainTypeFilter:
-		h.Type = nftmodel.Filter
-	case nftables.ChainTypeNAT:
-		h.Type = nftmodel.NAT
-	default:
-		return &nftmodel.Hook{}
-	}
-	switch *c.Hooknum {
-	case *nftables.ChainHookPrerouting:
-		h.Hook = nftmodel.Prerouting
-	case *nftables.ChainHookOutput:
-		h.Hook = nftmodel.Output
-	case *nftables.ChainHookPostrouting:
-		h.Hook = nftmodel.Postrouting
-	default:
-		return &nftmodel.Hook{}
-	}
+	h := &nftmodel.Hook{Type: nftmodel.ChainType(t), Hook: nftmodel.HookPoint(k)}
 	if c.Priority != nil {
 		h.Priority = int32(*c.Priority)
 	}

@@ -129,7 +129,7 @@ func (d *decoder) stmt() (nftmodel.Stmt, error) {
 	switch x := d.peek(0).(type) {
 	case *expr.Verdict:
 		d.i++
-		return verdictOf(x)
+		return DecodeVerdict(x)
 	case *expr.Masq:
 		d.i++
 		return nftmodel.Masquerade{FullyRandom: x.FullyRandom}, nil
@@ -346,21 +346,15 @@ func (d *decoder) dnat() (nftmodel.Stmt, error) {
 
 // DecodeVerdict is the model's verdict of an expression's: ErrForeign
 // for one the model does not hold (continue, break).
-func DecodeVerdict(v *expr.Verdict) (nftmodel.Verdict, error) { return verdictOf(v) }
-
-// verdictOf is the model's verdict of an expression's.
-func verdictOf(v *expr.Verdict) (nftmodel.Verdict, error) {
-	switch v.Kind {
-	case expr.VerdictAccept:
-		return nftmodel.Verdict{Kind: nftmodel.Accept}, nil
-	case expr.VerdictDrop:
-		return nftmodel.Verdict{Kind: nftmodel.Drop}, nil
-	case expr.VerdictReturn:
-		return nftmodel.Verdict{Kind: nftmodel.Return}, nil
-	case expr.VerdictJump:
-		return nftmodel.Verdict{Kind: nftmodel.Jump, Chain: v.Chain}, nil
-	case expr.VerdictGoto:
-		return nftmodel.Verdict{Kind: nftmodel.Goto, Chain: v.Chain}, nil
+func DecodeVerdict(v *expr.Verdict) (nftmodel.Verdict, error) {
+	for k, x := range verdictKinds {
+		if k > 0 && x == v.Kind {
+			mv := nftmodel.Verdict{Kind: nftmodel.VerdictKind(k)}
+			if mv.Kind == nftmodel.Jump || mv.Kind == nftmodel.Goto {
+				mv.Chain = v.Chain
+			}
+			return mv, nil
+		}
 	}
 	return nftmodel.Verdict{}, foreign("verdict %d", v.Kind)
 }
@@ -485,7 +479,7 @@ func DecodeElements(f nftmodel.Family, s *nftmodel.Set, elems []nftables.SetElem
 			if v == nil {
 				return foreign("a verdict map element without a verdict")
 			}
-			if el.Verdict, err = verdictOf(v); err != nil {
+			if el.Verdict, err = DecodeVerdict(v); err != nil {
 				return err
 			}
 		}

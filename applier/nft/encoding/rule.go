@@ -472,21 +472,18 @@ func (e *encoder) verdict(v nftmodel.Verdict) {
 	e.add(Verdict(v))
 }
 
+// verdictKinds are the kernel's verdicts of the model's, by kind: the
+// encoding's and the decoding's one table.
+var verdictKinds = [...]expr.VerdictKind{
+	nftmodel.Accept: expr.VerdictAccept,
+	nftmodel.Drop:   expr.VerdictDrop,
+	nftmodel.Return: expr.VerdictReturn,
+	nftmodel.Jump:   expr.VerdictJump,
+	nftmodel.Goto:   expr.VerdictGoto,
+}
+
 // Verdict is the verdict's expression, also the data of a verdict map's
 // element.
 func Verdict(v nftmodel.Verdict) *expr.Verdict {
-	x := &expr.Verdict{Chain: v.Chain}
-	switch v.Kind {
-	case nftmodel.Accept:
-		x.Kind = expr.VerdictAccept
-	case nftmodel.Drop:
-		x.Kind = expr.VerdictDrop
-	case nftmodel.Return:
-		x.Kind = expr.VerdictReturn
-	case nftmodel.Jump:
-		x.Kind = expr.VerdictJump
-	case nftmodel.Goto:
-		x.Kind = expr.VerdictGoto
-	}
-	return x
+	return &expr.Verdict{Kind: verdictKinds[v.Kind], Chain: v.Chain}
 }

@@ -69,7 +69,7 @@ func (s *setSum) add(elems []nftables.SetElement) {
 		h.Reset()
 		writeElement(&h, e.Key, e.KeyEnd, e.IntervalEnd, v != nil)
 		if v != nil {
-			writeVerdict(&h, int32(v.Kind))
+			writeUint32(&h, uint32(v.Kind))
 			writeString(&h, v.Chain)
 		} else {
 			writeField(&h, e.Val)
@@ -79,7 +79,7 @@ func (s *setSum) add(elems []nftables.SetElement) {
 	}
 }
 
-// writeElement, writeVerdict, writeField and writeString spell an
+// writeElement, writeUint32, writeField and writeString spell an
 // element for its hash as ElementKey does: two elements hash alike when
 // their keys are equal. A field is its length and its bytes, whether it
 // is held as bytes (decoded from a message) or as a string (a verdict's
@@ -97,26 +97,20 @@ func writeElement(h *maphash.Hash, key, keyEnd []byte, end, verdict bool) {
 	h.WriteByte(flags)
 }
 
-func writeVerdict(h *maphash.Hash, kind int32) {
+func writeUint32(h *maphash.Hash, v uint32) {
 	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], uint32(kind))
+	binary.BigEndian.PutUint32(b[:], v)
 	h.Write(b[:])
 }
 
 func writeField(h *maphash.Hash, b []byte) {
-	writeLen(h, len(b))
+	writeUint32(h, uint32(len(b)))
 	h.Write(b)
 }
 
 func writeString(h *maphash.Hash, s string) {
-	writeLen(h, len(s))
+	writeUint32(h, uint32(len(s)))
 	h.WriteString(s)
-}
-
-func writeLen(h *maphash.Hash, n int) {
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], uint32(n))
-	h.Write(b[:])
 }
 
 // addList adds the elements of an NFTA_SET_ELEM_LIST_ELEMENTS attribute's
@@ -129,7 +123,7 @@ func (s *setSum) addList(list []byte) error {
 		writeElement(&h, e.key, e.keyEnd, e.flags&unix.NFT_SET_ELEM_INTERVAL_END != 0, e.verdict != nil)
 		if e.verdict != nil {
 			kind, chain, _ := verdictOf(e.verdict)
-			writeVerdict(&h, kind)
+			writeUint32(&h, uint32(kind))
 			writeField(&h, chain)
 		} else {
 			writeField(&h, e.val)

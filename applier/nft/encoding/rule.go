@@ -290,11 +290,8 @@ func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 	anon := &AnonSet{Template: nftables.Set{
 		Anonymous: true,
 		Constant:  true,
-		KeyType:   nftables.TypeIPAddr,
+		KeyType:   addrType(e.fam),
 	}}
-	if e.fam == nftmodel.IPv6 {
-		anon.Template.KeyType = nftables.TypeIP6Addr
-	}
 	interval := false
 	for _, p := range s.Prefixes {
 		interval = interval || !p.IsSingleIP()

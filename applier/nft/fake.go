@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -353,27 +354,14 @@ var objectAttr = map[uint16]uint16{
 // anon maps the batch IDs of the sets created so far to their names in
 // the table.
 func (f *Fake) apply(typ uint16, fam nftables.TableFamily, attrs []byte, anon map[uint32]string) (op string, err error) {
-	var table, name string
-	var id uint32 // of the set, in an element list
-	var hasElems bool
-	elemList := typ == unix.NFT_MSG_NEWSETELEM || typ == unix.NFT_MSG_DELSETELEM
-	if err := eachAttr(attrs, func(t uint16, b []byte) error {
-		switch {
-		case t == unix.NFTA_TABLE_NAME:
-			table = strings.TrimRight(string(b), "\x00")
-		case t == objectAttr[typ]:
-			name = strings.TrimRight(string(b), "\x00")
-		case elemList && t == unix.NFTA_SET_ELEM_LIST_SET_ID && len(b) == 4:
-			id = binary.BigEndian.Uint32(b)
-		case elemList && t == unix.NFTA_SET_ELEM_LIST_ELEMENTS:
-			hasElems = true
-		}
-		return nil
-	}); err != nil {
+	table, err := stringAttr(attrs, unix.NFTA_TABLE_NAME)
+	if err != nil {
 		return "", err
 	}
+	name, _ := stringAttr(attrs, objectAttr[typ])
+	list, _ := attr(attrs, unix.NFTA_SET_ELEM_LIST_ELEMENTS) // of an element list
 	op = fakeOps[typ] + " " + familyName(fam) + " " + table
-	if typ == unix.NFT_MSG_DELSETELEM && !hasElems {
+	if typ == unix.NFT_MSG_DELSETELEM && list == nil {
 		op = "flush set " + familyName(fam) + " " + table
 	}
 	if name != "" {
@@ -433,8 +421,9 @@ func (f *Fake) apply(typ uint16, fam nftables.TableFamily, attrs []byte, anon ma
 		}
 		return op, t.addSet(s, anon)
 	case unix.NFT_MSG_NEWSETELEM, unix.NFT_MSG_DELSETELEM, unix.NFT_MSG_DELSET:
-		if t.sets[name] == nil && anon[id] != "" {
-			name = anon[id] // the kernel finds a set of the batch by its ID
+		if id, _ := attr(attrs, unix.NFTA_SET_ELEM_LIST_SET_ID); t.sets[name] == nil && len(id) == 4 {
+			// The kernel finds a set of the batch by its ID.
+			name = cmp.Or(anon[binary.BigEndian.Uint32(id)], name)
 		}
 		s := t.sets[name]
 		if s == nil {
@@ -454,7 +443,7 @@ func (f *Fake) apply(typ uint16, fam nftables.TableFamily, attrs []byte, anon ma
 		if typ == unix.NFT_MSG_NEWSETELEM {
 			return op, t.addElems(s, elems)
 		}
-		if !hasElems {
+		if list == nil {
 			clear(s.elems)
 		}
 		for _, e := range elems {

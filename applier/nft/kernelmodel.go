@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -350,38 +351,27 @@ func ruleChanges(want *nftmodel.Chain, have []KernelRule, f nftmodel.Family, ano
 		}
 	}
 	// A deletion and an insertion are at the same place when as many
-	// rules match before each.
-	gapDel := map[int][]int{}
-	for n, i := range del {
-		gapDel[i-n] = append(gapDel[i-n], i)
-	}
-	gapIns := map[int][]int{}
-	var gaps []int
-	for n, j := range ins {
-		if _, ok := gapIns[j-n]; !ok {
-			gaps = append(gaps, j-n)
+	// rules match before each (gap): the k-th deletion and the k-th
+	// insertion at a place are one rule changed.
+	gap := func(xs []int, k int) int {
+		if k < len(xs) {
+			return xs[k] - k
 		}
-		gapIns[j-n] = append(gapIns[j-n], j)
+		return math.MaxInt
 	}
-	for g := range gapDel {
-		if _, ok := gapIns[g]; !ok {
-			gaps = append(gaps, g)
-		}
-	}
-	slices.Sort(gaps)
 	var out []RuleChange
-	for _, g := range gaps {
-		ds, is := gapDel[g], gapIns[g]
-		for k := range max(len(ds), len(is)) {
-			c := RuleChange{Chain: want.Name}
-			if k < len(ds) {
-				c.Index, c.Old = ds[k]+1, a[ds[k]]
-			}
-			if k < len(is) {
-				c.Index, c.New = is[k]+1, want.Rules[is[k]].Text(f)
-			}
-			out = append(out, c)
+	for d, n := 0, 0; d < len(del) || n < len(ins); {
+		g := min(gap(del, d), gap(ins, n))
+		c := RuleChange{Chain: want.Name}
+		if gap(del, d) == g {
+			c.Index, c.Old = del[d]+1, a[del[d]]
+			d++
 		}
+		if gap(ins, n) == g {
+			c.Index, c.New = ins[n]+1, want.Rules[ins[n]].Text(f)
+			n++
+		}
+		out = append(out, c)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -329,46 +330,26 @@ func unmarshalByteorder(data []byte) (*expr.Byteorder, error) {
 	return e, nil
 }
 
-// exprOfName makes an empty expression of a kernel expression type: the
-// types netspec writes, and the common ones a hand-written rule may hold.
+// exprTypes are the kernel expression types parseExpr reads, by their
+// names in the kernel (exprName): the types netspec writes, and the
+// common ones a hand-written rule may hold.
+var exprTypes = func() map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for _, x := range []expr.Any{
+		&expr.Ct{}, &expr.Range{}, &expr.Meta{}, &expr.Cmp{}, &expr.Counter{}, &expr.Payload{},
+		&expr.Lookup{}, &expr.Immediate{}, &expr.Bitwise{}, &expr.NAT{}, &expr.Dynset{}, &expr.Log{},
+		&expr.Reject{}, &expr.Masq{}, &expr.Fib{}, &expr.Numgen{}, &expr.Limit{}, &expr.Redir{},
+	} {
+		m[exprName(x)] = reflect.TypeOf(x).Elem()
+	}
+	return m
+}()
+
+// exprOfName makes an empty expression of a kernel expression type, nil
+// for one not in exprTypes.
 func exprOfName(name string) expr.Any {
-	switch name {
-	case "ct":
-		return &expr.Ct{}
-	case "range":
-		return &expr.Range{}
-	case "meta":
-		return &expr.Meta{}
-	case "cmp":
-		return &expr.Cmp{}
-	case "counter":
-		return &expr.Counter{}
-	case "payload":
-		return &expr.Payload{}
-	case "lookup":
-		return &expr.Lookup{}
-	case "immediate":
-		return &expr.Immediate{}
-	case "bitwise":
-		return &expr.Bitwise{}
-	case "nat":
-		return &expr.NAT{}
-	case "dynset":
-		return &expr.Dynset{}
-	case "log":
-		return &expr.Log{}
-	case "reject":
-		return &expr.Reject{}
-	case "masq":
-		return &expr.Masq{}
-	case "fib":
-		return &expr.Fib{}
-	case "numgen":
-		return &expr.Numgen{}
-	case "limit":
-		return &expr.Limit{}
-	case "redir":
-		return &expr.Redir{}
+	if t := exprTypes[name]; t != nil {
+		return reflect.New(t).Interface().(expr.Any)
 	}
 	return nil
 }

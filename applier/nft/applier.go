@@ -423,7 +423,7 @@ func (c *Changes) Summary() string {
 		case t.Replace:
 			parts = append(parts, fmt.Sprintf("table %s %s replaced (%s): %d chains, %d sets", t.Family, TableName, t.Reason, len(t.ChainsAdded), len(t.SetsAdded)))
 		default:
-			if n := len(t.ChainsAdded) + len(t.ChainsChanged) + len(t.ChainsRemoved) + len(t.SetsAdded) + len(t.SetsRemoved) + len(t.ElementsAdded) + len(t.ElementsRemoved); n > 0 {
+			if !t.Empty() {
 				parts = append(parts, fmt.Sprintf("table %s %s: chains %d added, %d changed, %d removed; elements %d added, %d removed; sets %d added, %d removed",
 					t.Family, TableName, len(t.ChainsAdded), len(t.ChainsChanged), len(t.ChainsRemoved), len(t.ElementsAdded), len(t.ElementsRemoved), len(t.SetsAdded), len(t.SetsRemoved)))
 			}

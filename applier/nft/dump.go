@@ -2,6 +2,7 @@ package nft
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"reflect"
@@ -112,27 +113,12 @@ func (d *ruleDumper) each(req netlink.Message, fn func(data []byte) error) error
 	if err != nil {
 		return err
 	}
-	raw, err := d.conn.SyscallConn()
-	if err != nil {
-		return err
-	}
 	if d.buf == nil {
 		d.buf = make([]byte, dumpBuffer)
 	}
 	var ferr error
 	for {
-		var n int
-		var rerr error
-		if err := raw.Read(func(fd uintptr) bool {
-			n, _, rerr = unix.Recvfrom(int(fd), d.buf, 0)
-			return rerr != unix.EAGAIN && rerr != unix.EWOULDBLOCK
-		}); err != nil {
-			return err
-		}
-		if rerr != nil {
-			return rerr
-		}
-		msgs, err := syscall.ParseNetlinkMessage(d.buf[:n])
+		msgs, err := receive(d.conn, d.buf, true)
 		if err != nil {
 			return err
 		}
@@ -144,18 +130,48 @@ func (d *ruleDumper) each(req netlink.Message, fn func(data []byte) error) error
 			case unix.NLMSG_DONE:
 				return ferr
 			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if code := int32(binary.NativeEndian.Uint32(m.Data[:4])); code != 0 {
-						return syscall.Errno(-code)
-					}
-				}
-				return ferr
+				return cmp.Or(errnoOf(m), ferr)
 			}
 			if ferr == nil {
 				ferr = fn(m.Data)
 			}
 		}
 	}
+}
+
+// receive reads what the kernel queued on c, one buffer's worth, into
+// buf: waiting for it, or, without wait, EAGAIN when nothing is queued.
+func receive(c *netlink.Conn, buf []byte, wait bool) ([]syscall.NetlinkMessage, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	var rerr error
+	read := func(fd uintptr) bool {
+		n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+		return !wait || rerr != unix.EAGAIN && rerr != unix.EWOULDBLOCK
+	}
+	if wait {
+		err = raw.Read(read)
+	} else {
+		err = raw.Control(func(fd uintptr) { read(fd) })
+	}
+	if err = cmp.Or(err, rerr); err != nil {
+		return nil, err
+	}
+	return syscall.ParseNetlinkMessage(buf[:n])
+}
+
+// errnoOf is the error of an NLMSG_ERROR message, nil for an
+// acknowledgement.
+func errnoOf(m syscall.NetlinkMessage) error {
+	if len(m.Data) >= 4 {
+		if code := int32(binary.NativeEndian.Uint32(m.Data[:4])); code != 0 {
+			return syscall.Errno(-code)
+		}
+	}
+	return nil
 }
 
 // chains lists the chains of every table of family fam as google/nftables'

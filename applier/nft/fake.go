@@ -155,14 +155,11 @@ func (f *Fake) Sets(t *nftables.Table) ([]*nftables.Set, error) {
 func (f *Fake) Elements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[tableKey{fam, table}]
-	if !ok {
+	ft := f.tables[tableKey{fam, table}]
+	if ft == nil || ft.sets[set] == nil {
 		return nil, unix.ENOENT
 	}
-	fs, ok := ft.sets[set]
-	if !ok {
-		return nil, unix.ENOENT
-	}
+	fs := ft.sets[set]
 	var out []nftables.SetElement
 	for _, k := range slices.Sorted(maps.Keys(fs.elems)) {
 		out = append(out, fs.elems[k])
@@ -193,11 +190,8 @@ func (f *Fake) Chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
 func (f *Fake) Rules(fam nftables.TableFamily, table, chain string) (map[string][]KernelRule, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[tableKey{fam, table}]
-	if !ok {
-		return nil, unix.ENOENT
-	}
-	if chain != "" && ft.chains[chain] == nil {
+	ft := f.tables[tableKey{fam, table}]
+	if ft == nil || chain != "" && ft.chains[chain] == nil {
 		return nil, unix.ENOENT
 	}
 	out := map[string][]KernelRule{}

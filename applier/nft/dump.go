@@ -197,104 +197,69 @@ func (d *ruleDumper) chains(fam nftables.TableFamily) ([]*nftables.Chain, error)
 // parseChain reads a chain message as google/nftables' chainFromMsg does;
 // tables holds the tables met so far, by name.
 func parseChain(fam nftables.TableFamily, data []byte, tables map[string]*nftables.Table) (*nftables.Chain, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
 	c := &nftables.Chain{}
-	for ad.Next() {
-		switch ad.Type() {
+	err := eachAttr(data, func(typ uint16, b []byte) error {
+		switch typ {
 		case unix.NFTA_CHAIN_NAME:
-			c.Name = ad.String()
+			c.Name = cString(b)
 		case unix.NFTA_CHAIN_TABLE:
-			b := ad.Bytes()
-			if i := bytes.IndexByte(b, 0); i >= 0 {
-				b = b[:i]
+			name := cString(b)
+			if tables[name] == nil {
+				tables[name] = &nftables.Table{Name: name, Family: fam}
 			}
-			t := tables[string(b)]
-			if t == nil {
-				t = &nftables.Table{Name: string(b), Family: fam}
-				tables[t.Name] = t
-			}
-			c.Table = t
+			c.Table = tables[name]
 		case unix.NFTA_CHAIN_TYPE:
-			c.Type = nftables.ChainType(ad.String())
+			c.Type = nftables.ChainType(cString(b))
 		case unix.NFTA_CHAIN_POLICY:
-			p := nftables.ChainPolicy(ad.Uint32())
+			p := nftables.ChainPolicy(be32(b))
 			c.Policy = &p
 		case unix.NFTA_CHAIN_HOOK:
-			var hook nftables.ChainHook
-			var prio nftables.ChainPriority
-			ad.Nested(func(nd *netlink.AttributeDecoder) error {
-				for nd.Next() {
-					switch nd.Type() {
-					case unix.NFTA_HOOK_HOOKNUM:
-						hook = nftables.ChainHook(nd.Uint32())
-					case unix.NFTA_HOOK_PRIORITY:
-						prio = nftables.ChainPriority(int32(nd.Uint32()))
-					}
-				}
-				return nil
-			})
-			c.Hooknum, c.Priority = &hook, &prio
+			hook, err := attr(b, unix.NFTA_HOOK_HOOKNUM)
+			prio, _ := attr(b, unix.NFTA_HOOK_PRIORITY)
+			c.Hooknum = nftables.ChainHookRef(nftables.ChainHook(be32(hook)))
+			c.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(int32(be32(prio))))
+			return err
 		}
-	}
-	return c, ad.Err()
+		return nil
+	})
+	return c, err
 }
 
 // parseRule reads a rule message's chain and expressions.
 func parseRule(fam byte, data []byte) (chain string, r KernelRule, err error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return "", r, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
+	err = eachAttr(data, func(typ uint16, b []byte) error {
+		switch typ {
 		case unix.NFTA_RULE_CHAIN:
-			chain = ad.String()
+			chain = cString(b)
 		case unix.NFTA_RULE_EXPRESSIONS:
-			ad.Nested(func(nd *netlink.AttributeDecoder) error {
-				for nd.Next() {
-					e, name, err := parseExpr(fam, nd.Bytes())
-					if err != nil {
-						return err
-					}
-					if e == nil {
-						r.Opaque += name + " "
-						continue
-					}
+			return eachAttr(b, func(_ uint16, b []byte) error {
+				// A copy: the expressions keep what they are given.
+				e, name, err := parseExpr(fam, bytes.Clone(b))
+				switch {
+				case err != nil:
+					return err
+				case e == nil:
+					r.Opaque += name + " "
+				default:
 					r.Exprs = append(r.Exprs, e)
 				}
 				return nil
 			})
 		}
-	}
-	return chain, r, ad.Err()
+		return nil
+	})
+	return chain, r, err
 }
 
 // parseExpr reads one NFTA_LIST_ELEM as google/nftables does; a nil
 // expression names a type it does not know.
 func parseExpr(fam byte, b []byte) (expr.Any, string, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+	nb, err := attr(b, unix.NFTA_EXPR_NAME)
 	if err != nil {
 		return nil, "", err
 	}
-	ad.ByteOrder = binary.BigEndian
-	var name string
-	var data []byte
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_EXPR_NAME:
-			name = ad.String()
-		case unix.NFTA_EXPR_DATA:
-			data = ad.Bytes()
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return nil, "", err
-	}
+	name := cString(nb)
+	data, _ := attr(b, unix.NFTA_EXPR_DATA)
 	if name == "byteorder" {
 		e, err := unmarshalByteorder(data)
 		return e, name, err
@@ -320,30 +285,38 @@ func parseExpr(fam byte, b []byte) (expr.Any, string, error) {
 // unmarshalByteorder reads a byteorder expression, which google/nftables
 // v0.3.0 can write but not read.
 func unmarshalByteorder(data []byte) (*expr.Byteorder, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
 	e := &expr.Byteorder{}
-	for ad.Next() {
-		switch ad.Type() {
+	err := eachAttr(data, func(typ uint16, b []byte) error {
+		switch typ {
 		case unix.NFTA_BYTEORDER_SREG:
-			e.SourceRegister = ad.Uint32()
+			e.SourceRegister = be32(b)
 		case unix.NFTA_BYTEORDER_DREG:
-			e.DestRegister = ad.Uint32()
+			e.DestRegister = be32(b)
 		case unix.NFTA_BYTEORDER_OP:
-			e.Op = expr.ByteorderOp(ad.Uint32())
+			e.Op = expr.ByteorderOp(be32(b))
 		case unix.NFTA_BYTEORDER_LEN:
-			e.Len = ad.Uint32()
+			e.Len = be32(b)
 		case unix.NFTA_BYTEORDER_SIZE:
-			e.Size = ad.Uint32()
+			e.Size = be32(b)
 		}
-	}
-	if err := ad.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("expression byteorder: %w", err)
 	}
 	return e, nil
+}
+
+// cString is a NUL-terminated string attribute's payload as a string.
+func cString(b []byte) string { return string(bytes.TrimRight(b, "\x00")) }
+
+// be32 is a 32-bit attribute's payload, in network byte order (0 when it
+// has another length).
+func be32(b []byte) uint32 {
+	if len(b) != 4 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(b)
 }
 
 // exprTypes are the kernel expression types parseExpr reads, by their

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -265,7 +264,7 @@ func eachMessage(chunks [][]byte, fn func(typ uint16, fam nftables.TableFamily, 
 // ("" when there is none).
 func stringAttr(attrs []byte, typ uint16) (string, error) {
 	b, err := attr(attrs, typ)
-	return string(bytes.TrimRight(b, "\x00")), err
+	return cString(b), err
 }
 
 // attr returns the payload of the attribute typ of attrs (nil when there

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -272,8 +272,8 @@ func (d *decoder) compare() (nftmodel.Stmt, error) {
 	addr, _ := netip.AddrFromSlice(full)
 	ones := int(n) * 8
 	if mask != nil {
-		ones = maskBits(mask)
-		if ones < 0 {
+		var bits int
+		if ones, bits = net.IPMask(mask).Size(); bits == 0 {
 			return nil, foreign("an address mask that is not a prefix")
 		}
 	}
@@ -282,26 +282,6 @@ func (d *decoder) compare() (nftmodel.Stmt, error) {
 		return nil, foreign("a prefix with host bits")
 	}
 	return nftmodel.AddrMatch{Field: fd, Neq: c.Op == expr.CmpOpNeq, Prefixes: []netip.Prefix{p}}, nil
-}
-
-// maskBits is the length of the prefix a mask keeps (ones, then zeros),
-// or -1 when it is not one.
-func maskBits(mask []byte) int {
-	n := 0
-	for _, c := range mask {
-		n += bits.LeadingZeros8(^c)
-		if c != 0xff {
-			break
-		}
-	}
-	want := make([]byte, len(mask))
-	for i := 0; i < n; i++ {
-		want[i/8] |= 0x80 >> (i % 8)
-	}
-	if !bytes.Equal(want, mask) {
-		return -1
-	}
-	return n
 }
 
 // numgen decodes NumgenMatch and DNATMap, which start with numgen.

@@ -207,18 +207,13 @@ func modelPieces(mt *nftmodel.Table, shells []*Set, cut bool) []modelPiece {
 	return out
 }
 
-func totalWeight(pieces []modelPiece) int {
-	w := 0
-	for _, p := range pieces {
-		w += p.weight()
-	}
-	return w
-}
-
 // segments cuts pieces into n runs of about equal weight, in order.
 func segments(pieces []modelPiece, n int) [][]modelPiece {
 	out := make([][]modelPiece, 0, n)
-	total, w, start := totalWeight(pieces), 0, 0
+	total, w, start := 0, 0, 0
+	for _, p := range pieces {
+		total += p.weight()
+	}
 	for i, p := range pieces {
 		w += p.weight()
 		if len(out) < n-1 && w*n >= total*(len(out)+1) {

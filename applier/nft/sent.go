@@ -280,37 +280,6 @@ func attr(attrs []byte, typ uint16) ([]byte, error) {
 	return out, err
 }
 
-// pendingSent is the decoding of a transaction's messages, running while
-// the kernel takes them.
-type pendingSent struct {
-	done chan struct{}
-	st   sentTables
-	err  error
-}
-
-// startDecodeSent decodes chunks in the background.
-func startDecodeSent(chunks [][]byte) *pendingSent {
-	p := &pendingSent{done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		p.st, p.err = decodeSent(chunks)
-	}()
-	return p
-}
-
-// table waits for the decoding and returns what was added to a table, or
-// nil.
-func (p *pendingSent) table(fam nftables.TableFamily, name string) (*sentTable, error) {
-	if p == nil {
-		return nil, fmt.Errorf("no transaction was sent")
-	}
-	<-p.done
-	if p.err != nil {
-		return nil, p.err
-	}
-	return p.st[tableKey{fam, name}], nil
-}
-
 // modelSums computes the digest of every static set of the tables plans
 // replace from their model (not of the encoded ones, which the read-back
 // check compares with the kernel), once: by family index, then set name.

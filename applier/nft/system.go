@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/google/nftables"
 	"netspec.dev/netspec/internal/stages"
@@ -78,10 +79,10 @@ type System struct {
 	conn   *nftables.Conn // lists
 	batch  *nftables.Conn // writes: batches sent by sender
 	sender *batchSender
-	dump   *ruleDumper  // rules and elements
-	chains *ruleDumper  // chains
-	onSend func()       // see Applier.OnSend
-	sent   *pendingSent // the last transaction's messages, decoded
+	dump   *ruleDumper                // rules and elements
+	chains *ruleDumper                // chains
+	onSend func()                     // see Applier.OnSend
+	sent   func() (sentTables, error) // the last transaction's messages, decoded (decodeSent)
 }
 
 // OpenSystem connects to nftables in the network namespace nsFd (an open
@@ -180,7 +181,9 @@ func (k *System) Run(queue func(Batch) error) error {
 		return err
 	}
 	if st := k.sender.staged; st != nil {
-		k.sent = startDecodeSent(st.chunks)
+		// Decoded while the kernel takes them.
+		k.sent = sync.OnceValues(func() (sentTables, error) { return decodeSent(st.chunks) })
+		go k.sent()
 	}
 	if k.onSend != nil {
 		k.onSend()
@@ -191,7 +194,11 @@ func (k *System) Run(queue func(Batch) error) error {
 
 // Sent implements Kernel.
 func (k *System) Sent(fam nftables.TableFamily, table string) (*sentTable, error) {
-	return k.sent.table(fam, table)
+	if k.sent == nil {
+		return nil, fmt.Errorf("no transaction was sent")
+	}
+	st, err := k.sent()
+	return st[tableKey{fam, table}], err
 }
 
 func (k *System) notifySend(f func()) { k.onSend = f }

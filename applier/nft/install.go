@@ -158,7 +158,7 @@ func (r *Rule) AddTo(c Batch, t *nftables.Table, ch *nftables.Chain) error {
 func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, anon *encoding.AnonSet) error {
 	if anon != nil {
 		as := anon.Template
-		as.Table, as.ID, as.Name = t, anonSetID.Add(1), "__set%d"
+		as.Table, as.ID, as.Name = t, 1<<30+anonSetID.Add(1), "__set%d"
 		if as.IsMap {
 			as.Name = "__map%d"
 		}
@@ -200,11 +200,7 @@ func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, a
 // created in a batch by this ID), from 2^30 up: google/nftables numbers
 // the others from 1 with a counter that is not safe to use from the
 // goroutines that encode a batch's parts (queueModel).
-var anonSetID = func() *atomic.Uint32 {
-	var id atomic.Uint32
-	id.Store(1 << 30)
-	return &id
-}()
+var anonSetID atomic.Uint32
 
 // Key returns bytes identifying what the rule does: equal for a compiled
 // Rule and for the same rule read back from the kernel with c.GetRules

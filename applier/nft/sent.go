@@ -211,17 +211,9 @@ func decodeSent(chunks [][]byte) (sentTables, error) {
 			if err != nil {
 				return fmt.Errorf("elements: %w", err)
 			}
-			set, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_SET)
-			if err != nil {
-				return fmt.Errorf("elements: %w", err)
-			}
-			sum := st.set(fam, table, set)
-			if err := eachAttr(attrs, func(typ uint16, b []byte) error {
-				if typ == unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-					return sum.addList(b)
-				}
-				return nil
-			}); err != nil {
+			set, _ := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_SET)
+			list, _ := attr(attrs, unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+			if err := st.set(fam, table, set).addList(list); err != nil {
 				return fmt.Errorf("elements of %s: %w", set, err)
 			}
 		}

@@ -53,12 +53,7 @@ type ElementChange struct {
 
 // Empty tells whether nothing changes.
 func (c *Changes) Empty() bool {
-	for i := range c.Tables {
-		if !c.Tables[i].Empty() {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(c.Tables, func(t TableChanges) bool { return !t.Empty() })
 }
 
 // Empty tells whether nothing changes in the table.

@@ -1,6 +1,10 @@
 package nft
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/google/nftables"
+)
 
 // TableSummary counts what one of netspec's tables holds in the kernel:
 // what `netspec status` shows of a node whose daemon does not answer.
@@ -18,9 +22,15 @@ func Summarize(k Kernel) ([]TableSummary, error) {
 	var out []TableSummary
 	for _, f := range families {
 		s := TableSummary{Family: familyName(f)}
-		t, err := findTable(k, f, TableName)
+		tables, err := k.Tables(f)
 		if err != nil {
-			return nil, fmt.Errorf("nftables: %s: %w", s.Family, err)
+			return nil, fmt.Errorf("nftables: list %s tables: %w", s.Family, err)
+		}
+		var t *nftables.Table
+		for _, x := range tables {
+			if x.Name == TableName {
+				t = x
+			}
 		}
 		if t == nil {
 			out = append(out, s)

@@ -151,13 +151,10 @@ func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
 		return a.Apply(m)
 	}
 	var plans []*tablePlan
-	replace := false
 	for _, fam := range families {
-		tp := diffModel(modelTable(m, fam), modelTable(a.model, fam), fam)
-		replace = replace || tp.changes.Replace
-		plans = append(plans, tp)
+		plans = append(plans, diffModel(modelTable(m, fam), modelTable(a.model, fam), fam))
 	}
-	if !replace {
+	if !slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
 		ch, err := a.commit(plans)
 		if err == nil {
 			err = a.verifyChanged(plans)

@@ -212,4 +212,5 @@ func TestDecodeKernelSet(t *testing.T) {
 	}
 }
 
+// sortedKeys are the keys of m, sorted.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

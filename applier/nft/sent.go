@@ -19,7 +19,7 @@ import (
 // what the transaction's messages say. What can go wrong is the encoding:
 // google/nftables v0.3.0 was seen to drop set elements silently. So the
 // messages, as the bytes handed to sendmsg, are decoded again while the
-// kernel takes them (System; the Fake records what was queued) and
+// kernel takes them (System; the Fake decodes what it staged) and
 // compared with the model: every chain with its hook, and every named
 // set's elements, as a count and an order-independent sum of their keys'
 // hashes (setSum). At 50,000 Services, reading the table back instead
@@ -156,11 +156,7 @@ func eachAttr(b []byte, fn func(typ uint16, payload []byte) error) error {
 // attributes, as decodeVerdict finds often (an endpoint map's data).
 var errBadAttr = errors.New("truncated or overlong netlink attribute")
 
-// delTable forgets what was added to a table before it was deleted.
-func (st sentTables) delTable(fam nftables.TableFamily, name string) {
-	delete(st, tableKey{fam, name})
-}
-
+// table returns what was added to a table so far.
 func (st sentTables) table(fam nftables.TableFamily, name string) *sentTable {
 	t := st[tableKey{fam, name}]
 	if t == nil {
@@ -168,10 +164,6 @@ func (st sentTables) table(fam nftables.TableFamily, name string) *sentTable {
 		st[tableKey{fam, name}] = t
 	}
 	return t
-}
-
-func (st sentTables) addChain(fam nftables.TableFamily, table string, c *nftables.Chain) {
-	st.table(fam, table).chains[c.Name] = c
 }
 
 // set returns the digest of a set's elements added so far.
@@ -197,14 +189,14 @@ func decodeSent(chunks [][]byte) (sentTables, error) {
 			if err != nil {
 				return fmt.Errorf("delete table: %w", err)
 			}
-			st.delTable(fam, name)
+			delete(st, tableKey{fam, name}) // what was added before is gone
 		case unix.NFT_MSG_NEWCHAIN:
 			ch, err := parseChain(fam, attrs, tables)
 			if err != nil {
 				return fmt.Errorf("chain: %w", err)
 			}
 			if ch.Table != nil {
-				st.addChain(fam, ch.Table.Name, ch)
+				st.table(fam, ch.Table.Name).chains[ch.Name] = ch
 			}
 		case unix.NFT_MSG_NEWSETELEM:
 			table, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_TABLE)

@@ -37,8 +37,8 @@ type Kernel interface {
 	// Sent returns what the last transaction Run sent added to a table,
 	// counted from the table's last delete in it (nil if nothing): for a
 	// table it replaced, everything the table holds. System decodes it
-	// from the bytes it sent, while the kernel takes them; Fake records
-	// what was queued. See sent.go.
+	// from the bytes it sent, while the kernel takes them; Fake from the
+	// bytes it staged. See sent.go.
 	Sent(fam nftables.TableFamily, table string) (*sentTable, error)
 	// Close releases the connections; the kernel's state stays.
 	Close() error

@@ -556,45 +556,38 @@ func (t *fakeTable) addRule(chain string, kr KernelRule, anon map[uint32]string)
 	if c == nil {
 		return unix.ENOENT
 	}
-	// resolve finds a set by name, or a set of this batch by its ID.
-	resolve := func(name string, id uint32) (string, error) {
-		if t.sets[name] != nil {
-			return name, nil
+	r := fakeRule{KernelRule: kr}
+	// refer finds the set a lookup or a dynset names, or a set of this
+	// batch by its ID, and names it as the kernel does.
+	refer := func(name *string, id *uint32) error {
+		if t.sets[*name] == nil {
+			if *id == 0 || anon[*id] == "" {
+				return unix.ENOENT
+			}
+			*name = anon[*id]
 		}
-		if n := anon[id]; n != "" && id != 0 {
-			return n, nil
-		}
-		return "", unix.ENOENT
+		*id = 0
+		r.sets = append(r.sets, *name)
+		return nil
 	}
-	r := fakeRule{KernelRule: KernelRule{Opaque: kr.Opaque}}
 	for _, e := range kr.Exprs {
+		var err error
 		switch x := e.(type) {
 		case *expr.Verdict:
-			if err := t.jumpTarget(x); err != nil {
-				return err
-			}
+			err = t.jumpTarget(x)
 			if x.Kind == expr.VerdictJump || x.Kind == expr.VerdictGoto {
 				r.chains = append(r.chains, x.Chain)
 			}
 		case *expr.Lookup:
-			name, err := resolve(x.SetName, x.SetID)
-			if err != nil {
-				return err
+			if err = refer(&x.SetName, &x.SetID); err == nil && t.sets[x.SetName].set.Anonymous {
+				r.anon = x.SetName
 			}
-			if t.sets[name].set.Anonymous {
-				r.anon = name
-			}
-			r.sets = append(r.sets, name)
-			x.SetName, x.SetID = name, 0
 		case *expr.Dynset:
-			name, err := resolve(x.SetName, x.SetID)
-			if err != nil {
-				return err
-			}
-			r.sets = append(r.sets, name)
-			x.SetName, x.SetID = name, 0
+			err = refer(&x.SetName, &x.SetID)
 		}
-		r.Exprs = append(r.Exprs, e)
+		if err != nil {
+			return err
+		}
 	}
 	c.rules = append(c.rules, r)
 	return nil

@@ -71,9 +71,8 @@ type fakeChain struct {
 // reads them, and what they refer to.
 type fakeRule struct {
 	KernelRule
-	chains []string // jumped to
-	sets   []string // looked up (anonymous sets included)
-	anon   string   // the anonymous set the rule owns: deleted with it
+	uses []string // "chain NAME" jumped to, "set NAME" looked up (anonymous sets included)
+	anon string   // the anonymous set the rule owns: deleted with it
 }
 
 type fakeSet struct {
@@ -397,7 +396,7 @@ func (f *Fake) apply(typ uint16, fam nftables.TableFamily, attrs []byte, anon ma
 		}
 		rules := c.rules
 		c.rules = nil
-		if t.chainUsed(name) {
+		if t.used("chain " + name) {
 			return op, unix.EBUSY
 		}
 		t.dropRules(&fakeChain{rules: rules})
@@ -424,7 +423,7 @@ func (f *Fake) apply(typ uint16, fam nftables.TableFamily, attrs []byte, anon ma
 			return op, unix.ENOENT
 		}
 		if typ == unix.NFT_MSG_DELSET {
-			if t.setUsed(name) {
+			if t.used("set " + name) {
 				return op, unix.EBUSY
 			}
 			delete(t.sets, name)
@@ -505,30 +504,19 @@ func (t *fakeTable) dropRules(c *fakeChain) {
 	c.rules = nil
 }
 
-// chainUsed tells whether a rule or a map element jumps to the chain.
-func (t *fakeTable) chainUsed(name string) bool {
+// used tells whether a rule uses what ref names ("chain NAME", "set
+// NAME"), or, for a chain, a map element jumps to it.
+func (t *fakeTable) used(ref string) bool {
 	for _, c := range t.chains {
 		for _, r := range c.rules {
-			if slices.Contains(r.chains, name) {
+			if slices.Contains(r.uses, ref) {
 				return true
 			}
 		}
 	}
 	for _, s := range t.sets {
 		for _, e := range s.elems {
-			if v := s.verdict(e); v != nil && v.Chain == name {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// setUsed tells whether a rule looks the set up.
-func (t *fakeTable) setUsed(name string) bool {
-	for _, c := range t.chains {
-		for _, r := range c.rules {
-			if slices.Contains(r.sets, name) {
+			if v := s.verdict(e); v != nil && "chain "+v.Chain == ref {
 				return true
 			}
 		}
@@ -567,7 +555,7 @@ func (t *fakeTable) addRule(chain string, kr KernelRule, anon map[uint32]string)
 			*name = anon[*id]
 		}
 		*id = 0
-		r.sets = append(r.sets, *name)
+		r.uses = append(r.uses, "set "+*name)
 		return nil
 	}
 	for _, e := range kr.Exprs {
@@ -576,7 +564,7 @@ func (t *fakeTable) addRule(chain string, kr KernelRule, anon map[uint32]string)
 		case *expr.Verdict:
 			err = t.jumpTarget(x)
 			if x.Kind == expr.VerdictJump || x.Kind == expr.VerdictGoto {
-				r.chains = append(r.chains, x.Chain)
+				r.uses = append(r.uses, "chain "+x.Chain)
 			}
 		case *expr.Lookup:
 			if err = refer(&x.SetName, &x.SetID); err == nil && t.sets[x.SetName].set.Anonymous {

@@ -71,8 +71,10 @@ type fakeChain struct {
 // reads them, and what they refer to.
 type fakeRule struct {
 	KernelRule
-	uses []string // "chain NAME" jumped to, "set NAME" looked up (anonymous sets included)
-	anon string   // the anonymous set the rule owns: deleted with it
+	// uses are the chains it jumps to ("chain NAME") and the sets it looks
+	// up ("set NAME"; anonymous sets included).
+	uses []string
+	anon string // the anonymous set the rule owns: deleted with it
 }
 
 type fakeSet struct {

@@ -123,9 +123,7 @@ func (b *batchSender) roundTrip(reqs []netlink.Message) ([]netlink.Message, erro
 	if len(b.pending) == 0 {
 		return nil, nil
 	}
-	first := b.pending[0]
-	b.pending = b.pending[1:]
-	return []netlink.Message{first}, nil
+	return b.roundTrip(nil) // the first acknowledgement
 }
 
 // stage starts a transaction: what Flush is given is staged, not sent,

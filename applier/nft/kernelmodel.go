@@ -208,6 +208,7 @@ func (km *kernelModel) addForeign(tp *tablePlan, want *nftmodel.Table) {
 			}
 			removed = append(removed, ElementChange{Set: ms.Name, Text: rawText(u)})
 		}
+		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 		s := setOf(tp.want, ms.Name)
 		known := s.Template.Name != ""
 		if ms.Interval && ms.EndpointMod == 0 {
@@ -216,7 +217,6 @@ func (km *kernelModel) addForeign(tp *tablePlan, want *nftmodel.Table) {
 				replaceSet(tp.want, s)
 				tp.flushSet(s, nil, nil)
 			}
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 			continue
 		}
 		if !known {
@@ -229,7 +229,6 @@ func (km *kernelModel) addForeign(tp *tablePlan, want *nftmodel.Table) {
 			tp.delElems[ms.Name] = append(tp.delElems[ms.Name], u...)
 			tp.changes.Bytes += elementBytes(u)
 		}
-		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 	}
 }
 

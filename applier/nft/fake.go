@@ -128,10 +128,7 @@ func (f *Fake) Tables(fam nftables.TableFamily) ([]*nftables.Table, error) {
 
 func (f *Fake) tableKeys() []tableKey {
 	return slices.SortedFunc(maps.Keys(f.tables), func(a, b tableKey) int {
-		if a.fam != b.fam {
-			return int(a.fam) - int(b.fam)
-		}
-		return strings.Compare(a.name, b.name)
+		return cmp.Or(cmp.Compare(a.fam, b.fam), strings.Compare(a.name, b.name))
 	})
 }
 

@@ -151,13 +151,10 @@ func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
 		return a.Apply(m)
 	}
 	var plans []*tablePlan
-	replace := false
 	for _, fam := range families {
-		tp := diffModel(modelTable(m, fam), modelTable(a.model, fam), fam)
-		replace = replace || tp.changes.Replace
-		plans = append(plans, tp)
+		plans = append(plans, diffModel(modelTable(m, fam), modelTable(a.model, fam), fam))
 	}
-	if !replace {
+	if !slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
 		ch, err := a.commit(plans)
 		if err == nil {
 			err = a.verifyChanged(plans)
@@ -423,7 +420,7 @@ func (c *Changes) Summary() string {
 		case t.Replace:
 			parts = append(parts, fmt.Sprintf("table %s %s replaced (%s): %d chains, %d sets", t.Family, TableName, t.Reason, len(t.ChainsAdded), len(t.SetsAdded)))
 		default:
-			if n := len(t.ChainsAdded) + len(t.ChainsChanged) + len(t.ChainsRemoved) + len(t.SetsAdded) + len(t.SetsRemoved) + len(t.ElementsAdded) + len(t.ElementsRemoved); n > 0 {
+			if !t.Empty() {
 				parts = append(parts, fmt.Sprintf("table %s %s: chains %d added, %d changed, %d removed; elements %d added, %d removed; sets %d added, %d removed",
 					t.Family, TableName, len(t.ChainsAdded), len(t.ChainsChanged), len(t.ChainsRemoved), len(t.ElementsAdded), len(t.ElementsRemoved), len(t.SetsAdded), len(t.SetsRemoved)))
 			}

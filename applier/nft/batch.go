@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -124,9 +123,7 @@ func (b *batchSender) roundTrip(reqs []netlink.Message) ([]netlink.Message, erro
 	if len(b.pending) == 0 {
 		return nil, nil
 	}
-	first := b.pending[0]
-	b.pending = b.pending[1:]
-	return []netlink.Message{first}, nil
+	return b.roundTrip(nil) // the first acknowledgement
 }
 
 // stage starts a transaction: what Flush is given is staged, not sent,
@@ -230,35 +227,19 @@ func appendMessage(b []byte, m netlink.Message) []byte {
 // without waiting: errors only, as nothing asked for acknowledgements.
 // The first error is returned.
 func (b *batchSender) collectErrors() error {
-	raw, err := b.conn.SyscallConn()
-	if err != nil {
-		return err
-	}
 	buf := make([]byte, 1<<16)
 	var first error
 	for {
-		var n int
-		var rerr error
-		if err := raw.Control(func(fd uintptr) {
-			n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-		}); err != nil {
-			return err
-		}
-		if rerr == unix.EAGAIN || rerr == unix.EWOULDBLOCK {
+		msgs, err := receive(b.conn, buf, false)
+		if err == unix.EAGAIN || err == unix.EWOULDBLOCK {
 			return first
 		}
-		if rerr != nil {
-			return rerr
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
 		if err != nil {
 			return err
 		}
 		for _, m := range msgs {
-			if m.Header.Type == unix.NLMSG_ERROR && len(m.Data) >= 4 {
-				if code := int32(binary.NativeEndian.Uint32(m.Data[:4])); code != 0 && first == nil {
-					first = syscall.Errno(-code)
-				}
+			if m.Header.Type == unix.NLMSG_ERROR && first == nil {
+				first = errnoOf(m)
 			}
 		}
 	}

@@ -62,7 +62,7 @@ func encodedReadBack(mt *nftmodel.Table) readBack {
 		}
 	}
 	for _, s := range mt.Sets() {
-		rb.elems[s.Name] = flatElems(encoding.SetElements(f, s))
+		rb.elems[s.Name] = slices.Concat(encoding.SetElements(f, s)...)
 	}
 	return rb
 }

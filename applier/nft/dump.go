@@ -2,8 +2,10 @@ package nft
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -63,33 +65,36 @@ func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[s
 	if chain != "" {
 		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")})
 	}
-	data, err := netlink.MarshalAttributes(attrs)
-	if err != nil {
-		return nil, err
-	}
-	req := netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
-	}
-	msgs, err := d.execute(req)
+	out := map[string][]KernelRule{}
+	err := d.dump(unix.NFT_MSG_GETRULE, fam, attrs, func(data []byte) error {
+		ch, r, err := parseRule(byte(fam), data)
+		out[ch] = append(out[ch], r)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dump rules of %s %s: %w", familyName(fam), table, explain(err))
 	}
-	out := map[string][]KernelRule{}
-	for _, m := range msgs {
-		if len(m) < 4 {
-			continue
-		}
-		ch, r, err := parseRule(byte(fam), m[4:])
-		if err != nil {
-			return nil, fmt.Errorf("dump rules of %s %s: %w", familyName(fam), table, err)
-		}
-		out[ch] = append(out[ch], r)
-	}
 	return out, nil
+}
+
+// dump sends a dump request of type typ (NFT_MSG_GET*) for family fam with
+// attributes attrs, and calls fn with the attributes of each reply, as
+// each does.
+func (d *ruleDumper) dump(typ uint16, fam nftables.TableFamily, attrs []netlink.Attribute, fn func(attrs []byte) error) error {
+	data, err := netlink.MarshalAttributes(attrs)
+	if err != nil {
+		return err
+	}
+	req := netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | typ), Flags: netlink.Request | netlink.Dump},
+		Data:   append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
+	}
+	return d.each(req, func(data []byte) error {
+		if len(data) < 4 {
+			return nil
+		}
+		return fn(data[4:])
+	})
 }
 
 // dumpBuffer is the receive buffer of a dump. The kernel fills each
@@ -98,16 +103,6 @@ func (d *ruleDumper) rules(fam nftables.TableFamily, table, chain string) (map[s
 // mdlayher/netlink's page-sized reads, dumping 30,000 rules took seconds
 // of kernel time; with big reads, a fraction of that.
 const dumpBuffer = 1 << 20
-
-// execute sends a dump request and returns the data of its replies.
-func (d *ruleDumper) execute(req netlink.Message) ([][]byte, error) {
-	var out [][]byte
-	err := d.each(req, func(data []byte) error {
-		out = append(out, bytes.Clone(data))
-		return nil
-	})
-	return out, err
-}
 
 // each sends a dump request and calls fn with the data of each reply, in
 // order. data is valid only during the call: it is the receive buffer's.
@@ -118,27 +113,12 @@ func (d *ruleDumper) each(req netlink.Message, fn func(data []byte) error) error
 	if err != nil {
 		return err
 	}
-	raw, err := d.conn.SyscallConn()
-	if err != nil {
-		return err
-	}
 	if d.buf == nil {
 		d.buf = make([]byte, dumpBuffer)
 	}
 	var ferr error
 	for {
-		var n int
-		var rerr error
-		if err := raw.Read(func(fd uintptr) bool {
-			n, _, rerr = unix.Recvfrom(int(fd), d.buf, 0)
-			return rerr != unix.EAGAIN && rerr != unix.EWOULDBLOCK
-		}); err != nil {
-			return err
-		}
-		if rerr != nil {
-			return rerr
-		}
-		msgs, err := syscall.ParseNetlinkMessage(d.buf[:n])
+		msgs, err := receive(d.conn, d.buf, true)
 		if err != nil {
 			return err
 		}
@@ -150,18 +130,48 @@ func (d *ruleDumper) each(req netlink.Message, fn func(data []byte) error) error
 			case unix.NLMSG_DONE:
 				return ferr
 			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if code := int32(binary.NativeEndian.Uint32(m.Data[:4])); code != 0 {
-						return syscall.Errno(-code)
-					}
-				}
-				return ferr
+				return cmp.Or(errnoOf(m), ferr)
 			}
 			if ferr == nil {
 				ferr = fn(m.Data)
 			}
 		}
 	}
+}
+
+// receive reads what the kernel queued on c, one buffer's worth, into
+// buf: waiting for it, or, without wait, EAGAIN when nothing is queued.
+func receive(c *netlink.Conn, buf []byte, wait bool) ([]syscall.NetlinkMessage, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	var rerr error
+	read := func(fd uintptr) bool {
+		n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+		return !wait || rerr != unix.EAGAIN && rerr != unix.EWOULDBLOCK
+	}
+	if wait {
+		err = raw.Read(read)
+	} else {
+		err = raw.Control(func(fd uintptr) { read(fd) })
+	}
+	if err = cmp.Or(err, rerr); err != nil {
+		return nil, err
+	}
+	return syscall.ParseNetlinkMessage(buf[:n])
+}
+
+// errnoOf is the error of an NLMSG_ERROR message, nil for an
+// acknowledgement.
+func errnoOf(m syscall.NetlinkMessage) error {
+	if len(m.Data) >= 4 {
+		if code := int32(binary.NativeEndian.Uint32(m.Data[:4])); code != 0 {
+			return syscall.Errno(-code)
+		}
+	}
+	return nil
 }
 
 // chains lists the chains of every table of family fam as google/nftables'
@@ -171,25 +181,12 @@ func (d *ruleDumper) each(req netlink.Message, fn func(data []byte) error) error
 // them the kernel walking its chain list again for every page. The chains
 // of one table share their *nftables.Table.
 func (d *ruleDumper) chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
-	req := netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETCHAIN),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: []byte{byte(fam), unix.NFNETLINK_V0, 0, 0},
-	}
 	var out []*nftables.Chain
 	tables := map[string]*nftables.Table{}
-	err := d.each(req, func(data []byte) error {
-		if len(data) < 4 {
-			return nil
-		}
-		c, err := parseChain(fam, data[4:], tables)
-		if err != nil {
-			return err
-		}
+	err := d.dump(unix.NFT_MSG_GETCHAIN, fam, nil, func(data []byte) error {
+		c, err := parseChain(fam, data, tables)
 		out = append(out, c)
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s: %w", familyName(fam), explain(err))
@@ -200,104 +197,69 @@ func (d *ruleDumper) chains(fam nftables.TableFamily) ([]*nftables.Chain, error)
 // parseChain reads a chain message as google/nftables' chainFromMsg does;
 // tables holds the tables met so far, by name.
 func parseChain(fam nftables.TableFamily, data []byte, tables map[string]*nftables.Table) (*nftables.Chain, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
 	c := &nftables.Chain{}
-	for ad.Next() {
-		switch ad.Type() {
+	err := eachAttr(data, func(typ uint16, b []byte) error {
+		switch typ {
 		case unix.NFTA_CHAIN_NAME:
-			c.Name = ad.String()
+			c.Name = cString(b)
 		case unix.NFTA_CHAIN_TABLE:
-			b := ad.Bytes()
-			if i := bytes.IndexByte(b, 0); i >= 0 {
-				b = b[:i]
+			name := cString(b)
+			if tables[name] == nil {
+				tables[name] = &nftables.Table{Name: name, Family: fam}
 			}
-			t := tables[string(b)]
-			if t == nil {
-				t = &nftables.Table{Name: string(b), Family: fam}
-				tables[t.Name] = t
-			}
-			c.Table = t
+			c.Table = tables[name]
 		case unix.NFTA_CHAIN_TYPE:
-			c.Type = nftables.ChainType(ad.String())
+			c.Type = nftables.ChainType(cString(b))
 		case unix.NFTA_CHAIN_POLICY:
-			p := nftables.ChainPolicy(ad.Uint32())
+			p := nftables.ChainPolicy(be32(b))
 			c.Policy = &p
 		case unix.NFTA_CHAIN_HOOK:
-			var hook nftables.ChainHook
-			var prio nftables.ChainPriority
-			ad.Nested(func(nd *netlink.AttributeDecoder) error {
-				for nd.Next() {
-					switch nd.Type() {
-					case unix.NFTA_HOOK_HOOKNUM:
-						hook = nftables.ChainHook(nd.Uint32())
-					case unix.NFTA_HOOK_PRIORITY:
-						prio = nftables.ChainPriority(int32(nd.Uint32()))
-					}
-				}
-				return nil
-			})
-			c.Hooknum, c.Priority = &hook, &prio
+			hook, err := attr(b, unix.NFTA_HOOK_HOOKNUM)
+			prio, _ := attr(b, unix.NFTA_HOOK_PRIORITY)
+			c.Hooknum = nftables.ChainHookRef(nftables.ChainHook(be32(hook)))
+			c.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(int32(be32(prio))))
+			return err
 		}
-	}
-	return c, ad.Err()
+		return nil
+	})
+	return c, err
 }
 
 // parseRule reads a rule message's chain and expressions.
 func parseRule(fam byte, data []byte) (chain string, r KernelRule, err error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return "", r, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
+	err = eachAttr(data, func(typ uint16, b []byte) error {
+		switch typ {
 		case unix.NFTA_RULE_CHAIN:
-			chain = ad.String()
+			chain = cString(b)
 		case unix.NFTA_RULE_EXPRESSIONS:
-			ad.Nested(func(nd *netlink.AttributeDecoder) error {
-				for nd.Next() {
-					e, name, err := parseExpr(fam, nd.Bytes())
-					if err != nil {
-						return err
-					}
-					if e == nil {
-						r.Opaque += name + " "
-						continue
-					}
+			return eachAttr(b, func(_ uint16, b []byte) error {
+				// A copy: the expressions keep what they are given.
+				e, name, err := parseExpr(fam, bytes.Clone(b))
+				switch {
+				case err != nil:
+					return err
+				case e == nil:
+					r.Opaque += name + " "
+				default:
 					r.Exprs = append(r.Exprs, e)
 				}
 				return nil
 			})
 		}
-	}
-	return chain, r, ad.Err()
+		return nil
+	})
+	return chain, r, err
 }
 
 // parseExpr reads one NFTA_LIST_ELEM as google/nftables does; a nil
 // expression names a type it does not know.
 func parseExpr(fam byte, b []byte) (expr.Any, string, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+	nb, err := attr(b, unix.NFTA_EXPR_NAME)
 	if err != nil {
 		return nil, "", err
 	}
-	ad.ByteOrder = binary.BigEndian
-	var name string
-	var data []byte
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_EXPR_NAME:
-			name = ad.String()
-		case unix.NFTA_EXPR_DATA:
-			data = ad.Bytes()
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return nil, "", err
-	}
+	name := cString(nb)
+	data, _ := attr(b, unix.NFTA_EXPR_DATA)
 	if name == "byteorder" {
 		e, err := unmarshalByteorder(data)
 		return e, name, err
@@ -323,72 +285,60 @@ func parseExpr(fam byte, b []byte) (expr.Any, string, error) {
 // unmarshalByteorder reads a byteorder expression, which google/nftables
 // v0.3.0 can write but not read.
 func unmarshalByteorder(data []byte) (*expr.Byteorder, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
 	e := &expr.Byteorder{}
-	for ad.Next() {
-		switch ad.Type() {
+	err := eachAttr(data, func(typ uint16, b []byte) error {
+		switch typ {
 		case unix.NFTA_BYTEORDER_SREG:
-			e.SourceRegister = ad.Uint32()
+			e.SourceRegister = be32(b)
 		case unix.NFTA_BYTEORDER_DREG:
-			e.DestRegister = ad.Uint32()
+			e.DestRegister = be32(b)
 		case unix.NFTA_BYTEORDER_OP:
-			e.Op = expr.ByteorderOp(ad.Uint32())
+			e.Op = expr.ByteorderOp(be32(b))
 		case unix.NFTA_BYTEORDER_LEN:
-			e.Len = ad.Uint32()
+			e.Len = be32(b)
 		case unix.NFTA_BYTEORDER_SIZE:
-			e.Size = ad.Uint32()
+			e.Size = be32(b)
 		}
-	}
-	if err := ad.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("expression byteorder: %w", err)
 	}
 	return e, nil
 }
 
-// exprOfName makes an empty expression of a kernel expression type: the
-// types netspec writes, and the common ones a hand-written rule may hold.
+// cString is a NUL-terminated string attribute's payload as a string.
+func cString(b []byte) string { return string(bytes.TrimRight(b, "\x00")) }
+
+// be32 is a 32-bit attribute's payload, in network byte order (0 when it
+// has another length).
+func be32(b []byte) uint32 {
+	if len(b) != 4 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(b)
+}
+
+// exprTypes are the kernel expression types parseExpr reads, by their
+// names in the kernel (exprName): the types netspec writes, and the
+// common ones a hand-written rule may hold.
+var exprTypes = func() map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for _, x := range []expr.Any{
+		&expr.Ct{}, &expr.Range{}, &expr.Meta{}, &expr.Cmp{}, &expr.Counter{}, &expr.Payload{},
+		&expr.Lookup{}, &expr.Immediate{}, &expr.Bitwise{}, &expr.NAT{}, &expr.Dynset{}, &expr.Log{},
+		&expr.Reject{}, &expr.Masq{}, &expr.Fib{}, &expr.Numgen{}, &expr.Limit{}, &expr.Redir{},
+	} {
+		m[exprName(x)] = reflect.TypeOf(x).Elem()
+	}
+	return m
+}()
+
+// exprOfName makes an empty expression of a kernel expression type, nil
+// for one not in exprTypes.
 func exprOfName(name string) expr.Any {
-	switch name {
-	case "ct":
-		return &expr.Ct{}
-	case "range":
-		return &expr.Range{}
-	case "meta":
-		return &expr.Meta{}
-	case "cmp":
-		return &expr.Cmp{}
-	case "counter":
-		return &expr.Counter{}
-	case "payload":
-		return &expr.Payload{}
-	case "lookup":
-		return &expr.Lookup{}
-	case "immediate":
-		return &expr.Immediate{}
-	case "bitwise":
-		return &expr.Bitwise{}
-	case "nat":
-		return &expr.NAT{}
-	case "dynset":
-		return &expr.Dynset{}
-	case "log":
-		return &expr.Log{}
-	case "reject":
-		return &expr.Reject{}
-	case "masq":
-		return &expr.Masq{}
-	case "fib":
-		return &expr.Fib{}
-	case "numgen":
-		return &expr.Numgen{}
-	case "limit":
-		return &expr.Limit{}
-	case "redir":
-		return &expr.Redir{}
+	if t := exprTypes[name]; t != nil {
+		return reflect.New(t).Interface().(expr.Any)
 	}
 	return nil
 }
@@ -398,97 +348,93 @@ func exprOfName(name string) expr.Any {
 // big reads: with page-sized ones the kernel walks a big set again for
 // every page, and reading back every set after a load took a third of it.
 func (d *ruleDumper) setElements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error) {
-	data, err := netlink.MarshalAttributes([]netlink.Attribute{
+	attrs := []netlink.Attribute{
 		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
-	})
-	if err != nil {
-		return nil, err
-	}
-	req := netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
-	}
-	msgs, err := d.execute(req)
-	if err != nil {
-		return nil, fmt.Errorf("list elements of %s: %w", set, explain(err))
 	}
 	var out []nftables.SetElement
-	for _, m := range msgs {
-		if len(m) < 4 {
-			continue
-		}
-		if out, err = appendElements(out, m[4:]); err != nil {
-			return nil, fmt.Errorf("list elements of %s: %w", set, err)
-		}
+	err := d.dump(unix.NFT_MSG_GETSETELEM, fam, attrs, func(data []byte) (err error) {
+		out, err = appendElements(out, data)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list elements of %s: %w", set, explain(err))
 	}
 	return out, nil
 }
 
-// appendElements appends the elements of one GETSETELEM reply.
+// appendElements appends the elements of one GETSETELEM reply, or of a
+// NEWSETELEM or DELSETELEM message (a verdict as its attributes in Val).
 func appendElements(out []nftables.SetElement, data []byte) ([]nftables.SetElement, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-			continue
+	err := eachAttr(data, func(typ uint16, list []byte) error {
+		if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			return nil
 		}
-		ad.Nested(func(list *netlink.AttributeDecoder) error {
-			for list.Next() {
-				if list.Type() != unix.NFTA_LIST_ELEM {
-					continue
-				}
-				var e nftables.SetElement
-				list.Nested(func(el *netlink.AttributeDecoder) error {
-					for el.Next() {
-						switch el.Type() {
-						case unix.NFTA_SET_ELEM_KEY:
-							e.Key = dataValue(el)
-						case nftaSetElemKeyEnd:
-							e.KeyEnd = dataValue(el)
-						case unix.NFTA_SET_ELEM_DATA:
-							e.Val = dataValue(el)
-						case unix.NFTA_SET_ELEM_FLAGS:
-							e.IntervalEnd = el.Uint32()&unix.NFT_SET_ELEM_INTERVAL_END != 0
-						case unix.NFTA_SET_ELEM_TIMEOUT:
-							e.Timeout = time.Duration(el.Uint64()) * time.Millisecond
-						case unix.NFTA_SET_ELEM_EXPIRATION:
-							e.Expires = time.Duration(el.Uint64()) * time.Millisecond
-						case unix.NFTA_SET_ELEM_USERDATA:
-							if c, ok := userdata.GetString(el.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT); ok {
-								e.Comment = c
-							}
-						}
-					}
-					return nil
-				})
-				out = append(out, e)
+		return eachElement(list, func(e rawElement) error {
+			el := nftables.SetElement{Key: bytes.Clone(e.key), KeyEnd: bytes.Clone(e.keyEnd), Val: bytes.Clone(e.val),
+				IntervalEnd: e.flags&unix.NFT_SET_ELEM_INTERVAL_END != 0,
+				Timeout:     time.Duration(e.timeout) * time.Millisecond, Expires: time.Duration(e.expires) * time.Millisecond}
+			if e.verdict != nil {
+				el.Val = bytes.Clone(e.verdict)
 			}
+			el.Comment, _ = userdata.GetString(e.udata, userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+			out = append(out, el)
 			return nil
 		})
-	}
-	return out, ad.Err()
+	})
+	return out, err
 }
 
-// dataValue is the value (NFTA_DATA_VALUE) or the verdict's attributes
-// (NFTA_DATA_VERDICT) of a nested data attribute.
-func dataValue(ad *netlink.AttributeDecoder) []byte {
-	var b []byte
-	ad.Nested(func(d *netlink.AttributeDecoder) error {
-		for d.Next() {
-			if d.Type() == unix.NFTA_DATA_VALUE || d.Type() == unix.NFTA_DATA_VERDICT {
-				b = bytes.Clone(d.Bytes())
+// rawElement is one element of a list of set elements as its attributes
+// hold it; the slices alias the message.
+type rawElement struct {
+	key, keyEnd, val []byte // NFTA_DATA_VALUE of each
+	verdict          []byte // the attributes of NFTA_DATA_VERDICT, when the data is one
+	flags            uint32
+	timeout, expires uint64 // in milliseconds
+	udata            []byte
+}
+
+// eachElement calls fn with each element of list, the payload of an
+// NFTA_SET_ELEM_LIST_ELEMENTS attribute, without allocating. Each nested
+// attribute is an element, whatever its type (the kernel's dumps say
+// NFTA_LIST_ELEM, google/nftables numbers them), as the kernel reads
+// them.
+func eachElement(list []byte, fn func(e rawElement) error) error {
+	var e rawElement
+	return eachAttr(list, func(_ uint16, el []byte) error {
+		e = rawElement{}
+		err := eachAttr(el, func(typ uint16, b []byte) error {
+			var err error
+			switch typ {
+			case unix.NFTA_SET_ELEM_KEY:
+				e.key, err = attr(b, unix.NFTA_DATA_VALUE)
+			case nftaSetElemKeyEnd:
+				e.keyEnd, err = attr(b, unix.NFTA_DATA_VALUE)
+			case unix.NFTA_SET_ELEM_DATA:
+				if e.val, err = attr(b, unix.NFTA_DATA_VALUE); err == nil {
+					e.verdict, err = attr(b, unix.NFTA_DATA_VERDICT)
+				}
+			case unix.NFTA_SET_ELEM_FLAGS:
+				if len(b) == 4 {
+					e.flags = binary.BigEndian.Uint32(b)
+				}
+			case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
+				if len(b) == 8 && typ == unix.NFTA_SET_ELEM_TIMEOUT {
+					e.timeout = binary.BigEndian.Uint64(b)
+				} else if len(b) == 8 {
+					e.expires = binary.BigEndian.Uint64(b)
+				}
+			case unix.NFTA_SET_ELEM_USERDATA:
+				e.udata = b
 			}
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		return nil
+		return fn(e)
 	})
-	return b
 }
 
 // nftaSetElemKeyEnd is NFTA_SET_ELEM_KEY_END, which x/sys/unix lacks.

@@ -32,22 +32,25 @@ func encodeChain(enc *encoding.Encoder, f nftmodel.Family, mc *nftmodel.Chain, t
 	return ch
 }
 
+// hookNums and chainTypes are the kernel's hooks and chain types of the
+// model's (baseChain), and so the model's of the kernel's (decodeHook).
+var (
+	hookNums = [...]*nftables.ChainHook{
+		nftmodel.Prerouting:  nftables.ChainHookPrerouting,
+		nftmodel.Output:      nftables.ChainHookOutput,
+		nftmodel.Postrouting: nftables.ChainHookPostrouting,
+	}
+	chainTypes = [...]nftables.ChainType{nftmodel.Filter: nftables.ChainTypeFilter, nftmodel.NAT: nftables.ChainTypeNAT}
+)
+
 // baseChain is the hook of a chain of the model, nil for a regular chain.
 func baseChain(h *nftmodel.Hook) *BaseChain {
 	if h == nil {
 		return nil
 	}
-	b := &BaseChain{Type: nftables.ChainTypeFilter, Policy: nftables.ChainPolicyAccept}
-	if h.Type == nftmodel.NAT {
-		b.Type = nftables.ChainTypeNAT
-	}
-	switch h.Hook {
-	case nftmodel.Prerouting:
-		b.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPrerouting)
-	case nftmodel.Output:
-		b.Hooknum = nftables.ChainHookRef(*nftables.ChainHookOutput)
-	case nftmodel.Postrouting:
-		b.Hooknum = nftables.ChainHookRef(*nftables.ChainHookPostrouting)
+	b := &BaseChain{Type: chainTypes[h.Type], Policy: nftables.ChainPolicyAccept}
+	if n := hookNums[h.Hook]; n != nil {
+		b.Hooknum = nftables.ChainHookRef(*n)
 	}
 	b.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(h.Priority))
 	return b

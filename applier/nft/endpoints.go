@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -149,7 +150,7 @@ func (tp *tablePlan) diffEndpointElems(s, old *Set) {
 	if len(add) > 0 {
 		tp.addElemsText[s.Name] = elementsOf(add)
 	}
-	for _, k := range sortedKeys(left) {
+	for _, k := range slices.Sorted(maps.Keys(left)) {
 		u := left[k]
 		tp.delElems[s.Name] = append(tp.delElems[s.Name], u...)
 		tp.changes.Bytes += elementBytes(u)

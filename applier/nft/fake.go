@@ -1,8 +1,8 @@
 package nft
 
 import (
+	"cmp"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,27 +17,29 @@ import (
 )
 
 // Fake is an in-memory Kernel for tests, in the manner of knftables'
-// fake: it keeps tables, chains with their rules (as netlink expressions,
-// read back as the kernel dumps them), sets and maps with their elements,
-// and runs a batch as the kernel runs a transaction: every operation in
-// order, all of them or, at the first one the kernel would refuse, none
-// (the state stays as it was). It refuses, with the kernel's errors, what
-// netspec could send wrongly: a rule or map element that jumps to a
-// missing chain, a rule that looks up a missing set, elements of a
-// missing set, deleting or flushing a missing object, deleting a chain
-// that is jumped to (its own rules go with it, as in the kernel) or a set
-// a rule uses, a set declared again differently, an element added again
-// with other data, a base chain's hook changed in place. Adding a table,
-// chain, set or element that exists as it is changes nothing, as NEW*
-// messages without NLM_F_EXCL do. TestFakeRefusesAsKernel checks these
-// answers against the kernel's.
+// fake: it keeps tables, chains with their rules, sets and maps with their
+// elements, and runs a batch as the kernel runs a transaction: every
+// operation in order, all of them or, at the first one the kernel would
+// refuse, none (the state stays as it was). A batch is queued into
+// google/nftables and staged as System stages it (batch.go), and the Fake
+// reads the messages as the kernel would, with the decoders that read the
+// kernel's dumps (dump.go): what it holds is what the kernel was sent. It
+// refuses, with the kernel's errors, what netspec could send wrongly: a
+// rule or map element that jumps to a missing chain, a rule that looks up
+// a missing set, elements of a missing set, deleting or flushing a
+// missing object, deleting a chain that is jumped to (its own rules go
+// with it, as in the kernel) or a set a rule uses, a set declared again
+// differently, an element added again with other data, a base chain's
+// hook changed in place. Adding a table, chain, set or element that
+// exists as it is changes nothing, as NEW* messages without NLM_F_EXCL
+// do. TestFakeRefusesAsKernel checks these answers against the kernel's.
 //
 // Tests inspect it with Dump and the Kernel reads, drift it with Run (as
 // someone running nft by hand), and make a batch fail with FailNext.
 // Make it with NewFake.
 type Fake struct {
 	mu       sync.Mutex
-	tables   map[fakeTableKey]*fakeTable
+	tables   map[tableKey]*fakeTable
 	failNext bool
 	batches  int
 	last     []string
@@ -53,11 +55,6 @@ var _ Kernel = (*Fake)(nil)
 // (FailNext).
 var ErrFakeFailure = errors.New("fake: injected failure")
 
-type fakeTableKey struct {
-	fam  nftables.TableFamily
-	name string
-}
-
 type fakeTable struct {
 	table  nftables.Table
 	chains map[string]*fakeChain
@@ -70,22 +67,23 @@ type fakeChain struct {
 	rules []fakeRule
 }
 
-// fakeRule is a rule as the kernel keeps it: its expressions encoded, and
-// what they refer to.
+// fakeRule is a rule as the kernel keeps it: its expressions, as a dump
+// reads them, and what they refer to.
 type fakeRule struct {
-	exprs  [][]byte // each as expr.Marshal writes it
-	chains []string // jumped to
-	sets   []string // looked up (anonymous sets included)
-	anon   string   // the anonymous set the rule owns: deleted with it
+	KernelRule
+	// uses are the chains it jumps to ("chain NAME") and the sets it looks
+	// up ("set NAME"; anonymous sets included).
+	uses []string
+	anon string // the anonymous set the rule owns: deleted with it
 }
 
 type fakeSet struct {
-	set   nftables.Set // Table nil, ID 0
+	set   nftables.Set // as GetSets reads it; Table nil, ID 0
 	elems map[string]nftables.SetElement
 }
 
 // NewFake returns a Fake without tables.
-func NewFake() *Fake { return &Fake{tables: map[fakeTableKey]*fakeTable{}} }
+func NewFake() *Fake { return &Fake{tables: map[tableKey]*fakeTable{}} }
 
 // FailNext makes the next batch fail with ErrFakeFailure, changing
 // nothing, as a batch the kernel refuses.
@@ -128,12 +126,9 @@ func (f *Fake) Tables(fam nftables.TableFamily) ([]*nftables.Table, error) {
 	return out, nil
 }
 
-func (f *Fake) tableKeys() []fakeTableKey {
-	return slices.SortedFunc(maps.Keys(f.tables), func(a, b fakeTableKey) int {
-		if a.fam != b.fam {
-			return int(a.fam) - int(b.fam)
-		}
-		return strings.Compare(a.name, b.name)
+func (f *Fake) tableKeys() []tableKey {
+	return slices.SortedFunc(maps.Keys(f.tables), func(a, b tableKey) int {
+		return cmp.Or(cmp.Compare(a.fam, b.fam), strings.Compare(a.name, b.name))
 	})
 }
 
@@ -141,12 +136,12 @@ func (f *Fake) tableKeys() []fakeTableKey {
 func (f *Fake) Sets(t *nftables.Table) ([]*nftables.Set, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[fakeTableKey{t.Family, t.Name}]
+	ft, ok := f.tables[tableKey{t.Family, t.Name}]
 	if !ok {
 		return nil, unix.ENOENT
 	}
 	var out []*nftables.Set
-	for _, name := range sortedKeys(ft.sets) {
+	for _, name := range slices.Sorted(maps.Keys(ft.sets)) {
 		s := ft.sets[name].set
 		s.Table = &ft.table
 		out = append(out, &s)
@@ -158,37 +153,16 @@ func (f *Fake) Sets(t *nftables.Table) ([]*nftables.Set, error) {
 func (f *Fake) Elements(fam nftables.TableFamily, table, set string) ([]nftables.SetElement, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[fakeTableKey{fam, table}]
-	if !ok {
+	ft := f.tables[tableKey{fam, table}]
+	if ft == nil || ft.sets[set] == nil {
 		return nil, unix.ENOENT
 	}
-	fs, ok := ft.sets[set]
-	if !ok {
-		return nil, unix.ENOENT
-	}
+	fs := ft.sets[set]
 	var out []nftables.SetElement
-	for _, k := range sortedKeys(fs.elems) {
-		e := fs.elems[k]
-		if v := e.VerdictData; v != nil {
-			// As the kernel dumps it: the verdict's attributes in Val.
-			e.Val, e.VerdictData = verdictAttrs(v), nil
-		}
-		out = append(out, e)
+	for _, k := range slices.Sorted(maps.Keys(fs.elems)) {
+		out = append(out, fs.elems[k])
 	}
 	return out, nil
-}
-
-// verdictAttrs encodes a verdict as NFTA_DATA_VERDICT holds it.
-func verdictAttrs(v *expr.Verdict) []byte {
-	attrs := []netlink.Attribute{{Type: unix.NFTA_VERDICT_CODE, Data: binary.BigEndian.AppendUint32(nil, uint32(int32(v.Kind)))}}
-	if v.Chain != "" {
-		attrs = append(attrs, netlink.Attribute{Type: unix.NFTA_VERDICT_CHAIN, Data: []byte(v.Chain + "\x00")})
-	}
-	b, err := netlink.MarshalAttributes(attrs)
-	if err != nil {
-		panic(err) // two fixed attributes
-	}
-	return b
 }
 
 // Chains implements Kernel.
@@ -201,7 +175,7 @@ func (f *Fake) Chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
 			continue
 		}
 		ft := f.tables[k]
-		for _, name := range sortedKeys(ft.chains) {
+		for _, name := range slices.Sorted(maps.Keys(ft.chains)) {
 			c := ft.chains[name].chain
 			c.Table = &ft.table
 			out = append(out, &c)
@@ -210,16 +184,12 @@ func (f *Fake) Chains(fam nftables.TableFamily) ([]*nftables.Chain, error) {
 	return out, nil
 }
 
-// Rules implements Kernel: the rules' expressions are decoded from what
-// was sent, as a dump decodes the kernel's.
+// Rules implements Kernel.
 func (f *Fake) Rules(fam nftables.TableFamily, table, chain string) (map[string][]KernelRule, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, ok := f.tables[fakeTableKey{fam, table}]
-	if !ok {
-		return nil, unix.ENOENT
-	}
-	if chain != "" && ft.chains[chain] == nil {
+	ft := f.tables[tableKey{fam, table}]
+	if ft == nil || chain != "" && ft.chains[chain] == nil {
 		return nil, unix.ENOENT
 	}
 	out := map[string][]KernelRule{}
@@ -228,32 +198,31 @@ func (f *Fake) Rules(fam nftables.TableFamily, table, chain string) (map[string]
 			continue
 		}
 		for _, r := range fc.rules {
-			var kr KernelRule
-			for _, b := range r.exprs {
-				e, ename, err := parseExpr(byte(fam), b)
-				if err != nil {
-					return nil, err
-				}
-				if e == nil {
-					kr.Opaque += ename + " "
-					continue
-				}
-				kr.Exprs = append(kr.Exprs, e)
-			}
-			out[name] = append(out[name], kr)
+			out[name] = append(out[name], r.KernelRule)
 		}
 	}
 	return out, nil
 }
 
-// Run implements Kernel: the batch is applied to a copy of the state,
-// which replaces the state only when every operation succeeded.
+// Run implements Kernel: the batch is staged as System stages it, and its
+// messages are applied to a copy of the state, which replaces the state
+// only when every one of them succeeded.
 func (f *Fake) Run(queue func(Batch) error) error {
 	f.mu.Lock()
 	f.sent = nil
 	f.mu.Unlock()
-	b := &fakeBatch{}
+	s := &batchSender{}
+	s.stage()
+	c, err := s.nftConn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	b := &stagingBatch{Conn: c, sender: s}
 	if err := queue(b); err != nil {
+		return err
+	}
+	if err := b.flush(); err != nil {
 		return err
 	}
 	if f.onSend != nil {
@@ -266,34 +235,30 @@ func (f *Fake) Run(queue func(Batch) error) error {
 		return ErrFakeFailure
 	}
 	next := f.clone()
-	anon := map[uint32]string{} // batch ID of an anonymous set -> its name in the table
-	for i, op := range b.ops {
-		if err := op.apply(next, anon); err != nil {
-			return fmt.Errorf("batch operation %d (%s): %w", i+1, op, err)
+	var ops []string
+	anon := map[uint32]string{} // batch ID of a set -> its name in the table
+	err = eachMessage(s.staged.chunks, func(typ uint16, fam nftables.TableFamily, attrs []byte) error {
+		op, err := next.apply(typ, fam, attrs, anon)
+		ops = append(ops, op)
+		if err != nil {
+			return fmt.Errorf("batch operation %d (%s): %w", len(ops), op, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	f.tables = next.tables
+	sent, err := decodeSent(s.staged.chunks)
+	if err != nil {
+		return err
+	}
+	f.tables, f.sent, f.last = next.tables, sent, ops
 	f.batches++
-	f.last = make([]string, len(b.ops))
-	f.sent = sentTables{}
-	for i, op := range b.ops {
-		f.last[i] = op.String()
-		switch op.kind {
-		case opDelTable:
-			f.sent.delTable(op.fam, op.table)
-		case opAddChain:
-			c := op.chain
-			c.Table = &nftables.Table{Family: op.fam, Name: op.table}
-			f.sent.addChain(op.fam, op.table, &c)
-		case opAddElems:
-			f.sent.addElems(op.fam, op.table, op.set.Name, op.elems)
-		}
-	}
 	return nil
 }
 
-// Sent implements Kernel: what the last batch applied queued, as the
-// kernel would have been sent it.
+// Sent implements Kernel: what the last batch applied sent, decoded as
+// System decodes it.
 func (f *Fake) Sent(fam nftables.TableFamily, table string) (*sentTable, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -303,7 +268,7 @@ func (f *Fake) Sent(fam nftables.TableFamily, table string) (*sentTable, error) 
 // clone copies the state deep enough that a batch applied to the copy
 // leaves f alone (rules are never changed in place).
 func (f *Fake) clone() *Fake {
-	c := &Fake{tables: make(map[fakeTableKey]*fakeTable, len(f.tables))}
+	c := &Fake{tables: make(map[tableKey]*fakeTable, len(f.tables))}
 	for k, t := range f.tables {
 		nt := &fakeTable{table: t.table, anon: t.anon, chains: make(map[string]*fakeChain, len(t.chains)), sets: make(map[string]*fakeSet, len(t.sets))}
 		for name, ch := range t.chains {
@@ -326,7 +291,7 @@ func (f *Fake) Dump() string {
 	for _, k := range f.tableKeys() {
 		t := f.tables[k]
 		fmt.Fprintf(&b, "table %s %s\n", familyName(k.fam), k.name)
-		for _, name := range sortedKeys(t.chains) {
+		for _, name := range slices.Sorted(maps.Keys(t.chains)) {
 			c := t.chains[name]
 			fmt.Fprintf(&b, "\tchain %s", name)
 			if h, p := c.chain.Hooknum, c.chain.Priority; h != nil && p != nil {
@@ -334,7 +299,7 @@ func (f *Fake) Dump() string {
 			}
 			fmt.Fprintf(&b, ": %d rules\n", len(c.rules))
 		}
-		for _, name := range sortedKeys(t.sets) {
+		for _, name := range slices.Sorted(maps.Keys(t.sets)) {
 			s := t.sets[name]
 			kind := "set"
 			if s.set.IsMap {
@@ -359,229 +324,150 @@ func (f *Fake) Dump() string {
 	return b.String()
 }
 
-// fakeBatch collects the operations of one Run.
-type fakeBatch struct {
-	ops    []fakeOp
-	nextID uint32
+// fakeOps names the messages a batch holds, as LastBatch lists them.
+var fakeOps = map[uint16]string{
+	unix.NFT_MSG_NEWTABLE: "add table", unix.NFT_MSG_DELTABLE: "delete table",
+	unix.NFT_MSG_NEWCHAIN: "add chain", unix.NFT_MSG_DELRULE: "flush chain", unix.NFT_MSG_DELCHAIN: "delete chain",
+	unix.NFT_MSG_NEWRULE: "add rule", unix.NFT_MSG_NEWSET: "add set", unix.NFT_MSG_NEWSETELEM: "add element",
+	unix.NFT_MSG_DELSETELEM: "delete element", unix.NFT_MSG_DELSET: "delete set",
 }
 
-var _ Batch = (*fakeBatch)(nil)
-
-type fakeOpKind int
-
-const (
-	opAddTable fakeOpKind = iota
-	opDelTable
-	opAddChain
-	opFlushChain
-	opDelChain
-	opAddRule
-	opAddSet
-	opAddElems
-	opDelElems
-	opFlushSet
-	opDelSet
-)
-
-var fakeOpNames = [...]string{"add table", "delete table", "add chain", "flush chain", "delete chain", "add rule", "add set", "add element", "delete element", "flush set", "delete set"}
-
-// fakeOp is one operation of a batch, with copies of what it was given.
-type fakeOp struct {
-	kind  fakeOpKind
-	fam   nftables.TableFamily
-	table string
-	chain nftables.Chain // opAddChain; Name for the other chain and rule operations
-	exprs []expr.Any     // opAddRule
-	set   nftables.Set   // set and element operations
-	elems []nftables.SetElement
+// objectAttr is the attribute that names the object of a message of each
+// type, after its table (attribute 1 of each).
+var objectAttr = map[uint16]uint16{
+	unix.NFT_MSG_NEWCHAIN: unix.NFTA_CHAIN_NAME, unix.NFT_MSG_DELCHAIN: unix.NFTA_CHAIN_NAME,
+	unix.NFT_MSG_NEWRULE: unix.NFTA_RULE_CHAIN, unix.NFT_MSG_DELRULE: unix.NFTA_RULE_CHAIN,
+	unix.NFT_MSG_NEWSET: unix.NFTA_SET_NAME, unix.NFT_MSG_DELSET: unix.NFTA_SET_NAME,
+	unix.NFT_MSG_NEWSETELEM: unix.NFTA_SET_ELEM_LIST_SET, unix.NFT_MSG_DELSETELEM: unix.NFTA_SET_ELEM_LIST_SET,
 }
 
-func (op fakeOp) String() string {
-	s := fakeOpNames[op.kind] + " " + familyName(op.fam) + " " + op.table
-	switch op.kind {
-	case opAddChain, opFlushChain, opDelChain, opAddRule:
-		s += " " + op.chain.Name
-	case opAddSet, opAddElems, opDelElems, opFlushSet, opDelSet:
-		s += " " + op.set.Name
+// apply carries out the message of type typ with attributes attrs on f,
+// the copy of a Fake's state that a batch changes, and names it (op);
+// anon maps the batch IDs of the sets created so far to their names in
+// the table.
+func (f *Fake) apply(typ uint16, fam nftables.TableFamily, attrs []byte, anon map[uint32]string) (op string, err error) {
+	table, err := stringAttr(attrs, unix.NFTA_TABLE_NAME)
+	if err != nil {
+		return "", err
 	}
-	return s
-}
-
-func tableOf(t *nftables.Table) (nftables.TableFamily, string) {
-	if t == nil {
-		return 0, ""
+	name, _ := stringAttr(attrs, objectAttr[typ])
+	list, _ := attr(attrs, unix.NFTA_SET_ELEM_LIST_ELEMENTS) // of an element list
+	op = fakeOps[typ] + " " + familyName(fam) + " " + table
+	if typ == unix.NFT_MSG_DELSETELEM && list == nil {
+		op = "flush set " + familyName(fam) + " " + table
 	}
-	return t.Family, t.Name
-}
-
-func (b *fakeBatch) AddTable(t *nftables.Table) *nftables.Table {
-	b.ops = append(b.ops, fakeOp{kind: opAddTable, fam: t.Family, table: t.Name})
-	return t
-}
-
-func (b *fakeBatch) DelTable(t *nftables.Table) {
-	b.ops = append(b.ops, fakeOp{kind: opDelTable, fam: t.Family, table: t.Name})
-}
-
-func (b *fakeBatch) chainOp(kind fakeOpKind, c *nftables.Chain) {
-	fam, table := tableOf(c.Table)
-	ch := *c
-	ch.Table = nil
-	if ch.Policy != nil {
-		p := *ch.Policy
-		ch.Policy = &p
+	if name != "" {
+		op += " " + name
 	}
-	b.ops = append(b.ops, fakeOp{kind: kind, fam: fam, table: table, chain: ch})
-}
-
-func (b *fakeBatch) AddChain(c *nftables.Chain) *nftables.Chain {
-	b.chainOp(opAddChain, c)
-	return c
-}
-
-func (b *fakeBatch) FlushChain(c *nftables.Chain) { b.chainOp(opFlushChain, c) }
-func (b *fakeBatch) DelChain(c *nftables.Chain)   { b.chainOp(opDelChain, c) }
-
-func (b *fakeBatch) AddRule(r *nftables.Rule) *nftables.Rule {
-	fam, table := tableOf(r.Table)
-	var chain string
-	if r.Chain != nil {
-		chain = r.Chain.Name
-	}
-	b.ops = append(b.ops, fakeOp{kind: opAddRule, fam: fam, table: table, chain: nftables.Chain{Name: chain}, exprs: slices.Clone(r.Exprs)})
-	return r
-}
-
-func (b *fakeBatch) setOp(kind fakeOpKind, s *nftables.Set, elems []nftables.SetElement) {
-	fam, table := tableOf(s.Table)
-	ns := *s
-	ns.Table = nil
-	b.ops = append(b.ops, fakeOp{kind: kind, fam: fam, table: table, set: ns, elems: slices.Clone(elems)})
-}
-
-// AddSet names an anonymous set and gives a set its batch ID, as
-// google/nftables does.
-func (b *fakeBatch) AddSet(s *nftables.Set, elems []nftables.SetElement) error {
-	if s.Anonymous && !s.Constant {
-		return errors.New("anonymous structs must be constant")
-	}
-	if s.ID == 0 {
-		b.nextID++
-		s.ID = b.nextID
-		if s.Anonymous {
-			s.Name = "__set%d"
-			if s.IsMap {
-				s.Name = "__map%d"
-			}
-		}
-	}
-	b.setOp(opAddSet, s, elems)
-	return nil
-}
-
-func (b *fakeBatch) SetAddElements(s *nftables.Set, elems []nftables.SetElement) error {
-	if s.Anonymous {
-		return errors.New("anonymous sets cannot be updated")
-	}
-	b.setOp(opAddElems, s, elems)
-	return nil
-}
-
-func (b *fakeBatch) SetDeleteElements(s *nftables.Set, elems []nftables.SetElement) error {
-	if s.Anonymous {
-		return errors.New("anonymous sets cannot be updated")
-	}
-	b.setOp(opDelElems, s, elems)
-	return nil
-}
-
-func (b *fakeBatch) FlushSet(s *nftables.Set) { b.setOp(opFlushSet, s, nil) }
-func (b *fakeBatch) DelSet(s *nftables.Set)   { b.setOp(opDelSet, s, nil) }
-
-// apply carries out op on f, the copy of a Fake's state that a batch
-// changes; anon maps the batch IDs of the anonymous sets created so far to
-// their names in the table.
-func (op fakeOp) apply(f *Fake, anon map[uint32]string) error {
-	key := fakeTableKey{op.fam, op.table}
+	key := tableKey{fam, table}
 	t := f.tables[key]
-	switch op.kind {
-	case opAddTable:
-		if t == nil {
-			f.tables[key] = &fakeTable{table: nftables.Table{Family: op.fam, Name: op.table}, chains: map[string]*fakeChain{}, sets: map[string]*fakeSet{}}
-		}
-		return nil
+	switch {
+	case typ == unix.NFT_MSG_NEWTABLE && t == nil:
+		f.tables[key] = &fakeTable{table: nftables.Table{Family: fam, Name: table}, chains: map[string]*fakeChain{}, sets: map[string]*fakeSet{}}
+		return op, nil
+	case typ == unix.NFT_MSG_NEWTABLE:
+		return op, nil
+	case t == nil:
+		return op, unix.ENOENT
 	}
-	if t == nil {
-		return unix.ENOENT
-	}
-	switch op.kind {
-	case opDelTable:
+	switch typ {
+	case unix.NFT_MSG_DELTABLE:
 		delete(f.tables, key)
-	case opAddChain:
-		return t.addChain(op.chain)
-	case opFlushChain:
-		c := t.chains[op.chain.Name]
+	case unix.NFT_MSG_NEWCHAIN:
+		c, err := parseChain(fam, attrs, map[string]*nftables.Table{})
+		if err != nil {
+			return op, fmt.Errorf("%w: %v", unix.EINVAL, err)
+		}
+		c.Table = nil
+		return op, t.addChain(*c)
+	case unix.NFT_MSG_DELRULE:
+		c := t.chains[name]
 		if c == nil {
-			return unix.ENOENT
+			return op, unix.ENOENT
 		}
-		for _, r := range c.rules {
-			if r.anon != "" {
-				delete(t.sets, r.anon)
-			}
-		}
-		c.rules = nil
-	case opDelChain:
+		t.dropRules(c)
+	case unix.NFT_MSG_DELCHAIN:
 		// Its rules go with it (google/nftables does not ask for
 		// NLM_F_NONREC); a jump to it from elsewhere keeps it.
-		c := t.chains[op.chain.Name]
+		c := t.chains[name]
 		if c == nil {
-			return unix.ENOENT
+			return op, unix.ENOENT
 		}
 		rules := c.rules
 		c.rules = nil
-		if t.chainUsed(op.chain.Name) {
-			return unix.EBUSY
+		if t.used("chain " + name) {
+			return op, unix.EBUSY
 		}
-		for _, r := range rules {
-			if r.anon != "" {
-				delete(t.sets, r.anon)
-			}
+		t.dropRules(&fakeChain{rules: rules})
+		delete(t.chains, name)
+	case unix.NFT_MSG_NEWRULE:
+		_, r, err := parseRule(byte(fam), attrs)
+		if err != nil {
+			return op, fmt.Errorf("%w: %v", unix.EINVAL, err)
 		}
-		delete(t.chains, op.chain.Name)
-	case opAddRule:
-		return t.addRule(op.fam, op.chain.Name, op.exprs, anon)
-	case opAddSet:
-		return t.addSet(op.set, op.elems, anon)
-	case opAddElems, opDelElems, opFlushSet, opDelSet:
-		name := op.set.Name
-		if t.sets[name] == nil && anon[op.set.ID] != "" {
-			name = anon[op.set.ID] // the kernel finds a set of the batch by its ID
+		return op, t.addRule(name, r, anon)
+	case unix.NFT_MSG_NEWSET:
+		s, err := parseSet(fam, attrs)
+		if err != nil {
+			return op, fmt.Errorf("%w: %v", unix.EINVAL, err)
+		}
+		return op, t.addSet(s, anon)
+	case unix.NFT_MSG_NEWSETELEM, unix.NFT_MSG_DELSETELEM, unix.NFT_MSG_DELSET:
+		if id, _ := attr(attrs, unix.NFTA_SET_ELEM_LIST_SET_ID); t.sets[name] == nil && len(id) == 4 {
+			// The kernel finds a set of the batch by its ID.
+			name = cmp.Or(anon[binary.BigEndian.Uint32(id)], name)
 		}
 		s := t.sets[name]
 		if s == nil {
-			return unix.ENOENT
+			return op, unix.ENOENT
 		}
-		switch op.kind {
-		case opAddElems:
-			return t.addElems(s, op.elems)
-		case opDelElems:
-			for _, e := range op.elems {
-				k := fakeElemKey(e)
-				if _, ok := s.elems[k]; !ok {
-					return unix.ENOENT
-				}
-				delete(s.elems, k)
-			}
-		case opFlushSet:
-			clear(s.elems)
-		case opDelSet:
-			if t.setUsed(name) {
-				return unix.EBUSY
+		if typ == unix.NFT_MSG_DELSET {
+			if t.used("set " + name) {
+				return op, unix.EBUSY
 			}
 			delete(t.sets, name)
+			return op, nil
+		}
+		elems, err := appendElements(nil, attrs)
+		if err != nil {
+			return op, fmt.Errorf("%w: %v", unix.EINVAL, err)
+		}
+		if typ == unix.NFT_MSG_NEWSETELEM {
+			return op, t.addElems(s, elems)
+		}
+		if list == nil {
+			clear(s.elems)
+		}
+		for _, e := range elems {
+			k := fakeElemKey(e)
+			if _, ok := s.elems[k]; !ok {
+				return op, unix.ENOENT
+			}
+			delete(s.elems, k)
 		}
 	}
-	return nil
+	return op, nil
+}
+
+// parseSet reads a NEWSET message's attributes as System's Sets reads the
+// kernel's dump (google/nftables' GetSets), through a connection whose
+// only answer is that message.
+func parseSet(fam nftables.TableFamily, attrs []byte) (*nftables.Set, error) {
+	msg := netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSET)},
+		Data:   append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, attrs...),
+	}
+	c, err := nftables.New(nftables.WithTestDial(func([]netlink.Message) ([]netlink.Message, error) {
+		return []netlink.Message{msg}, nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	sets, err := c.GetSets(&nftables.Table{Family: fam})
+	if err != nil || len(sets) != 1 {
+		return nil, fmt.Errorf("set message: %d sets, %v", len(sets), err)
+	}
+	return sets[0], nil
 }
 
 func (t *fakeTable) addChain(c nftables.Chain) error {
@@ -607,30 +493,29 @@ func (t *fakeTable) addChain(c nftables.Chain) error {
 	return nil
 }
 
-// chainUsed tells whether a rule or a map element jumps to the chain.
-func (t *fakeTable) chainUsed(name string) bool {
+// dropRules empties a chain, with the anonymous sets its rules own.
+func (t *fakeTable) dropRules(c *fakeChain) {
+	for _, r := range c.rules {
+		if r.anon != "" {
+			delete(t.sets, r.anon)
+		}
+	}
+	c.rules = nil
+}
+
+// used tells whether a rule uses what ref names ("chain NAME", "set
+// NAME"), or, for a chain, a map element jumps to it.
+func (t *fakeTable) used(ref string) bool {
 	for _, c := range t.chains {
 		for _, r := range c.rules {
-			if slices.Contains(r.chains, name) {
+			if slices.Contains(r.uses, ref) {
 				return true
 			}
 		}
 	}
 	for _, s := range t.sets {
 		for _, e := range s.elems {
-			if e.VerdictData != nil && e.VerdictData.Chain == name {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// setUsed tells whether a rule looks the set up.
-func (t *fakeTable) setUsed(name string) bool {
-	for _, c := range t.chains {
-		for _, r := range c.rules {
-			if slices.Contains(r.sets, name) {
+			if v := s.verdict(e); v != nil && "chain "+v.Chain == ref {
 				return true
 			}
 		}
@@ -653,87 +538,64 @@ func (t *fakeTable) jumpTarget(v *expr.Verdict) error {
 	return nil
 }
 
-func (t *fakeTable) addRule(fam nftables.TableFamily, chain string, exprs []expr.Any, anon map[uint32]string) error {
+func (t *fakeTable) addRule(chain string, kr KernelRule, anon map[uint32]string) error {
 	c := t.chains[chain]
 	if c == nil {
 		return unix.ENOENT
 	}
-	// resolve finds a set by name, or a set of this batch by its ID.
-	resolve := func(name string, id uint32) (string, error) {
-		if t.sets[name] != nil {
-			return name, nil
+	r := fakeRule{KernelRule: kr}
+	// refer finds the set a lookup or a dynset names, or a set of this
+	// batch by its ID, and names it as the kernel does.
+	refer := func(name *string, id *uint32) error {
+		if t.sets[*name] == nil {
+			if *id == 0 || anon[*id] == "" {
+				return unix.ENOENT
+			}
+			*name = anon[*id]
 		}
-		if n := anon[id]; n != "" && id != 0 {
-			return n, nil
-		}
-		return "", unix.ENOENT
+		*id = 0
+		r.uses = append(r.uses, "set "+*name)
+		return nil
 	}
-	var r fakeRule
-	for _, e := range exprs {
+	for _, e := range kr.Exprs {
+		var err error
 		switch x := e.(type) {
 		case *expr.Verdict:
-			if err := t.jumpTarget(x); err != nil {
-				return err
-			}
+			err = t.jumpTarget(x)
 			if x.Kind == expr.VerdictJump || x.Kind == expr.VerdictGoto {
-				r.chains = append(r.chains, x.Chain)
+				r.uses = append(r.uses, "chain "+x.Chain)
 			}
 		case *expr.Lookup:
-			name, err := resolve(x.SetName, x.SetID)
-			if err != nil {
-				return err
+			if err = refer(&x.SetName, &x.SetID); err == nil && t.sets[x.SetName].set.Anonymous {
+				r.anon = x.SetName
 			}
-			if t.sets[name].set.Anonymous {
-				r.anon = name
-			}
-			r.sets = append(r.sets, name)
-			l := *x
-			l.SetName, l.SetID = name, 0
-			e = &l
 		case *expr.Dynset:
-			name, err := resolve(x.SetName, x.SetID)
-			if err != nil {
-				return err
-			}
-			r.sets = append(r.sets, name)
-			d := *x
-			d.SetName, d.SetID = name, 0
-			e = &d
+			err = refer(&x.SetName, &x.SetID)
 		}
-		b, err := expr.Marshal(byte(fam), e)
 		if err != nil {
-			return fmt.Errorf("%w: %v", unix.EINVAL, err)
+			return err
 		}
-		r.exprs = append(r.exprs, b)
 	}
 	c.rules = append(c.rules, r)
 	return nil
 }
 
-func (t *fakeTable) addSet(s nftables.Set, elems []nftables.SetElement, anon map[uint32]string) error {
+func (t *fakeTable) addSet(s *nftables.Set, anon map[uint32]string) error {
 	if s.Anonymous {
-		name := fmt.Sprintf("__set%d", t.anon)
+		s.Name = fmt.Sprintf("__set%d", t.anon)
 		t.anon++
-		anon[s.ID] = name
-		s.Name = name
 	}
-	id := s.ID
-	s.ID = 0
-	if strings.HasPrefix(s.Comment, typeofMark) {
-		s.Comment = "" // user data the batch sender swaps in; GetSets shows no comment
+	if s.ID != 0 {
+		anon[s.ID] = s.Name
 	}
-	fs := t.sets[s.Name]
-	switch {
+	s.ID, s.Table = 0, nil
+	switch fs := t.sets[s.Name]; {
 	case fs == nil:
-		fs = &fakeSet{set: s, elems: map[string]nftables.SetElement{}}
-		t.sets[s.Name] = fs
-	case declDiffers(&s, &fs.set) != "" || s.Dynamic != fs.set.Dynamic:
+		t.sets[s.Name] = &fakeSet{set: *s, elems: map[string]nftables.SetElement{}}
+	case declDiffers(s, &fs.set) != "" || s.Dynamic != fs.set.Dynamic:
 		return unix.EEXIST
 	}
-	if id != 0 && !s.Anonymous {
-		anon[id] = s.Name
-	}
-	return t.addElems(fs, elems)
+	return nil
 }
 
 func (t *fakeTable) addElems(s *fakeSet, elems []nftables.SetElement) error {
@@ -742,17 +604,12 @@ func (t *fakeTable) addElems(s *fakeSet, elems []nftables.SetElement) error {
 			return unix.EINVAL
 		}
 		if s.set.IsMap && !e.IntervalEnd {
-			if e.VerdictData == nil && len(e.Val) == 0 {
+			if len(e.Val) == 0 {
 				return unix.EINVAL // a map's element needs data
 			}
-			if err := t.jumpTarget(e.VerdictData); err != nil {
+			if err := t.jumpTarget(s.verdict(e)); err != nil {
 				return err
 			}
-		}
-		e.Val = slices.Clone(e.Val)
-		if e.VerdictData != nil {
-			v := *e.VerdictData
-			e.VerdictData, e.Val = &v, nil
 		}
 		k := fakeElemKey(e)
 		if have, ok := s.elems[k]; ok && ElementKey(have) != ElementKey(e) {
@@ -763,15 +620,17 @@ func (t *fakeTable) addElems(s *fakeSet, elems []nftables.SetElement) error {
 	return nil
 }
 
+// verdict is the verdict of an element of a verdict map (nil: none), as
+// the kernel dumps it: its attributes in Val.
+func (s *fakeSet) verdict(e nftables.SetElement) *expr.Verdict {
+	if !s.set.IsMap || s.set.KeyType.Name != nftables.TypeVerdict.Name {
+		return nil
+	}
+	return decodeVerdict(e.Val)
+}
+
 // fakeElemKey identifies an element in its set: its key, key end and
-// interval end flag.
+// interval end flag, as ElementKey writes them.
 func fakeElemKey(e nftables.SetElement) string {
-	k := hex.EncodeToString(e.Key)
-	if len(e.KeyEnd) > 0 {
-		k += "-" + hex.EncodeToString(e.KeyEnd)
-	}
-	if e.IntervalEnd {
-		k += " end"
-	}
-	return k
+	return ElementKey(nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd, IntervalEnd: e.IntervalEnd})
 }

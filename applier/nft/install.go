@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"netspec.dev/netspec/applier/nft/encoding"
 )
@@ -158,7 +158,7 @@ func (r *Rule) AddTo(c Batch, t *nftables.Table, ch *nftables.Chain) error {
 func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, anon *encoding.AnonSet) error {
 	if anon != nil {
 		as := anon.Template
-		as.Table, as.ID, as.Name = t, anonSetID.Add(1), "__set%d"
+		as.Table, as.ID, as.Name = t, 1<<30+anonSetID.Add(1), "__set%d"
 		if as.IsMap {
 			as.Name = "__map%d"
 		}
@@ -200,11 +200,7 @@ func addRule(c Batch, t *nftables.Table, ch *nftables.Chain, exprs []expr.Any, a
 // created in a batch by this ID), from 2^30 up: google/nftables numbers
 // the others from 1 with a counter that is not safe to use from the
 // goroutines that encode a batch's parts (queueModel).
-var anonSetID = func() *atomic.Uint32 {
-	var id atomic.Uint32
-	id.Store(1 << 30)
-	return &id
-}()
+var anonSetID atomic.Uint32
 
 // Key returns bytes identifying what the rule does: equal for a compiled
 // Rule and for the same rule read back from the kernel with c.GetRules
@@ -296,28 +292,26 @@ func ElementKey(e nftables.SetElement) string {
 // attributes NFTA_VERDICT_CODE and NFTA_VERDICT_CHAIN. It returns nil when
 // Val is something else.
 func decodeVerdict(b []byte) *expr.Verdict {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
+	kind, chain, ok := verdictOf(b)
+	if !ok {
 		return nil
 	}
-	ad.ByteOrder = binary.BigEndian
-	var v expr.Verdict
-	code := false
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_VERDICT_CODE:
-			if len(ad.Bytes()) != 4 {
-				return nil
-			}
-			v.Kind, code = expr.VerdictKind(int32(ad.Uint32())), true
-		case unix.NFTA_VERDICT_CHAIN:
-			v.Chain = ad.String()
+	return &expr.Verdict{Kind: expr.VerdictKind(kind), Chain: string(chain)}
+}
+
+// verdictOf reads the attributes of a verdict, without allocating: its
+// code and chain; ok is false when b holds something else.
+func verdictOf(b []byte) (kind int32, chain []byte, ok bool) {
+	err := eachAttr(b, func(typ uint16, v []byte) error {
+		switch {
+		case typ == unix.NFTA_VERDICT_CODE && len(v) == 4:
+			kind, ok = int32(binary.BigEndian.Uint32(v)), true
+		case typ == unix.NFTA_VERDICT_CHAIN:
+			chain, _, _ = bytes.Cut(v, []byte{0})
 		default:
-			return nil
+			return errBadAttr // not a verdict's
 		}
-	}
-	if ad.Err() != nil || !code {
 		return nil
-	}
-	return &v
+	})
+	return kind, chain, ok && err == nil
 }

@@ -110,21 +110,17 @@ func readTable(k Kernel, fam nftables.TableFamily, name string, withRules bool) 
 		return nil, fmt.Errorf("list sets: %w", explain(err))
 	}
 	for _, s := range sets {
+		var elems []nftables.SetElement
+		if !s.Dynamic || s.Anonymous {
+			if elems, err = k.Elements(fam, name, s.Name); err != nil {
+				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
+			}
+		}
 		if s.Anonymous {
-			elems, err := k.Elements(fam, name, s.Name)
-			if err != nil {
-				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
-			}
 			kt.anon[s.Name] = elems
-			continue
+		} else {
+			kt.sets[s.Name] = &kernelSet{set: s, elems: elems}
 		}
-		ks := &kernelSet{set: s}
-		if !s.Dynamic {
-			if ks.elems, err = k.Elements(fam, name, s.Name); err != nil {
-				return nil, fmt.Errorf("list elements of %s: %w", s.Name, explain(err))
-			}
-		}
-		kt.sets[s.Name] = ks
 	}
 	chains, err := k.Chains(fam)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -94,13 +96,13 @@ func decodeKernel(have *kernelTable, want *nftmodel.Table) (km *kernelModel, why
 			km.table.AddSet("", km.decodeSet(f, it.Set, ks))
 		}
 	}
-	for _, name := range sortedKeys(have.chains) {
+	for _, name := range slices.Sorted(maps.Keys(have.chains)) {
 		if !wantChains[name] {
 			kc := have.chains[name]
 			km.table.AddChain("", km.decodeChain(f, kc, decodeHook(kc.chain), have.anon))
 		}
 	}
-	for _, name := range sortedKeys(have.sets) {
+	for _, name := range slices.Sorted(maps.Keys(have.sets)) {
 		if !wantSets[name] {
 			km.table.AddSet("", &nftmodel.Set{Name: name})
 		}
@@ -146,28 +148,12 @@ func decodeHook(c *nftables.Chain) *nftmodel.Hook {
 	if c.Hooknum == nil {
 		return nil
 	}
-	h := &nftmodel.Hook{}
-	if c.Policy != nil && *c.Policy != nftables.ChainPolicyAccept {
+	t := slices.Index(chainTypes[:], c.Type)
+	k := slices.IndexFunc(hookNums[:], func(n *nftables.ChainHook) bool { return n != nil && *n == *c.Hooknum })
+	if t <= 0 || k <= 0 || c.Policy != nil && *c.Policy != nftables.ChainPolicyAccept {
 		return &nftmodel.Hook{}
 	}
-	switch c.Type {
-	case nftables.ChainTypeFilter:
-		h.Type = nftmodel.Filter
-	case nftables.ChainTypeNAT:
-		h.Type = nftmodel.NAT
-	default:
-		return &nftmodel.Hook{}
-	}
-	switch *c.Hooknum {
-	case *nftables.ChainHookPrerouting:
-		h.Hook = nftmodel.Prerouting
-	case *nftables.ChainHookOutput:
-		h.Hook = nftmodel.Output
-	case *nftables.ChainHookPostrouting:
-		h.Hook = nftmodel.Postrouting
-	default:
-		return &nftmodel.Hook{}
-	}
+	h := &nftmodel.Hook{Type: nftmodel.ChainType(t), Hook: nftmodel.HookPoint(k)}
 	if c.Priority != nil {
 		h.Priority = int32(*c.Priority)
 	}
@@ -222,6 +208,7 @@ func (km *kernelModel) addForeign(tp *tablePlan, want *nftmodel.Table) {
 			}
 			removed = append(removed, ElementChange{Set: ms.Name, Text: rawText(u)})
 		}
+		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 		s := setOf(tp.want, ms.Name)
 		known := s.Template.Name != ""
 		if ms.Interval && ms.EndpointMod == 0 {
@@ -230,7 +217,6 @@ func (km *kernelModel) addForeign(tp *tablePlan, want *nftmodel.Table) {
 				replaceSet(tp.want, s)
 				tp.flushSet(s, nil, nil)
 			}
-			tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 			continue
 		}
 		if !known {
@@ -243,7 +229,6 @@ func (km *kernelModel) addForeign(tp *tablePlan, want *nftmodel.Table) {
 			tp.delElems[ms.Name] = append(tp.delElems[ms.Name], u...)
 			tp.changes.Bytes += elementBytes(u)
 		}
-		tp.changes.ElementsRemoved = append(tp.changes.ElementsRemoved, removed...)
 	}
 }
 
@@ -365,38 +350,27 @@ func ruleChanges(want *nftmodel.Chain, have []KernelRule, f nftmodel.Family, ano
 		}
 	}
 	// A deletion and an insertion are at the same place when as many
-	// rules match before each.
-	gapDel := map[int][]int{}
-	for n, i := range del {
-		gapDel[i-n] = append(gapDel[i-n], i)
-	}
-	gapIns := map[int][]int{}
-	var gaps []int
-	for n, j := range ins {
-		if _, ok := gapIns[j-n]; !ok {
-			gaps = append(gaps, j-n)
+	// rules match before each (gap): the k-th deletion and the k-th
+	// insertion at a place are one rule changed.
+	gap := func(xs []int, k int) int {
+		if k < len(xs) {
+			return xs[k] - k
 		}
-		gapIns[j-n] = append(gapIns[j-n], j)
+		return math.MaxInt
 	}
-	for g := range gapDel {
-		if _, ok := gapIns[g]; !ok {
-			gaps = append(gaps, g)
-		}
-	}
-	slices.Sort(gaps)
 	var out []RuleChange
-	for _, g := range gaps {
-		ds, is := gapDel[g], gapIns[g]
-		for k := range max(len(ds), len(is)) {
-			c := RuleChange{Chain: want.Name}
-			if k < len(ds) {
-				c.Index, c.Old = ds[k]+1, a[ds[k]]
-			}
-			if k < len(is) {
-				c.Index, c.New = is[k]+1, want.Rules[is[k]].Text(f)
-			}
-			out = append(out, c)
+	for d, n := 0, 0; d < len(del) || n < len(ins); {
+		g := min(gap(del, d), gap(ins, n))
+		c := RuleChange{Chain: want.Name}
+		if gap(del, d) == g {
+			c.Index, c.Old = del[d]+1, a[del[d]]
+			d++
 		}
+		if gap(ins, n) == g {
+			c.Index, c.New = ins[n]+1, want.Rules[ins[n]].Text(f)
+			n++
+		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -422,8 +396,5 @@ func exprNames(kr KernelRule) string {
 // exprName is the kernel's name of an expression's type: expr.Counter is
 // "counter".
 func exprName(x expr.Any) string {
-	if _, ok := x.(*expr.Verdict); ok {
-		return "verdict"
-	}
 	return strings.ToLower(reflect.TypeOf(x).Elem().Name())
 }

@@ -3,7 +3,9 @@ package nft
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -209,3 +211,6 @@ func TestDecodeKernelSet(t *testing.T) {
 		})
 	}
 }
+
+// sortedKeys are the keys of m, sorted.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

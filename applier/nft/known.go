@@ -67,7 +67,7 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 			}
 		}
 	}
-	del, ins, ok := myersKeys(midA, midB, key, myersMaxD, match)
+	del, ins, ok := myers.Eq(len(midA), len(midB), func(i, j int) bool { return key(midA[i]) == key(midB[j]) }, myersMaxD, match)
 	if ok {
 		for _, i := range del {
 			removed = append(removed, midA[i])
@@ -105,12 +105,6 @@ func alignDiff[T any](a, b []T, key func(T) string, same func(x, y T) bool) (add
 // myersMaxD bounds the edits myers looks for before alignDiff falls back
 // to maps: a change of a few services moves a few elements of each list.
 const myersMaxD = 32
-
-// myersKeys aligns a and b by key with Myers' greedy algorithm when at
-// most maxD deletions and insertions turn a into b (see myers.Eq).
-func myersKeys[T any](a, b []T, key func(T) string, maxD int, match func(i, j int)) (del, ins []int, ok bool) {
-	return myers.Eq(len(a), len(b), func(i, j int) bool { return key(a[i]) == key(b[j]) }, maxD, match)
-}
 
 // addChain plans a new chain with its rules.
 func (tp *tablePlan) addChain(ch *Chain, fam nftables.TableFamily) {

@@ -20,9 +20,9 @@
 // acknowledged, rather than read back (stream.go, sent.go). System is the real one over netlink
 // (sockets with big buffers, dumps with big reads, a batch sender without
 // an acknowledgement per message, which stages a transaction's messages
-// as they are queued and sends them in one sendmsg); Fake keeps tables, chains, rules, sets
-// and elements in memory and applies a batch all or nothing, refusing
-// what the kernel refuses, so that the sync logic, plan and the CLI's
+// as they are queued and sends them in one sendmsg); Fake stages a batch as System does and
+// keeps what its messages make (tables, chains, rules, sets and elements) in memory, all or
+// nothing, refusing what the kernel refuses, so that the sync logic, plan and the CLI's
 // scripts are tested without root. Tests against the real kernel, as root
 // in namespaces of their own, prove the rest: what is installed equals
 // `nft -f`, and the Fake refuses and reads back as the kernel does

@@ -1,8 +1,8 @@
 package nft
 
 import (
-	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -19,7 +19,7 @@ import (
 // what the transaction's messages say. What can go wrong is the encoding:
 // google/nftables v0.3.0 was seen to drop set elements silently. So the
 // messages, as the bytes handed to sendmsg, are decoded again while the
-// kernel takes them (System; the Fake records what was queued) and
+// kernel takes them (System; the Fake decodes what it staged) and
 // compared with the model: every chain with its hook, and every named
 // set's elements, as a count and an order-independent sum of their keys'
 // hashes (setSum). At 50,000 Services, reading the table back instead
@@ -68,7 +68,7 @@ func (s *setSum) add(elems []nftables.SetElement) {
 		h.Reset()
 		writeElement(&h, e.Key, e.KeyEnd, e.IntervalEnd, v != nil)
 		if v != nil {
-			writeVerdict(&h, int32(v.Kind))
+			writeUint32(&h, uint32(v.Kind))
 			writeString(&h, v.Chain)
 		} else {
 			writeField(&h, e.Val)
@@ -78,7 +78,7 @@ func (s *setSum) add(elems []nftables.SetElement) {
 	}
 }
 
-// writeElement, writeVerdict, writeField and writeString spell an
+// writeElement, writeUint32, writeField and writeString spell an
 // element for its hash as ElementKey does: two elements hash alike when
 // their keys are equal. A field is its length and its bytes, whether it
 // is held as bytes (decoded from a message) or as a string (a verdict's
@@ -96,26 +96,20 @@ func writeElement(h *maphash.Hash, key, keyEnd []byte, end, verdict bool) {
 	h.WriteByte(flags)
 }
 
-func writeVerdict(h *maphash.Hash, kind int32) {
+func writeUint32(h *maphash.Hash, v uint32) {
 	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], uint32(kind))
+	binary.BigEndian.PutUint32(b[:], v)
 	h.Write(b[:])
 }
 
 func writeField(h *maphash.Hash, b []byte) {
-	writeLen(h, len(b))
+	writeUint32(h, uint32(len(b)))
 	h.Write(b)
 }
 
 func writeString(h *maphash.Hash, s string) {
-	writeLen(h, len(s))
+	writeUint32(h, uint32(len(s)))
 	h.WriteString(s)
-}
-
-func writeLen(h *maphash.Hash, n int) {
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], uint32(n))
-	h.Write(b[:])
 }
 
 // addList adds the elements of an NFTA_SET_ELEM_LIST_ELEMENTS attribute's
@@ -123,60 +117,15 @@ func writeLen(h *maphash.Hash, n int) {
 func (s *setSum) addList(list []byte) error {
 	var h maphash.Hash
 	h.SetSeed(sumSeed)
-	return eachAttr(list, func(_ uint16, el []byte) error {
-		var key, keyEnd, val, chain []byte
-		var end, verdict bool
-		var kind int32
-		err := eachAttr(el, func(typ uint16, b []byte) error {
-			switch typ {
-			case unix.NFTA_SET_ELEM_KEY:
-				return eachAttr(b, func(t uint16, v []byte) error {
-					if t == unix.NFTA_DATA_VALUE {
-						key = v
-					}
-					return nil
-				})
-			case nftaSetElemKeyEnd:
-				return eachAttr(b, func(t uint16, v []byte) error {
-					if t == unix.NFTA_DATA_VALUE {
-						keyEnd = v
-					}
-					return nil
-				})
-			case unix.NFTA_SET_ELEM_FLAGS:
-				end = len(b) == 4 && binary.BigEndian.Uint32(b)&unix.NFT_SET_ELEM_INTERVAL_END != 0
-			case unix.NFTA_SET_ELEM_DATA:
-				return eachAttr(b, func(t uint16, d []byte) error {
-					switch t {
-					case unix.NFTA_DATA_VALUE:
-						val = d
-					case unix.NFTA_DATA_VERDICT:
-						verdict = true
-						return eachAttr(d, func(vt uint16, vb []byte) error {
-							switch {
-							case vt == unix.NFTA_VERDICT_CODE && len(vb) == 4:
-								kind = int32(binary.BigEndian.Uint32(vb))
-							case vt == unix.NFTA_VERDICT_CHAIN:
-								chain = bytes.TrimRight(vb, "\x00")
-							}
-							return nil
-						})
-					}
-					return nil
-				})
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	return eachElement(list, func(e rawElement) error {
 		h.Reset()
-		writeElement(&h, key, keyEnd, end, verdict)
-		if verdict {
-			writeVerdict(&h, kind)
+		writeElement(&h, e.key, e.keyEnd, e.flags&unix.NFT_SET_ELEM_INTERVAL_END != 0, e.verdict != nil)
+		if e.verdict != nil {
+			kind, chain, _ := verdictOf(e.verdict)
+			writeUint32(&h, uint32(kind))
 			writeField(&h, chain)
 		} else {
-			writeField(&h, val)
+			writeField(&h, e.val)
 		}
 		s.n++
 		s.sum += h.Sum64()
@@ -188,12 +137,12 @@ func (s *setSum) addList(list []byte) error {
 // netlink attribute of b.
 func eachAttr(b []byte, fn func(typ uint16, payload []byte) error) error {
 	for len(b) > 0 {
-		if len(b) < 4 {
-			return fmt.Errorf("truncated attribute")
+		n := 0
+		if len(b) >= 4 {
+			n = int(binary.NativeEndian.Uint16(b))
 		}
-		n := int(binary.NativeEndian.Uint16(b))
 		if n < 4 || n > len(b) {
-			return fmt.Errorf("attribute of %d bytes in %d", n, len(b))
+			return errBadAttr
 		}
 		if err := fn(binary.NativeEndian.Uint16(b[2:])&^(unix.NLA_F_NESTED|unix.NLA_F_NET_BYTEORDER), b[4:n]); err != nil {
 			return err
@@ -203,11 +152,11 @@ func eachAttr(b []byte, fn func(typ uint16, payload []byte) error) error {
 	return nil
 }
 
-// delTable forgets what was added to a table before it was deleted.
-func (st sentTables) delTable(fam nftables.TableFamily, name string) {
-	delete(st, tableKey{fam, name})
-}
+// errBadAttr is the error of attributes whose lengths do not add up: not
+// attributes, as decodeVerdict finds often (an endpoint map's data).
+var errBadAttr = errors.New("truncated or overlong netlink attribute")
 
+// table returns what was added to a table so far.
 func (st sentTables) table(fam nftables.TableFamily, name string) *sentTable {
 	t := st[tableKey{fam, name}]
 	if t == nil {
@@ -215,14 +164,6 @@ func (st sentTables) table(fam nftables.TableFamily, name string) *sentTable {
 		st[tableKey{fam, name}] = t
 	}
 	return t
-}
-
-func (st sentTables) addChain(fam nftables.TableFamily, table string, c *nftables.Chain) {
-	st.table(fam, table).chains[c.Name] = c
-}
-
-func (st sentTables) addElems(fam nftables.TableFamily, table, set string, elems []nftables.SetElement) {
-	st.set(fam, table, set).add(elems)
 }
 
 // set returns the digest of a set's elements added so far.
@@ -236,163 +177,135 @@ func (st sentTables) set(fam nftables.TableFamily, table, set string) *setSum {
 	return s
 }
 
-// decodeSent decodes the messages of a staged transaction (batch.go:
-// netlink messages back to back, each padded to 4 bytes) into what it
+// decodeSent decodes the messages of a staged transaction into what it
 // adds to each table.
 func decodeSent(chunks [][]byte) (sentTables, error) {
 	st := sentTables{}
 	tables := map[string]*nftables.Table{}
+	err := eachMessage(chunks, func(typ uint16, fam nftables.TableFamily, attrs []byte) error {
+		switch typ {
+		case unix.NFT_MSG_DELTABLE:
+			name, err := stringAttr(attrs, unix.NFTA_TABLE_NAME)
+			if err != nil {
+				return fmt.Errorf("delete table: %w", err)
+			}
+			delete(st, tableKey{fam, name}) // what was added before is gone
+		case unix.NFT_MSG_NEWCHAIN:
+			ch, err := parseChain(fam, attrs, tables)
+			if err != nil {
+				return fmt.Errorf("chain: %w", err)
+			}
+			if ch.Table != nil {
+				st.table(fam, ch.Table.Name).chains[ch.Name] = ch
+			}
+		case unix.NFT_MSG_NEWSETELEM:
+			table, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_TABLE)
+			if err != nil {
+				return fmt.Errorf("elements: %w", err)
+			}
+			set, _ := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_SET)
+			list, _ := attr(attrs, unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+			if err := st.set(fam, table, set).addList(list); err != nil {
+				return fmt.Errorf("elements of %s: %w", set, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sent batch: %w", err)
+	}
+	return st, nil
+}
+
+// eachMessage calls fn with the type (NFT_MSG_*), family and attributes
+// of each nftables message of a staged transaction (batch.go: netlink
+// messages back to back, each padded to 4 bytes), in order.
+func eachMessage(chunks [][]byte, fn func(typ uint16, fam nftables.TableFamily, attrs []byte) error) error {
 	for _, c := range chunks {
 		for off := 0; off < len(c); {
 			if len(c)-off < nlmsgHeaderLen {
-				return nil, fmt.Errorf("sent batch: truncated message header at %d", off)
+				return fmt.Errorf("truncated message header at %d", off)
 			}
 			n := int(binary.NativeEndian.Uint32(c[off:]))
 			typ := binary.NativeEndian.Uint16(c[off+4:])
 			if n < nlmsgHeaderLen+4 || off+n > len(c) {
-				return nil, fmt.Errorf("sent batch: message of %d bytes at %d", n, off)
+				return fmt.Errorf("message of %d bytes at %d", n, off)
 			}
 			data := c[off+nlmsgHeaderLen : off+n]
 			off += nlmsgAlign(n)
 			if typ>>8 != unix.NFNL_SUBSYS_NFTABLES {
 				continue
 			}
-			fam, attrs := nftables.TableFamily(data[0]), data[4:]
-			switch typ & 0xff {
-			case unix.NFT_MSG_DELTABLE:
-				name, err := stringAttr(attrs, unix.NFTA_TABLE_NAME)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: delete table: %w", err)
-				}
-				st.delTable(fam, name)
-			case unix.NFT_MSG_NEWCHAIN:
-				ch, err := parseChain(fam, attrs, tables)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: chain: %w", err)
-				}
-				if ch.Table != nil {
-					st.addChain(fam, ch.Table.Name, ch)
-				}
-			case unix.NFT_MSG_NEWSETELEM:
-				table, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_TABLE)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: elements: %w", err)
-				}
-				set, err := stringAttr(attrs, unix.NFTA_SET_ELEM_LIST_SET)
-				if err != nil {
-					return nil, fmt.Errorf("sent batch: elements: %w", err)
-				}
-				sum := st.set(fam, table, set)
-				if err := eachAttr(attrs, func(typ uint16, b []byte) error {
-					if typ == unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-						return sum.addList(b)
-					}
-					return nil
-				}); err != nil {
-					return nil, fmt.Errorf("sent batch: elements of %s: %w", set, err)
-				}
+			if err := fn(typ&0xff, nftables.TableFamily(data[0]), data[4:]); err != nil {
+				return err
 			}
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // stringAttr returns the NUL-terminated string attribute typ of attrs
 // ("" when there is none).
 func stringAttr(attrs []byte, typ uint16) (string, error) {
-	var out string
+	b, err := attr(attrs, typ)
+	return cString(b), err
+}
+
+// attr returns the payload of the attribute typ of attrs (nil when there
+// is none; the last when there are several).
+func attr(attrs []byte, typ uint16) ([]byte, error) {
+	var out []byte
 	err := eachAttr(attrs, func(t uint16, b []byte) error {
 		if t == typ {
-			out = string(bytes.TrimRight(b, "\x00"))
+			out = b
 		}
 		return nil
 	})
 	return out, err
 }
 
-// pendingSent is the decoding of a transaction's messages, running while
-// the kernel takes them.
-type pendingSent struct {
-	done chan struct{}
-	st   sentTables
-	err  error
-}
-
-// startDecodeSent decodes chunks in the background.
-func startDecodeSent(chunks [][]byte) *pendingSent {
-	p := &pendingSent{done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		p.st, p.err = decodeSent(chunks)
-	}()
-	return p
-}
-
-// table waits for the decoding and returns what was added to a table, or
-// nil.
-func (p *pendingSent) table(fam nftables.TableFamily, name string) (*sentTable, error) {
-	if p == nil {
-		return nil, fmt.Errorf("no transaction was sent")
-	}
-	<-p.done
-	if p.err != nil {
-		return nil, p.err
-	}
-	return p.st[tableKey{fam, name}], nil
-}
-
 // modelSums computes the digest of every static set of the tables plans
 // replace from their model (not of the encoded ones, which the read-back
-// check compares with the kernel), once started.
+// check compares with the kernel), once: by family index, then set name.
 type modelSums struct {
-	plans []*tablePlan
-	once  sync.Once
-	done  chan struct{}
-	bySet []map[string]setSum // by family index, then set name
+	sums func() []map[string]setSum
 }
 
 // newModelSums returns the digests of the sets plans replace from their
 // model, to be computed once start is called: as the kernel takes the
 // batch (the encoding has the cores until then).
 func newModelSums(plans []*tablePlan) *modelSums {
-	return &modelSums{plans: plans, done: make(chan struct{}), bySet: make([]map[string]setSum, len(plans))}
-}
-
-// start starts computing the digests in the background, once.
-func (m *modelSums) start() {
-	m.once.Do(func() { go m.compute() })
-}
-
-func (m *modelSums) compute() {
-	defer close(m.done)
-	for i, tp := range m.plans {
-		if !sentChecked(tp) {
-			continue
-		}
-		f := tp.model.Family
-		sums := map[string]setSum{}
-		for _, it := range tp.model.Items {
-			// A dynamic set's digest is that of no element; the check
-			// skips those sets.
-			if s := it.Set; s != nil {
-				var sum setSum
-				for _, elems := range encoding.SetElements(f, s) {
-					sum.add(elems)
-				}
-				sums[s.Name] = sum
+	return &modelSums{sums: sync.OnceValue(func() []map[string]setSum {
+		bySet := make([]map[string]setSum, len(plans))
+		for i, tp := range plans {
+			if !sentChecked(tp) {
+				continue
 			}
+			f := tp.model.Family
+			sums := map[string]setSum{}
+			for _, it := range tp.model.Items {
+				// A dynamic set's digest is that of no element; the check
+				// skips those sets.
+				if s := it.Set; s != nil {
+					var sum setSum
+					for _, elems := range encoding.SetElements(f, s) {
+						sum.add(elems)
+					}
+					sums[s.Name] = sum
+				}
+			}
+			bySet[i] = sums
 		}
-		m.bySet[i] = sums
-	}
+		return bySet
+	})}
 }
 
-// of returns the digests of family index i, starting their computation
-// if nothing has and waiting for it.
-func (m *modelSums) of(i int) map[string]setSum {
-	m.start()
-	<-m.done
-	return m.bySet[i]
-}
+// start starts computing the digests in the background.
+func (m *modelSums) start() { go m.sums() }
+
+// of returns the digests of family index i, computing them if nothing
+// has, or waiting for them.
+func (m *modelSums) of(i int) map[string]setSum { return m.sums()[i] }
 
 // sentChecked says whether what tp wrote is checked against what was
 // sent (sentMatches) rather than read back: a table replaced whole from

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -206,18 +207,13 @@ func modelPieces(mt *nftmodel.Table, shells []*Set, cut bool) []modelPiece {
 	return out
 }
 
-func totalWeight(pieces []modelPiece) int {
-	w := 0
-	for _, p := range pieces {
-		w += p.weight()
-	}
-	return w
-}
-
 // segments cuts pieces into n runs of about equal weight, in order.
 func segments(pieces []modelPiece, n int) [][]modelPiece {
 	out := make([][]modelPiece, 0, n)
-	total, w, start := totalWeight(pieces), 0, 0
+	total, w, start := 0, 0, 0
+	for _, p := range pieces {
+		total += p.weight()
+	}
 	for i, p := range pieces {
 		w += p.weight()
 		if len(out) < n-1 && w*n >= total*(len(out)+1) {
@@ -254,7 +250,7 @@ func queuePieces(c Batch, tbl *nftables.Table, fam nftables.TableFamily, f nftmo
 		}
 		var elems []nftables.SetElement
 		if p.lo == 0 && p.hi == p.set.Len() {
-			elems = p.shell.kernelOrder(flatElems(encoding.SetElements(f, p.set)))
+			elems = p.shell.kernelOrder(slices.Concat(encoding.SetElements(f, p.set)...))
 		} else {
 			for i := p.lo; i < p.hi; i++ {
 				elems = append(elems, encoding.SetElement(f, p.set, i)...)
@@ -277,20 +273,6 @@ func (tp *tablePlan) countModel(fam nftables.TableFamily) error {
 // anonMark separates a rule's key from its anonymous set's elements, as
 // a rule's bytes are counted (ruleKeyOf).
 const anonMark = "|anon:"
-
-// flatElems lists the netlink elements of a set's elements (EncodeAll)
-// in order.
-func flatElems(all [][]nftables.SetElement) []nftables.SetElement {
-	n := 0
-	for _, e := range all {
-		n += len(e)
-	}
-	out := make([]nftables.SetElement, 0, n)
-	for _, e := range all {
-		out = append(out, e...)
-	}
-	return out
-}
 
 // discardBatch is a Batch that queues nothing.
 type discardBatch struct{}
@@ -324,6 +306,6 @@ func modelChecks(mt *nftmodel.Table) *tableChecks {
 			tc.chains = append(tc.chains, &Chain{Name: it.Chain.Name, Base: baseChain(it.Chain.Hook)})
 		}
 	}
-	tc.keys = func(i int) []string { return sortedElementKeys(flatElems(encoding.SetElements(f, models[i]))) }
+	tc.keys = func(i int) []string { return sortedElementKeys(slices.Concat(encoding.SetElements(f, models[i])...)) }
 	return tc
 }

@@ -2,8 +2,8 @@ package nft
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/google/nftables"
 	"netspec.dev/netspec/render/nftmodel"
@@ -53,12 +53,7 @@ type ElementChange struct {
 
 // Empty tells whether nothing changes.
 func (c *Changes) Empty() bool {
-	for i := range c.Tables {
-		if !c.Tables[i].Empty() {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(c.Tables, func(t TableChanges) bool { return !t.Empty() })
 }
 
 // Empty tells whether nothing changes in the table.
@@ -124,7 +119,7 @@ func (tp *tablePlan) queue(c Batch, fam nftables.TableFamily) error {
 			return err
 		}
 	}
-	for _, name := range sortedKeys(tp.delElems) {
+	for _, name := range slices.Sorted(maps.Keys(tp.delElems)) {
 		if err := setOf(t, name).DeleteElements(c, table, elementsOf(tp.delElems[name])); err != nil {
 			return err
 		}
@@ -151,7 +146,7 @@ func (tp *tablePlan) queue(c Batch, fam nftables.TableFamily) error {
 			return err
 		}
 	}
-	for _, name := range sortedKeys(tp.addElemsText) {
+	for _, name := range slices.Sorted(maps.Keys(tp.addElemsText)) {
 		if err := setOf(t, name).AddElements(c, table, tp.addElemsText[name]); err != nil {
 			return err
 		}
@@ -263,13 +258,4 @@ func elementBytes(elems []nftables.SetElement) int {
 		}
 	}
 	return n
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/google/nftables"
 	"netspec.dev/netspec/internal/stages"
@@ -36,8 +37,8 @@ type Kernel interface {
 	// Sent returns what the last transaction Run sent added to a table,
 	// counted from the table's last delete in it (nil if nothing): for a
 	// table it replaced, everything the table holds. System decodes it
-	// from the bytes it sent, while the kernel takes them; Fake records
-	// what was queued. See sent.go.
+	// from the bytes it sent, while the kernel takes them; Fake from the
+	// bytes it staged. See sent.go.
 	Sent(fam nftables.TableFamily, table string) (*sentTable, error)
 	// Close releases the connections; the kernel's state stays.
 	Close() error
@@ -78,59 +79,59 @@ type System struct {
 	conn   *nftables.Conn // lists
 	batch  *nftables.Conn // writes: batches sent by sender
 	sender *batchSender
-	dump   *ruleDumper  // rules and elements
-	chains *ruleDumper  // chains
-	onSend func()       // see Applier.OnSend
-	sent   *pendingSent // the last transaction's messages, decoded
+	dump   *ruleDumper                // rules and elements
+	chains *ruleDumper                // chains
+	onSend func()                     // see Applier.OnSend
+	sent   func() (sentTables, error) // the last transaction's messages, decoded (decodeSent)
 }
 
 // OpenSystem connects to nftables in the network namespace nsFd (an open
 // /var/run/netns/NAME or /proc/PID/ns/net; 0 for the current one).
-func OpenSystem(nsFd int) (*System, error) {
+func OpenSystem(nsFd int) (_ *System, err error) {
 	c, err := dial(nsFd)
 	if err != nil {
 		return nil, err
 	}
+	k := &System{conn: c}
+	defer func() {
+		if err != nil {
+			k.Close()
+		}
+	}()
 	// Fail early and clearly when nftables cannot be used at all.
 	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
-		c.CloseLasting()
 		return nil, fmt.Errorf("nftables: %w", explain(err))
 	}
-	d, err := newRuleDumper(nsFd)
-	if err != nil {
-		c.CloseLasting()
+	if k.dump, err = newRuleDumper(nsFd); err != nil {
 		return nil, err
 	}
-	cd, err := newRuleDumper(nsFd)
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
+	if k.chains, err = newRuleDumper(nsFd); err != nil {
 		return nil, err
 	}
-	s, err := newBatchSender(nsFd)
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
-		cd.Close()
+	if k.sender, err = newBatchSender(nsFd); err != nil {
 		return nil, err
 	}
-	bc, err := s.nftConn()
-	if err != nil {
-		c.CloseLasting()
-		d.Close()
-		cd.Close()
-		s.Close()
+	if k.batch, err = k.sender.nftConn(); err != nil {
 		return nil, err
 	}
-	return &System{conn: c, batch: bc, sender: s, dump: d, chains: cd}, nil
+	return k, nil
 }
 
-// Close implements Kernel.
+// Close implements Kernel; OpenSystem closes a System opened in part
+// with it.
 func (k *System) Close() error {
-	k.dump.Close()
-	k.chains.Close()
-	k.sender.Close()
-	k.batch.CloseLasting()
+	if k.dump != nil {
+		k.dump.Close()
+	}
+	if k.chains != nil {
+		k.chains.Close()
+	}
+	if k.sender != nil {
+		k.sender.Close()
+	}
+	if k.batch != nil {
+		k.batch.CloseLasting()
+	}
 	return k.conn.CloseLasting()
 }
 
@@ -180,7 +181,9 @@ func (k *System) Run(queue func(Batch) error) error {
 		return err
 	}
 	if st := k.sender.staged; st != nil {
-		k.sent = startDecodeSent(st.chunks)
+		// Decoded while the kernel takes them.
+		k.sent = sync.OnceValues(func() (sentTables, error) { return decodeSent(st.chunks) })
+		go k.sent()
 	}
 	if k.onSend != nil {
 		k.onSend()
@@ -191,7 +194,11 @@ func (k *System) Run(queue func(Batch) error) error {
 
 // Sent implements Kernel.
 func (k *System) Sent(fam nftables.TableFamily, table string) (*sentTable, error) {
-	return k.sent.table(fam, table)
+	if k.sent == nil {
+		return nil, fmt.Errorf("no transaction was sent")
+	}
+	st, err := k.sent()
+	return st[tableKey{fam, table}], err
 }
 
 func (k *System) notifySend(f func()) { k.onSend = f }

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -129,7 +129,7 @@ func (d *decoder) stmt() (nftmodel.Stmt, error) {
 	switch x := d.peek(0).(type) {
 	case *expr.Verdict:
 		d.i++
-		return verdictOf(x)
+		return DecodeVerdict(x)
 	case *expr.Masq:
 		d.i++
 		return nftmodel.Masquerade{FullyRandom: x.FullyRandom}, nil
@@ -272,8 +272,8 @@ func (d *decoder) compare() (nftmodel.Stmt, error) {
 	addr, _ := netip.AddrFromSlice(full)
 	ones := int(n) * 8
 	if mask != nil {
-		ones = maskBits(mask)
-		if ones < 0 {
+		var bits int
+		if ones, bits = net.IPMask(mask).Size(); bits == 0 {
 			return nil, foreign("an address mask that is not a prefix")
 		}
 	}
@@ -282,26 +282,6 @@ func (d *decoder) compare() (nftmodel.Stmt, error) {
 		return nil, foreign("a prefix with host bits")
 	}
 	return nftmodel.AddrMatch{Field: fd, Neq: c.Op == expr.CmpOpNeq, Prefixes: []netip.Prefix{p}}, nil
-}
-
-// maskBits is the length of the prefix a mask keeps (ones, then zeros),
-// or -1 when it is not one.
-func maskBits(mask []byte) int {
-	n := 0
-	for _, c := range mask {
-		n += bits.LeadingZeros8(^c)
-		if c != 0xff {
-			break
-		}
-	}
-	want := make([]byte, len(mask))
-	for i := 0; i < n; i++ {
-		want[i/8] |= 0x80 >> (i % 8)
-	}
-	if !bytes.Equal(want, mask) {
-		return -1
-	}
-	return n
 }
 
 // numgen decodes NumgenMatch and DNATMap, which start with numgen.
@@ -346,21 +326,15 @@ func (d *decoder) dnat() (nftmodel.Stmt, error) {
 
 // DecodeVerdict is the model's verdict of an expression's: ErrForeign
 // for one the model does not hold (continue, break).
-func DecodeVerdict(v *expr.Verdict) (nftmodel.Verdict, error) { return verdictOf(v) }
-
-// verdictOf is the model's verdict of an expression's.
-func verdictOf(v *expr.Verdict) (nftmodel.Verdict, error) {
-	switch v.Kind {
-	case expr.VerdictAccept:
-		return nftmodel.Verdict{Kind: nftmodel.Accept}, nil
-	case expr.VerdictDrop:
-		return nftmodel.Verdict{Kind: nftmodel.Drop}, nil
-	case expr.VerdictReturn:
-		return nftmodel.Verdict{Kind: nftmodel.Return}, nil
-	case expr.VerdictJump:
-		return nftmodel.Verdict{Kind: nftmodel.Jump, Chain: v.Chain}, nil
-	case expr.VerdictGoto:
-		return nftmodel.Verdict{Kind: nftmodel.Goto, Chain: v.Chain}, nil
+func DecodeVerdict(v *expr.Verdict) (nftmodel.Verdict, error) {
+	for k, x := range verdictKinds {
+		if k > 0 && x == v.Kind {
+			mv := nftmodel.Verdict{Kind: nftmodel.VerdictKind(k)}
+			if mv.Kind == nftmodel.Jump || mv.Kind == nftmodel.Goto {
+				mv.Chain = v.Chain
+			}
+			return mv, nil
+		}
 	}
 	return nftmodel.Verdict{}, foreign("verdict %d", v.Kind)
 }
@@ -485,7 +459,7 @@ func DecodeElements(f nftmodel.Family, s *nftmodel.Set, elems []nftables.SetElem
 			if v == nil {
 				return foreign("a verdict map element without a verdict")
 			}
-			if el.Verdict, err = verdictOf(v); err != nil {
+			if el.Verdict, err = DecodeVerdict(v); err != nil {
 				return err
 			}
 		}

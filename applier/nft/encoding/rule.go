@@ -7,8 +7,10 @@
 package encoding
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/google/nftables"
@@ -195,7 +197,7 @@ func (e *encoder) meta(key expr.MetaKey, reg uint32, set bool) {
 
 func (e *encoder) bitwise(n uint32, mask, xor []byte) {
 	e.add(e.intern(append(append(append(e.sig[:0], 'b', byte(n)), mask...), xor...), func() expr.Any {
-		return &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: n, Mask: clone(mask), Xor: clone(xor)}
+		return &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: n, Mask: bytes.Clone(mask), Xor: bytes.Clone(xor)}
 	}))
 }
 
@@ -204,21 +206,21 @@ func (e *encoder) cmp(op expr.CmpOp, data []byte) {
 		// Protocols, ports, prefixes and zeros repeat; whole addresses
 		// seldom do.
 		e.add(e.intern(append(append(e.sig[:0], 'c', byte(op)), data...), func() expr.Any {
-			return &expr.Cmp{Op: op, Register: reg1, Data: clone(data)}
+			return &expr.Cmp{Op: op, Register: reg1, Data: bytes.Clone(data)}
 		}))
 		return
 	}
-	e.add(&expr.Cmp{Op: op, Register: reg1, Data: clone(data)})
+	e.add(&expr.Cmp{Op: op, Register: reg1, Data: bytes.Clone(data)})
 }
 
 func (e *encoder) immediate(reg uint32, data []byte) {
 	if len(data) <= 2 { // a port: they repeat
 		e.add(e.intern(append(append(e.sig[:0], 'i', byte(reg)), data...), func() expr.Any {
-			return &expr.Immediate{Register: reg, Data: clone(data)}
+			return &expr.Immediate{Register: reg, Data: bytes.Clone(data)}
 		}))
 		return
 	}
-	e.add(&expr.Immediate{Register: reg, Data: clone(data)})
+	e.add(&expr.Immediate{Register: reg, Data: bytes.Clone(data)})
 }
 
 func (e *encoder) numgen(reg, mod, off uint32) {
@@ -227,8 +229,6 @@ func (e *encoder) numgen(reg, mod, off uint32) {
 		return &expr.Numgen{Register: reg, Modulus: mod, Type: unix.NFT_NG_RANDOM, Offset: off}
 	}))
 }
-
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // zeros are zero bytes to slice values from.
 var zeros [16]byte
@@ -290,11 +290,8 @@ func (e *encoder) addrMatch(s nftmodel.AddrMatch) {
 	anon := &AnonSet{Template: nftables.Set{
 		Anonymous: true,
 		Constant:  true,
-		KeyType:   nftables.TypeIPAddr,
+		KeyType:   addrType(e.fam),
 	}}
-	if e.fam == nftmodel.IPv6 {
-		anon.Template.KeyType = nftables.TypeIP6Addr
-	}
 	interval := false
 	for _, p := range s.Prefixes {
 		interval = interval || !p.IsSingleIP()
@@ -329,14 +326,7 @@ func (e *encoder) comparePrefix(fd nftmodel.Field, op expr.CmpOp, pfx netip.Pref
 		return
 	}
 	e.load(fd, reg1, size)
-	mask := make([]byte, len(addr))
-	for i := 0; i < bits/8; i++ {
-		mask[i] = 0xff
-	}
-	if bits%8 != 0 {
-		mask[bits/8] = ^byte(0xff >> (bits % 8))
-	}
-	e.bitwise(size, mask, zeros[:size])
+	e.bitwise(size, net.CIDRMask(bits, len(addr)*8), zeros[:size])
 	e.cmp(op, addr)
 }
 
@@ -472,21 +462,18 @@ func (e *encoder) verdict(v nftmodel.Verdict) {
 	e.add(Verdict(v))
 }
 
+// verdictKinds are the kernel's verdicts of the model's, by kind: the
+// encoding's and the decoding's one table.
+var verdictKinds = [...]expr.VerdictKind{
+	nftmodel.Accept: expr.VerdictAccept,
+	nftmodel.Drop:   expr.VerdictDrop,
+	nftmodel.Return: expr.VerdictReturn,
+	nftmodel.Jump:   expr.VerdictJump,
+	nftmodel.Goto:   expr.VerdictGoto,
+}
+
 // Verdict is the verdict's expression, also the data of a verdict map's
 // element.
 func Verdict(v nftmodel.Verdict) *expr.Verdict {
-	x := &expr.Verdict{Chain: v.Chain}
-	switch v.Kind {
-	case nftmodel.Accept:
-		x.Kind = expr.VerdictAccept
-	case nftmodel.Drop:
-		x.Kind = expr.VerdictDrop
-	case nftmodel.Return:
-		x.Kind = expr.VerdictReturn
-	case nftmodel.Jump:
-		x.Kind = expr.VerdictJump
-	case nftmodel.Goto:
-		x.Kind = expr.VerdictGoto
-	}
-	return x
+	return &expr.Verdict{Kind: verdictKinds[v.Kind], Chain: v.Chain}
 }

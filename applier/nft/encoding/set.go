@@ -26,16 +26,21 @@ func addrLen(f nftmodel.Family) uint32 {
 	return 4
 }
 
+// addrType is the datatype of an address of the family.
+func addrType(f nftmodel.Family) nftables.SetDatatype {
+	if f == nftmodel.IPv6 {
+		return nftables.TypeIP6Addr
+	}
+	return nftables.TypeIPAddr
+}
+
 // keyTypes are the google/nftables datatypes of the key parts.
 func keyTypes(f nftmodel.Family, s *nftmodel.Set) []nftables.SetDatatype {
 	dts := make([]nftables.SetDatatype, len(s.Key))
 	for i, p := range s.Key {
 		switch p {
 		case nftmodel.AddrPart:
-			dts[i] = nftables.TypeIPAddr
-			if f == nftmodel.IPv6 {
-				dts[i] = nftables.TypeIP6Addr
-			}
+			dts[i] = addrType(f)
 		case nftmodel.ProtoPart:
 			dts[i] = nftables.TypeInetProto
 		case nftmodel.ServicePart:
@@ -55,11 +60,7 @@ func SetTemplate(f nftmodel.Family, s *nftmodel.Set) nftables.Set {
 		Timeout:    s.Timeout,
 	}
 	if s.EndpointMod > 0 {
-		addr := nftables.TypeIPAddr
-		if f == nftmodel.IPv6 {
-			addr = nftables.TypeIP6Addr
-		}
-		data, _ := nftables.ConcatSetType(addr, nftables.TypeInetService) // two types: cannot fail
+		data, _ := nftables.ConcatSetType(addrType(f), nftables.TypeInetService) // two types: cannot fail
 		t.KeyType, t.KeyByteOrder = nftables.TypeInteger, binaryutil.NativeEndian
 		t.IsMap, t.DataType = true, data
 		return t

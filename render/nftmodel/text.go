@@ -22,9 +22,6 @@ func (rs *Ruleset) AppendText(b []byte) []byte {
 	return b
 }
 
-// Text is AppendText of an empty buffer.
-func (rs *Ruleset) Text() []byte { return rs.AppendText(nil) }
-
 // AppendText appends the table as the file writes it.
 func (t *Table) AppendText(b []byte) []byte {
 	b = t.AppendHead(b)

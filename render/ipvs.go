@@ -6,6 +6,7 @@ import (
 
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render/ipvsmodel"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // DefaultIPVSScheduler is the scheduler of a Service without the
@@ -54,13 +55,13 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 		persist := uint32(max(svc.AffinitySeconds, 0))
 		for j := range svc.Ports {
 			port := &svc.Ports[j]
-			proto, ok := ipvsProtocols[port.Protocol]
+			proto, ok := nftmodel.ProtoOf(port.Protocol)
 			if !ok {
 				continue
 			}
 			add := func(a netip.Addr, pn uint16, idx []int) {
 				a = normAddr(a)
-				v := ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: proto, Addr: a, Port: pn}, Scheduler: s, Persistence: persist}
+				v := ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: ipvsmodel.Protocol(proto), Addr: a, Port: pn}, Scheduler: s, Persistence: persist}
 				for _, k := range idx {
 					if k < 0 || k >= len(port.Endpoints) {
 						continue
@@ -102,6 +103,3 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 	t.Sort()
 	return t
 }
-
-// ipvsProtocols are the IPVS protocols of the Service protocols.
-var ipvsProtocols = map[string]ipvsmodel.Protocol{"TCP": ipvsmodel.TCP, "UDP": ipvsmodel.UDP, "SCTP": ipvsmodel.SCTP}

@@ -113,8 +113,6 @@ var (
 
 // nftFamily is one of the two tables.
 type nftFamily struct {
-	table    string                // nft family keyword: "ip" or "ip6"
-	addrType string                // set key type
 	label    string                // for comments
 	is       func(netip.Addr) bool // of a normalized address (normAddr)
 	loopback netip.Prefix          // node ports are not served on loopback
@@ -122,8 +120,8 @@ type nftFamily struct {
 }
 
 var nftFamilies = [...]nftFamily{
-	{table: "ip", addrType: "ipv4_addr", label: "IPv4", is: netip.Addr.Is4, loopback: netip.MustParsePrefix("127.0.0.0/8"), model: nftmodel.IPv4},
-	{table: "ip6", addrType: "ipv6_addr", label: "IPv6", is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }, loopback: netip.MustParsePrefix("::1/128"), model: nftmodel.IPv6},
+	{label: "IPv4", is: netip.Addr.Is4, loopback: netip.MustParsePrefix("127.0.0.0/8"), model: nftmodel.IPv4},
+	{label: "IPv6", is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }, loopback: netip.MustParsePrefix("::1/128"), model: nftmodel.IPv6},
 }
 
 // NFTables renders the Plan as an nftables ruleset for `nft -f`. The file
@@ -236,7 +234,7 @@ type nftPort struct {
 	port   *plan.Port
 	index  int32  // of port in svc.Ports
 	portID string // port name, or number when unnamed
-	proto  string // lower case
+	proto  nftmodel.Proto
 	nftChains
 }
 
@@ -301,7 +299,7 @@ func comparePorts(a, b *nftPort) int {
 	if c := strings.Compare(a.portID, b.portID); c != 0 {
 		return c
 	}
-	if c := strings.Compare(a.proto, b.proto); c != 0 {
+	if c := strings.Compare(a.proto.String(), b.proto.String()); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.port.Port, b.port.Port)
@@ -425,7 +423,8 @@ func appendPorts(dst []nftPort, svc *plan.Service) []nftPort {
 // newPort is port j of svc, without names.
 func newPort(svc *plan.Service, j int) nftPort {
 	port := &svc.Ports[j]
-	sp := nftPort{svc: svc, port: port, index: int32(j), portID: port.Name, proto: lowerProtocol(port.Protocol)}
+	sp := nftPort{svc: svc, port: port, index: int32(j), portID: port.Name}
+	sp.proto, _ = nftmodel.ProtoOf(port.Protocol)
 	if sp.portID == "" {
 		sp.portID = strconv.Itoa(int(port.Port))
 	}
@@ -466,7 +465,7 @@ func (t *nftTable) viewPortIn(v *nftPortView, sp *nftPort) *nftPortView {
 	v.base = append(v.base, '/')
 	v.base = append(v.base, svc.Name...)
 	v.base = append(v.base, '/')
-	v.base = append(v.base, sp.proto...)
+	v.base = append(v.base, sp.proto.String()...)
 	v.base = append(v.base, '/')
 	v.base = append(v.base, sp.portID...)
 	v.clusterIPs = appendFamilyAddrs(v.clusterIPs[:0], svc.ClusterIPs, t.fam)
@@ -590,8 +589,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	}
 
 	// Internal traffic: the cluster IPs.
-	proto, _ := nftmodel.ProtoOf(v.proto)
-	e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}}
+	e := nftmodel.Element{Key: nftmodel.Key{Proto: v.proto, Port: port.Port}}
 	switch {
 	case len(v.cluster) > 0:
 		e.Verdict = nftmodel.GoTo(v.internalChain())
@@ -626,7 +624,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 		}
 	}
 	frontend := func(addr netip.Addr, port uint16) {
-		key := nftmodel.Key{Addr: addr, Proto: proto, Port: port}
+		key := nftmodel.Key{Addr: addr, Proto: v.proto, Port: port}
 		if toExternal.Kind != 0 {
 			e := nftmodel.Element{Key: key, Verdict: toExternal}
 			if addr.IsValid() {
@@ -656,7 +654,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 
 	// loadBalancerSourceRanges.
 	if v.firewallChain != "" {
-		e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}, Verdict: nftmodel.GoTo(v.firewallChain)}
+		e := nftmodel.Element{Key: nftmodel.Key{Proto: v.proto, Port: port.Port}, Verdict: nftmodel.GoTo(v.firewallChain)}
 		for _, a := range v.lbIPs {
 			e.Key.Addr = a
 			t.firewall = append(t.firewall, e)
@@ -742,10 +740,6 @@ var nftMaps = [...]struct {
 	{"cluster-ips", "every cluster IP: a new connection still addressed to one after DNAT is to a port it does not serve", false, true, true},
 }
 
-// groupsPerWorker is the fewest service ports worth a goroutine of
-// appendGroups (a variable for tests).
-var groupsPerWorker = 2048
-
 // hash8 is nftHash without allocation. Eight base32 characters encode the
 // first five bytes of the sum exactly, without padding.
 func hash8(readable []byte) (h nftHash8) {
@@ -774,20 +768,6 @@ func appendNFTName(b []byte, prefix string, hash, readable []byte) []byte {
 		b = append(b[:start+nftNameMax-3], "..."...)
 	}
 	return b
-}
-
-// lowerProtocol is strings.ToLower(proto), without allocation for the
-// protocols Kubernetes knows.
-func lowerProtocol(proto string) string {
-	switch proto {
-	case "TCP":
-		return "tcp"
-	case "UDP":
-		return "udp"
-	case "SCTP":
-		return "sctp"
-	}
-	return strings.ToLower(proto)
 }
 
 // normAddr is a without zone, an IPv4-mapped IPv6 address as IPv4.

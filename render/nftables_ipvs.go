@@ -59,7 +59,7 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 	var firewalls []*nftPort
 	for _, sp := range t.ports {
 		v := t.viewPort(sp)
-		proto, _ := nftmodel.ProtoOf(v.proto)
+		proto := sp.proto
 		for _, a := range v.clusterIPs {
 			cluster = append(cluster, nftmodel.Element{Key: nftmodel.Key{Addr: a, Proto: proto, Port: sp.port.Port}})
 			clusterAddrs = append(clusterAddrs, a)

@@ -104,22 +104,36 @@ func (t *nftTable) newModelTable(note string, base []baseChain) *nftmodel.Table 
 
 // model builds the table of the nftables data plane.
 func (t *nftTable) model() *nftmodel.Table {
+	var lists [memoLists]*nftmodel.Set
+	for k, m := range t.maps() {
+		lists[k] = mapSet(listSet(k), *m)
+	}
+	lists[len(nftMaps)] = t.hairpinSet(hairpinComment)
+	var endpointMaps []*nftmodel.Set
+	t.eachPickBucket(func(picks []*nftPick) { endpointMaps = append(endpointMaps, pickMapSet(t.fam, picks)) })
 	mt := t.dispatchModel()
-	for i, m := range t.maps() {
+	t.addSets(mt, lists[:], endpointMaps)
+	mt.Items = append(mt.Items, t.groupItems()...)
+	return mt
+}
+
+// addSets adds the sets of the table after its dispatch chains: the
+// lists (memoLists), pod-cidrs, nodeport-ips, then the endpoint maps.
+func (t *nftTable) addSets(mt *nftmodel.Table, lists, endpointMaps []*nftmodel.Set) {
+	for k, s := range lists {
 		heading := ""
-		if i == 0 {
+		if k == 0 {
 			heading = "Maps."
 		}
-		mt.AddSet(heading, mapSet(listSet(i), *m))
+		mt.AddSet(heading, s)
 	}
-	mt.AddSet("", t.hairpinSet(hairpinComment))
 	if s := t.podCIDRsSet(); s != nil {
 		mt.AddSet("", s)
 	}
 	mt.AddSet("", t.nodePortIPsSet())
-	t.eachPickBucket(func(picks []*nftPick) { mt.AddSet("", pickMapSet(t.fam, picks)) })
-	mt.Items = append(mt.Items, t.groupItems()...)
-	return mt
+	for _, s := range endpointMaps {
+		mt.AddSet("", s)
+	}
 }
 
 // dispatchModel is the start of the table: its base chains and dispatch
@@ -331,29 +345,42 @@ func (t *nftTable) nodePortIPsSet() *nftmodel.Set {
 // groupItems are the sets and chains of every service port, in t.ports
 // order. A big table is built in slices side by side, joined in order.
 func (t *nftTable) groupItems() []nftmodel.Item {
-	workers := min(runtime.GOMAXPROCS(0), len(t.ports)/groupsPerWorker)
-	if workers < 2 {
-		var items []nftmodel.Item
-		for _, sp := range t.ports {
-			items = t.appendGroupItems(items, t.viewPort(sp))
+	parts := make([][]nftmodel.Item, workers(len(t.ports)))
+	sideBySide(len(t.ports), len(parts), func(w, from, to int) {
+		var v nftPortView
+		for _, sp := range t.ports[from:to] {
+			parts[w] = t.appendGroupItems(parts[w], t.viewPortIn(&v, sp))
 		}
-		return items
+	})
+	if len(parts) == 1 {
+		return parts[0]
 	}
-	parts := make([][]nftmodel.Item, workers)
+	return slices.Concat(parts...)
+}
+
+// workers is how many goroutines build the items of n service ports (or
+// Services) side by side: one per groupsPerWorker, up to GOMAXPROCS, and
+// at least one.
+func workers(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), n/groupsPerWorker))
+}
+
+// groupsPerWorker is the fewest service ports (or Services) worth a
+// goroutine of sideBySide (a variable for tests).
+var groupsPerWorker = 2048
+
+// sideBySide calls fn(w, from, to) for each part w of k parts of n items,
+// in goroutines side by side when there are several.
+func sideBySide(n, k int, fn func(w, from, to int)) {
+	if k < 2 {
+		fn(0, 0, n)
+		return
+	}
 	var wg sync.WaitGroup
-	for w := range parts {
-		from, to := w*len(t.ports)/workers, (w+1)*len(t.ports)/workers
-		wg.Go(func() {
-			var v nftPortView
-			var items []nftmodel.Item
-			for _, sp := range t.ports[from:to] {
-				items = t.appendGroupItems(items, t.viewPortIn(&v, sp))
-			}
-			parts[w] = items
-		})
+	for w := range k {
+		wg.Go(func() { fn(w, w*n/k, (w+1)*n/k) })
 	}
 	wg.Wait()
-	return slices.Concat(parts...)
 }
 
 // appendGroupItems appends the section of a service port: its affinity
@@ -501,11 +528,10 @@ func (t *nftTable) firewallChain(v *nftPortView) *nftmodel.Chain {
 // looks its endpoint up in an endpoint map (picks.go), or the rules of
 // pickRulesOf.
 func (t *nftTable) pickRules(v *nftPortView, chain string, eps []nftEndpoint, affinity bool) []nftmodel.Rule {
-	proto, _ := nftmodel.ProtoOf(v.proto)
 	if p := t.lookupPick(v.nftPort, chain); p != nil {
-		return []nftmodel.Rule{mapPickRule(proto, p)}
+		return []nftmodel.Rule{mapPickRule(v.proto, p)}
 	}
-	return pickRulesOf(proto, eps, affinity)
+	return pickRulesOf(v.proto, eps, affinity)
 }
 
 // mapPickRule is the rule of a chain that picks through its endpoint map.

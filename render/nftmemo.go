@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"maps"
 	"net/netip"
-	"runtime"
 	"slices"
 	"sort"
-	"sync"
 
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render/nftmodel"
@@ -222,29 +220,25 @@ func (m *Memo) update(p *plan.Plan) bool {
 	// checked on the way where the last plan does not vouch for it.
 	old, next, fresh := m.svcs, m.next[:0], m.fresh[:0]
 	var made []memoSvc // allocated a chunk at a time, each twice the last
-	j, prev := 0, -1
+	j, prevReused := 0, false
 	for i := range p.Services {
 		s := &p.Services[i]
-		if j < len(old) && (old[j].svc.Namespace != s.Namespace || old[j].svc.Name != s.Name) {
-			for j < len(old) && compareServices(old[j].svc, s) < 0 {
-				m.drop(old[j])
-				j++
-			}
+		for j < len(old) && compareServices(old[j].svc, s) < 0 {
+			m.drop(old[j])
+			j++
 		}
-		matched := -1
-		if j < len(old) && old[j].svc.Namespace == s.Namespace && old[j].svc.Name == s.Name {
-			matched = j
-			if sameService(old[j].svc, s) && samePorts(old[j].svc.Ports, s.Ports) {
+		reused := false
+		if j < len(old) && compareServices(old[j].svc, s) == 0 {
+			if reused = sameService(old[j].svc, s) && samePorts(old[j].svc.Ports, s.Ports); reused {
 				e := old[j]
 				e.svc = s
 				next = append(next, e)
 			} else {
 				m.drop(old[j])
-				matched = -1
 			}
 			j++
 		}
-		if matched < 0 {
+		if !reused {
 			if len(made) == cap(made) {
 				// A chunk lives while one of its Services does: one
 				// new Service must not keep a big chunk alive.
@@ -255,11 +249,11 @@ func (m *Memo) update(p *plan.Plan) bool {
 			fresh = append(fresh, len(next))
 			next = append(next, memoEntry{svc: s, ms: ms})
 		}
-		// Two Services matched in turn are in order, as the last plan's.
-		if i > 0 && (matched < 0 || prev < 0) && compareServices(&p.Services[i-1], s) >= 0 {
+		// Two Services reused in turn are in order, as the last plan's.
+		if i > 0 && !(reused && prevReused) && compareServices(&p.Services[i-1], s) >= 0 {
 			return false
 		}
-		prev = matched
+		prevReused = reused
 	}
 	for ; j < len(old); j++ {
 		m.drop(old[j])
@@ -474,9 +468,9 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 // in table f, side by side when they are many.
 func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 	t := mt.t
-	write := func(indexes []int) {
+	sideBySide(len(indexes), workers(len(indexes)), func(_, from, to int) {
 		var v nftPortView
-		for _, i := range indexes {
+		for _, i := range indexes[from:to] {
 			e := &entries[i]
 			var items []nftmodel.Item
 			for j := range e.ms.ports[f] {
@@ -489,18 +483,7 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 			e.ms.redo[f] = false
 			e.items[f] = slices.Clip(items)
 		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(indexes)/groupsPerWorker)
-	if workers < 2 {
-		write(indexes)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		part := indexes[w*len(indexes)/workers : (w+1)*len(indexes)/workers]
-		wg.Go(func() { write(part) })
-	}
-	wg.Wait()
+	})
 }
 
 // patch brings list k's set to the update: without the elements del, with
@@ -679,22 +662,13 @@ func (m *Memo) table(f int) *nftmodel.Table {
 		n += len(m.svcs[i].items[f])
 	}
 	tm.Items = slices.Grow(tm.Items, n-len(tm.Items))
-	for k, s := range mt.sets {
-		heading := ""
-		if k == 0 {
-			heading = "Maps."
-		}
-		tm.AddSet(heading, s)
-	}
-	if s := t.podCIDRsSet(); s != nil {
-		tm.AddSet("", s)
-	}
-	tm.AddSet("", t.nodePortIPsSet())
+	var endpointMaps []*nftmodel.Set
 	for i := range mt.buckets {
 		if bk := &mt.buckets[i]; len(bk.picks) > 0 {
-			tm.AddSet("", bk.set)
+			endpointMaps = append(endpointMaps, bk.set)
 		}
 	}
+	t.addSets(tm, mt.sets[:], endpointMaps)
 	for i := range m.svcs {
 		e := &m.svcs[i]
 		if len(e.items[f]) == 0 {

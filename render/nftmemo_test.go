@@ -724,7 +724,7 @@ func TestMemoRandomEdits(t *testing.T) {
 }
 
 // TestNFTablesParallelAffinity: sections of ports with ClientIP affinity,
-// whose names need scratch space, written side by side (appendGroups)
+// whose names need scratch space, written side by side (sideBySide)
 // are those of one goroutine (run with -race: the scratch space is the
 // view's, not the table's).
 func TestNFTablesParallelAffinity(t *testing.T) {

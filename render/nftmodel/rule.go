@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Rule is a rule: its statements, in order. The last may end it (a
@@ -159,16 +160,13 @@ func (p Proto) String() string {
 	return strconv.Itoa(int(p))
 }
 
-// ProtoOf is the protocol of nft's name ("tcp", "udp", "sctp"), false for
-// another.
+// ProtoOf is the protocol of nft's name ("tcp", "udp", "sctp") or
+// Kubernetes' ("TCP", "UDP", "SCTP"), false for another.
 func ProtoOf(name string) (Proto, bool) {
-	switch name {
-	case "tcp":
-		return TCP, true
-	case "udp":
-		return UDP, true
-	case "sctp":
-		return SCTP, true
+	for _, p := range [...]Proto{TCP, UDP, SCTP} {
+		if strings.EqualFold(name, p.String()) {
+			return p, true
+		}
 	}
 	return 0, false
 }

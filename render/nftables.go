@@ -322,7 +322,7 @@ func newNFTTable(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
 	t.sortPorts(p)
 	t.services = make([]nftmodel.Element, 0, len(t.ports))
 	for _, sp := range t.ports {
-		t.scanPort(t.viewPort(sp))
+		t.scanPort(t.viewPort(&t.view, sp))
 	}
 	for _, m := range t.maps() {
 		slices.SortFunc(*m, compareElements)
@@ -338,11 +338,7 @@ func newNFTTable(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
 func (t *nftTable) setup(p *plan.Plan) {
 	fam := t.fam
 	t.podCIDRs = familyPrefixes(p.Cluster.PodCIDRs, fam)
-	for _, ip := range p.Node.IPs {
-		if ip = normAddr(ip); fam.is(ip) {
-			t.nodeIPs = append(t.nodeIPs, ip)
-		}
-	}
+	t.nodeIPs = appendFamilyAddrs(nil, p.Node.IPs, fam)
 	t.serviceCIDRs = familyPrefixes(p.Cluster.ServiceCIDRs, fam)
 	t.nodePortAddrs = familyPrefixes(p.Cluster.NodePortAddresses, fam)
 	t.nodePortCIDRs = len(t.nodePortAddrs) > 0
@@ -450,15 +446,10 @@ func (t *nftTable) sizeHint() int {
 	return n
 }
 
-// viewPort fills the table's port view for sp: its base name, its
-// addresses and its endpoints of the family, without names.
-func (t *nftTable) viewPort(sp *nftPort) *nftPortView {
-	return t.viewPortIn(&t.view, sp)
-}
-
-// viewPortIn is viewPort into a scratch view of the caller's, for
-// goroutines that render groups side by side.
-func (t *nftTable) viewPortIn(v *nftPortView, sp *nftPort) *nftPortView {
+// viewPort fills the port view v (the table's, or one of a goroutine that
+// renders groups side by side) for sp: its base name, its addresses and
+// its endpoints of the family, without names.
+func (t *nftTable) viewPort(v *nftPortView, sp *nftPort) *nftPortView {
 	v.nftPort = sp
 	svc, port := sp.svc, sp.port
 	v.base = append(v.base[:0], svc.Namespace...)

@@ -58,7 +58,7 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 	var clusterAddrs []netip.Addr
 	var firewalls []*nftPort
 	for _, sp := range t.ports {
-		v := t.viewPort(sp)
+		v := t.viewPort(&t.view, sp)
 		proto := sp.proto
 		for _, a := range v.clusterIPs {
 			cluster = append(cluster, nftmodel.Element{Key: nftmodel.Key{Addr: a, Proto: proto, Port: sp.port.Port}})
@@ -132,7 +132,7 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 	}
 	mt.AddSet("", t.nodePortIPsSet())
 	for i, sp := range firewalls {
-		v := t.viewPort(sp)
+		v := t.viewPort(&t.view, sp)
 		t.describe(v)
 		heading := ""
 		if i == 0 {

@@ -349,7 +349,7 @@ func (t *nftTable) groupItems() []nftmodel.Item {
 	sideBySide(len(t.ports), len(parts), func(w, from, to int) {
 		var v nftPortView
 		for _, sp := range t.ports[from:to] {
-			parts[w] = t.appendGroupItems(parts[w], t.viewPortIn(&v, sp))
+			parts[w] = t.appendGroupItems(parts[w], t.viewPort(&v, sp))
 		}
 	})
 	if len(parts) == 1 {
@@ -536,7 +536,7 @@ func (t *nftTable) pickRules(v *nftPortView, chain string, eps []nftEndpoint, af
 
 // mapPickRule is the rule of a chain that picks through its endpoint map.
 func mapPickRule(proto nftmodel.Proto, p *nftPick) nftmodel.Rule {
-	return nftmodel.Rule{nftmodel.ProtoMatch{Proto: proto}, nftmodel.DNATMap{Mod: uint32(p.modulus()), Offset: p.offset(), Map: pickMapName(p.bucket)}}
+	return nftmodel.Rule{nftmodel.ProtoMatch{Proto: proto}, nftmodel.DNATMap{Mod: uint32(p.modulus()), Offset: p.offset(), Map: pickMapNames[p.bucket]}}
 }
 
 // pickRulesOf returns the rules that send a packet to one of eps: first
@@ -589,7 +589,7 @@ func (t *nftTable) eachPickBucket(fn func([]*nftPick)) {
 // pickMapSet is the endpoint map of one bucket's picks, sorted by slot:
 // from each pick's offset on, one key range per endpoint.
 func pickMapSet(fam nftFamily, picks []*nftPick) *nftmodel.Set {
-	name := pickMapName(picks[0].bucket)
+	name := pickMapNames[picks[0].bucket]
 	s := &nftmodel.Set{Name: name,
 		Comment:     name + ": endpoints of the chains whose pick hashes here: from its offset on, a chain's numgen keys map to its endpoints",
 		EndpointMod: pickModulus, Interval: true}

@@ -101,12 +101,12 @@ type memoPort struct {
 }
 
 // view fills v for port mp of svc, a Service of the plan that has it, as
-// nftTable.viewPortIn: the port as the table sees it is derived again, in
+// nftTable.viewPort: the port as the table sees it is derived again, in
 // v (held).
 func (mt *memoTable) view(v *nftPortView, svc *plan.Service, mp *memoPort) *nftPortView {
 	v.held = newPort(svc, int(mp.index))
 	v.held.nftChains = mp.nftChains
-	return mt.t.viewPortIn(v, &v.held)
+	return mt.t.viewPort(v, &v.held)
 }
 
 // memoLists are the sorted lists of a table: its maps and the sets
@@ -417,7 +417,7 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 		*m = (*m)[:0]
 	}
 	t.picks, t.hairpin = t.picks[:0], t.hairpin[:0]
-	t.scanPort(t.viewPort(sp))
+	t.scanPort(t.viewPort(&t.view, sp))
 	for k, m := range maps {
 		mt.add[k] = append(mt.add[k], *m...)
 	}

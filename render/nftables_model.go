@@ -109,17 +109,16 @@ func (t *nftTable) model() *nftmodel.Table {
 		lists[k] = mapSet(listSet(k), *m)
 	}
 	lists[len(nftMaps)] = t.hairpinSet(hairpinComment)
-	var endpointMaps []*nftmodel.Set
-	t.eachPickBucket(func(picks []*nftPick) { endpointMaps = append(endpointMaps, pickMapSet(t.fam, picks)) })
 	mt := t.dispatchModel()
-	t.addSets(mt, lists[:], endpointMaps)
+	t.addSets(mt, lists[:])
+	t.eachPickBucket(func(picks []*nftPick) { mt.AddSet("", pickMapSet(t.fam, picks)) })
 	mt.Items = append(mt.Items, t.groupItems()...)
 	return mt
 }
 
-// addSets adds the sets of the table after its dispatch chains: the
-// lists (memoLists), pod-cidrs, nodeport-ips, then the endpoint maps.
-func (t *nftTable) addSets(mt *nftmodel.Table, lists, endpointMaps []*nftmodel.Set) {
+// addSets adds the sets of the table after its dispatch chains, up to its
+// endpoint maps: the lists (memoLists), pod-cidrs and nodeport-ips.
+func (t *nftTable) addSets(mt *nftmodel.Table, lists []*nftmodel.Set) {
 	for k, s := range lists {
 		heading := ""
 		if k == 0 {
@@ -131,9 +130,6 @@ func (t *nftTable) addSets(mt *nftmodel.Table, lists, endpointMaps []*nftmodel.S
 		mt.AddSet("", s)
 	}
 	mt.AddSet("", t.nodePortIPsSet())
-	for _, s := range endpointMaps {
-		mt.AddSet("", s)
-	}
 }
 
 // dispatchModel is the start of the table: its base chains and dispatch

@@ -357,7 +357,6 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	}
 
 	// The endpoint maps that gained or lost a pick are assigned again.
-	moved := false // a Service not new has a pick that moved
 	for b := range mt.buckets {
 		bk := &mt.buckets[b]
 		if !bk.dirty {
@@ -377,32 +376,18 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		}
 		for _, p := range bk.picks {
 			p.eps = nil // the map holds them
-			if p.slot != p.shown && !p.owner.redo[f] {
+			if p.slot != p.shown {
 				p.owner.redo[f] = true
-				moved = true
 			}
 		}
 	}
 
+	// What is to be written: the new Services and those whose picks
+	// moved, or every Service with ports in the table.
 	var write []int // indexes in entries
-	switch {
-	case restyle:
-		for i := range entries {
-			if len(entries[i].ms.ports[f]) > 0 {
-				write = append(write, i)
-			}
-		}
-	case moved: // rare: a pick's hash slot was taken or freed
-		for i := range entries {
-			if entries[i].ms.redo[f] {
-				write = append(write, i)
-			}
-		}
-	default:
-		for _, i := range fresh {
-			if entries[i].ms.redo[f] {
-				write = append(write, i)
-			}
+	for i := range entries {
+		if ms := entries[i].ms; ms.redo[f] || restyle && len(ms.ports[f]) > 0 {
+			write = append(write, i)
 		}
 	}
 	mt.write(f, entries, write)
@@ -662,13 +647,12 @@ func (m *Memo) table(f int) *nftmodel.Table {
 		n += len(m.svcs[i].items[f])
 	}
 	tm.Items = slices.Grow(tm.Items, n-len(tm.Items))
-	var endpointMaps []*nftmodel.Set
+	t.addSets(tm, mt.sets[:])
 	for i := range mt.buckets {
 		if bk := &mt.buckets[i]; len(bk.picks) > 0 {
-			endpointMaps = append(endpointMaps, bk.set)
+			tm.AddSet("", bk.set)
 		}
 	}
-	t.addSets(tm, mt.sets[:], endpointMaps)
 	for i := range m.svcs {
 		e := &m.svcs[i]
 		if len(e.items[f]) == 0 {

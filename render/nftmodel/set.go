@@ -209,9 +209,7 @@ func (s *Set) Decl(f Family) string {
 // AppendText appends the set as the file writes it, with its comment.
 func (s *Set) AppendText(b []byte, f Family) []byte {
 	if s.Comment != "" {
-		b = append(b, "\t# "...)
-		b = appendCommentText(b, s.Comment)
-		b = append(b, '\n')
+		b = appendComment(b, "\t", s.Comment)
 	}
 	if s.IsMap() {
 		b = append(b, "\tmap "...)
@@ -251,9 +249,7 @@ func (s *Set) AppendText(b []byte, f Family) []byte {
 func (s *Set) appendElementLines(b []byte, i int) []byte {
 	if s.EndpointMod > 0 {
 		if note := s.Endpoints[i].Note; note != "" {
-			b = append(b, "\t\t\t# "...)
-			b = appendCommentText(b, note)
-			b = append(b, '\n')
+			b = appendComment(b, "\t\t\t", note)
 		}
 	}
 	b = append(b, "\t\t\t"...)

@@ -11,9 +11,7 @@ import (
 // the table exists or not, and touches no other table.
 func (rs *Ruleset) AppendText(b []byte) []byte {
 	for _, c := range rs.Comment {
-		b = append(b, "# "...)
-		b = appendCommentText(b, c)
-		b = append(b, '\n')
+		b = appendComment(b, "", c)
 	}
 	for _, t := range rs.Tables {
 		b = append(b, '\n')
@@ -34,24 +32,16 @@ func (t *Table) AppendText(b []byte) []byte {
 // AppendHead appends the start of the table, up to its first item: the
 // lines that replace it and its comment.
 func (t *Table) AppendHead(b []byte) []byte {
-	fam := t.Family.Keyword()
+	name := t.Family.Keyword() + " " + t.Name
 	b = append(b, "table "...)
-	b = append(b, fam...)
-	b = append(b, ' ')
-	b = append(b, t.Name...)
+	b = append(b, name...)
 	b = append(b, " {}\ndelete table "...)
-	b = append(b, fam...)
-	b = append(b, ' ')
-	b = append(b, t.Name...)
+	b = append(b, name...)
 	b = append(b, "\ntable "...)
-	b = append(b, fam...)
-	b = append(b, ' ')
-	b = append(b, t.Name...)
+	b = append(b, name...)
 	b = append(b, " {\n"...)
 	if t.Comment != "" {
-		b = append(b, "\t# "...)
-		b = appendCommentText(b, t.Comment)
-		b = append(b, '\n')
+		b = appendComment(b, "\t", t.Comment)
 	}
 	return b
 }
@@ -59,9 +49,7 @@ func (t *Table) AppendHead(b []byte) []byte {
 // AppendText appends the item, after its heading.
 func (it Item) AppendText(b []byte, f Family) []byte {
 	if it.Heading != "" {
-		b = append(b, "\n\t# "...)
-		b = appendCommentText(b, it.Heading)
-		b = append(b, '\n')
+		b = appendComment(b, "\n\t", it.Heading)
 	}
 	switch {
 	case it.Chain != nil:
@@ -75,9 +63,7 @@ func (it Item) AppendText(b []byte, f Family) []byte {
 // AppendText appends the chain as the file writes it, with its comment.
 func (c *Chain) AppendText(b []byte, f Family) []byte {
 	if c.Comment != "" {
-		b = append(b, "\t# "...)
-		b = appendCommentText(b, c.Comment)
-		b = append(b, '\n')
+		b = appendComment(b, "\t", c.Comment)
 	}
 	b = append(b, "\tchain "...)
 	b = append(b, c.Name...)
@@ -125,6 +111,15 @@ func (h *Hook) AppendText(b []byte) []byte {
 		b = strconv.AppendInt(b, int64(-d), 10)
 	}
 	return b
+}
+
+// appendComment appends a comment line of the file: before (its indent,
+// after a blank line for a heading), "# ", then s (CommentText).
+func appendComment(b []byte, before, s string) []byte {
+	b = append(b, before...)
+	b = append(b, "# "...)
+	b = appendCommentText(b, s)
+	return append(b, '\n')
 }
 
 // CommentText is s kept on one line and inside quotes, as the file writes

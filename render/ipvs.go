@@ -59,7 +59,13 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 			if !ok {
 				continue
 			}
+			// add adds the virtual server of a frontend. External
+			// frontends of an IP family the Service has no cluster IP of
+			// are none, as in kube-proxy (and the nftables data plane).
 			add := func(a netip.Addr, pn uint16, idx []int) {
+				if !svc.HasFamily(a) {
+					return
+				}
 				a = normAddr(a)
 				v := ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: ipvsmodel.Protocol(proto), Addr: a, Port: pn}, Scheduler: s, Persistence: persist}
 				for _, k := range idx {
@@ -76,24 +82,15 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 			for _, a := range svc.ClusterIPs {
 				add(a, port.Port, port.Cluster)
 			}
-			// External frontends of an IP family the Service has no
-			// cluster IP of are none, as in kube-proxy (and the nftables
-			// data plane).
 			for _, a := range svc.ExternalIPs {
-				if svc.HasFamily(a) {
-					add(a, port.Port, port.External)
-				}
+				add(a, port.Port, port.External)
 			}
 			for _, a := range svc.LoadBalancerIPs {
-				if svc.HasFamily(a) {
-					add(a, port.Port, port.External)
-				}
+				add(a, port.Port, port.External)
 			}
 			if port.NodePort != 0 {
 				for _, a := range nodePorts {
-					if svc.HasFamily(a) {
-						add(a, port.NodePort, port.External)
-					}
+					add(a, port.NodePort, port.External)
 				}
 			}
 		}

@@ -180,12 +180,7 @@ func (w *jsonWriter) probe(p *plan.Probe) {
 	w.close('}')
 }
 
-func (w *jsonWriter) probeHeader(h *plan.ProbeHeader) {
-	w.open('{', true)
-	w.str("name", h.Name)
-	w.str("value", h.Value)
-	w.close('}')
-}
+func (w *jsonWriter) probeHeader(h *plan.ProbeHeader) { w.nameValue(h.Name, h.Value) }
 
 func (w *jsonWriter) zone(z *plan.Zone) {
 	w.open('{', len(z.Records) == 0)
@@ -210,10 +205,13 @@ func (w *jsonWriter) envFile(f *plan.EnvFile) {
 	w.close('}')
 }
 
-func (w *jsonWriter) envVar(v *plan.EnvVar) {
+func (w *jsonWriter) envVar(v *plan.EnvVar) { w.nameValue(v.Name, v.Value) }
+
+// nameValue writes an object of a name and a value on one line.
+func (w *jsonWriter) nameValue(name, value string) {
 	w.open('{', true)
-	w.str("name", v.Name)
-	w.str("value", v.Value)
+	w.str("name", name)
+	w.str("value", value)
 	w.close('}')
 }
 

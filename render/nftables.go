@@ -162,19 +162,11 @@ func compareElementKeys(a, b *nftmodel.Key) int {
 }
 
 // compareVerdicts orders the verdicts of elements by their text: none,
-// "drop", then "goto CHAIN" by chain.
+// "drop", then "goto CHAIN" by chain (the kinds elements have are
+// numbered in that order).
 func compareVerdicts(a, b nftmodel.Verdict) int {
-	rank := func(v nftmodel.Verdict) int {
-		switch v.Kind {
-		case 0:
-			return 0
-		case nftmodel.Drop:
-			return 1
-		}
-		return 2
-	}
-	if c := cmp.Compare(rank(a), rank(b)); c != 0 {
-		return c
+	if a.Kind != b.Kind {
+		return cmp.Compare(a.Kind, b.Kind)
 	}
 	return strings.Compare(a.Chain, b.Chain)
 }

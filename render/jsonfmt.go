@@ -1,6 +1,8 @@
 package render
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"net/netip"
 	"strconv"
@@ -165,60 +167,25 @@ func appendJSONText[T interface{ AppendTo([]byte) []byte }](b []byte, v T) []byt
 // backslash; \b, \f, \n, \r and \t as such and other bytes below 0x20 as
 // \u00XX; U+2028 and U+2029 as \u2028 and \u2029; each byte of invalid
 // UTF-8 as \ufffd; everything else, '<', '>' and '&' included, as it is.
+// A string of bytes that need none of that (jsonSafe), which is nearly
+// every string of a plan, is copied; any other is left to encoding/json.
 func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0 // s[start:i] is still to be copied
-	for i := 0; i < len(s); {
-		c := s[i]
-		if jsonSafe[c] {
-			i++
-			continue
+	for i := 0; i < len(s); i++ {
+		if !jsonSafe[s[i]] {
+			var out bytes.Buffer
+			enc := json.NewEncoder(&out)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			return append(b, bytes.TrimSuffix(out.Bytes(), []byte{'\n'})...)
 		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
 	}
-	b = append(b, s[start:]...)
+	b = append(b, '"')
+	b = append(b, s...)
 	return append(b, '"')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe tells which bytes appendJSONString copies without looking
-// further: ASCII other than control characters, '"' and '\\'.
+// jsonSafe tells which bytes appendJSONString copies as they are: ASCII
+// other than control characters, '"' and '\\'.
 var jsonSafe = func() (t [256]bool) {
 	for c := ' '; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'

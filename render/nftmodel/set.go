@@ -134,7 +134,7 @@ func (s *Set) AppendElementText(b []byte, i int) []byte {
 	b = s.appendKey(b, &e.Key)
 	if e.Comment != "" {
 		b = append(b, ` comment "`...)
-		b = appendCommentText(b, e.Comment)
+		b = append(b, CommentText(e.Comment)...)
 		b = append(b, '"')
 	}
 	if s.Verdicts {

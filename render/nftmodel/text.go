@@ -2,7 +2,7 @@ package nftmodel
 
 import (
 	"strconv"
-	"unicode/utf8"
+	"strings"
 )
 
 // AppendText appends the ruleset as nftables.nft: its comment, then each
@@ -118,7 +118,7 @@ func (h *Hook) AppendText(b []byte) []byte {
 func appendComment(b []byte, before, s string) []byte {
 	b = append(b, before...)
 	b = append(b, "# "...)
-	b = appendCommentText(b, s)
+	b = append(b, CommentText(s)...)
 	return append(b, '\n')
 }
 
@@ -129,37 +129,16 @@ func CommentText(s string) string {
 	if isCleanText(s) {
 		return s
 	}
-	return string(appendCommentText(nil, s))
-}
-
-// appendCommentText appends CommentText(s).
-func appendCommentText(b []byte, s string) []byte {
-	if isCleanText(s) {
-		return append(b, s...)
-	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < ' ' || c == 0x7f || c == '"' || c == '\\' {
-				c = '_'
-			}
-			b = append(b, c)
-			i++
-			continue
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || r == '"' || r == '\\' {
+			return '_'
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = utf8.AppendRune(b, utf8.RuneError)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return b
+		return r
+	}, s)
 }
 
 // isCleanText tells whether s is printable ASCII without quotes or
-// backslashes: text that appendCommentText leaves as it is.
+// backslashes: text that CommentText leaves as it is.
 func isCleanText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {

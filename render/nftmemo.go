@@ -282,20 +282,29 @@ func (m *Memo) drop(e memoEntry) {
 				p.gone = true
 				mt.buckets[p.bucket].dirty = true
 			}
-			for _, name := range [...]string{mp.serviceChain, mp.externalChain, mp.localChain} {
-				if name == "" {
-					continue
-				}
-				switch n := mt.chains[name]; n {
-				case 1:
-					delete(mt.chains, name)
-				case 2:
-					mt.dups--
-					fallthrough
-				default:
-					mt.chains[name] = n - 1
-				}
-			}
+			mt.countChains(&mp.nftChains, -1)
+		}
+	}
+}
+
+// countChains adds d to the count of ports that have each name of a
+// chain of c that picks, keeping dups.
+func (mt *memoTable) countChains(c *nftChains, d int32) {
+	for _, name := range [...]string{c.serviceChain, c.externalChain, c.localChain} {
+		if name == "" {
+			continue
+		}
+		n := mt.chains[name]
+		switch {
+		case n <= 1 && n+d > 1:
+			mt.dups++
+		case n > 1 && n+d <= 1:
+			mt.dups--
+		}
+		if n+d == 0 {
+			delete(mt.chains, name)
+		} else {
+			mt.chains[name] = n + d
 		}
 	}
 }
@@ -418,15 +427,7 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 			bk.dirty = true
 		}
 	}
-	for _, name := range [...]string{sp.serviceChain, sp.externalChain, sp.localChain} {
-		if name == "" {
-			continue
-		}
-		if mt.chains[name] == 1 {
-			mt.dups++
-		}
-		mt.chains[name]++
-	}
+	mt.countChains(&sp.nftChains, 1)
 }
 
 // elements adds to the update the elements of port mp of svc, a Service

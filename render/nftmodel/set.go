@@ -3,6 +3,7 @@ package nftmodel
 import (
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -196,14 +197,7 @@ func (s *Set) declLines(f Family) []string {
 // ("type ipv4_addr\nflags interval"): when it changes, the set must be
 // created anew rather than updated.
 func (s *Set) Decl(f Family) string {
-	b := []byte(nil)
-	for i, l := range s.declLines(f) {
-		if i > 0 {
-			b = append(b, '\n')
-		}
-		b = append(b, l...)
-	}
-	return string(b)
+	return strings.Join(s.declLines(f), "\n")
 }
 
 // AppendText appends the set as the file writes it, with its comment.

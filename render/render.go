@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -61,12 +62,8 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	for path, data := range kernel {
-		files[path] = data
-	}
-	for path, data := range Resolved(p) {
-		files[path] = data
-	}
+	maps.Copy(files, kernel)
+	maps.Copy(files, Resolved(p))
 	return files, nil
 }
 

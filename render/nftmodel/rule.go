@@ -412,8 +412,7 @@ func (r Rule) Canonical() Rule {
 	if !r.hasAddrMatch() {
 		return r
 	}
-	out := make(Rule, len(r))
-	copy(out, r)
+	out := slices.Clone(r)
 	for i, s := range out {
 		if m, ok := s.(AddrMatch); ok {
 			out[i] = m.canonical()
@@ -424,12 +423,10 @@ func (r Rule) Canonical() Rule {
 
 // hasAddrMatch tells whether the rule has an address match.
 func (r Rule) hasAddrMatch() bool {
-	for _, s := range r {
-		if _, ok := s.(AddrMatch); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r, func(s Stmt) bool {
+		_, ok := s.(AddrMatch)
+		return ok
+	})
 }
 
 // canonical is the match as the kernel keeps it (Rule.Canonical).

@@ -137,21 +137,12 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 // keySet is a set of the keys of elems, in the order of their text,
 // without repeats.
 func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftmodel.Element) *nftmodel.Set {
-	s := &nftmodel.Set{Name: name, Comment: name + ": " + comment, Key: key}
-	type keyed struct {
-		text string
-		e    nftmodel.Element
+	s := &nftmodel.Set{Name: name, Comment: name + ": " + comment, Key: key, Elements: elems}
+	text := make(map[nftmodel.Key]string, len(elems))
+	for i, e := range elems {
+		text[e.Key] = s.ElementText(i)
 	}
-	s.Elements = elems // to print the keys
-	all := make([]keyed, len(elems))
-	for i := range elems {
-		all[i] = keyed{s.ElementText(i), s.Elements[i]}
-	}
-	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.text, b.text) })
-	all = slices.CompactFunc(all, func(a, b keyed) bool { return a.text == b.text })
-	s.Elements = make([]nftmodel.Element, len(all))
-	for i := range all {
-		s.Elements[i] = all[i].e
-	}
+	slices.SortFunc(s.Elements, func(a, b nftmodel.Element) int { return strings.Compare(text[a.Key], text[b.Key]) })
+	s.Elements = slices.CompactFunc(s.Elements, func(a, b nftmodel.Element) bool { return a.Key == b.Key })
 	return s
 }

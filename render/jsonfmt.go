@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net/netip"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -139,10 +138,9 @@ func (w *jsonWriter) ints(k string, v []int) {
 	plainList(w, k, v, func(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) })
 }
 
-func (w *jsonWriter) addrs(k string, v []netip.Addr) { plainList(w, k, v, appendJSONText[netip.Addr]) }
-
-func (w *jsonWriter) prefixes(k string, v []netip.Prefix) {
-	plainList(w, k, v, appendJSONText[netip.Prefix])
+// texts writes the member k: a list of addresses or prefixes.
+func texts[T interface{ AppendTo([]byte) []byte }](w *jsonWriter, k string, v []T) {
+	plainList(w, k, v, appendJSONText[T])
 }
 
 // appendJSONText appends v's text form (what its MarshalText returns:

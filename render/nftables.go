@@ -171,9 +171,6 @@ func compareVerdicts(a, b nftmodel.Verdict) int {
 	return strings.Compare(a.Chain, b.Chain)
 }
 
-// nftHash8 is HASH8 of a name (see nftHash).
-type nftHash8 [8]byte
-
 // nftEndpoint is an endpoint of a service port with its names.
 type nftEndpoint struct {
 	ep       *plan.Endpoint
@@ -723,9 +720,9 @@ var nftMaps = [...]struct {
 	{"cluster-ips", "every cluster IP: a new connection still addressed to one after DNAT is to a port it does not serve", false, true, true},
 }
 
-// hash8 is nftHash without allocation. Eight base32 characters encode the
-// first five bytes of the sum exactly, without padding.
-func hash8(readable []byte) (h nftHash8) {
+// hash8 is HASH8 of a name's readable part: eight base32 characters
+// encode the first five bytes of its SHA-256 sum exactly, without padding.
+func hash8(readable []byte) (h [8]byte) {
 	sum := sha256.Sum256(readable)
 	base32.StdEncoding.Encode(h[:], sum[:5])
 	return h

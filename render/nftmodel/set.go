@@ -50,9 +50,6 @@ type Set struct {
 	Dropped map[Key][]Verdict
 }
 
-// IsMap tells whether the set is a map.
-func (s *Set) IsMap() bool { return s.Verdicts || s.EndpointMod > 0 }
-
 // Len is the number of the set's elements: of Endpoints for an endpoint
 // map, of Elements otherwise.
 func (s *Set) Len() int {
@@ -205,7 +202,7 @@ func (s *Set) AppendText(b []byte, f Family) []byte {
 	if s.Comment != "" {
 		b = appendComment(b, "\t", s.Comment)
 	}
-	if s.IsMap() {
+	if s.Verdicts || s.EndpointMod > 0 {
 		b = append(b, "\tmap "...)
 	} else {
 		b = append(b, "\tset "...)

@@ -125,11 +125,10 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 	for i, sp := range firewalls {
 		v := t.viewPort(&t.view, sp)
 		t.describe(v)
-		heading := ""
+		mt.AddChain("", t.firewallChain(v))
 		if i == 0 {
-			heading = "loadBalancerSourceRanges."
+			mt.Items[len(mt.Items)-1].Heading = "loadBalancerSourceRanges."
 		}
-		mt.AddChain(heading, t.firewallChain(v))
 	}
 	return mt
 }

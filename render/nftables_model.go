@@ -92,13 +92,10 @@ func (t *nftTable) newModelTable(note string, base []baseChain) *nftmodel.Table 
 	comment := string(appendPlural([]byte(t.fam.label+": "), max(len(t.ports), t.count), "service port")) + note + "."
 	mt := &nftmodel.Table{Family: t.fam.model, Name: "netspec", Comment: comment}
 	base = slices.Insert(base, 2, baseChain{"nat-postrouting", hookNATPostrouting, []nftmodel.Rule{jumpRule("masquerading")}})
-	for i, c := range base {
-		heading := ""
-		if i == 0 {
-			heading = "Base chains."
-		}
-		mt.AddChain(heading, &nftmodel.Chain{Name: c.name, Hook: &c.hook, Rules: c.rules})
+	for _, c := range base {
+		mt.AddChain("", &nftmodel.Chain{Name: c.name, Hook: &c.hook, Rules: c.rules})
 	}
+	mt.Items[0].Heading = "Base chains."
 	return mt
 }
 
@@ -119,13 +116,11 @@ func (t *nftTable) model() *nftmodel.Table {
 // addSets adds the sets of the table after its dispatch chains, up to its
 // endpoint maps: the lists (memoLists), pod-cidrs and nodeport-ips.
 func (t *nftTable) addSets(mt *nftmodel.Table, lists []*nftmodel.Set) {
-	for k, s := range lists {
-		heading := ""
-		if k == 0 {
-			heading = "Maps."
-		}
-		mt.AddSet(heading, s)
+	from := len(mt.Items)
+	for _, s := range lists {
+		mt.AddSet("", s)
 	}
+	mt.Items[from].Heading = "Maps."
 	if s := t.podCIDRsSet(); s != nil {
 		mt.AddSet("", s)
 	}

@@ -522,14 +522,11 @@ func (mt *memoTable) patch(k int) bool {
 			return
 		}
 		if !ownDropped {
-			dropped, ownDropped = maps.Clone(dropped), true
+			dropped, ownDropped = maps.Collect(maps.All(dropped)), true // never nil
 		}
 		if len(vs) == 0 {
 			delete(dropped, key)
 			return
-		}
-		if dropped == nil {
-			dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
 		}
 		dropped[key] = vs
 	}

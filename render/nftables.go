@@ -173,9 +173,8 @@ func compareVerdicts(a, b nftmodel.Verdict) int {
 
 // nftEndpoint is an endpoint of a service port with its names.
 type nftEndpoint struct {
-	ep       *plan.Endpoint
-	index    int            // of ep in Port.Endpoints
-	addr     netip.AddrPort // ep's, with the address normalized (normAddr)
+	index    int            // in Port.Endpoints
+	addr     netip.AddrPort // the endpoint's, with the address normalized (normAddr)
 	affinity string         // the affinity set; "" until named (describe) or without ClientIP affinity
 }
 
@@ -470,7 +469,7 @@ func (t *nftTable) appendEndpoints(dst []nftEndpoint, port *plan.Port, idx []int
 		}
 		ep := &port.Endpoints[i]
 		if a := normAddr(ep.IP); t.fam.is(a) {
-			dst = append(dst, nftEndpoint{ep: ep, index: i, addr: netip.AddrPortFrom(a, ep.Port)})
+			dst = append(dst, nftEndpoint{index: i, addr: netip.AddrPortFrom(a, ep.Port)})
 		}
 	}
 	return sortEndpoints(dst)

@@ -2,6 +2,7 @@ package render
 
 import (
 	"cmp"
+	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"slices"
@@ -135,9 +136,8 @@ func assignBucket(bucket []*nftPick) {
 // pickMapNames are the names of the endpoint maps of the buckets, made
 // once: every chain that picks has one in its rule.
 var pickMapNames = func() (names [pickBuckets]string) {
-	const hex = "0123456789abcdef"
 	for b := range names {
-		names[b] = "endpoints-" + string([]byte{hex[b>>4], hex[b&15]})
+		names[b] = fmt.Sprintf("endpoints-%02x", b)
 	}
 	return names
 }()

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -54,14 +55,13 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 	var kernelErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { kernel, kernelErr = kernelFiles(p, dp, sched) })
-	files, err := StateFiles(p)
+	files, err := ZoneEnvFiles(p)
+	planJSON, jsonErr := PlanJSON(p)
 	wg.Wait()
-	if kernelErr != nil {
-		return nil, kernelErr
-	}
-	if err != nil {
+	if err := cmp.Or(kernelErr, err, jsonErr); err != nil {
 		return nil, err
 	}
+	files["plan.json"] = planJSON
 	maps.Copy(files, kernel)
 	maps.Copy(files, Resolved(p))
 	return files, nil
@@ -77,21 +77,6 @@ func kernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, e
 		return map[string][]byte{"nftables.nft": NFTablesIPVS(p), "ipvs.txt": IPVS(p, sched)}, nil
 	}
 	return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
-}
-
-// StateFiles renders the artifacts of Files that a node keeps in its
-// state dir: the zone files, the env files and plan.json.
-func StateFiles(p *plan.Plan) (map[string][]byte, error) {
-	files, err := ZoneEnvFiles(p)
-	if err != nil {
-		return nil, err
-	}
-	planJSON, err := PlanJSON(p)
-	if err != nil {
-		return nil, err
-	}
-	files["plan.json"] = planJSON
-	return files, nil
 }
 
 // ZoneEnvFiles renders the zone files, the env files and the pods'

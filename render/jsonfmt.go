@@ -165,20 +165,29 @@ func appendJSONText[T interface{ AppendTo([]byte) []byte }](b []byte, v T) []byt
 // backslash; \b, \f, \n, \r and \t as such and other bytes below 0x20 as
 // \u00XX; U+2028 and U+2029 as \u2028 and \u2029; each byte of invalid
 // UTF-8 as \ufffd; everything else, '<', '>' and '&' included, as it is.
-// A string of bytes that need none of that (jsonSafe), which is nearly
-// every string of a plan, is copied; any other is left to encoding/json.
+// Plain ASCII (jsonSafe), quotes and backslashes (a TXT record's data),
+// which make nearly every string of a plan, are written here; a string
+// with other bytes is left to encoding/json.
 func appendJSONString(b []byte, s string) []byte {
+	mark := len(b)
+	b = append(b, '"')
+	start := 0 // s[start:i] is still to be copied
 	for i := 0; i < len(s); i++ {
-		if !jsonSafe[s[i]] {
+		switch c := s[i]; {
+		case jsonSafe[c]:
+		case c == '"' || c == '\\':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', c)
+			start = i + 1
+		default:
 			var out bytes.Buffer
 			enc := json.NewEncoder(&out)
 			enc.SetEscapeHTML(false)
 			_ = enc.Encode(s) // a string always encodes
-			return append(b, bytes.TrimSuffix(out.Bytes(), []byte{'\n'})...)
+			return append(b[:mark], bytes.TrimSuffix(out.Bytes(), []byte{'\n'})...)
 		}
 	}
-	b = append(b, '"')
-	b = append(b, s...)
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 

@@ -151,8 +151,8 @@ func (w *jsonWriter) endpoint(e *plan.Endpoint) {
 	w.str("nodeName", e.NodeName)
 	w.str("zone", e.Zone)
 	w.str("hostname", e.Hostname())
-	w.strs("zoneHints", e.ZoneHints())
-	w.strs("nodeHints", e.NodeHints())
+	plainList(w, "zoneHints", e.ZoneHints(), appendJSONString)
+	plainList(w, "nodeHints", e.NodeHints(), appendJSONString)
 	w.str("pod", e.Pod)
 	writeObjects(w, "probes", e.Probes, (*jsonWriter).probe)
 	w.close('}')
@@ -355,7 +355,9 @@ func ParsePlanJSON(data []byte) (*plan.Plan, error) {
 					NodeName: e.NodeName, Zone: e.Zone, Extra: plan.NewEndpointExtra(e.Hostname, e.ZoneHints, e.NodeHints),
 					Pod: e.Pod, Probes: e.Probes}
 			})
-			pt.Port.ShortCircuit = nilIfEmpty(pt.Port.ShortCircuit)
+			if len(pt.Port.ShortCircuit) == 0 {
+				pt.Port.ShortCircuit = nil // its absence means something
+			}
 			return pt.Port
 		})
 		return s.Service
@@ -402,13 +404,4 @@ func jsonList[T, U any](in []T, f func(T) U) []U {
 		out = append(out, f(x))
 	}
 	return out
-}
-
-// nilIfEmpty is l, or nil when l is empty: a list whose absence means
-// something (plan.Port.ShortCircuit).
-func nilIfEmpty[T any](l []T) []T {
-	if len(l) == 0 {
-		return nil
-	}
-	return l
 }

@@ -25,7 +25,7 @@ func newline(out []byte, depth int) []byte {
 // it opens each container, whether it is laid out on one line: it must be
 // exactly when indentJSON would, that is when the container holds no
 // object and no list that holds an object or a list. Lists of plain values
-// (addrs, prefixes, strs, ints) are always on one line and written whole.
+// (plainList: texts, ints, strings) are always on one line and written whole.
 type jsonWriter struct {
 	b     []byte
 	stack []jsonFrame // the open containers, innermost last
@@ -131,8 +131,6 @@ func plainList[T any](w *jsonWriter, k string, v []T, add func([]byte, T) []byte
 	}
 	w.b = append(w.b, ']')
 }
-
-func (w *jsonWriter) strs(k string, v []string) { plainList(w, k, v, appendJSONString) }
 
 func (w *jsonWriter) ints(k string, v []int) {
 	plainList(w, k, v, func(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) })

@@ -49,22 +49,21 @@ func ZoneFile(z plan.Zone) []byte {
 	b = strconv.AppendUint(b, uint64(defaultTTL(z.Records)), 10)
 	b = append(b, '\n')
 
-	apexNS := func(r plan.Record) bool {
-		return r.Type == "NS" && strings.EqualFold(r.Name, origin)
-	}
-	for _, r := range z.Records {
-		if r.Type == "SOA" {
-			b = appendRecord(b, origin, r)
+	// The SOA, the NS records of the apex, then the rest.
+	rank := func(r plan.Record) int {
+		switch {
+		case r.Type == "SOA":
+			return 0
+		case r.Type == "NS" && strings.EqualFold(r.Name, origin):
+			return 1
 		}
+		return 2
 	}
-	for _, r := range z.Records {
-		if apexNS(r) {
-			b = appendRecord(b, origin, r)
-		}
-	}
-	for _, r := range z.Records {
-		if r.Type != "SOA" && !apexNS(r) {
-			b = appendRecord(b, origin, r)
+	for pass := range 3 {
+		for _, r := range z.Records {
+			if rank(r) == pass {
+				b = appendRecord(b, origin, r)
+			}
 		}
 	}
 	return clip(b)

@@ -25,9 +25,7 @@ import (
 // A FilesMemo is used by one goroutine at a time, and the bytes a Text
 // returns are not to be modified.
 type FilesMemo struct {
-	zones  map[string]memoText[plan.Record] // by zone name
-	envs   map[string]memoText[plan.EnvVar] // by namespace
-	resolv map[resolvKey]uint64
+	files map[string]memoText // by path
 }
 
 // Text is a file of the state dir as FilesMemo gives it. Bytes renders it
@@ -43,71 +41,52 @@ type Text struct {
 // lastTextID is the last ID a FilesMemo gave.
 var lastTextID atomic.Uint64
 
-// newText is a Text of a new ID, rendered by render when asked.
-func newText(render func() []byte) Text {
-	return Text{ID: lastTextID.Add(1), Bytes: render}
-}
-
 // memoText is what a file was rendered from and the ID it was given.
-type memoText[T any] struct {
-	from []T
+type memoText struct {
+	from any
 	id   uint64
 }
 
-// memoTextOf is the Text of the file named key, rendered by render from
-// from: of the ID last gave it when from is the slice it had there, else
-// of a new ID. It records the file in next.
-func memoTextOf[T any](last, next map[string]memoText[T], key string, from []T, render func() []byte) Text {
-	if t, ok := last[key]; ok && plan.Shared(t.from, from) {
-		next[key] = t
-		return Text{ID: t.id, Bytes: render}
-	}
-	x := newText(render)
-	next[key] = memoText[T]{from: from, id: x.ID}
-	return x
+// slice is what names a slice's memory as plan.Shared compares it: its
+// first element and its length (an empty slice is nil, 0).
+type slice[T any] struct {
+	first *T
+	n     int
 }
 
-// resolvKey is what ResolvConf renders from.
-type resolvKey struct {
-	ns, domain string
-	addr       netip.Addr
+// sliceOf is the slice that names the memory of s.
+func sliceOf[T any](s []T) slice[T] {
+	if len(s) == 0 {
+		return slice[T]{}
+	}
+	return slice[T]{&s[0], len(s)}
+}
+
+// resolvFrom is what ResolvConf renders a namespace's file from, besides
+// the namespace, which names the file.
+type resolvFrom struct {
+	domain string
+	addr   netip.Addr
 }
 
 // ZoneEnvTexts is the package's ZoneEnvFiles as Texts, reusing m.
 func (m *FilesMemo) ZoneEnvTexts(p *plan.Plan) (map[string]Text, error) {
 	if m == nil {
-		return zoneEnvFiles(p,
-			func(z plan.Zone) Text { return Text{Bytes: func() []byte { return ZoneFile(z) }} },
-			func(f plan.EnvFile) Text { return Text{Bytes: func() []byte { return EnvFile(f) }} },
-			func(ns, domain string, addr netip.Addr) Text {
-				return Text{Bytes: func() []byte { return ResolvConf(ns, domain, addr) }}
-			})
+		return zoneEnvFiles(p, func(_ string, _ any, render func() []byte) Text { return Text{Bytes: render} })
 	}
-	zones := make(map[string]memoText[plan.Record], len(p.DNS.Zones))
-	envs := make(map[string]memoText[plan.EnvVar], len(p.Env))
-	resolv := make(map[resolvKey]uint64, len(p.Env))
-	zone := func(z plan.Zone) Text {
-		return memoTextOf(m.zones, zones, z.Name, z.Records, func() []byte { return ZoneFile(z) })
-	}
-	env := func(f plan.EnvFile) Text {
-		return memoTextOf(m.envs, envs, f.Namespace, f.Vars, func() []byte { return EnvFile(f) })
-	}
-	conf := func(ns, domain string, addr netip.Addr) Text {
-		render := func() []byte { return ResolvConf(ns, domain, addr) }
-		k := resolvKey{ns, domain, addr}
-		if id, ok := m.resolv[k]; ok {
-			resolv[k] = id
-			return Text{ID: id, Bytes: render}
+	next := make(map[string]memoText, len(p.DNS.Zones)+2*len(p.Env))
+	files, err := zoneEnvFiles(p, func(path string, from any, render func() []byte) Text {
+		t, ok := m.files[path]
+		if !ok || t.from != from {
+			t = memoText{from: from, id: lastTextID.Add(1)}
 		}
-		x := newText(render)
-		resolv[k] = x.ID
-		return x
-	}
-	files, err := zoneEnvFiles(p, zone, env, conf)
+		next[path] = t
+		return Text{ID: t.id, Bytes: render}
+	})
 	if err != nil {
 		*m = FilesMemo{}
 		return nil, err
 	}
-	m.zones, m.envs, m.resolv = zones, envs, resolv
+	m.files = next
 	return files, nil
 }

@@ -185,7 +185,7 @@ func TestFilesMemoError(t *testing.T) {
 	if _, err := m.ZoneEnvTexts(bad); err == nil {
 		t.Fatal("two env files of one namespace: no error")
 	}
-	if m.envs != nil || m.zones != nil || m.resolv != nil {
+	if m.files != nil {
 		t.Errorf("memo kept files after an error: %+v", m)
 	}
 	var nilMemo *FilesMemo

@@ -6,6 +6,7 @@ import (
 
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render/ipvsmodel"
+	"netspec.dev/netspec/render/nftmodel"
 )
 
 // DefaultIPVSScheduler is the scheduler of a Service without the
@@ -54,13 +55,19 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 		persist := uint32(max(svc.AffinitySeconds, 0))
 		for j := range svc.Ports {
 			port := &svc.Ports[j]
-			proto, ok := ipvsProtocols[port.Protocol]
+			proto, ok := nftmodel.ProtoOf(port.Protocol)
 			if !ok {
 				continue
 			}
+			// add adds the virtual server of a frontend. External
+			// frontends of an IP family the Service has no cluster IP of
+			// are none, as in kube-proxy (and the nftables data plane).
 			add := func(a netip.Addr, pn uint16, idx []int) {
+				if !svc.HasFamily(a) {
+					return
+				}
 				a = normAddr(a)
-				v := ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: proto, Addr: a, Port: pn}, Scheduler: s, Persistence: persist}
+				v := ipvsmodel.VirtualServer{Key: ipvsmodel.Key{Protocol: ipvsmodel.Protocol(proto), Addr: a, Port: pn}, Scheduler: s, Persistence: persist}
 				for _, k := range idx {
 					if k < 0 || k >= len(port.Endpoints) {
 						continue
@@ -75,24 +82,15 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 			for _, a := range svc.ClusterIPs {
 				add(a, port.Port, port.Cluster)
 			}
-			// External frontends of an IP family the Service has no
-			// cluster IP of are none, as in kube-proxy (and the nftables
-			// data plane).
 			for _, a := range svc.ExternalIPs {
-				if svc.HasFamily(a) {
-					add(a, port.Port, port.External)
-				}
+				add(a, port.Port, port.External)
 			}
 			for _, a := range svc.LoadBalancerIPs {
-				if svc.HasFamily(a) {
-					add(a, port.Port, port.External)
-				}
+				add(a, port.Port, port.External)
 			}
 			if port.NodePort != 0 {
 				for _, a := range nodePorts {
-					if svc.HasFamily(a) {
-						add(a, port.NodePort, port.External)
-					}
+					add(a, port.NodePort, port.External)
 				}
 			}
 		}
@@ -102,6 +100,3 @@ func IPVSTableAt(p *plan.Plan, sched string, nodePorts []netip.Addr) *ipvsmodel.
 	t.Sort()
 	return t
 }
-
-// ipvsProtocols are the IPVS protocols of the Service protocols.
-var ipvsProtocols = map[string]ipvsmodel.Protocol{"TCP": ipvsmodel.TCP, "UDP": ipvsmodel.UDP, "SCTP": ipvsmodel.SCTP}

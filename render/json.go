@@ -22,8 +22,8 @@ import (
 // A Plan whose FormatVersion is 0 is written as plan.FormatVersion; any
 // other version than plan.FormatVersion is an error.
 //
-// The text is exactly what encoding/json makes of the json* mirror types
-// below (with SetEscapeHTML(false)), laid out by indentJSON; it is written
+// The text is exactly what encoding/json makes of the tests' json* mirror
+// types (with SetEscapeHTML(false)), laid out by indentJSON; it is written
 // directly, without reflection or an intermediate compact form, because
 // plans of ten thousand services make tens of megabytes of it. The tests
 // check the two paths give the same bytes and that every field of plan's
@@ -63,10 +63,10 @@ func checkPlanJSON(p *plan.Plan) error {
 }
 
 // plan writes the Plan. Every object holds its fields in the order of
-// plan's types, named as the json tags of the mirror types say. An object
-// is laid out on one line when it holds no other object (see indentJSON):
-// endpoints, records and variables always; a Service, port, zone or env
-// file when its list of objects is empty.
+// plan's types, named as the json tags of the tests' mirror types say.
+// An object is laid out on one line when it holds no other object (see
+// indentJSON): endpoints, records and variables always; a Service, port,
+// zone or env file when its list of objects is empty.
 func (w *jsonWriter) plan(p *plan.Plan) {
 	w.open('{', false)
 	w.int("formatVersion", plan.FormatVersion)
@@ -75,15 +75,15 @@ func (w *jsonWriter) plan(p *plan.Plan) {
 	w.open('{', true)
 	w.str("name", p.Node.Name)
 	w.str("zone", p.Node.Zone)
-	w.addrs("ips", p.Node.IPs)
+	texts(w, "ips", p.Node.IPs)
 	w.close('}')
 
 	w.key("cluster")
 	w.open('{', true)
 	w.str("domain", p.Cluster.Domain)
-	w.prefixes("serviceCIDRs", p.Cluster.ServiceCIDRs)
-	w.prefixes("podCIDRs", p.Cluster.PodCIDRs)
-	w.prefixes("nodePortAddresses", p.Cluster.NodePortAddresses)
+	texts(w, "serviceCIDRs", p.Cluster.ServiceCIDRs)
+	texts(w, "podCIDRs", p.Cluster.PodCIDRs)
+	texts(w, "nodePortAddresses", p.Cluster.NodePortAddresses)
 	w.uint("dnsTTL", uint64(p.Cluster.DNSTTL))
 	if p.Cluster.DNSAddress.IsValid() {
 		w.str("dnsAddress", p.Cluster.DNSAddress.String())
@@ -106,12 +106,12 @@ func (w *jsonWriter) service(s *plan.Service) {
 	w.str("namespace", s.Namespace)
 	w.str("name", s.Name)
 	w.str("type", s.Type)
-	w.addrs("clusterIPs", s.ClusterIPs)
+	texts(w, "clusterIPs", s.ClusterIPs)
 	w.bool("headless", s.Headless)
 	w.str("externalName", s.ExternalName)
-	w.addrs("externalIPs", s.ExternalIPs)
-	w.addrs("loadBalancerIPs", s.LoadBalancerIPs)
-	w.prefixes("sourceRanges", s.SourceRanges)
+	texts(w, "externalIPs", s.ExternalIPs)
+	texts(w, "loadBalancerIPs", s.LoadBalancerIPs)
+	texts(w, "sourceRanges", s.SourceRanges)
 	w.int("affinitySeconds", int64(s.AffinitySeconds))
 	w.bool("internalLocal", s.InternalLocal)
 	w.bool("externalLocal", s.ExternalLocal)
@@ -151,8 +151,8 @@ func (w *jsonWriter) endpoint(e *plan.Endpoint) {
 	w.str("nodeName", e.NodeName)
 	w.str("zone", e.Zone)
 	w.str("hostname", e.Hostname())
-	w.strs("zoneHints", e.ZoneHints())
-	w.strs("nodeHints", e.NodeHints())
+	plainList(w, "zoneHints", e.ZoneHints(), appendJSONString)
+	plainList(w, "nodeHints", e.NodeHints(), appendJSONString)
 	w.str("pod", e.Pod)
 	writeObjects(w, "probes", e.Probes, (*jsonWriter).probe)
 	w.close('}')
@@ -180,12 +180,7 @@ func (w *jsonWriter) probe(p *plan.Probe) {
 	w.close('}')
 }
 
-func (w *jsonWriter) probeHeader(h *plan.ProbeHeader) {
-	w.open('{', true)
-	w.str("name", h.Name)
-	w.str("value", h.Value)
-	w.close('}')
-}
+func (w *jsonWriter) probeHeader(h *plan.ProbeHeader) { w.nameValue(h.Name, h.Value) }
 
 func (w *jsonWriter) zone(z *plan.Zone) {
 	w.open('{', len(z.Records) == 0)
@@ -210,10 +205,13 @@ func (w *jsonWriter) envFile(f *plan.EnvFile) {
 	w.close('}')
 }
 
-func (w *jsonWriter) envVar(v *plan.EnvVar) {
+func (w *jsonWriter) envVar(v *plan.EnvVar) { w.nameValue(v.Name, v.Value) }
+
+// nameValue writes an object of a name and a value on one line.
+func (w *jsonWriter) nameValue(name, value string) {
 	w.open('{', true)
-	w.str("name", v.Name)
-	w.str("value", v.Value)
+	w.str("name", name)
+	w.str("value", value)
 	w.close('}')
 }
 
@@ -330,7 +328,8 @@ func prefixesSize(ps []netip.Prefix) int {
 
 // ParsePlanJSON reads what PlanJSON wrote (for the applier, which keeps the
 // last applied plan.json). Unknown fields and other format versions are
-// errors. Lists come back non-nil.
+// errors. Lists come back non-nil (PlanJSON writes every list, as []
+// when empty; a Port's shortCircuit only when it has one).
 func ParsePlanJSON(data []byte) (*plan.Plan, error) {
 	var v struct {
 		FormatVersion int `json:"formatVersion"`
@@ -342,136 +341,60 @@ func ParsePlanJSON(data []byte) (*plan.Plan, error) {
 	if v.FormatVersion != plan.FormatVersion {
 		return nil, fmt.Errorf("plan.json: format version %d, this netspec reads %d", v.FormatVersion, plan.FormatVersion)
 	}
-	var jp jsonPlan
+	var dp decodedPlan
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&jp); err != nil {
+	if err := dec.Decode(&dp); err != nil {
 		return nil, fmt.Errorf("plan.json: %w", err)
 	}
-	return fromJSONPlan(&jp), nil
+	p := dp.Plan
+	p.Services = jsonList(dp.Services, func(s decodedService) plan.Service {
+		s.Service.Ports = jsonList(s.Ports, func(pt decodedPort) plan.Port {
+			pt.Port.Endpoints = jsonList(pt.Endpoints, func(e decodedEndpoint) plan.Endpoint {
+				return plan.Endpoint{IP: e.IP, Port: e.Port, Ready: e.Ready, Serving: e.Serving, Terminating: e.Terminating,
+					NodeName: e.NodeName, Zone: e.Zone, Extra: plan.NewEndpointExtra(e.Hostname, e.ZoneHints, e.NodeHints),
+					Pod: e.Pod, Probes: e.Probes}
+			})
+			if len(pt.Port.ShortCircuit) == 0 {
+				pt.Port.ShortCircuit = nil // its absence means something
+			}
+			return pt.Port
+		})
+		return s.Service
+	})
+	return &p, nil
 }
 
-// The json* types mirror plan's types field by field, in the same order,
-// with the JSON names: ParsePlanJSON decodes into them, and they define
-// what PlanJSON writes. A field added to plan must be added here, to
-// fromJSONPlan and to the jsonWriter methods above: the tests catch one
-// that is not.
-
-type jsonPlan struct {
-	FormatVersion int           `json:"formatVersion"`
-	Node          jsonNode      `json:"node"`
-	Cluster       jsonCluster   `json:"cluster"`
-	Services      []jsonService `json:"services"`
-	DNS           jsonDNS       `json:"dns"`
-	Env           []jsonEnvFile `json:"env"`
-}
-
-type jsonNode struct {
-	Name string       `json:"name"`
-	Zone string       `json:"zone"`
-	IPs  []netip.Addr `json:"ips"`
-}
-
-type jsonCluster struct {
-	Domain            string         `json:"domain"`
-	ServiceCIDRs      []netip.Prefix `json:"serviceCIDRs"`
-	PodCIDRs          []netip.Prefix `json:"podCIDRs"`
-	NodePortAddresses []netip.Prefix `json:"nodePortAddresses"`
-	DNSTTL            uint32         `json:"dnsTTL"`
-	DNSAddress        netip.Addr     `json:"dnsAddress,omitzero"`
-}
-
-type jsonService struct {
-	Namespace           string         `json:"namespace"`
-	Name                string         `json:"name"`
-	Type                string         `json:"type"`
-	ClusterIPs          []netip.Addr   `json:"clusterIPs"`
-	Headless            bool           `json:"headless"`
-	ExternalName        string         `json:"externalName"`
-	ExternalIPs         []netip.Addr   `json:"externalIPs"`
-	LoadBalancerIPs     []netip.Addr   `json:"loadBalancerIPs"`
-	SourceRanges        []netip.Prefix `json:"sourceRanges"`
-	AffinitySeconds     int32          `json:"affinitySeconds"`
-	InternalLocal       bool           `json:"internalLocal"`
-	ExternalLocal       bool           `json:"externalLocal"`
-	HealthCheckNodePort uint16         `json:"healthCheckNodePort"`
-	IPVSScheduler       string         `json:"ipvsScheduler"`
-	ProxyName           string         `json:"proxyName,omitempty"`
-	Ports               []jsonPort     `json:"ports"`
-}
-
-type jsonPort struct {
-	Name         string         `json:"name"`
-	Protocol     string         `json:"protocol"`
-	Port         uint16         `json:"port"`
-	NodePort     uint16         `json:"nodePort"`
-	Endpoints    []jsonEndpoint `json:"endpoints"`
-	Cluster      []int          `json:"cluster"`
-	External     []int          `json:"external"`
-	ShortCircuit []int          `json:"shortCircuit,omitempty"`
-}
-
-type jsonEndpoint struct {
-	IP          netip.Addr  `json:"ip"`
-	Port        uint16      `json:"port"`
-	Ready       bool        `json:"ready"`
-	Serving     bool        `json:"serving"`
-	Terminating bool        `json:"terminating"`
-	NodeName    string      `json:"nodeName"`
-	Zone        string      `json:"zone"`
-	Hostname    string      `json:"hostname"`
-	ZoneHints   []string    `json:"zoneHints"`
-	NodeHints   []string    `json:"nodeHints"`
-	Pod         string      `json:"pod"`
-	Probes      []jsonProbe `json:"probes"`
-}
-
-type jsonProbe struct {
-	Action              plan.ProbeAction  `json:"action"`
-	Port                uint16            `json:"port"`
-	PortName            string            `json:"portName,omitempty"`
-	Scheme              string            `json:"scheme"`
-	Host                string            `json:"host"`
-	Path                string            `json:"path"`
-	Headers             []jsonProbeHeader `json:"headers"`
-	GRPCService         string            `json:"grpcService"`
-	InitialDelaySeconds int32             `json:"initialDelaySeconds"`
-	PeriodSeconds       int32             `json:"periodSeconds"`
-	TimeoutSeconds      int32             `json:"timeoutSeconds"`
-	SuccessThreshold    int32             `json:"successThreshold"`
-	FailureThreshold    int32             `json:"failureThreshold"`
-}
-
-type jsonProbeHeader struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-type jsonDNS struct {
-	Zones []jsonZone `json:"zones"`
-}
-
-type jsonZone struct {
-	Name    string       `json:"name"`
-	Records []jsonRecord `json:"records"`
-}
-
-type jsonRecord struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	TTL  uint32 `json:"ttl"`
-	Data string `json:"data"`
-}
-
-type jsonEnvFile struct {
-	Namespace string       `json:"namespace"`
-	Vars      []jsonEnvVar `json:"vars"`
-}
-
-type jsonEnvVar struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
+// The decoded* types are what ParsePlanJSON decodes plan.json into:
+// plan's own types, whose fields plan.json names in lowerCamelCase
+// (encoding/json matches a name whatever its case; the tests hold every
+// name to its field), but for the lists that lead to endpoints, which
+// they replace (a field of the outer struct hides the embedded one of its
+// name): plan.json writes an endpoint's Extra as its fields hostname,
+// zoneHints and nodeHints.
+type (
+	decodedPlan struct {
+		plan.Plan
+		Services []decodedService
+	}
+	decodedService struct {
+		plan.Service
+		Ports []decodedPort
+	}
+	decodedPort struct {
+		plan.Port
+		Endpoints []decodedEndpoint
+	}
+	decodedEndpoint struct {
+		IP                          netip.Addr
+		Port                        uint16
+		Ready, Serving, Terminating bool
+		NodeName, Zone, Hostname    string
+		ZoneHints, NodeHints        []string
+		Pod                         string
+		Probes                      []plan.Probe
+	}
+)
 
 // jsonList converts a slice element by element into a non-nil slice, so that an
 // empty list is written as [] and not null.
@@ -481,97 +404,4 @@ func jsonList[T, U any](in []T, f func(T) U) []U {
 		out = append(out, f(x))
 	}
 	return out
-}
-
-func jsonSame[T any](x T) T { return x }
-
-// nilIfEmpty is l, or nil when l is empty: a list whose absence means
-// something (plan.Port.ShortCircuit).
-func nilIfEmpty[T any](l []T) []T {
-	if len(l) == 0 {
-		return nil
-	}
-	return l
-}
-
-func fromJSONPlan(jp *jsonPlan) *plan.Plan {
-	return &plan.Plan{
-		FormatVersion: jp.FormatVersion,
-		Node:          plan.Node{Name: jp.Node.Name, Zone: jp.Node.Zone, IPs: jsonList(jp.Node.IPs, jsonSame)},
-		Cluster: plan.Cluster{
-			Domain:            jp.Cluster.Domain,
-			ServiceCIDRs:      jsonList(jp.Cluster.ServiceCIDRs, jsonSame),
-			PodCIDRs:          jsonList(jp.Cluster.PodCIDRs, jsonSame),
-			NodePortAddresses: jsonList(jp.Cluster.NodePortAddresses, jsonSame),
-			DNSTTL:            jp.Cluster.DNSTTL,
-			DNSAddress:        jp.Cluster.DNSAddress,
-		},
-		Services: jsonList(jp.Services, func(s jsonService) plan.Service {
-			return plan.Service{
-				Namespace:           s.Namespace,
-				Name:                s.Name,
-				Type:                s.Type,
-				ClusterIPs:          jsonList(s.ClusterIPs, jsonSame),
-				Headless:            s.Headless,
-				ExternalName:        s.ExternalName,
-				ExternalIPs:         jsonList(s.ExternalIPs, jsonSame),
-				LoadBalancerIPs:     jsonList(s.LoadBalancerIPs, jsonSame),
-				SourceRanges:        jsonList(s.SourceRanges, jsonSame),
-				AffinitySeconds:     s.AffinitySeconds,
-				InternalLocal:       s.InternalLocal,
-				ExternalLocal:       s.ExternalLocal,
-				HealthCheckNodePort: s.HealthCheckNodePort,
-				IPVSScheduler:       s.IPVSScheduler,
-				ProxyName:           s.ProxyName,
-				Ports: jsonList(s.Ports, func(pt jsonPort) plan.Port {
-					return plan.Port{
-						Name:     pt.Name,
-						Protocol: pt.Protocol,
-						Port:     pt.Port,
-						NodePort: pt.NodePort,
-						Endpoints: jsonList(pt.Endpoints, func(e jsonEndpoint) plan.Endpoint {
-							return plan.Endpoint{
-								IP:          e.IP,
-								Port:        e.Port,
-								Ready:       e.Ready,
-								Serving:     e.Serving,
-								Terminating: e.Terminating,
-								NodeName:    e.NodeName,
-								Zone:        e.Zone,
-								Extra:       plan.NewEndpointExtra(e.Hostname, jsonList(e.ZoneHints, jsonSame), jsonList(e.NodeHints, jsonSame)),
-								Pod:         e.Pod,
-								Probes: jsonList(e.Probes, func(p jsonProbe) plan.Probe {
-									return plan.Probe{
-										Action: p.Action, Port: p.Port, PortName: p.PortName, Scheme: p.Scheme, Host: p.Host, Path: p.Path,
-										Headers: jsonList(p.Headers, func(h jsonProbeHeader) plan.ProbeHeader {
-											return plan.ProbeHeader{Name: h.Name, Value: h.Value}
-										}),
-										GRPCService:         p.GRPCService,
-										InitialDelaySeconds: p.InitialDelaySeconds,
-										PeriodSeconds:       p.PeriodSeconds,
-										TimeoutSeconds:      p.TimeoutSeconds,
-										SuccessThreshold:    p.SuccessThreshold,
-										FailureThreshold:    p.FailureThreshold,
-									}
-								}),
-							}
-						}),
-						Cluster:      jsonList(pt.Cluster, jsonSame),
-						External:     jsonList(pt.External, jsonSame),
-						ShortCircuit: nilIfEmpty(pt.ShortCircuit),
-					}
-				}),
-			}
-		}),
-		DNS: plan.DNS{Zones: jsonList(jp.DNS.Zones, func(z jsonZone) plan.Zone {
-			return plan.Zone{Name: z.Name, Records: jsonList(z.Records, func(r jsonRecord) plan.Record {
-				return plan.Record{Name: r.Name, Type: r.Type, TTL: r.TTL, Data: r.Data}
-			})}
-		})},
-		Env: jsonList(jp.Env, func(f jsonEnvFile) plan.EnvFile {
-			return plan.EnvFile{Namespace: f.Namespace, Vars: jsonList(f.Vars, func(v jsonEnvVar) plan.EnvVar {
-				return plan.EnvVar{Name: v.Name, Value: v.Value}
-			})}
-		}),
-	}
 }

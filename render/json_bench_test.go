@@ -370,6 +370,131 @@ func TestPlanJSONSize(t *testing.T) {
 	}
 }
 
+// The json* types mirror plan's types field by field, in the same order,
+// with the JSON names: they define what PlanJSON writes (referencePlanJSON).
+// A field added to plan must be added here, to toJSONPlan, to the
+// jsonWriter methods and, for Endpoint, to decodedEndpoint: the tests
+// catch one that is not.
+
+type jsonPlan struct {
+	FormatVersion int           `json:"formatVersion"`
+	Node          jsonNode      `json:"node"`
+	Cluster       jsonCluster   `json:"cluster"`
+	Services      []jsonService `json:"services"`
+	DNS           jsonDNS       `json:"dns"`
+	Env           []jsonEnvFile `json:"env"`
+}
+
+type jsonNode struct {
+	Name string       `json:"name"`
+	Zone string       `json:"zone"`
+	IPs  []netip.Addr `json:"ips"`
+}
+
+type jsonCluster struct {
+	Domain            string         `json:"domain"`
+	ServiceCIDRs      []netip.Prefix `json:"serviceCIDRs"`
+	PodCIDRs          []netip.Prefix `json:"podCIDRs"`
+	NodePortAddresses []netip.Prefix `json:"nodePortAddresses"`
+	DNSTTL            uint32         `json:"dnsTTL"`
+	DNSAddress        netip.Addr     `json:"dnsAddress,omitzero"`
+}
+
+type jsonService struct {
+	Namespace           string         `json:"namespace"`
+	Name                string         `json:"name"`
+	Type                string         `json:"type"`
+	ClusterIPs          []netip.Addr   `json:"clusterIPs"`
+	Headless            bool           `json:"headless"`
+	ExternalName        string         `json:"externalName"`
+	ExternalIPs         []netip.Addr   `json:"externalIPs"`
+	LoadBalancerIPs     []netip.Addr   `json:"loadBalancerIPs"`
+	SourceRanges        []netip.Prefix `json:"sourceRanges"`
+	AffinitySeconds     int32          `json:"affinitySeconds"`
+	InternalLocal       bool           `json:"internalLocal"`
+	ExternalLocal       bool           `json:"externalLocal"`
+	HealthCheckNodePort uint16         `json:"healthCheckNodePort"`
+	IPVSScheduler       string         `json:"ipvsScheduler"`
+	ProxyName           string         `json:"proxyName,omitempty"`
+	Ports               []jsonPort     `json:"ports"`
+}
+
+type jsonPort struct {
+	Name         string         `json:"name"`
+	Protocol     string         `json:"protocol"`
+	Port         uint16         `json:"port"`
+	NodePort     uint16         `json:"nodePort"`
+	Endpoints    []jsonEndpoint `json:"endpoints"`
+	Cluster      []int          `json:"cluster"`
+	External     []int          `json:"external"`
+	ShortCircuit []int          `json:"shortCircuit,omitempty"`
+}
+
+type jsonEndpoint struct {
+	IP          netip.Addr  `json:"ip"`
+	Port        uint16      `json:"port"`
+	Ready       bool        `json:"ready"`
+	Serving     bool        `json:"serving"`
+	Terminating bool        `json:"terminating"`
+	NodeName    string      `json:"nodeName"`
+	Zone        string      `json:"zone"`
+	Hostname    string      `json:"hostname"`
+	ZoneHints   []string    `json:"zoneHints"`
+	NodeHints   []string    `json:"nodeHints"`
+	Pod         string      `json:"pod"`
+	Probes      []jsonProbe `json:"probes"`
+}
+
+type jsonProbe struct {
+	Action              plan.ProbeAction  `json:"action"`
+	Port                uint16            `json:"port"`
+	PortName            string            `json:"portName,omitempty"`
+	Scheme              string            `json:"scheme"`
+	Host                string            `json:"host"`
+	Path                string            `json:"path"`
+	Headers             []jsonProbeHeader `json:"headers"`
+	GRPCService         string            `json:"grpcService"`
+	InitialDelaySeconds int32             `json:"initialDelaySeconds"`
+	PeriodSeconds       int32             `json:"periodSeconds"`
+	TimeoutSeconds      int32             `json:"timeoutSeconds"`
+	SuccessThreshold    int32             `json:"successThreshold"`
+	FailureThreshold    int32             `json:"failureThreshold"`
+}
+
+type jsonProbeHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type jsonDNS struct {
+	Zones []jsonZone `json:"zones"`
+}
+
+type jsonZone struct {
+	Name    string       `json:"name"`
+	Records []jsonRecord `json:"records"`
+}
+
+type jsonRecord struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	TTL  uint32 `json:"ttl"`
+	Data string `json:"data"`
+}
+
+type jsonEnvFile struct {
+	Namespace string       `json:"namespace"`
+	Vars      []jsonEnvVar `json:"vars"`
+}
+
+type jsonEnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// jsonSame is the identity, for jsonList.
+func jsonSame[T any](x T) T { return x }
+
 // toJSONPlan converts a Plan to the mirror types, for referencePlanJSON.
 func toJSONPlan(p *plan.Plan) *jsonPlan {
 	return &jsonPlan{

@@ -1,8 +1,9 @@
 package render
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
-	"net/netip"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -24,7 +25,7 @@ func newline(out []byte, depth int) []byte {
 // it opens each container, whether it is laid out on one line: it must be
 // exactly when indentJSON would, that is when the container holds no
 // object and no list that holds an object or a list. Lists of plain values
-// (addrs, prefixes, strs, ints) are always on one line and written whole.
+// (plainList: texts, ints, strings) are always on one line and written whole.
 type jsonWriter struct {
 	b     []byte
 	stack []jsonFrame // the open containers, innermost last
@@ -131,16 +132,13 @@ func plainList[T any](w *jsonWriter, k string, v []T, add func([]byte, T) []byte
 	w.b = append(w.b, ']')
 }
 
-func (w *jsonWriter) strs(k string, v []string) { plainList(w, k, v, appendJSONString) }
-
 func (w *jsonWriter) ints(k string, v []int) {
 	plainList(w, k, v, func(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) })
 }
 
-func (w *jsonWriter) addrs(k string, v []netip.Addr) { plainList(w, k, v, appendJSONText[netip.Addr]) }
-
-func (w *jsonWriter) prefixes(k string, v []netip.Prefix) {
-	plainList(w, k, v, appendJSONText[netip.Prefix])
+// texts writes the member k: a list of addresses or prefixes.
+func texts[T interface{ AppendTo([]byte) []byte }](w *jsonWriter, k string, v []T) {
+	plainList(w, k, v, appendJSONText[T])
 }
 
 // appendJSONText appends v's text form (what its MarshalText returns:
@@ -165,60 +163,34 @@ func appendJSONText[T interface{ AppendTo([]byte) []byte }](b []byte, v T) []byt
 // backslash; \b, \f, \n, \r and \t as such and other bytes below 0x20 as
 // \u00XX; U+2028 and U+2029 as \u2028 and \u2029; each byte of invalid
 // UTF-8 as \ufffd; everything else, '<', '>' and '&' included, as it is.
+// Plain ASCII (jsonSafe), quotes and backslashes (a TXT record's data),
+// which make nearly every string of a plan, are written here; a string
+// with other bytes is left to encoding/json.
 func appendJSONString(b []byte, s string) []byte {
+	mark := len(b)
 	b = append(b, '"')
 	start := 0 // s[start:i] is still to be copied
-	for i := 0; i < len(s); {
-		c := s[i]
-		if jsonSafe[c] {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case jsonSafe[c]:
+		case c == '"' || c == '\\':
 			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			b = append(b, '\\', c)
+			start = i + 1
 		default:
-			i += size
-			continue
+			var out bytes.Buffer
+			enc := json.NewEncoder(&out)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			return append(b[:mark], bytes.TrimSuffix(out.Bytes(), []byte{'\n'})...)
 		}
-		i += size
-		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe tells which bytes appendJSONString copies without looking
-// further: ASCII other than control characters, '"' and '\\'.
+// jsonSafe tells which bytes appendJSONString copies as they are: ASCII
+// other than control characters, '"' and '\\'.
 var jsonSafe = func() (t [256]bool) {
 	for c := ' '; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'

@@ -113,8 +113,6 @@ var (
 
 // nftFamily is one of the two tables.
 type nftFamily struct {
-	table    string                // nft family keyword: "ip" or "ip6"
-	addrType string                // set key type
 	label    string                // for comments
 	is       func(netip.Addr) bool // of a normalized address (normAddr)
 	loopback netip.Prefix          // node ports are not served on loopback
@@ -122,8 +120,8 @@ type nftFamily struct {
 }
 
 var nftFamilies = [...]nftFamily{
-	{table: "ip", addrType: "ipv4_addr", label: "IPv4", is: netip.Addr.Is4, loopback: netip.MustParsePrefix("127.0.0.0/8"), model: nftmodel.IPv4},
-	{table: "ip6", addrType: "ipv6_addr", label: "IPv6", is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }, loopback: netip.MustParsePrefix("::1/128"), model: nftmodel.IPv6},
+	{label: "IPv4", is: netip.Addr.Is4, loopback: netip.MustParsePrefix("127.0.0.0/8"), model: nftmodel.IPv4},
+	{label: "IPv6", is: func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }, loopback: netip.MustParsePrefix("::1/128"), model: nftmodel.IPv6},
 }
 
 // NFTables renders the Plan as an nftables ruleset for `nft -f`. The file
@@ -164,31 +162,19 @@ func compareElementKeys(a, b *nftmodel.Key) int {
 }
 
 // compareVerdicts orders the verdicts of elements by their text: none,
-// "drop", then "goto CHAIN" by chain.
+// "drop", then "goto CHAIN" by chain (the kinds elements have are
+// numbered in that order).
 func compareVerdicts(a, b nftmodel.Verdict) int {
-	rank := func(v nftmodel.Verdict) int {
-		switch v.Kind {
-		case 0:
-			return 0
-		case nftmodel.Drop:
-			return 1
-		}
-		return 2
-	}
-	if c := cmp.Compare(rank(a), rank(b)); c != 0 {
-		return c
+	if a.Kind != b.Kind {
+		return cmp.Compare(a.Kind, b.Kind)
 	}
 	return strings.Compare(a.Chain, b.Chain)
 }
 
-// nftHash8 is HASH8 of a name (see nftHash).
-type nftHash8 [8]byte
-
 // nftEndpoint is an endpoint of a service port with its names.
 type nftEndpoint struct {
-	ep       *plan.Endpoint
-	index    int            // of ep in Port.Endpoints
-	addr     netip.AddrPort // ep's, with the address normalized (normAddr)
+	index    int            // in Port.Endpoints
+	addr     netip.AddrPort // the endpoint's, with the address normalized (normAddr)
 	affinity string         // the affinity set; "" until named (describe) or without ClientIP affinity
 }
 
@@ -236,7 +222,7 @@ type nftPort struct {
 	port   *plan.Port
 	index  int32  // of port in svc.Ports
 	portID string // port name, or number when unnamed
-	proto  string // lower case
+	proto  nftmodel.Proto
 	nftChains
 }
 
@@ -301,7 +287,7 @@ func comparePorts(a, b *nftPort) int {
 	if c := strings.Compare(a.portID, b.portID); c != 0 {
 		return c
 	}
-	if c := strings.Compare(a.proto, b.proto); c != 0 {
+	if c := strings.Compare(a.proto.String(), b.proto.String()); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.port.Port, b.port.Port)
@@ -324,7 +310,7 @@ func newNFTTable(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
 	t.sortPorts(p)
 	t.services = make([]nftmodel.Element, 0, len(t.ports))
 	for _, sp := range t.ports {
-		t.scanPort(t.viewPort(sp))
+		t.scanPort(t.viewPort(&t.view, sp))
 	}
 	for _, m := range t.maps() {
 		slices.SortFunc(*m, compareElements)
@@ -340,11 +326,7 @@ func newNFTTable(p *plan.Plan, fam nftFamily, ipvs bool) *nftTable {
 func (t *nftTable) setup(p *plan.Plan) {
 	fam := t.fam
 	t.podCIDRs = familyPrefixes(p.Cluster.PodCIDRs, fam)
-	for _, ip := range p.Node.IPs {
-		if ip = normAddr(ip); fam.is(ip) {
-			t.nodeIPs = append(t.nodeIPs, ip)
-		}
-	}
+	t.nodeIPs = appendFamilyAddrs(nil, p.Node.IPs, fam)
 	t.serviceCIDRs = familyPrefixes(p.Cluster.ServiceCIDRs, fam)
 	t.nodePortAddrs = familyPrefixes(p.Cluster.NodePortAddresses, fam)
 	t.nodePortCIDRs = len(t.nodePortAddrs) > 0
@@ -425,7 +407,8 @@ func appendPorts(dst []nftPort, svc *plan.Service) []nftPort {
 // newPort is port j of svc, without names.
 func newPort(svc *plan.Service, j int) nftPort {
 	port := &svc.Ports[j]
-	sp := nftPort{svc: svc, port: port, index: int32(j), portID: port.Name, proto: lowerProtocol(port.Protocol)}
+	sp := nftPort{svc: svc, port: port, index: int32(j), portID: port.Name}
+	sp.proto, _ = nftmodel.ProtoOf(port.Protocol)
 	if sp.portID == "" {
 		sp.portID = strconv.Itoa(int(port.Port))
 	}
@@ -451,22 +434,17 @@ func (t *nftTable) sizeHint() int {
 	return n
 }
 
-// viewPort fills the table's port view for sp: its base name, its
-// addresses and its endpoints of the family, without names.
-func (t *nftTable) viewPort(sp *nftPort) *nftPortView {
-	return t.viewPortIn(&t.view, sp)
-}
-
-// viewPortIn is viewPort into a scratch view of the caller's, for
-// goroutines that render groups side by side.
-func (t *nftTable) viewPortIn(v *nftPortView, sp *nftPort) *nftPortView {
+// viewPort fills the port view v (the table's, or one of a goroutine that
+// renders groups side by side) for sp: its base name, its addresses and
+// its endpoints of the family, without names.
+func (t *nftTable) viewPort(v *nftPortView, sp *nftPort) *nftPortView {
 	v.nftPort = sp
 	svc, port := sp.svc, sp.port
 	v.base = append(v.base[:0], svc.Namespace...)
 	v.base = append(v.base, '/')
 	v.base = append(v.base, svc.Name...)
 	v.base = append(v.base, '/')
-	v.base = append(v.base, sp.proto...)
+	v.base = append(v.base, sp.proto.String()...)
 	v.base = append(v.base, '/')
 	v.base = append(v.base, sp.portID...)
 	v.clusterIPs = appendFamilyAddrs(v.clusterIPs[:0], svc.ClusterIPs, t.fam)
@@ -491,7 +469,7 @@ func (t *nftTable) appendEndpoints(dst []nftEndpoint, port *plan.Port, idx []int
 		}
 		ep := &port.Endpoints[i]
 		if a := normAddr(ep.IP); t.fam.is(a) {
-			dst = append(dst, nftEndpoint{ep: ep, index: i, addr: netip.AddrPortFrom(a, ep.Port)})
+			dst = append(dst, nftEndpoint{index: i, addr: netip.AddrPortFrom(a, ep.Port)})
 		}
 	}
 	return sortEndpoints(dst)
@@ -590,8 +568,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 	}
 
 	// Internal traffic: the cluster IPs.
-	proto, _ := nftmodel.ProtoOf(v.proto)
-	e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}}
+	e := nftmodel.Element{Key: nftmodel.Key{Proto: v.proto, Port: port.Port}}
 	switch {
 	case len(v.cluster) > 0:
 		e.Verdict = nftmodel.GoTo(v.internalChain())
@@ -626,7 +603,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 		}
 	}
 	frontend := func(addr netip.Addr, port uint16) {
-		key := nftmodel.Key{Addr: addr, Proto: proto, Port: port}
+		key := nftmodel.Key{Addr: addr, Proto: v.proto, Port: port}
 		if toExternal.Kind != 0 {
 			e := nftmodel.Element{Key: key, Verdict: toExternal}
 			if addr.IsValid() {
@@ -656,7 +633,7 @@ func (t *nftTable) addElements(v *nftPortView) {
 
 	// loadBalancerSourceRanges.
 	if v.firewallChain != "" {
-		e := nftmodel.Element{Key: nftmodel.Key{Proto: proto, Port: port.Port}, Verdict: nftmodel.GoTo(v.firewallChain)}
+		e := nftmodel.Element{Key: nftmodel.Key{Proto: v.proto, Port: port.Port}, Verdict: nftmodel.GoTo(v.firewallChain)}
 		for _, a := range v.lbIPs {
 			e.Key.Addr = a
 			t.firewall = append(t.firewall, e)
@@ -742,13 +719,9 @@ var nftMaps = [...]struct {
 	{"cluster-ips", "every cluster IP: a new connection still addressed to one after DNAT is to a port it does not serve", false, true, true},
 }
 
-// groupsPerWorker is the fewest service ports worth a goroutine of
-// appendGroups (a variable for tests).
-var groupsPerWorker = 2048
-
-// hash8 is nftHash without allocation. Eight base32 characters encode the
-// first five bytes of the sum exactly, without padding.
-func hash8(readable []byte) (h nftHash8) {
+// hash8 is HASH8 of a name's readable part: eight base32 characters
+// encode the first five bytes of its SHA-256 sum exactly, without padding.
+func hash8(readable []byte) (h [8]byte) {
 	sum := sha256.Sum256(readable)
 	base32.StdEncoding.Encode(h[:], sum[:5])
 	return h
@@ -774,20 +747,6 @@ func appendNFTName(b []byte, prefix string, hash, readable []byte) []byte {
 		b = append(b[:start+nftNameMax-3], "..."...)
 	}
 	return b
-}
-
-// lowerProtocol is strings.ToLower(proto), without allocation for the
-// protocols Kubernetes knows.
-func lowerProtocol(proto string) string {
-	switch proto {
-	case "TCP":
-		return "tcp"
-	case "UDP":
-		return "udp"
-	case "SCTP":
-		return "sctp"
-	}
-	return strings.ToLower(proto)
 }
 
 // normAddr is a without zone, an IPv4-mapped IPv6 address as IPv4.

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -55,14 +54,12 @@ func NFTablesIPVSModel(p *plan.Plan) *nftmodel.Ruleset {
 // ipvsModel builds the table of the IPVS data plane (NFTablesIPVS).
 func (t *nftTable) ipvsModel() *nftmodel.Table {
 	var cluster, external, nodePorts []nftmodel.Element
-	var clusterAddrs []netip.Addr
 	var firewalls []*nftPort
 	for _, sp := range t.ports {
-		v := t.viewPort(sp)
-		proto, _ := nftmodel.ProtoOf(v.proto)
+		v := t.viewPort(&t.view, sp)
+		proto := sp.proto
 		for _, a := range v.clusterIPs {
 			cluster = append(cluster, nftmodel.Element{Key: nftmodel.Key{Addr: a, Proto: proto, Port: sp.port.Port}})
-			clusterAddrs = append(clusterAddrs, a)
 		}
 		if !sp.svc.ExternalLocal {
 			for _, a := range slices.Concat(v.externalIPs, v.lbIPs) {
@@ -76,12 +73,6 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 			firewalls = append(firewalls, sp)
 		}
 	}
-	slices.SortFunc(clusterAddrs, netip.Addr.Compare)
-	clusterIPs := &nftmodel.Set{Name: "cluster-ips", Comment: "cluster-ips: every cluster IP", Key: keyAddr}
-	for _, a := range slices.Compact(clusterAddrs) {
-		clusterIPs.Elements = append(clusterIPs.Elements, nftmodel.Element{Key: nftmodel.Key{Addr: a}})
-	}
-
 	check := []nftmodel.Rule{newConnJump("service-endpoints-check"), newConnJump("cluster-ips-check")}
 	mt := t.newModelTable(" (IPVS virtual servers)", []baseChain{
 		{"mark-prerouting", hookMarkPrerouting, []nftmodel.Rule{jumpRule("ipvs-mark")}},
@@ -120,7 +111,7 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 		Rules:   []nftmodel.Rule{vmap("firewall-ips")}})
 
 	mt.AddSet("Maps and sets.", keySet("cluster-frontends", "cluster IPs with port", keyAddrProtoPort, cluster))
-	mt.AddSet("", clusterIPs)
+	mt.AddSet("", mapSet(&nftmodel.Set{Name: "cluster-ips", Comment: "cluster-ips: every cluster IP", Key: keyAddr}, t.clusterIPs))
 	mt.AddSet("", keySet("external-frontends", "external and LoadBalancer IPs with port, under policy Cluster", keyAddrProtoPort, external))
 	mt.AddSet("", keySet("external-nodeports", "node ports under policy Cluster", keyProtoPort, nodePorts))
 	mt.AddSet("", mapSet(&nftmodel.Set{Name: "no-endpoint-services", Comment: "no-endpoint-services: frontends without endpoints: reject, or drop under policy Local", Key: keyAddrProtoPort, Verdicts: true}, t.noEpSvc))
@@ -132,13 +123,12 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 	}
 	mt.AddSet("", t.nodePortIPsSet())
 	for i, sp := range firewalls {
-		v := t.viewPort(sp)
+		v := t.viewPort(&t.view, sp)
 		t.describe(v)
-		heading := ""
+		mt.AddChain("", t.firewallChain(v))
 		if i == 0 {
-			heading = "loadBalancerSourceRanges."
+			mt.Items[len(mt.Items)-1].Heading = "loadBalancerSourceRanges."
 		}
-		mt.AddChain(heading, t.firewallChain(v))
 	}
 	return mt
 }
@@ -146,21 +136,12 @@ func (t *nftTable) ipvsModel() *nftmodel.Table {
 // keySet is a set of the keys of elems, in the order of their text,
 // without repeats.
 func keySet(name, comment string, key []nftmodel.KeyPart, elems []nftmodel.Element) *nftmodel.Set {
-	s := &nftmodel.Set{Name: name, Comment: name + ": " + comment, Key: key}
-	type keyed struct {
-		text string
-		e    nftmodel.Element
+	s := &nftmodel.Set{Name: name, Comment: name + ": " + comment, Key: key, Elements: elems}
+	text := make(map[nftmodel.Key]string, len(elems))
+	for i, e := range elems {
+		text[e.Key] = s.ElementText(i)
 	}
-	s.Elements = elems // to print the keys
-	all := make([]keyed, len(elems))
-	for i := range elems {
-		all[i] = keyed{s.ElementText(i), s.Elements[i]}
-	}
-	slices.SortFunc(all, func(a, b keyed) int { return strings.Compare(a.text, b.text) })
-	all = slices.CompactFunc(all, func(a, b keyed) bool { return a.text == b.text })
-	s.Elements = make([]nftmodel.Element, len(all))
-	for i := range all {
-		s.Elements[i] = all[i].e
-	}
+	slices.SortFunc(s.Elements, func(a, b nftmodel.Element) int { return strings.Compare(text[a.Key], text[b.Key]) })
+	s.Elements = slices.CompactFunc(s.Elements, func(a, b nftmodel.Element) bool { return a.Key == b.Key })
 	return s
 }

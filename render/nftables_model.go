@@ -92,34 +92,39 @@ func (t *nftTable) newModelTable(note string, base []baseChain) *nftmodel.Table 
 	comment := string(appendPlural([]byte(t.fam.label+": "), max(len(t.ports), t.count), "service port")) + note + "."
 	mt := &nftmodel.Table{Family: t.fam.model, Name: "netspec", Comment: comment}
 	base = slices.Insert(base, 2, baseChain{"nat-postrouting", hookNATPostrouting, []nftmodel.Rule{jumpRule("masquerading")}})
-	for i, c := range base {
-		heading := ""
-		if i == 0 {
-			heading = "Base chains."
-		}
-		mt.AddChain(heading, &nftmodel.Chain{Name: c.name, Hook: &c.hook, Rules: c.rules})
+	for _, c := range base {
+		mt.AddChain("", &nftmodel.Chain{Name: c.name, Hook: &c.hook, Rules: c.rules})
 	}
+	mt.Items[0].Heading = "Base chains."
 	return mt
 }
 
 // model builds the table of the nftables data plane.
 func (t *nftTable) model() *nftmodel.Table {
-	mt := t.dispatchModel()
-	for i, m := range t.maps() {
-		heading := ""
-		if i == 0 {
-			heading = "Maps."
-		}
-		mt.AddSet(heading, mapSet(listSet(i), *m))
+	var lists [memoLists]*nftmodel.Set
+	for k, m := range t.maps() {
+		lists[k] = mapSet(listSet(k), *m)
 	}
-	mt.AddSet("", t.hairpinSet(hairpinComment))
+	lists[len(nftMaps)] = t.hairpinSet(hairpinComment)
+	mt := t.dispatchModel()
+	t.addSets(mt, lists[:])
+	t.eachPickBucket(func(picks []*nftPick) { mt.AddSet("", pickMapSet(t.fam, picks)) })
+	mt.Items = append(mt.Items, t.groupItems()...)
+	return mt
+}
+
+// addSets adds the sets of the table after its dispatch chains, up to its
+// endpoint maps: the lists (memoLists), pod-cidrs and nodeport-ips.
+func (t *nftTable) addSets(mt *nftmodel.Table, lists []*nftmodel.Set) {
+	from := len(mt.Items)
+	for _, s := range lists {
+		mt.AddSet("", s)
+	}
+	mt.Items[from].Heading = "Maps."
 	if s := t.podCIDRsSet(); s != nil {
 		mt.AddSet("", s)
 	}
 	mt.AddSet("", t.nodePortIPsSet())
-	t.eachPickBucket(func(picks []*nftPick) { mt.AddSet("", pickMapSet(t.fam, picks)) })
-	mt.Items = append(mt.Items, t.groupItems()...)
-	return mt
 }
 
 // dispatchModel is the start of the table: its base chains and dispatch
@@ -331,29 +336,42 @@ func (t *nftTable) nodePortIPsSet() *nftmodel.Set {
 // groupItems are the sets and chains of every service port, in t.ports
 // order. A big table is built in slices side by side, joined in order.
 func (t *nftTable) groupItems() []nftmodel.Item {
-	workers := min(runtime.GOMAXPROCS(0), len(t.ports)/groupsPerWorker)
-	if workers < 2 {
-		var items []nftmodel.Item
-		for _, sp := range t.ports {
-			items = t.appendGroupItems(items, t.viewPort(sp))
+	parts := make([][]nftmodel.Item, workers(len(t.ports)))
+	sideBySide(len(t.ports), len(parts), func(w, from, to int) {
+		var v nftPortView
+		for _, sp := range t.ports[from:to] {
+			parts[w] = t.appendGroupItems(parts[w], t.viewPort(&v, sp))
 		}
-		return items
+	})
+	if len(parts) == 1 {
+		return parts[0]
 	}
-	parts := make([][]nftmodel.Item, workers)
+	return slices.Concat(parts...)
+}
+
+// workers is how many goroutines build the items of n service ports (or
+// Services) side by side: one per groupsPerWorker, up to GOMAXPROCS, and
+// at least one.
+func workers(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), n/groupsPerWorker))
+}
+
+// groupsPerWorker is the fewest service ports (or Services) worth a
+// goroutine of sideBySide (a variable for tests).
+var groupsPerWorker = 2048
+
+// sideBySide calls fn(w, from, to) for each part w of k parts of n items,
+// in goroutines side by side when there are several.
+func sideBySide(n, k int, fn func(w, from, to int)) {
+	if k < 2 {
+		fn(0, 0, n)
+		return
+	}
 	var wg sync.WaitGroup
-	for w := range parts {
-		from, to := w*len(t.ports)/workers, (w+1)*len(t.ports)/workers
-		wg.Go(func() {
-			var v nftPortView
-			var items []nftmodel.Item
-			for _, sp := range t.ports[from:to] {
-				items = t.appendGroupItems(items, t.viewPortIn(&v, sp))
-			}
-			parts[w] = items
-		})
+	for w := range k {
+		wg.Go(func() { fn(w, w*n/k, (w+1)*n/k) })
 	}
 	wg.Wait()
-	return slices.Concat(parts...)
 }
 
 // appendGroupItems appends the section of a service port: its affinity
@@ -501,16 +519,15 @@ func (t *nftTable) firewallChain(v *nftPortView) *nftmodel.Chain {
 // looks its endpoint up in an endpoint map (picks.go), or the rules of
 // pickRulesOf.
 func (t *nftTable) pickRules(v *nftPortView, chain string, eps []nftEndpoint, affinity bool) []nftmodel.Rule {
-	proto, _ := nftmodel.ProtoOf(v.proto)
 	if p := t.lookupPick(v.nftPort, chain); p != nil {
-		return []nftmodel.Rule{mapPickRule(proto, p)}
+		return []nftmodel.Rule{mapPickRule(v.proto, p)}
 	}
-	return pickRulesOf(proto, eps, affinity)
+	return pickRulesOf(v.proto, eps, affinity)
 }
 
 // mapPickRule is the rule of a chain that picks through its endpoint map.
 func mapPickRule(proto nftmodel.Proto, p *nftPick) nftmodel.Rule {
-	return nftmodel.Rule{nftmodel.ProtoMatch{Proto: proto}, nftmodel.DNATMap{Mod: uint32(p.modulus()), Offset: p.offset(), Map: pickMapName(p.bucket)}}
+	return nftmodel.Rule{nftmodel.ProtoMatch{Proto: proto}, nftmodel.DNATMap{Mod: uint32(p.modulus()), Offset: p.offset(), Map: pickMapNames[p.bucket]}}
 }
 
 // pickRulesOf returns the rules that send a packet to one of eps: first
@@ -563,7 +580,7 @@ func (t *nftTable) eachPickBucket(fn func([]*nftPick)) {
 // pickMapSet is the endpoint map of one bucket's picks, sorted by slot:
 // from each pick's offset on, one key range per endpoint.
 func pickMapSet(fam nftFamily, picks []*nftPick) *nftmodel.Set {
-	name := pickMapName(picks[0].bucket)
+	name := pickMapNames[picks[0].bucket]
 	s := &nftmodel.Set{Name: name,
 		Comment:     name + ": endpoints of the chains whose pick hashes here: from its offset on, a chain's numgen keys map to its endpoints",
 		EndpointMod: pickModulus, Interval: true}

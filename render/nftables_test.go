@@ -588,7 +588,7 @@ func TestNFTablesPick(t *testing.T) {
 }
 
 // TestNFTablesParallelGroups: a table big enough to be rendered in slices
-// side by side (appendGroups) gives the text of one goroutine.
+// side by side (sideBySide) gives the text of one goroutine.
 func TestNFTablesParallelGroups(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("SKIPPED: needs GOMAXPROCS ≥ 2 to render side by side")

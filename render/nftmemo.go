@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"maps"
 	"net/netip"
-	"runtime"
 	"slices"
 	"sort"
-	"sync"
 
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render/nftmodel"
@@ -103,12 +101,12 @@ type memoPort struct {
 }
 
 // view fills v for port mp of svc, a Service of the plan that has it, as
-// nftTable.viewPortIn: the port as the table sees it is derived again, in
+// nftTable.viewPort: the port as the table sees it is derived again, in
 // v (held).
 func (mt *memoTable) view(v *nftPortView, svc *plan.Service, mp *memoPort) *nftPortView {
 	v.held = newPort(svc, int(mp.index))
 	v.held.nftChains = mp.nftChains
-	return mt.t.viewPortIn(v, &v.held)
+	return mt.t.viewPort(v, &v.held)
 }
 
 // memoLists are the sorted lists of a table: its maps and the sets
@@ -222,29 +220,25 @@ func (m *Memo) update(p *plan.Plan) bool {
 	// checked on the way where the last plan does not vouch for it.
 	old, next, fresh := m.svcs, m.next[:0], m.fresh[:0]
 	var made []memoSvc // allocated a chunk at a time, each twice the last
-	j, prev := 0, -1
+	j, prevReused := 0, false
 	for i := range p.Services {
 		s := &p.Services[i]
-		if j < len(old) && (old[j].svc.Namespace != s.Namespace || old[j].svc.Name != s.Name) {
-			for j < len(old) && compareServices(old[j].svc, s) < 0 {
-				m.drop(old[j])
-				j++
-			}
+		for j < len(old) && compareServices(old[j].svc, s) < 0 {
+			m.drop(old[j])
+			j++
 		}
-		matched := -1
-		if j < len(old) && old[j].svc.Namespace == s.Namespace && old[j].svc.Name == s.Name {
-			matched = j
-			if sameService(old[j].svc, s) && samePorts(old[j].svc.Ports, s.Ports) {
+		reused := false
+		if j < len(old) && compareServices(old[j].svc, s) == 0 {
+			if reused = sameService(old[j].svc, s) && samePorts(old[j].svc.Ports, s.Ports); reused {
 				e := old[j]
 				e.svc = s
 				next = append(next, e)
 			} else {
 				m.drop(old[j])
-				matched = -1
 			}
 			j++
 		}
-		if matched < 0 {
+		if !reused {
 			if len(made) == cap(made) {
 				// A chunk lives while one of its Services does: one
 				// new Service must not keep a big chunk alive.
@@ -255,11 +249,11 @@ func (m *Memo) update(p *plan.Plan) bool {
 			fresh = append(fresh, len(next))
 			next = append(next, memoEntry{svc: s, ms: ms})
 		}
-		// Two Services matched in turn are in order, as the last plan's.
-		if i > 0 && (matched < 0 || prev < 0) && compareServices(&p.Services[i-1], s) >= 0 {
+		// Two Services reused in turn are in order, as the last plan's.
+		if i > 0 && !(reused && prevReused) && compareServices(&p.Services[i-1], s) >= 0 {
 			return false
 		}
-		prev = matched
+		prevReused = reused
 	}
 	for ; j < len(old); j++ {
 		m.drop(old[j])
@@ -288,20 +282,29 @@ func (m *Memo) drop(e memoEntry) {
 				p.gone = true
 				mt.buckets[p.bucket].dirty = true
 			}
-			for _, name := range [...]string{mp.serviceChain, mp.externalChain, mp.localChain} {
-				if name == "" {
-					continue
-				}
-				switch n := mt.chains[name]; n {
-				case 1:
-					delete(mt.chains, name)
-				case 2:
-					mt.dups--
-					fallthrough
-				default:
-					mt.chains[name] = n - 1
-				}
-			}
+			mt.countChains(&mp.nftChains, -1)
+		}
+	}
+}
+
+// countChains adds d to the count of ports that have each name of a
+// chain of c that picks, keeping dups.
+func (mt *memoTable) countChains(c *nftChains, d int32) {
+	for _, name := range [...]string{c.serviceChain, c.externalChain, c.localChain} {
+		if name == "" {
+			continue
+		}
+		n := mt.chains[name]
+		switch {
+		case n <= 1 && n+d > 1:
+			mt.dups++
+		case n > 1 && n+d <= 1:
+			mt.dups--
+		}
+		if n+d == 0 {
+			delete(mt.chains, name)
+		} else {
+			mt.chains[name] = n + d
 		}
 	}
 }
@@ -363,7 +366,6 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 	}
 
 	// The endpoint maps that gained or lost a pick are assigned again.
-	moved := false // a Service not new has a pick that moved
 	for b := range mt.buckets {
 		bk := &mt.buckets[b]
 		if !bk.dirty {
@@ -383,32 +385,18 @@ func (mt *memoTable) update(f int, entries []memoEntry, fresh []int, restyle boo
 		}
 		for _, p := range bk.picks {
 			p.eps = nil // the map holds them
-			if p.slot != p.shown && !p.owner.redo[f] {
+			if p.slot != p.shown {
 				p.owner.redo[f] = true
-				moved = true
 			}
 		}
 	}
 
+	// What is to be written: the new Services and those whose picks
+	// moved, or every Service with ports in the table.
 	var write []int // indexes in entries
-	switch {
-	case restyle:
-		for i := range entries {
-			if len(entries[i].ms.ports[f]) > 0 {
-				write = append(write, i)
-			}
-		}
-	case moved: // rare: a pick's hash slot was taken or freed
-		for i := range entries {
-			if entries[i].ms.redo[f] {
-				write = append(write, i)
-			}
-		}
-	default:
-		for _, i := range fresh {
-			if entries[i].ms.redo[f] {
-				write = append(write, i)
-			}
+	for i := range entries {
+		if ms := entries[i].ms; ms.redo[f] || restyle && len(ms.ports[f]) > 0 {
+			write = append(write, i)
 		}
 	}
 	mt.write(f, entries, write)
@@ -423,7 +411,7 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 		*m = (*m)[:0]
 	}
 	t.picks, t.hairpin = t.picks[:0], t.hairpin[:0]
-	t.scanPort(t.viewPort(sp))
+	t.scanPort(t.viewPort(&t.view, sp))
 	for k, m := range maps {
 		mt.add[k] = append(mt.add[k], *m...)
 	}
@@ -439,15 +427,7 @@ func (mt *memoTable) scan(t *nftTable, ms *memoSvc, sp *nftPort) {
 			bk.dirty = true
 		}
 	}
-	for _, name := range [...]string{sp.serviceChain, sp.externalChain, sp.localChain} {
-		if name == "" {
-			continue
-		}
-		if mt.chains[name] == 1 {
-			mt.dups++
-		}
-		mt.chains[name]++
-	}
+	mt.countChains(&sp.nftChains, 1)
 }
 
 // elements adds to the update the elements of port mp of svc, a Service
@@ -474,9 +454,9 @@ func (mt *memoTable) elements(svc *plan.Service, mp *memoPort) {
 // in table f, side by side when they are many.
 func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 	t := mt.t
-	write := func(indexes []int) {
+	sideBySide(len(indexes), workers(len(indexes)), func(_, from, to int) {
 		var v nftPortView
-		for _, i := range indexes {
+		for _, i := range indexes[from:to] {
 			e := &entries[i]
 			var items []nftmodel.Item
 			for j := range e.ms.ports[f] {
@@ -489,18 +469,7 @@ func (mt *memoTable) write(f int, entries []memoEntry, indexes []int) {
 			e.ms.redo[f] = false
 			e.items[f] = slices.Clip(items)
 		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(indexes)/groupsPerWorker)
-	if workers < 2 {
-		write(indexes)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		part := indexes[w*len(indexes)/workers : (w+1)*len(indexes)/workers]
-		wg.Go(func() { write(part) })
-	}
-	wg.Wait()
+	})
 }
 
 // patch brings list k's set to the update: without the elements del, with
@@ -553,14 +522,11 @@ func (mt *memoTable) patch(k int) bool {
 			return
 		}
 		if !ownDropped {
-			dropped, ownDropped = maps.Clone(dropped), true
+			dropped, ownDropped = maps.Collect(maps.All(dropped)), true // never nil
 		}
 		if len(vs) == 0 {
 			delete(dropped, key)
 			return
-		}
-		if dropped == nil {
-			dropped = make(map[nftmodel.Key][]nftmodel.Verdict)
 		}
 		dropped[key] = vs
 	}
@@ -679,17 +645,7 @@ func (m *Memo) table(f int) *nftmodel.Table {
 		n += len(m.svcs[i].items[f])
 	}
 	tm.Items = slices.Grow(tm.Items, n-len(tm.Items))
-	for k, s := range mt.sets {
-		heading := ""
-		if k == 0 {
-			heading = "Maps."
-		}
-		tm.AddSet(heading, s)
-	}
-	if s := t.podCIDRsSet(); s != nil {
-		tm.AddSet("", s)
-	}
-	tm.AddSet("", t.nodePortIPsSet())
+	t.addSets(tm, mt.sets[:])
 	for i := range mt.buckets {
 		if bk := &mt.buckets[i]; len(bk.picks) > 0 {
 			tm.AddSet("", bk.set)

@@ -24,11 +24,11 @@ import (
 func memoCheck(t *testing.T, m *Memo, p *plan.Plan, step string) []byte {
 	t.Helper()
 	want := NFTables(p)
-	got := m.NFTablesModel(p).Text()
+	got := m.NFTablesModel(p).AppendText(nil)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s: the text of Memo.NFTablesModel differs from NFTables: %s", step, firstDiff(got, want))
 	}
-	if again := m.NFTablesModel(p).Text(); !bytes.Equal(again, want) {
+	if again := m.NFTablesModel(p).AppendText(nil); !bytes.Equal(again, want) {
 		t.Fatalf("%s: Memo.NFTablesModel of the same plan again differs from NFTables: %s", step, firstDiff(again, want))
 	}
 	return want
@@ -176,11 +176,11 @@ func TestMemoNil(t *testing.T) {
 	var m *Memo
 	p := nftPlan(nftWeb())
 	memoCheck(t, m, p, "nil Memo")
-	if got := m.NFTablesModel(nil).Text(); !bytes.Equal(got, NFTables(nil)) {
+	if got := m.NFTablesModel(nil).AppendText(nil); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("nil Memo, nil plan: differs from NFTables(nil)")
 	}
 	var z Memo
-	if got := z.NFTablesModel(nil).Text(); !bytes.Equal(got, NFTables(nil)) {
+	if got := z.NFTablesModel(nil).AppendText(nil); !bytes.Equal(got, NFTables(nil)) {
 		t.Error("zero Memo, nil plan: differs from NFTables(nil)")
 	}
 }
@@ -724,7 +724,7 @@ func TestMemoRandomEdits(t *testing.T) {
 }
 
 // TestNFTablesParallelAffinity: sections of ports with ClientIP affinity,
-// whose names need scratch space, written side by side (appendGroups)
+// whose names need scratch space, written side by side (sideBySide)
 // are those of one goroutine (run with -race: the scratch space is the
 // view's, not the table's).
 func TestNFTablesParallelAffinity(t *testing.T) {
@@ -804,7 +804,7 @@ func TestMemoReusesModel(t *testing.T) {
 		s.Ports[0].Endpoints[k].Port++
 	}
 	second := m.NFTablesModel(&q)
-	if !bytes.Equal(second.Text(), NFTables(&q)) {
+	if !bytes.Equal(second.AppendText(nil), NFTables(&q)) {
 		t.Fatal("the Memo's model differs from NFTables")
 	}
 	old := map[any]bool{}

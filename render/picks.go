@@ -2,6 +2,7 @@ package render
 
 import (
 	"cmp"
+	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"slices"
@@ -74,14 +75,10 @@ func (p *nftPick) offset() uint32 { return p.slot * pickStride }
 // when there are more endpoints than that.
 func (p *nftPick) modulus() int { return max(pickModulus, int(p.n)) }
 
-// usesMap tells whether a pick of eps goes through an endpoint map.
-func usesMap(eps []nftEndpoint, affinity bool) bool {
-	return !affinity && len(eps) > 0 && len(eps) <= pickStride
-}
-
-// addPick registers the pick of chain among eps, when it uses a map.
+// addPick registers the pick of chain among eps, when it uses a map:
+// without affinity, of 1 to pickStride endpoints.
 func (t *nftTable) addPick(chain string, eps []nftEndpoint, affinity bool) {
-	if chain == "" || !usesMap(eps, affinity) {
+	if chain == "" || affinity || len(eps) == 0 || len(eps) > pickStride {
 		return
 	}
 	h := fnv.New64a()
@@ -136,15 +133,11 @@ func assignBucket(bucket []*nftPick) {
 	slices.SortFunc(bucket, func(a, b *nftPick) int { return cmp.Compare(a.slot, b.slot) })
 }
 
-// pickMapName is the name of the endpoint map of a bucket.
-func pickMapName(bucket uint8) string { return pickMapNames[bucket] }
-
-// pickMapNames are the names of the endpoint maps, made once: every chain
-// that picks has one in its rule.
+// pickMapNames are the names of the endpoint maps of the buckets, made
+// once: every chain that picks has one in its rule.
 var pickMapNames = func() (names [pickBuckets]string) {
-	const hex = "0123456789abcdef"
 	for b := range names {
-		names[b] = "endpoints-" + string([]byte{hex[b>>4], hex[b&15]})
+		names[b] = fmt.Sprintf("endpoints-%02x", b)
 	}
 	return names
 }()

@@ -69,16 +69,20 @@ func TestPickMaps(t *testing.T) {
 			}
 		}
 		rule := "\t\t" + mapPickRule(nftmodel.TCP, x).Text(nftmodel.IPv4) + "\n"
-		want := fmt.Sprintf("\t\tmeta l4proto tcp dnat ip to numgen random mod %d offset %d map @%s\n", m, x.offset(), pickMapName(x.bucket))
+		want := fmt.Sprintf("\t\tmeta l4proto tcp dnat ip to numgen random mod %d offset %d map @%s\n", m, x.offset(), pickMapNames[x.bucket])
 		if x.offset() == 0 {
-			want = fmt.Sprintf("\t\tmeta l4proto tcp dnat ip to numgen random mod %d map @%s\n", m, pickMapName(x.bucket))
+			want = fmt.Sprintf("\t\tmeta l4proto tcp dnat ip to numgen random mod %d map @%s\n", m, pickMapNames[x.bucket])
 		}
 		if rule != want {
 			t.Errorf("k=%d: rule %q, want %q", k, rule, want)
 		}
 	}
 	// Past pickStride endpoints, and under affinity, no map.
-	if usesMap(make([]nftEndpoint, pickStride+1), false) || usesMap(make([]nftEndpoint, 2), true) || usesMap(nil, false) {
-		t.Error("usesMap: a pick that cannot use a map does")
+	tbl := &nftTable{fam: nftFamilies[0]}
+	tbl.addPick("service-Z", make([]nftEndpoint, pickStride+1), false)
+	tbl.addPick("service-Z", make([]nftEndpoint, 2), true)
+	tbl.addPick("service-Z", nil, false)
+	if len(tbl.picks) > 0 {
+		t.Errorf("addPick: picks that cannot use a map do: %+v", tbl.picks)
 	}
 }

@@ -1,9 +1,10 @@
 package render
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"net/netip"
+	"maps"
 	"strings"
 	"sync"
 
@@ -54,20 +55,15 @@ func files(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, error) 
 	var kernelErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { kernel, kernelErr = kernelFiles(p, dp, sched) })
-	files, err := StateFiles(p)
+	files, err := ZoneEnvFiles(p)
+	planJSON, jsonErr := PlanJSON(p)
 	wg.Wait()
-	if kernelErr != nil {
-		return nil, kernelErr
-	}
-	if err != nil {
+	if err := cmp.Or(kernelErr, err, jsonErr); err != nil {
 		return nil, err
 	}
-	for path, data := range kernel {
-		files[path] = data
-	}
-	for path, data := range Resolved(p) {
-		files[path] = data
-	}
+	files["plan.json"] = planJSON
+	maps.Copy(files, kernel)
+	maps.Copy(files, Resolved(p))
 	return files, nil
 }
 
@@ -83,42 +79,27 @@ func kernelFiles(p *plan.Plan, dp Dataplane, sched string) (map[string][]byte, e
 	return nil, fmt.Errorf("unknown data plane %q: want %q or %q", dp, DataplaneNFTables, DataplaneIPVS)
 }
 
-// StateFiles renders the artifacts of Files that a node keeps in its
-// state dir: the zone files, the env files and plan.json.
-func StateFiles(p *plan.Plan) (map[string][]byte, error) {
-	files, err := ZoneEnvFiles(p)
-	if err != nil {
-		return nil, err
-	}
-	planJSON, err := PlanJSON(p)
-	if err != nil {
-		return nil, err
-	}
-	files["plan.json"] = planJSON
-	return files, nil
-}
-
 // ZoneEnvFiles renders the zone files, the env files and the pods'
 // resolv.conf files (one per env file's namespace) of Files: what a
 // node's state dir holds for other programs (resolvers, pods). The node
 // records the plan itself apart, by difference (plan.Delta).
 func ZoneEnvFiles(p *plan.Plan) (map[string][]byte, error) {
-	return zoneEnvFiles(p, ZoneFile, EnvFile, ResolvConf)
+	return zoneEnvFiles(p, func(_ string, _ any, render func() []byte) []byte { return render() })
 }
 
-// zoneEnvFiles is ZoneEnvFiles with the renderers of each kind of file
-// given, which make a file's bytes or a Text (FilesMemo).
-func zoneEnvFiles[F any](p *plan.Plan, zoneFile func(plan.Zone) F, envFile func(plan.EnvFile) F,
-	resolvConf func(ns, domain string, nameserver netip.Addr) F) (map[string]F, error) {
+// zoneEnvFiles is ZoneEnvFiles with each file made by file, which makes
+// its bytes or a Text (FilesMemo) from its path, what it is rendered from
+// (a comparable value: FilesMemo.ZoneEnvTexts) and its renderer.
+func zoneEnvFiles[F any](p *plan.Plan, file func(path string, from any, render func() []byte) F) (map[string]F, error) {
 	if p == nil {
 		return nil, errors.New("render: no plan")
 	}
 	files := make(map[string]F)
-	add := func(path string, data F) error {
+	add := func(path string, from any, render func() []byte) error {
 		if _, dup := files[path]; dup {
 			return fmt.Errorf("render: two artifacts are named %s", path)
 		}
-		files[path] = data
+		files[path] = file(path, from, render)
 		return nil
 	}
 	for _, z := range p.DNS.Zones {
@@ -126,18 +107,20 @@ func zoneEnvFiles[F any](p *plan.Plan, zoneFile func(plan.Zone) F, envFile func(
 		if err := checkFileName("zone", z.Name, name); err != nil {
 			return nil, err
 		}
-		if err := add("dns/"+name+".zone", zoneFile(z)); err != nil {
+		if err := add("dns/"+name+".zone", sliceOf(z.Records), func() []byte { return ZoneFile(z) }); err != nil {
 			return nil, err
 		}
 	}
+	domain, addr := p.Cluster.Domain, p.Cluster.DNSAddress
 	for _, f := range p.Env {
 		if err := checkFileName("namespace", f.Namespace, f.Namespace); err != nil {
 			return nil, err
 		}
-		if err := add("env/"+f.Namespace+".env", envFile(f)); err != nil {
+		if err := add("env/"+f.Namespace+".env", sliceOf(f.Vars), func() []byte { return EnvFile(f) }); err != nil {
 			return nil, err
 		}
-		if err := add("resolv/"+f.Namespace+".conf", resolvConf(f.Namespace, p.Cluster.Domain, p.Cluster.DNSAddress)); err != nil {
+		conf := func() []byte { return ResolvConf(f.Namespace, domain, addr) }
+		if err := add("resolv/"+f.Namespace+".conf", resolvFrom{domain, addr}, conf); err != nil {
 			return nil, err
 		}
 	}

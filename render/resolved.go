@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"net/netip"
 	"strings"
 
 	"netspec.dev/netspec/plan"
@@ -32,10 +33,6 @@ func Resolved(p *plan.Plan) map[string][]byte {
 		return nil
 	}
 	addr = addr.Unmap()
-	bits := "/32"
-	if addr.Is6() {
-		bits = "/128"
-	}
 	var routes []string
 	for _, z := range p.DNS.Zones {
 		routes = append(routes, "~"+strings.TrimSuffix(z.Name, "."))
@@ -55,7 +52,7 @@ func Resolved(p *plan.Plan) map[string][]byte {
 	network.WriteString("# Install with " + DNSLink + ".netdev in /etc/systemd/network/; then: networkctl reload\n")
 	network.WriteString("[Match]\nName=" + DNSLink + "\n\n")
 	network.WriteString("[Network]\n")
-	network.WriteString("Address=" + addr.String() + bits + "\n")
+	network.WriteString("Address=" + netip.PrefixFrom(addr, addr.BitLen()).String() + "\n")
 	network.WriteString("DNS=" + addr.String() + "\n")
 	network.WriteString("Domains=" + strings.Join(routes, " ") + "\n")
 	network.WriteString("DNSDefaultRoute=no\n")

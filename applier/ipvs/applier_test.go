@@ -20,7 +20,7 @@ func wantDump(tb *ipvsmodel.Table) string {
 	for _, f := range tb.Frontends() {
 		b.WriteString("# addr " + hostPrefix(f).String() + "\n")
 	}
-	return b.String() + tb.String()
+	return b.String() + string(tb.AppendText(nil))
 }
 
 // applied returns a Fake that holds text, applied to an empty one, with

@@ -63,7 +63,7 @@ func fixture(t testing.TB, text string) *ipvsmodel.Table {
 		}
 	}
 	tb.Sort()
-	if got, want := sortedLines(tb.String()), sortedLines(text); !slices.Equal(got, want) {
+	if got, want := sortedLines(string(tb.AppendText(nil))), sortedLines(text); !slices.Equal(got, want) {
 		t.Fatalf("fixture: the table prints\n%s\nnot the fixture's lines\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	return tb

@@ -229,8 +229,9 @@ func TestInVMApply(t *testing.T) {
 // at other, and that the dummy interface holds want's frontends.
 func vmCheck(t *testing.T, name string, h *ipvs.Handle, nl *netlink.Handle, ns *testnet.NS, other netip.Addr, want *ipvsmodel.Table) {
 	t.Helper()
-	if got := vmKernelTable(t, h, other); got != want.String() {
-		t.Errorf("%s: the kernel holds\n%s\nwant\n%s", name, got, want)
+	text := string(want.AppendText(nil))
+	if got := vmKernelTable(t, h, other); got != text {
+		t.Errorf("%s: the kernel holds\n%s\nwant\n%s", name, got, text)
 	}
 	if _, err := exec.LookPath("ipvsadm"); err == nil {
 		out := ns.MustRun("ipvsadm", "-S", "-n")
@@ -240,7 +241,7 @@ func vmCheck(t *testing.T, name string, h *ipvs.Handle, nl *netlink.Handle, ns *
 				lines = append(lines, l)
 			}
 		}
-		if got, want := sortedLines(strings.Join(lines, "\n")), sortedLines(want.String()); !slices.Equal(got, want) {
+		if got, want := sortedLines(strings.Join(lines, "\n")), sortedLines(text); !slices.Equal(got, want) {
 			t.Errorf("%s: ipvsadm -S -n says\n%s\nwant (order aside)\n%s", name, out, strings.Join(want, "\n"))
 		}
 	}
@@ -315,8 +316,9 @@ func vmKernelTable(t *testing.T, h *ipvs.Handle, skip netip.Addr) string {
 		tb.Services = append(tb.Services, vs)
 	}
 	tb.Sort()
+	text := string(tb.AppendText(nil))
 	if err := tb.Check(); err != nil {
-		t.Errorf("the kernel's table: %v\n%s", err, tb)
+		t.Errorf("the kernel's table: %v\n%s", err, text)
 	}
-	return tb.String()
+	return text
 }

@@ -141,7 +141,7 @@ func compilePlan(tb testing.TB, n int) *plan.Plan {
 func renderPlan(tb testing.TB, p *plan.Plan) *rendered {
 	tb.Helper()
 	rs := render.NFTablesModel(p)
-	return &rendered{p: p, text: rs.Text(), rs: rs}
+	return &rendered{p: p, text: rs.AppendText(nil), rs: rs}
 }
 
 // benchRuleset is the rendered ruleset of compilePlan(n), cached.

@@ -130,7 +130,7 @@ func TestReplaceLargeSets(t *testing.T) {
 	b := nftcNewNS(t, "gobig")
 	m := synthModel(3000, 1500)
 	path := filepath.Join(t.TempDir(), "big.nft")
-	if err := os.WriteFile(path, m.Text(), 0o644); err != nil {
+	if err := os.WriteFile(path, m.AppendText(nil), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	a.nft(t, "", "-f", path)
@@ -224,7 +224,7 @@ func TestModelEqualsKernel(t *testing.T) {
 		m := models[name]
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "nftables.nft")
-			if err := os.WriteFile(path, m.Text(), 0o644); err != nil {
+			if err := os.WriteFile(path, m.AppendText(nil), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			a.nft(t, "", "-f", path)

@@ -12,7 +12,7 @@ import (
 // writes (see golden/*/*/nftables.nft), in both families.
 func modelForms() *nftmodel.Ruleset {
 	rs := &nftmodel.Ruleset{Comment: []string{"forms of nftmodel"}}
-	for _, f := range nftmodel.Families {
+	for _, f := range []nftmodel.Family{nftmodel.IPv4, nftmodel.IPv6} {
 		a := func(s4, s6 string) netip.Addr {
 			if f == nftmodel.IPv6 {
 				return netip.MustParseAddr(s6)

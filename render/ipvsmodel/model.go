@@ -246,9 +246,6 @@ func (t *Table) AppendText(b []byte) []byte {
 	return b
 }
 
-// String returns the table as AppendText writes it.
-func (t *Table) String() string { return string(t.AppendText(nil)) }
-
 // Check tells whether the table is one netspec can install: ordered, each
 // virtual server once with a known protocol and scheduler, a persistence
 // of at most MaxPersistence and a unicast address and port; each real

@@ -2,7 +2,6 @@ package nftmodel
 
 import (
 	"bytes"
-	"net/netip"
 
 	"netspec.dev/netspec/internal/myers"
 )
@@ -162,16 +161,7 @@ func SameEndpoint(a, b *EndpointElement) bool {
 // common head and tail are skipped in place, so that the work follows the
 // size of the change.
 func DiffElements(a, b *Set) (added, removed []int) {
-	ea, eb := elementsOf(a), elementsOf(b)
-	return diffBy(ea, eb, held, func(x, y int) int {
-		// A run of equal elements, compared in place: the common case
-		// of myers' passes, which a call per element would slow.
-		k := 0
-		for x+k < len(ea) && y+k < len(eb) && (ea[x+k] == eb[y+k] || held(&ea[x+k]) == held(&eb[y+k])) {
-			k++
-		}
-		return k
-	})
+	return diffBy(elementsOf(a), elementsOf(b), held)
 }
 
 // held is the element as the kernel holds it: its comment as the file
@@ -183,19 +173,13 @@ func held(e *Element) Element {
 }
 
 // DiffEndpoints is DiffElements for the Endpoints of two versions of an
-// endpoint map.
+// endpoint map, which the kernel holds alike when they have the same
+// range to the same endpoint (a Note is the file's only).
 func DiffEndpoints(a, b *Set) (added, removed []int) {
-	type held struct {
-		lo, hi uint32
-		to     netip.AddrPort
-	}
-	ea, eb := endpointsOf(a), endpointsOf(b)
-	return diffBy(ea, eb, func(e *EndpointElement) held { return held{e.Lo, e.Hi, e.To} }, func(x, y int) int {
-		k := 0
-		for x+k < len(ea) && y+k < len(eb) && SameEndpoint(&ea[x+k], &eb[y+k]) {
-			k++
-		}
-		return k
+	return diffBy(endpointsOf(a), endpointsOf(b), func(e *EndpointElement) EndpointElement {
+		h := *e
+		h.Note = ""
+		return h
 	})
 }
 
@@ -219,16 +203,25 @@ func endpointsOf(s *Set) []EndpointElement {
 const maxEdits = 32
 
 // diffBy compares two lists of elements by the comparable value key
-// gives of each, as DiffElements (run(x, y) is how many from ea[x] and
-// eb[y] on are alike): the common head and tail in place, the
-// middle with myers (an element that moved far in a long sorted list,
-// say an endpoint's address in the hairpin set, costs a few passes, not
-// a map of the middle), or with maps when it holds many edits. An
-// element that moved (removed and added alike) is neither.
-func diffBy[E any, K comparable](ea, eb []E, key func(*E) K, run func(x, y int) int) (added, removed []int) {
+// gives of each (what the kernel holds), as DiffElements: the common head
+// and tail in place, the middle with myers (an element that moved far in
+// a long sorted list, say an endpoint's address in the hairpin set, costs
+// a few passes, not a map of the middle), or with maps when it holds many
+// edits. An element that moved (removed and added alike) is neither.
+func diffBy[E, K comparable](ea, eb []E, key func(*E) K) (added, removed []int) {
+	// Equal elements are alike without their keys: the common case.
+	alike := func(x, y int) bool { return ea[x] == eb[y] || key(&ea[x]) == key(&eb[y]) }
+	// run is how many from ea[x] and eb[y] on are alike.
+	run := func(x, y int) int {
+		k := 0
+		for x+k < len(ea) && y+k < len(eb) && alike(x+k, y+k) {
+			k++
+		}
+		return k
+	}
 	head := run(0, 0)
 	tail := 0
-	for tail < len(ea)-head && tail < len(eb)-head && key(&ea[len(ea)-1-tail]) == key(&eb[len(eb)-1-tail]) {
+	for tail < len(ea)-head && tail < len(eb)-head && alike(len(ea)-1-tail, len(eb)-1-tail) {
 		tail++
 	}
 	n, m := len(ea)-head-tail, len(eb)-head-tail

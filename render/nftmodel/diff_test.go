@@ -207,3 +207,43 @@ func TestCanonical(t *testing.T) {
 		}
 	}
 }
+
+// benchDiffSets are two versions of a verdict map of 20,000 elements,
+// one element's verdict changed in the middle.
+func benchDiffSets() (*Set, *Set) {
+	a := &Set{Verdicts: true}
+	for i := range 20000 {
+		a.Elements = append(a.Elements, Element{Key: Key{Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Proto: TCP, Port: 80}, Verdict: GoTo("service-ABCDEFGH-ns/name/tcp/http")})
+	}
+	b := &Set{Verdicts: true, Elements: append([]Element(nil), a.Elements...)}
+	b.Elements[10000].Verdict = GoTo("other")
+	return a, b
+}
+
+// BenchmarkDiffElements measures the diff of a big map with one change:
+// the common head and tail are most of the work.
+func BenchmarkDiffElements(bm *testing.B) {
+	a, b := benchDiffSets()
+	for bm.Loop() {
+		ad, rm := DiffElements(a, b)
+		if len(ad) != 1 || len(rm) != 1 {
+			bm.Fatal(ad, rm)
+		}
+	}
+}
+
+// BenchmarkDiffEndpoints is BenchmarkDiffElements for an endpoint map.
+func BenchmarkDiffEndpoints(bm *testing.B) {
+	a := &Set{EndpointMod: 2520}
+	for i := range 20000 {
+		a.Endpoints = append(a.Endpoints, EndpointElement{Lo: uint32(i * 10), Hi: uint32(i*10 + 9), To: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), 8080)})
+	}
+	b := &Set{EndpointMod: 2520, Endpoints: append([]EndpointElement(nil), a.Endpoints...)}
+	b.Endpoints[10000].Hi++
+	for bm.Loop() {
+		ad, rm := DiffEndpoints(a, b)
+		if len(ad) != 1 || len(rm) != 1 {
+			bm.Fatal(ad, rm)
+		}
+	}
+}

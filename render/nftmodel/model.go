@@ -32,9 +32,6 @@ const (
 	IPv6
 )
 
-// Families are the families in the order render writes their tables.
-var Families = [...]Family{IPv4, IPv6}
-
 // Keyword is nft's family keyword, which also names the address
 // expressions: "ip" or "ip6".
 func (f Family) Keyword() string {
@@ -81,22 +78,17 @@ type Item struct {
 }
 
 // Chains lists the table's chains, in file order.
-func (t *Table) Chains() []*Chain {
-	var out []*Chain
-	for _, it := range t.Items {
-		if it.Chain != nil {
-			out = append(out, it.Chain)
-		}
-	}
-	return out
-}
+func (t *Table) Chains() []*Chain { return itemsOf(t, func(it Item) *Chain { return it.Chain }) }
 
 // Sets lists the table's sets and maps, in file order.
-func (t *Table) Sets() []*Set {
-	var out []*Set
+func (t *Table) Sets() []*Set { return itemsOf(t, func(it Item) *Set { return it.Set }) }
+
+// itemsOf lists what of gives of each item of t, but nil.
+func itemsOf[T any](t *Table, of func(Item) *T) []*T {
+	var out []*T
 	for _, it := range t.Items {
-		if it.Set != nil {
-			out = append(out, it.Set)
+		if x := of(it); x != nil {
+			out = append(out, x)
 		}
 	}
 	return out

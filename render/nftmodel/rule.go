@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Rule is a rule: its statements, in order. The last may end it (a
@@ -159,16 +160,13 @@ func (p Proto) String() string {
 	return strconv.Itoa(int(p))
 }
 
-// ProtoOf is the protocol of nft's name ("tcp", "udp", "sctp"), false for
-// another.
+// ProtoOf is the protocol of nft's name ("tcp", "udp", "sctp") or
+// Kubernetes' ("TCP", "UDP", "SCTP"), false for another.
 func ProtoOf(name string) (Proto, bool) {
-	switch name {
-	case "tcp":
-		return TCP, true
-	case "udp":
-		return UDP, true
-	case "sctp":
-		return SCTP, true
+	for _, p := range [...]Proto{TCP, UDP, SCTP} {
+		if strings.EqualFold(name, p.String()) {
+			return p, true
+		}
 	}
 	return 0, false
 }
@@ -414,8 +412,7 @@ func (r Rule) Canonical() Rule {
 	if !r.hasAddrMatch() {
 		return r
 	}
-	out := make(Rule, len(r))
-	copy(out, r)
+	out := slices.Clone(r)
 	for i, s := range out {
 		if m, ok := s.(AddrMatch); ok {
 			out[i] = m.canonical()
@@ -426,12 +423,10 @@ func (r Rule) Canonical() Rule {
 
 // hasAddrMatch tells whether the rule has an address match.
 func (r Rule) hasAddrMatch() bool {
-	for _, s := range r {
-		if _, ok := s.(AddrMatch); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r, func(s Stmt) bool {
+		_, ok := s.(AddrMatch)
+		return ok
+	})
 }
 
 // canonical is the match as the kernel keeps it (Rule.Canonical).

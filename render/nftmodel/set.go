@@ -3,6 +3,7 @@ package nftmodel
 import (
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -48,9 +49,6 @@ type Set struct {
 	// kept so that the file still loads. Usually nil.
 	Dropped map[Key][]Verdict
 }
-
-// IsMap tells whether the set is a map.
-func (s *Set) IsMap() bool { return s.Verdicts || s.EndpointMod > 0 }
 
 // Len is the number of the set's elements: of Endpoints for an endpoint
 // map, of Elements otherwise.
@@ -134,7 +132,7 @@ func (s *Set) AppendElementText(b []byte, i int) []byte {
 	b = s.appendKey(b, &e.Key)
 	if e.Comment != "" {
 		b = append(b, ` comment "`...)
-		b = appendCommentText(b, e.Comment)
+		b = append(b, CommentText(e.Comment)...)
 		b = append(b, '"')
 	}
 	if s.Verdicts {
@@ -196,24 +194,15 @@ func (s *Set) declLines(f Family) []string {
 // ("type ipv4_addr\nflags interval"): when it changes, the set must be
 // created anew rather than updated.
 func (s *Set) Decl(f Family) string {
-	b := []byte(nil)
-	for i, l := range s.declLines(f) {
-		if i > 0 {
-			b = append(b, '\n')
-		}
-		b = append(b, l...)
-	}
-	return string(b)
+	return strings.Join(s.declLines(f), "\n")
 }
 
 // AppendText appends the set as the file writes it, with its comment.
 func (s *Set) AppendText(b []byte, f Family) []byte {
 	if s.Comment != "" {
-		b = append(b, "\t# "...)
-		b = appendCommentText(b, s.Comment)
-		b = append(b, '\n')
+		b = appendComment(b, "\t", s.Comment)
 	}
-	if s.IsMap() {
+	if s.Verdicts || s.EndpointMod > 0 {
 		b = append(b, "\tmap "...)
 	} else {
 		b = append(b, "\tset "...)
@@ -251,9 +240,7 @@ func (s *Set) AppendText(b []byte, f Family) []byte {
 func (s *Set) appendElementLines(b []byte, i int) []byte {
 	if s.EndpointMod > 0 {
 		if note := s.Endpoints[i].Note; note != "" {
-			b = append(b, "\t\t\t# "...)
-			b = appendCommentText(b, note)
-			b = append(b, '\n')
+			b = appendComment(b, "\t\t\t", note)
 		}
 	}
 	b = append(b, "\t\t\t"...)

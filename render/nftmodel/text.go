@@ -2,7 +2,7 @@ package nftmodel
 
 import (
 	"strconv"
-	"unicode/utf8"
+	"strings"
 )
 
 // AppendText appends the ruleset as nftables.nft: its comment, then each
@@ -11,9 +11,7 @@ import (
 // the table exists or not, and touches no other table.
 func (rs *Ruleset) AppendText(b []byte) []byte {
 	for _, c := range rs.Comment {
-		b = append(b, "# "...)
-		b = appendCommentText(b, c)
-		b = append(b, '\n')
+		b = appendComment(b, "", c)
 	}
 	for _, t := range rs.Tables {
 		b = append(b, '\n')
@@ -21,9 +19,6 @@ func (rs *Ruleset) AppendText(b []byte) []byte {
 	}
 	return b
 }
-
-// Text is AppendText of an empty buffer.
-func (rs *Ruleset) Text() []byte { return rs.AppendText(nil) }
 
 // AppendText appends the table as the file writes it.
 func (t *Table) AppendText(b []byte) []byte {
@@ -37,24 +32,16 @@ func (t *Table) AppendText(b []byte) []byte {
 // AppendHead appends the start of the table, up to its first item: the
 // lines that replace it and its comment.
 func (t *Table) AppendHead(b []byte) []byte {
-	fam := t.Family.Keyword()
+	name := t.Family.Keyword() + " " + t.Name
 	b = append(b, "table "...)
-	b = append(b, fam...)
-	b = append(b, ' ')
-	b = append(b, t.Name...)
+	b = append(b, name...)
 	b = append(b, " {}\ndelete table "...)
-	b = append(b, fam...)
-	b = append(b, ' ')
-	b = append(b, t.Name...)
+	b = append(b, name...)
 	b = append(b, "\ntable "...)
-	b = append(b, fam...)
-	b = append(b, ' ')
-	b = append(b, t.Name...)
+	b = append(b, name...)
 	b = append(b, " {\n"...)
 	if t.Comment != "" {
-		b = append(b, "\t# "...)
-		b = appendCommentText(b, t.Comment)
-		b = append(b, '\n')
+		b = appendComment(b, "\t", t.Comment)
 	}
 	return b
 }
@@ -62,9 +49,7 @@ func (t *Table) AppendHead(b []byte) []byte {
 // AppendText appends the item, after its heading.
 func (it Item) AppendText(b []byte, f Family) []byte {
 	if it.Heading != "" {
-		b = append(b, "\n\t# "...)
-		b = appendCommentText(b, it.Heading)
-		b = append(b, '\n')
+		b = appendComment(b, "\n\t", it.Heading)
 	}
 	switch {
 	case it.Chain != nil:
@@ -78,9 +63,7 @@ func (it Item) AppendText(b []byte, f Family) []byte {
 // AppendText appends the chain as the file writes it, with its comment.
 func (c *Chain) AppendText(b []byte, f Family) []byte {
 	if c.Comment != "" {
-		b = append(b, "\t# "...)
-		b = appendCommentText(b, c.Comment)
-		b = append(b, '\n')
+		b = appendComment(b, "\t", c.Comment)
 	}
 	b = append(b, "\tchain "...)
 	b = append(b, c.Name...)
@@ -130,6 +113,15 @@ func (h *Hook) AppendText(b []byte) []byte {
 	return b
 }
 
+// appendComment appends a comment line of the file: before (its indent,
+// after a blank line for a heading), "# ", then s (CommentText).
+func appendComment(b []byte, before, s string) []byte {
+	b = append(b, before...)
+	b = append(b, "# "...)
+	b = append(b, CommentText(s)...)
+	return append(b, '\n')
+}
+
 // CommentText is s kept on one line and inside quotes, as the file writes
 // a comment: control characters, quotes and backslashes become "_", and
 // each byte of invalid UTF-8 becomes U+FFFD (as strings.Map does).
@@ -137,37 +129,16 @@ func CommentText(s string) string {
 	if isCleanText(s) {
 		return s
 	}
-	return string(appendCommentText(nil, s))
-}
-
-// appendCommentText appends CommentText(s).
-func appendCommentText(b []byte, s string) []byte {
-	if isCleanText(s) {
-		return append(b, s...)
-	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < ' ' || c == 0x7f || c == '"' || c == '\\' {
-				c = '_'
-			}
-			b = append(b, c)
-			i++
-			continue
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || r == '"' || r == '\\' {
+			return '_'
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = utf8.AppendRune(b, utf8.RuneError)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return b
+		return r
+	}, s)
 }
 
 // isCleanText tells whether s is printable ASCII without quotes or
-// backslashes: text that appendCommentText leaves as it is.
+// backslashes: text that CommentText leaves as it is.
 func isCleanText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {

@@ -144,7 +144,7 @@ func TestDiffModelEqualsFresh(t *testing.T) {
 func planSummary(tp *tablePlan) any {
 	names := func(chains []*Chain) (out []string) {
 		for _, c := range chains {
-			out = append(out, c.Name+"\n"+c.Text)
+			out = append(out, c.Name+"\n"+chainText(c))
 		}
 		return out
 	}

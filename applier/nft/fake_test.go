@@ -24,6 +24,22 @@ func fakeApplier(t *testing.T) (*Fake, *encodedApplier) {
 	return f, a
 }
 
+// Batches returns the number of batches the Fake applied (not those it
+// refused).
+func (f *Fake) Batches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.batches
+}
+
+// LastBatch returns the operations of the last batch applied, one a line
+// as "add rule ip netspec services".
+func (f *Fake) LastBatch() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.last)
+}
+
 // drift runs one batch on the Fake, as someone running nft by hand.
 func drift(t *testing.T, f *Fake, queue func(b Batch)) {
 	t.Helper()

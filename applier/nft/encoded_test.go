@@ -175,7 +175,7 @@ func diffKnown(want, last *encodedTable, fam nftables.TableFamily) *tablePlan {
 		}
 		tp.changes.Ops++
 		for _, e := range eAdded {
-			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
+			tp.addElems[s.Name] = append(tp.addElems[s.Name], e)
 			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, e.change(s.Name))
 			tp.changes.Bytes += elementBytes(e.Elems)
 		}
@@ -340,7 +340,6 @@ func chainText(ch *Chain) string {
 func (tp *tablePlan) replace(why string) {
 	tp.changes.Replace, tp.changes.Reason = true, why
 	tp.addSets, tp.delSetNames, tp.addChains, tp.changedChains, tp.delChains, tp.flushSets = nil, nil, nil, nil, nil, nil
-	clear(tp.addElems)
 	clear(tp.delElems)
 	t := tp.want
 	tp.changes.ChainsAdded, tp.changes.SetsAdded = nil, nil

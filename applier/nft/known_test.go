@@ -156,9 +156,9 @@ func planSummary(tp *tablePlan) any {
 		Changes                             TableChanges
 		Sets, DelSets                       []string
 		AddChains, ChangedChains, DelChains []string
-		AddElems, DelElems                  map[string][]nftables.SetElement
-		AddElemsText                        map[string][]Element
-	}{tp.changes, sets, tp.delSetNames, names(tp.addChains), names(tp.changedChains), tp.delChains, tp.addElems, tp.delElems, tp.addElemsText}
+		AddElems                            map[string][]Element
+		DelElems                            map[string][]nftables.SetElement
+	}{tp.changes, sets, tp.delSetNames, names(tp.addChains), names(tp.changedChains), tp.delChains, tp.addElems, tp.delElems}
 }
 
 // TestUpdateModelEqualsFresh: over random edits of a plan, Update of

@@ -28,7 +28,9 @@ type Ruleset struct {
 // declarations and the chains' rule lines.
 type encodedTable struct {
 	*Table
-	model *nftmodel.Table
+	Family nftables.TableFamily // nftables.TableFamilyIPv4 or TableFamilyIPv6
+	Chains []*Chain             // in file order
+	model  *nftmodel.Table
 	// decls are the sets' declarations without the elements, by name,
 	// one normalised statement a line ("type ipv4_addr\nflags
 	// interval"): when one changes, the set must be created anew rather
@@ -310,7 +312,7 @@ func encodeTable(mt *nftmodel.Table) *encodedTable {
 	f := mt.Family
 	enc := encoding.NewEncoder(f)
 	var text []byte
-	t := &encodedTable{Table: &Table{Family: encoding.TableFamily(f), Name: mt.Name}, model: mt, decls: map[string]string{}, texts: map[string]string{}}
+	t := &encodedTable{Table: &Table{Name: mt.Name}, Family: encoding.TableFamily(f), model: mt, decls: map[string]string{}, texts: map[string]string{}}
 	for _, it := range mt.Items {
 		switch {
 		case it.Chain != nil:
@@ -334,14 +336,13 @@ func chainText(ch *Chain) string {
 	return strings.Join(lines, "\n")
 }
 
-// replace makes the plan replace its encoded table whole (Ruleset.Replace),
-// as the applier did before the model: the oracle of modelReplaced's
-// counts (TestQueueModelEqualsReplace).
-func (tp *tablePlan) replace(why string) {
+// replace makes the plan replace the encoded table t whole
+// (Ruleset.Replace), as the applier did before the model: the oracle of
+// modelReplaced's counts (TestQueueModelEqualsReplace).
+func (tp *tablePlan) replace(t *encodedTable, why string) {
 	tp.changes.Replace, tp.changes.Reason = true, why
 	tp.addSets, tp.delSetNames, tp.addChains, tp.changedChains, tp.delChains, tp.flushSets = nil, nil, nil, nil, nil, nil
 	clear(tp.delElems)
-	t := tp.want
 	tp.changes.ChainsAdded, tp.changes.SetsAdded = nil, nil
 	tp.changes.ChainsChanged, tp.changes.ChainsRemoved, tp.changes.SetsRemoved = nil, nil, nil
 	tp.changes.ElementsAdded, tp.changes.ElementsRemoved, tp.changes.Rules = nil, nil, nil
@@ -353,14 +354,10 @@ func (tp *tablePlan) replace(why string) {
 			tp.changes.Bytes += elementBytes(e.Elems)
 		}
 	}
-	fam := nftables.TableFamilyIPv4
-	if tp.changes.Family == "ip6" {
-		fam = nftables.TableFamilyIPv6
-	}
 	for _, ch := range t.Chains {
 		tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
 		tp.changes.Ops += 1 + len(ch.Rules)
-		tp.changes.Bytes += rulesBytes(ch, fam)
+		tp.changes.Bytes += rulesBytes(ch, t.Family)
 	}
 }
 

@@ -158,7 +158,7 @@ func TestReplaceLargeSets(t *testing.T) {
 		if want != got {
 			t.Errorf("nft list table %s %s differs (--- nft -f, +++ Replace):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
 		}
-		nftcCheckTable(t, rc, d, tb.Table)
+		nftcCheckTable(t, rc, d, tb)
 	}
 }
 
@@ -260,7 +260,7 @@ func TestModelEqualsKernel(t *testing.T) {
 				if got := nftcNormalize(dns.nft(t, "", "list", "table", fam, tb.Name)); want != got {
 					t.Errorf("nft list table %s %s differs (--- nft -f, +++ Apply of the model in parts):\n%s", fam, tb.Name, nftcUnifiedDiff(t, want, got))
 				}
-				nftcCheckTable(t, rc, d, tb.Table)
+				nftcCheckTable(t, rc, d, tb)
 			}
 			// What the kernel holds after nft -f of the text, and after
 			// the Applier's install, read back, is the model.

@@ -43,13 +43,11 @@ import (
 	"netspec.dev/netspec/render/nftmodel"
 )
 
-// Table is a table encoded for netlink: the part of it a plan sends
-// (diffModel), or all of it (the tests' encoded rulesets).
+// Table is what a plan by difference (diffModel) sends of a table: its
+// sets whose elements it adds or removes, encoded.
 type Table struct {
-	Family nftables.TableFamily // nftables.TableFamilyIPv4 or TableFamilyIPv6
-	Name   string               // "netspec"
-	Sets   []*Set               // named sets and maps, in file order
-	Chains []*Chain             // in file order
+	Name string // "netspec"
+	Sets []*Set // named sets and maps, in file order
 }
 
 // Set is a named set or map with its elements.

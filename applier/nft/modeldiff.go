@@ -41,7 +41,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 		return modelReplaced(want, fam, ReasonMissing)
 	}
 	f := want.Family
-	sparse := &Table{Family: fam, Name: want.Name}
+	sparse := &Table{Name: want.Name}
 	tp := newTablePlan(sparse, fam)
 
 	lastItems, wantItems := trimSame(last.Items, want.Items)

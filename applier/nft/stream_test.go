@@ -43,7 +43,7 @@ func TestQueueModelEqualsReplace(t *testing.T) {
 					t.Errorf("%s: the tables differ after queueModel and after Replace", familyName(fam))
 				}
 				ref := newTablePlan(rs.Tables[0].Table, fam)
-				ref.replace(ReasonMissing)
+				ref.replace(rs.Tables[0], ReasonMissing)
 				if !reflect.DeepEqual(tp.changes, ref.changes) {
 					t.Errorf("%s: changes of the model's replace\n%+v\nwant (the encoding's)\n%+v", familyName(fam), tp.changes, ref.changes)
 				}

@@ -30,10 +30,6 @@ type Applier struct {
 	// of reading the kernel back. Its pieces are shared with render's
 	// memo; its encoding is not kept.
 	model *nftmodel.Ruleset
-	// last is the same for an encoded ruleset installed without a model:
-	// only the tests do that (encoded_test.go, the oracle of the model's
-	// diff); installedModel, Forget and a failed check clear it.
-	last *Ruleset
 	// refused tells that the kernel refused the last batch: the next
 	// sync replaces the tables whole rather than trust a diff.
 	refused bool
@@ -133,11 +129,7 @@ func (a *Applier) commitVerified(plans []*tablePlan) (*Changes, error) {
 		return ch, err
 	}
 	defer stages.Start("verify")()
-	if err := a.verifyWritten(plans, sums); err != nil {
-		a.last = nil
-		return ch, err
-	}
-	return ch, nil
+	return ch, a.verifyWritten(plans, sums)
 }
 
 // Update is Apply for a daemon that is the only writer of the tables: it
@@ -177,14 +169,13 @@ func (a *Applier) Update(m *nftmodel.Ruleset) (*Changes, error) {
 // Forget drops what the applier keeps of what it installed: the next
 // Update reads the kernel back, as Apply does. A one-shot apply calls it
 // so that the model is garbage once installed.
-func (a *Applier) Forget() { a.last, a.model = nil, nil }
+func (a *Applier) Forget() { a.model = nil }
 
 // installedModel keeps m as what the kernel holds after a sync of it
-// that ended with err: with an error, nothing is trusted (commit and
-// the verifications have dropped the last state) and the next sync reads
-// the kernel back.
+// that ended with err: with an error, nothing is trusted and the next
+// sync reads the kernel back.
 func (a *Applier) installedModel(m *nftmodel.Ruleset, err error) {
-	a.last, a.model = nil, nil
+	a.model = nil
 	if err == nil {
 		a.model = m
 	}
@@ -227,7 +218,7 @@ func (a *Applier) Cleanup() (deleted []string, err error) {
 			return nil, fmt.Errorf("delete tables: %w", explain(err))
 		}
 	}
-	a.last, a.model = nil, nil
+	a.model = nil
 	return deleted, nil
 }
 
@@ -278,7 +269,7 @@ func (a *Applier) commit(plans []*tablePlan) (*Changes, error) {
 		return ch, qerr
 	}
 	if err != nil {
-		a.last, a.model, a.refused = nil, nil, true
+		a.model, a.refused = nil, true
 		// google/nftables repeats the batch's one error for every message.
 		var errno syscall.Errno
 		if errors.As(err, &errno) {

@@ -19,7 +19,7 @@ func TestChainsAsGoogleNftables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	if _, err := New(k).apply(goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")); err != nil {
+	if _, err := newEncoded(k).apply(goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")); err != nil {
 		t.Fatal(err)
 	}
 	accept, drop := nftables.ChainPolicyAccept, nftables.ChainPolicyDrop

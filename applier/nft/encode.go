@@ -11,24 +11,17 @@ import (
 // encodeChain encodes a chain; text is scratch space.
 func encodeChain(enc *encoding.Encoder, f nftmodel.Family, mc *nftmodel.Chain, text *[]byte) *Chain {
 	ch := &Chain{Name: mc.Name, Base: baseChain(mc.Hook), model: mc}
-	*text = (*text)[:0]
 	if len(mc.Rules) > 0 {
 		ch.Rules = make([]*Rule, len(mc.Rules))
 		rules := make([]Rule, len(mc.Rules))
 		for i, mr := range mc.Rules {
 			r := &rules[i]
-			start := len(*text)
-			if i > 0 {
-				*text = append(*text, '\n')
-				start++
-			}
-			*text = mr.AppendText(*text, f)
-			r.Text = string((*text)[start:])
+			*text = mr.AppendText((*text)[:0], f)
+			r.Text = string(*text)
 			r.Exprs, r.Anon = enc.Encode(mr)
 			ch.Rules[i] = r
 		}
 	}
-	ch.Text = string(*text)
 	return ch
 }
 
@@ -59,7 +52,7 @@ func baseChain(h *nftmodel.Hook) *BaseChain {
 // setShell is a set of the model encoded without its elements: what a
 // batch needs to name it and to add or delete some of its elements.
 func setShell(f nftmodel.Family, ms *nftmodel.Set) *Set {
-	s := &Set{Name: ms.Name, Decl: ms.Decl(f), Template: encoding.SetTemplate(f, ms)}
+	s := &Set{Name: ms.Name, Template: encoding.SetTemplate(f, ms)}
 	if ms.EndpointMod > 0 {
 		s.udata = typeofUserdata(encoding.TableFamily(f), ms.EndpointMod)
 	}

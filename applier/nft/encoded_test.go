@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"netspec.dev/netspec/applier/nft/encoding"
@@ -16,8 +17,44 @@ import (
 // tests keep this path as its oracle and to install rulesets parsed from
 // the golden files.
 
+// Ruleset is an encoded ruleset: the tables it replaces, in the model's
+// order (ip, then ip6).
+type Ruleset struct {
+	Tables []*encodedTable
+}
+
+// encodedTable is a table encoded whole (encodeTable), with the model it
+// was encoded from and what diffKnown compares by text: the sets'
+// declarations and the chains' rule lines.
+type encodedTable struct {
+	*Table
+	Family nftables.TableFamily // nftables.TableFamilyIPv4 or TableFamilyIPv6
+	Chains []*Chain             // in file order
+	model  *nftmodel.Table
+	// decls are the sets' declarations without the elements, by name,
+	// one normalised statement a line ("type ipv4_addr\nflags
+	// interval"): when one changes, the set must be created anew rather
+	// than updated.
+	decls map[string]string
+	// texts are the chains' rule lines joined by "\n", by name: a cheap
+	// way to tell that a chain did not change.
+	texts map[string]string
+}
+
+// encodedApplier is an Applier that also syncs encoded rulesets, by the
+// oracle's path. It keeps the encoded ruleset it installed last, for
+// update, as the Applier keeps the model it installed last; a test syncs
+// an encodedApplier by one path or the other, not both.
+type encodedApplier struct {
+	*Applier
+	last *Ruleset
+}
+
+// newEncoded returns an encodedApplier over k.
+func newEncoded(k Kernel) *encodedApplier { return &encodedApplier{Applier: New(k)} }
+
 // plan is Plan of an encoded ruleset.
-func (a *Applier) plan(want *Ruleset) (*Changes, error) {
+func (a *encodedApplier) plan(want *Ruleset) (*Changes, error) {
 	plans, err := a.diff(want)
 	if err != nil {
 		return nil, err
@@ -26,22 +63,20 @@ func (a *Applier) plan(want *Ruleset) (*Changes, error) {
 }
 
 // apply is Apply of an encoded ruleset.
-func (a *Applier) apply(want *Ruleset) (*Changes, error) {
+func (a *encodedApplier) apply(want *Ruleset) (*Changes, error) {
 	plans, err := a.diff(want)
 	if err != nil {
+		a.installed(want, err)
 		return nil, err
 	}
 	ch, err := a.commitVerified(plans)
-	if err != nil {
-		return ch, err
-	}
-	a.installed(want)
-	return ch, nil
+	a.installed(want, err)
+	return ch, err
 }
 
 // update is Update of an encoded ruleset, diffed against the encoded
 // ruleset installed last (diffKnown).
-func (a *Applier) update(want *Ruleset) (*Changes, error) {
+func (a *encodedApplier) update(want *Ruleset) (*Changes, error) {
 	if a.last == nil {
 		return a.apply(want)
 	}
@@ -51,30 +86,30 @@ func (a *Applier) update(want *Ruleset) (*Changes, error) {
 	}
 	if !slices.ContainsFunc(plans, func(tp *tablePlan) bool { return tp.changes.Replace }) {
 		ch, err := a.commit(plans)
-		if err != nil {
-			return ch, err
+		if err == nil {
+			err = a.verifyChanged(plans)
 		}
-		if err := a.verifyChanged(plans); err != nil {
-			a.last = nil
-			return ch, err
-		}
-		a.installed(want)
-		return ch, nil
-	}
-	ch, err := a.commitVerified(plans)
-	if err != nil {
+		a.installed(want, err)
 		return ch, err
 	}
-	a.installed(want)
-	return ch, nil
+	ch, err := a.commitVerified(plans)
+	a.installed(want, err)
+	return ch, err
 }
 
-// installed keeps want, encoded, as what the kernel holds.
-func (a *Applier) installed(want *Ruleset) { a.last, a.model = want, nil }
+// installed keeps want, encoded, as what the kernel holds after a sync
+// of it that ended with err (installedModel of an encoded ruleset).
+func (a *encodedApplier) installed(want *Ruleset, err error) {
+	a.Forget()
+	a.last = nil
+	if err == nil {
+		a.last = want
+	}
+}
 
 // diff compares an encoded ruleset with the kernel's tables, as Apply
 // does: through the model it was encoded from.
-func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
+func (a *encodedApplier) diff(want *Ruleset) ([]*tablePlan, error) {
 	var plans []*tablePlan
 	for _, fam := range families {
 		have, err := readTable(a.k, fam, TableName, true)
@@ -96,18 +131,19 @@ func (a *Applier) diff(want *Ruleset) ([]*tablePlan, error) {
 // elements by text. A model is diffed by diffModel instead, which encodes
 // only what it sends; diffKnown of the two models' encodings is its
 // oracle (TestDiffModelEqualsFresh).
-func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
-	tp := newTablePlan(want, fam)
+func diffKnown(want, last *encodedTable, fam nftables.TableFamily) *tablePlan {
 	switch {
 	case want == nil && last == nil:
-		return tp
+		return newTablePlan(nil, fam)
 	case want == nil:
+		tp := newTablePlan(nil, fam)
 		tp.have = &kernelTable{table: &nftables.Table{Family: fam, Name: last.Name}}
 		tp.changes.Delete = true
 		return tp
 	case last == nil:
 		return modelReplaced(want.model, fam, ReasonMissing)
 	}
+	tp := newTablePlan(want.Table, fam)
 
 	// Sets.
 	lastSets, wantSets := trimSame(last.Sets, want.Sets)
@@ -121,7 +157,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	}
 	for _, pair := range common {
 		old, s := pair[0], pair[1]
-		if old.Decl != s.Decl {
+		if last.decls[old.Name] != want.decls[s.Name] {
 			return modelReplaced(want.model, fam, "set "+s.Name+": declaration changed")
 		}
 		if s.Template.Dynamic {
@@ -141,7 +177,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 		}
 		tp.changes.Ops++
 		for _, e := range eAdded {
-			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], e)
+			tp.addElems[s.Name] = append(tp.addElems[s.Name], e)
 			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, e.change(s.Name))
 			tp.changes.Bytes += elementBytes(e.Elems)
 		}
@@ -158,7 +194,9 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 	}
 	lastChains, wantChains := trimSame(last.Chains, want.Chains)
 	cAdded, cRemoved, cCommon := alignDiff(lastChains, wantChains, func(c *Chain) string { return c.Name },
-		func(x, y *Chain) bool { return x == y || x.Text == y.Text && !baseDiffers(x.Base, y.Base) })
+		func(x, y *Chain) bool {
+			return x == y || last.texts[x.Name] == want.texts[y.Name] && !baseDiffers(x.Base, y.Base)
+		})
 	for _, ch := range cAdded {
 		if ch.Base != nil {
 			return modelReplaced(want.model, fam, "base chain "+ch.Name+" added")
@@ -170,7 +208,7 @@ func diffKnown(want, last *Table, fam nftables.TableFamily) *tablePlan {
 		if baseDiffers(old.Base, ch.Base) {
 			return modelReplaced(want.model, fam, "chain "+ch.Name+": hook changed")
 		}
-		if old.Text != ch.Text {
+		if last.texts[old.Name] != want.texts[ch.Name] {
 			tp.changeChain(ch, fam)
 		}
 	}
@@ -225,7 +263,7 @@ func elementChanges(set string, elems []Element) []ElementChange {
 }
 
 // table returns the table of a family, or nil.
-func (rs *Ruleset) table(fam nftables.TableFamily) *Table {
+func (rs *Ruleset) table(fam nftables.TableFamily) *encodedTable {
 	if rs == nil {
 		return nil
 	}
@@ -240,10 +278,10 @@ func (rs *Ruleset) table(fam nftables.TableFamily) *Table {
 // chainsSum sums a hash of every chain of t (name, hook and rules), in any
 // order: two tables with equal sums have, but for a 2^-64 chance, the same
 // chains (diffKnown skips comparing them one by one).
-func chainsSum(t *Table) uint64 {
+func chainsSum(t *encodedTable) uint64 {
 	var sum uint64
 	for _, ch := range t.Chains {
-		sum += chainHash(ch, ch.Text)
+		sum += chainHash(ch, t.texts[ch.Name])
 	}
 	return sum
 }
@@ -270,32 +308,41 @@ func chainHash(ch *Chain, text string) uint64 {
 }
 
 // encodeTable encodes one table of a model.
-func encodeTable(mt *nftmodel.Table) *Table {
+func encodeTable(mt *nftmodel.Table) *encodedTable {
 	f := mt.Family
 	enc := encoding.NewEncoder(f)
 	var text []byte
-	t := &Table{Family: encoding.TableFamily(f), Name: mt.Name, model: mt}
+	t := &encodedTable{Table: &Table{Name: mt.Name}, Family: encoding.TableFamily(f), model: mt, decls: map[string]string{}, texts: map[string]string{}}
 	for _, it := range mt.Items {
 		switch {
 		case it.Chain != nil:
 			ch := encodeChain(enc, f, it.Chain, &text)
 			t.Chains = append(t.Chains, ch)
+			t.texts[ch.Name] = chainText(ch)
 		case it.Set != nil:
 			t.Sets = append(t.Sets, encodeSet(f, it.Set))
+			t.decls[it.Set.Name] = it.Set.Decl(f)
 		}
 	}
 	return t
 }
 
-// replace makes the plan replace its encoded table whole (Ruleset.Replace),
-// as the applier did before the model: the oracle of modelReplaced's
-// counts (TestQueueModelEqualsReplace).
-func (tp *tablePlan) replace(why string) {
+// chainText is the chain's rule lines joined by "\n".
+func chainText(ch *Chain) string {
+	lines := make([]string, len(ch.Rules))
+	for i, r := range ch.Rules {
+		lines[i] = r.Text
+	}
+	return strings.Join(lines, "\n")
+}
+
+// replace makes the plan replace the encoded table t whole
+// (Ruleset.Replace), as the applier did before the model: the oracle of
+// modelReplaced's counts (TestQueueModelEqualsReplace).
+func (tp *tablePlan) replace(t *encodedTable, why string) {
 	tp.changes.Replace, tp.changes.Reason = true, why
 	tp.addSets, tp.delSetNames, tp.addChains, tp.changedChains, tp.delChains, tp.flushSets = nil, nil, nil, nil, nil, nil
-	clear(tp.addElems)
 	clear(tp.delElems)
-	t := tp.want
 	tp.changes.ChainsAdded, tp.changes.SetsAdded = nil, nil
 	tp.changes.ChainsChanged, tp.changes.ChainsRemoved, tp.changes.SetsRemoved = nil, nil, nil
 	tp.changes.ElementsAdded, tp.changes.ElementsRemoved, tp.changes.Rules = nil, nil, nil
@@ -307,14 +354,10 @@ func (tp *tablePlan) replace(why string) {
 			tp.changes.Bytes += elementBytes(e.Elems)
 		}
 	}
-	fam := nftables.TableFamilyIPv4
-	if tp.changes.Family == "ip6" {
-		fam = nftables.TableFamilyIPv6
-	}
 	for _, ch := range t.Chains {
 		tp.changes.ChainsAdded = append(tp.changes.ChainsAdded, ch.Name)
 		tp.changes.Ops += 1 + len(ch.Rules)
-		tp.changes.Bytes += rulesBytes(ch, fam)
+		tp.changes.Bytes += rulesBytes(ch, t.Family)
 	}
 }
 

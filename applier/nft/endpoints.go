@@ -148,7 +148,7 @@ func (tp *tablePlan) diffEndpointElems(s, old *Set) {
 	tp.changes.Ops++
 	tp.changes.Bytes += elementBytes(add)
 	if len(add) > 0 {
-		tp.addElemsText[s.Name] = elementsOf(add)
+		tp.addElems[s.Name] = elementsOf(add)
 	}
 	for _, k := range slices.Sorted(maps.Keys(left)) {
 		u := left[k]

@@ -93,22 +93,6 @@ func (f *Fake) FailNext() {
 	f.failNext = true
 }
 
-// Batches returns the number of batches the Fake applied (not those it
-// refused).
-func (f *Fake) Batches() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.batches
-}
-
-// LastBatch returns the operations of the last batch applied, one a line
-// as "add rule ip netspec services".
-func (f *Fake) LastBatch() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.last)
-}
-
 // Close implements Kernel.
 func (f *Fake) Close() error { return nil }
 

@@ -16,12 +16,28 @@ import (
 // TestFakeRefusesAsKernel checks that the Fake refuses what the kernel
 // refuses.
 
-func fakeApplier(t *testing.T) (*Fake, *Applier) {
+func fakeApplier(t *testing.T) (*Fake, *encodedApplier) {
 	t.Helper()
 	f := NewFake()
-	a := New(f)
+	a := newEncoded(f)
 	t.Cleanup(func() { a.Close() })
 	return f, a
+}
+
+// Batches returns the number of batches the Fake applied (not those it
+// refused).
+func (f *Fake) Batches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.batches
+}
+
+// LastBatch returns the operations of the last batch applied, one a line
+// as "add rule ip netspec services".
+func (f *Fake) LastBatch() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.last)
 }
 
 // drift runs one batch on the Fake, as someone running nft by hand.
@@ -279,7 +295,7 @@ func TestFakeFailedBatch(t *testing.T) {
 			if got := f.Dump(); got != before {
 				t.Fatalf("the refused batch changed the kernel:\n%s\nwas\n%s", got, before)
 			}
-			if ch, err := New(f).plan(good); err != nil || !ch.Empty() {
+			if ch, err := newEncoded(f).plan(good); err != nil || !ch.Empty() {
 				t.Fatalf("after the refused batch the kernel no longer holds the last good ruleset: %v %s", err, counts(ch))
 			}
 			ch, err := sync(next)
@@ -326,7 +342,7 @@ func TestFakeVerifyCatchesLoss(t *testing.T) {
 	rs := goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")
 	for _, update := range []bool{false, true} {
 		f := NewFake()
-		a := New(droppingKernel{f, "service-ips"})
+		a := newEncoded(droppingKernel{f, "service-ips"})
 		sync := a.apply
 		if update {
 			sync = a.update
@@ -345,7 +361,7 @@ func TestFakeVerifyCatchesLoss(t *testing.T) {
 // leaves others; with none, it sends nothing.
 func TestFakeCleanup(t *testing.T) {
 	f, a := fakeApplier(t)
-	if _, err := a.apply(goldenRuleset(t, "kitchen-sink/node-1/nftables.nft")); err != nil {
+	if _, err := a.Apply(goldenModel(t, "kitchen-sink/node-1/nftables.nft")); err != nil {
 		t.Fatal(err)
 	}
 	drift(t, f, func(b Batch) { b.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "bystander"}) })
@@ -366,7 +382,7 @@ func TestFakeCleanup(t *testing.T) {
 	if deleted, err := a.Cleanup(); err != nil || len(deleted) != 0 || f.Batches() != batches+1 {
 		t.Errorf("second cleanup: %q %v, %d batches, want nothing", deleted, err, f.Batches()-batches-1)
 	}
-	if ch, err := a.update(goldenRuleset(t, "basic/node-1/nftables.nft")); err != nil || !ch.Tables[0].Replace {
+	if ch, err := a.Update(goldenModel(t, "basic/node-1/nftables.nft")); err != nil || !ch.Tables[0].Replace {
 		t.Errorf("update after cleanup: %v %s, want the tables installed again", err, counts(ch))
 	}
 }
@@ -621,7 +637,7 @@ func TestFakeReadsAsKernel(t *testing.T) {
 			f := NewFake()
 			rs := goldenRuleset(t, path)
 			for _, kern := range []Kernel{k, f} {
-				if _, err := New(kern).apply(rs); err != nil {
+				if _, err := newEncoded(kern).apply(rs); err != nil {
 					t.Fatalf("%T: %v", kern, err)
 				}
 			}

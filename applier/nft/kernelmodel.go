@@ -222,7 +222,7 @@ func (km *kernelModel) addForeign(tp *tablePlan, want *nftmodel.Table) {
 		if !known {
 			replaceSet(tp.want, setShell(f, ms))
 		}
-		if len(tp.delElems[ms.Name])+len(tp.addElemsText[ms.Name]) == 0 {
+		if len(tp.delElems[ms.Name])+len(tp.addElems[ms.Name]) == 0 {
 			tp.changes.Ops++
 		}
 		for _, u := range units {

@@ -126,7 +126,7 @@ func nftcName(path string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(path, "/nftables.nft"), ".nft")
 }
 
-func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *Table) {
+func nftcCheckTable(t *testing.T, c *nftables.Conn, d *ruleDumper, tb *encodedTable) {
 	t.Helper()
 	fam := tb.Family
 	kt := &nftables.Table{Family: fam, Name: tb.Name}

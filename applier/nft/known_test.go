@@ -144,7 +144,7 @@ func TestDiffModelEqualsFresh(t *testing.T) {
 func planSummary(tp *tablePlan) any {
 	names := func(chains []*Chain) (out []string) {
 		for _, c := range chains {
-			out = append(out, c.Name+"\n"+c.Text)
+			out = append(out, c.Name+"\n"+chainText(c))
 		}
 		return out
 	}
@@ -156,9 +156,9 @@ func planSummary(tp *tablePlan) any {
 		Changes                             TableChanges
 		Sets, DelSets                       []string
 		AddChains, ChangedChains, DelChains []string
-		AddElems, DelElems                  map[string][]nftables.SetElement
-		AddElemsText                        map[string][]Element
-	}{tp.changes, sets, tp.delSetNames, names(tp.addChains), names(tp.changedChains), tp.delChains, tp.addElems, tp.delElems, tp.addElemsText}
+		AddElems                            map[string][]Element
+		DelElems                            map[string][]nftables.SetElement
+	}{tp.changes, sets, tp.delSetNames, names(tp.addChains), names(tp.changedChains), tp.delChains, tp.addElems, tp.delElems}
 }
 
 // TestUpdateModelEqualsFresh: over random edits of a plan, Update of

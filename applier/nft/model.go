@@ -43,29 +43,16 @@ import (
 	"netspec.dev/netspec/render/nftmodel"
 )
 
-// Ruleset is an encoded ruleset: the tables it replaces, in the model's
-// order (ip, then ip6).
-type Ruleset struct {
-	Tables []*Table
-}
-
-// Table is one table of the ruleset with everything declared in it.
+// Table is what a plan by difference (diffModel) sends of a table: its
+// sets whose elements it adds or removes, encoded.
 type Table struct {
-	Family nftables.TableFamily // nftables.TableFamilyIPv4 or TableFamilyIPv6
-	Name   string               // "netspec"
-	Sets   []*Set               // named sets and maps, in file order
-	Chains []*Chain             // in file order
-
-	model *nftmodel.Table // the table encoded, when it is encoded whole
+	Name string // "netspec"
+	Sets []*Set // named sets and maps, in file order
 }
 
 // Set is a named set or map with its elements.
 type Set struct {
 	Name string
-	// Decl is the declaration without the elements, one normalised
-	// statement a line ("type ipv4_addr\nflags interval"): when it
-	// changes, the set must be created anew rather than updated.
-	Decl string
 	// Template is the set as google/nftables creates it; Table is nil and
 	// is set on a copy by AddTo.
 	Template nftables.Set
@@ -114,9 +101,6 @@ type Chain struct {
 	Name  string
 	Base  *BaseChain // nil for a regular chain
 	Rules []*Rule
-	// Text is the chain's rule lines joined by "\n": a cheap way to tell
-	// that a chain did not change.
-	Text string
 
 	model *nftmodel.Chain // the chain encoded
 }
@@ -134,7 +118,7 @@ type Rule struct {
 	Text string // the rule line, trimmed
 	// Exprs are the rule's expressions, named sets referenced by name
 	// (SetID 0). Expressions that many rules have (a payload load, a
-	// verdict) are shared between the rules of a Ruleset: read-only.
+	// verdict) are shared between the rules of a table: read-only.
 	Exprs []expr.Any
 	// Anon is the rule's anonymous set ({ … }), when it has one. The
 	// Lookup in Exprs that uses it (Exprs[Anon.At]) is completed by AddTo

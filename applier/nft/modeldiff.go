@@ -41,7 +41,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 		return modelReplaced(want, fam, ReasonMissing)
 	}
 	f := want.Family
-	sparse := &Table{Family: fam, Name: want.Name}
+	sparse := &Table{Name: want.Name}
 	tp := newTablePlan(sparse, fam)
 
 	lastItems, wantItems := trimSame(last.Items, want.Items)
@@ -92,7 +92,7 @@ func diffModels(want, last *nftmodel.Table, fam nftables.TableFamily, km *kernel
 			text = ms.AppendElementText(text[:0], j)
 			el := modelElement(ms, j)
 			el.Text, el.Elems = string(text), encoding.SetElement(f, ms, j)
-			tp.addElemsText[s.Name] = append(tp.addElemsText[s.Name], el)
+			tp.addElems[s.Name] = append(tp.addElems[s.Name], el)
 			tp.changes.ElementsAdded = append(tp.changes.ElementsAdded, el.change(s.Name))
 			tp.changes.Bytes += elementBytes(el.Elems)
 		}

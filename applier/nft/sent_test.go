@@ -150,11 +150,11 @@ func TestSentMatchesAfterReplace(t *testing.T) {
 	}
 	t.Run("fake", func(t *testing.T) {
 		_, a := fakeApplier(t)
-		check(t, a)
+		check(t, a.Applier)
 	})
 	t.Run("kernel", func(t *testing.T) {
 		_, a := syncApplier(t)
-		check(t, a)
+		check(t, a.Applier)
 	})
 }
 

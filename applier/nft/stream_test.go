@@ -28,7 +28,7 @@ func TestQueueModelEqualsReplace(t *testing.T) {
 			for _, mt := range m.Tables {
 				fam := encoding.TableFamily(mt.Family)
 				enc, streamed := NewFake(), NewFake()
-				rs := &Ruleset{Tables: []*Table{encodeTable(mt)}}
+				rs := &Ruleset{Tables: []*encodedTable{encodeTable(mt)}}
 				if err := enc.Run(rs.Replace); err != nil {
 					t.Fatalf("Replace: %v", err)
 				}
@@ -42,8 +42,8 @@ func TestQueueModelEqualsReplace(t *testing.T) {
 				if got, want := streamed.Dump(), enc.Dump(); got != want {
 					t.Errorf("%s: the tables differ after queueModel and after Replace", familyName(fam))
 				}
-				ref := newTablePlan(rs.Tables[0], fam)
-				ref.replace(ReasonMissing)
+				ref := newTablePlan(rs.Tables[0].Table, fam)
+				ref.replace(rs.Tables[0], ReasonMissing)
 				if !reflect.DeepEqual(tp.changes, ref.changes) {
 					t.Errorf("%s: changes of the model's replace\n%+v\nwant (the encoding's)\n%+v", familyName(fam), tp.changes, ref.changes)
 				}
@@ -92,7 +92,7 @@ func TestModelVerifyCatchesLoss(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "verify") || !regexp.MustCompile(`elements [1-9][0-9]* added`).MatchString(err.Error()) {
 			t.Fatalf("update=%t: sync with lost elements: %v, want a verify error that counts them", update, err)
 		}
-		if a.model != nil || a.last != nil {
+		if a.model != nil {
 			t.Errorf("update=%t: the applier trusts a ruleset the kernel does not hold", update)
 		}
 	}

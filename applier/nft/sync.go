@@ -81,15 +81,15 @@ type tablePlan struct {
 	delSetNames              []string
 	addChains, changedChains []*Chain
 	delChains                []string
-	addElems, delElems       map[string][]nftables.SetElement // by set name
-	addElemsText             map[string][]Element
+	addElems                 map[string][]Element             // by set name
+	delElems                 map[string][]nftables.SetElement // by set name
 	// flushSets are interval sets whose elements changed: they are
 	// flushed and filled again, as intervals cannot be edited one by one.
 	flushSets []*Set
 }
 
 func newTablePlan(want *Table, fam nftables.TableFamily) *tablePlan {
-	tp := &tablePlan{want: want, addElems: map[string][]nftables.SetElement{}, delElems: map[string][]nftables.SetElement{}, addElemsText: map[string][]Element{}}
+	tp := &tablePlan{want: want, delElems: map[string][]nftables.SetElement{}, addElems: map[string][]Element{}}
 	tp.changes.Family = familyName(fam)
 	return tp
 }
@@ -146,8 +146,8 @@ func (tp *tablePlan) queue(c Batch, fam nftables.TableFamily) error {
 			return err
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(tp.addElemsText)) {
-		if err := setOf(t, name).AddElements(c, table, tp.addElemsText[name]); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(tp.addElems)) {
+		if err := setOf(t, name).AddElements(c, table, tp.addElems[name]); err != nil {
 			return err
 		}
 	}

@@ -28,13 +28,14 @@ func syncNetns(t *testing.T) (name string, fd int) {
 
 // syncApplier is an Applier for a namespace of syncNetns, closed when
 // the test ends.
-func syncApplier(t *testing.T) (ns string, a *Applier) {
+func syncApplier(t *testing.T) (ns string, a *encodedApplier) {
 	t.Helper()
 	ns, fd := syncNetns(t)
-	a, err := Open(fd)
+	k, err := OpenSystem(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a = newEncoded(k)
 	t.Cleanup(func() { a.Close() })
 	return ns, a
 }
@@ -227,10 +228,11 @@ func TestUpdateSmallChange(t *testing.T) {
 // error says so, and the next apply converges.
 func TestApplyRejectedBatch(t *testing.T) {
 	_, fd := syncNetns(t)
-	a, err := Open(fd)
+	k, err := OpenSystem(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := newEncoded(k)
 	defer a.Close()
 	good := goldenRuleset(t, "basic/node-1/nftables.nft")
 	if _, err := a.apply(good); err != nil {
@@ -263,10 +265,11 @@ func TestApplyRejectedBatch(t *testing.T) {
 		t.Errorf("the error is %d bytes long: one cause, not one per message", len(err.Error()))
 	}
 	// The kernel is as it was (seen by an applier without that history).
-	b, err := Open(fd)
+	kb, err := OpenSystem(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := newEncoded(kb)
 	defer b.Close()
 	if ch, err := b.plan(good); err != nil || !ch.Empty() {
 		t.Fatalf("after the refused batch the kernel no longer holds the last good ruleset: %v %s", err, counts(ch))

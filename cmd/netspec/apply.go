@@ -294,7 +294,7 @@ func writeHeldOut(w io.Writer, held []daemon.ProbeOut) {
 		return
 	}
 	fmt.Fprintf(w, "probes: %s held out by netspec watch for failing readiness probes (its record %s); compared as held out, not as a change (apply, which does not probe, puts such endpoints back; a running watch takes them out again):\n",
-		plural(len(held), "endpoint"), daemon.ProbeRecordFile)
+		treediff.Plural(len(held), "endpoint"), daemon.ProbeRecordFile)
 	for _, o := range held {
 		fmt.Fprintf(w, "  %s %s: %s\n", o.Service, o.Endpoint, o.Probe)
 	}
@@ -377,12 +377,12 @@ func (f *applyFlags) run(e *env, args []string) int {
 	services, endpoints := p.Counts()
 	zones, envs := fileCounts(append(r.Files.Added, r.Files.Changed...))
 	fmt.Fprintf(e.stdout, "applied in %d ms: %s, %s; dns: %s written; env: %s written",
-		r.Took.Milliseconds(), plural(services, "service"), plural(endpoints, "endpoint"), plural(zones, "zone"), plural(envs, "file"))
+		r.Took.Milliseconds(), treediff.Plural(services, "service"), treediff.Plural(endpoints, "endpoint"), treediff.Plural(zones, "zone"), treediff.Plural(envs, "file"))
 	if len(r.Files.Removed) > 0 {
-		fmt.Fprintf(e.stdout, "; %s removed", plural(len(r.Files.Removed), "stale file"))
+		fmt.Fprintf(e.stdout, "; %s removed", treediff.Plural(len(r.Files.Removed), "stale file"))
 	}
 	if r.Conntrack > 0 {
-		fmt.Fprintf(e.stdout, "; %s deleted", plural(r.Conntrack, "conntrack entry"))
+		fmt.Fprintf(e.stdout, "; %s deleted", treediff.Plural(r.Conntrack, "conntrack entry"))
 	}
 	fmt.Fprintln(e.stdout)
 	return exitOK

@@ -46,14 +46,24 @@ func nodeName(n string) string {
 	return n
 }
 
+// TextOptions are the choices of WriteText.
+type TextOptions struct {
+	// Records puts each record and variable on a line of its own under
+	// its zone's or namespace's line (diff, for review; plan and apply
+	// show the Services whose records and variables they are, and a
+	// namespace's first env file has a variable for each of its
+	// Services' ports).
+	Records bool
+	// NoDataPlane leaves out the last line, the data-plane counts by
+	// node (plan and apply, which tell the kernel's own changes).
+	NoDataPlane bool
+}
+
 // WriteText writes the text format of a diff: a line per change. A
 // zone's change is one short line that counts its records, and a
-// namespace's environment one that counts its variables; with records,
-// each record and variable follows on a line of its own (diff, for
-// review; plan and apply show the Services whose records and variables
-// they are, and a namespace's first env file has a variable for each of
-// its Services' ports).
-func WriteText(w io.Writer, d *PlanDiff, records bool) {
+// namespace's environment one that counts its variables; o.Records adds
+// the records and variables themselves.
+func WriteText(w io.Writer, d *PlanDiff, o TextOptions) {
 	if d.Empty() {
 		fmt.Fprintln(w, "no differences")
 		return
@@ -87,7 +97,7 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 	// records its lines.
 	file := func(change, what, node, summary string, lines []string) {
 		fmt.Fprintf(w, "%s %s%s: %s\n", changeMark(change), what, onNode(node), summary)
-		if records {
+		if o.Records {
 			for _, l := range lines {
 				fmt.Fprintf(w, "    %s\n", l)
 			}
@@ -101,7 +111,9 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 		summary := changeSummary(v.Change, "variable", len(v.Added), len(v.Changed), len(v.Removed))
 		file(v.Change, "env "+v.Namespace, v.Node, summary, envLines(v, false))
 	}
-	fmt.Fprintln(w, dataPlaneLine(d.Nodes))
+	if !o.NoDataPlane {
+		fmt.Fprintln(w, dataPlaneLine(d.Nodes))
+	}
 }
 
 func changeMark(c string) string {

@@ -450,11 +450,7 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff, dr
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
 	if !d.Empty() {
-		var b strings.Builder
-		treediff.WriteText(&b, d, false)
-		// All lines but the last, diff's count of the data plane.
-		text := strings.TrimSuffix(b.String(), "\n")
-		w.WriteString(text[:strings.LastIndexByte(text, '\n')+1])
+		treediff.WriteText(w, d, treediff.TextOptions{NoDataPlane: true})
 	}
 	if drift != nil {
 		writeDrift(w, drift)

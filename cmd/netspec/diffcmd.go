@@ -125,7 +125,7 @@ func (f *diffFlags) run(e *env, args []string) int {
 	case "markdown":
 		treediff.WriteMarkdown(e.stdout, d)
 	default:
-		treediff.WriteText(e.stdout, d, true)
+		treediff.WriteText(e.stdout, d, treediff.TextOptions{Records: true})
 	}
 	if f.detailed && !d.Empty() {
 		return exitChanges

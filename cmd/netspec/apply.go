@@ -471,30 +471,9 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff, dr
 // or deleted whole are told by writeNodeChanges.
 func writeDrift(w io.Writer, ch *nft.Changes) {
 	for _, t := range ch.Tables {
-		if t.Replace || t.Delete {
-			continue
-		}
-		for _, c := range t.ChainsAdded {
-			fmt.Fprintf(w, "+ drift: chain %s %s is missing\n", t.Family, c)
-		}
-		for _, c := range t.ChainsChanged {
-			fmt.Fprintf(w, "~ drift: chain %s %s differs from the plan\n", t.Family, c)
-			writeRuleChanges(w, t.Rules, c)
-		}
-		for _, c := range t.ChainsRemoved {
-			fmt.Fprintf(w, "- drift: chain %s %s is not in the plan\n", t.Family, c)
-		}
-		for _, s := range t.SetsAdded {
-			fmt.Fprintf(w, "+ drift: set %s %s is missing\n", t.Family, s)
-		}
-		for _, s := range t.SetsRemoved {
-			fmt.Fprintf(w, "- drift: set %s %s is not in the plan\n", t.Family, s)
-		}
-		for _, el := range t.ElementsAdded {
-			fmt.Fprintf(w, "+ drift: %s %s element %s is missing\n", t.Family, el.Set, el.Text)
-		}
-		for _, el := range t.ElementsRemoved {
-			fmt.Fprintf(w, "- drift: %s %s element %s is not in the plan\n", t.Family, el.Set, el.Text)
+		for _, d := range t.Differences() {
+			fmt.Fprintf(w, "%c drift: %s\n", d.Mark, d.Text)
+			writeRuleChanges(w, d.Rules)
 		}
 	}
 }
@@ -505,15 +484,8 @@ const maxRuleLines = 10
 // writeRuleChanges prints, under a chain that drifted, the rules that
 // differ: "- rule N: …" as the kernel has it, "+ rule N: …" as the plan
 // has it (both for a rule changed in place).
-func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
-	n := 0
-	for _, r := range rules {
-		if r.Chain != chain {
-			continue
-		}
-		if n++; n > maxRuleLines {
-			continue
-		}
+func writeRuleChanges(w io.Writer, rules []nft.RuleChange) {
+	for _, r := range rules[:min(len(rules), maxRuleLines)] {
 		if r.Old != "" {
 			fmt.Fprintf(w, "    - rule %d: %s\n", r.Index, r.Old)
 		}
@@ -521,8 +493,8 @@ func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
 			fmt.Fprintf(w, "    + rule %d: %s\n", r.Index, r.New)
 		}
 	}
-	if n > maxRuleLines {
-		fmt.Fprintf(w, "    … and %d more rules that differ\n", n-maxRuleLines)
+	if len(rules) > maxRuleLines {
+		fmt.Fprintf(w, "    … and %d more rules that differ\n", len(rules)-maxRuleLines)
 	}
 }
 

@@ -89,19 +89,19 @@ func (t *TableChanges) Differences() []Difference {
 	names := func(mark byte, kind string, names []string, what string) {
 		for _, name := range names {
 			text := fmt.Sprintf("%s %s %s %s", kind, t.Family, name, what)
-			out = append(out, Difference{Mark: mark, Kind: kind, Name: name, Text: text})
+			d := Difference{Mark: mark, Kind: kind, Name: name, Text: text}
+			if mark == '~' { // a chain changed: its rules that differ
+				for _, r := range t.Rules {
+					if r.Chain == name {
+						d.Rules = append(d.Rules, r)
+					}
+				}
+			}
+			out = append(out, d)
 		}
 	}
 	names('+', "chain", t.ChainsAdded, "is missing")
-	for _, name := range t.ChainsChanged {
-		d := Difference{Mark: '~', Kind: "chain", Name: name, Text: fmt.Sprintf("chain %s %s differs from the plan", t.Family, name)}
-		for _, r := range t.Rules {
-			if r.Chain == name {
-				d.Rules = append(d.Rules, r)
-			}
-		}
-		out = append(out, d)
-	}
+	names('~', "chain", t.ChainsChanged, "differs from the plan")
 	names('-', "chain", t.ChainsRemoved, "is not in the plan")
 	names('+', "set", t.SetsAdded, "is missing")
 	names('-', "set", t.SetsRemoved, "is not in the plan")

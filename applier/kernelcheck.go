@@ -116,47 +116,38 @@ func nftDifferences(c *nft.Changes, f *explain.Frontend) []string {
 		// A chain the kernel's own elements keyed by the frontend jump to
 		// is the frontend's too, though the plan has it no more.
 		kn := kernelNames(t, f)
-		mine := func(name string) bool { return f.Reaches(name) || kn[name] }
-		used := func(name string) bool { return f.Reaches(name) || f.Shared(name) }
-		names := func(names []string, keep func(string) bool, format string) {
-			for _, name := range names {
-				if keep(name) {
-					out = append(out, fmt.Sprintf(format, t.Family, name))
-				}
-			}
-		}
-		names(t.ChainsAdded, used, "chain %s %s is missing")
-		for _, name := range t.ChainsChanged {
-			if !used(name) {
+		for _, d := range t.Differences() {
+			if !concerns(f, kn, d) {
 				continue
 			}
-			out = append(out, fmt.Sprintf("chain %s %s differs from the plan", t.Family, name))
-			for _, r := range t.Rules {
-				if r.Chain != name {
-					continue
-				}
+			out = append(out, d.Text)
+			for _, r := range d.Rules {
 				if r.Old != "" {
-					out = append(out, fmt.Sprintf("chain %s %s rule %d in the kernel: %s", t.Family, name, r.Index, r.Old))
+					out = append(out, fmt.Sprintf("chain %s %s rule %d in the kernel: %s", t.Family, d.Name, r.Index, r.Old))
 				}
 				if r.New != "" {
-					out = append(out, fmt.Sprintf("chain %s %s rule %d in the plan: %s", t.Family, name, r.Index, r.New))
+					out = append(out, fmt.Sprintf("chain %s %s rule %d in the plan: %s", t.Family, d.Name, r.Index, r.New))
 				}
 			}
 		}
-		names(t.ChainsRemoved, mine, "chain %s %s is not in the plan")
-		names(t.SetsAdded, f.Reaches, "set %s %s is missing")
-		names(t.SetsRemoved, mine, "set %s %s is not in the plan")
-		elements := func(els []nft.ElementChange, format string) {
-			for _, el := range els {
-				if f.Element(el.Set, el.Element, el.Endpoint) {
-					out = append(out, fmt.Sprintf(format, t.Family, el.Set, el.Text))
-				}
-			}
-		}
-		elements(t.ElementsAdded, "%s %s element %s is missing")
-		elements(t.ElementsRemoved, "%s %s element %s is not in the plan")
 	}
 	return out
+}
+
+// concerns tells whether the difference d concerns the frontend f: an
+// element f's traffic matches; a chain or set f reaches, or the kernel's
+// elements keyed by f jump to (kn) when the kernel holds it beyond the
+// plan; a chain all frontends share, missing or differing.
+func concerns(f *explain.Frontend, kn map[string]bool, d nft.Difference) bool {
+	switch {
+	case d.Element != nil:
+		return f.Element(d.Name, d.Element.Element, d.Element.Endpoint)
+	case f.Reaches(d.Name):
+		return true
+	case d.Mark == '-':
+		return kn[d.Name]
+	}
+	return d.Kind == "chain" && f.Shared(d.Name)
 }
 
 // kernelNames are the chains that the elements keyed by the frontend

@@ -228,7 +228,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 	}
 	s := planService(p, d.Service)
 	so := schemaService(objs, d.Service)
-	port := portOf(s, d.Frontend, pk)
+	port := s.PortFor(pk.Protocol, pk.Port, d.Frontend == "node port")
 	if port == nil {
 		x.step("%s is a %s of Service %s, which has no port %d/%s", pk.Dst, d.Frontend, d.Service, pk.Port, pk.Protocol)
 		x.Cause = &Cause{CausePortNotServed, fmt.Sprintf("Service %s does not serve %d/%s on its cluster IP; it serves %s",
@@ -265,7 +265,7 @@ func PacketWith(p *plan.Plan, objs []*schema.Object, pk plan.Packet, o Options) 
 		}
 		x.step("source %s is inside loadBalancerSourceRanges %s", pk.Src, list(s.SourceRanges))
 	}
-	x.step("traffic policy: internal %s, external %s%s", policy(s.InternalLocal), policy(s.ExternalLocal), topologyOf(so, port, p.Node))
+	x.step("traffic policy: internal %s, external %s%s", plan.TrafficPolicy(s.InternalLocal), plan.TrafficPolicy(s.ExternalLocal), topologyOf(so, port, p.Node))
 	if s.AffinitySeconds > 0 {
 		x.SessionAffinity = &SessionAffinity{Type: "ClientIP", TimeoutSeconds: s.AffinitySeconds}
 		x.step("session affinity: ClientIP, timeout %d s: a client that opens a new connection within %d s of its last one sticks to the endpoint it got (while that endpoint is still taken)",
@@ -987,20 +987,6 @@ func schemaService(objs []*schema.Object, key string) *schema.Service {
 	return nil
 }
 
-// portOf finds the port the packet reached, as Trace does.
-func portOf(s *plan.Service, frontend string, pk plan.Packet) *plan.Port {
-	for i := range s.Ports {
-		pt := &s.Ports[i]
-		if pt.Protocol != pk.Protocol {
-			continue
-		}
-		if frontend == "node port" && pt.NodePort == pk.Port || frontend != "node port" && pt.Port == pk.Port {
-			return pt
-		}
-	}
-	return nil
-}
-
 // servedPorts lists the ports of s, port/protocol.
 func servedPorts(s *plan.Service) string {
 	var out []string
@@ -1076,13 +1062,6 @@ func who(e plan.Endpoint) string {
 		return ""
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-func policy(local bool) string {
-	if local {
-		return "Local"
-	}
-	return "Cluster"
 }
 
 func portName(sp *schema.ServicePort) string {

@@ -62,7 +62,7 @@ func FrontendOf(p *plan.Plan, pk plan.Packet, model *nftmodel.Ruleset) *Frontend
 	d := p.TraceDetail(pk)
 	fe.NodePort = d.Frontend == "node port"
 	if s := planService(p, d.Service); s != nil {
-		if pt := portOf(s, d.Frontend, pk); pt != nil {
+		if pt := s.PortFor(pk.Protocol, pk.Port, fe.NodePort); pt != nil {
 			fe.Service, fe.PortID = d.Service, cmp.Or(pt.Name, strconv.Itoa(int(pt.Port)))
 		}
 	}

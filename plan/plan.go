@@ -117,6 +117,15 @@ func (s *Service) Proxied() bool {
 	return !s.Headless && s.Type != "ExternalName" && s.ProxyName == ""
 }
 
+// TrafficPolicy names a traffic policy as a Service's spec does: Local
+// for InternalLocal or ExternalLocal set, else Cluster.
+func TrafficPolicy(local bool) string {
+	if local {
+		return "Local"
+	}
+	return "Cluster"
+}
+
 // Port is one port of a Service with its endpoints as seen from this node.
 // A headless Service without ports has one Port without name, protocol or
 // port number (Port 0), whose endpoints (also at port 0) are those its

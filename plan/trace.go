@@ -122,7 +122,7 @@ func (p *Plan) TraceDetail(pk Packet) Detail {
 		if kind == frontendNone {
 			continue
 		}
-		port := s.portFor(pk.Protocol, pk.Port, false)
+		port := s.PortFor(pk.Protocol, pk.Port, false)
 		if port == nil {
 			if kind == frontendClusterIP {
 				return Detail{Verdict: Verdict{Action: ActionReject, Service: s.Key()}, Frontend: kind.String()}
@@ -138,7 +138,7 @@ func (p *Plan) TraceDetail(pk Packet) Detail {
 			if !s.Proxied() || !s.HasFamily(dst) {
 				continue
 			}
-			if port := s.portFor(pk.Protocol, pk.Port, true); port != nil {
+			if port := s.PortFor(pk.Protocol, pk.Port, true); port != nil {
 				return p.forward(s, port, frontendNodePort, src, dst, pk.FromLocal)
 			}
 		}
@@ -222,9 +222,10 @@ func frontendOf(s *Service, dst netip.Addr) frontend {
 	return frontendNone
 }
 
-// portFor finds the Service port serving protocol and port: its Port, or
-// with nodePort its NodePort.
-func (s *Service) portFor(protocol string, port uint16, nodePort bool) *Port {
+// PortFor finds the Service port serving protocol and port: its Port, or
+// with nodePort its NodePort. It is the port Trace gives a packet
+// (explain asks it again of the Service and frontend a trace found).
+func (s *Service) PortFor(protocol string, port uint16, nodePort bool) *Port {
 	for i := range s.Ports {
 		sp := &s.Ports[i]
 		if sp.Protocol != protocol {

@@ -586,8 +586,8 @@ func serviceInfo(s *plan.Service) *ServiceInfo {
 		LoadBalancerIPs:       slices.Clone(s.LoadBalancerIPs),
 		SourceRanges:          slices.Clone(s.SourceRanges),
 		AffinitySeconds:       s.AffinitySeconds,
-		InternalTrafficPolicy: policyWord(s.InternalLocal),
-		ExternalTrafficPolicy: policyWord(s.ExternalLocal),
+		InternalTrafficPolicy: plan.TrafficPolicy(s.InternalLocal),
+		ExternalTrafficPolicy: plan.TrafficPolicy(s.ExternalLocal),
 		HealthCheckNodePort:   s.HealthCheckNodePort,
 		IPVSScheduler:         s.IPVSScheduler,
 		ProxyName:             s.ProxyName,
@@ -612,13 +612,6 @@ func portInfo(p *plan.Port) PortInfo {
 	}
 	slices.Sort(pi.TargetPorts)
 	return pi
-}
-
-func policyWord(local bool) string {
-	if local {
-		return "Local"
-	}
-	return "Cluster"
 }
 
 func clusterIPWords(s *ServiceInfo) string {

@@ -46,14 +46,24 @@ func nodeName(n string) string {
 	return n
 }
 
+// TextOptions are the choices of WriteText.
+type TextOptions struct {
+	// Records puts each record and variable on a line of its own under
+	// its zone's or namespace's line (diff, for review; plan and apply
+	// show the Services whose records and variables they are, and a
+	// namespace's first env file has a variable for each of its
+	// Services' ports).
+	Records bool
+	// NoDataPlane leaves out the last line, the data-plane counts by
+	// node (plan and apply, which tell the kernel's own changes).
+	NoDataPlane bool
+}
+
 // WriteText writes the text format of a diff: a line per change. A
 // zone's change is one short line that counts its records, and a
-// namespace's environment one that counts its variables; with records,
-// each record and variable follows on a line of its own (diff, for
-// review; plan and apply show the Services whose records and variables
-// they are, and a namespace's first env file has a variable for each of
-// its Services' ports).
-func WriteText(w io.Writer, d *PlanDiff, records bool) {
+// namespace's environment one that counts its variables; o.Records adds
+// the records and variables themselves.
+func WriteText(w io.Writer, d *PlanDiff, o TextOptions) {
 	if d.Empty() {
 		fmt.Fprintln(w, "no differences")
 		return
@@ -87,7 +97,7 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 	// records its lines.
 	file := func(change, what, node, summary string, lines []string) {
 		fmt.Fprintf(w, "%s %s%s: %s\n", changeMark(change), what, onNode(node), summary)
-		if records {
+		if o.Records {
 			for _, l := range lines {
 				fmt.Fprintf(w, "    %s\n", l)
 			}
@@ -101,7 +111,9 @@ func WriteText(w io.Writer, d *PlanDiff, records bool) {
 		summary := changeSummary(v.Change, "variable", len(v.Added), len(v.Changed), len(v.Removed))
 		file(v.Change, "env "+v.Namespace, v.Node, summary, envLines(v, false))
 	}
-	fmt.Fprintln(w, dataPlaneLine(d.Nodes))
+	if !o.NoDataPlane {
+		fmt.Fprintln(w, dataPlaneLine(d.Nodes))
+	}
 }
 
 func changeMark(c string) string {
@@ -215,9 +227,9 @@ func endpointCount(p PortInfo) string {
 	case p.EndpointCount == 0:
 		return "no endpoints"
 	case p.ReadyCount == p.EndpointCount:
-		return plural(p.EndpointCount, "endpoint")
+		return Plural(p.EndpointCount, "endpoint")
 	}
-	return fmt.Sprintf("%s, %d ready", plural(p.EndpointCount, "endpoint"), p.ReadyCount)
+	return fmt.Sprintf("%s, %d ready", Plural(p.EndpointCount, "endpoint"), p.ReadyCount)
 }
 
 // servicePhrases words the changes of a changed Service, one a line.
@@ -329,9 +341,9 @@ func zoneLines(z ZoneDiff) []string {
 func changeSummary(change, noun string, added, changed, removed int) string {
 	switch change {
 	case DiffAdded:
-		return plural(added, noun)
+		return Plural(added, noun)
 	case DiffRemoved:
-		return plural(removed, noun)
+		return Plural(removed, noun)
 	}
 	return countWords(added, changed, removed, noun)
 }
@@ -366,10 +378,10 @@ func dataPlanePhrase(c DataPlaneChanges) string {
 	group := func(elements, chains int, verb string) {
 		var g []string
 		if elements > 0 {
-			g = append(g, plural(elements, "map element"))
+			g = append(g, Plural(elements, "map element"))
 		}
 		if chains > 0 {
-			g = append(g, plural(chains, "chain"))
+			g = append(g, Plural(chains, "chain"))
 		}
 		if len(g) > 0 {
 			out = append(out, strings.Join(g, " and ")+" "+verb)
@@ -379,7 +391,7 @@ func dataPlanePhrase(c DataPlaneChanges) string {
 	group(c.ElementsRemoved, c.ChainsRemoved, "removed")
 	group(0, c.ChainsChanged, "changed")
 	if c.SetsChanged > 0 {
-		out = append(out, plural(c.SetsChanged, "set")+" declared anew")
+		out = append(out, Plural(c.SetsChanged, "set")+" declared anew")
 	}
 	return strings.Join(out, ", ")
 }
@@ -513,7 +525,7 @@ func nodesWord(nodes []NodeDiff) string {
 	if len(names) == 0 {
 		return "no node"
 	}
-	return plural(len(names), "node") + " (" + strings.Join(names, ", ") + ")"
+	return Plural(len(names), "node") + " (" + strings.Join(names, ", ") + ")"
 }
 
 // markdownSummary: **Services:** 1 added, 1 changed. **DNS:** 2 records
@@ -555,7 +567,7 @@ func markdownSummary(d *PlanDiff) string {
 		parts = append(parts, "**Env:** "+s+".")
 	}
 	if len(d.Cluster) > 0 {
-		parts = append(parts, "**Cluster:** "+plural(len(d.Cluster), "setting")+" changed.")
+		parts = append(parts, "**Cluster:** "+Plural(len(d.Cluster), "setting")+" changed.")
 	}
 	parts = append(parts, "Compared on "+nodesWord(d.Nodes)+".")
 	return strings.Join(parts, " ")
@@ -573,7 +585,7 @@ func countWords(added, changed, removed int, noun string) string {
 			continue
 		}
 		if len(s) == 0 {
-			s = append(s, plural(c.n, noun)+" "+c.verb)
+			s = append(s, Plural(c.n, noun)+" "+c.verb)
 		} else {
 			s = append(s, fmt.Sprintf("%d %s", c.n, c.verb))
 		}
@@ -581,8 +593,9 @@ func countWords(added, changed, removed int, noun string) string {
 	return strings.Join(s, ", ")
 }
 
-// plural is "1 word" or "n words".
-func plural(n int, word string) string {
+// Plural is "1 word" or "n words": a count as the writers' lines, and
+// netspec's commands, say it.
+func Plural(n int, word string) string {
 	if n == 1 {
 		return fmt.Sprintf("%d %s", n, word)
 	}

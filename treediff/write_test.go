@@ -62,11 +62,38 @@ func TestWriteTextEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			WriteText(&b, &PlanDiff{Env: []EnvDiff{tt.env}}, tt.records)
+			WriteText(&b, &PlanDiff{Env: []EnvDiff{tt.env}}, TextOptions{Records: tt.records})
 			// The last line counts the data-plane changes by node: of
 			// none, empty.
 			if got := b.String(); got != tt.want+"\n" {
 				t.Errorf("got\n%s\nwant\n%s\n", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWriteTextNoDataPlane: the last line counts the data-plane changes
+// by node; NoDataPlane (plan and apply, which tell the kernel's changes)
+// leaves out that line and only it.
+func TestWriteTextNoDataPlane(t *testing.T) {
+	d := &PlanDiff{
+		Nodes:    []NodeDiff{{Name: "node-1", DataPlane: DataPlaneChanges{ChainsRemoved: 2}}},
+		Services: []ServiceDiff{{Namespace: "shop", Name: "web", Change: DiffRemoved}},
+	}
+	tests := []struct {
+		name string
+		opts TextOptions
+		want string
+	}{
+		{name: "with the data plane", want: "- service shop/web\nnode-1: 2 chains removed\n"},
+		{name: "without", opts: TextOptions{NoDataPlane: true}, want: "- service shop/web\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			WriteText(&b, d, tt.opts)
+			if got := b.String(); got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
 	}

@@ -61,6 +61,62 @@ func (t *TableChanges) Empty() bool {
 	return !t.Replace && !t.Delete && len(t.ChainsAdded)+len(t.ChainsChanged)+len(t.ChainsRemoved)+len(t.SetsAdded)+len(t.SetsRemoved)+len(t.ElementsAdded)+len(t.ElementsRemoved) == 0
 }
 
+// Difference is one chain, set or element in which the kernel's table
+// differs from the plan, as TableChanges.Differences tells it.
+type Difference struct {
+	// Mark is '+' for what the kernel lacks, '~' for a chain whose rules
+	// differ, '-' for what the kernel holds beyond the plan.
+	Mark byte
+	Kind string // "chain", "set" or "element"
+	Name string // the chain or set; an element's set
+	// Text says it: "chain ip svc-x is missing", "set ip6 y is not in
+	// the plan", "ip svc-ips element 10.0.0.1 . tcp . 80 is missing".
+	Text    string
+	Element *ElementChange // an element's change
+	Rules   []RuleChange   // a chain's rules that differ
+}
+
+// Differences are the chains, sets and elements that differ, in that
+// order, each what the kernel lacks, then differs, then holds beyond the
+// plan: drift (plan, apply) and what explain --live shows of a frontend.
+// A table to be replaced or deleted whole has none: it differs as a
+// whole (Replace, Delete).
+func (t *TableChanges) Differences() []Difference {
+	if t.Replace || t.Delete {
+		return nil
+	}
+	var out []Difference
+	names := func(mark byte, kind string, names []string, what string) {
+		for _, name := range names {
+			text := fmt.Sprintf("%s %s %s %s", kind, t.Family, name, what)
+			d := Difference{Mark: mark, Kind: kind, Name: name, Text: text}
+			if mark == '~' { // a chain changed: its rules that differ
+				for _, r := range t.Rules {
+					if r.Chain == name {
+						d.Rules = append(d.Rules, r)
+					}
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	names('+', "chain", t.ChainsAdded, "is missing")
+	names('~', "chain", t.ChainsChanged, "differs from the plan")
+	names('-', "chain", t.ChainsRemoved, "is not in the plan")
+	names('+', "set", t.SetsAdded, "is missing")
+	names('-', "set", t.SetsRemoved, "is not in the plan")
+	elements := func(mark byte, els []ElementChange, what string) {
+		for i := range els {
+			el := &els[i]
+			text := fmt.Sprintf("%s %s element %s %s", t.Family, el.Set, el.Text, what)
+			out = append(out, Difference{Mark: mark, Kind: "element", Name: el.Set, Text: text, Element: el})
+		}
+	}
+	elements('+', t.ElementsAdded, "is missing")
+	elements('-', t.ElementsRemoved, "is not in the plan")
+	return out
+}
+
 // ReasonMissing is TableChanges.Reason when the table is not in the
 // kernel (a first install).
 const ReasonMissing = "the table is missing"

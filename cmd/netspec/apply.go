@@ -294,7 +294,7 @@ func writeHeldOut(w io.Writer, held []daemon.ProbeOut) {
 		return
 	}
 	fmt.Fprintf(w, "probes: %s held out by netspec watch for failing readiness probes (its record %s); compared as held out, not as a change (apply, which does not probe, puts such endpoints back; a running watch takes them out again):\n",
-		plural(len(held), "endpoint"), daemon.ProbeRecordFile)
+		treediff.Plural(len(held), "endpoint"), daemon.ProbeRecordFile)
 	for _, o := range held {
 		fmt.Fprintf(w, "  %s %s: %s\n", o.Service, o.Endpoint, o.Probe)
 	}
@@ -377,12 +377,12 @@ func (f *applyFlags) run(e *env, args []string) int {
 	services, endpoints := p.Counts()
 	zones, envs := fileCounts(append(r.Files.Added, r.Files.Changed...))
 	fmt.Fprintf(e.stdout, "applied in %d ms: %s, %s; dns: %s written; env: %s written",
-		r.Took.Milliseconds(), plural(services, "service"), plural(endpoints, "endpoint"), plural(zones, "zone"), plural(envs, "file"))
+		r.Took.Milliseconds(), treediff.Plural(services, "service"), treediff.Plural(endpoints, "endpoint"), treediff.Plural(zones, "zone"), treediff.Plural(envs, "file"))
 	if len(r.Files.Removed) > 0 {
-		fmt.Fprintf(e.stdout, "; %s removed", plural(len(r.Files.Removed), "stale file"))
+		fmt.Fprintf(e.stdout, "; %s removed", treediff.Plural(len(r.Files.Removed), "stale file"))
 	}
 	if r.Conntrack > 0 {
-		fmt.Fprintf(e.stdout, "; %s deleted", plural(r.Conntrack, "conntrack entry"))
+		fmt.Fprintf(e.stdout, "; %s deleted", treediff.Plural(r.Conntrack, "conntrack entry"))
 	}
 	fmt.Fprintln(e.stdout)
 	return exitOK
@@ -450,11 +450,7 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff, dr
 		fmt.Fprintf(w, "- ipvs: virtual servers and interface %s of an earlier --dataplane ipvs\n", ipvs.LinkName)
 	}
 	if !d.Empty() {
-		var b strings.Builder
-		treediff.WriteText(&b, d, false)
-		// All lines but the last, diff's count of the data plane.
-		text := strings.TrimSuffix(b.String(), "\n")
-		w.WriteString(text[:strings.LastIndexByte(text, '\n')+1])
+		treediff.WriteText(w, d, treediff.TextOptions{NoDataPlane: true})
 	}
 	if drift != nil {
 		writeDrift(w, drift)
@@ -475,30 +471,9 @@ func writeNodeChanges(out io.Writer, r *applier.Result, d *treediff.PlanDiff, dr
 // or deleted whole are told by writeNodeChanges.
 func writeDrift(w io.Writer, ch *nft.Changes) {
 	for _, t := range ch.Tables {
-		if t.Replace || t.Delete {
-			continue
-		}
-		for _, c := range t.ChainsAdded {
-			fmt.Fprintf(w, "+ drift: chain %s %s is missing\n", t.Family, c)
-		}
-		for _, c := range t.ChainsChanged {
-			fmt.Fprintf(w, "~ drift: chain %s %s differs from the plan\n", t.Family, c)
-			writeRuleChanges(w, t.Rules, c)
-		}
-		for _, c := range t.ChainsRemoved {
-			fmt.Fprintf(w, "- drift: chain %s %s is not in the plan\n", t.Family, c)
-		}
-		for _, s := range t.SetsAdded {
-			fmt.Fprintf(w, "+ drift: set %s %s is missing\n", t.Family, s)
-		}
-		for _, s := range t.SetsRemoved {
-			fmt.Fprintf(w, "- drift: set %s %s is not in the plan\n", t.Family, s)
-		}
-		for _, el := range t.ElementsAdded {
-			fmt.Fprintf(w, "+ drift: %s %s element %s is missing\n", t.Family, el.Set, el.Text)
-		}
-		for _, el := range t.ElementsRemoved {
-			fmt.Fprintf(w, "- drift: %s %s element %s is not in the plan\n", t.Family, el.Set, el.Text)
+		for _, d := range t.Differences() {
+			fmt.Fprintf(w, "%c drift: %s\n", d.Mark, d.Text)
+			writeRuleChanges(w, d.Rules)
 		}
 	}
 }
@@ -509,15 +484,8 @@ const maxRuleLines = 10
 // writeRuleChanges prints, under a chain that drifted, the rules that
 // differ: "- rule N: …" as the kernel has it, "+ rule N: …" as the plan
 // has it (both for a rule changed in place).
-func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
-	n := 0
-	for _, r := range rules {
-		if r.Chain != chain {
-			continue
-		}
-		if n++; n > maxRuleLines {
-			continue
-		}
+func writeRuleChanges(w io.Writer, rules []nft.RuleChange) {
+	for _, r := range rules[:min(len(rules), maxRuleLines)] {
 		if r.Old != "" {
 			fmt.Fprintf(w, "    - rule %d: %s\n", r.Index, r.Old)
 		}
@@ -525,8 +493,8 @@ func writeRuleChanges(w io.Writer, rules []nft.RuleChange, chain string) {
 			fmt.Fprintf(w, "    + rule %d: %s\n", r.Index, r.New)
 		}
 	}
-	if n > maxRuleLines {
-		fmt.Fprintf(w, "    … and %d more rules that differ\n", n-maxRuleLines)
+	if len(rules) > maxRuleLines {
+		fmt.Fprintf(w, "    … and %d more rules that differ\n", len(rules)-maxRuleLines)
 	}
 }
 

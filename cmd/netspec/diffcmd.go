@@ -91,7 +91,7 @@ func (f *diffFlags) run(e *env, args []string) int {
 		}
 		if n := l.Diags.Errors(); n > 0 {
 			printDiags(e, l.Diags)
-			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, plural(l.Diags.Files(), "file"), plural(n, "error"))
+			fmt.Fprintf(e.stderr, "%s is invalid: %s, %s\n", root, treediff.Plural(l.Diags.Files(), "file"), treediff.Plural(n, "error"))
 			failed = true
 		}
 		trees[i] = l
@@ -125,7 +125,7 @@ func (f *diffFlags) run(e *env, args []string) int {
 	case "markdown":
 		treediff.WriteMarkdown(e.stdout, d)
 	default:
-		treediff.WriteText(e.stdout, d, true)
+		treediff.WriteText(e.stdout, d, treediff.TextOptions{Records: true})
 	}
 	if f.detailed && !d.Empty() {
 		return exitChanges

@@ -20,6 +20,7 @@ import (
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/render"
 	"netspec.dev/netspec/render/ipvsmodel"
+	"netspec.dev/netspec/treediff"
 )
 
 type explainFlags struct {
@@ -168,7 +169,7 @@ func (f *explainFlags) run(e *env, args []string) int {
 	}
 	if n := l.Diags.Errors(); n > 0 {
 		printDiags(e, l.Diags)
-		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", plural(l.Diags.Files(), "file"), plural(n, "error"))
+		fmt.Fprintf(e.stderr, "%s, %s; the tree must be valid to explain it\n", treediff.Plural(l.Diags.Files(), "file"), treediff.Plural(n, "error"))
 		return exitError
 	}
 	var live explain.Options

@@ -11,6 +11,7 @@ import (
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/internal/treecheck"
 	"netspec.dev/netspec/schema"
+	"netspec.dev/netspec/treediff"
 )
 
 // LockFile is the name of the allocation lock at the root of a tree.
@@ -84,7 +85,7 @@ func loadValid(e *env, cmd, root string, lf *loadFlags, notDone string) *loaded 
 	}
 	printDiags(e, l.Diags)
 	if n := l.Diags.Errors(); n > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s; %s\n", plural(l.Diags.Files(), "file"), plural(n, "error"), notDone)
+		fmt.Fprintf(e.stderr, "%s, %s; %s\n", treediff.Plural(l.Diags.Files(), "file"), treediff.Plural(n, "error"), notDone)
 		return nil
 	}
 	return l

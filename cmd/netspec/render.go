@@ -89,9 +89,12 @@ func (f *renderFlags) run(e *env, args []string) int {
 	if p == nil {
 		return exitError
 	}
-	files, err := render.Files(p, render.DataplaneNFTables)
+	var files map[string][]byte
+	var err error
 	if f.dataplane == "ipvs" {
 		files, err = render.FilesIPVS(p, f.ipvsScheduler)
+	} else {
+		files, err = render.Files(p, render.DataplaneNFTables)
 	}
 	if err != nil {
 		return e.fail("render", "%v", err)

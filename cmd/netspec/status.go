@@ -14,6 +14,7 @@ import (
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/daemon/status"
+	"netspec.dev/netspec/treediff"
 )
 
 type statusFlags struct {
@@ -208,7 +209,7 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 	case t.Valid:
 		fmt.Fprintln(w, "tree: valid")
 	case t.Errors > 0:
-		fmt.Fprintf(w, "tree: invalid, %s; first: %s\n", plural(t.Errors, "error"), t.FirstError)
+		fmt.Fprintf(w, "tree: invalid, %s; first: %s\n", treediff.Plural(t.Errors, "error"), t.FirstError)
 	default:
 		fmt.Fprintf(w, "tree: cannot be read or compiled: %s\n", t.FirstError)
 	}
@@ -223,7 +224,7 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 			due = "now (or once the tree is valid again)"
 		}
 		fmt.Fprintf(w, "removals pending: %s left the tree and stay applied, since %s; the next goes %s\n",
-			plural(p.Objects, "object"), ago(p.Since, now), due)
+			treediff.Plural(p.Objects, "object"), ago(p.Since, now), due)
 	}
 	if l := st.GitLock; l != nil {
 		what := "reloads wait for it (a checkout, merge or pull under way)"
@@ -247,7 +248,7 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 	default:
 		fmt.Fprintln(w, "health check node ports:")
 		for _, h := range st.HealthChecks {
-			line := fmt.Sprintf("  %d %s: %s", h.Port, h.Service, plural(h.LocalEndpoints, "local endpoint"))
+			line := fmt.Sprintf("  %d %s: %s", h.Port, h.Service, treediff.Plural(h.LocalEndpoints, "local endpoint"))
 			if len(h.Listening) > 0 {
 				line += "; listening on " + strings.Join(h.Listening, ", ")
 			}
@@ -267,7 +268,7 @@ func writeDaemonStatus(w io.Writer, sock string, st *daemon.Status, now time.Tim
 			static = "YES"
 		}
 		fmt.Fprintf(w, "fleet: %d members, %d alive; %s out for the fleet; fail static: %s (netspec status --fleet)\n",
-			len(fs.Members), fs.Alive(), plural(len(fs.Out), "endpoint"), static)
+			len(fs.Members), fs.Alive(), treediff.Plural(len(fs.Out), "endpoint"), static)
 	}
 }
 
@@ -283,9 +284,9 @@ func writeProbeStatus(w io.Writer, ps *daemon.ProbeStatus, now time.Time) {
 	}
 	unprobed := ""
 	if ps.Unprobed > 0 {
-		unprobed = fmt.Sprintf("; %s not probed (exec readinessProbe: it runs in the container, not from the node; the tree's Ready stands)", plural(ps.Unprobed, "endpoint"))
+		unprobed = fmt.Sprintf("; %s not probed (exec readinessProbe: it runs in the container, not from the node; the tree's Ready stands)", treediff.Plural(ps.Unprobed, "endpoint"))
 	}
-	fmt.Fprintf(w, "readiness probes: %s, %d failing%s\n", plural(ps.Checks, "check"), ps.Failing, unprobed)
+	fmt.Fprintf(w, "readiness probes: %s, %d failing%s\n", treediff.Plural(ps.Checks, "check"), ps.Failing, unprobed)
 	var out, kept []daemon.ProbeOut
 	for _, o := range ps.Out {
 		if o.FailOpen {
@@ -324,7 +325,7 @@ func writeRecordView(w io.Writer, dir string, r *status.Record, now time.Time) {
 		return
 	}
 	fmt.Fprintf(w, "state dir %s: last applied plan, of node %s: %s, %s; recorded %s\n",
-		dir, r.Node, plural(r.Services, "service"), plural(r.Endpoints, "endpoint"), ago(r.Recorded, now))
+		dir, r.Node, treediff.Plural(r.Services, "service"), treediff.Plural(r.Endpoints, "endpoint"), ago(r.Recorded, now))
 	h := r.Probes
 	if h == nil {
 		return
@@ -336,7 +337,7 @@ func writeRecordView(w io.Writer, dir string, r *status.Record, now time.Time) {
 		fmt.Fprintf(w, "readiness probes: the kernel holds the probe view the daemon last applied (recorded %s): no endpoint held out\n", ago(h.Written, now))
 	case h.Recorded:
 		fmt.Fprintf(w, "readiness probes: the kernel holds the probe view the daemon last applied (recorded %s), with %s held out for failing probes, though no daemon probes them now:\n",
-			ago(h.Written, now), plural(len(out), "endpoint"))
+			ago(h.Written, now), treediff.Plural(len(out), "endpoint"))
 		for _, o := range out {
 			writeProbeOut(w, o, now)
 		}
@@ -345,7 +346,7 @@ func writeRecordView(w io.Writer, dir string, r *status.Record, now time.Time) {
 		fmt.Fprintln(w, "readiness probes: no record of the daemon's probes; every probed endpoint is ready in the applied plan")
 	default:
 		fmt.Fprintf(w, "readiness probes: no record of the daemon's probes; %s of the applied plan not ready although probed (out for a failing probe, or not Ready in the tree: the record does not tell which):\n",
-			plural(len(out), "endpoint"))
+			treediff.Plural(len(out), "endpoint"))
 		for _, o := range out {
 			fmt.Fprintf(w, "  %s %s: %s\n", o.Service, o.Endpoint, o.Probe)
 		}
@@ -384,7 +385,7 @@ func writeKernelView(w io.Writer, k *status.Kernel) {
 			continue
 		}
 		fmt.Fprintf(w, "  nftables: table %s %s: %s, %s, %s\n", t.Family, nft.TableName,
-			plural(t.Chains, "chain"), plural(t.Sets, "set"), plural(t.Elements, "element"))
+			treediff.Plural(t.Chains, "chain"), treediff.Plural(t.Sets, "set"), treediff.Plural(t.Elements, "element"))
 	}
 	switch v := k.IPVS; {
 	case !v.Available:
@@ -392,6 +393,6 @@ func writeKernelView(w io.Writer, k *status.Kernel) {
 	case !v.Interface:
 		fmt.Fprintf(w, "  ipvs: no interface %s, no virtual server of netspec\n", ipvs.LinkName)
 	default:
-		fmt.Fprintf(w, "  ipvs: %s, %s (on %s)\n", plural(v.VirtualServers, "virtual server"), plural(v.RealServers, "real server"), ipvs.LinkName)
+		fmt.Fprintf(w, "  ipvs: %s, %s (on %s)\n", treediff.Plural(v.VirtualServers, "virtual server"), treediff.Plural(v.RealServers, "real server"), ipvs.LinkName)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"netspec.dev/netspec/daemon"
 	"netspec.dev/netspec/daemon/fleet"
+	"netspec.dev/netspec/treediff"
 )
 
 // fleetOut is the JSON of netspec status --fleet: the daemon's
@@ -54,7 +55,7 @@ func writeFleetStatus(w io.Writer, node string, fs *daemon.FleetStatus, now time
 	}
 	fmt.Fprintln(w, "revisions (nodes alive or suspect):")
 	for _, r := range fs.Revisions {
-		fmt.Fprintf(w, "  %s: %s\n", cmp.Or(r.Revision, "(none applied yet)"), plural(r.Nodes, "node"))
+		fmt.Fprintf(w, "  %s: %s\n", cmp.Or(r.Revision, "(none applied yet)"), treediff.Plural(r.Nodes, "node"))
 	}
 	if len(fs.Revisions) > 1 {
 		fmt.Fprintln(w, "  the fleet is split across revisions: a rollout under way, or nodes that do not follow")

@@ -11,6 +11,7 @@ import (
 	"netspec.dev/netspec/compiler"
 	"netspec.dev/netspec/internal/diag"
 	"netspec.dev/netspec/schema"
+	"netspec.dev/netspec/treediff"
 )
 
 type validateFlags struct {
@@ -114,7 +115,7 @@ func (f *validateFlags) run(e *env, args []string) int {
 	}
 	printDiags(e, l.Diags)
 	if errs := l.Diags.Errors(); errs > 0 {
-		fmt.Fprintf(e.stderr, "%s, %s\n", plural(l.Diags.Files(), "file"), plural(errs, "error"))
+		fmt.Fprintf(e.stderr, "%s, %s\n", treediff.Plural(l.Diags.Files(), "file"), treediff.Plural(errs, "error"))
 		return exitError
 	}
 	if len(stale) > 0 {
@@ -224,23 +225,23 @@ func summary(t *schema.Tree) string {
 	for _, o := range t.Objects {
 		counts[o.Kind]++
 	}
-	parts := []string{plural(counts[schema.KindService], "service"), plural(counts[schema.KindPod], "pod"), plural(counts[schema.KindNode], "node")}
+	parts := []string{treediff.Plural(counts[schema.KindService], "service"), treediff.Plural(counts[schema.KindPod], "pod"), treediff.Plural(counts[schema.KindNode], "node")}
 	if n := counts[schema.KindEndpoints]; n > 0 {
-		parts = append(parts, plural(n, "Endpoints object"))
+		parts = append(parts, treediff.Plural(n, "Endpoints object"))
 	}
 	if n := counts[schema.KindEndpointSlice]; n > 0 {
-		parts = append(parts, plural(n, "endpoint slice"))
+		parts = append(parts, treediff.Plural(n, "endpoint slice"))
 	}
 	s := "ok: " + strings.Join(parts, ", ")
 	if len(t.Ignored) > 0 {
-		s += fmt.Sprintf(" (%s ignored: %s; --verbose lists them)", plural(len(t.Ignored), "object"), ignoredByKind(t.Ignored))
+		s += fmt.Sprintf(" (%s ignored: %s; --verbose lists them)", treediff.Plural(len(t.Ignored), "object"), ignoredByKind(t.Ignored))
 	}
 	if n := len(t.Skipped); n > 0 {
 		var sk []string
 		for _, f := range t.Skipped {
 			sk = append(sk, f.String())
 		}
-		s += fmt.Sprintf(" (%s skipped: %s)", plural(n, "file"), strings.Join(sk, "; "))
+		s += fmt.Sprintf(" (%s skipped: %s)", treediff.Plural(n, "file"), strings.Join(sk, "; "))
 	}
 	return s
 }
@@ -272,11 +273,4 @@ func ignoredByKind(ig []schema.Ignored) string {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, word)
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -593,11 +593,14 @@ func countWords(added, changed, removed int, noun string) string {
 	return strings.Join(s, ", ")
 }
 
-// Plural is "1 word" or "n words": a count as the writers' lines, and
-// netspec's commands, say it.
+// Plural is "1 word" or "n words" ("n entries" for "entry"): a count as
+// the writers' lines, and netspec's commands, say it.
 func Plural(n int, word string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return fmt.Sprintf("%d %s", n, word)
+	case len(word) > 1 && word[len(word)-1] == 'y' && !strings.ContainsRune("aeiou", rune(word[len(word)-2])):
+		return fmt.Sprintf("%d %sies", n, word[:len(word)-1])
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }

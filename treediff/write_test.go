@@ -151,3 +151,20 @@ func TestForwardingPhrases(t *testing.T) {
 		t.Errorf("forwardingPhrases:\n%q\nwant\n%q", got, want)
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n          int
+		word, want string
+	}{
+		{n: 1, word: "entry", want: "1 entry"},
+		{n: 2, word: "conntrack entry", want: "2 conntrack entries"},
+		{n: 0, word: "key", want: "0 keys"},
+		{n: 3, word: "endpoint", want: "3 endpoints"},
+		{n: 2, word: "y", want: "2 ys"},
+	} {
+		if got := Plural(tc.n, tc.word); got != tc.want {
+			t.Errorf("Plural(%d, %q) = %q, want %q", tc.n, tc.word, got, tc.want)
+		}
+	}
+}

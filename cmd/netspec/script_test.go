@@ -21,6 +21,7 @@ import (
 	"netspec.dev/netspec/applier"
 	"netspec.dev/netspec/applier/nft"
 	"netspec.dev/netspec/compiler"
+	"netspec.dev/netspec/internal/testnet"
 	"netspec.dev/netspec/plan"
 	"netspec.dev/netspec/schema"
 )
@@ -38,6 +39,7 @@ func TestMain(m *testing.M) {
 // TestScripts runs the CLI sessions in testdata/script/*.txtar: each is a
 // user's session with the commands typed and the output expected.
 func TestScripts(t *testing.T) {
+	testnet.SweepOrphans(t) // the netns command's names are testnet's
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -32,8 +32,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -82,6 +84,7 @@ type Net struct {
 // registered later, and also when the test fails.
 func New(t testing.TB, prefix string) *Net {
 	t.Helper()
+	SweepOrphans(t)
 	n := &Net{t: t, prefix: prefix}
 	t.Cleanup(n.cleanup)
 	return n
@@ -116,6 +119,41 @@ func nsName(prefix, role string) string {
 	h := fnv.New32a()
 	h.Write([]byte(prefix + "/" + role))
 	return fmt.Sprintf("netspec-%04x-%d-%08x", h.Sum32()&0xffff, pid, rnd)
+}
+
+// orphanName is a test namespace's name: netspec-…-PID-RANDOM, as nsName
+// and the script tests make them.
+var orphanName = regexp.MustCompile(`^netspec-.+-([0-9]+)-[0-9a-f]{8}$`)
+
+var sweepOnce sync.Once
+
+// SweepOrphans deletes, once per process, the test namespaces whose
+// process is gone: a test process killed (a -timeout panic, a signal) runs
+// no cleanup, and its namespaces would stay until reboot. A namespace is
+// an orphan when its name is one the tests make and holds the pid of no
+// live process; a live process's are left alone, whoever it is.
+func SweepOrphans(t testing.TB) { sweepOnce.Do(func() { sweepOrphans(t) }) }
+
+func sweepOrphans(t testing.TB) {
+	names, err := os.ReadDir("/var/run/netns")
+	if err != nil {
+		return // none made yet
+	}
+	for _, e := range names {
+		m := orphanName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "delete", e.Name()).CombinedOutput(); err != nil {
+			t.Logf("testnet: deleting orphaned namespace %s: %v\n%s", e.Name(), err, out)
+			continue
+		}
+		t.Logf("testnet: deleted namespace %s, left by process %d, which is gone", e.Name(), pid)
+	}
 }
 
 // clean keeps letters, digits, '-' and '_' of s (names are file names).
